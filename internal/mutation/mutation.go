@@ -1,0 +1,219 @@
+// Package mutation holds Bighive's data-model types shared by the write path:
+// the operations of one row mutation, as the WAL logs them and the engine
+// applies them, and their compact binary encoding.
+//
+// A RowMutation is atomic: the WAL logs it as one record and the engine
+// applies all of its ops or none (DESIGN.md 'Data model').
+//
+// Encoding (little-endian, uvarint = unsigned LEB128; it must not change
+// without a new format version in the files that embed it):
+//
+//	row      := uvarint(len(key)) key uvarint(nops) op*
+//	op       := kind:u8 uvarint(len(family)) family uvarint(len(qual)) qual
+//	            ts:varint end:varint uvarint(len(value)) value
+//
+// Decode checks every length against the remaining bytes and never panics
+// on garbage; it returns ErrMalformed.
+package mutation
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// ServerTime as an op timestamp asks the tserver to assign one.
+const ServerTime int64 = -1
+
+// Kind is the kind of one op. Values are part of the WAL format.
+type Kind uint8
+
+const (
+	// SetCell writes Value at (Family, Qualifier, Timestamp).
+	SetCell Kind = 1
+	// DeleteColumn deletes the cells of (Family, Qualifier) with a timestamp
+	// in [Timestamp, End); End == 0 means no upper bound, and Timestamp == 0
+	// with End == 0 deletes every version.
+	DeleteColumn Kind = 2
+	// DeleteFamily deletes every cell of Family in the row.
+	DeleteFamily Kind = 3
+	// DeleteRow deletes every cell of the row.
+	DeleteRow Kind = 4
+)
+
+func (k Kind) String() string {
+	switch k {
+	case SetCell:
+		return "SetCell"
+	case DeleteColumn:
+		return "DeleteColumn"
+	case DeleteFamily:
+		return "DeleteFamily"
+	case DeleteRow:
+		return "DeleteRow"
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+// Op is one operation of a row mutation.
+type Op struct {
+	Kind      Kind
+	Family    string
+	Qualifier []byte
+	// Timestamp is the cell timestamp in microseconds (SetCell) or the start
+	// of the deleted range (DeleteColumn). For tombstones of a family or a
+	// row the engine stores the timestamp the tserver assigned to the
+	// mutation: cells at or before it are hidden.
+	Timestamp int64
+	// End is the exclusive end of a DeleteColumn range (0: unbounded).
+	End   int64
+	Value []byte
+}
+
+// RowMutation is the ops of one row, applied atomically.
+type RowMutation struct {
+	Row []byte
+	Ops []Op
+}
+
+// ErrMalformed is returned by Decode for bytes that are not an encoding.
+var ErrMalformed = errors.New("mutation: malformed encoding")
+
+// Size is an upper bound of the encoded length of m.
+func (m *RowMutation) Size() int {
+	n := 2*binary.MaxVarintLen64 + len(m.Row)
+	for i := range m.Ops {
+		op := &m.Ops[i]
+		n += 1 + 5*binary.MaxVarintLen64 + len(op.Family) + len(op.Qualifier) + len(op.Value)
+	}
+	return n
+}
+
+// Append appends the encoding of m to dst.
+func (m *RowMutation) Append(dst []byte) []byte {
+	dst = appendBytes(dst, m.Row)
+	dst = binary.AppendUvarint(dst, uint64(len(m.Ops)))
+	for i := range m.Ops {
+		op := &m.Ops[i]
+		dst = append(dst, byte(op.Kind))
+		dst = binary.AppendUvarint(dst, uint64(len(op.Family)))
+		dst = append(dst, op.Family...)
+		dst = appendBytes(dst, op.Qualifier)
+		dst = binary.AppendVarint(dst, op.Timestamp)
+		dst = binary.AppendVarint(dst, op.End)
+		dst = appendBytes(dst, op.Value)
+	}
+	return dst
+}
+
+func appendBytes(dst, b []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(b)))
+	return append(dst, b...)
+}
+
+// Decode parses an encoding made by Append. The returned mutation aliases b
+// when alias is true; otherwise it owns copies of every byte slice.
+func Decode(b []byte, alias bool) (RowMutation, error) {
+	d := decoder{b: b, alias: alias}
+	var m RowMutation
+	m.Row = d.bytes()
+	n := d.uvarint()
+	if d.err == nil && n > uint64(len(d.b)) { // every op takes at least one byte
+		d.fail()
+	}
+	if d.err == nil && n > 0 {
+		m.Ops = make([]Op, 0, n)
+	}
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		var op Op
+		op.Kind = Kind(d.byte())
+		op.Family = string(d.raw())
+		op.Qualifier = d.bytes()
+		op.Timestamp = d.varint()
+		op.End = d.varint()
+		op.Value = d.bytes()
+		if d.err == nil && (op.Kind < SetCell || op.Kind > DeleteRow) {
+			return RowMutation{}, fmt.Errorf("%w: op %d has kind %d", ErrMalformed, i, op.Kind)
+		}
+		m.Ops = append(m.Ops, op)
+	}
+	if d.err != nil {
+		return RowMutation{}, d.err
+	}
+	if len(d.b) != 0 {
+		return RowMutation{}, fmt.Errorf("%w: %d trailing bytes", ErrMalformed, len(d.b))
+	}
+	return m, nil
+}
+
+type decoder struct {
+	b     []byte
+	alias bool
+	err   error
+}
+
+func (d *decoder) fail() {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: truncated", ErrMalformed)
+	}
+	d.b = nil
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail()
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail()
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) byte() byte {
+	if d.err != nil || len(d.b) == 0 {
+		d.fail()
+		return 0
+	}
+	c := d.b[0]
+	d.b = d.b[1:]
+	return c
+}
+
+// raw returns the next length-prefixed bytes, aliasing the input.
+func (d *decoder) raw() []byte {
+	n := d.uvarint()
+	if d.err != nil {
+		return nil
+	}
+	if n > uint64(len(d.b)) {
+		d.fail()
+		return nil
+	}
+	v := d.b[:n:n]
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) bytes() []byte {
+	v := d.raw()
+	if v == nil || d.alias {
+		return v
+	}
+	return append([]byte(nil), v...)
+}

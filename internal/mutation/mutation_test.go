@@ -1,0 +1,91 @@
+package mutation
+
+import (
+	"bytes"
+	"errors"
+	"reflect"
+	"testing"
+)
+
+func TestRoundTrip(t *testing.T) {
+	cases := []RowMutation{
+		{Row: []byte("r")},
+		{Row: []byte("row1"), Ops: []Op{
+			{Kind: SetCell, Family: "cf", Qualifier: []byte("q"), Timestamp: 12, Value: []byte("v")},
+			{Kind: DeleteColumn, Family: "cf", Qualifier: []byte("q"), Timestamp: 1, End: 10},
+			{Kind: DeleteFamily, Family: "f2", Timestamp: ServerTime},
+			{Kind: DeleteRow, Timestamp: 99},
+		}},
+	}
+	for _, alias := range []bool{false, true} {
+		for i, m := range cases {
+			b := m.Append(nil)
+			if len(b) > m.Size() {
+				t.Fatalf("case %d: encoded %d bytes > Size %d", i, len(b), m.Size())
+			}
+			got, err := Decode(b, alias)
+			if err != nil {
+				t.Fatalf("case %d: %v", i, err)
+			}
+			if !bytes.Equal(got.Row, m.Row) || len(got.Ops) != len(m.Ops) {
+				t.Fatalf("case %d: got %+v want %+v", i, got, m)
+			}
+			for j := range m.Ops {
+				w, g := m.Ops[j], got.Ops[j]
+				if w.Kind != g.Kind || w.Family != g.Family || !bytes.Equal(w.Qualifier, g.Qualifier) ||
+					w.Timestamp != g.Timestamp || w.End != g.End || !bytes.Equal(w.Value, g.Value) {
+					t.Fatalf("case %d op %d: got %+v want %+v", i, j, g, w)
+				}
+			}
+		}
+	}
+}
+
+func TestDecodeMalformed(t *testing.T) {
+	good := (&RowMutation{Row: []byte("row"), Ops: []Op{{Kind: SetCell, Family: "f", Qualifier: []byte("q"), Value: []byte("value")}}}).Append(nil)
+	for cut := 0; cut < len(good); cut++ {
+		if _, err := Decode(good[:cut], false); !errors.Is(err, ErrMalformed) {
+			t.Fatalf("cut at %d: err = %v, want ErrMalformed", cut, err)
+		}
+	}
+	bad := append([]byte(nil), good...)
+	bad[5] = 9 // the op kind
+	if _, err := Decode(bad, false); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("bad kind: err = %v", err)
+	}
+	if _, err := Decode(append(good, 0), false); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("trailing byte: err = %v", err)
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	f.Add((&RowMutation{Row: []byte("r"), Ops: []Op{{Kind: DeleteRow}}}).Append(nil))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := Decode(b, true)
+		if err != nil {
+			return
+		}
+		again, err := Decode(m.Append(nil), false)
+		if err != nil || !reflect.DeepEqual(normalize(again), normalize(m)) {
+			t.Fatalf("re-encoding differs: %v", err)
+		}
+	})
+}
+
+func normalize(m RowMutation) RowMutation {
+	if len(m.Row) == 0 {
+		m.Row = nil
+	}
+	for i := range m.Ops {
+		if len(m.Ops[i].Qualifier) == 0 {
+			m.Ops[i].Qualifier = nil
+		}
+		if len(m.Ops[i].Value) == 0 {
+			m.Ops[i].Value = nil
+		}
+	}
+	if len(m.Ops) == 0 {
+		m.Ops = nil
+	}
+	return m
+}
