@@ -1,0 +1,114 @@
+package memstore
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+
+	"bighive/internal/mutation"
+)
+
+// Entry is one cell or tombstone. Kind reuses the WAL's op kinds.
+//
+// For SetCell, Timestamp is the cell's timestamp and Value its value. For
+// DeleteColumn, [Timestamp, End) is the deleted range (End 0: unbounded).
+// For DeleteFamily and DeleteRow, cells at or before Timestamp are hidden;
+// a DeleteRow has Family "" and no qualifier.
+type Entry struct {
+	Row       []byte
+	Family    string
+	Qualifier []byte
+	Timestamp int64
+	End       int64
+	Kind      mutation.Kind
+	Value     []byte
+}
+
+func (e *Entry) String() string {
+	return fmt.Sprintf("%s{%q %s:%q @%d end=%d len(v)=%d}", e.Kind, e.Row, e.Family, e.Qualifier, e.Timestamp, e.End, len(e.Value))
+}
+
+// Clone returns a deep copy of e.
+func (e *Entry) Clone() Entry {
+	c := *e
+	c.Row = bytes.Clone(e.Row)
+	c.Qualifier = bytes.Clone(e.Qualifier)
+	c.Value = bytes.Clone(e.Value)
+	return c
+}
+
+// Level orders the scopes inside a row: row tombstones, family tombstones,
+// then columns.
+func (e *Entry) level() int {
+	switch e.Kind {
+	case mutation.DeleteRow:
+		return 0
+	case mutation.DeleteFamily:
+		return 1
+	}
+	return 2
+}
+
+func (e *Entry) rank() int {
+	if e.Kind == mutation.DeleteColumn {
+		return 0
+	}
+	return 1
+}
+
+// Compare orders entries as the package doc describes. It returns 0 for two
+// cells of the same (row, family, qualifier, timestamp) whatever their
+// values, and for identical tombstones.
+func Compare(a, b *Entry) int {
+	if c := bytes.Compare(a.Row, b.Row); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Family, b.Family); c != 0 {
+		return c
+	}
+	if la, lb := a.level(), b.level(); la != lb {
+		return la - lb
+	}
+	if c := bytes.Compare(a.Qualifier, b.Qualifier); c != 0 {
+		return c
+	}
+	if ra, rb := a.rank(), b.rank(); ra != rb {
+		return ra - rb
+	}
+	switch {
+	case a.Timestamp > b.Timestamp:
+		return -1
+	case a.Timestamp < b.Timestamp:
+		return 1
+	}
+	if a.Kind == mutation.DeleteColumn {
+		switch {
+		case a.End < b.End:
+			return -1
+		case a.End > b.End:
+			return 1
+		}
+	}
+	return 0
+}
+
+// RowStart is the smallest entry of row: seeking to it positions an
+// iterator at the row's first entry.
+func RowStart(row []byte) *Entry {
+	return &Entry{Row: row, Kind: mutation.DeleteRow, Timestamp: 1<<63 - 1}
+}
+
+// Iterator walks entries in Compare order. Entry's slices stay valid until
+// the next call that moves the iterator; callers that keep them Clone.
+type Iterator interface {
+	// SeekGE positions the iterator at the first entry >= key.
+	SeekGE(key *Entry)
+	// First positions the iterator at the first entry.
+	First()
+	Valid() bool
+	Entry() *Entry
+	Next()
+	// Err is the error that made the iterator invalid, if any.
+	Err() error
+	Close() error
+}

@@ -1,0 +1,201 @@
+package memstore
+
+import (
+	"sync"
+	"sync/atomic"
+	"unsafe"
+)
+
+const maxHeight = 20
+
+// EntryOverhead is the fixed per-entry cost MemoryUsage charges besides the
+// key and value bytes and the tower: the skiplist node itself.
+const EntryOverhead = int64(unsafe.Sizeof(node{}))
+
+const towerSlotSize = int64(unsafe.Sizeof(atomic.Pointer[node]{}))
+
+type node struct {
+	e    Entry
+	seq  uint64
+	next []atomic.Pointer[node]
+}
+
+// Memstore is a sorted write buffer. Apply may be called from one goroutine
+// at a time per Memstore (it serialises callers); iterators and the
+// accessors are safe for concurrent use with Apply.
+type Memstore struct {
+	mu     sync.Mutex // serialises writers
+	head   *node
+	height atomic.Int32
+	rnd    uint64
+
+	published atomic.Uint64 // highest fully linked batch
+	mem       atomic.Int64
+	count     atomic.Int64
+}
+
+// New returns an empty Memstore.
+func New() *Memstore {
+	m := &Memstore{head: &node{next: make([]atomic.Pointer[node], maxHeight)}, rnd: 0x9E3779B97F4A7C15}
+	m.height.Store(1)
+	return m
+}
+
+// MemoryUsage is the exact byte count described in the package doc.
+func (m *Memstore) MemoryUsage() int64 { return m.mem.Load() }
+
+// Len is the number of linked entries, overwritten ones included.
+func (m *Memstore) Len() int64 { return m.count.Load() }
+
+// Empty reports whether nothing was applied.
+func (m *Memstore) Empty() bool { return m.count.Load() == 0 }
+
+func (m *Memstore) randomHeight() int {
+	h := 1
+	for h < maxHeight {
+		m.rnd ^= m.rnd << 13
+		m.rnd ^= m.rnd >> 7
+		m.rnd ^= m.rnd << 17
+		if m.rnd&3 != 0 {
+			break
+		}
+		h++
+	}
+	return h
+}
+
+// Apply copies the entries and links them as one batch: readers see all of
+// them or none. It holds no reference to entries after it returns.
+func (m *Memstore) Apply(entries []Entry) {
+	if len(entries) == 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	seq := m.published.Load() + 1
+	var prev [maxHeight]*node
+	for i := range entries {
+		m.insert(&entries[i], seq, &prev)
+	}
+	m.published.Store(seq)
+}
+
+func (m *Memstore) insert(src *Entry, seq uint64, prev *[maxHeight]*node) {
+	// One allocation for the byte fields.
+	buf := make([]byte, len(src.Row)+len(src.Qualifier)+len(src.Value))
+	n := copy(buf, src.Row)
+	row := buf[:n:n]
+	q := copy(buf[n:], src.Qualifier)
+	qual := buf[n : n+q : n+q]
+	copy(buf[n+q:], src.Value)
+	val := buf[n+q:]
+	e := Entry{Row: row, Family: cloneString(src.Family), Qualifier: qual, Timestamp: src.Timestamp, End: src.End, Kind: src.Kind, Value: val}
+	if len(src.Qualifier) == 0 {
+		e.Qualifier = nil
+	}
+	if len(src.Value) == 0 {
+		e.Value = nil
+	}
+
+	h := m.randomHeight()
+	nd := &node{e: e, seq: seq, next: make([]atomic.Pointer[node], h)}
+	m.findPrev(nd, prev)
+	if cur := int(m.height.Load()); h > cur {
+		for l := cur; l < h; l++ {
+			prev[l] = m.head
+		}
+		m.height.Store(int32(h))
+	}
+	// Link bottom up: a reader that finds the node at level l can follow
+	// its pointers at every level below.
+	for l := 0; l < h; l++ {
+		nd.next[l].Store(prev[l].next[l].Load())
+		prev[l].next[l].Store(nd)
+	}
+	m.mem.Add(EntryOverhead + int64(h)*towerSlotSize + int64(len(buf)) + int64(len(e.Family)))
+	m.count.Add(1)
+}
+
+func cloneString(s string) string {
+	if s == "" {
+		return ""
+	}
+	return string([]byte(s))
+}
+
+// less orders nodes: entry order, then newer batch first.
+func less(a *node, e *Entry, seq uint64) bool {
+	c := Compare(&a.e, e)
+	if c != 0 {
+		return c < 0
+	}
+	return a.seq > seq
+}
+
+// findPrev fills prev[l] with the last node at level l that sorts before nd.
+func (m *Memstore) findPrev(nd *node, prev *[maxHeight]*node) {
+	x := m.head
+	for l := int(m.height.Load()) - 1; l >= 0; l-- {
+		for {
+			nx := x.next[l].Load()
+			if nx == nil || !less(nx, &nd.e, nd.seq) {
+				break
+			}
+			x = nx
+		}
+		prev[l] = x
+	}
+}
+
+// seekGE returns the first node whose entry is >= key (any seq).
+func (m *Memstore) seekGE(key *Entry) *node {
+	x := m.head
+	for l := int(m.height.Load()) - 1; l >= 0; l-- {
+		for {
+			nx := x.next[l].Load()
+			if nx == nil || Compare(&nx.e, key) >= 0 {
+				break
+			}
+			x = nx
+		}
+	}
+	return x.next[0].Load()
+}
+
+// NewIterator returns a snapshot iterator: it sees the batches published
+// before the call and none after. It is not positioned; call First or
+// SeekGE. An iterator is for one goroutine.
+func (m *Memstore) NewIterator() Iterator {
+	return &iter{m: m, snap: m.published.Load()}
+}
+
+type iter struct {
+	m    *Memstore
+	snap uint64
+	cur  *node
+}
+
+// settle moves forward from n to the first visible node and returns it.
+func (it *iter) settle(n *node) *node {
+	for n != nil && n.seq > it.snap {
+		n = n.next[0].Load()
+	}
+	return n
+}
+
+func (it *iter) SeekGE(key *Entry) { it.cur = it.settle(it.m.seekGE(key)) }
+func (it *iter) First()            { it.cur = it.settle(it.m.head.next[0].Load()) }
+func (it *iter) Valid() bool       { return it.cur != nil }
+func (it *iter) Entry() *Entry     { return &it.cur.e }
+func (it *iter) Err() error        { return nil }
+func (it *iter) Close() error      { it.cur = nil; return nil }
+
+// Next skips older versions of the current key (overwritten writes).
+func (it *iter) Next() {
+	c := it.cur
+	n := it.settle(c.next[0].Load())
+	for n != nil && Compare(&n.e, &c.e) == 0 {
+		n = it.settle(n.next[0].Load())
+	}
+	it.cur = n
+}
