@@ -1,0 +1,179 @@
+package limits
+
+import (
+	"fmt"
+	"math"
+
+	"google.golang.org/grpc"
+
+	"bighive/internal/apierr"
+	pb "bighive/proto/bighivepb"
+)
+
+const (
+	// MaxRowKeyBytes bounds a row key. Row keys are non-empty.
+	MaxRowKeyBytes = 4 << 10
+	// MaxQualifierBytes bounds a column qualifier (it may be empty).
+	MaxQualifierBytes = 16 << 10
+	// MaxNameBytes bounds table and family names, which match [A-Za-z0-9_.-]+.
+	MaxNameBytes = 128
+	// MaxValueBytes bounds one cell value.
+	MaxValueBytes = 10 << 20
+	// MaxRequestBytes bounds one gRPC message, request or response; gRPC
+	// itself refuses a larger one with ResourceExhausted.
+	MaxRequestBytes = 64 << 20
+	// MaxSplitKeys bounds the split keys of one CreateTable.
+	MaxSplitKeys = 100_000
+)
+
+// GRPCServerOptions sets the server's message size limits to MaxRequestBytes.
+func GRPCServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(MaxRequestBytes),
+		grpc.MaxSendMsgSize(MaxRequestBytes),
+	}
+}
+
+// GRPCCallOptions sets a client's message size limits to MaxRequestBytes.
+func GRPCCallOptions() grpc.DialOption {
+	return grpc.WithDefaultCallOptions(
+		grpc.MaxCallRecvMsgSize(MaxRequestBytes),
+		grpc.MaxCallSendMsgSize(MaxRequestBytes),
+	)
+}
+
+// ValidateTableName checks a table name.
+func ValidateTableName(name string) error { return validateName("table", name) }
+
+// ValidateFamilyName checks a column family name.
+func ValidateFamilyName(name string) error { return validateName("column family", name) }
+
+func validateName(what, name string) error {
+	if name == "" {
+		return apierr.InvalidArgument("%s name is empty; use 1-%d characters of [A-Za-z0-9_.-]", what, MaxNameBytes)
+	}
+	if len(name) > MaxNameBytes {
+		return apierr.InvalidArgument("%s name is %d bytes, over the limit of %d", what, len(name), MaxNameBytes)
+	}
+	for i := 0; i < len(name); i++ {
+		if !nameByte(name[i]) {
+			return apierr.InvalidArgument("%s name %q has %s at byte %d; use only [A-Za-z0-9_.-]",
+				what, printable(name), describeByte(name[i]), i)
+		}
+	}
+	return nil
+}
+
+func nameByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-'
+}
+
+func describeByte(c byte) string {
+	if c >= 0x80 {
+		return fmt.Sprintf("non-ASCII byte 0x%02x", c)
+	}
+	return fmt.Sprintf("%q", c)
+}
+
+func printable(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}
+
+// ValidateRowKey checks a row key: non-empty, at most MaxRowKeyBytes.
+func ValidateRowKey(key []byte) error {
+	if len(key) == 0 {
+		return apierr.InvalidArgument("row key is empty")
+	}
+	if len(key) > MaxRowKeyBytes {
+		return apierr.InvalidArgument("row key is %d bytes, over the limit of %d", len(key), MaxRowKeyBytes)
+	}
+	return nil
+}
+
+// ValidateQualifier checks a column qualifier.
+func ValidateQualifier(q []byte) error {
+	if len(q) > MaxQualifierBytes {
+		return apierr.InvalidArgument("column qualifier is %d bytes, over the limit of %d", len(q), MaxQualifierBytes)
+	}
+	return nil
+}
+
+// ValidateValue checks a cell value.
+func ValidateValue(v []byte) error {
+	if len(v) > MaxValueBytes {
+		return apierr.InvalidArgument("value is %d bytes, over the limit of %d", len(v), MaxValueBytes)
+	}
+	return nil
+}
+
+// ValidateTimestampRange checks a delete's or a filter's time range.
+func ValidateTimestampRange(r *pb.TimestampRange) error {
+	if r == nil {
+		return nil
+	}
+	if r.StartMicros < 0 || r.EndMicros < 0 {
+		return apierr.InvalidArgument("timestamp range [%d, %d) is negative", r.StartMicros, r.EndMicros)
+	}
+	if r.EndMicros != 0 && r.EndMicros <= r.StartMicros {
+		return apierr.InvalidArgument("timestamp range [%d, %d) is empty", r.StartMicros, r.EndMicros)
+	}
+	return nil
+}
+
+// ValidateRowMutation checks the shape and sizes of a row mutation; the
+// families' existence is the tablet's to check.
+func ValidateRowMutation(m *pb.RowMutation) error {
+	if m == nil {
+		return apierr.InvalidArgument("row mutation is missing")
+	}
+	if err := ValidateRowKey(m.RowKey); err != nil {
+		return err
+	}
+	if len(m.Mutations) == 0 {
+		return apierr.InvalidArgument("row mutation of row %q has no operations", printable(string(m.RowKey)))
+	}
+	for i, mu := range m.Mutations {
+		if err := validateOp(mu); err != nil {
+			return apierr.Wrap(apierr.CodeOf(err), err, "operation %d", i)
+		}
+	}
+	return nil
+}
+
+func validateOp(mu *pb.Mutation) error {
+	switch op := mu.GetMutation().(type) {
+	case *pb.Mutation_SetCell_:
+		c := op.SetCell
+		if err := ValidateFamilyName(c.Family); err != nil {
+			return err
+		}
+		if err := ValidateQualifier(c.Qualifier); err != nil {
+			return err
+		}
+		if c.TimestampMicros < -1 {
+			return apierr.InvalidArgument("cell timestamp %d is negative (use -1 for server time)", c.TimestampMicros)
+		}
+		if c.TimestampMicros == math.MaxInt64 {
+			return apierr.InvalidArgument("cell timestamp %d is reserved", c.TimestampMicros)
+		}
+		return ValidateValue(c.Value)
+	case *pb.Mutation_DeleteFromColumn_:
+		d := op.DeleteFromColumn
+		if err := ValidateFamilyName(d.Family); err != nil {
+			return err
+		}
+		if err := ValidateQualifier(d.Qualifier); err != nil {
+			return err
+		}
+		return ValidateTimestampRange(d.TimeRange)
+	case *pb.Mutation_DeleteFromFamily_:
+		return ValidateFamilyName(op.DeleteFromFamily.Family)
+	case *pb.Mutation_DeleteFromRow_:
+		return nil
+	default:
+		return apierr.InvalidArgument("operation has no kind (set_cell, delete_from_column, delete_from_family or delete_from_row)")
+	}
+}

@@ -1,0 +1,17 @@
+// Package mutation holds Bighive's data-model types shared by the write path:
+// the operations of one row mutation, as the WAL logs them and the engine
+// applies them, and their compact binary encoding.
+//
+// A RowMutation is atomic: the WAL logs it as one record and the engine
+// applies all of its ops or none (DESIGN.md 'Data model').
+//
+// Encoding (little-endian, uvarint = unsigned LEB128; it must not change
+// without a new format version in the files that embed it):
+//
+//	row      := uvarint(len(key)) key uvarint(nops) op*
+//	op       := kind:u8 uvarint(len(family)) family uvarint(len(qual)) qual
+//	            ts:varint end:varint uvarint(len(value)) value
+//
+// Decode checks every length against the remaining bytes and never panics
+// on garbage; it returns ErrMalformed.
+package mutation
