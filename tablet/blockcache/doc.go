@@ -1,0 +1,20 @@
+// Package blockcache is the tserver's read cache of TSFile pages: memory
+// bounded, sharded, with three priority classes (seed 002 '緩存管理').
+//
+// Every cached page belongs to an Owner — in practice one per table — whose
+// Priority (High, Medium, Low; default Medium) may change at run time. When a
+// shard is over its share of the capacity it evicts least recently used
+// pages of Low owners first, then Medium, then High: a High page is evicted
+// only when the shard holds no Low or Medium page. Changing an owner's
+// priority refiles its pages at once, so eviction always follows the
+// current priorities. The priority is a hint kept in memory only; it is not
+// stored as metadata.
+//
+// Invariants:
+//   - Charge (bytes of every cached value plus EntryOverhead per entry) of a
+//     shard never exceeds the shard's capacity after Insert returns, except
+//     for a single value larger than the shard, which is not cached.
+//   - Values are immutable once inserted: callers must not modify a slice
+//     they inserted or got.
+//   - Hits, misses and evictions are counted exactly (atomic counters).
+package blockcache
