@@ -1,0 +1,185 @@
+package client
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"bighive/internal/apierr"
+	"bighive/internal/limits"
+	pb "bighive/proto/bighivepb"
+)
+
+// TabletInfo describes one tablet of a table, as the master knows it.
+type TabletInfo struct {
+	ID string
+	// StartRow and EndRow bound the tablet's rows [StartRow, EndRow); an
+	// empty EndRow is unbounded.
+	StartRow, EndRow string
+	// State is "unassigned", "assigned", "serving" or "deleting".
+	State string
+	// TServer is the address of the tserver serving it ("" if none).
+	TServer     string
+	TServerUUID string
+	Epoch       int64
+	// SizeBytes is the size last reported (TSFiles plus buffers), or -1 if
+	// the master has no report.
+	SizeBytes int64
+}
+
+// Tablets returns every tablet of table in row order.
+func (c *Client) Tablets(ctx context.Context, table string) ([]TabletInfo, error) {
+	prefix := errorPrefix("tablets of table %q", table)
+	if err := limits.ValidateTableName(table); err != nil {
+		return nil, statusError(err, prefix)
+	}
+	var locs *pb.GetTableLocationsResponse
+	var desc *pb.DescribeTableResponse
+	err := c.callMaster(ctx, prefix, func(ctx context.Context, m pb.MasterClient) error {
+		var err error
+		locs, err = m.GetTableLocations(ctx, &pb.GetTableLocationsRequest{Table: table})
+		if err != nil {
+			return err
+		}
+		desc, err = m.DescribeTable(ctx, &pb.DescribeTableRequest{Name: table})
+		if apierr.CodeOf(err) == codes.Unimplemented {
+			desc, err = nil, nil
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]TabletInfo, 0, len(locs.Locations))
+	for _, l := range locs.Locations {
+		size, ok := desc.GetTabletSizes()[l.TabletId]
+		if !ok {
+			size = -1
+		}
+		out = append(out, TabletInfo{
+			ID:          l.TabletId,
+			StartRow:    string(l.GetRange().GetStartRow()),
+			EndRow:      string(l.GetRange().GetEndRow()),
+			State:       stateName(l.State),
+			TServer:     l.TserverAddress,
+			TServerUUID: l.TserverUuid,
+			Epoch:       l.Epoch,
+			SizeBytes:   size,
+		})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].StartRow < out[j].StartRow })
+	return out, nil
+}
+
+func stateName(s pb.TabletState) string {
+	switch s {
+	case pb.TabletState_TABLET_STATE_UNASSIGNED:
+		return "unassigned"
+	case pb.TabletState_TABLET_STATE_ASSIGNED:
+		return "assigned"
+	case pb.TabletState_TABLET_STATE_SERVING:
+		return "serving"
+	case pb.TabletState_TABLET_STATE_DELETING:
+		return "deleting"
+	default:
+		return "unknown"
+	}
+}
+
+// TServerInfo describes a tserver known to the master.
+type TServerInfo struct {
+	UUID, Address string
+	Live          bool
+	Tablets       int
+	LastHeartbeat time.Time
+}
+
+// TServers returns the tservers the master knows, sorted by address.
+func (c *Client) TServers(ctx context.Context) ([]TServerInfo, error) {
+	var resp *pb.ListTServersResponse
+	err := c.callMaster(ctx, errorPrefix("list tservers"), func(ctx context.Context, m pb.MasterClient) error {
+		var err error
+		resp, err = m.ListTServers(ctx, &pb.ListTServersRequest{})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]TServerInfo, 0, len(resp.Tservers))
+	for _, ts := range resp.Tservers {
+		info := TServerInfo{UUID: ts.Uuid, Address: ts.Address, Live: ts.Live, Tablets: int(ts.TabletCount)}
+		if ts.LastHeartbeatUnixMicros > 0 {
+			info.LastHeartbeat = time.UnixMicro(ts.LastHeartbeatUnixMicros)
+		}
+		out = append(out, info)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Address < out[j].Address })
+	return out, nil
+}
+
+// CheckpointResult is what one tserver's checkpoint flushed.
+type CheckpointResult struct {
+	TServer        string
+	TabletsFlushed int
+	BytesFlushed   int64
+}
+
+// Checkpoint asks the tserver at addr to checkpoint every tablet it serves
+// (write buffers to TSFiles, a new log file) and waits for it. It is not
+// retried: a checkpoint that failed half way is simply incomplete, and the
+// caller may ask again.
+func (c *Client) Checkpoint(ctx context.Context, addr string) (CheckpointResult, error) {
+	prefix := errorPrefix("checkpoint tserver %s", addr)
+	ts, err := c.tserver(addr)
+	if err != nil {
+		return CheckpointResult{}, statusError(err, prefix)
+	}
+	ctx, cancel := c.withDeadline(ctx)
+	defer cancel()
+	resp, err := ts.Checkpoint(ctx, &pb.CheckpointRequest{})
+	if err != nil {
+		return CheckpointResult{}, statusError(err, prefix)
+	}
+	return CheckpointResult{TServer: addr, TabletsFlushed: int(resp.TabletsFlushed), BytesFlushed: resp.BytesFlushed}, nil
+}
+
+// CheckpointAll checkpoints every live tserver, one after another, and
+// returns their results; it stops at the first failure.
+func (c *Client) CheckpointAll(ctx context.Context) ([]CheckpointResult, error) {
+	servers, err := c.TServers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []CheckpointResult
+	for _, s := range servers {
+		if !s.Live {
+			continue
+		}
+		r, err := c.Checkpoint(ctx, s.Address)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// SplitTablet asks the master to have the tablet of table that holds row
+// split at row (the row becomes the first row of the second child). It
+// returns when the master accepted the request; the split itself runs on
+// the tserver and Tablets shows its result.
+func (c *Client) SplitTablet(ctx context.Context, table, row string) error {
+	prefix := errorPrefix("split table %q at row %q", table, row)
+	if err := limits.ValidateTableName(table); err != nil {
+		return statusError(err, prefix)
+	}
+	if err := limits.ValidateRowKey([]byte(row)); err != nil {
+		return statusError(err, prefix)
+	}
+	return c.callMaster(ctx, prefix, func(ctx context.Context, m pb.MasterClient) error {
+		_, err := m.SplitTablet(ctx, &pb.SplitTabletRequest{Table: table, SplitRow: []byte(row)})
+		return err
+	})
+}

@@ -1,0 +1,215 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"bighive/internal/limits"
+	pb "bighive/proto/bighivepb"
+)
+
+// Client is a connection to a Bighive cluster: its masters and, as tablets
+// are found, its tservers. It is safe for concurrent use.
+type Client struct {
+	opts options
+
+	mu      sync.Mutex
+	closed  bool
+	masters []string // master addresses; hints may add to them
+	leader  int      // index into masters of the last known leader
+	conns   map[string]*grpc.ClientConn
+	tables  map[string]*locCache
+}
+
+type options struct {
+	minBackoff, maxBackoff time.Duration
+	retryTimeout           time.Duration
+	attemptTimeout         time.Duration
+	prefetch               uint32
+	bulkConcurrency        int
+	dialOpts               []grpc.DialOption
+	log                    *slog.Logger
+	now                    func() time.Time
+}
+
+// Option configures a Client.
+type Option func(*options)
+
+// WithBackoff sets the first and the largest wait between retries
+// (default 10 ms and 1 s).
+func WithBackoff(min, max time.Duration) Option {
+	return func(o *options) { o.minBackoff, o.maxBackoff = min, max }
+}
+
+// WithRetryTimeout bounds the retries of a call whose context has no
+// deadline (default 30 s). A context deadline always wins.
+func WithRetryTimeout(d time.Duration) Option { return func(o *options) { o.retryTimeout = d } }
+
+// WithAttemptTimeout bounds one attempt of a call, so a server that stopped
+// answering (paused, partitioned) is given up on and the call retried
+// elsewhere (default 5 s). For a scan it bounds the silence between two
+// messages of the stream.
+func WithAttemptTimeout(d time.Duration) Option { return func(o *options) { o.attemptTimeout = d } }
+
+// WithLocationPrefetch sets how many tablet locations one master lookup
+// asks for (default 32).
+func WithLocationPrefetch(n int) Option { return func(o *options) { o.prefetch = uint32(max(n, 1)) } }
+
+// WithBulkConcurrency bounds the tablets ApplyBulk writes to at once
+// (default 16).
+func WithBulkConcurrency(n int) Option { return func(o *options) { o.bulkConcurrency = max(n, 1) } }
+
+// WithGRPCDialOptions adds options to every connection the client opens.
+func WithGRPCDialOptions(opts ...grpc.DialOption) Option {
+	return func(o *options) { o.dialOpts = append(o.dialOpts, opts...) }
+}
+
+// WithLogger sets the logger for retries (debug level) and oddities.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// withClock replaces the clock Put reads its timestamps from (tests).
+func withClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
+
+// Dial returns a client of the cluster whose masters listen at the given
+// addresses (host:port; one or more, in any order). Dial does not wait
+// for the cluster: connections are made as calls need them, and the first
+// master call finds the leader. ctx is not retained.
+func Dial(ctx context.Context, masters []string, opts ...Option) (*Client, error) {
+	o := options{
+		minBackoff:      10 * time.Millisecond,
+		maxBackoff:      time.Second,
+		retryTimeout:    30 * time.Second,
+		attemptTimeout:  5 * time.Second,
+		prefetch:        32,
+		bulkConcurrency: 16,
+		log:             slog.Default(),
+		now:             time.Now,
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, statusError(err, "client: dial")
+	}
+	var addrs []string
+	seen := map[string]bool{}
+	for _, m := range masters {
+		m = strings.TrimSpace(m)
+		if m == "" || seen[m] {
+			continue
+		}
+		seen[m] = true
+		addrs = append(addrs, m)
+	}
+	if len(addrs) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "client: dial: no master addresses given")
+	}
+	return &Client{
+		opts:    o,
+		masters: addrs,
+		conns:   map[string]*grpc.ClientConn{},
+		tables:  map[string]*locCache{},
+	}, nil
+}
+
+// Close closes every connection. Calls in flight fail; the Client cannot be
+// used afterwards.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	var errs []error
+	for _, cc := range c.conns {
+		errs = append(errs, cc.Close())
+	}
+	c.conns = nil
+	return errors.Join(errs...)
+}
+
+var errClosed = status.Error(codes.Canceled, "client: the client is closed")
+
+// conn returns the shared connection to addr.
+func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, errClosed
+	}
+	if cc, ok := c.conns[addr]; ok {
+		return cc, nil
+	}
+	opts := append([]grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		limits.GRPCCallOptions(),
+	}, c.opts.dialOpts...)
+	cc, err := grpc.NewClient(addr, opts...)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "client: address %q: %v", addr, err)
+	}
+	c.conns[addr] = cc
+	return cc, nil
+}
+
+func (c *Client) tserver(addr string) (pb.TServerClient, error) {
+	cc, err := c.conn(addr)
+	if err != nil {
+		return nil, err
+	}
+	return pb.NewTServerClient(cc), nil
+}
+
+// withDeadline gives ctx the retry timeout when it has no deadline.
+func (c *Client) withDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, c.opts.retryTimeout)
+}
+
+// do runs op until it succeeds, fails permanently, or ctx runs out, with
+// backoff between attempts. op gets a context bounded by the attempt
+// timeout and a peer to pass as grpc.Peer, which tells whether the request
+// reached a server. The error returned is a status prefixed by prefix.
+func (c *Client) do(ctx context.Context, prefix string, idempotent bool, op func(ctx context.Context, p *peer.Peer) error) error {
+	ctx, cancel := c.withDeadline(ctx)
+	defer cancel()
+	bo := newBackoff(c.opts.minBackoff, c.opts.maxBackoff)
+	var last error
+	for attempt := 1; ; attempt++ {
+		actx, acancel := context.WithTimeout(ctx, c.opts.attemptTimeout)
+		var p peer.Peer
+		err := op(actx, &p)
+		acancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return deadlineError(ctx, prefix, attempt, err)
+		}
+		if !classify(ctx, err, p.Addr != nil).retry(idempotent) {
+			return statusError(err, prefix)
+		}
+		last = err
+		c.opts.log.Debug("client: retrying", "op", prefix, "attempt", attempt, "err", err)
+		if sleep(ctx, bo.next()) != nil {
+			return deadlineError(ctx, prefix, attempt, last)
+		}
+	}
+}
+
+// retryable reports whether a failed attempt may be retried by some
+// request: the location it used should be dropped from the cache.
+func retryable(err error) bool { return classifyErr(err, true) != permanent }

@@ -1,0 +1,56 @@
+// Package client is the Go client library of Bighive. Its shape follows the
+// Cloud Bigtable Go client: a Client for the cluster (tables, admin calls),
+// a Table for rows (Put, Get, Scan, Apply, ApplyBulk), Mutations built of
+// sets and deletes applied atomically to one row.
+//
+//	c, err := client.Dial(ctx, []string{"127.0.0.1:7100"})
+//	defer c.Close()
+//	err = c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "cf"}}})
+//	tbl, err := c.Open(ctx, "t")
+//	err = tbl.Put(ctx, "row1", "cf", "q", []byte("v"))
+//	row, err := tbl.Get(ctx, "row1")
+//
+// # Routing
+//
+// A Table asks the master for tablet locations once per row range and keeps
+// them in a location cache per table (sorted, non-overlapping ranges). Every
+// data request names the tablet and the epoch the master gave; a tserver
+// that does not serve that tablet at that epoch answers with a TabletError
+// detail (NOT_SERVING, WRONG_TABLET, RECOVERING). The client then drops the
+// cached range, asks the master again and retries with exponential backoff
+// and jitter (10 ms doubling to 1 s by default) until the context's
+// deadline. Master calls go to the last known leader, follow a NotLeader
+// hint and otherwise try every master address in turn.
+//
+// # Retry rules
+//
+//   - Reads (Get, Scan) are retried on any retryable failure: a routing
+//     error, Unavailable, Aborted, or an attempt that timed out while the
+//     caller's context is still alive.
+//   - A mutation is idempotent when it holds no Set with ServerTime: writing
+//     the same (row, column, timestamp) again overwrites the same cell, and
+//     deletes are idempotent as in Cloud Bigtable. Idempotent mutations are
+//     retried on any retryable failure. Put uses the client's clock
+//     (microseconds), so Put is idempotent.
+//   - A mutation with a ServerTime Set is retried only when the failure is
+//     known to have happened before the tserver logged it: a routing error
+//     (the tserver checks the tablet and epoch first), or a request that
+//     never reached a server (no transport stream was opened). Any other
+//     failure is returned to the caller, who cannot know whether it applied.
+//   - InvalidArgument, NotFound, AlreadyExists, FailedPrecondition (without
+//     a TabletError), ResourceExhausted and Internal are never retried.
+//     Input is validated on the client with package limits first, so bad
+//     input fails fast with InvalidArgument and never reaches a server.
+//
+// Scan walks the tablets of [start, end) in row order, streaming each
+// tablet's rows; a retried scan resumes just after the last row it
+// delivered, so fn never sees a row twice and rows arrive in strictly
+// increasing key order.
+//
+// Every error a caller gets is a gRPC status (status.Code works on it) with
+// a message that names the table, the row or the tablet concerned. When the
+// context has no deadline, retries stop after the Client's retry timeout
+// (WithRetryTimeout, 30 s by default).
+//
+// The package keeps no state on disk.
+package client

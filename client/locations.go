@@ -1,0 +1,184 @@
+package client
+
+import (
+	"context"
+	"sort"
+	"sync"
+
+	"bighive/internal/apierr"
+	pb "bighive/proto/bighivepb"
+)
+
+// location is one cached tablet location: the tablet serving [start, end)
+// (end "" is unbounded) at addr, at epoch.
+type location struct {
+	tabletID   string
+	start, end string
+	addr, uuid string
+	epoch      int64
+}
+
+func (l *location) contains(row string) bool {
+	return l.start <= row && (l.end == "" || row < l.end)
+}
+
+// locCache caches a table's tablet locations: sorted by start row,
+// non-overlapping, possibly with gaps (ranges never looked up, or dropped
+// after a failure). Only locations with a tserver are cached. One master
+// lookup runs at a time per table; concurrent misses wait for it and
+// re-check the cache, so a moved tablet costs one lookup, not one per
+// waiting request.
+type locCache struct {
+	c     *Client
+	table string
+
+	mu       sync.Mutex // guards everything below
+	locs     []*location
+	fetching chan struct{} // closed when the lookup in flight ends; nil if none
+}
+
+func newLocCache(c *Client, table string) *locCache {
+	return &locCache{c: c, table: table}
+}
+
+func (lc *locCache) lock()   { lc.mu.Lock() }
+func (lc *locCache) unlock() { lc.mu.Unlock() }
+
+// tableCache returns the client's shared location cache of table.
+func (c *Client) tableCache(table string) *locCache {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	lc, ok := c.tables[table]
+	if !ok {
+		lc = newLocCache(c, table)
+		c.tables[table] = lc
+	}
+	return lc
+}
+
+// find returns the cached location holding row, or nil. Caller holds mu.
+func (lc *locCache) find(row string) *location {
+	i := sort.Search(len(lc.locs), func(i int) bool { return lc.locs[i].start > row }) - 1
+	if i >= 0 && lc.locs[i].contains(row) {
+		return lc.locs[i]
+	}
+	return nil
+}
+
+// lookup returns the location of the tablet that holds row, asking the
+// master on a cache miss. A tablet without a tserver is Unavailable (the
+// caller retries); an unknown table is NotFound.
+func (lc *locCache) lookup(ctx context.Context, row string) (*location, error) {
+	for {
+		lc.lock()
+		if l := lc.find(row); l != nil {
+			lc.unlock()
+			return l, nil
+		}
+		if wait := lc.fetching; wait != nil {
+			lc.unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		done := make(chan struct{})
+		lc.fetching = done
+		lc.unlock()
+
+		l, err := lc.fetch(ctx, row)
+
+		lc.lock()
+		lc.fetching = nil
+		close(done)
+		lc.unlock()
+		return l, err
+	}
+}
+
+// fetch asks the master for the locations from row's tablet on and caches
+// those that have a tserver.
+func (lc *locCache) fetch(ctx context.Context, row string) (*location, error) {
+	var resp *pb.GetTableLocationsResponse
+	err := lc.c.callMaster(ctx, errorPrefix("look up row %q of table %q", row, lc.table), func(ctx context.Context, m pb.MasterClient) error {
+		var err error
+		resp, err = m.GetTableLocations(ctx, &pb.GetTableLocationsRequest{
+			Table: lc.table, StartRow: []byte(row), Limit: lc.c.opts.prefetch,
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(resp.Locations) == 0 {
+		return nil, errNoTablet(lc.table, row)
+	}
+	fresh := make([]*location, 0, len(resp.Locations))
+	for _, pl := range resp.Locations {
+		fresh = append(fresh, &location{
+			tabletID: pl.TabletId,
+			start:    string(pl.GetRange().GetStartRow()),
+			end:      string(pl.GetRange().GetEndRow()),
+			addr:     pl.TserverAddress,
+			uuid:     pl.TserverUuid,
+			epoch:    pl.Epoch,
+		})
+	}
+	first := fresh[0]
+	if !first.contains(row) {
+		return nil, apierr.Unavailable("master returned tablet %s [%q, %q) of table %q for row %q, which it does not hold",
+			first.tabletID, first.start, first.end, lc.table, row)
+	}
+	lc.lock()
+	lc.insert(fresh)
+	lc.unlock()
+	if first.addr == "" {
+		return nil, apierr.Unavailable("tablet %s of table %q (rows [%q, %q)) has no tserver yet (state %s)",
+			first.tabletID, lc.table, first.start, first.end, resp.Locations[0].State)
+	}
+	return first, nil
+}
+
+// insert replaces the cached locations overlapping the span of fresh
+// (sorted, contiguous) by those of fresh that have a tserver. Caller holds mu.
+func (lc *locCache) insert(fresh []*location) {
+	lo, hi := fresh[0].start, fresh[len(fresh)-1].end
+	kept := lc.locs[:0:0]
+	for _, l := range lc.locs {
+		// l overlaps [lo, hi) unless it ends at or before lo, or starts at or after hi.
+		before := l.end != "" && l.end <= lo
+		after := hi != "" && l.start >= hi
+		if before || after {
+			kept = append(kept, l)
+		}
+	}
+	for _, l := range fresh {
+		if l.addr != "" {
+			kept = append(kept, l)
+		}
+	}
+	sort.Slice(kept, func(i, j int) bool { return kept[i].start < kept[j].start })
+	lc.locs = kept
+}
+
+// invalidate drops l from the cache, if it is still there: the next lookup
+// of its rows asks the master.
+func (lc *locCache) invalidate(l *location) {
+	lc.lock()
+	defer lc.unlock()
+	for i, x := range lc.locs {
+		if x == l {
+			lc.locs = append(lc.locs[:i:i], lc.locs[i+1:]...)
+			return
+		}
+	}
+}
+
+// size is the number of cached locations (tests).
+func (lc *locCache) size() int {
+	lc.lock()
+	defer lc.unlock()
+	return len(lc.locs)
+}

@@ -1,0 +1,285 @@
+package client
+
+import (
+	"context"
+	"slices"
+	"sort"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"bighive/internal/apierr"
+	"bighive/internal/limits"
+	pb "bighive/proto/bighivepb"
+)
+
+// callMaster runs fn against the leader master. It starts with the last
+// known leader, follows NotLeader hints, tries every master in turn when
+// one is unreachable, and backs off after a full round without success,
+// until ctx runs out. Errors other than Unavailable (and an attempt's own
+// timeout) are returned at once, as statuses prefixed by prefix.
+func (c *Client) callMaster(ctx context.Context, prefix string, fn func(ctx context.Context, m pb.MasterClient) error) error {
+	ctx, cancel := c.withDeadline(ctx)
+	defer cancel()
+	bo := newBackoff(c.opts.minBackoff, c.opts.maxBackoff)
+	c.mu.Lock()
+	idx := c.leader
+	c.mu.Unlock()
+	var last error
+	tried := 0 // masters tried since the last backoff
+	for attempt := 1; ; attempt++ {
+		addr, n := c.masterAddr(idx)
+		cc, err := c.conn(addr)
+		if err != nil {
+			return statusError(err, prefix)
+		}
+		actx, acancel := context.WithTimeout(ctx, c.opts.attemptTimeout)
+		err = fn(actx, pb.NewMasterClient(cc))
+		acancel()
+		if err == nil {
+			c.mu.Lock()
+			c.leader = idx
+			c.mu.Unlock()
+			return nil
+		}
+		if ctx.Err() != nil {
+			return deadlineError(ctx, prefix, attempt, err)
+		}
+		code := apierr.CodeOf(err)
+		if code != codes.Unavailable && code != codes.DeadlineExceeded && code != codes.Canceled {
+			return statusError(err, prefix)
+		}
+		last = err
+		tried++
+		if hint, ok := apierr.LeaderHint(err); ok && hint != "" && hint != addr {
+			idx = c.masterIndex(hint)
+		} else {
+			idx = (idx + 1) % n
+		}
+		if tried >= n {
+			tried = 0
+			c.opts.log.Debug("client: no master leader answered; backing off", "op", prefix, "err", err)
+			if sleep(ctx, bo.next()) != nil {
+				return deadlineError(ctx, prefix, attempt, last)
+			}
+		}
+	}
+}
+
+// masterAddr returns the address at index i (mod the count) and the count.
+func (c *Client) masterAddr(i int) (string, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := len(c.masters)
+	return c.masters[i%n], n
+}
+
+// masterIndex returns the index of addr, adding it if it is new (a leader
+// hint naming a master the caller did not list).
+func (c *Client) masterIndex(addr string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if i := slices.Index(c.masters, addr); i >= 0 {
+		return i
+	}
+	c.masters = append(c.masters, addr)
+	return len(c.masters) - 1
+}
+
+// TableSpec describes a table to create.
+type TableSpec struct {
+	Name     string
+	Families []FamilySpec
+	// SplitKeys pre-split the table: tablets [“”, k1), [k1, k2), …, [kn, “”).
+	// Any order; duplicates are an error.
+	SplitKeys []string
+}
+
+// FamilySpec is a column family and its garbage-collection policy.
+type FamilySpec struct {
+	Name string
+	// MaxVersions kept per column; 0 keeps every version.
+	MaxVersions int
+	// MaxAge drops cells older than this; 0 keeps them forever.
+	MaxAge time.Duration
+}
+
+// CreateTable creates a table. It fails with AlreadyExists if the table
+// exists (which includes the rare case of an earlier attempt of this call
+// whose reply was lost), and with InvalidArgument for a bad name, family or
+// split key, checked before anything is sent.
+func (c *Client) CreateTable(ctx context.Context, spec TableSpec) error {
+	prefix := errorPrefix("create table %q", spec.Name)
+	req, err := createTableRequest(spec)
+	if err != nil {
+		return statusError(err, prefix)
+	}
+	return c.callMaster(ctx, prefix, func(ctx context.Context, m pb.MasterClient) error {
+		_, err := m.CreateTable(ctx, req)
+		return err
+	})
+}
+
+func createTableRequest(spec TableSpec) (*pb.CreateTableRequest, error) {
+	if err := limits.ValidateTableName(spec.Name); err != nil {
+		return nil, err
+	}
+	if len(spec.Families) == 0 {
+		return nil, apierr.InvalidArgument("table %q has no column family; declare at least one", spec.Name)
+	}
+	schema := &pb.TableSchema{Name: spec.Name}
+	seen := map[string]bool{}
+	for _, f := range spec.Families {
+		if err := limits.ValidateFamilyName(f.Name); err != nil {
+			return nil, err
+		}
+		if seen[f.Name] {
+			return nil, apierr.InvalidArgument("column family %q is declared twice", f.Name)
+		}
+		seen[f.Name] = true
+		if f.MaxVersions < 0 || f.MaxAge < 0 {
+			return nil, apierr.InvalidArgument("column family %q: max versions %d and max age %v must not be negative", f.Name, f.MaxVersions, f.MaxAge)
+		}
+		schema.Families = append(schema.Families, &pb.FamilySpec{
+			Name: f.Name, MaxVersions: uint32(f.MaxVersions), MaxAgeMicros: f.MaxAge.Microseconds(),
+		})
+	}
+	if len(spec.SplitKeys) > limits.MaxSplitKeys {
+		return nil, apierr.InvalidArgument("%d split keys, over the limit of %d", len(spec.SplitKeys), limits.MaxSplitKeys)
+	}
+	keys := slices.Clone(spec.SplitKeys)
+	sort.Strings(keys)
+	req := &pb.CreateTableRequest{Schema: schema}
+	for i, k := range keys {
+		if err := limits.ValidateRowKey([]byte(k)); err != nil {
+			return nil, apierr.Wrap(codes.InvalidArgument, err, "split key %d", i)
+		}
+		if i > 0 && keys[i-1] == k {
+			return nil, apierr.InvalidArgument("split key %q is given twice", k)
+		}
+		req.SplitKeys = append(req.SplitKeys, []byte(k))
+	}
+	return req, nil
+}
+
+// DeleteTable deletes a table and all its data. NotFound if there is none.
+func (c *Client) DeleteTable(ctx context.Context, name string) error {
+	prefix := errorPrefix("delete table %q", name)
+	if err := limits.ValidateTableName(name); err != nil {
+		return statusError(err, prefix)
+	}
+	err := c.callMaster(ctx, prefix, func(ctx context.Context, m pb.MasterClient) error {
+		_, err := m.DeleteTable(ctx, &pb.DeleteTableRequest{Name: name})
+		return err
+	})
+	if err == nil {
+		c.mu.Lock()
+		delete(c.tables, name)
+		c.mu.Unlock()
+	}
+	return err
+}
+
+// ListTables returns the names of all tables, sorted.
+func (c *Client) ListTables(ctx context.Context) ([]string, error) {
+	infos, err := c.DescribeTables(ctx)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(infos))
+	for i, t := range infos {
+		names[i] = t.Name
+	}
+	return names, nil
+}
+
+// CachePriority is a table's priority in the tservers' block caches: when
+// a cache must evict, Low tables' blocks go first, High tables' last. It is
+// a hint, not stored as metadata.
+type CachePriority int
+
+const (
+	Medium CachePriority = iota // the default
+	High
+	Low
+)
+
+func (p CachePriority) String() string {
+	switch p {
+	case High:
+		return "high"
+	case Low:
+		return "low"
+	default:
+		return "medium"
+	}
+}
+
+func (p CachePriority) proto() pb.CachePriority {
+	switch p {
+	case High:
+		return pb.CachePriority_CACHE_PRIORITY_HIGH
+	case Low:
+		return pb.CachePriority_CACHE_PRIORITY_LOW
+	default:
+		return pb.CachePriority_CACHE_PRIORITY_MEDIUM
+	}
+}
+
+func priorityFromProto(p pb.CachePriority) CachePriority {
+	switch p {
+	case pb.CachePriority_CACHE_PRIORITY_HIGH:
+		return High
+	case pb.CachePriority_CACHE_PRIORITY_LOW:
+		return Low
+	default:
+		return Medium
+	}
+}
+
+// TableInfo describes a table.
+type TableInfo struct {
+	Name          string
+	Families      []FamilySpec
+	TabletCount   int
+	CachePriority CachePriority
+}
+
+// DescribeTables returns every table, sorted by name.
+func (c *Client) DescribeTables(ctx context.Context) ([]TableInfo, error) {
+	var resp *pb.ListTablesResponse
+	err := c.callMaster(ctx, errorPrefix("list tables"), func(ctx context.Context, m pb.MasterClient) error {
+		var err error
+		resp, err = m.ListTables(ctx, &pb.ListTablesRequest{})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]TableInfo, 0, len(resp.Tables))
+	for _, t := range resp.Tables {
+		out = append(out, tableInfo(t))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func tableInfo(t *pb.TableInfo) TableInfo {
+	info := TableInfo{
+		Name:          t.GetSchema().GetName(),
+		TabletCount:   int(t.TabletCount),
+		CachePriority: priorityFromProto(t.CachePriority),
+	}
+	for _, f := range t.GetSchema().GetFamilies() {
+		info.Families = append(info.Families, FamilySpec{
+			Name: f.Name, MaxVersions: int(f.MaxVersions), MaxAge: time.Duration(f.MaxAgeMicros) * time.Microsecond,
+		})
+	}
+	return info
+}
+
+// errNoTablet is the status of a lookup the master answered with nothing.
+func errNoTablet(table, row string) error {
+	return status.Errorf(codes.Unavailable, "master returned no tablet of table %q for row %q", table, row)
+}

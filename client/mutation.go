@@ -1,0 +1,72 @@
+package client
+
+import (
+	pb "bighive/proto/bighivepb"
+)
+
+// ServerTime as a Set's timestamp asks the tserver to assign the cell's
+// timestamp (strictly increasing per tablet). A mutation holding such a Set
+// is not idempotent, so it is retried only when the failure is known to
+// have happened before the tserver logged it.
+const ServerTime int64 = -1
+
+// Mutation is a list of sets and deletes applied atomically to one row by
+// Table.Apply or Table.ApplyBulk. A Mutation is not safe for concurrent
+// modification; once applied it may be applied again (to other rows too).
+type Mutation struct {
+	ops        []*pb.Mutation
+	serverTime bool
+}
+
+// NewMutation returns an empty mutation.
+func NewMutation() *Mutation { return &Mutation{} }
+
+// Set writes value to the cell (family, qualifier, ts); ts is in
+// microseconds since the Unix epoch, or ServerTime. Writing an existing
+// (row, column, timestamp) again overwrites its value.
+func (m *Mutation) Set(family, qualifier string, ts int64, value []byte) {
+	if ts == ServerTime {
+		m.serverTime = true
+	}
+	m.ops = append(m.ops, &pb.Mutation{Mutation: &pb.Mutation_SetCell_{SetCell: &pb.Mutation_SetCell{
+		Family: family, Qualifier: []byte(qualifier), TimestampMicros: ts, Value: value,
+	}}})
+}
+
+// DeleteCellsInColumn deletes every version of one column.
+func (m *Mutation) DeleteCellsInColumn(family, qualifier string) {
+	m.ops = append(m.ops, &pb.Mutation{Mutation: &pb.Mutation_DeleteFromColumn_{DeleteFromColumn: &pb.Mutation_DeleteFromColumn{
+		Family: family, Qualifier: []byte(qualifier),
+	}}})
+}
+
+// DeleteTimestampRange deletes the versions of one column whose timestamp
+// is in [start, end) microseconds; end 0 is unbounded.
+func (m *Mutation) DeleteTimestampRange(family, qualifier string, start, end int64) {
+	m.ops = append(m.ops, &pb.Mutation{Mutation: &pb.Mutation_DeleteFromColumn_{DeleteFromColumn: &pb.Mutation_DeleteFromColumn{
+		Family: family, Qualifier: []byte(qualifier),
+		TimeRange: &pb.TimestampRange{StartMicros: start, EndMicros: end},
+	}}})
+}
+
+// DeleteCellsInFamily deletes every cell of one column family.
+func (m *Mutation) DeleteCellsInFamily(family string) {
+	m.ops = append(m.ops, &pb.Mutation{Mutation: &pb.Mutation_DeleteFromFamily_{DeleteFromFamily: &pb.Mutation_DeleteFromFamily{
+		Family: family,
+	}}})
+}
+
+// DeleteRow deletes every cell of the row.
+func (m *Mutation) DeleteRow() {
+	m.ops = append(m.ops, &pb.Mutation{Mutation: &pb.Mutation_DeleteFromRow_{DeleteFromRow: &pb.Mutation_DeleteFromRow{}}})
+}
+
+// idempotent reports whether applying m twice gives the same state as
+// once: true unless a Set asks for ServerTime.
+func (m *Mutation) idempotent() bool { return !m.serverTime }
+
+// proto is m applied to row as a wire message. The operations are shared,
+// not copied; the client never modifies them.
+func (m *Mutation) proto(row string) *pb.RowMutation {
+	return &pb.RowMutation{RowKey: []byte(row), Mutations: m.ops}
+}

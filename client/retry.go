@@ -1,0 +1,155 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"bighive/internal/apierr"
+)
+
+// backoff is capped exponential backoff with jitter: each wait is drawn
+// uniformly from [d/2, d], then d doubles up to max.
+type backoff struct {
+	min, max, cur time.Duration
+}
+
+func newBackoff(min, max time.Duration) *backoff {
+	return &backoff{min: min, max: max, cur: min}
+}
+
+func (b *backoff) next() time.Duration {
+	d := b.cur
+	if b.cur < b.max {
+		b.cur *= 2
+		if b.cur > b.max {
+			b.cur = b.max
+		}
+	}
+	half := int64(d / 2)
+	if half <= 0 {
+		return d
+	}
+	return time.Duration(half + rand.Int64N(half+1))
+}
+
+func (b *backoff) reset() { b.cur = b.min }
+
+// sleep waits d or until ctx is done, whichever comes first.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// failure is how a failed attempt may be retried.
+type failure int
+
+const (
+	// permanent: return the error; retrying cannot help.
+	permanent failure = iota
+	// safe: the request is known not to have been applied (a routing error,
+	// or it never reached a server); any request may be retried.
+	safe
+	// ambiguous: the request may have been applied; only idempotent
+	// requests are retried.
+	ambiguous
+)
+
+func (f failure) retry(idempotent bool) bool {
+	return f == safe || f == ambiguous && idempotent
+}
+
+// unsentError marks a failure that happened before the request was sent
+// (a location lookup, no tserver for the tablet).
+type unsentError struct{ err error }
+
+func (e *unsentError) Error() string { return e.err.Error() }
+func (e *unsentError) Unwrap() error { return e.err }
+
+func unsent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &unsentError{err}
+}
+
+// errIdle is the cancel cause of a stream that went quiet for too long.
+var errIdle = errors.New("client: the tserver sent nothing within the attempt timeout")
+
+// classify decides how an attempt's failure may be retried. ctx is the
+// caller's (whole operation's) context; sent reports whether the request
+// reached a transport stream.
+func classify(ctx context.Context, err error, sent bool) failure {
+	if ctx.Err() != nil {
+		return permanent
+	}
+	return classifyErr(err, sent)
+}
+
+// classifyErr is classify for an operation whose context is still alive.
+func classifyErr(err error, sent bool) failure {
+	var ue *unsentError
+	unsentErr := errors.As(err, &ue)
+	if _, ok := apierr.TabletReason(err); ok {
+		return safe
+	}
+	switch apierr.CodeOf(err) {
+	case codes.Unavailable, codes.Aborted, codes.DeadlineExceeded, codes.Canceled:
+		// Canceled and DeadlineExceeded with the caller's context alive mean
+		// the attempt's own timeout fired.
+		if unsentErr || !sent {
+			return safe
+		}
+		return ambiguous
+	}
+	return permanent
+}
+
+// statusError returns err as a gRPC status error whose message starts with
+// prefix, keeping its code and details. Context errors become Canceled or
+// DeadlineExceeded.
+func statusError(err error, prefix string) error {
+	if err == nil {
+		return nil
+	}
+	var ue *unsentError
+	if errors.As(err, &ue) {
+		err = ue.err
+	}
+	st := apierr.ToStatus(err)
+	p := st.Proto()
+	p.Message = prefix + ": " + p.Message
+	return status.FromProto(p).Err()
+}
+
+// deadlineError is the error of an operation whose retries ran out of time.
+func deadlineError(ctx context.Context, prefix string, attempts int, last error) error {
+	c := codes.DeadlineExceeded
+	if errors.Is(ctx.Err(), context.Canceled) {
+		c = codes.Canceled
+	}
+	if last == nil {
+		return status.Errorf(c, "%s: %v", prefix, ctx.Err())
+	}
+	var ue *unsentError
+	if errors.As(last, &ue) {
+		last = ue.err
+	}
+	return status.Errorf(c, "%s: %v after %d attempts; last error: %s", prefix, ctx.Err(), attempts, status.Convert(last).Message())
+}
+
+// errorPrefix formats the prefix of an operation's errors.
+func errorPrefix(format string, args ...any) string {
+	return "client: " + fmt.Sprintf(format, args...)
+}

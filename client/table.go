@@ -1,0 +1,305 @@
+package client
+
+import (
+	"context"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"bighive/internal/apierr"
+	"bighive/internal/limits"
+	pb "bighive/proto/bighivepb"
+)
+
+// Table reads and writes the rows of one table. It is safe for concurrent
+// use; Tables of the same name opened from one Client share their location
+// cache.
+type Table struct {
+	c    *Client
+	name string
+	lc   *locCache
+}
+
+// TableOption configures Open.
+type TableOption func(*tableOptions)
+
+type tableOptions struct {
+	priority    CachePriority
+	setPriority bool
+}
+
+// WithCachePriority asks the master to give the table's blocks this
+// priority in the tservers' block caches (seed 002: a hint, not metadata).
+func WithCachePriority(p CachePriority) TableOption {
+	return func(o *tableOptions) { o.priority, o.setPriority = p, true }
+}
+
+// Open returns the table, after checking with the master that it exists
+// (NotFound if not) and caching the locations of its first tablets.
+func (c *Client) Open(ctx context.Context, table string, opts ...TableOption) (*Table, error) {
+	prefix := errorPrefix("open table %q", table)
+	if err := limits.ValidateTableName(table); err != nil {
+		return nil, statusError(err, prefix)
+	}
+	var o tableOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	t := &Table{c: c, name: table, lc: c.tableCache(table)}
+	// A lookup proves the table exists; a tablet without a tserver yet is
+	// fine here (requests wait for it).
+	if _, err := t.lc.lookup(ctx, ""); err != nil && apierr.CodeOf(err) != codes.Unavailable {
+		return nil, statusError(err, prefix)
+	}
+	if o.setPriority {
+		err := c.callMaster(ctx, prefix, func(ctx context.Context, m pb.MasterClient) error {
+			_, err := m.SetCachePriority(ctx, &pb.SetCachePriorityRequest{Table: table, Priority: o.priority.proto()})
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// Name is the table's name.
+func (t *Table) Name() string { return t.name }
+
+// Put writes value to (row, family:qualifier) with the client's clock as
+// its timestamp (microseconds); it returns once the write is durable.
+// Because the timestamp is the client's, Put is idempotent and retried on
+// any retryable failure.
+func (t *Table) Put(ctx context.Context, row, family, qualifier string, value []byte) error {
+	m := NewMutation()
+	m.Set(family, qualifier, t.c.opts.now().UnixMicro(), value)
+	return t.apply(ctx, errorPrefix("table %q: put row %q column %s:%s", t.name, row, family, qualifier), row, m)
+}
+
+// Apply applies m to row atomically: readers see all of it or none, before
+// and after a crash. It returns once the mutation is durable. See the
+// package documentation for when a failed Apply is retried.
+func (t *Table) Apply(ctx context.Context, row string, m *Mutation) error {
+	return t.apply(ctx, errorPrefix("table %q: apply to row %q", t.name, row), row, m)
+}
+
+func (t *Table) apply(ctx context.Context, prefix, row string, m *Mutation) error {
+	if m == nil {
+		return status.Error(codes.InvalidArgument, prefix+": mutation is nil")
+	}
+	rm := m.proto(row)
+	if err := limits.ValidateRowMutation(rm); err != nil {
+		return statusError(err, prefix)
+	}
+	return t.c.do(ctx, prefix, m.idempotent(), func(ctx context.Context, p *peer.Peer) error {
+		loc, err := t.lc.lookup(ctx, row)
+		if err != nil {
+			return unsent(err)
+		}
+		ts, err := t.c.tserver(loc.addr)
+		if err != nil {
+			return err
+		}
+		_, err = ts.MutateRow(ctx, &pb.MutateRowRequest{TabletId: loc.tabletID, Epoch: loc.epoch, Row: rm}, grpc.Peer(p))
+		if err != nil {
+			return t.failed(loc, err)
+		}
+		return nil
+	})
+}
+
+// maxBatchBytes bounds the rows of one MutateRows request, well under the
+// gRPC message limit.
+const maxBatchBytes = limits.MaxRequestBytes / 4
+
+// ApplyBulk applies ms[i] to rows[i], each atomically on its row, grouping
+// rows by tablet and writing to the tablets concurrently. It returns nil,
+// nil when every mutation was applied; otherwise a slice of per-row errors
+// (nil for rows that were applied), or a non-nil second error when the
+// whole call failed (rows and ms of different lengths, an unknown table).
+// Failed rows are retried under the same rules as Apply.
+func (t *Table) ApplyBulk(ctx context.Context, rows []string, ms []*Mutation) ([]error, error) {
+	prefix := errorPrefix("table %q: apply bulk", t.name)
+	if len(rows) != len(ms) {
+		return nil, status.Errorf(codes.InvalidArgument, "%s: %d rows but %d mutations", prefix, len(rows), len(ms))
+	}
+	errs := make([]error, len(rows))
+	failed := false
+	b := &bulk{t: t, rms: make([]*pb.RowMutation, len(rows)), idem: make([]bool, len(rows)), errs: errs}
+	var pending []int
+	for i, row := range rows {
+		rp := errorPrefix("table %q: apply to row %q", t.name, row)
+		if ms[i] == nil {
+			errs[i], failed = status.Error(codes.InvalidArgument, rp+": mutation is nil"), true
+			continue
+		}
+		b.rms[i] = ms[i].proto(row)
+		b.idem[i] = ms[i].idempotent()
+		if err := limits.ValidateRowMutation(b.rms[i]); err != nil {
+			errs[i], failed = statusError(err, rp), true
+			continue
+		}
+		pending = append(pending, i)
+	}
+	ctx, cancel := t.c.withDeadline(ctx)
+	defer cancel()
+	bo := newBackoff(t.c.opts.minBackoff, t.c.opts.maxBackoff)
+	for attempt := 1; len(pending) > 0; attempt++ {
+		var fatal error
+		pending, fatal = b.round(ctx, pending)
+		if fatal != nil {
+			return nil, statusError(fatal, prefix)
+		}
+		if len(pending) == 0 {
+			break
+		}
+		if sleep(ctx, bo.next()) != nil {
+			for _, i := range pending {
+				errs[i] = deadlineError(ctx, errorPrefix("table %q: apply to row %q", t.name, rows[i]), attempt, b.last[i])
+			}
+			pending = nil
+		}
+	}
+	for _, err := range errs {
+		failed = failed || err != nil
+	}
+	if !failed {
+		return nil, nil
+	}
+	return errs, nil
+}
+
+// bulk is the state of one ApplyBulk.
+type bulk struct {
+	t    *Table
+	rms  []*pb.RowMutation
+	idem []bool
+	errs []error
+
+	mu   sync.Mutex
+	last map[int]error // the last retryable failure of each pending row
+}
+
+// round sends every pending row once, grouped by tablet, and returns the
+// rows to retry. fatal is a failure of the whole call (unknown table).
+func (b *bulk) round(ctx context.Context, pending []int) (retry []int, fatal error) {
+	if b.last == nil {
+		b.last = map[int]error{}
+	}
+	groups := map[*location][]int{}
+	var order []*location
+	for _, i := range pending {
+		loc, err := b.t.lc.lookup(ctx, string(b.rms[i].RowKey))
+		if err != nil {
+			if ctx.Err() == nil && classifyErr(err, false) == permanent {
+				return nil, err
+			}
+			b.last[i] = unsent(err)
+			retry = append(retry, i)
+			continue
+		}
+		if _, ok := groups[loc]; !ok {
+			order = append(order, loc)
+		}
+		groups[loc] = append(groups[loc], i)
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, b.t.c.opts.bulkConcurrency)
+	for _, loc := range order {
+		for _, chunk := range chunks(b.rms, groups[loc]) {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				r := b.send(ctx, loc, chunk)
+				b.mu.Lock()
+				retry = append(retry, r...)
+				b.mu.Unlock()
+			}()
+		}
+	}
+	wg.Wait()
+	return retry, nil
+}
+
+// chunks splits idx into runs whose row mutations stay under maxBatchBytes.
+func chunks(rms []*pb.RowMutation, idx []int) [][]int {
+	var out [][]int
+	start, size := 0, 0
+	for j, i := range idx {
+		n := proto.Size(rms[i])
+		if j > start && size+n > maxBatchBytes {
+			out = append(out, idx[start:j])
+			start, size = j, 0
+		}
+		size += n
+	}
+	return append(out, idx[start:])
+}
+
+// send writes the rows idx to loc's tablet and records their outcomes;
+// it returns the rows to retry.
+func (b *bulk) send(ctx context.Context, loc *location, idx []int) (retry []int) {
+	t := b.t
+	req := &pb.MutateRowsRequest{TabletId: loc.tabletID, Epoch: loc.epoch}
+	for _, i := range idx {
+		req.Rows = append(req.Rows, b.rms[i])
+	}
+	var p peer.Peer
+	resp, err := func() (*pb.MutateRowsResponse, error) {
+		ts, err := t.c.tserver(loc.addr)
+		if err != nil {
+			return nil, err
+		}
+		actx, cancel := context.WithTimeout(ctx, t.c.opts.attemptTimeout)
+		defer cancel()
+		return ts.MutateRows(actx, req, grpc.Peer(&p))
+	}()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	rowPrefix := func(i int) string {
+		return errorPrefix("table %q: apply to row %q", t.name, b.rms[i].RowKey)
+	}
+	if err != nil {
+		t.failed(loc, err)
+		f := classify(ctx, err, p.Addr != nil)
+		for _, i := range idx {
+			if f.retry(b.idem[i]) {
+				b.last[i] = err
+				retry = append(retry, i)
+			} else {
+				b.errs[i] = statusError(err, rowPrefix(i))
+			}
+		}
+		return retry
+	}
+	if len(resp.Statuses) != len(idx) {
+		err := status.Errorf(codes.Internal, "tserver %s answered %d statuses for %d rows", loc.addr, len(resp.Statuses), len(idx))
+		for _, i := range idx {
+			b.errs[i] = statusError(err, rowPrefix(i))
+		}
+		return nil
+	}
+	for j, i := range idx {
+		st := resp.Statuses[j]
+		if st.Code == int32(codes.OK) {
+			b.errs[i] = nil
+			delete(b.last, i)
+			continue
+		}
+		err := status.Error(codes.Code(st.Code), st.Message)
+		// The row reached the tserver, so only idempotent rows are retried.
+		if classify(ctx, err, true).retry(b.idem[i]) {
+			t.lc.invalidate(loc)
+			b.last[i] = err
+			retry = append(retry, i)
+			continue
+		}
+		b.errs[i] = statusError(err, rowPrefix(i))
+	}
+	return retry
+}
