@@ -137,3 +137,7 @@ func alignDown(v, a int64) int64 {
 	}
 	return v / a * a
 }
+
+func deleteRecord(id BlockID) *storagepb.BlockRecord {
+	return &storagepb.BlockRecord{BlockId: uint64(id), Op: storagepb.BlockRecordOp_BLOCK_RECORD_OP_DELETE}
+}

@@ -38,7 +38,7 @@ type container struct {
 	metaSize  int64
 	dirtyGen  int64 // count of DELETE appends
 	syncedGen int64 // dirtyGen covered by the last metadata sync
-	dirSynced bool // guarded by commitMu
+	dirSynced bool  // guarded by commitMu
 
 	mu          sync.Mutex
 	cursor      int64 // next block offset, fs-block aligned
@@ -273,6 +273,11 @@ func (c *container) maybeRemoveDead() bool {
 	c.dead = true
 	c.mu.Unlock()
 	c.m.removeContainer(c)
+	// Sync the DELETE records first: if the removal is lost in a crash,
+	// start-up finds the container dead again instead of its blocks live.
+	if err := c.syncMeta(); err != nil {
+		c.m.opts.Logger.Warn("blockstore: syncing dead container", "container", c.name, "err", err)
+	}
 	if err := c.removeFiles(); err != nil {
 		c.m.opts.Logger.Warn("blockstore: removing dead container", "container", c.name, "err", err)
 	}

@@ -40,22 +40,22 @@ type OpKind int
 // Operation kinds. Sync covers File.Sync and File.Datasync; SyncDir is the
 // directory fsync.
 const (
-	OpCreate OpKind = iota // FS.Create, FS.OpenFile with O_CREATE
-	OpOpen                 // FS.Open, FS.OpenFile without O_CREATE
-	OpRead                 // File.ReadAt
-	OpWrite                // File.Write, WriteAt, WriteV
-	OpSync                 // File.Sync, File.Datasync
-	OpSyncRange            // File.SyncRange
-	OpPreallocate          // File.Preallocate (fallocate)
-	OpPunchHole            // File.PunchHole
-	OpTruncate             // File.Truncate
-	OpClose                // File.Close
-	OpStat                 // FS.Stat, File.Stat
-	OpRemove               // FS.Remove, FS.RemoveAll
-	OpRename               // FS.Rename (Path is the old name, Path2 the new)
-	OpMkdir                // FS.MkdirAll
-	OpReadDir              // FS.ReadDir
-	OpSyncDir              // FS.SyncDir
+	OpCreate      OpKind = iota // FS.Create, FS.OpenFile with O_CREATE
+	OpOpen                      // FS.Open, FS.OpenFile without O_CREATE
+	OpRead                      // File.ReadAt
+	OpWrite                     // File.Write, WriteAt, WriteV
+	OpSync                      // File.Sync, File.Datasync
+	OpSyncRange                 // File.SyncRange
+	OpPreallocate               // File.Preallocate (fallocate)
+	OpPunchHole                 // File.PunchHole
+	OpTruncate                  // File.Truncate
+	OpClose                     // File.Close
+	OpStat                      // FS.Stat, File.Stat
+	OpRemove                    // FS.Remove, FS.RemoveAll
+	OpRename                    // FS.Rename (Path is the old name, Path2 the new)
+	OpMkdir                     // FS.MkdirAll
+	OpReadDir                   // FS.ReadDir
+	OpSyncDir                   // FS.SyncDir
 	numOpKinds
 )
 
