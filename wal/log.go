@@ -1,0 +1,467 @@
+package wal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"bighive/internal/mutation"
+	"bighive/internal/vfs"
+)
+
+// Prealloc says how the next log file is prepared in the background.
+type Prealloc int
+
+const (
+	// PreallocZero writes the whole file with zeros and syncs it, so that
+	// appends overwrite blocks that are already allocated and written. The
+	// default: fdatasync on such a file is about twice as fast as on a
+	// fallocated one (docs/wal.md).
+	PreallocZero Prealloc = iota
+	// PreallocFallocate reserves the file with fallocate. The blocks stay
+	// "unwritten" extents whose conversion costs journal writes at every
+	// sync. For comparison only.
+	PreallocFallocate
+	// PreallocNone prepares nothing: each file grows as it is written.
+	PreallocNone
+)
+
+// Options configure a Log.
+type Options struct {
+	// FS is the filesystem; default vfs.Default.
+	FS vfs.FS
+	// Root is the shared root; the files live in Root/wal/Prefix.
+	Root string
+	// Prefix names this tserver's log: FormatPrefix(host:port).
+	Prefix string
+	// MaxBatchBytes bounds the records of one group-commit batch (one write,
+	// one fdatasync). A single larger record is written alone. Default 1 MiB.
+	MaxBatchBytes int
+	// FileSize is the size each file is prepared to; a file that would grow
+	// past it rolls to the next. Default 64 MiB.
+	FileSize int64
+	// Prealloc is how the next file is prepared. Default PreallocZero.
+	Prealloc Prealloc
+	// Clock gives record and file timestamps; default time.Now.
+	Clock func() time.Time
+	// Logger receives start-up repairs and background errors; default
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+const (
+	defaultMaxBatchBytes = 1 << 20
+	defaultFileSize      = 64 << 20
+	// maxQueued bounds the sealed batches waiting behind the one being
+	// written; appenders beyond it wait for the flusher.
+	maxQueued = 2
+)
+
+// Log is the write-ahead log of one tserver. It is safe for concurrent use.
+//
+// Appends are group-committed by one flusher goroutine: it takes the batch
+// that formed while the previous write and fdatasync ran, writes it with one
+// write and makes it durable with one fdatasync. A lone appender waits for
+// no timer.
+type Log struct {
+	opts   Options
+	dir    string
+	fs     vfs.FS
+	log    *slog.Logger
+	prep   *preparer
+	kick   chan struct{} // wakes the flusher; capacity 1
+	flDone chan struct{} // closed when the flusher exits
+
+	mu         sync.Mutex
+	cur        *batch        // the open batch, receiving appends
+	queue      []*batch      // sealed batches, oldest first, not yet taken by the flusher
+	space      chan struct{} // closed and replaced whenever the flusher takes a batch
+	nextSeq    uint64
+	lastTS     int64    // newest file timestamp handed out
+	pos        Position // file that records appended now go to (or a later one)
+	fileBytes  int64    // bytes assigned to the file of cur
+	closed     bool
+	err        error // sticky: the log failed
+	free       [][]byte
+	activeTS   int64 // file the flusher writes; set by activate
+	headerSize int64
+
+	// Owned by the flusher goroutine (and by Open and Close before/after it runs).
+	seg   *segment
+	flErr error
+	stats statsCounters
+}
+
+// batch is the records of one write and one fdatasync.
+type batch struct {
+	buf       []byte
+	records   int
+	firstSeq  uint64 // seq of the first record, or of the next record when empty
+	newFileTS int64  // when non-zero, start the file of this timestamp before writing
+	done      chan struct{}
+	err       error // set before done is closed
+}
+
+// segment is the file the flusher writes.
+type segment struct {
+	f       vfs.File
+	path    string
+	ts      int64
+	off     int64  // end of written data
+	header  []byte // written with the first batch
+	dirSync bool   // the directory entry still needs a SyncDir
+}
+
+// Open opens the log of opts.Prefix under opts.Root for appending. It
+// repairs the newest file of the prefix (a torn tail is truncated and
+// logged; a corrupt file fails Open with a *CorruptionError), continues the
+// sequence numbers where that file ended, and starts a new file whose
+// timestamp is later than every existing file's, even if the clock went
+// backwards. The new file exists and is durable when Open returns.
+func Open(ctx context.Context, opts Options) (*Log, error) {
+	if opts.FS == nil {
+		opts.FS = vfs.Default
+	}
+	if opts.MaxBatchBytes <= 0 {
+		opts.MaxBatchBytes = defaultMaxBatchBytes
+	}
+	if opts.FileSize <= 0 {
+		opts.FileSize = defaultFileSize
+	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Root == "" {
+		return nil, fmt.Errorf("%w: empty Root", ErrBadOptions)
+	}
+	if _, err := ParsePrefix(opts.Prefix); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadOptions, err)
+	}
+	if opts.MaxBatchBytes > MaxRecordBytes {
+		return nil, fmt.Errorf("%w: MaxBatchBytes %d over %d", ErrBadOptions, opts.MaxBatchBytes, MaxRecordBytes)
+	}
+	l := &Log{
+		opts:   opts,
+		dir:    PrefixDir(opts.Root, opts.Prefix),
+		fs:     opts.FS,
+		log:    opts.Logger.With("wal", opts.Prefix),
+		kick:   make(chan struct{}, 1),
+		flDone: make(chan struct{}),
+		space:  make(chan struct{}),
+	}
+	l.headerSize = int64((&fileHeader{Prefix: opts.Prefix}).size())
+	if err := l.fs.MkdirAll(l.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("wal: mkdir %s: %w", l.dir, err)
+	}
+	for _, d := range []string{opts.Root, filepath.Join(opts.Root, walDir), l.dir} {
+		if err := l.fs.SyncDir(d); err != nil {
+			return nil, fmt.Errorf("wal: sync dir %s: %w", d, err)
+		}
+	}
+	if err := l.removeTemps(); err != nil {
+		return nil, err
+	}
+	lastSeq, lastTS, err := l.recover(ctx)
+	if err != nil {
+		return nil, err
+	}
+	l.nextSeq = lastSeq + 1
+	l.lastTS = lastTS
+	l.prep = newPreparer(l.fs, l.dir, opts.FileSize, opts.Prealloc, l.log)
+
+	// The first file: prepared and activated before Open returns.
+	first := l.newBatch()
+	first.newFileTS = l.allocTS()
+	var prepared vfs.File
+	if opts.Prealloc != PreallocNone {
+		if prepared, err = l.prep.prepare(ctx); err != nil {
+			return nil, err
+		}
+	}
+	l.writeBatch(first, prepared)
+	<-first.done
+	if first.err != nil {
+		if l.seg != nil {
+			l.seg.f.Close()
+		}
+		return nil, first.err
+	}
+	l.pos = Position{Prefix: opts.Prefix, FileTS: first.newFileTS}
+	l.fileBytes = l.seg.off
+	l.cur = l.newBatch()
+	go l.prep.run()
+	go l.flushLoop()
+	return l, nil
+}
+
+// recover repairs the newest file with a header and returns the last
+// sequence number in the log and the newest file timestamp.
+func (l *Log) recover(ctx context.Context) (lastSeq uint64, lastTS int64, err error) {
+	files, err := Files(l.fs, l.opts.Root, l.opts.Prefix)
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(files) == 0 {
+		return 0, 0, nil
+	}
+	lastTS = files[len(files)-1].FileTS
+	for i := len(files) - 1; i >= 0; i-- {
+		if err := ctx.Err(); err != nil {
+			return 0, 0, err
+		}
+		pos := files[i]
+		path := FilePath(l.opts.Root, pos)
+		rep, err := replayFile(l.fs, path, &pos, nil)
+		if err != nil {
+			return 0, 0, err
+		}
+		if rep.Unused {
+			continue // no record was ever durable in it
+		}
+		if rep.Size > rep.End {
+			if err := l.truncate(path, rep.End); err != nil {
+				return 0, 0, err
+			}
+			if rep.Torn {
+				l.log.Warn("wal: truncated torn tail", "file", path, "offset", rep.End,
+					"torn_bytes", rep.TornBytes, "last_seq", rep.LastSeq)
+			}
+		}
+		if rep.Records > 0 {
+			return rep.LastSeq, lastTS, nil
+		}
+		return rep.FirstSeq - 1, lastTS, nil
+	}
+	return 0, lastTS, nil
+}
+
+// removeTemps removes prepared files an earlier run left behind.
+func (l *Log) removeTemps() error {
+	ents, err := l.fs.ReadDir(l.dir)
+	if err != nil {
+		return fmt.Errorf("wal: list %s: %w", l.dir, err)
+	}
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), preparedPrefix) && strings.HasSuffix(e.Name(), vfs.TempSuffix) {
+			if err := l.fs.Remove(filepath.Join(l.dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("wal: remove %s: %w", e.Name(), err)
+			}
+		}
+	}
+	return nil
+}
+
+func (l *Log) truncate(path string, size int64) error {
+	f, err := l.fs.OpenFile(path, 0x2 /* O_RDWR */, 0)
+	if err != nil {
+		return fmt.Errorf("wal: open %s: %w", path, err)
+	}
+	err = f.Truncate(size)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("wal: truncate %s to %d: %w", path, size, err)
+	}
+	return nil
+}
+
+// Append logs one row mutation of a tablet and returns its sequence
+// number. It returns only once the record is durable (written and
+// fdatasync'ed, with every record of lower sequence number). The record's
+// timestamp is the wall time of the call.
+//
+// If ctx ends first, Append returns ctx.Err() and the record may or may not
+// become durable. After an I/O error the log is failed: this and every
+// later Append return an error wrapping ErrFailed.
+func (l *Log) Append(ctx context.Context, tabletID string, m *mutation.RowMutation) (uint64, error) {
+	size := recordSize(tabletID, m)
+	if size-frameHeaderLen > MaxRecordBytes {
+		return 0, fmt.Errorf("%w: %d bytes, limit %d", ErrRecordTooLarge, size, MaxRecordBytes)
+	}
+	ts := l.opts.Clock().UnixMicro()
+	l.mu.Lock()
+	var b *batch
+	for {
+		if l.closed {
+			l.mu.Unlock()
+			return 0, ErrClosed
+		}
+		if l.err != nil {
+			err := l.err
+			l.mu.Unlock()
+			return 0, err
+		}
+		b = l.cur
+		full := b.records > 0 && len(b.buf)+size > l.opts.MaxBatchBytes
+		roll := l.fileBytes > l.headerSize && l.fileBytes+int64(size) > l.opts.FileSize
+		if !full && !roll {
+			break
+		}
+		if b.records > 0 {
+			if len(l.queue) >= maxQueued {
+				ch := l.space
+				l.mu.Unlock()
+				select {
+				case <-ch:
+				case <-ctx.Done():
+					return 0, ctx.Err()
+				}
+				l.mu.Lock()
+				continue
+			}
+			l.sealLocked()
+		}
+		if roll {
+			l.startFileLocked()
+		}
+	}
+	seq := l.nextSeq
+	l.nextSeq++
+	n := len(b.buf)
+	b.buf = appendRecord(b.buf, seq, ts, tabletID, m)
+	l.fileBytes += int64(len(b.buf) - n)
+	b.records++
+	kick := b.records == 1
+	done := b.done
+	l.mu.Unlock()
+	if kick {
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
+	}
+	select {
+	case <-done:
+		if b.err != nil {
+			return 0, b.err
+		}
+		return seq, nil
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// Position is the file that every record appended from now on goes to, or
+// a later file. A tserver records it in a tablet's metadata before it
+// acknowledges the tablet's first write (DESIGN.md 'Log positions').
+func (l *Log) Position() Position {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.pos
+}
+
+// Roll switches to a new file and returns its position: every record
+// appended after Roll returns lies in that file or a later one, every
+// record appended before in an earlier one. Roll does no I/O and waits for
+// nothing, so it may run under the checkpoint's exclusive lock; the
+// flusher creates the file (prepared in the background) right away, and
+// makes it durable before it acknowledges any record in it. A Roll with no
+// Append since the previous Roll returns the same position.
+func (l *Log) Roll() (Position, error) {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return Position{}, ErrClosed
+	}
+	if l.err != nil {
+		err := l.err
+		l.mu.Unlock()
+		return Position{}, err
+	}
+	if l.cur.records == 0 && l.cur.newFileTS != 0 {
+		pos := l.pos
+		l.mu.Unlock()
+		return pos, nil
+	}
+	if l.cur.records > 0 {
+		l.sealLocked()
+	}
+	l.startFileLocked()
+	pos := l.pos
+	l.mu.Unlock()
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+	return pos, nil
+}
+
+// sealLocked moves the open batch to the queue and opens a new one.
+func (l *Log) sealLocked() {
+	l.queue = append(l.queue, l.cur)
+	l.cur = l.newBatch()
+}
+
+// startFileLocked makes the open batch (empty) start a new file.
+func (l *Log) startFileLocked() {
+	ts := l.allocTS()
+	l.cur.newFileTS = ts
+	l.pos = Position{Prefix: l.opts.Prefix, FileTS: ts}
+	l.fileBytes = l.headerSize
+}
+
+// allocTS returns a file timestamp later than every earlier one.
+func (l *Log) allocTS() int64 {
+	ts := l.opts.Clock().UnixMicro()
+	if ts <= l.lastTS {
+		ts = l.lastTS + 1
+	}
+	l.lastTS = ts
+	return ts
+}
+
+func (l *Log) newBatch() *batch {
+	b := &batch{firstSeq: l.nextSeq, done: make(chan struct{})}
+	if n := len(l.free); n > 0 {
+		b.buf = l.free[n-1][:0]
+		l.free = l.free[:n-1]
+	}
+	return b
+}
+
+// Close flushes every appended record, truncates the current file to its
+// data and closes the log. Appends that have not been queued when Close
+// starts fail with ErrClosed.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return ErrClosed
+	}
+	l.closed = true
+	close(l.space) // wake appenders waiting for room; they see closed
+	l.mu.Unlock()
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+	<-l.flDone
+	var err error
+	if l.seg != nil {
+		if l.flErr == nil {
+			err = retire(l.seg)
+		} else {
+			l.seg.f.Close()
+		}
+	}
+	if perr := l.prep.close(); err == nil {
+		err = perr
+	}
+	if err == nil && l.flErr != nil {
+		err = l.flErr
+	}
+	return err
+}

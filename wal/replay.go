@@ -1,0 +1,288 @@
+package wal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+
+	"bighive/internal/mutation"
+	"bighive/internal/vfs"
+)
+
+// Record is one replayed record: one atomic row mutation of one tablet.
+type Record struct {
+	Seq       uint64 // per tserver, increasing by one per record across files and restarts
+	Timestamp int64  // wall time of the append, µs since the Unix epoch
+	TabletID  string
+	Mutation  mutation.RowMutation // owns its bytes; the caller may keep it
+	File      Position             // the file holding the record
+	Offset    int64                // offset of the record's frame in File
+}
+
+// FileReport describes what replay found in one file.
+type FileReport struct {
+	Path     string
+	FileTS   int64
+	FirstSeq uint64 // from the header (0 when Unused)
+	Records  int    // whole records read
+	LastSeq  uint64 // seq of the last whole record (0 when Records == 0)
+	// End is the offset just past the last whole record: where a torn
+	// tail starts, and what the owner truncates the file to.
+	End int64
+	// Unused is a file whose header was never written (prepared, never
+	// activated, or cut off before its first sync).
+	Unused bool
+	// Torn is true when non-zero bytes follow End: a record cut off by a
+	// crash. Replay stopped reading the file at End. TornBytes counts the
+	// bytes from End to the last non-zero byte.
+	Torn      bool
+	TornBytes int64
+	// Size is the file's size (pre-zeroed space included).
+	Size int64
+}
+
+// ReplayReport lists the files a replay read, oldest first.
+type ReplayReport struct {
+	Files   []FileReport
+	Records int // records handed to the callback
+}
+
+// Torn reports whether any file had a torn tail.
+func (r *ReplayReport) Torn() bool {
+	for i := range r.Files {
+		if r.Files[i].Torn {
+			return true
+		}
+	}
+	return false
+}
+
+// Files lists the log files of prefix under root, oldest first. Temporary
+// and foreign files in the directory are ignored.
+func Files(fsys vfs.FS, root, prefix string) ([]Position, error) {
+	if _, err := ParsePrefix(prefix); err != nil {
+		return nil, err
+	}
+	ents, err := fsys.ReadDir(PrefixDir(root, prefix))
+	if err != nil {
+		return nil, fmt.Errorf("wal: list %s: %w", PrefixDir(root, prefix), err)
+	}
+	var out []Position
+	for _, e := range ents {
+		if e.IsDir() {
+			continue
+		}
+		ts, err := ParseFileName(e.Name())
+		if err != nil {
+			continue
+		}
+		out = append(out, Position{Prefix: prefix, FileTS: ts})
+	}
+	slices.SortFunc(out, func(a, b Position) int {
+		switch {
+		case a.FileTS < b.FileTS:
+			return -1
+		case a.FileTS > b.FileTS:
+			return 1
+		}
+		return 0
+	})
+	return out, nil
+}
+
+// Replay reads the log file at from and every later file of from.Prefix,
+// in timestamp order, and calls fn for every record of every tablet, in
+// sequence order. Each file is read once; the caller filters by
+// Record.TabletID (ReplayTablets does that for several tablets at once).
+// If no file at from exists, replay starts at the first later file: a
+// position handed out by Roll names a file that may not have been created
+// before a crash, and then holds no record.
+//
+// A torn tail stops the reading of its file; it is listed in the report
+// and replay goes on with the next file. Damage with valid data after it
+// is a *CorruptionError naming the file and the offset; replay stops there
+// and returns the report so far. An error from fn stops replay and is
+// returned as is.
+//
+// Replay only reads; it is safe to run on the files of a live log, though
+// it then sees only what was written when it read each file.
+func Replay(ctx context.Context, fsys vfs.FS, root string, from Position, fn func(*Record) error) (ReplayReport, error) {
+	var rep ReplayReport
+	files, err := Files(fsys, root, from.Prefix)
+	if err != nil {
+		return rep, err
+	}
+	for _, pos := range files {
+		if pos.FileTS < from.FileTS {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		fr, err := replayFile(fsys, FilePath(root, pos), &pos, func(r *Record) error {
+			rep.Records++
+			return fn(r)
+		})
+		rep.Files = append(rep.Files, fr)
+		if err != nil {
+			return rep, err
+		}
+	}
+	return rep, nil
+}
+
+// ReplayTablets recovers several tablets from one prefix with one read of
+// each file: from maps a tablet id to the FileTS of that tablet's position
+// in the prefix. It replays from the smallest of them and calls fn only for
+// records of a listed tablet that lie in that tablet's file or later.
+func ReplayTablets(ctx context.Context, fsys vfs.FS, root, prefix string, from map[string]int64, fn func(*Record) error) (ReplayReport, error) {
+	if len(from) == 0 {
+		return ReplayReport{}, nil
+	}
+	first := int64(-1)
+	for _, ts := range from {
+		if first < 0 || ts < first {
+			first = ts
+		}
+	}
+	var n int
+	rep, err := Replay(ctx, fsys, root, Position{Prefix: prefix, FileTS: first}, func(r *Record) error {
+		ts, ok := from[r.TabletID]
+		if !ok || r.File.FileTS < ts {
+			return nil
+		}
+		n++
+		return fn(r)
+	})
+	rep.Records = n
+	return rep, err
+}
+
+// ReplayFile reads the one log file at path and calls fn for each record.
+// Torn tails and corruption are handled as in Replay.
+func ReplayFile(fsys vfs.FS, path string, fn func(*Record) error) (FileReport, error) {
+	return replayFile(fsys, path, nil, fn)
+}
+
+func replayFile(fsys vfs.FS, path string, pos *Position, fn func(*Record) error) (FileReport, error) {
+	data, err := vfs.ReadFile(fsys, path)
+	if err != nil {
+		return FileReport{Path: path}, fmt.Errorf("wal: read %s: %w", path, err)
+	}
+	return scanFile(path, data, pos, fn)
+}
+
+// scanFile parses the bytes of one file. pos, when known, is what the file
+// name says; the header must agree with it.
+func scanFile(path string, data []byte, pos *Position, fn func(*Record) error) (FileReport, error) {
+	rep := FileReport{Path: path, Size: int64(len(data))}
+	if pos == nil {
+		if ts, err := ParseFileName(filepath.Base(path)); err == nil {
+			rep.FileTS = ts
+		}
+	} else {
+		rep.FileTS = pos.FileTS
+	}
+	h, off, st, err := decodeHeader(data)
+	switch st {
+	case headerBad:
+		return rep, &CorruptionError{File: path, Offset: 0, Err: err}
+	case headerUnused, headerShort:
+		rep.Unused = true
+		if !allZero(data) {
+			rep.Torn = true
+			rep.TornBytes = int64(lastNonZero(data))
+		}
+		return rep, nil
+	}
+	if pos != nil && (h.Prefix != pos.Prefix || h.FileTS != pos.FileTS) {
+		return rep, &CorruptionError{File: path, Offset: 0,
+			Err: fmt.Errorf("%w: header names %s/%d, file is %s", ErrBadHeader, h.Prefix, h.FileTS, pos)}
+	}
+	filePos := Position{Prefix: h.Prefix, FileTS: h.FileTS}
+	rep.FirstSeq = h.FirstSeq
+	rep.End = int64(off)
+	seq := h.FirstSeq
+	var rec Record
+	for {
+		payload, fst, ferr := readFrame(data[off:])
+		switch fst {
+		case frameOK:
+			rec = Record{File: filePos, Offset: int64(off)}
+			if err := decodePayload(payload, &rec); err != nil {
+				return rep, &CorruptionError{File: path, Offset: int64(off), Err: err}
+			}
+			if rec.Seq != seq {
+				return rep, &CorruptionError{File: path, Offset: int64(off),
+					Err: fmt.Errorf("%w: seq %d, want %d", ErrBadRecord, rec.Seq, seq)}
+			}
+			if fn != nil {
+				if err := fn(&rec); err != nil {
+					return rep, err
+				}
+			}
+			seq++
+			off += frameHeaderLen + len(payload)
+			rep.Records++
+			rep.LastSeq = rec.Seq
+			rep.End = int64(off)
+			continue
+		case frameEnd:
+			if allZero(data[off:]) {
+				return rep, nil
+			}
+			ferr = fmt.Errorf("%w: zero frame header before written data", ErrBadRecord)
+		case frameShort:
+			// The frame claims more bytes than the file has: nothing valid
+			// can follow it.
+			rep.Torn = true
+			rep.TornBytes = int64(lastNonZero(data[off:]))
+			return rep, nil
+		}
+		// A bad frame. A crash damages at most the last flush, which is
+		// at most MaxFlush bytes (or one larger record) from where it
+		// started; anything non-zero past that window is damage a crash
+		// cannot explain.
+		window := int(h.MaxFlush)
+		if n := frameLen(data[off:]); n > window {
+			window = n
+		}
+		rest := data[off:]
+		if len(rest) <= window || allZero(rest[window:]) {
+			rep.Torn = true
+			rep.TornBytes = int64(lastNonZero(rest))
+			return rep, nil
+		}
+		if ferr == nil {
+			ferr = errors.New("wal: bad frame")
+		}
+		return rep, &CorruptionError{File: path, Offset: int64(off), Err: ferr}
+	}
+}
+
+// frameLen is the length a frame header claims, or 0 when it claims an
+// impossible one.
+func frameLen(b []byte) int {
+	if len(b) < frameHeaderLen {
+		return 0
+	}
+	n := uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24
+	if n > MaxRecordBytes {
+		return 0
+	}
+	return frameHeaderLen + int(n)
+}
+
+// lastNonZero is the length of b without its trailing zero bytes.
+func lastNonZero(b []byte) int {
+	n := len(b)
+	for n >= 8 && allZero(b[n-8:n]) {
+		n -= 8
+	}
+	for n > 0 && b[n-1] == 0 {
+		n--
+	}
+	return n
+}

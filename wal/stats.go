@@ -1,0 +1,74 @@
+package wal
+
+import (
+	"math/bits"
+	"sync"
+	"time"
+)
+
+// Histogram counts values in power-of-two buckets: bucket 0 holds values
+// ≤ 1, bucket i (i ≥ 1) values in (2^(i-1), 2^i]; the last bucket holds
+// everything larger.
+type Histogram [24]uint64
+
+func (h *Histogram) add(v uint64) {
+	i := 0
+	if v > 1 {
+		i = bits.Len64(v - 1)
+	}
+	if i >= len(h) {
+		i = len(h) - 1
+	}
+	h[i]++
+}
+
+// Stats are the log's counters since Open, ready to export as metrics.
+type Stats struct {
+	Records uint64 // records made durable
+	Bytes   uint64 // bytes written: records and file headers
+	Batches uint64 // group-commit batches written
+	Syncs   uint64 // fdatasync calls
+	Files   uint64 // log files started
+	// SyncTime is the total time spent in fdatasync; SyncMax the longest.
+	SyncTime, SyncMax time.Duration
+	// BatchRecords counts batches by their number of records.
+	BatchRecords Histogram
+	// SyncMicros counts fdatasync calls by their latency in µs.
+	SyncMicros Histogram
+}
+
+type statsCounters struct {
+	mu sync.Mutex
+	s  Stats
+}
+
+func (c *statsCounters) sync(d time.Duration) {
+	c.mu.Lock()
+	c.s.Syncs++
+	c.s.SyncTime += d
+	c.s.SyncMax = max(c.s.SyncMax, d)
+	c.s.SyncMicros.add(uint64(d.Microseconds()))
+	c.mu.Unlock()
+}
+
+func (c *statsCounters) batch(records, bytes int) {
+	c.mu.Lock()
+	c.s.Batches++
+	c.s.Records += uint64(records)
+	c.s.Bytes += uint64(bytes)
+	c.s.BatchRecords.add(uint64(records))
+	c.mu.Unlock()
+}
+
+func (c *statsCounters) file() {
+	c.mu.Lock()
+	c.s.Files++
+	c.mu.Unlock()
+}
+
+// Stats returns a snapshot of the counters.
+func (l *Log) Stats() Stats {
+	l.stats.mu.Lock()
+	defer l.stats.mu.Unlock()
+	return l.stats.s
+}
