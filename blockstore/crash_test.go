@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"log/slog"
 	"io"
+	"log/slog"
 	"testing"
 
 	"bighive/internal/vfs"

@@ -141,3 +141,7 @@ func alignDown(v, a int64) int64 {
 func deleteRecord(id BlockID) *storagepb.BlockRecord {
 	return &storagepb.BlockRecord{BlockId: uint64(id), Op: storagepb.BlockRecordOp_BLOCK_RECORD_OP_DELETE}
 }
+
+func createRecord(id BlockID, off, n int64) *storagepb.BlockRecord {
+	return &storagepb.BlockRecord{BlockId: uint64(id), Op: storagepb.BlockRecordOp_BLOCK_RECORD_OP_CREATE, Offset: &off, Length: &n}
+}
