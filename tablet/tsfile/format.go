@@ -1,0 +1,376 @@
+package tsfile
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+
+	"bighive/blockstore"
+	"bighive/internal/mutation"
+	"bighive/memstore"
+)
+
+// FormatVersion is the TSFile format written by this package. Readers
+// reject other versions. It must change whenever the layout in doc.go does.
+const FormatVersion = 1
+
+// Magic numbers. They must not change.
+const (
+	footerMagic = "BHTSFIL1"
+	indexMagic  = "BHTI"
+	bloomMagic  = "BHTB"
+)
+
+// DefaultPageSize is the target size of a data page.
+const DefaultPageSize = 32 << 10
+
+const trailerLen = 8 // page: u32 count, u32 crc
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func crc(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+
+// ErrCorrupt is matched (errors.Is) by every CorruptionError.
+var ErrCorrupt = errors.New("tsfile: corrupt")
+
+// ErrEmpty is returned by Write when the iterator has no entry: no TSFile
+// is created.
+var ErrEmpty = errors.New("tsfile: no entries to write")
+
+// ErrVersion is returned for a footer of an unknown format version.
+var ErrVersion = errors.New("tsfile: unsupported format version")
+
+// CorruptionError names the block and the byte offset in it where a
+// checksum or a structure check failed: for a checksum mismatch, the start
+// of the checksummed unit (the page, or 0 for index, bloom and footer
+// blocks); for a structure failure, the offending field.
+type CorruptionError struct {
+	Block  blockstore.BlockID
+	Offset int64
+	Reason string
+}
+
+func (e *CorruptionError) Error() string {
+	return fmt.Sprintf("tsfile: corrupt block %s at offset %d: %s", e.Block, e.Offset, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrCorrupt) true.
+func (e *CorruptionError) Is(target error) bool { return target == ErrCorrupt }
+
+func corrupt(b blockstore.BlockID, off int64, format string, args ...any) error {
+	return &CorruptionError{Block: b, Offset: off, Reason: fmt.Sprintf(format, args...)}
+}
+
+// appendEntry encodes e (without its family) for a page or an index key.
+func appendEntry(dst []byte, e *memstore.Entry, withValue bool) []byte {
+	dst = append(dst, byte(e.Kind))
+	dst = binary.AppendUvarint(dst, uint64(len(e.Row)))
+	dst = append(dst, e.Row...)
+	dst = binary.AppendUvarint(dst, uint64(len(e.Qualifier)))
+	dst = append(dst, e.Qualifier...)
+	dst = binary.AppendVarint(dst, e.Timestamp)
+	if e.Kind == mutation.DeleteColumn {
+		dst = binary.AppendVarint(dst, e.End)
+	}
+	if withValue && e.Kind == mutation.SetCell {
+		dst = binary.AppendUvarint(dst, uint64(len(e.Value)))
+		dst = append(dst, e.Value...)
+	}
+	return dst
+}
+
+// decoder reads the fields of the encodings; on any bounds failure it sets
+// bad and returns zero values. It aliases its input.
+type decoder struct {
+	b   []byte
+	pos int
+	bad bool
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.bad {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b[d.pos:])
+	if n <= 0 {
+		d.bad = true
+		return 0
+	}
+	d.pos += n
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	if d.bad {
+		return 0
+	}
+	v, n := binary.Varint(d.b[d.pos:])
+	if n <= 0 {
+		d.bad = true
+		return 0
+	}
+	d.pos += n
+	return v
+}
+
+func (d *decoder) byte() byte {
+	if d.bad || d.pos >= len(d.b) {
+		d.bad = true
+		return 0
+	}
+	c := d.b[d.pos]
+	d.pos++
+	return c
+}
+
+func (d *decoder) bytes() []byte {
+	n := d.uvarint()
+	if d.bad || n > uint64(len(d.b)-d.pos) {
+		d.bad = true
+		return nil
+	}
+	v := d.b[d.pos : d.pos+int(n) : d.pos+int(n)]
+	d.pos += int(n)
+	if n == 0 {
+		return nil
+	}
+	return v
+}
+
+func (d *decoder) u64() uint64 {
+	if d.bad || len(d.b)-d.pos < 8 {
+		d.bad = true
+		return 0
+	}
+	v := binary.LittleEndian.Uint64(d.b[d.pos:])
+	d.pos += 8
+	return v
+}
+
+func (d *decoder) u32() uint32 {
+	if d.bad || len(d.b)-d.pos < 4 {
+		d.bad = true
+		return 0
+	}
+	v := binary.LittleEndian.Uint32(d.b[d.pos:])
+	d.pos += 4
+	return v
+}
+
+func (d *decoder) done() bool { return d.pos >= len(d.b) }
+
+// entry decodes one entry into e (aliasing d's bytes); family is set by the
+// caller. rowBlock says whether only DeleteRow is allowed.
+func (d *decoder) entry(e *memstore.Entry, withValue, rowBlock bool) bool {
+	k := mutation.Kind(d.byte())
+	if d.bad || k < mutation.SetCell || k > mutation.DeleteRow || (k == mutation.DeleteRow) != rowBlock {
+		d.bad = true
+		return false
+	}
+	e.Kind = k
+	e.Row = d.bytes()
+	e.Qualifier = d.bytes()
+	e.Timestamp = d.varint()
+	e.End = 0
+	e.Value = nil
+	if k == mutation.DeleteColumn {
+		e.End = d.varint()
+	}
+	if withValue && k == mutation.SetCell {
+		e.Value = d.bytes()
+	}
+	return !d.bad
+}
+
+// dataMeta describes one family's data block and its index block.
+type dataMeta struct {
+	family    string
+	data      blockstore.BlockID
+	index     blockstore.BlockID
+	dataSize  int64
+	indexSize int64
+	entries   int64
+	pages     int64
+}
+
+type footer struct {
+	version   uint32
+	data      []dataMeta // sorted by family; "" (row tombstones) first
+	bloom     blockstore.BlockID
+	bloomSize int64
+	minRow    []byte
+	maxRow    []byte
+	minTS     int64
+	maxTS     int64
+	entries   int64
+	rows      int64
+}
+
+func (f *footer) encode() []byte {
+	b := []byte(footerMagic)
+	b = binary.LittleEndian.AppendUint32(b, f.version)
+	b = binary.AppendUvarint(b, uint64(len(f.data)))
+	for _, d := range f.data {
+		b = binary.AppendUvarint(b, uint64(len(d.family)))
+		b = append(b, d.family...)
+		b = binary.LittleEndian.AppendUint64(b, uint64(d.data))
+		b = binary.LittleEndian.AppendUint64(b, uint64(d.index))
+		b = binary.AppendUvarint(b, uint64(d.dataSize))
+		b = binary.AppendUvarint(b, uint64(d.indexSize))
+		b = binary.AppendUvarint(b, uint64(d.entries))
+		b = binary.AppendUvarint(b, uint64(d.pages))
+	}
+	b = binary.LittleEndian.AppendUint64(b, uint64(f.bloom))
+	b = binary.AppendUvarint(b, uint64(f.bloomSize))
+	b = binary.AppendUvarint(b, uint64(len(f.minRow)))
+	b = append(b, f.minRow...)
+	b = binary.AppendUvarint(b, uint64(len(f.maxRow)))
+	b = append(b, f.maxRow...)
+	b = binary.AppendVarint(b, f.minTS)
+	b = binary.AppendVarint(b, f.maxTS)
+	b = binary.AppendUvarint(b, uint64(f.entries))
+	b = binary.AppendUvarint(b, uint64(f.rows))
+	return binary.LittleEndian.AppendUint32(b, crc(b))
+}
+
+func decodeFooter(id blockstore.BlockID, b []byte) (footer, error) {
+	var f footer
+	if len(b) < len(footerMagic)+8 || string(b[:len(footerMagic)]) != footerMagic {
+		return f, corrupt(id, 0, "not a TSFile footer (bad magic or too short: %d bytes)", len(b))
+	}
+	body := b[:len(b)-4]
+	if got, want := crc(body), binary.LittleEndian.Uint32(b[len(b)-4:]); got != want {
+		return f, corrupt(id, 0, "footer checksum mismatch over %d bytes (%08x != %08x)", len(body), got, want)
+	}
+	d := decoder{b: body, pos: len(footerMagic)}
+	f.version = d.u32()
+	if f.version != FormatVersion {
+		return f, fmt.Errorf("%w %d in block %s (want %d)", ErrVersion, f.version, id, FormatVersion)
+	}
+	n := d.uvarint()
+	if n > uint64(len(body)) {
+		return f, corrupt(id, int64(d.pos), "footer names %d data blocks", n)
+	}
+	seen := map[string]bool{}
+	for i := uint64(0); i < n && !d.bad; i++ {
+		var m dataMeta
+		m.family = string(d.bytes())
+		m.data = blockstore.BlockID(d.u64())
+		m.index = blockstore.BlockID(d.u64())
+		m.dataSize = int64(d.uvarint())
+		m.indexSize = int64(d.uvarint())
+		m.entries = int64(d.uvarint())
+		m.pages = int64(d.uvarint())
+		if !d.bad && (seen[m.family] || m.dataSize < 0 || m.indexSize < 0 || m.entries < 0 || m.pages < 0) {
+			return f, corrupt(id, int64(d.pos), "bad data block entry for family %q", m.family)
+		}
+		seen[m.family] = true
+		f.data = append(f.data, m)
+	}
+	f.bloom = blockstore.BlockID(d.u64())
+	f.bloomSize = int64(d.uvarint())
+	f.minRow = d.bytes()
+	f.maxRow = d.bytes()
+	f.minTS = d.varint()
+	f.maxTS = d.varint()
+	f.entries = int64(d.uvarint())
+	f.rows = int64(d.uvarint())
+	if d.bad || !d.done() || f.bloomSize < 0 {
+		return f, corrupt(id, int64(d.pos), "malformed footer")
+	}
+	return f, nil
+}
+
+// indexEntry locates one page and holds its first key.
+type indexEntry struct {
+	off, length int64
+	count       int
+	first       memstore.Entry
+}
+
+func encodeIndex(pages []indexEntry) []byte {
+	b := []byte(indexMagic)
+	b = binary.AppendUvarint(b, uint64(len(pages)))
+	for i := range pages {
+		p := &pages[i]
+		b = binary.AppendUvarint(b, uint64(p.off))
+		b = binary.AppendUvarint(b, uint64(p.length))
+		b = binary.AppendUvarint(b, uint64(p.count))
+		b = appendEntry(b, &p.first, false)
+	}
+	return binary.LittleEndian.AppendUint32(b, crc(b))
+}
+
+// decodeIndex checks the index block and that its pages tile [0, dataSize).
+func decodeIndex(id blockstore.BlockID, b []byte, family string, dataSize int64) ([]indexEntry, error) {
+	if len(b) < len(indexMagic)+5 || string(b[:len(indexMagic)]) != indexMagic {
+		return nil, corrupt(id, 0, "not an index block")
+	}
+	body := b[:len(b)-4]
+	if got, want := crc(body), binary.LittleEndian.Uint32(b[len(b)-4:]); got != want {
+		return nil, corrupt(id, 0, "index checksum mismatch over %d bytes (%08x != %08x)", len(body), got, want)
+	}
+	d := decoder{b: body, pos: len(indexMagic)}
+	n := d.uvarint()
+	if n > uint64(len(body)) {
+		return nil, corrupt(id, int64(d.pos), "index names %d pages", n)
+	}
+	pages := make([]indexEntry, 0, n)
+	var next int64
+	for i := uint64(0); i < n; i++ {
+		start := d.pos
+		var p indexEntry
+		p.off = int64(d.uvarint())
+		p.length = int64(d.uvarint())
+		p.count = int(d.uvarint())
+		if !d.entry(&p.first, false, family == "") {
+			return nil, corrupt(id, int64(start), "malformed index entry %d", i)
+		}
+		p.first.Family = family
+		if p.off != next || p.length < trailerLen || p.length > dataSize-p.off || p.count <= 0 {
+			return nil, corrupt(id, int64(start), "index entry %d: page [%d,+%d) does not follow %d in a block of %d bytes", i, p.off, p.length, next, dataSize)
+		}
+		next = p.off + p.length
+		pages = append(pages, p)
+	}
+	if d.bad || !d.done() || next != dataSize {
+		return nil, corrupt(id, int64(d.pos), "malformed index block (pages cover %d of %d bytes)", next, dataSize)
+	}
+	return pages, nil
+}
+
+func encodeBloom(hashes []uint64) []byte {
+	b := append([]byte(bloomMagic), buildBloom(hashes)...)
+	return binary.LittleEndian.AppendUint32(b, crc(b))
+}
+
+func decodeBloom(id blockstore.BlockID, b []byte) (bloom, error) {
+	if len(b) < len(bloomMagic)+4 || string(b[:len(bloomMagic)]) != bloomMagic {
+		return bloom{}, corrupt(id, 0, "not a bloom block")
+	}
+	body := b[:len(b)-4]
+	if got, want := crc(body), binary.LittleEndian.Uint32(b[len(b)-4:]); got != want {
+		return bloom{}, corrupt(id, 0, "bloom checksum mismatch over %d bytes (%08x != %08x)", len(body), got, want)
+	}
+	f, err := parseBloom(body[len(bloomMagic):])
+	if err != nil {
+		return bloom{}, corrupt(id, int64(len(bloomMagic)), "%v", err)
+	}
+	return f, nil
+}
+
+// checkPage verifies a page's trailer and returns its entry bytes and count.
+func checkPage(id blockstore.BlockID, off int64, page []byte, wantCount int) ([]byte, error) {
+	if len(page) < trailerLen {
+		return nil, corrupt(id, off, "page of %d bytes", len(page))
+	}
+	n := len(page) - 4
+	if got, want := crc(page[:n]), binary.LittleEndian.Uint32(page[n:]); got != want {
+		return nil, corrupt(id, off, "checksum mismatch in the %d-byte page (%08x != %08x)", len(page), got, want)
+	}
+	if c := binary.LittleEndian.Uint32(page[n-4:]); int(c) != wantCount {
+		return nil, corrupt(id, off+int64(n-4), "page holds %d entries, index says %d", c, wantCount)
+	}
+	return page[:n-4], nil
+}

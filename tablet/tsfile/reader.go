@@ -1,0 +1,398 @@
+package tsfile
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"bighive/blockstore"
+	"bighive/memstore"
+	"bighive/tablet/blockcache"
+)
+
+// ReaderOptions configures Open.
+type ReaderOptions struct {
+	// Cache holds data pages; nil means no caching.
+	Cache *blockcache.Cache
+	// Owner is the cache owner (the table) pages are charged to. Required
+	// when Cache is set.
+	Owner *blockcache.Owner
+	// ReadAhead is the number of pages a scan iterator reads in one I/O
+	// when it misses the cache (default 4; 1 disables read-ahead).
+	ReadAhead int
+}
+
+// Stats count a reader's I/O.
+type Stats struct {
+	PagesRead      int64 // pages read from the block store
+	ReadAheadPages int64 // of those, pages read ahead of a scan
+	BloomChecks    int64
+	BloomNegatives int64 // point reads the bloom filter answered "absent"
+}
+
+// Reader reads one TSFile. It opens lazily: Open reads only the footer; an
+// index block is read on the first access to its family, the bloom filter
+// on the first point read. It is safe for concurrent use.
+type Reader struct {
+	mgr    blockstore.Manager
+	id     blockstore.BlockID
+	opts   ReaderOptions
+	footer footer
+	info   Info
+
+	mu      sync.Mutex
+	closed  bool
+	blocks  map[blockstore.BlockID]blockstore.ReadableBlock
+	indexes map[string][]indexEntry
+	bloom   *bloom
+
+	pagesRead, readAhead, bloomChecks, bloomNeg atomic.Int64
+}
+
+// Open opens the TSFile whose footer block is footerID.
+func Open(mgr blockstore.Manager, footerID blockstore.BlockID, opts ReaderOptions) (*Reader, error) {
+	if opts.ReadAhead <= 0 {
+		opts.ReadAhead = 4
+	}
+	if opts.Cache != nil && opts.Owner == nil {
+		opts.Owner = opts.Cache.NewOwner("", blockcache.Medium)
+	}
+	r := &Reader{mgr: mgr, id: footerID, opts: opts, blocks: map[blockstore.BlockID]blockstore.ReadableBlock{}, indexes: map[string][]indexEntry{}}
+	b, err := r.readBlock(footerID, -1)
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	if r.footer, err = decodeFooter(footerID, b); err != nil {
+		r.Close()
+		return nil, err
+	}
+	f := &r.footer
+	r.info = Info{Footer: footerID, Entries: f.entries, Rows: f.rows, MinRow: f.minRow, MaxRow: f.maxRow, MinTimestamp: f.minTS, MaxTimestamp: f.maxTS}
+	for _, d := range f.data {
+		r.info.Blocks = append(r.info.Blocks, d.data, d.index)
+		r.info.Size += d.dataSize + d.indexSize
+	}
+	r.info.Blocks = append(r.info.Blocks, f.bloom, footerID)
+	r.info.Size += f.bloomSize + int64(len(b))
+	return r, nil
+}
+
+// Info describes the file, as Write returned it.
+func (r *Reader) Info() Info { return r.info }
+
+// Stats returns the reader's I/O counters.
+func (r *Reader) Stats() Stats {
+	return Stats{PagesRead: r.pagesRead.Load(), ReadAheadPages: r.readAhead.Load(), BloomChecks: r.bloomChecks.Load(), BloomNegatives: r.bloomNeg.Load()}
+}
+
+// Families lists the column families with data in the file ("" holds row
+// tombstones).
+func (r *Reader) Families() []string {
+	var out []string
+	for _, d := range r.footer.data {
+		out = append(out, d.family)
+	}
+	return out
+}
+
+// Close releases the open blocks. Iterators must be closed first.
+func (r *Reader) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed = true
+	var first error
+	for id, b := range r.blocks {
+		if err := b.Close(); err != nil && first == nil {
+			first = fmt.Errorf("tsfile: close block %s: %w", id, err)
+		}
+	}
+	r.blocks = nil
+	return first
+}
+
+func (r *Reader) block(id blockstore.BlockID) (blockstore.ReadableBlock, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, errClosed
+	}
+	if b := r.blocks[id]; b != nil {
+		return b, nil
+	}
+	b, err := r.mgr.OpenBlock(id)
+	if err != nil {
+		return nil, fmt.Errorf("tsfile: open block %s of TSFile %s: %w", id, r.id, err)
+	}
+	r.blocks[id] = b
+	return b, nil
+}
+
+// readBlock reads a whole block; want is its expected size (-1: any).
+func (r *Reader) readBlock(id blockstore.BlockID, want int64) ([]byte, error) {
+	b, err := r.block(id)
+	if err != nil {
+		return nil, err
+	}
+	size, err := b.Size()
+	if err != nil {
+		return nil, fmt.Errorf("tsfile: size of block %s: %w", id, err)
+	}
+	if want >= 0 && size != want {
+		return nil, corrupt(id, size, "block is %d bytes, footer says %d", size, want)
+	}
+	if size > 1<<31 {
+		return nil, corrupt(id, 0, "block of %d bytes is too large", size)
+	}
+	buf := make([]byte, size)
+	if _, err := b.ReadAt(buf, 0); err != nil && err != io.EOF {
+		return nil, fmt.Errorf("tsfile: read block %s: %w", id, err)
+	}
+	return buf, nil
+}
+
+func (r *Reader) meta(family string) *dataMeta {
+	i := sort.Search(len(r.footer.data), func(i int) bool { return r.footer.data[i].family >= family })
+	if i < len(r.footer.data) && r.footer.data[i].family == family {
+		return &r.footer.data[i]
+	}
+	// Footers are written sorted; a crafted one may not be.
+	for i := range r.footer.data {
+		if r.footer.data[i].family == family {
+			return &r.footer.data[i]
+		}
+	}
+	return nil
+}
+
+func (r *Reader) index(m *dataMeta) ([]indexEntry, error) {
+	r.mu.Lock()
+	idx, ok := r.indexes[m.family]
+	r.mu.Unlock()
+	if ok {
+		return idx, nil
+	}
+	b, err := r.readBlock(m.index, m.indexSize)
+	if err != nil {
+		return nil, err
+	}
+	idx, err = decodeIndex(m.index, b, m.family, m.dataSize)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.indexes[m.family] = idx
+	r.mu.Unlock()
+	return idx, nil
+}
+
+// MayContainRow consults the bloom filter: false means row has no entry
+// in the file.
+func (r *Reader) MayContainRow(row []byte) (bool, error) {
+	r.mu.Lock()
+	f := r.bloom
+	r.mu.Unlock()
+	if f == nil {
+		b, err := r.readBlock(r.footer.bloom, r.footer.bloomSize)
+		if err != nil {
+			return false, err
+		}
+		bf, err := decodeBloom(r.footer.bloom, b)
+		if err != nil {
+			return false, err
+		}
+		f = &bf
+		r.mu.Lock()
+		r.bloom = f
+		r.mu.Unlock()
+	}
+	r.bloomChecks.Add(1)
+	if !f.mayContain(row) {
+		r.bloomNeg.Add(1)
+		return false, nil
+	}
+	return true, nil
+}
+
+// page returns the verified entry bytes of page i of a data block, from the
+// cache or the store. ahead > 1 reads up to that many following uncached
+// pages in the same I/O and caches them.
+func (r *Reader) page(m *dataMeta, idx []indexEntry, i, ahead int) ([]byte, error) {
+	p := &idx[i]
+	key := blockcache.Key{Block: uint64(m.data), Offset: p.off}
+	if c := r.opts.Cache; c != nil {
+		if v, ok := c.Get(key); ok {
+			return v[:len(v)-trailerLen], nil
+		}
+	}
+	n := 1
+	if r.opts.Cache != nil {
+		for n < ahead && i+n < len(idx) && !r.opts.Cache.Contains(blockcache.Key{Block: uint64(m.data), Offset: idx[i+n].off}) {
+			n++
+		}
+	}
+	last := &idx[i+n-1]
+	buf := make([]byte, last.off+last.length-p.off)
+	b, err := r.block(m.data)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := b.ReadAt(buf, p.off); err != nil && err != io.EOF {
+		return nil, fmt.Errorf("tsfile: read block %s at %d: %w", m.data, p.off, err)
+	}
+	r.pagesRead.Add(int64(n))
+	r.readAhead.Add(int64(n - 1))
+	var first []byte
+	for j := 0; j < n; j++ {
+		q := &idx[i+j]
+		pg := buf[q.off-p.off : q.off-p.off+q.length : q.off-p.off+q.length]
+		body, err := checkPage(m.data, q.off, pg, q.count)
+		if err != nil {
+			if j == 0 {
+				return nil, err
+			}
+			break // the read-ahead page is reported when it is needed
+		}
+		if j == 0 {
+			first = body
+		}
+		if r.opts.Cache != nil {
+			r.opts.Cache.Insert(r.opts.Owner, blockcache.Key{Block: uint64(m.data), Offset: q.off}, pg)
+		}
+	}
+	return first, nil
+}
+
+// NewIterator returns an iterator over the given families (nil: all) and
+// the row tombstones. scan enables read-ahead. The iterator must be closed
+// before the Reader.
+func (r *Reader) NewIterator(families []string, scan bool) memstore.Iterator {
+	ahead := 1
+	if scan {
+		ahead = r.opts.ReadAhead
+	}
+	var its []memstore.Iterator
+	add := func(m *dataMeta) {
+		its = append(its, &famIter{r: r, m: m, ahead: ahead})
+	}
+	if families == nil {
+		for i := range r.footer.data {
+			add(&r.footer.data[i])
+		}
+	} else {
+		if m := r.meta(""); m != nil {
+			add(m)
+		}
+		for _, f := range families {
+			if m := r.meta(f); m != nil && f != "" {
+				add(m)
+			}
+		}
+	}
+	if len(its) == 1 {
+		return its[0]
+	}
+	return memstore.Merge(its...)
+}
+
+// famIter walks one data block.
+type famIter struct {
+	r     *Reader
+	m     *dataMeta
+	idx   []indexEntry
+	ahead int
+
+	pageNo int
+	d      decoder
+	left   int // entries left in the page after cur
+	cur    memstore.Entry
+	valid  bool
+	err    error
+}
+
+func (it *famIter) fail(err error) {
+	it.err, it.valid = err, false
+}
+
+func (it *famIter) loadIndex() bool {
+	if it.idx != nil {
+		return true
+	}
+	idx, err := it.r.index(it.m)
+	if err != nil {
+		it.fail(err)
+		return false
+	}
+	it.idx = idx
+	return true
+}
+
+// loadPage positions at the first entry of page i.
+func (it *famIter) loadPage(i int) {
+	if i >= len(it.idx) {
+		it.valid = false
+		return
+	}
+	body, err := it.r.page(it.m, it.idx, i, it.ahead)
+	if err != nil {
+		it.fail(err)
+		return
+	}
+	it.pageNo = i
+	it.d = decoder{b: body}
+	it.left = it.idx[i].count
+	it.decode()
+}
+
+// decode reads the next entry of the current page, moving to the next page
+// when this one is done.
+func (it *famIter) decode() {
+	if it.left == 0 {
+		if !it.d.done() {
+			it.fail(corrupt(it.m.data, it.idx[it.pageNo].off+int64(it.d.pos), "trailing bytes in page"))
+			return
+		}
+		it.loadPage(it.pageNo + 1)
+		return
+	}
+	start := it.d.pos
+	if !it.d.entry(&it.cur, true, it.m.family == "") {
+		it.fail(corrupt(it.m.data, it.idx[it.pageNo].off+int64(start), "malformed entry in page %d", it.pageNo))
+		return
+	}
+	it.cur.Family = it.m.family
+	it.left--
+	it.valid = true
+}
+
+func (it *famIter) First() {
+	it.err, it.valid = nil, false
+	if !it.loadIndex() {
+		return
+	}
+	it.loadPage(0)
+}
+
+func (it *famIter) SeekGE(key *memstore.Entry) {
+	it.err, it.valid = nil, false
+	if !it.loadIndex() {
+		return
+	}
+	// The last page whose first key is <= key holds key or its successor.
+	i := sort.Search(len(it.idx), func(i int) bool { return memstore.Compare(&it.idx[i].first, key) > 0 })
+	if i > 0 {
+		i--
+	}
+	it.loadPage(i)
+	for it.valid && memstore.Compare(&it.cur, key) < 0 {
+		it.decode()
+	}
+}
+
+func (it *famIter) Valid() bool            { return it.valid }
+func (it *famIter) Entry() *memstore.Entry { return &it.cur }
+func (it *famIter) Next()                  { it.decode() }
+func (it *famIter) Err() error             { return it.err }
+func (it *famIter) Close() error           { it.valid = false; return nil }

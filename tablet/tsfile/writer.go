@@ -1,0 +1,226 @@
+package tsfile
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+
+	"bighive/blockstore"
+	"bighive/internal/mutation"
+	"bighive/memstore"
+)
+
+// Info describes a written TSFile. A tablet's metadata needs only Footer to
+// open it again; Blocks lists every block (footer included) for deletion.
+type Info struct {
+	Footer       blockstore.BlockID
+	Blocks       []blockstore.BlockID
+	Size         int64 // bytes over all blocks
+	Entries      int64
+	Rows         int64
+	MinRow       []byte
+	MaxRow       []byte
+	MinTimestamp int64
+	MaxTimestamp int64
+}
+
+// WriterOptions configures Write.
+type WriterOptions struct {
+	// TabletID is passed to the block store (data-dir group choice).
+	TabletID string
+	// PageSize is the target data page size (default DefaultPageSize).
+	PageSize int
+}
+
+type familyWriter struct {
+	meta  dataMeta
+	block blockstore.WritableBlock
+	page  []byte
+	count int
+	first memstore.Entry
+	pages []indexEntry
+	off   int64
+}
+
+// Write streams it (from its first entry, in Compare order) into a new
+// TSFile in mgr: one data block per family (row tombstones in a block of
+// family ""), one index block per data block, a bloom filter block over the
+// rows and a footer block. Every block joins one creation transaction; the
+// TSFile is durable when Write returns nil, and nothing of it is visible
+// when Write fails (its blocks are aborted or never committed). An empty
+// iterator yields ErrEmpty and no blocks.
+func Write(ctx context.Context, mgr blockstore.Manager, it memstore.Iterator, opts WriterOptions) (info Info, err error) {
+	if opts.PageSize <= 0 {
+		opts.PageSize = DefaultPageSize
+	}
+	var created []blockstore.WritableBlock
+	committed := false
+	defer func() {
+		if !committed {
+			for _, b := range created {
+				if b.State() != blockstore.Closed {
+					b.Abort()
+				}
+			}
+		}
+	}()
+	create := func() (blockstore.WritableBlock, error) {
+		b, err := mgr.CreateBlock(blockstore.CreateBlockOptions{TabletID: opts.TabletID})
+		if err != nil {
+			return nil, fmt.Errorf("tsfile: create block: %w", err)
+		}
+		created = append(created, b)
+		return b, nil
+	}
+
+	fams := map[string]*familyWriter{}
+	var f footer
+	f.version = FormatVersion
+	var hashes []uint64
+	var lastRow []byte
+	flush := func(fw *familyWriter) error {
+		if fw.count == 0 {
+			return nil
+		}
+		fw.page = binary.LittleEndian.AppendUint32(fw.page, uint32(fw.count))
+		fw.page = binary.LittleEndian.AppendUint32(fw.page, crc(fw.page))
+		if err := fw.block.Append(fw.page); err != nil {
+			return fmt.Errorf("tsfile: append page to block %s: %w", fw.block.ID(), err)
+		}
+		fw.pages = append(fw.pages, indexEntry{off: fw.off, length: int64(len(fw.page)), count: fw.count, first: fw.first})
+		fw.off += int64(len(fw.page))
+		fw.meta.pages++
+		fw.page, fw.count = fw.page[:0], 0
+		return nil
+	}
+	n := 0
+	for it.First(); it.Valid(); it.Next() {
+		if n++; n%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return Info{}, err
+			}
+		}
+		e := it.Entry()
+		fam := e.Family
+		if e.Kind == mutation.DeleteRow {
+			fam = ""
+		}
+		fw := fams[fam]
+		if fw == nil {
+			b, err := create()
+			if err != nil {
+				return Info{}, err
+			}
+			fw = &familyWriter{meta: dataMeta{family: fam, data: b.ID()}, block: b}
+			fams[fam] = fw
+		}
+		if fw.count == 0 {
+			fw.first = e.Clone()
+			fw.first.Value = nil
+		}
+		fw.page = appendEntry(fw.page, e, true)
+		fw.count++
+		fw.meta.entries++
+		if len(fw.page) >= opts.PageSize {
+			if err := flush(fw); err != nil {
+				return Info{}, err
+			}
+		}
+		if f.entries == 0 || !bytes.Equal(e.Row, lastRow) {
+			hashes = append(hashes, hashRow(e.Row))
+			lastRow = append(lastRow[:0], e.Row...)
+			if f.entries == 0 {
+				f.minRow = bytes.Clone(e.Row)
+			}
+			f.rows++
+		}
+		if f.entries == 0 || e.Timestamp < f.minTS {
+			f.minTS = e.Timestamp
+		}
+		if f.entries == 0 || e.Timestamp > f.maxTS {
+			f.maxTS = e.Timestamp
+		}
+		f.entries++
+	}
+	if err := it.Err(); err != nil {
+		return Info{}, fmt.Errorf("tsfile: reading input: %w", err)
+	}
+	if f.entries == 0 {
+		return Info{}, ErrEmpty
+	}
+	f.maxRow = bytes.Clone(lastRow)
+
+	names := make([]string, 0, len(fams))
+	for name := range fams {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	txn := mgr.NewCreationTransaction()
+	add := func(b blockstore.WritableBlock, data []byte) error {
+		if data != nil {
+			if err := b.Append(data); err != nil {
+				return fmt.Errorf("tsfile: append block %s: %w", b.ID(), err)
+			}
+		}
+		if err := b.Finalize(); err != nil {
+			return fmt.Errorf("tsfile: finalize block %s: %w", b.ID(), err)
+		}
+		txn.AddCreatedBlock(b)
+		info.Blocks = append(info.Blocks, b.ID())
+		info.Size += b.BytesAppended()
+		return nil
+	}
+	for _, name := range names {
+		fw := fams[name]
+		if err := flush(fw); err != nil {
+			return Info{}, err
+		}
+		fw.meta.dataSize = fw.off
+		if err := add(fw.block, nil); err != nil {
+			return Info{}, err
+		}
+		ib, err := create()
+		if err != nil {
+			return Info{}, err
+		}
+		idx := encodeIndex(fw.pages)
+		fw.meta.index, fw.meta.indexSize = ib.ID(), int64(len(idx))
+		if err := add(ib, idx); err != nil {
+			return Info{}, err
+		}
+		f.data = append(f.data, fw.meta)
+	}
+	bb, err := create()
+	if err != nil {
+		return Info{}, err
+	}
+	bl := encodeBloom(hashes)
+	f.bloom, f.bloomSize = bb.ID(), int64(len(bl))
+	if err := add(bb, bl); err != nil {
+		return Info{}, err
+	}
+	fb, err := create()
+	if err != nil {
+		return Info{}, err
+	}
+	if err := add(fb, f.encode()); err != nil {
+		return Info{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Info{}, err
+	}
+	if err := txn.CommitCreatedBlocks(); err != nil {
+		return Info{}, fmt.Errorf("tsfile: commit %d blocks: %w", len(created), err)
+	}
+	committed = true
+	info.Footer = fb.ID()
+	info.Entries, info.Rows = f.entries, f.rows
+	info.MinRow, info.MaxRow = f.minRow, f.maxRow
+	info.MinTimestamp, info.MaxTimestamp = f.minTS, f.maxTS
+	return info, nil
+}
+
+var errClosed = errors.New("tsfile: reader closed")
