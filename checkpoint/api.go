@@ -1,0 +1,154 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"bighive/blockstore"
+	"bighive/tablet/tsfile"
+	"bighive/wal"
+)
+
+// Named errors; check them with errors.Is.
+var (
+	// ErrStaleEpoch is returned by a Metadata whose stored epoch of a tablet
+	// differs from the epoch an Update carries: another assignment won.
+	ErrStaleEpoch = errors.New("checkpoint: stale tablet epoch")
+	// ErrUnknownTablet is returned by a Metadata for a tablet it has no record of.
+	ErrUnknownTablet = errors.New("checkpoint: unknown tablet")
+	// ErrFlush wraps the failures of step 6 (a standby buffer that could
+	// not be written as a TSFile; it is flushed by the next checkpoint).
+	ErrFlush = errors.New("checkpoint: flush failed")
+	// ErrCommit wraps a failure of step 7; the next checkpoint retries it.
+	ErrCommit = errors.New("checkpoint: metadata commit failed")
+	// ErrClosed is returned after Close.
+	ErrClosed = errors.New("checkpoint: coordinator closed")
+)
+
+// Tablet is one tablet's engine as the checkpoint, the compactor and the
+// collectors see it. The tserver passes its tablets through
+// Options.Tablets; Engine adapts a *tablet.Tablet.
+type Tablet interface {
+	// ID is the tablet id, the one WAL records carry.
+	ID() string
+	// Epoch is the assignment epoch every metadata update carries.
+	Epoch() int64
+	// Serving reports whether the tablet is fully loaded: its TSFiles open
+	// and its logs replayed. Only serving tablets take part in a
+	// checkpoint: a tablet still replaying must not be swapped, or part of
+	// its replayed data would be covered by a position that no longer
+	// lists the old logs.
+	Serving() bool
+	// MemoryUsage is the bytes held by both write buffers.
+	MemoryUsage() int64
+	// SwapBuffers makes the active buffer the standby one and starts an
+	// empty active buffer, when the active buffer holds data and the
+	// standby is empty; it reports whether it swapped. It only touches
+	// memory: the coordinator calls it under the exclusive state lock.
+	SwapBuffers() bool
+	// HasStandby reports whether the standby buffer holds data not yet
+	// written to a TSFile.
+	HasStandby() bool
+	// FlushStandby writes the standby buffer as one TSFile (all its blocks
+	// in one creation transaction), adds it to the tablet's file list and
+	// frees the buffer. When it returns nil the file is durable; no
+	// metadata names it yet. Writes go on meanwhile.
+	FlushStandby(ctx context.Context) error
+	// TSFiles is the tablet's full current TSFile list, oldest first.
+	TSFiles() []tsfile.Info
+}
+
+// Compactor is implemented by tablets that can compact their TSFiles.
+type Compactor interface {
+	// Compact merges the files whose footers are given — a run of
+	// consecutive files of TSFiles() — into one new TSFile and puts it in
+	// their place in the tablet's list; readers switch to it. With major
+	// set the run is every file of the tablet and the merge drops what
+	// tombstones, max versions and max age hide. pace is called with the
+	// bytes read so far and may sleep (throttling). It returns the
+	// replaced files; their blocks are not deleted (the caller does, once
+	// no metadata names them).
+	Compact(ctx context.Context, footers []blockstore.BlockID, major bool, pace func(bytes int64)) (replaced []tsfile.Info, err error)
+}
+
+// Roller is the WAL as step 4 needs it (*wal.Log implements it).
+type Roller interface {
+	// Roll switches the log to a new file and returns its position: every
+	// record appended after Roll returns lies in that file or a later one.
+	// It must do no I/O (it runs under the exclusive state lock).
+	Roll() (wal.Position, error)
+	// Position is the file records appended from now on go to.
+	Position() wal.Position
+}
+
+// LogDeleter deletes log files (*wal.Log implements it).
+type LogDeleter interface {
+	// DeleteBefore deletes the files of pos.Prefix wholly before pos.
+	DeleteBefore(pos wal.Position) ([]wal.Position, error)
+}
+
+// Update is what step 7 (or a compaction) records for one tablet.
+type Update struct {
+	TabletID string
+	// Epoch fences the update: a Metadata refuses it with ErrStaleEpoch
+	// when the tablet's epoch differs.
+	Epoch int64
+	// LogPositions, when non-nil, replaces the tablet's list of log
+	// positions. nil leaves the list unchanged (a compaction).
+	LogPositions []wal.Position
+	// TSFiles is the tablet's full TSFile list, oldest first; it replaces
+	// the recorded one.
+	TSFiles []tsfile.Info
+}
+
+// Metadata is the tablet metadata seam: the local bbolt implementation
+// (package localmeta) for single-node use and tests, the master-backed one
+// in tserver/.
+type Metadata interface {
+	// Commit records every update, atomically per tablet. It is called
+	// only after the TSFiles' creation transactions committed (DESIGN.md
+	// invariant 3). When it returns nil the updates are durable. An update
+	// with a stale epoch fails with ErrStaleEpoch and changes nothing for
+	// that tablet; implementations may refuse the whole batch.
+	Commit(ctx context.Context, updates []Update) error
+}
+
+// References answers which log positions and blocks any tablet still
+// needs. In the cluster the master answers, because tablets that moved to
+// another tserver may still need this tserver's logs and blocks (DESIGN.md
+// 'Ownership crosses servers'); localmeta answers for single-node use.
+type References interface {
+	// LogPositions returns every position of prefix that any tablet's
+	// metadata lists.
+	LogPositions(ctx context.Context, prefix string) ([]wal.Position, error)
+	// ReferencedBlocks returns every block of this tserver's block store
+	// that any tablet's metadata names.
+	ReferencedBlocks(ctx context.Context) (map[blockstore.BlockID]struct{}, error)
+}
+
+// RefusedError is returned by a Metadata that refused a batch because of
+// some of its tablets (stale epoch, unknown tablet) and committed nothing.
+// The coordinator then commits the batch again without them.
+type RefusedError struct {
+	// Tablets maps each refused tablet id to its reason (wrapping
+	// ErrStaleEpoch or ErrUnknownTablet).
+	Tablets map[string]error
+}
+
+func (e *RefusedError) Error() string {
+	var errs []error
+	for _, err := range e.Tablets {
+		errs = append(errs, err)
+	}
+	return fmt.Sprintf("checkpoint: metadata refused %d tablets: %v", len(e.Tablets), errors.Join(errs...))
+}
+
+// Unwrap returns the reasons.
+func (e *RefusedError) Unwrap() []error {
+	var errs []error
+	for _, err := range e.Tablets {
+		errs = append(errs, err)
+	}
+	return errs
+}

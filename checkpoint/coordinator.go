@@ -1,0 +1,610 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"bighive/blockstore"
+	"bighive/tablet/tsfile"
+	"bighive/wal"
+)
+
+// Options configure a Coordinator.
+type Options struct {
+	// Log is rolled at step 4. Required.
+	Log Roller
+	// Meta records step 7 and compactions. Required.
+	Meta Metadata
+	// MemLimit triggers a checkpoint in Run when the write buffers of all
+	// tablets together hold more bytes. Default 256 MiB.
+	MemLimit int64
+	// Tablets lists the tablets served here; the coordinator calls it at
+	// each step that walks them. Required.
+	Tablets func() []Tablet
+
+	// Blocks is the block store, for deleting replaced TSFiles and
+	// orphans. Optional: without it nothing is deleted.
+	Blocks blockstore.Manager
+	// Refs answers log GC and orphan collection. Optional: without it
+	// neither runs.
+	Refs References
+	// LogGC deletes log files (usually the same *wal.Log as Log).
+	// Optional: without it no log file is deleted.
+	LogGC LogDeleter
+
+	// Interval is how often Run looks at memory and compaction needs.
+	// Default 20 ms.
+	Interval time.Duration
+	// FlushParallelism bounds the standby buffers written at once in step 6.
+	// Default 4.
+	FlushParallelism int
+	// MaxTSFiles: a tablet with more TSFiles gets a merging compaction.
+	// Default 6; negative disables compaction.
+	MaxTSFiles int
+	// MergeWidth is the number of consecutive files a merging compaction
+	// merges. Default MaxTSFiles/2+1 (at least 2).
+	MergeWidth int
+	// MajorEvery: a tablet's files get a major compaction when the last one
+	// is this old and the tablet has at least two files. 0 disables the
+	// periodic major compaction (Compact can still be asked for one).
+	MajorEvery time.Duration
+	// CompactionRate bounds the bytes per second a compaction reads, so it
+	// does not starve writers. Default 64 MiB/s; negative: unthrottled.
+	CompactionRate int64
+	// OrphanGrace is how long a block must stay unreferenced before
+	// the periodic orphan pass deletes it. Default 10 minutes.
+	OrphanGrace time.Duration
+	// OrphanEvery is the period of the orphan pass in Run. Default 10
+	// minutes; negative disables it.
+	OrphanEvery time.Duration
+
+	// Logger receives progress and errors. Default slog.Default().
+	Logger *slog.Logger
+
+	// hook, when set (tests), is called after each step of Checkpoint
+	// with the step's number; an error stops the checkpoint there.
+	hook func(step int) error
+}
+
+func (o Options) withDefaults() Options {
+	if o.MemLimit <= 0 {
+		o.MemLimit = 256 << 20
+	}
+	if o.Interval <= 0 {
+		o.Interval = 20 * time.Millisecond
+	}
+	if o.FlushParallelism <= 0 {
+		o.FlushParallelism = 4
+	}
+	if o.MaxTSFiles == 0 {
+		o.MaxTSFiles = 6
+	}
+	if o.MergeWidth <= 0 {
+		o.MergeWidth = max(2, o.MaxTSFiles/2+1)
+	}
+	if o.CompactionRate == 0 {
+		o.CompactionRate = 64 << 20
+	}
+	if o.OrphanGrace <= 0 {
+		o.OrphanGrace = 10 * time.Minute
+	}
+	if o.OrphanEvery == 0 {
+		o.OrphanEvery = 10 * time.Minute
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// Coordinator runs checkpoints, compactions, log GC and orphan collection
+// for the tablets of one tserver. Its methods are safe for concurrent use.
+type Coordinator struct {
+	opts  Options
+	log   *slog.Logger
+	state sync.RWMutex // the global state lock of seed 002
+
+	// slot serialises checkpoints, compaction commits' block deletions
+	// and the orphan pass; a buffered channel so waiting honours ctx.
+	slot chan struct{}
+
+	// split bookkeeping: a checkpoint waits while splits > 0; BeginSplit
+	// waits while a checkpoint runs or waits.
+	splitMu    sync.Mutex
+	splits     int
+	ckptBusy   bool
+	ckptWant   int
+	splitCh    chan struct{} // closed and replaced on every change
+	windows    windowStats
+	compactMu  sync.Mutex // one compaction at a time
+	metaMu     sync.Mutex // serialises Meta.Commit and the tablet state below
+	tabs       map[string]*tabletState
+	orphanSeen map[blockstore.BlockID]time.Time
+
+	statsMu sync.Mutex
+	stats   Stats
+}
+
+// tabletState is what the coordinator remembers of a tablet between
+// checkpoints. Guarded by metaMu.
+type tabletState struct {
+	// sealedAt is the position rolled to when the current standby buffer
+	// was sealed: once it is flushed, every unflushed write of the tablet
+	// lies at or after it. nil when no standby is pending or its roll failed.
+	sealedAt *wal.Position
+	// retired are files replaced by a compaction that the metadata may
+	// still name; deleted after a commit that no longer names them.
+	retired []tsfile.Info
+}
+
+// Stats are cumulative counters.
+type Stats struct {
+	Checkpoints     int64
+	FailedCommits   int64
+	FailedFlushes   int64
+	FlushedTablets  int64
+	Compactions     int64
+	MajorCompacts   int64
+	DeletedBlocks   int64
+	DeletedOrphans  int64
+	DeletedLogFiles int64
+}
+
+// New returns a coordinator. It starts nothing; call Run for the
+// background work.
+func New(opts Options) *Coordinator {
+	opts = opts.withDefaults()
+	return &Coordinator{
+		opts:       opts,
+		log:        opts.Logger.With("component", "checkpoint"),
+		slot:       make(chan struct{}, 1),
+		splitCh:    make(chan struct{}),
+		tabs:       map[string]*tabletState{},
+		orphanSeen: map[blockstore.BlockID]time.Time{},
+		windows:    newWindowStats(4096),
+	}
+}
+
+// StateLock is the global state lock. Writers hold RLock around the WAL
+// append and the buffer apply of one row mutation; the checkpoint holds
+// Lock only while it swaps buffers and rolls the log (steps 2–5).
+func (c *Coordinator) StateLock() *sync.RWMutex { return &c.state }
+
+// Stats returns the counters.
+func (c *Coordinator) Stats() Stats {
+	c.statsMu.Lock()
+	defer c.statsMu.Unlock()
+	return c.stats
+}
+
+func (c *Coordinator) count(f func(s *Stats)) {
+	c.statsMu.Lock()
+	f(&c.stats)
+	c.statsMu.Unlock()
+}
+
+// LockWindows returns the median, 99th percentile and maximum time the
+// exclusive state lock was held, over the last 4096 checkpoints.
+func (c *Coordinator) LockWindows() (p50, p99, max time.Duration) {
+	return c.windows.quantiles()
+}
+
+// LockWaits is the same for the time Lock waited for in-flight writers
+// (each holding the shared lock across its WAL sync) before steps 3–4.
+func (c *Coordinator) LockWaits() (p50, p99, max time.Duration) {
+	return c.windows.waitQuantiles()
+}
+
+func (c *Coordinator) acquire(ctx context.Context) error {
+	select {
+	case c.slot <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (c *Coordinator) release() { <-c.slot }
+
+// BeginSplit registers a running split: checkpoints wait until every
+// registered split ended. It waits while a checkpoint runs or is waiting
+// (a checkpoint ends on its own: its steps do not wait for splits). Call
+// end exactly once.
+func (c *Coordinator) BeginSplit() (end func()) {
+	c.splitMu.Lock()
+	for c.ckptBusy || c.ckptWant > 0 {
+		ch := c.splitCh
+		c.splitMu.Unlock()
+		<-ch
+		c.splitMu.Lock()
+	}
+	c.splits++
+	c.splitMu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			c.splitMu.Lock()
+			c.splits--
+			c.changedLocked()
+			c.splitMu.Unlock()
+		})
+	}
+}
+
+func (c *Coordinator) changedLocked() {
+	close(c.splitCh)
+	c.splitCh = make(chan struct{})
+}
+
+// beginCheckpoint is step 1: it waits until no split runs, then marks a
+// checkpoint busy so that no split starts.
+func (c *Coordinator) beginCheckpoint(ctx context.Context) error {
+	c.splitMu.Lock()
+	c.ckptWant++
+	for c.splits > 0 || c.ckptBusy {
+		ch := c.splitCh
+		c.splitMu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			c.splitMu.Lock()
+			c.ckptWant--
+			c.changedLocked()
+			c.splitMu.Unlock()
+			return ctx.Err()
+		}
+		c.splitMu.Lock()
+	}
+	c.ckptWant--
+	c.ckptBusy = true
+	c.splitMu.Unlock()
+	return nil
+}
+
+func (c *Coordinator) endCheckpoint() {
+	c.splitMu.Lock()
+	c.ckptBusy = false
+	c.changedLocked()
+	c.splitMu.Unlock()
+}
+
+func (c *Coordinator) stateOf(id string) *tabletState {
+	ts := c.tabs[id]
+	if ts == nil {
+		ts = &tabletState{}
+		c.tabs[id] = ts
+	}
+	return ts
+}
+
+// Result describes one checkpoint.
+type Result struct {
+	// Position is the log position rolled to at step 4 (zero if the roll failed).
+	Position wal.Position
+	// Swapped is the number of tablets whose buffers were swapped.
+	Swapped int
+	// Flushed is the number of standby buffers written as TSFiles.
+	Flushed int
+	// Committed is the number of tablets whose metadata step 7 updated.
+	Committed int
+	// LockWait is how long step 2 waited for in-flight writers; LockHeld
+	// how long the exclusive lock was held (steps 2–5).
+	LockWait, LockHeld time.Duration
+	// Flush is the duration of step 6, Commit that of step 7.
+	Flush, Commit time.Duration
+}
+
+// Checkpoint runs the seven steps of seed 002 once:
+//
+//  1. wait until no split runs (and the previous checkpoint finished);
+//  2. take the state lock exclusively;
+//  3. swap active ↔ standby buffer of every serving, non-empty tablet;
+//  4. roll the WAL to a new file;
+//  5. release the lock;
+//  6. write every standby buffer as a TSFile and free it (writes go on);
+//  7. record, per tablet, the full TSFile list and the single log position
+//     of the rolled-to file in the metadata.
+//
+// A failure before step 7 changes no metadata: the old positions still
+// cover the data. A standby buffer whose flush failed stays and is flushed
+// first by the next checkpoint; a failed step 7 is retried by the next one.
+func (c *Coordinator) Checkpoint(ctx context.Context) (Result, error) {
+	var res Result
+	if err := c.acquire(ctx); err != nil {
+		return res, err
+	}
+	defer c.release()
+	// Step 1.
+	if err := c.beginCheckpoint(ctx); err != nil {
+		return res, err
+	}
+	defer c.endCheckpoint()
+	if err := c.step(1); err != nil {
+		return res, err
+	}
+
+	tablets := c.opts.Tablets()
+	// Tablets that take part: serving at step 3. For each, swapped says
+	// whether step 3 swapped it.
+	type part struct {
+		t       Tablet
+		swapped bool
+		pending bool // a standby left by an earlier failed flush
+	}
+	parts := make([]part, 0, len(tablets))
+
+	// Step 2.
+	t0 := time.Now()
+	c.state.Lock()
+	t1 := time.Now()
+	// Step 3.
+	for _, t := range tablets {
+		if !t.Serving() {
+			continue
+		}
+		p := part{t: t}
+		if t.HasStandby() {
+			p.pending = true
+		} else {
+			p.swapped = t.SwapBuffers()
+		}
+		parts = append(parts, p)
+	}
+	// Step 4.
+	pos, rollErr := c.opts.Log.Roll()
+	// Step 5.
+	c.state.Unlock()
+	t2 := time.Now()
+	res.LockWait, res.LockHeld = t1.Sub(t0), t2.Sub(t1)
+	c.windows.add(res.LockWait, res.LockHeld)
+
+	c.metaMu.Lock()
+	for _, p := range parts {
+		if p.swapped {
+			ts := c.stateOf(p.t.ID())
+			if rollErr == nil {
+				ts.sealedAt = &pos
+			} else {
+				ts.sealedAt = nil
+			}
+		}
+	}
+	c.metaMu.Unlock()
+	if rollErr != nil {
+		// The swapped standbys hold data of the current file; they are
+		// flushed by the next checkpoint, which then keeps the old
+		// positions for them.
+		c.log.Error("checkpoint: roll failed", "err", rollErr)
+		return res, fmt.Errorf("checkpoint: roll: %w", rollErr)
+	}
+	res.Position = pos
+	for _, p := range parts {
+		if p.swapped {
+			res.Swapped++
+		}
+	}
+	for i := 2; i <= 5; i++ {
+		if err := c.step(i); err != nil {
+			return res, err
+		}
+	}
+
+	// Step 6.
+	t3 := time.Now()
+	flushErrs := make([]error, len(parts))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, c.opts.FlushParallelism)
+	for i, p := range parts {
+		if !p.swapped && !p.pending {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := p.t.FlushStandby(ctx); err != nil {
+				flushErrs[i] = fmt.Errorf("%w: tablet %s: %w", ErrFlush, p.t.ID(), err)
+			}
+		}()
+	}
+	wg.Wait()
+	res.Flush = time.Since(t3)
+	var errs []error
+	for i, err := range flushErrs {
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if parts[i].swapped || parts[i].pending {
+			res.Flushed++
+		}
+	}
+	if len(errs) > 0 {
+		c.count(func(s *Stats) { s.FailedFlushes += int64(len(errs)) })
+		c.log.Error("checkpoint: flush failed", "tablets", len(errs), "err", errors.Join(errs...))
+	}
+	c.count(func(s *Stats) { s.FlushedTablets += int64(res.Flushed) })
+	if err := c.step(6); err != nil {
+		return res, errors.Join(append(errs, err)...)
+	}
+
+	// Step 7.
+	t4 := time.Now()
+	c.metaMu.Lock()
+	var ups []Update
+	var upTabs []Tablet
+	for i, p := range parts {
+		if flushErrs[i] != nil || p.t.HasStandby() {
+			continue // its old positions still cover its data
+		}
+		ts := c.stateOf(p.t.ID())
+		u := Update{TabletID: p.t.ID(), Epoch: p.t.Epoch(), TSFiles: p.t.TSFiles()}
+		switch {
+		case p.swapped || !p.pending:
+			// Everything written before the roll is in TSFiles now.
+			u.LogPositions = []wal.Position{pos}
+		case ts.sealedAt != nil:
+			// A leftover standby: the active buffer holds what was
+			// written since the roll that sealed it.
+			u.LogPositions = []wal.Position{*ts.sealedAt}
+		default:
+			// Sealed by a failed roll: keep the positions.
+		}
+		ups = append(ups, u)
+		upTabs = append(upTabs, p.t)
+	}
+	ups, upTabs, commitErr := c.commit(ctx, ups, upTabs)
+	var toDelete []tsfile.Info
+	if commitErr == nil {
+		for i, t := range upTabs {
+			ts := c.stateOf(t.ID())
+			ts.sealedAt = nil
+			toDelete = append(toDelete, ts.takeUnnamed(ups[i].TSFiles)...)
+		}
+		res.Committed = len(ups)
+	}
+	c.metaMu.Unlock()
+	res.Commit = time.Since(t4)
+	if commitErr != nil {
+		c.count(func(s *Stats) { s.FailedCommits++ })
+		c.log.Error("checkpoint: metadata commit failed; the next checkpoint retries", "err", commitErr)
+		errs = append(errs, fmt.Errorf("%w: %w", ErrCommit, commitErr))
+		return res, errors.Join(errs...)
+	}
+	c.deleteFiles(toDelete)
+	c.count(func(s *Stats) { s.Checkpoints++ })
+	if err := c.step(7); err != nil {
+		errs = append(errs, err)
+	}
+	c.log.Debug("checkpoint done", "position", pos.String(), "swapped", res.Swapped, "flushed", res.Flushed,
+		"committed", res.Committed, "lock_held", res.LockHeld, "lock_wait", res.LockWait, "flush", res.Flush, "commit", res.Commit)
+	return res, errors.Join(errs...)
+}
+
+// commit calls Meta.Commit; when the metadata refuses some tablets it
+// commits the rest again without them. It returns what was committed.
+// Called with metaMu held.
+func (c *Coordinator) commit(ctx context.Context, ups []Update, tabs []Tablet) ([]Update, []Tablet, error) {
+	if len(ups) == 0 {
+		return nil, nil, nil
+	}
+	err := c.opts.Meta.Commit(ctx, ups)
+	var ref *RefusedError
+	if err == nil || !errors.As(err, &ref) || len(ref.Tablets) == 0 {
+		return ups, tabs, err
+	}
+	var ups2 []Update
+	var tabs2 []Tablet
+	for i, u := range ups {
+		if _, bad := ref.Tablets[u.TabletID]; bad {
+			c.log.Warn("checkpoint: metadata refused a tablet", "tablet", u.TabletID, "err", ref.Tablets[u.TabletID])
+			continue
+		}
+		ups2 = append(ups2, u)
+		tabs2 = append(tabs2, tabs[i])
+	}
+	if len(ups2) == 0 {
+		return nil, nil, nil
+	}
+	return ups2, tabs2, c.opts.Meta.Commit(ctx, ups2)
+}
+
+func (c *Coordinator) step(n int) error {
+	if c.opts.hook == nil {
+		return nil
+	}
+	return c.opts.hook(n)
+}
+
+// takeUnnamed removes from ts.retired the files the committed list does
+// not name and returns them: they may be deleted.
+func (ts *tabletState) takeUnnamed(committed []tsfile.Info) []tsfile.Info {
+	if len(ts.retired) == 0 {
+		return nil
+	}
+	named := make(map[blockstore.BlockID]bool, len(committed))
+	for _, f := range committed {
+		named[f.Footer] = true
+	}
+	var out, keep []tsfile.Info
+	for _, f := range ts.retired {
+		if named[f.Footer] {
+			keep = append(keep, f)
+		} else {
+			out = append(out, f)
+		}
+	}
+	ts.retired = keep
+	return out
+}
+
+// deleteFiles deletes the blocks of files no metadata names any more.
+func (c *Coordinator) deleteFiles(files []tsfile.Info) {
+	if len(files) == 0 || c.opts.Blocks == nil {
+		return
+	}
+	tx := c.opts.Blocks.NewDeletionTransaction()
+	for _, f := range files {
+		for _, id := range f.Blocks {
+			tx.AddDeletedBlock(id)
+		}
+	}
+	deleted, err := tx.CommitDeletedBlocks()
+	c.count(func(s *Stats) { s.DeletedBlocks += int64(len(deleted)) })
+	if err != nil && !errors.Is(err, blockstore.ErrNotFound) {
+		c.log.Error("checkpoint: deleting replaced TSFiles' blocks", "err", err)
+	}
+}
+
+// Run does the background work until ctx ends: a checkpoint whenever the
+// tablets' write buffers together hold more than MemLimit, merging and
+// major compactions, log GC after each checkpoint, and the orphan pass.
+func (c *Coordinator) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c.runCompactions(ctx)
+	}()
+	tick := time.NewTicker(c.opts.Interval)
+	defer tick.Stop()
+	lastOrphan := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			wg.Wait()
+			return
+		case <-tick.C:
+		}
+		if c.MemoryUsage() > c.opts.MemLimit {
+			if _, err := c.Checkpoint(ctx); err != nil && ctx.Err() == nil {
+				c.log.Warn("checkpoint failed", "err", err)
+			}
+			if ctx.Err() == nil {
+				if err := c.CollectLogs(ctx); err != nil && ctx.Err() == nil {
+					c.log.Warn("log gc failed", "err", err)
+				}
+			}
+		}
+		if c.opts.OrphanEvery > 0 && time.Since(lastOrphan) >= c.opts.OrphanEvery {
+			lastOrphan = time.Now()
+			if _, err := c.CollectOrphans(ctx, c.opts.OrphanGrace); err != nil && ctx.Err() == nil {
+				c.log.Warn("orphan collection failed", "err", err)
+			}
+		}
+	}
+}
+
+// MemoryUsage is the bytes held by the write buffers of every tablet.
+func (c *Coordinator) MemoryUsage() int64 {
+	var n int64
+	for _, t := range c.opts.Tablets() {
+		n += t.MemoryUsage()
+	}
+	return n
+}

@@ -1,0 +1,56 @@
+// Package checkpoint turns a tserver's tablets into a durable store: the
+// seven-step checkpoint of seed 002 (DESIGN.md 'Checkpoint'), merging and
+// major compactions of TSFiles, log garbage collection, orphan block
+// collection and restart recovery.
+//
+// # The checkpoint
+//
+// A Coordinator owns the global state lock (StateLock). Writers hold it
+// shared around the WAL append and the buffer apply of one row mutation;
+// Checkpoint holds it exclusively only to swap buffers and roll the log:
+//
+//  1. wait until no split runs and the previous checkpoint finished;
+//  2. take the state lock exclusively;
+//  3. swap active ↔ standby buffer of every serving, non-empty tablet;
+//  4. roll the WAL (Roll does no I/O);
+//  5. release the lock;
+//  6. write each standby buffer as one TSFile (one creation transaction)
+//     and free it; writes go on meanwhile;
+//  7. commit, per tablet, the full TSFile list and the single position of
+//     the rolled-to file to the Metadata.
+//
+// Because a write holds the shared lock from its WAL append to its buffer
+// apply, every record in a file before the rolled-to one is in a buffer
+// swapped at step 3 (or in an earlier TSFile), and every later write is in
+// the rolled-to file or later: after step 6 the new position covers all
+// unflushed data. The invariants:
+//
+//   - Metadata names a TSFile only after its creation transaction
+//     committed (DESIGN.md invariant 3): step 7 runs after step 6.
+//   - A failure before step 7 changes no metadata: the old positions still
+//     cover the data. A standby whose flush failed stays and is flushed by
+//     the next checkpoint, which then records the position of the roll that
+//     sealed it (not the newer one: the active buffer holds writes since
+//     that roll); a failed step 7 is retried by the next checkpoint, which
+//     reports the full current file list again.
+//   - Only serving tablets (logs replayed) take part.
+//   - Replaced TSFiles' blocks are deleted with one deletion transaction
+//     only after a commit that no longer names them.
+//   - Log GC deletes only files older than every position any tablet
+//     lists (References: the master in the cluster), never the current
+//     file; orphan collection deletes only blocks no tablet anywhere names
+//     and no local tablet uses, after a grace period (invariant 9).
+//
+// # Recovery
+//
+// Recover (single node) opens every tablet over its TSFiles, then replays
+// each of its log positions — that file and every later file of the
+// prefix — reading each log file once for all tablets, and reports
+// progress and time. RecoverTablet does the same for one tablet a tserver
+// loads. Replay is idempotent (invariant 4): a record already in a TSFile
+// rewrites the same cell.
+//
+// The package writes no files of its own: TSFiles are the engine's
+// (tablet/tsfile), log files the WAL's, and the local metadata format is in
+// package localmeta.
+package checkpoint

@@ -1,0 +1,126 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"bighive/blockstore"
+)
+
+// CollectLogs deletes this tserver's log files that lie wholly before
+// every position any tablet lists for its prefix (asked of Refs), and
+// never the current file. It does nothing without Refs and LogGC.
+func (c *Coordinator) CollectLogs(ctx context.Context) error {
+	if c.opts.Refs == nil || c.opts.LogGC == nil {
+		return nil
+	}
+	cur := c.opts.Log.Position()
+	refs, err := c.opts.Refs.LogPositions(ctx, cur.Prefix)
+	if err != nil {
+		return fmt.Errorf("checkpoint: log references: %w", err)
+	}
+	oldest := cur
+	for _, p := range refs {
+		if p.Prefix == cur.Prefix && p.FileTS < oldest.FileTS {
+			oldest = p
+		}
+	}
+	deleted, err := c.opts.LogGC.DeleteBefore(oldest)
+	c.count(func(s *Stats) { s.DeletedLogFiles += int64(len(deleted)) })
+	if err != nil {
+		return fmt.Errorf("checkpoint: log gc: %w", err)
+	}
+	if len(deleted) > 0 {
+		c.log.Debug("log gc", "deleted", len(deleted), "before", oldest.String())
+	}
+	return nil
+}
+
+// CollectOrphans deletes the blocks of the block store that no tablet's
+// metadata names (asked of Refs: in the cluster, any tablet anywhere) and
+// no tablet served here uses, once this collector has seen them so for at
+// least grace. Such blocks are TSFiles of a flush or compaction whose
+// metadata commit never happened (a crash between the creation
+// transaction and step 7). With grace 0 they are deleted at once: right
+// only at start-up, before anything writes. It excludes checkpoints,
+// compactions and splits while it runs, and returns the number of blocks
+// deleted.
+func (c *Coordinator) CollectOrphans(ctx context.Context, grace time.Duration) (int, error) {
+	if c.opts.Refs == nil || c.opts.Blocks == nil {
+		return 0, nil
+	}
+	if err := c.acquire(ctx); err != nil {
+		return 0, err
+	}
+	defer c.release()
+	if err := c.beginCheckpoint(ctx); err != nil {
+		return 0, err
+	}
+	defer c.endCheckpoint()
+	c.compactMu.Lock()
+	defer c.compactMu.Unlock()
+
+	ids, err := c.opts.Blocks.AllBlockIDs()
+	if err != nil {
+		return 0, fmt.Errorf("checkpoint: list blocks: %w", err)
+	}
+	refs, err := c.opts.Refs.ReferencedBlocks(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("checkpoint: block references: %w", err)
+	}
+	inUse := map[blockstore.BlockID]struct{}{}
+	for _, t := range c.opts.Tablets() {
+		for _, f := range t.TSFiles() {
+			for _, id := range f.Blocks {
+				inUse[id] = struct{}{}
+			}
+		}
+	}
+	c.metaMu.Lock()
+	for _, ts := range c.tabs {
+		for _, f := range ts.retired {
+			for _, id := range f.Blocks {
+				inUse[id] = struct{}{}
+			}
+		}
+	}
+	c.metaMu.Unlock()
+
+	now := time.Now()
+	seen := map[blockstore.BlockID]time.Time{}
+	var doomed []blockstore.BlockID
+	for _, id := range ids {
+		if _, ok := refs[id]; ok {
+			continue
+		}
+		if _, ok := inUse[id]; ok {
+			continue
+		}
+		first, ok := c.orphanSeen[id]
+		if !ok {
+			first = now
+		}
+		if now.Sub(first) >= grace {
+			doomed = append(doomed, id)
+			continue
+		}
+		seen[id] = first
+	}
+	c.orphanSeen = seen
+	if len(doomed) == 0 {
+		return 0, nil
+	}
+	tx := c.opts.Blocks.NewDeletionTransaction()
+	for _, id := range doomed {
+		tx.AddDeletedBlock(id)
+	}
+	deleted, err := tx.CommitDeletedBlocks()
+	c.count(func(s *Stats) { s.DeletedOrphans += int64(len(deleted)) })
+	c.log.Info("orphan blocks deleted", "count", len(deleted))
+	if err != nil && !errors.Is(err, blockstore.ErrNotFound) {
+		return len(deleted), fmt.Errorf("checkpoint: delete orphans: %w", err)
+	}
+	return len(deleted), nil
+}
