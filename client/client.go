@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/peer"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"bighive/internal/limits"

@@ -1,0 +1,583 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"bighive/client"
+	"bighive/client/clienttest"
+	"bighive/internal/apierr"
+	pb "bighive/proto/bighivepb"
+)
+
+// setup starts a fake cluster with table "t" (families cf, meta) split at
+// the given keys, and returns it with a client and the open table.
+func setup(t *testing.T, opts clienttest.Options, splits ...string) (*clienttest.Cluster, *client.Client, *client.Table) {
+	t.Helper()
+	fc := clienttest.Start(t, opts)
+	if err := fc.CreateTable(&pb.TableSchema{Name: "t", Families: []*pb.FamilySpec{{Name: "cf"}, {Name: "meta", MaxVersions: 2}}}, splits...); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.Dial(context.Background(), fc.MasterAddrs(),
+		client.WithBackoff(time.Millisecond, 20*time.Millisecond), client.WithAttemptTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	tbl, err := c.Open(ctxT(t), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fc, c, tbl
+}
+
+func ctxT(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func scanAll(t *testing.T, tbl *client.Table, start, end string, opts ...client.ReadOption) []string {
+	t.Helper()
+	var keys []string
+	err := tbl.Scan(ctxT(t), start, end, func(r client.Row) bool {
+		keys = append(keys, r.Key)
+		return true
+	}, opts...)
+	if err != nil {
+		t.Fatalf("scan: %v", err)
+	}
+	return keys
+}
+
+func rowKey(i int) string { return fmt.Sprintf("row%03d", i) }
+
+func TestPutGetScanAcrossTablets(t *testing.T) {
+	_, _, tbl := setup(t, clienttest.Options{TServers: 3}, "row010", "row020", "row030")
+	ctx := ctxT(t)
+	for i := 0; i < 40; i++ {
+		if err := tbl.Put(ctx, rowKey(i), "cf", "q", []byte(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := tbl.Get(ctx, rowKey(25))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := r.Value("cf", "q"); !ok || string(v) != "25" || r.Key != rowKey(25) {
+		t.Fatalf("get: %+v", r)
+	}
+	missing, err := tbl.Get(ctx, "nope")
+	if err != nil || len(missing.Cells) != 0 || missing.Key != "nope" {
+		t.Fatalf("missing row: %+v, %v", missing, err)
+	}
+	keys := scanAll(t, tbl, "", "")
+	if len(keys) != 40 || keys[0] != rowKey(0) || keys[39] != rowKey(39) {
+		t.Fatalf("full scan: %d rows %v", len(keys), keys)
+	}
+	keys = scanAll(t, tbl, "row005", "row031")
+	if len(keys) != 26 || keys[0] != "row005" || keys[25] != "row030" {
+		t.Fatalf("range scan: %v", keys)
+	}
+	keys = scanAll(t, tbl, "row015", "", client.LimitRows(12))
+	if len(keys) != 12 || keys[11] != "row026" {
+		t.Fatalf("limited scan: %v", keys)
+	}
+	// fn returning false stops the scan.
+	n := 0
+	if err := tbl.Scan(ctx, "", "", func(client.Row) bool { n++; return n < 15 }); err != nil || n != 15 {
+		t.Fatalf("stopped scan: %d rows, %v", n, err)
+	}
+	if keys := scanAll(t, tbl, "row9", "row1"); len(keys) != 0 {
+		t.Fatalf("empty range: %v", keys)
+	}
+}
+
+func TestApplyAndReadOptions(t *testing.T) {
+	_, _, tbl := setup(t, clienttest.Options{})
+	ctx := ctxT(t)
+	m := client.NewMutation()
+	for ts := int64(1); ts <= 4; ts++ {
+		m.Set("cf", "a", ts*10, []byte(fmt.Sprint("a", ts)))
+		m.Set("meta", "x", ts*10, []byte(fmt.Sprint("x", ts)))
+	}
+	m.Set("cf", "b", 5, []byte("b"))
+	if err := tbl.Apply(ctx, "r", m); err != nil {
+		t.Fatal(err)
+	}
+	cells := func(r client.Row) string {
+		var parts []string
+		for _, c := range r.Cells {
+			parts = append(parts, fmt.Sprintf("%s:%s@%d=%s", c.Family, c.Qualifier, c.Timestamp, c.Value))
+		}
+		return strings.Join(parts, " ")
+	}
+	tests := []struct {
+		name string
+		opts []client.ReadOption
+		want string
+	}{
+		{"all (meta keeps 2 versions)", nil, "cf:a@40=a4 cf:a@30=a3 cf:a@20=a2 cf:a@10=a1 cf:b@5=b meta:x@40=x4 meta:x@30=x3"},
+		{"family", []client.ReadOption{client.Families("meta")}, "meta:x@40=x4 meta:x@30=x3"},
+		{"column", []client.ReadOption{client.Column("cf", "b")}, "cf:b@5=b"},
+		{"latest 1", []client.ReadOption{client.Families("cf"), client.LatestN(1)}, "cf:a@40=a4 cf:b@5=b"},
+		{"time range", []client.ReadOption{client.Column("cf", "a"), client.TimeRange(15, 35)}, "cf:a@30=a3 cf:a@20=a2"},
+	}
+	for _, tc := range tests {
+		r, err := tbl.Get(ctx, "r", tc.opts...)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := cells(r); got != tc.want {
+			t.Errorf("%s:\n got %s\nwant %s", tc.name, got, tc.want)
+		}
+	}
+	del := client.NewMutation()
+	del.DeleteTimestampRange("cf", "a", 0, 25)
+	del.DeleteCellsInFamily("meta")
+	if err := tbl.Apply(ctx, "r", del); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := tbl.Get(ctx, "r")
+	if got := cells(r); got != "cf:a@40=a4 cf:a@30=a3 cf:b@5=b" {
+		t.Errorf("after deletes: %s", got)
+	}
+	del = client.NewMutation()
+	del.DeleteCellsInColumn("cf", "a")
+	if err := tbl.Apply(ctx, "r", del); err != nil {
+		t.Fatal(err)
+	}
+	del = client.NewMutation()
+	del.DeleteRow()
+	if r, _ := tbl.Get(ctx, "r"); cells(r) != "cf:b@5=b" {
+		t.Errorf("after column delete: %s", cells(r))
+	}
+	if err := tbl.Apply(ctx, "r", del); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := tbl.Get(ctx, "r"); len(r.Cells) != 0 {
+		t.Errorf("after row delete: %s", cells(r))
+	}
+}
+
+// TestRoutingRetries: every routing error and an unreachable tserver make
+// the client refresh the location and retry, for reads and for writes of
+// both kinds (a routing error is known to precede logging).
+func TestRoutingRetries(t *testing.T) {
+	notServing := apierr.Tablet(pb.TabletError_NOT_SERVING, "", 0, "not served here")
+	tests := []struct {
+		name   string
+		method string
+		err    error
+	}{
+		{"not serving", "MutateRow", notServing},
+		{"wrong tablet", "MutateRow", apierr.Tablet(pb.TabletError_WRONG_TABLET, "", 0, "split")},
+		{"recovering", "MutateRow", apierr.Tablet(pb.TabletError_RECOVERING, "", 0, "replaying")},
+		{"read not serving", "ReadRow", notServing},
+		{"lookup no leader", "GetTableLocations", apierr.NotLeader("")},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fc, _, tbl := setup(t, clienttest.Options{})
+			ctx := ctxT(t)
+			if err := tbl.Put(ctx, "warm", "cf", "q", nil); err != nil {
+				t.Fatal(err)
+			}
+			fc.Inject(clienttest.Fault{Method: tc.method, Err: tc.err, Times: 3})
+			if tc.method == "GetTableLocations" {
+				fc.MoveTablet("t", "r", 0) // force a lookup
+			}
+			lookups := fc.Calls("GetTableLocations")
+			m := client.NewMutation()
+			m.Set("cf", "q", client.ServerTime, []byte("v"))
+			if err := tbl.Apply(ctx, "r", m); err != nil {
+				t.Fatalf("apply: %v", err)
+			}
+			r, err := tbl.Get(ctx, "r")
+			if err != nil || len(r.Cells) != 1 {
+				t.Fatalf("get: %+v %v", r, err)
+			}
+			if fc.Calls("GetTableLocations") <= lookups {
+				t.Errorf("the location was not refreshed")
+			}
+		})
+	}
+}
+
+func TestTabletMovesAndSplits(t *testing.T) {
+	fc, _, tbl := setup(t, clienttest.Options{TServers: 3}, "m")
+	ctx := ctxT(t)
+	for i := 0; i < 30; i++ {
+		if err := tbl.Put(ctx, rowKey(i), "cf", "q", []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fc.MoveTablet("t", "row005", 2)
+	fc.Split("t", "row010")
+	fc.Split("t", "row020")
+	if err := tbl.Put(ctx, rowKey(5), "cf", "q", []byte("moved")); err != nil {
+		t.Fatal(err)
+	}
+	if err := tbl.Put(ctx, rowKey(15), "cf", "q", []byte("split")); err != nil {
+		t.Fatal(err)
+	}
+	r, err := tbl.Get(ctx, rowKey(5))
+	if v, _ := r.Value("cf", "q"); err != nil || string(v) != "moved" {
+		t.Fatalf("get after move: %q %v", v, err)
+	}
+	// A tserver that went away: its tablets move, the client follows.
+	fc.StopTServer(2)
+	for _, row := range []string{"row005", "row015", "row025"} {
+		fc.MoveTablet("t", row, 1)
+	}
+	if _, err := tbl.Get(ctx, rowKey(5)); err != nil {
+		t.Fatal(err)
+	}
+	if keys := scanAll(t, tbl, "", ""); len(keys) != 30 {
+		t.Fatalf("scan after moves: %d rows", len(keys))
+	}
+}
+
+// TestScanNeverRepeats: a scan whose stream fails mid-tablet, and whose
+// tablets split and move under it, delivers every row once, in order.
+func TestScanNeverRepeats(t *testing.T) {
+	fc, _, tbl := setup(t, clienttest.Options{TServers: 2}, "row050")
+	ctx := ctxT(t)
+	rows := make([]string, 100)
+	ms := make([]*client.Mutation, 100)
+	for i := range rows {
+		rows[i] = rowKey(i)
+		ms[i] = client.NewMutation()
+		ms[i].Set("cf", "q", 1, []byte("v"))
+	}
+	if errs, err := tbl.ApplyBulk(ctx, rows, ms); errs != nil || err != nil {
+		t.Fatal(errs, err)
+	}
+	fc.Inject(clienttest.Fault{Method: "ScanRows", AfterRows: 7, Err: apierr.Unavailable("tserver crashed"), Times: 2})
+	var got []string
+	err := tbl.Scan(ctx, "", "", func(r client.Row) bool {
+		got = append(got, r.Key)
+		switch len(got) {
+		case 20:
+			fc.Split("t", "row030")
+		case 40:
+			fc.MoveTablet("t", "row045", 0)
+		case 60:
+			fc.Inject(clienttest.Fault{Method: "ScanRows", Err: apierr.Tablet(pb.TabletError_NOT_SERVING, "", 0, "moved")})
+			fc.MoveTablet("t", "row070", 1)
+		}
+		return true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 100 {
+		t.Fatalf("scan delivered %d rows", len(got))
+	}
+	for i, k := range got {
+		if k != rowKey(i) {
+			t.Fatalf("row %d is %q", i, k)
+		}
+	}
+}
+
+// TestServerTimeRetryRules: a lost reply after the tserver applied a write
+// is retried only for idempotent mutations.
+func TestServerTimeRetryRules(t *testing.T) {
+	tests := []struct {
+		name      string
+		ts        int64
+		wantErr   codes.Code
+		wantCalls int
+	}{
+		{"server time is not retried", client.ServerTime, codes.Unavailable, 1},
+		{"client time is retried", 12345, codes.OK, 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fc, _, tbl := setup(t, clienttest.Options{})
+			ctx := ctxT(t)
+			fc.Inject(clienttest.Fault{Method: "MutateRow", Applied: true, Err: apierr.Unavailable("connection reset after the write")})
+			m := client.NewMutation()
+			m.Set("cf", "q", tc.ts, []byte("v"))
+			err := tbl.Apply(ctx, "r", m)
+			if status.Code(err) != tc.wantErr {
+				t.Fatalf("apply: %v, want %v", err, tc.wantErr)
+			}
+			if got := fc.Calls("MutateRow"); got != tc.wantCalls {
+				t.Errorf("%d MutateRow calls, want %d", got, tc.wantCalls)
+			}
+			r, _ := tbl.Get(ctx, "r")
+			if len(r.Cells) != 1 {
+				t.Errorf("the write applied %d times", len(r.Cells))
+			}
+		})
+	}
+}
+
+func TestDeadlineWhileUnassigned(t *testing.T) {
+	fc, _, tbl := setup(t, clienttest.Options{})
+	fc.MoveTablet("t", "r", -1)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := tbl.Put(ctx, "r", "cf", "q", []byte("v"))
+	if status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "no tserver") {
+		t.Fatalf("put: %v", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("took %v", d)
+	}
+	// Retries were bounded by the backoff (max 20 ms here), not a busy loop.
+	if n := fc.Calls("GetTableLocations"); n > 100 {
+		t.Errorf("%d lookups in 300 ms", n)
+	}
+	fc.MoveTablet("t", "r", 0)
+	if err := tbl.Put(ctxT(t), "r", "cf", "q", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestAttemptTimeout(t *testing.T) {
+	fc := clienttest.Start(t, clienttest.Options{})
+	fc.CreateTable(&pb.TableSchema{Name: "t", Families: []*pb.FamilySpec{{Name: "cf"}}})
+	c, err := client.Dial(context.Background(), fc.MasterAddrs(), client.WithAttemptTimeout(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	tbl, err := c.Open(ctxT(t), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc.Inject(clienttest.Fault{Method: "ReadRow", Delay: 10 * time.Second})
+	fc.Inject(clienttest.Fault{Method: "ScanRows", Delay: 10 * time.Second})
+	start := time.Now()
+	if _, err := tbl.Get(ctxT(t), "r"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tbl.Scan(ctxT(t), "", "", func(client.Row) bool { return true }); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("a hung server held the calls %v", d)
+	}
+}
+
+func TestMasterLeaderFollowing(t *testing.T) {
+	fc := clienttest.Start(t, clienttest.Options{Masters: 3})
+	fc.SetLeader(2)
+	fc.CreateTable(&pb.TableSchema{Name: "t", Families: []*pb.FamilySpec{{Name: "cf"}}})
+	addrs := fc.MasterAddrs()
+	tests := []struct {
+		name    string
+		masters []string
+	}{
+		{"hint", []string{addrs[0]}},
+		{"dead first", []string{"127.0.0.1:1", addrs[1], addrs[2]}},
+	}
+	for _, tc := range tests {
+		c, err := client.Dial(context.Background(), tc.masters, client.WithBackoff(time.Millisecond, 10*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		names, err := c.ListTables(ctxT(t))
+		if err != nil || len(names) != 1 || names[0] != "t" {
+			t.Errorf("%s: %v %v", tc.name, names, err)
+		}
+		c.Close()
+	}
+	// No master leads: the call fails with Unavailable at the deadline.
+	fc.SetLeader(1)
+	c, _ := client.Dial(context.Background(), []string{addrs[0]})
+	defer c.Close()
+	fc.Inject(clienttest.Fault{Method: "ListTables", Err: apierr.NotLeader(""), Times: 1000})
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err := c.ListTables(ctx)
+	if status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "not the leader") {
+		t.Errorf("no leader: %v", err)
+	}
+}
+
+func TestApplyBulk(t *testing.T) {
+	fc, _, tbl := setup(t, clienttest.Options{TServers: 3}, "row010", "row020")
+	ctx := ctxT(t)
+	var rows []string
+	var ms []*client.Mutation
+	for i := 0; i < 30; i++ {
+		m := client.NewMutation()
+		m.Set("cf", "q", 7, []byte(fmt.Sprint(i)))
+		rows, ms = append(rows, rowKey(i)), append(ms, m)
+	}
+	bad := client.NewMutation()
+	bad.Set("nofamily", "q", 7, nil)
+	rows, ms = append(rows, "row999", ""), append(ms, bad, ms[0])
+	fc.Inject(clienttest.Fault{Method: "MutateRows", Err: apierr.Tablet(pb.TabletError_NOT_SERVING, "", 0, "moved"), Times: 2})
+	errs, err := tbl.ApplyBulk(ctx, rows, ms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(errs) != 32 {
+		t.Fatalf("%d errors", len(errs))
+	}
+	for i := 0; i < 30; i++ {
+		if errs[i] != nil {
+			t.Errorf("row %d: %v", i, errs[i])
+		}
+	}
+	if status.Code(errs[30]) != codes.NotFound || status.Code(errs[31]) != codes.InvalidArgument {
+		t.Errorf("bad rows: %v / %v", errs[30], errs[31])
+	}
+	if keys := scanAll(t, tbl, "", ""); len(keys) != 30 {
+		t.Errorf("%d rows applied", len(keys))
+	}
+	if _, err := tbl.ApplyBulk(ctx, rows[:2], ms[:1]); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("length mismatch: %v", err)
+	}
+	if errs, err := tbl.ApplyBulk(ctx, rows[:5], ms[:5]); errs != nil || err != nil {
+		t.Errorf("all good: %v %v", errs, err)
+	}
+}
+
+// TestBadInput: bad input fails on the client with InvalidArgument and a
+// clear message, before anything is sent.
+func TestBadInput(t *testing.T) {
+	fc, c, tbl := setup(t, clienttest.Options{})
+	ctx := ctxT(t)
+	tests := []struct {
+		name string
+		call func() error
+		want string
+	}{
+		{"empty row", func() error { return tbl.Put(ctx, "", "cf", "q", nil) }, "row key is empty"},
+		{"long row", func() error { return tbl.Put(ctx, strings.Repeat("k", 5000), "cf", "q", nil) }, "row key is 5000 bytes"},
+		{"big value", func() error { return tbl.Put(ctx, "r", "cf", "q", make([]byte, 11<<20)) }, "value is"},
+		{"bad family", func() error { return tbl.Put(ctx, "r", "c f", "q", nil) }, "column family name"},
+		{"empty mutation", func() error { return tbl.Apply(ctx, "r", client.NewMutation()) }, "no operations"},
+		{"get empty row", func() error { _, err := tbl.Get(ctx, ""); return err }, "row key is empty"},
+		{"bad latest", func() error { _, err := tbl.Get(ctx, "r", client.LatestN(0)); return err }, "LatestN"},
+		{"bad time range", func() error { _, err := tbl.Get(ctx, "r", client.TimeRange(5, 2)); return err }, "timestamp range"},
+		{"bad table", func() error { _, err := c.Open(ctx, "a/b"); return err }, "table name"},
+		{"split empty row", func() error { return c.SplitTablet(ctx, "t", "") }, "row key is empty"},
+	}
+	for _, tc := range tests {
+		err := tc.call()
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want InvalidArgument containing %q", tc.name, err, tc.want)
+		}
+	}
+	if n := fc.Calls("MutateRow") + fc.Calls("ReadRow"); n != 0 {
+		t.Errorf("%d bad requests reached a tserver", n)
+	}
+}
+
+func TestServerErrors(t *testing.T) {
+	_, c, tbl := setup(t, clienttest.Options{})
+	ctx := ctxT(t)
+	if _, err := c.Open(ctx, "missing"); status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), `"missing"`) {
+		t.Errorf("open missing: %v", err)
+	}
+	err := tbl.Put(ctx, "r", "nofam", "q", nil)
+	if status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), `table "t": put row "r"`) {
+		t.Errorf("unknown family: %v", err)
+	}
+	spec := client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "cf"}}}
+	if err := c.CreateTable(ctx, spec); status.Code(err) != codes.AlreadyExists {
+		t.Errorf("create twice: %v", err)
+	}
+	if err := c.DeleteTable(ctx, "nope"); status.Code(err) != codes.NotFound {
+		t.Errorf("delete missing: %v", err)
+	}
+}
+
+func TestDDLAndAdmin(t *testing.T) {
+	fc := clienttest.Start(t, clienttest.Options{TServers: 2})
+	c, err := client.Dial(context.Background(), fc.MasterAddrs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := ctxT(t)
+	spec := client.TableSpec{Name: "users", Families: []client.FamilySpec{{Name: "cf", MaxVersions: 3, MaxAge: time.Hour}}, SplitKeys: []string{"m", "f"}}
+	if err := c.CreateTable(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := c.Open(ctx, "users", client.WithCachePriority(client.High))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tbl.Put(ctx, "alice", "cf", "name", []byte("Alice")); err != nil {
+		t.Fatal(err)
+	}
+	infos, err := c.DescribeTables(ctx)
+	if err != nil || len(infos) != 1 {
+		t.Fatal(infos, err)
+	}
+	if i := infos[0]; i.TabletCount != 3 || i.CachePriority != client.High || i.Families[0].MaxAge != time.Hour || i.Families[0].MaxVersions != 3 {
+		t.Errorf("info %+v", i)
+	}
+	tablets, err := c.Tablets(ctx, "users")
+	if err != nil || len(tablets) != 3 {
+		t.Fatal(tablets, err)
+	}
+	if tablets[0].EndRow != "f" || tablets[1].StartRow != "f" || tablets[2].EndRow != "" || tablets[0].SizeBytes <= 0 || tablets[0].TServer == "" {
+		t.Errorf("tablets %+v", tablets)
+	}
+	if err := c.SplitTablet(ctx, "users", "p"); err != nil {
+		t.Fatal(err)
+	}
+	if tablets, _ := c.Tablets(ctx, "users"); len(tablets) != 4 {
+		t.Errorf("%d tablets after split", len(tablets))
+	}
+	res, err := c.CheckpointAll(ctx)
+	if err != nil || len(res) != 2 {
+		t.Fatal(res, err)
+	}
+	if err := c.DeleteTable(ctx, "users"); err != nil {
+		t.Fatal(err)
+	}
+	if names, err := c.ListTables(ctx); err != nil || len(names) != 0 {
+		t.Errorf("after delete: %v %v", names, err)
+	}
+	if err := tbl.Put(ctx, "alice", "cf", "name", nil); status.Code(err) != codes.NotFound {
+		t.Errorf("put to a deleted table: %v", err)
+	}
+}
+
+// TestConcurrentMisses: many requests missing the cache at once cost a
+// few master lookups, not one each.
+func TestConcurrentMisses(t *testing.T) {
+	fc, _, tbl := setup(t, clienttest.Options{TServers: 2}, "row050")
+	ctx := ctxT(t)
+	fc.MoveTablet("t", "row010", 1)
+	fc.MoveTablet("t", "row060", 0)
+	before := fc.Calls("GetTableLocations")
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for i := 0; i < 64; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- tbl.Put(ctx, rowKey(i), "cf", "q", []byte("v"))
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := fc.Calls("GetTableLocations") - before; n > 8 {
+		t.Errorf("%d lookups for 64 concurrent misses", n)
+	}
+}

@@ -1,0 +1,278 @@
+package clienttest
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"sort"
+	"time"
+
+	"bighive/internal/apierr"
+	"bighive/internal/limits"
+	pb "bighive/proto/bighivepb"
+)
+
+type tserver struct {
+	pb.UnimplementedTServerServer
+	c    *Cluster
+	idx  int
+	addr string
+}
+
+func (s *tserver) address() string { return s.addr }
+
+// serving locks the cluster and returns the table and tablet if this
+// tserver serves tabletID at epoch and it holds row (nil: no row check).
+func (s *tserver) serving(tabletID string, epoch int64, row []byte) (*table, *tablet, error) {
+	s.c.mu.Lock()
+	for _, t := range s.c.tables {
+		for _, tb := range t.tablets {
+			if tb.id != tabletID {
+				continue
+			}
+			switch {
+			case tb.owner != s.idx || tb.epoch != epoch:
+				s.c.mu.Unlock()
+				return nil, nil, apierr.Tablet(pb.TabletError_NOT_SERVING, tabletID, epoch, "tablet %s is not served here at epoch %d", tabletID, epoch)
+			case tb.recovering:
+				s.c.mu.Unlock()
+				return nil, nil, apierr.Tablet(pb.TabletError_RECOVERING, tabletID, epoch, "tablet %s is recovering", tabletID)
+			case row != nil && !tb.contains(string(row)):
+				s.c.mu.Unlock()
+				return nil, nil, apierr.Tablet(pb.TabletError_WRONG_TABLET, tabletID, epoch, "row %q is outside tablet %s", row, tabletID)
+			}
+			return t, tb, nil
+		}
+	}
+	s.c.mu.Unlock()
+	return nil, nil, apierr.Tablet(pb.TabletError_NOT_SERVING, tabletID, epoch, "tablet %s is not served here", tabletID)
+}
+
+func (s *tserver) MutateRow(ctx context.Context, req *pb.MutateRowRequest) (*pb.MutateRowResponse, error) {
+	if err := limits.ValidateRowMutation(req.Row); err != nil {
+		return nil, err
+	}
+	t, _, err := s.serving(req.TabletId, req.Epoch, req.Row.RowKey)
+	if err != nil {
+		return nil, err
+	}
+	defer s.c.mu.Unlock()
+	if err := s.c.applyLocked(t, req.Row); err != nil {
+		return nil, err
+	}
+	return &pb.MutateRowResponse{}, nil
+}
+
+func (s *tserver) MutateRows(ctx context.Context, req *pb.MutateRowsRequest) (*pb.MutateRowsResponse, error) {
+	t, tb, err := s.serving(req.TabletId, req.Epoch, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer s.c.mu.Unlock()
+	resp := &pb.MutateRowsResponse{}
+	for _, rm := range req.Rows {
+		err := limits.ValidateRowMutation(rm)
+		if err == nil && !tb.contains(string(rm.RowKey)) {
+			err = apierr.FailedPrecondition("row %q is outside tablet %s", rm.RowKey, tb.id)
+		}
+		if err == nil {
+			err = s.c.applyLocked(t, rm)
+		}
+		st := &pb.RowStatus{}
+		if err != nil {
+			st.Code, st.Message = int32(apierr.CodeOf(err)), err.Error()
+		}
+		resp.Statuses = append(resp.Statuses, st)
+	}
+	return resp, nil
+}
+
+func (c *Cluster) applyLocked(t *table, rm *pb.RowMutation) error {
+	fam := func(name string) error {
+		for _, f := range t.schema.Families {
+			if f.Name == name {
+				return nil
+			}
+		}
+		return apierr.NotFound("column family %q of table %q does not exist", name, t.schema.Name)
+	}
+	for _, m := range rm.Mutations {
+		var err error
+		switch op := m.Mutation.(type) {
+		case *pb.Mutation_SetCell_:
+			err = fam(op.SetCell.Family)
+		case *pb.Mutation_DeleteFromColumn_:
+			err = fam(op.DeleteFromColumn.Family)
+		case *pb.Mutation_DeleteFromFamily_:
+			err = fam(op.DeleteFromFamily.Family)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	row := string(rm.RowKey)
+	cells := t.rows[row]
+	for _, m := range rm.Mutations {
+		switch op := m.Mutation.(type) {
+		case *pb.Mutation_SetCell_:
+			sc := op.SetCell
+			ts := sc.TimestampMicros
+			if ts == -1 {
+				ts = max(time.Now().UnixMicro(), c.lastTS+1)
+				c.lastTS = ts
+			}
+			cells = slices.DeleteFunc(cells, func(x *pb.Cell) bool {
+				return x.Family == sc.Family && bytes.Equal(x.Qualifier, sc.Qualifier) && x.TimestampMicros == ts
+			})
+			cells = append(cells, &pb.Cell{Family: sc.Family, Qualifier: sc.Qualifier, TimestampMicros: ts, Value: sc.Value})
+		case *pb.Mutation_DeleteFromColumn_:
+			d := op.DeleteFromColumn
+			cells = slices.DeleteFunc(cells, func(x *pb.Cell) bool {
+				return x.Family == d.Family && bytes.Equal(x.Qualifier, d.Qualifier) && inRange(x.TimestampMicros, d.TimeRange)
+			})
+		case *pb.Mutation_DeleteFromFamily_:
+			cells = slices.DeleteFunc(cells, func(x *pb.Cell) bool { return x.Family == op.DeleteFromFamily.Family })
+		case *pb.Mutation_DeleteFromRow_:
+			cells = nil
+		}
+	}
+	if len(cells) == 0 {
+		delete(t.rows, row)
+	} else {
+		t.rows[row] = cells
+	}
+	return nil
+}
+
+func inRange(ts int64, r *pb.TimestampRange) bool {
+	if r == nil {
+		return true
+	}
+	return ts >= r.StartMicros && (r.EndMicros == 0 || ts < r.EndMicros)
+}
+
+// readLocked returns row's cells that f selects, ordered by family,
+// qualifier, newest first.
+func readLocked(t *table, row string, f *pb.ReadFilter) *pb.Row {
+	var cells []*pb.Cell
+	for _, c := range t.rows[row] {
+		if selected(c, f) {
+			cells = append(cells, c)
+		}
+	}
+	sort.Slice(cells, func(i, j int) bool {
+		a, b := cells[i], cells[j]
+		if a.Family != b.Family {
+			return a.Family < b.Family
+		}
+		if q := bytes.Compare(a.Qualifier, b.Qualifier); q != 0 {
+			return q < 0
+		}
+		return a.TimestampMicros > b.TimestampMicros
+	})
+	maxv := map[string]int{}
+	for _, fs := range t.schema.Families {
+		maxv[fs.Name] = int(fs.MaxVersions)
+	}
+	var out []*pb.Cell
+	n := 0
+	for i, c := range cells {
+		if i == 0 || c.Family != cells[i-1].Family || !bytes.Equal(c.Qualifier, cells[i-1].Qualifier) {
+			n = 0
+		}
+		n++
+		limit := maxv[c.Family]
+		if f.GetMaxVersions() > 0 {
+			limit = int(f.GetMaxVersions())
+		}
+		if limit == 0 || n <= limit {
+			out = append(out, c)
+		}
+	}
+	return &pb.Row{Key: []byte(row), Cells: out}
+}
+
+func selected(c *pb.Cell, f *pb.ReadFilter) bool {
+	if !inRange(c.TimestampMicros, f.GetTimeRange()) {
+		return false
+	}
+	if len(f.GetFamilies()) == 0 && len(f.GetColumns()) == 0 {
+		return true
+	}
+	if slices.Contains(f.GetFamilies(), c.Family) {
+		return true
+	}
+	for _, col := range f.GetColumns() {
+		if col.Family == c.Family && bytes.Equal(col.Qualifier, c.Qualifier) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *tserver) ReadRow(ctx context.Context, req *pb.ReadRowRequest) (*pb.ReadRowResponse, error) {
+	if err := limits.ValidateRowKey(req.RowKey); err != nil {
+		return nil, err
+	}
+	t, _, err := s.serving(req.TabletId, req.Epoch, req.RowKey)
+	if err != nil {
+		return nil, err
+	}
+	defer s.c.mu.Unlock()
+	return &pb.ReadRowResponse{Row: readLocked(t, string(req.RowKey), req.Filter)}, nil
+}
+
+// scanBatch is the number of rows per ScanRows message, small so tests
+// cross message boundaries.
+const scanBatch = 3
+
+func (s *tserver) ScanRows(req *pb.ScanRowsRequest, stream pb.TServer_ScanRowsServer) error {
+	t, tb, err := s.serving(req.TabletId, req.Epoch, nil)
+	if err != nil {
+		return err
+	}
+	start, end := string(req.GetRange().GetStartRow()), string(req.GetRange().GetEndRow())
+	var keys []string
+	for k := range t.rows {
+		if tb.contains(k) && k >= start && (end == "" || k < end) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	var rows []*pb.Row
+	for _, k := range keys {
+		if r := readLocked(t, k, req.Filter); len(r.Cells) > 0 {
+			rows = append(rows, r)
+		}
+		if req.Limit > 0 && int64(len(rows)) == req.Limit {
+			break
+		}
+	}
+	s.c.mu.Unlock()
+	for len(rows) > 0 {
+		n := min(scanBatch, len(rows))
+		if err := stream.Send(&pb.ScanRowsResponse{Rows: rows[:n]}); err != nil {
+			return err
+		}
+		rows = rows[n:]
+	}
+	return nil
+}
+
+func (s *tserver) Checkpoint(ctx context.Context, req *pb.CheckpointRequest) (*pb.CheckpointResponse, error) {
+	s.c.mu.Lock()
+	defer s.c.mu.Unlock()
+	n := 0
+	for _, t := range s.c.tables {
+		for _, tb := range t.tablets {
+			if tb.owner == s.idx {
+				n++
+			}
+		}
+	}
+	return &pb.CheckpointResponse{TabletsFlushed: int32(n)}, nil
+}
+
+func (s *tserver) Status(ctx context.Context, req *pb.StatusRequest) (*pb.StatusResponse, error) {
+	return &pb.StatusResponse{Uuid: s.addr, Address: s.addr}, nil
+}
