@@ -1,0 +1,26 @@
+// Package cluster runs a real Bighive cluster — masters and tservers as OS
+// processes on loopback ports — for end-to-end tests, benchmarks and
+// tools. It is an ordinary (non-test) package so any test binary, and the
+// CLI, can import it.
+//
+// Start builds ./cmd/master and ./cmd/tserver once per process (go build,
+// using the build cache; the binaries live in
+// $TMPDIR/bighive-e2e-bin-<uid>/ and are replaced atomically, so parallel
+// test binaries share them safely), picks free loopback ports, and starts
+// the processes with their output in the caller's directory:
+//
+//	<Dir>/m1.log, m2.log, …     each master's stdout and stderr (appended across restarts)
+//	<Dir>/m1/                   each master's --data directory
+//	<Dir>/ts0.log, ts1.log, …   each tserver's stdout and stderr
+//	<Dir>/root/                 the shared --fs-root of every tserver
+//	<Dir>/ts0/data0/            each tserver's --fs-data-dirs
+//
+// A process keeps its address and its directories across Kill/Stop and
+// Restart, so a restarted tserver sees its own data. Close stops every
+// process and leaves Dir (and the logs) in place. New, for tests, puts Dir
+// in t.TempDir, prints the tail of every log when the test failed and
+// closes the cluster in t.Cleanup.
+//
+// Processes are started with Pdeathsig SIGKILL, so they die with the test
+// binary instead of lingering on their ports.
+package cluster

@@ -1,0 +1,169 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// proc is one server process, restartable with the same arguments.
+type proc struct {
+	name    string
+	bin     string
+	args    []string
+	env     []string
+	logPath string
+
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	done    chan struct{} // closed when the current process has exited
+	exitErr error         // its Wait error, once done
+}
+
+// start starts the process, appending its output to its log.
+func (p *proc) start() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd != nil && !p.exitedLocked() {
+		return fmt.Errorf("cluster: %s is already running", p.name)
+	}
+	f, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	fmt.Fprintf(f, "=== %s start %s: %s %s\n", time.Now().Format(time.RFC3339Nano), p.name, p.bin, strings.Join(p.args, " "))
+	cmd := exec.Command(p.bin, p.args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.Env = append(os.Environ(), p.env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return fmt.Errorf("cluster: start %s: %w", p.name, err)
+	}
+	done := make(chan struct{})
+	p.cmd, p.done, p.exitErr = cmd, done, nil
+	go func() {
+		err := cmd.Wait()
+		fmt.Fprintf(f, "=== %s exit %s: %v\n", time.Now().Format(time.RFC3339Nano), p.name, exitString(err))
+		f.Close()
+		p.mu.Lock()
+		p.exitErr = err
+		p.mu.Unlock()
+		close(done)
+	}()
+	return nil
+}
+
+func exitString(err error) string {
+	if err == nil {
+		return "exit status 0"
+	}
+	return err.Error()
+}
+
+func (p *proc) exitedLocked() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// running reports whether the process was started and has not exited.
+func (p *proc) running() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd != nil && !p.exitedLocked()
+}
+
+// exited returns the channel closed at exit, or nil if never started.
+func (p *proc) exited() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.done
+}
+
+var errNotRunning = errors.New("cluster: process is not running")
+
+func (p *proc) signal(sig os.Signal) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.exitedLocked() {
+		return fmt.Errorf("%w: %s", errNotRunning, p.name)
+	}
+	return p.cmd.Process.Signal(sig)
+}
+
+// pause sends SIGSTOP and waits (up to 2 s) until the kernel reports the
+// process stopped, so it answers nothing once pause returns.
+func (p *proc) pause() error {
+	if err := p.signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	pid := p.cmd.Process.Pid
+	p.mu.Unlock()
+	stat := fmt.Sprintf("/proc/%d/stat", pid)
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		b, err := os.ReadFile(stat)
+		if err != nil {
+			return fmt.Errorf("cluster: pause %s: %w", p.name, err)
+		}
+		// The state follows the parenthesised command name: "pid (comm) S ...".
+		if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) && (b[i+2] == 'T' || b[i+2] == 't') {
+			return nil
+		}
+	}
+	return fmt.Errorf("cluster: %s did not stop within 2 s of SIGSTOP", p.name)
+}
+
+// kill sends SIGKILL and waits for the exit.
+func (p *proc) kill() error {
+	if err := p.signal(syscall.SIGKILL); err != nil {
+		return err
+	}
+	<-p.exited()
+	return nil
+}
+
+// stop sends SIGTERM (and SIGCONT, in case it is paused) and waits up to
+// grace for the exit, then kills it. It returns an error if the process
+// did not exit cleanly (status 0) within grace.
+func (p *proc) stop(grace time.Duration) error {
+	if err := p.signal(syscall.SIGTERM); err != nil {
+		return err
+	}
+	p.signal(syscall.SIGCONT)
+	done := p.exited()
+	select {
+	case <-done:
+	case <-time.After(grace):
+		p.signal(syscall.SIGKILL)
+		<-done
+		return fmt.Errorf("cluster: %s did not exit within %v of SIGTERM; killed", p.name, grace)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.exitErr != nil {
+		return fmt.Errorf("cluster: %s exited after SIGTERM with %v", p.name, p.exitErr)
+	}
+	return nil
+}
+
+// freePort returns a loopback address whose port was free a moment ago.
+// Another process may take it before ours binds it; Start retries then.
+func freePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("cluster: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}

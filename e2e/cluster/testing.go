@@ -1,0 +1,79 @@
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+// New starts a cluster for a test: Dir defaults to a fresh t.TempDir, the
+// start-up gets two minutes (builds included), and t.Cleanup closes the
+// cluster and, if the test failed, prints the tail of every log. It calls
+// t.Fatal if the cluster does not start.
+func New(t testing.TB, opts Options) *Cluster {
+	t.Helper()
+	if opts.Dir == "" {
+		opts.Dir = t.TempDir()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := Start(ctx, opts)
+	if err != nil {
+		DumpDirLogs(t, opts.Dir, 40)
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("cluster close: %v", err)
+		}
+		if t.Failed() {
+			c.DumpLogs(t)
+		}
+	})
+	return c
+}
+
+// DumpLogs prints the last 60 lines of every process log with t.Logf.
+func (c *Cluster) DumpLogs(t testing.TB) {
+	t.Helper()
+	DumpDirLogs(t, c.opts.Dir, 60)
+}
+
+// DumpDirLogs prints the last n lines of every *.log file in dir.
+func DumpDirLogs(t testing.TB, dir string, n int) {
+	t.Helper()
+	logs, _ := filepath.Glob(filepath.Join(dir, "*.log*"))
+	sort.Strings(logs)
+	for _, path := range logs {
+		lines, err := tail(path, n)
+		if err != nil {
+			t.Logf("%s: %v", path, err)
+			continue
+		}
+		t.Logf("--- last %d lines of %s ---\n%s", len(lines), path, strings.Join(lines, "\n"))
+	}
+}
+
+// tail returns the last n lines of a file.
+func tail(path string, n int) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var ring []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		ring = append(ring, sc.Text())
+		if len(ring) > n {
+			ring = ring[1:]
+		}
+	}
+	return ring, sc.Err()
+}
