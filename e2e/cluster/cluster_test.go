@@ -112,7 +112,8 @@ func TestProcessLifecycle(t *testing.T) {
 	}
 	waitAnswers(t, addr)
 	if err := p.stop(10 * time.Second); err != nil {
-		b, _ := os.ReadFile(p.logPath); t.Fatalf("stop: %v\n%s", err, b)
+		b, _ := os.ReadFile(p.logPath)
+		t.Fatalf("stop: %v\n%s", err, b)
 	}
 	if p.running() {
 		t.Fatal("running after stop")
