@@ -1,0 +1,161 @@
+package tablet
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	"bighive/blockstore"
+	"bighive/memstore"
+	"bighive/tablet/tsfile"
+)
+
+// CompactFiles merges the named TSFiles (footer block ids; they must be
+// adjacent in the read set, see Files) into one new TSFile in
+// Options.Store and returns it; the read set is unchanged until
+// InstallCompacted. A minor compaction (major false) keeps every entry but
+// overwritten duplicates. A major one also drops the cells that tombstones,
+// max versions or max age hide (tombstones themselves are kept: a buffer
+// or another file may hold older cells they must keep hiding). When
+// nothing is left, the returned info has Footer 0 and no blocks were made.
+func (t *Tablet) CompactFiles(ctx context.Context, footers []blockstore.BlockID, major bool) (TSFileInfo, error) {
+	t.mu.RLock()
+	picked, _, err := t.pick(footers)
+	schema := t.schema
+	if err == nil {
+		for _, f := range picked {
+			f.acquire()
+		}
+	}
+	t.mu.RUnlock()
+	if err != nil {
+		return TSFileInfo{}, err
+	}
+	defer func() {
+		for _, f := range picked {
+			f.release()
+		}
+	}()
+	its := make([]memstore.Iterator, len(picked))
+	for i, f := range picked {
+		its[i] = f.r.NewIterator(nil, true)
+	}
+	var it memstore.Iterator = memstore.Merge(its...)
+	if major {
+		g := &gcIter{src: it}
+		g.rr.init(&schema, &ReadOptions{}, t.opts.Now().UnixMicro())
+		g.rr.gc = true
+		g.rr.emit = func(e *memstore.Entry) { g.buf = append(g.buf, e.Clone()) }
+		it = g
+	}
+	defer it.Close()
+	info, err := tsfile.Write(ctx, t.opts.Store, it, tsfile.WriterOptions{TabletID: t.opts.ID, PageSize: t.opts.PageSize})
+	if err == tsfile.ErrEmpty {
+		return TSFileInfo{}, nil
+	}
+	if err != nil {
+		return TSFileInfo{}, fmt.Errorf("tablet %s: compact %d files: %w", t.opts.ID, len(picked), err)
+	}
+	return info, nil
+}
+
+// pick finds the files in t.files, which must be adjacent. Needs t.mu.
+func (t *Tablet) pick(footers []blockstore.BlockID) ([]*file, int, error) {
+	if len(footers) == 0 {
+		return nil, 0, fmt.Errorf("%w: no files named", ErrUnknownFile)
+	}
+	want := map[blockstore.BlockID]bool{}
+	for _, id := range footers {
+		want[id] = true
+	}
+	first := -1
+	for i, f := range t.files {
+		if want[f.info.Footer] {
+			first = i
+			break
+		}
+	}
+	if first < 0 || first+len(want) > len(t.files) {
+		return nil, 0, fmt.Errorf("%w: %v", ErrUnknownFile, footers)
+	}
+	picked := t.files[first : first+len(want)]
+	for _, f := range picked {
+		if !want[f.info.Footer] {
+			return nil, 0, fmt.Errorf("%w: files %v are not adjacent in the read set", ErrUnknownFile, footers)
+		}
+	}
+	return append([]*file(nil), picked...), first, nil
+}
+
+// InstallCompacted replaces the named files by the compacted one (Footer 0:
+// by nothing) in one step for readers. Call it after the tablet metadata
+// names the new file; the replaced files' blocks may be deleted once the
+// metadata no longer names them (readers still holding them keep their
+// blocks open).
+func (t *Tablet) InstallCompacted(replaced []blockstore.BlockID, info TSFileInfo) error {
+	var nf *file
+	if info.Footer != 0 {
+		var err error
+		if nf, err = t.openFile(t.opts.Store, info.Footer); err != nil {
+			return err
+		}
+	}
+	t.mu.Lock()
+	old, at, err := t.pick(replaced)
+	if err != nil {
+		t.mu.Unlock()
+		if nf != nil {
+			nf.r.Close()
+		}
+		return err
+	}
+	files := append([]*file(nil), t.files[:at]...)
+	if nf != nil {
+		files = append(files, nf)
+	}
+	files = append(files, t.files[at+len(old):]...)
+	t.files = files
+	t.mu.Unlock()
+	for _, f := range old {
+		f.drop()
+	}
+	return nil
+}
+
+// gcIter yields, row by row, the tombstones and the cells a major
+// compaction keeps.
+type gcIter struct {
+	src memstore.Iterator
+	rr  rowReader
+	buf []memstore.Entry
+	pos int
+}
+
+func (g *gcIter) fill() {
+	g.buf, g.pos = g.buf[:0], 0
+	for len(g.buf) == 0 && g.src.Valid() {
+		g.rr.readRow(g.src)
+	}
+}
+
+func (g *gcIter) First() { g.src.First(); g.fill() }
+
+func (g *gcIter) SeekGE(key *memstore.Entry) {
+	g.src.SeekGE(memstore.RowStart(key.Row))
+	g.fill()
+	for g.Valid() && bytes.Equal(g.buf[g.pos].Row, key.Row) && memstore.Compare(&g.buf[g.pos], key) < 0 {
+		g.Next()
+	}
+}
+
+func (g *gcIter) Valid() bool            { return g.pos < len(g.buf) }
+func (g *gcIter) Entry() *memstore.Entry { return &g.buf[g.pos] }
+func (g *gcIter) Err() error             { return g.src.Err() }
+func (g *gcIter) Close() error           { return g.src.Close() }
+
+func (g *gcIter) Next() {
+	g.pos++
+	if g.pos >= len(g.buf) {
+		g.fill()
+	}
+}

@@ -1,0 +1,319 @@
+package tablet
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+
+	"bighive/internal/mutation"
+	"bighive/memstore"
+)
+
+// Column names one column.
+type Column struct {
+	Family    string
+	Qualifier []byte
+}
+
+// TimeRange selects timestamps in [Start, End); End 0 means unbounded.
+type TimeRange struct {
+	Start, End int64
+}
+
+// ReadOptions select what a read returns. The zero value reads every
+// family and column, every version the GC policy keeps.
+type ReadOptions struct {
+	// Families and Columns select cells: with both empty, every cell; else
+	// a cell of a listed family, or of a listed column.
+	Families []string
+	Columns  []Column
+	// TimeRange limits timestamps; the zero value is unbounded.
+	TimeRange TimeRange
+	// MaxVersions returns at most the newest N versions of each column
+	// (after TimeRange); 0 means all.
+	MaxVersions int
+}
+
+// Cell is one returned version.
+type Cell struct {
+	Family    string
+	Qualifier []byte
+	Timestamp int64
+	Value     []byte
+}
+
+// Row is a row's returned cells, in (family, qualifier, timestamp
+// descending) order. The slices are shared with the engine: do not modify.
+type Row struct {
+	Key   []byte
+	Cells []Cell
+}
+
+// snapshot is a consistent view of the read set.
+type snapshot struct {
+	t      *Tablet
+	schema Schema
+	bufs   []memstore.Iterator // active, standby
+	files  []*file
+}
+
+func (t *Tablet) snapshot() (*snapshot, error) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if t.closed {
+		return nil, ErrClosed
+	}
+	s := &snapshot{t: t, schema: t.schema}
+	s.bufs = append(s.bufs, t.active.NewIterator())
+	if t.standby != nil {
+		s.bufs = append(s.bufs, t.standby.NewIterator())
+	}
+	s.files = append(s.files, t.files...)
+	for _, f := range s.files {
+		f.acquire()
+	}
+	return s, nil
+}
+
+func (s *snapshot) release() {
+	for _, f := range s.files {
+		f.release()
+	}
+}
+
+// iterator merges the sources, newest first. point skips files whose bloom
+// filter rules the row out.
+func (s *snapshot) iterator(opts *ReadOptions, pointRow []byte, scan bool) (memstore.Iterator, error) {
+	its := append([]memstore.Iterator(nil), s.bufs...)
+	fams := opts.families()
+	for _, f := range s.files {
+		if pointRow != nil {
+			ok, err := f.r.MayContainRow(pointRow)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				continue
+			}
+		}
+		its = append(its, f.r.NewIterator(fams, scan))
+	}
+	if len(its) == 1 {
+		return its[0], nil
+	}
+	return memstore.Merge(its...), nil
+}
+
+// families returns the families a read needs, nil for all.
+func (o *ReadOptions) families() []string {
+	if len(o.Families) == 0 && len(o.Columns) == 0 {
+		return nil
+	}
+	out := append([]string(nil), o.Families...)
+	for _, c := range o.Columns {
+		out = append(out, c.Family)
+	}
+	return out
+}
+
+func (o *ReadOptions) selected(fam string, qual []byte) bool {
+	if len(o.Families) == 0 && len(o.Columns) == 0 {
+		return true
+	}
+	for _, f := range o.Families {
+		if f == fam {
+			return true
+		}
+	}
+	for _, c := range o.Columns {
+		if c.Family == fam && bytes.Equal(c.Qualifier, qual) {
+			return true
+		}
+	}
+	return false
+}
+
+// Get reads one row. found is false when no cell of the row is visible.
+func (t *Tablet) Get(ctx context.Context, row []byte, opts ReadOptions) (Row, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return Row{}, false, err
+	}
+	s, err := t.snapshot()
+	if err != nil {
+		return Row{}, false, err
+	}
+	defer s.release()
+	it, err := s.iterator(&opts, row, false)
+	if err != nil {
+		return Row{}, false, fmt.Errorf("tablet %s: get %q: %w", t.opts.ID, row, err)
+	}
+	defer it.Close()
+	it.SeekGE(memstore.RowStart(row))
+	var r rowReader
+	r.init(&s.schema, &opts, t.opts.Now().UnixMicro())
+	if it.Valid() && bytes.Equal(it.Entry().Row, row) {
+		r.readRow(it)
+	}
+	if err := it.Err(); err != nil {
+		return Row{}, false, fmt.Errorf("tablet %s: get %q: %w", t.opts.ID, row, err)
+	}
+	if len(r.row.Cells) == 0 {
+		return Row{}, false, nil
+	}
+	return r.row, true, nil
+}
+
+// Scan calls fn for each row with a visible cell in [start, end) (end nil:
+// to the end of the tablet), in row order, at most limit rows (0: no
+// limit), until fn returns false. The rows reflect one snapshot.
+func (t *Tablet) Scan(ctx context.Context, start, end []byte, limit int, opts ReadOptions, fn func(Row) bool) error {
+	s, err := t.snapshot()
+	if err != nil {
+		return err
+	}
+	defer s.release()
+	it, err := s.iterator(&opts, nil, true)
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	var r rowReader
+	r.init(&s.schema, &opts, t.opts.Now().UnixMicro())
+	n := 0
+	for it.SeekGE(memstore.RowStart(start)); it.Valid(); {
+		if end != nil && bytes.Compare(it.Entry().Row, end) >= 0 {
+			break
+		}
+		if n%64 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		r.readRow(it)
+		if len(r.row.Cells) == 0 {
+			continue
+		}
+		n++
+		if !fn(r.row) || (limit > 0 && n >= limit) {
+			return nil
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("tablet %s: scan: %w", t.opts.ID, err)
+	}
+	return nil
+}
+
+// rowReader resolves one row's merged entries into visible cells.
+type rowReader struct {
+	schema *Schema
+	opts   *ReadOptions
+	now    int64
+	gc     bool // compaction: apply only tombstones and GC policy
+	// emit, in gc mode, receives every tombstone and every kept cell.
+	emit func(e *memstore.Entry)
+	row  Row
+
+	rowTomb  int64
+	fam      string
+	policy   FamilyPolicy
+	known    bool
+	famTomb  int64
+	col      []byte
+	colTombs [][2]int64
+	live     int // live versions of the column so far (GC policy)
+	returned int // versions returned (read MaxVersions)
+}
+
+func (r *rowReader) init(s *Schema, o *ReadOptions, now int64) {
+	r.schema, r.opts, r.now = s, o, now
+}
+
+// readRow consumes every entry of the iterator's current row. r.row holds
+// the visible cells (Key aliases the first entry).
+func (r *rowReader) readRow(it memstore.Iterator) {
+	first := it.Entry()
+	r.row = Row{Key: bytes.Clone(first.Row)}
+	r.rowTomb, r.fam, r.col, r.colTombs = math.MinInt64, "\x00", nil, r.colTombs[:0]
+	colSet := false
+	for ; it.Valid(); it.Next() {
+		e := it.Entry()
+		if !bytes.Equal(e.Row, r.row.Key) {
+			return
+		}
+		if e.Kind == mutation.DeleteRow {
+			r.rowTomb = max(r.rowTomb, e.Timestamp)
+			r.keep(e)
+			continue
+		}
+		if e.Family != r.fam {
+			r.fam = e.Family
+			r.policy, r.known = r.schema.Families[e.Family]
+			r.famTomb = math.MinInt64
+			colSet = false
+		}
+		if e.Kind == mutation.DeleteFamily {
+			r.famTomb = max(r.famTomb, e.Timestamp)
+			r.keep(e)
+			continue
+		}
+		if !colSet || !bytes.Equal(e.Qualifier, r.col) {
+			r.col = append(r.col[:0], e.Qualifier...)
+			r.colTombs = r.colTombs[:0]
+			r.live, r.returned = 0, 0
+			colSet = true
+		}
+		if e.Kind == mutation.DeleteColumn {
+			r.colTombs = append(r.colTombs, [2]int64{e.Timestamp, e.End})
+			r.keep(e)
+			continue
+		}
+		if !r.known || r.hidden(e.Timestamp) {
+			continue
+		}
+		r.live++
+		if r.policy.MaxVersions > 0 && r.live > r.policy.MaxVersions {
+			continue
+		}
+		if r.policy.MaxAge > 0 && e.Timestamp < r.now-r.policy.MaxAge.Microseconds() {
+			continue
+		}
+		if r.gc {
+			r.keep(e)
+			continue
+		}
+		{
+			if !r.opts.selected(e.Family, e.Qualifier) {
+				continue
+			}
+			tr := r.opts.TimeRange
+			if e.Timestamp < tr.Start || (tr.End != 0 && e.Timestamp >= tr.End) {
+				continue
+			}
+			r.returned++
+			if r.opts.MaxVersions > 0 && r.returned > r.opts.MaxVersions {
+				continue
+			}
+		}
+		r.row.Cells = append(r.row.Cells, Cell{Family: e.Family, Qualifier: e.Qualifier, Timestamp: e.Timestamp, Value: e.Value})
+	}
+}
+
+func (r *rowReader) keep(e *memstore.Entry) {
+	if r.gc {
+		r.emit(e)
+	}
+}
+
+func (r *rowReader) hidden(ts int64) bool {
+	if ts <= r.rowTomb || ts <= r.famTomb {
+		return true
+	}
+	for _, c := range r.colTombs {
+		if ts >= c[0] && (c[1] == 0 || ts < c[1]) {
+			return true
+		}
+	}
+	return false
+}
