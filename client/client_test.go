@@ -581,3 +581,45 @@ func TestConcurrentMisses(t *testing.T) {
 		t.Errorf("%d lookups for 64 concurrent misses", n)
 	}
 }
+
+// TestRetryTimeoutWithoutDeadline: with no context deadline, every call
+// gives up after the client's retry timeout of failing.
+func TestRetryTimeoutWithoutDeadline(t *testing.T) {
+	fc := clienttest.Start(t, clienttest.Options{})
+	fc.CreateTable(&pb.TableSchema{Name: "t", Families: []*pb.FamilySpec{{Name: "cf"}}})
+	c, err := client.Dial(context.Background(), fc.MasterAddrs(), client.WithRetryTimeout(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	tbl, err := c.Open(context.Background(), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc.MoveTablet("t", "r", -1)
+	calls := []struct {
+		name string
+		call func() error
+	}{
+		{"put", func() error { return tbl.Put(context.Background(), "r", "cf", "q", nil) }},
+		{"scan", func() error {
+			return tbl.Scan(context.Background(), "", "", func(client.Row) bool { return true })
+		}},
+		{"bulk", func() error {
+			m := client.NewMutation()
+			m.Set("cf", "q", 1, nil)
+			errs, err := tbl.ApplyBulk(context.Background(), []string{"r"}, []*client.Mutation{m})
+			if err != nil {
+				return err
+			}
+			return errs[0]
+		}},
+	}
+	for _, tc := range calls {
+		start := time.Now()
+		err := tc.call()
+		if status.Code(err) != codes.DeadlineExceeded || time.Since(start) > 3*time.Second {
+			t.Errorf("%s: %v after %v", tc.name, err, time.Since(start))
+		}
+	}
+}

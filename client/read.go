@@ -184,12 +184,12 @@ func (t *Table) Scan(ctx context.Context, start, end string, fn func(Row) bool, 
 	if end != "" && end <= start {
 		return nil
 	}
-	ctx, cancel := t.c.withDeadline(ctx)
-	defer cancel()
+	st := streak{timeout: t.c.opts.retryTimeout}
 	sc := &scan{t: t, filter: s.filter, remaining: s.limit, end: end, cur: start, fn: fn}
 	bo := newBackoff(t.c.opts.minBackoff, t.c.opts.maxBackoff)
 	var last error
 	for attempt := 1; ; attempt++ {
+		from := sc.cur
 		loc, err := t.lc.lookup(ctx, sc.cur)
 		if err == nil {
 			var done bool
@@ -199,6 +199,7 @@ func (t *Table) Scan(ctx context.Context, start, end string, fn func(Row) bool, 
 					return nil
 				}
 				bo.reset()
+				st.progress()
 				continue
 			}
 			t.failed(loc, err)
@@ -210,6 +211,12 @@ func (t *Table) Scan(ctx context.Context, start, end string, fn func(Row) bool, 
 		}
 		if !classify(ctx, err, true).retry(true) {
 			return statusError(err, prefix)
+		}
+		if sc.cur != from {
+			st.progress()
+		}
+		if st.expired(ctx) {
+			return statusError(apierr.Wrap(codes.DeadlineExceeded, err, "failing for over %v", st.timeout), prefix)
 		}
 		last = err
 		t.c.opts.log.Debug("client: retrying scan", "table", t.name, "from", sc.cur, "attempt", attempt, "err", err)

@@ -40,6 +40,29 @@ func (b *backoff) next() time.Duration {
 
 func (b *backoff) reset() { b.cur = b.min }
 
+// streak bounds a run of consecutive failed attempts of a long operation
+// (a scan, a bulk write) whose context has no deadline: the operation
+// itself may run for as long as it makes progress, but it gives up after
+// failing for longer than timeout in a row.
+type streak struct {
+	timeout time.Duration
+	start   time.Time // zero: no failure since the last progress
+}
+
+func (s *streak) progress() { s.start = time.Time{} }
+
+// expired records a failure and reports whether the streak ran too long.
+func (s *streak) expired(ctx context.Context) bool {
+	if _, ok := ctx.Deadline(); ok {
+		return false
+	}
+	if s.start.IsZero() {
+		s.start = time.Now()
+		return false
+	}
+	return time.Since(s.start) > s.timeout
+}
+
 // sleep waits d or until ctx is done, whichever comes first.
 func sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)

@@ -145,16 +145,26 @@ func (t *Table) ApplyBulk(ctx context.Context, rows []string, ms []*Mutation) ([
 		}
 		pending = append(pending, i)
 	}
-	ctx, cancel := t.c.withDeadline(ctx)
-	defer cancel()
 	bo := newBackoff(t.c.opts.minBackoff, t.c.opts.maxBackoff)
+	st := streak{timeout: t.c.opts.retryTimeout}
 	for attempt := 1; len(pending) > 0; attempt++ {
+		n := len(pending)
 		var fatal error
 		pending, fatal = b.round(ctx, pending)
 		if fatal != nil {
 			return nil, statusError(fatal, prefix)
 		}
 		if len(pending) == 0 {
+			break
+		}
+		if len(pending) < n {
+			st.progress()
+		}
+		if st.expired(ctx) {
+			for _, i := range pending {
+				errs[i] = statusError(apierr.Wrap(codes.DeadlineExceeded, b.last[i], "failing for over %v", st.timeout),
+					errorPrefix("table %q: apply to row %q", t.name, rows[i]))
+			}
 			break
 		}
 		if sleep(ctx, bo.next()) != nil {
