@@ -146,8 +146,7 @@ func statusError(err error, prefix string) error {
 	if err == nil {
 		return nil
 	}
-	var ue *unsentError
-	if errors.As(err, &ue) {
+	if ue, ok := err.(*unsentError); ok {
 		err = ue.err
 	}
 	st := apierr.ToStatus(err)
