@@ -1,0 +1,284 @@
+package tablet
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"bighive/blockstore"
+	"bighive/internal/mutation"
+)
+
+func openTablet(t *testing.T, clock *fakeClock) *Tablet {
+	t.Helper()
+	tb, err := Open(Options{ID: "t", Schema: testSchema(), Store: newStore(t), Now: clock.now, PageSize: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tb.Close() })
+	return tb
+}
+
+func TestAssignTimestamps(t *testing.T) {
+	clock := &fakeClock{}
+	clock.us.Store(500)
+	tb := openTablet(t, clock)
+	var last int64
+	for i := 0; i < 50; i++ {
+		if i == 25 {
+			clock.us.Store(100) // the wall clock steps back
+		}
+		m := mutation.RowMutation{Row: []byte("r"), Ops: []mutation.Op{
+			{Kind: mutation.SetCell, Family: "c", Qualifier: []byte("q"), Timestamp: mutation.ServerTime},
+			{Kind: mutation.SetCell, Family: "c", Qualifier: []byte("fixed"), Timestamp: 7},
+			{Kind: mutation.DeleteColumn, Family: "c", Qualifier: []byte("x"), Timestamp: mutation.ServerTime},
+		}}
+		if err := tb.AssignTimestamps(&m); err != nil {
+			t.Fatal(err)
+		}
+		if ts := m.Ops[0].Timestamp; ts <= last {
+			t.Fatalf("mutation %d: timestamp %d not above %d", i, ts, last)
+		}
+		if m.Ops[1].Timestamp != 7 {
+			t.Fatalf("client timestamp changed to %d", m.Ops[1].Timestamp)
+		}
+		if d := m.Ops[2]; d.Timestamp != 0 || d.End != m.Ops[0].Timestamp+3 {
+			t.Fatalf("DeleteColumn got [%d, %d), want [0, %d)", d.Timestamp, d.End, m.Ops[0].Timestamp+3)
+		}
+		last = m.Ops[2].End - 1
+	}
+	tb.ObserveTimestamp(1 << 40)
+	m := mutation.RowMutation{Row: []byte("r"), Ops: []mutation.Op{{Kind: mutation.DeleteRow, Timestamp: mutation.ServerTime}}}
+	if err := tb.AssignTimestamps(&m); err != nil || m.Ops[0].Timestamp <= 1<<40 {
+		t.Fatalf("after ObserveTimestamp: %d, %v", m.Ops[0].Timestamp, err)
+	}
+}
+
+func TestValidation(t *testing.T) {
+	tb := openTablet(t, &fakeClock{})
+	cases := []struct {
+		name string
+		m    mutation.RowMutation
+		want error
+	}{
+		{"unknown family", mutation.RowMutation{Row: []byte("r"), Ops: []mutation.Op{{Kind: mutation.SetCell, Family: "zz", Timestamp: 1}}}, ErrUnknownFamily},
+		{"empty row", mutation.RowMutation{Ops: []mutation.Op{{Kind: mutation.DeleteRow, Timestamp: 1}}}, ErrInvalidMutation},
+		{"no ops", mutation.RowMutation{Row: []byte("r")}, ErrInvalidMutation},
+		{"negative ts", mutation.RowMutation{Row: []byte("r"), Ops: []mutation.Op{{Kind: mutation.SetCell, Family: "a", Timestamp: -5}}}, ErrInvalidMutation},
+		{"empty range", mutation.RowMutation{Row: []byte("r"), Ops: []mutation.Op{{Kind: mutation.DeleteColumn, Family: "a", Timestamp: 5, End: 5}}}, ErrInvalidMutation},
+		{"bad kind", mutation.RowMutation{Row: []byte("r"), Ops: []mutation.Op{{Kind: 9, Family: "a"}}}, ErrInvalidMutation},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := c.m
+			if err := tb.AssignTimestamps(&m); !errors.Is(err, c.want) {
+				t.Fatalf("AssignTimestamps: %v, want %v", err, c.want)
+			}
+			if err := tb.Apply(&m); !errors.Is(err, c.want) {
+				t.Fatalf("Apply: %v, want %v", err, c.want)
+			}
+		})
+	}
+	unassigned := mutation.RowMutation{Row: []byte("r"), Ops: []mutation.Op{{Kind: mutation.SetCell, Family: "a", Timestamp: mutation.ServerTime}}}
+	if err := tb.Apply(&unassigned); !errors.Is(err, ErrInvalidMutation) {
+		t.Fatalf("Apply with ServerTime: %v", err)
+	}
+	if tb.MemoryUsage() != 0 {
+		t.Fatal("a rejected mutation was applied")
+	}
+}
+
+// TestConcurrentAtomicRows: every mutation writes one value to all columns
+// of a row; readers, running during swaps, flushes and compactions, must
+// never see two values in one row, nor a row go missing once written.
+func TestConcurrentAtomicRows(t *testing.T) {
+	clock := &fakeClock{}
+	clock.us.Store(1)
+	tb := openTablet(t, clock)
+	ctx := context.Background()
+	const rows, cols = 16, 6
+	write := func(i int) {
+		m := mutation.RowMutation{Row: []byte(fmt.Sprintf("row%02d", i%rows))}
+		for c := 0; c < cols; c++ {
+			m.Ops = append(m.Ops, mutation.Op{Kind: mutation.SetCell, Family: "c", Qualifier: []byte{byte('a' + c)}, Timestamp: 1, Value: []byte(fmt.Sprint(i))})
+		}
+		if err := tb.Apply(&m); err != nil {
+			t.Error(err)
+		}
+	}
+	for i := 0; i < rows; i++ {
+		write(i)
+	}
+	checkRow := func(r Row) error {
+		if len(r.Cells) != cols {
+			return fmt.Errorf("row %s has %d cells", r.Key, len(r.Cells))
+		}
+		for _, c := range r.Cells {
+			if !bytes.Equal(c.Value, r.Cells[0].Value) {
+				return fmt.Errorf("row %s half applied: %q vs %q", r.Key, c.Value, r.Cells[0].Value)
+			}
+		}
+		return nil
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	errc := make(chan error, 8)
+	for g := 0; g < 2; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				seen := 0
+				err := tb.Scan(ctx, nil, nil, 0, ReadOptions{MaxVersions: 1}, func(r Row) bool {
+					seen++
+					if err := checkRow(r); err != nil {
+						errc <- err
+						return false
+					}
+					return true
+				})
+				if err == nil && seen != rows {
+					err = fmt.Errorf("scan saw %d rows, want %d", seen, rows)
+				}
+				if err == nil {
+					var r Row
+					var ok bool
+					r, ok, err = tb.Get(ctx, []byte(fmt.Sprintf("row%02d", n%rows)), ReadOptions{MaxVersions: 1})
+					if err == nil && !ok {
+						err = fmt.Errorf("row %d missing", n%rows)
+					}
+					if err == nil {
+						err = checkRow(r)
+					}
+				}
+				if err != nil {
+					errc <- err
+					return
+				}
+			}
+		}()
+	}
+	for i := rows; i < 1500; i++ {
+		write(i)
+		if i%150 == 0 {
+			if tb.SwapBuffers() {
+				info, err := tb.FlushStandby(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := tb.InstallFlushed(info); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if i%450 == 0 {
+			var ids []blockstore.BlockID
+			for _, f := range tb.Files() {
+				ids = append(ids, f.Footer)
+			}
+			if len(ids) > 1 {
+				info, err := tb.CompactFiles(ctx, ids, true)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := tb.InstallCompacted(ids, info); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	close(stop)
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Fatal(err)
+	}
+}
+
+func TestMajorCompactionDropsHidden(t *testing.T) {
+	clock := &fakeClock{}
+	clock.us.Store(10_000)
+	tb := openTablet(t, clock)
+	ctx := context.Background()
+	apply := func(ops ...mutation.Op) {
+		t.Helper()
+		m := mutation.RowMutation{Row: []byte("r"), Ops: ops}
+		if err := tb.Apply(&m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flush := func() {
+		t.Helper()
+		if !tb.SwapBuffers() {
+			t.Fatal("nothing to swap")
+		}
+		info, err := tb.FlushStandby(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tb.InstallFlushed(info); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set := func(fam, q string, ts int64) mutation.Op {
+		return mutation.Op{Kind: mutation.SetCell, Family: fam, Qualifier: []byte(q), Timestamp: ts, Value: []byte(fmt.Sprint(ts))}
+	}
+	for ts := int64(1); ts <= 5; ts++ { // a: MaxVersions 2 keeps 4, 5
+		apply(set("a", "q", ts))
+	}
+	apply(set("b", "old", 100), set("b", "new", 9_900)) // b: MaxAge 300µs drops 100
+	apply(set("c", "x", 1), set("c", "x", 2), set("c", "y", 3))
+	flush()
+	apply(mutation.Op{Kind: mutation.DeleteColumn, Family: "c", Qualifier: []byte("x"), Timestamp: 0, End: 2})
+	flush()
+	before, _, err := tb.Get(ctx, []byte("r"), ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []blockstore.BlockID
+	var entries int64
+	for _, f := range tb.Files() {
+		ids = append(ids, f.Footer)
+		entries += f.Entries
+	}
+	info, err := tb.CompactFiles(ctx, ids, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Kept: a@5, a@4, b:new, c:x@2, c:y@3 and the column tombstone.
+	if info.Entries != 6 {
+		t.Fatalf("major compaction kept %d of %d entries, want 6", info.Entries, entries)
+	}
+	if err := tb.InstallCompacted(ids, info); err != nil {
+		t.Fatal(err)
+	}
+	after, _, err := tb.Get(ctx, []byte("r"), ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(normalize(before)) != fmt.Sprint(normalize(after)) || len(after.Cells) != 5 {
+		t.Fatalf("reads changed:\nbefore %+v\nafter  %+v", before, after)
+	}
+	if n := len(tb.Files()); n != 1 {
+		t.Fatalf("%d files after compaction", n)
+	}
+	// A row tombstone hides every cell: only tombstones are left.
+	apply(mutation.Op{Kind: mutation.DeleteRow, Timestamp: 20_000})
+	flush()
+	ids = ids[:0]
+	for _, f := range tb.Files() {
+		ids = append(ids, f.Footer)
+	}
+	info, err = tb.CompactFiles(ctx, ids, true)
+	if err != nil || info.Entries != 2 { // the two tombstones survive
+		t.Fatalf("compact after DeleteRow: %+v %v", info, err)
+	}
+}
