@@ -1,0 +1,40 @@
+package tserver
+
+import (
+	"bighive/internal/apierr"
+	"bighive/internal/limits"
+	"bighive/internal/mutation"
+	pb "bighive/proto/bighivepb"
+)
+
+// toMutation validates a row mutation of the API and converts it into the
+// engine's form. Timestamps of -1 stay mutation.ServerTime: the tablet
+// assigns them before the WAL append, so the log holds concrete ones.
+func toMutation(m *pb.RowMutation) (*mutation.RowMutation, error) {
+	if err := limits.ValidateRowMutation(m); err != nil {
+		return nil, err
+	}
+	out := &mutation.RowMutation{Row: m.RowKey, Ops: make([]mutation.Op, 0, len(m.Mutations))}
+	for _, mu := range m.Mutations {
+		var op mutation.Op
+		switch x := mu.Mutation.(type) {
+		case *pb.Mutation_SetCell_:
+			c := x.SetCell
+			op = mutation.Op{Kind: mutation.SetCell, Family: c.Family, Qualifier: c.Qualifier, Timestamp: c.TimestampMicros, Value: c.Value}
+		case *pb.Mutation_DeleteFromColumn_:
+			d := x.DeleteFromColumn
+			op = mutation.Op{Kind: mutation.DeleteColumn, Family: d.Family, Qualifier: d.Qualifier}
+			if r := d.TimeRange; r != nil {
+				op.Timestamp, op.End = r.StartMicros, r.EndMicros
+			}
+		case *pb.Mutation_DeleteFromFamily_:
+			op = mutation.Op{Kind: mutation.DeleteFamily, Family: x.DeleteFromFamily.Family, Timestamp: mutation.ServerTime}
+		case *pb.Mutation_DeleteFromRow_:
+			op = mutation.Op{Kind: mutation.DeleteRow, Timestamp: mutation.ServerTime}
+		default:
+			return nil, apierr.InvalidArgument("operation has no kind")
+		}
+		out.Ops = append(out.Ops, op)
+	}
+	return out, nil
+}

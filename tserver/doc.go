@@ -1,0 +1,24 @@
+// Package tserver is the tablet server: it wires the shared WAL (wal), the
+// tablet engines (tablet), the checkpoint coordinator (checkpoint) and the
+// block store (blockstore) into the gRPC TServer service, and keeps the
+// tserver's membership at the master (registration, heartbeats, lease).
+//
+// Invariants kept here (DESIGN.md):
+//   - 1: a write is acknowledged only after wal.Append returned, i.e. after
+//     its record's fdatasync;
+//   - 6: a tablet is served only at the epoch the master gave, and only
+//     while the lease — renewed by heartbeat replies and counted from when
+//     the heartbeat was sent — is valid; a write whose lease ran out
+//     during its append is not acknowledged;
+//   - 8: every handler returns apierr statuses: InvalidArgument for bad
+//     input, NOT_SERVING/WRONG_TABLET/RECOVERING details for routing;
+//   - 9: a loaded tablet serves only after the master committed this
+//     tserver's log position into the tablet's list (ReportTabletLoad).
+//
+// A tablet's life here: assigned (heartbeat reply or AssignTablets) →
+// opened over its TSFiles, from whichever block store holds each (other
+// tservers' stores are opened read-only) → its logs replayed from every
+// listed position → load reported → serving → unassigned (in-flight writes
+// drain first) or the process ends. Its unflushed writes stay in this
+// tserver's log, which its metadata names, until a checkpoint flushes them.
+package tserver

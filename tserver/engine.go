@@ -1,0 +1,233 @@
+package tserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"google.golang.org/grpc/codes"
+
+	"bighive/blockstore"
+	"bighive/checkpoint"
+	"bighive/internal/apierr"
+	pb "bighive/proto/bighivepb"
+	"bighive/tablet/blockcache"
+	"bighive/tablet/tsfile"
+	"bighive/wal"
+)
+
+// engineState is the storage side of the tserver: the checkpoint
+// coordinator over the served tablets, and the cache owners of tables.
+type engineState struct {
+	s     *Server
+	coord *checkpoint.Coordinator
+	wg    sync.WaitGroup
+
+	mu     sync.Mutex
+	owners map[string]*blockcache.Owner // by table
+}
+
+func newEngineState(s *Server) *engineState {
+	e := &engineState{s: s, owners: map[string]*blockcache.Owner{}}
+	e.coord = checkpoint.New(checkpoint.Options{
+		Log:      s.wal,
+		Meta:     masterMeta{s},
+		MemLimit: s.opts.MemLimit,
+		Tablets:  s.servingEngines,
+		Blocks:   s.blocks,
+		Refs:     masterRefs{s},
+		LogGC:    s.wal,
+		Logger:   s.log,
+	})
+	return e
+}
+
+func (e *engineState) start(ctx context.Context) {
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		e.coord.Run(ctx)
+	}()
+}
+
+func (e *engineState) stop() { e.wg.Wait() }
+
+// owner returns the cache owner of a table, creating it at priority p.
+func (e *engineState) owner(table string, p pb.CachePriority) *blockcache.Owner {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	o, ok := e.owners[table]
+	if !ok {
+		o = e.s.cache.NewOwner(table, priorityOf(p))
+		e.owners[table] = o
+	}
+	return o
+}
+
+func (s *Server) setCachePriority(table string, p pb.CachePriority) {
+	s.eng.owner(table, p).SetPriority(priorityOf(p))
+}
+
+// servingEngines lists the engines the checkpoint may touch: the serving
+// ones only (a tablet still replaying must not be swapped).
+func (s *Server) servingEngines() []checkpoint.Tablet {
+	all := s.tablets.all()
+	out := make([]checkpoint.Tablet, 0, len(all))
+	for _, r := range all {
+		if r.eng.Serving() {
+			out = append(out, r.eng)
+		}
+	}
+	return out
+}
+
+// tsfileRefs converts a tablet's TSFile list for the master, naming the
+// block store of each file.
+func (s *Server) tsfileRefs(r *replica, files []tsfile.Info) []*pb.TSFileRef {
+	out := make([]*pb.TSFileRef, 0, len(files))
+	for _, f := range files {
+		store := r.storeOf(uint64(f.Footer))
+		if store == "" {
+			store = s.uuid // written here
+			r.setStore(uint64(f.Footer), store)
+		}
+		ref := &pb.TSFileRef{
+			BlockStoreUuid:     store,
+			FooterBlock:        uint64(f.Footer),
+			SizeBytes:          f.Size,
+			FirstRow:           f.MinRow,
+			LastRow:            f.MaxRow,
+			CellCount:          f.Entries,
+			MaxTimestampMicros: f.MaxTimestamp,
+		}
+		for _, b := range f.Blocks {
+			ref.Blocks = append(ref.Blocks, uint64(b))
+		}
+		out = append(out, ref)
+	}
+	return out
+}
+
+func positionsToPB(ps []wal.Position) []*pb.LogPosition {
+	out := make([]*pb.LogPosition, len(ps))
+	for i, p := range ps {
+		out[i] = &pb.LogPosition{Prefix: p.Prefix, FileTimestamp: p.FileTS}
+	}
+	return out
+}
+
+func positionsFromPB(ps []*pb.LogPosition) []wal.Position {
+	out := make([]wal.Position, len(ps))
+	for i, p := range ps {
+		out[i] = wal.Position{Prefix: p.Prefix, FileTS: p.FileTimestamp}
+	}
+	return out
+}
+
+// masterMeta is the checkpoint's Metadata seam backed by the master: one
+// ReportCheckpoint (one raft command) for every tablet of a checkpoint.
+type masterMeta struct{ s *Server }
+
+func (m masterMeta) Commit(ctx context.Context, updates []checkpoint.Update) error {
+	req := &pb.ReportCheckpointRequest{TserverUuid: m.s.uuid}
+	for _, u := range updates {
+		r := m.s.tablets.get(u.TabletID)
+		if r == nil {
+			continue
+		}
+		rep := &pb.CheckpointReport{TabletId: u.TabletID, Epoch: u.Epoch, Tsfiles: m.s.tsfileRefs(r, u.TSFiles)}
+		if u.LogPositions != nil {
+			rep.LogPositions = positionsToPB(u.LogPositions)
+		} else {
+			rep.LogPositions = nil
+		}
+		req.Reports = append(req.Reports, rep)
+	}
+	if len(req.Reports) == 0 {
+		return nil
+	}
+	var resp *pb.ReportCheckpointResponse
+	err := m.s.master.Call(ctx, func(ctx context.Context, mc pb.MasterClient) (err error) {
+		resp, err = mc.ReportCheckpoint(ctx, req)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("tserver: report checkpoint: %w", err)
+	}
+	refused := map[string]error{}
+	for i, st := range resp.GetStatuses() {
+		if i >= len(req.Reports) || codes.Code(st.Code) == codes.OK {
+			continue
+		}
+		id := req.Reports[i].TabletId
+		cause := checkpoint.ErrUnknownTablet
+		if codes.Code(st.Code) == codes.FailedPrecondition {
+			cause = checkpoint.ErrStaleEpoch
+		}
+		refused[id] = fmt.Errorf("tablet %s: %s: %w", id, st.Message, cause)
+	}
+	if len(refused) > 0 {
+		return &checkpoint.RefusedError{Tablets: refused}
+	}
+	return nil
+}
+
+// masterRefs answers garbage collection from the master, which knows every
+// tablet's metadata, including tablets that moved away from here.
+type masterRefs struct{ s *Server }
+
+func (m masterRefs) refs(ctx context.Context) (*pb.GetGCReferencesResponse, error) {
+	var resp *pb.GetGCReferencesResponse
+	err := m.s.master.Call(ctx, func(ctx context.Context, mc pb.MasterClient) (err error) {
+		resp, err = mc.GetGCReferences(ctx, &pb.GetGCReferencesRequest{BlockStoreUuid: m.s.uuid, WalPrefix: m.s.prefix})
+		return err
+	})
+	return resp, err
+}
+
+func (m masterRefs) LogPositions(ctx context.Context, prefix string) ([]wal.Position, error) {
+	resp, err := m.refs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ps := positionsFromPB(resp.LogPositions)
+	// Tablets loading here have reported our position already; tablets
+	// whose metadata this tserver has not yet committed keep the current
+	// file, which the log never deletes.
+	return ps, nil
+}
+
+func (m masterRefs) ReferencedBlocks(ctx context.Context) (map[blockstore.BlockID]struct{}, error) {
+	resp, err := m.refs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[blockstore.BlockID]struct{}, len(resp.Blocks))
+	for _, b := range resp.Blocks {
+		out[blockstore.BlockID(b)] = struct{}{}
+	}
+	// Blocks of files in the tablets' read sets here count too: a flush
+	// whose step 7 has not committed yet is not an orphan.
+	for _, r := range m.s.tablets.all() {
+		for _, f := range r.eng.Files() {
+			for _, b := range f.Blocks {
+				out[b] = struct{}{}
+			}
+		}
+	}
+	return out, nil
+}
+
+// engineErr maps engine errors to API statuses.
+func engineErr(r *replica, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, errUnknownFamily), errors.Is(err, errInvalidMutation):
+		return apierr.Wrap(codes.InvalidArgument, err, "tablet %s", r.id)
+	case errors.Is(err, errTabletClosed):
+		return apierr.Tablet(pb.TabletError_NOT_SERVING, r.id, r.epoch, "tablet %s was unloaded", r.id)
+	}
+	return err
+}

@@ -1,0 +1,186 @@
+package tserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"bighive/blockstore"
+	"bighive/checkpoint"
+	pb "bighive/proto/bighivepb"
+	"bighive/tablet"
+)
+
+// applyAssignments loads newly assigned tablets (in the background) and
+// unloads the ones the master took away.
+func (s *Server) applyAssignments(ctx context.Context, assign []*pb.TabletAssignment, unassign []*pb.TabletUnassignment) {
+	for _, u := range unassign {
+		if r := s.tablets.get(u.TabletId); r != nil && (u.Epoch == 0 || r.epoch <= u.Epoch) {
+			s.unload(r, "unassigned by the master")
+		}
+	}
+	for _, a := range assign {
+		m := a.GetTablet()
+		if m == nil {
+			continue
+		}
+		if r := s.tablets.get(m.TabletId); r != nil {
+			if r.epoch >= m.Epoch {
+				continue // loaded or loading at this epoch already
+			}
+			s.unload(r, fmt.Sprintf("reassigned at epoch %d", m.Epoch))
+		}
+		r, err := s.open(a)
+		if err != nil {
+			s.log.Error("tablet open failed", "tablet", m.TabletId, "epoch", m.Epoch, "err", err)
+			continue
+		}
+		s.tablets.put(r)
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			if err := s.recover(ctx, r, a.Tablet); err != nil && ctx.Err() == nil {
+				s.log.Error("tablet load failed", "tablet", r.id, "epoch", r.epoch, "err", err)
+			}
+		}()
+	}
+}
+
+// open opens an assigned tablet over its TSFiles (their footers only);
+// it does not serve until recover returns.
+func (s *Server) open(a *pb.TabletAssignment) (*replica, error) {
+	m := a.Tablet
+	r := &replica{id: m.TabletId, table: m.Table, start: m.GetRange().GetStartRow(), end: m.GetRange().GetEndRow(),
+		epoch: m.Epoch, stores: map[uint64]string{}}
+	files := make([]tablet.FileRef, 0, len(m.Tsfiles))
+	for _, f := range m.Tsfiles {
+		store, err := s.openStoreFor(f)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, tablet.FileRef{Footer: blockstore.BlockID(f.FooterBlock), Store: store})
+		r.stores[f.FooterBlock] = f.BlockStoreUuid
+	}
+	t, err := tablet.Open(tablet.Options{
+		ID: r.id, Schema: schemaOf(a.Schema), Store: s.blocks, Files: files,
+		Cache: s.cache, CacheOwner: s.eng.owner(r.table, a.CachePriority), Logger: s.log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tserver: open tablet %s: %w", r.id, err)
+	}
+	r.eng = checkpoint.NewEngine(t, r.epoch)
+	return r, nil
+}
+
+// recover replays a tablet's logs, records this tserver's log position in
+// its metadata and only then serves it (DESIGN.md 'Log positions',
+// invariant 9).
+func (s *Server) recover(ctx context.Context, r *replica, m *pb.TabletMeta) error {
+	began := time.Now()
+	positions := positionsFromPB(m.LogPositions)
+	rep, err := checkpoint.RecoverTablet(ctx, r.eng, positions, s.fs, s.opts.Root)
+	if err != nil {
+		s.failLoad(r, err)
+		return fmt.Errorf("tserver: replay tablet %s: %w", r.id, err)
+	}
+	// Before the first write: our own position joins the tablet's list.
+	pos := s.wal.Position()
+	err = s.master.Call(ctx, func(ctx context.Context, mc pb.MasterClient) error {
+		_, err := mc.ReportTabletLoad(ctx, &pb.ReportTabletLoadRequest{
+			TabletId: r.id, Epoch: r.epoch, TserverUuid: s.uuid,
+			Position: &pb.LogPosition{Prefix: pos.Prefix, FileTimestamp: pos.FileTS},
+		})
+		return err
+	})
+	if err != nil {
+		s.failLoad(r, err)
+		return fmt.Errorf("tserver: report load of tablet %s: %w", r.id, err)
+	}
+	r.eng.SetServing(true)
+	s.log.Info("tablet serving", "tablet", r.id, "epoch", r.epoch, "tsfiles", len(m.Tsfiles),
+		"log_files", len(rep.Files), "records", rep.Records, "took", time.Since(began))
+	s.nudgeHeartbeat()
+	return nil
+}
+
+// openStoreFor opens the block store holding a TSFile, reopening a
+// read-only store once when the footer is not in it yet.
+func (s *Server) openStoreFor(f *pb.TSFileRef) (blockstore.Manager, error) {
+	store, err := s.stores.get(f.BlockStoreUuid, false)
+	if err != nil {
+		return nil, err
+	}
+	b, err := store.OpenBlock(blockstore.BlockID(f.FooterBlock))
+	if errors.Is(err, blockstore.ErrNotFound) && f.BlockStoreUuid != s.uuid {
+		if store, err = s.stores.get(f.BlockStoreUuid, true); err != nil {
+			return nil, err
+		}
+		b, err = store.OpenBlock(blockstore.BlockID(f.FooterBlock))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tserver: TSFile footer %s in store %s: %w", blockstore.BlockID(f.FooterBlock), f.BlockStoreUuid, err)
+	}
+	b.Close()
+	return store, nil
+}
+
+func (s *Server) failLoad(r *replica, err error) {
+	r.mu.Lock()
+	r.loadErr = err
+	r.mu.Unlock()
+	s.unload(r, "load failed")
+}
+
+// unload stops serving r, waits for its in-flight writes and drops it.
+// Its unflushed writes stay in the log, which its metadata names, so the
+// next owner replays them.
+func (s *Server) unload(r *replica, why string) {
+	if r.eng != nil {
+		r.eng.SetServing(false)
+	}
+	r.ops.Lock() // in-flight writes finish; new ones see it not serving
+	r.mu.Lock()
+	done := r.unloaded
+	r.unloaded = true
+	r.mu.Unlock()
+	r.ops.Unlock()
+	if done {
+		return
+	}
+	s.tablets.remove(r)
+	if r.eng != nil {
+		r.eng.Close()
+	}
+	s.log.Info("tablet unloaded", "tablet", r.id, "epoch", r.epoch, "why", why)
+	s.nudgeHeartbeat()
+}
+
+func (s *Server) nudgeHeartbeat() {
+	select {
+	case s.heartbeatNow <- struct{}{}:
+	default:
+	}
+}
+
+// reports describes the tablets held here for the heartbeat.
+func (s *Server) reports() []*pb.TabletReport {
+	all := s.tablets.all()
+	out := make([]*pb.TabletReport, 0, len(all))
+	for _, r := range all {
+		if r.eng == nil {
+			continue
+		}
+		var size int64
+		for _, f := range r.eng.Files() {
+			size += f.Size
+		}
+		mem := r.eng.MemoryUsage()
+		out = append(out, &pb.TabletReport{TabletId: r.id, Epoch: r.epoch, SizeBytes: size + mem, MemstoreBytes: mem, Serving: r.eng.Serving()})
+	}
+	return out
+}
+
+func (s *Server) loadReport() *pb.TServerLoad {
+	return &pb.TServerLoad{MemstoreBytes: s.eng.coord.MemoryUsage()}
+}

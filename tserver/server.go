@@ -1,0 +1,222 @@
+package tserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"bighive/blockstore"
+	"bighive/internal/apierr"
+	"bighive/internal/limits"
+	"bighive/internal/masterconn"
+	"bighive/internal/vfs"
+	pb "bighive/proto/bighivepb"
+	"bighive/tablet/blockcache"
+	"bighive/wal"
+)
+
+// Options configure a tserver.
+type Options struct {
+	// Listen is the gRPC address; its host:port is also the WAL prefix, so a
+	// tserver keeps one address across restarts.
+	Listen string
+	// Advertise is the address given to the master and clients (default:
+	// the listener's address).
+	Advertise string
+	// Masters are the masters' gRPC addresses.
+	Masters []string
+	// Root is the shared root (DESIGN.md 'Storage layout').
+	Root string
+	// DataDirs are the block store's data dirs (default <Root>/blocks/<uuid>).
+	DataDirs []string
+	// MemLimit triggers a checkpoint when all write buffers together pass it.
+	MemLimit int64
+	// CacheBytes bounds the block cache.
+	CacheBytes int64
+	// HeartbeatInterval until the master says otherwise (default 1 s).
+	HeartbeatInterval time.Duration
+	// FS is the filesystem (default vfs.Default).
+	FS     vfs.FS
+	Logger *slog.Logger
+}
+
+func (o *Options) defaults() {
+	if o.MemLimit <= 0 {
+		o.MemLimit = 256 << 20
+	}
+	if o.CacheBytes <= 0 {
+		o.CacheBytes = 256 << 20
+	}
+	if o.HeartbeatInterval <= 0 {
+		o.HeartbeatInterval = time.Second
+	}
+	if o.FS == nil {
+		o.FS = vfs.Default
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Server is one tablet server process.
+type Server struct {
+	pb.UnimplementedTServerServer
+
+	opts        Options
+	log         *slog.Logger
+	fs          vfs.FS
+	addr        string // advertised address
+	prefix      string // WAL prefix
+	uuid        string
+	incarnation int64
+
+	lis    net.Listener
+	grpc   *grpc.Server
+	master *masterconn.Conn
+	wal    *wal.Log
+	blocks blockstore.Manager
+	cache  *blockcache.Cache
+	stores *stores
+
+	lease          lease
+	heartbeatEvery atomic.Int64 // nanoseconds
+	heartbeatNow   chan struct{}
+
+	tablets registry
+	eng     *engineState
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	closed atomic.Bool
+}
+
+// Start opens the tserver's storage, starts serving gRPC and registers
+// with the master. It returns once the listener is open.
+func Start(ctx context.Context, opts Options) (s *Server, err error) {
+	opts.defaults()
+	if len(opts.Masters) == 0 {
+		return nil, errors.New("tserver: no master addresses")
+	}
+	if opts.Root == "" {
+		return nil, errors.New("tserver: no shared root (--fs-root)")
+	}
+	lis, err := net.Listen("tcp", opts.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("tserver: listen %s: %w", opts.Listen, err)
+	}
+	defer func() {
+		if err != nil {
+			lis.Close()
+		}
+	}()
+	s = &Server{
+		opts:         opts,
+		log:          opts.Logger,
+		fs:           opts.FS,
+		addr:         opts.Advertise,
+		lis:          lis,
+		incarnation:  time.Now().UnixMicro(),
+		heartbeatNow: make(chan struct{}, 1),
+	}
+	if s.addr == "" {
+		s.addr = lis.Addr().String()
+	}
+	s.prefix = walPrefix(s.addr)
+	s.heartbeatEvery.Store(int64(opts.HeartbeatInterval))
+	s.tablets.init()
+	if s.uuid, err = identity(s.fs, opts.Root, s.prefix); err != nil {
+		return nil, err
+	}
+	s.log = s.log.With("tserver", s.addr)
+
+	dirs := opts.DataDirs
+	if len(dirs) == 0 {
+		dirs = []string{filepath.Join(opts.Root, blocksDir, s.uuid)}
+	} else if err := recordStoreDirs(s.fs, opts.Root, s.uuid, dirs); err != nil {
+		return nil, err
+	}
+	began := time.Now()
+	mgr, rep, err := blockstore.Open(blockstore.Options{Dirs: dirs, FS: s.fs, Logger: s.log})
+	if err != nil {
+		return nil, fmt.Errorf("tserver: open block store: %w", err)
+	}
+	s.blocks = mgr
+	s.log.Info("block store open", "dirs", dirs, "took", time.Since(began), "report", rep.String())
+	defer func() {
+		if err != nil {
+			mgr.Close()
+		}
+	}()
+	s.cache = blockcache.New(blockcache.Options{Capacity: opts.CacheBytes})
+	s.stores = newStores(s.fs, opts.Root, s.uuid, mgr, s.log)
+
+	s.wal, err = wal.Open(ctx, wal.Options{FS: s.fs, Root: opts.Root, Prefix: s.prefix, Logger: s.log})
+	if err != nil {
+		return nil, fmt.Errorf("tserver: open log: %w", err)
+	}
+	if s.master, err = masterconn.New(opts.Masters); err != nil {
+		s.wal.Close()
+		return nil, err
+	}
+	s.eng = newEngineState(s)
+
+	s.grpc = grpc.NewServer(append(limits.GRPCServerOptions(),
+		grpc.UnaryInterceptor(apierr.UnaryServerInterceptor(s.log)),
+		grpc.StreamInterceptor(apierr.StreamServerInterceptor(s.log)))...)
+	pb.RegisterTServerServer(s.grpc, s)
+
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := s.grpc.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			s.log.Error("grpc serve", "err", err)
+		}
+	}()
+	s.wg.Add(1)
+	go s.heartbeatLoop(s.ctx)
+	s.eng.start(s.ctx)
+	s.log.Info("tserver started", "uuid", s.uuid, "prefix", s.prefix, "root", opts.Root)
+	return s, nil
+}
+
+// Addr is the address the tserver serves on.
+func (s *Server) Addr() string { return s.addr }
+
+// UUID is the tserver's (and its block store's) identity.
+func (s *Server) UUID() string { return s.uuid }
+
+// Close stops the tserver cleanly: it stops taking requests, finishes the
+// ones in flight, stops the background work and closes the log (every
+// acknowledged write is durable already).
+func (s *Server) Close() error {
+	if !s.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	done := make(chan struct{})
+	go func() { s.grpc.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		s.grpc.Stop()
+	}
+	s.cancel()
+	s.wg.Wait()
+	s.eng.stop()
+	var errs []error
+	errs = append(errs, s.wal.Close())
+	s.tablets.closeAll()
+	errs = append(errs, s.stores.close())
+	errs = append(errs, s.blocks.Close())
+	errs = append(errs, s.master.Close())
+	return errors.Join(errs...)
+}

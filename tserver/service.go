@@ -1,0 +1,326 @@
+package tserver
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"bighive/internal/apierr"
+	"bighive/internal/mutation"
+	pb "bighive/proto/bighivepb"
+	"bighive/tablet"
+)
+
+// write is the write path of DESIGN.md: validate and assign timestamps,
+// append one WAL record (durable when Append returns, group-committed),
+// apply to the active buffer, acknowledge.
+func (s *Server) write(ctx context.Context, r *replica, m *mutation.RowMutation) error {
+	if !r.contains(m.Row) {
+		return apierr.Tablet(pb.TabletError_WRONG_TABLET, r.id, r.epoch, "row %q is outside tablet %s [%q, %q)", m.Row, r.id, r.start, r.end)
+	}
+	if err := r.eng.AssignTimestamps(m); err != nil {
+		return engineErr(r, err)
+	}
+	if err := s.waitForMemory(ctx); err != nil {
+		return err
+	}
+	r.ops.RLock()
+	defer r.ops.RUnlock()
+	if !r.eng.Serving() {
+		return apierr.Tablet(pb.TabletError_NOT_SERVING, r.id, r.epoch, "tablet %s is no longer served by %s", r.id, s.addr)
+	}
+	state := s.eng.coord.StateLock()
+	state.RLock()
+	defer state.RUnlock()
+	if _, err := s.wal.Append(ctx, r.id, m); err != nil {
+		return apierr.Wrap(codes.Unavailable, err, "tserver %s: log append", s.addr)
+	}
+	if err := r.eng.Apply(m); err != nil {
+		return engineErr(r, err)
+	}
+	// A lease that ran out during the append may mean the master has
+	// reassigned the tablet: the write is logged, but not acknowledged.
+	if !s.lease.valid(time.Now()) {
+		return apierr.Tablet(pb.TabletError_NOT_SERVING, r.id, r.epoch, "tserver %s lost its lease during the write; its outcome is unknown", s.addr)
+	}
+	return nil
+}
+
+// waitForMemory holds a write back while the write buffers are far over
+// their limit (a checkpoint is flushing), and refuses it with
+// ResourceExhausted if they stay there.
+func (s *Server) waitForMemory(ctx context.Context) error {
+	hard := 2 * s.opts.MemLimit
+	if s.eng.coord.MemoryUsage() <= hard {
+		return nil
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for s.eng.coord.MemoryUsage() > hard {
+		if time.Now().After(deadline) {
+			return apierr.ResourceExhausted("tserver %s: write buffers hold %d bytes, over twice the limit of %d; retry later",
+				s.addr, s.eng.coord.MemoryUsage(), s.opts.MemLimit)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+func (s *Server) MutateRow(ctx context.Context, req *pb.MutateRowRequest) (*pb.MutateRowResponse, error) {
+	m, err := toMutation(req.Row)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.serving(req.TabletId, req.Epoch)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.write(ctx, r, m); err != nil {
+		return nil, err
+	}
+	return &pb.MutateRowResponse{}, nil
+}
+
+// maxBatchParallel bounds the rows of one MutateRows in flight at once;
+// their appends share group commits.
+const maxBatchParallel = 64
+
+func (s *Server) MutateRows(ctx context.Context, req *pb.MutateRowsRequest) (*pb.MutateRowsResponse, error) {
+	r, err := s.serving(req.TabletId, req.Epoch)
+	if err != nil {
+		return nil, err
+	}
+	statuses := make([]*pb.RowStatus, len(req.Rows))
+	sem := make(chan struct{}, maxBatchParallel)
+	var wg sync.WaitGroup
+	for i, row := range req.Rows {
+		m, err := toMutation(row)
+		if err != nil {
+			statuses[i] = rowStatus(err)
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			statuses[i] = rowStatus(s.write(ctx, r, m))
+		}()
+	}
+	wg.Wait()
+	return &pb.MutateRowsResponse{Statuses: statuses}, nil
+}
+
+func rowStatus(err error) *pb.RowStatus {
+	if err == nil {
+		return &pb.RowStatus{}
+	}
+	st := apierr.ToStatus(err)
+	return &pb.RowStatus{Code: int32(st.Code()), Message: st.Message()}
+}
+
+func readOptions(f *pb.ReadFilter) (tablet.ReadOptions, error) {
+	var o tablet.ReadOptions
+	if f == nil {
+		return o, nil
+	}
+	o.Families = f.Families
+	for _, c := range f.Columns {
+		o.Columns = append(o.Columns, tablet.Column{Family: c.Family, Qualifier: c.Qualifier})
+	}
+	if tr := f.TimeRange; tr != nil {
+		if tr.StartMicros < 0 || tr.EndMicros < 0 || tr.EndMicros != 0 && tr.EndMicros <= tr.StartMicros {
+			return o, apierr.InvalidArgument("time range [%d, %d) is empty or negative", tr.StartMicros, tr.EndMicros)
+		}
+		o.TimeRange = tablet.TimeRange{Start: tr.StartMicros, End: tr.EndMicros}
+	}
+	o.MaxVersions = int(f.MaxVersions)
+	return o, nil
+}
+
+func checkFamilies(r *replica, o *tablet.ReadOptions) error {
+	sch := r.eng.Schema()
+	for _, f := range o.Families {
+		if _, ok := sch.Families[f]; !ok {
+			return apierr.InvalidArgument("tablet %s: unknown column family %q", r.id, f)
+		}
+	}
+	for _, c := range o.Columns {
+		if _, ok := sch.Families[c.Family]; !ok {
+			return apierr.InvalidArgument("tablet %s: unknown column family %q", r.id, c.Family)
+		}
+	}
+	return nil
+}
+
+func rowToPB(row tablet.Row) *pb.Row {
+	out := &pb.Row{Key: row.Key, Cells: make([]*pb.Cell, len(row.Cells))}
+	for i, c := range row.Cells {
+		out.Cells[i] = &pb.Cell{Family: c.Family, Qualifier: c.Qualifier, TimestampMicros: c.Timestamp, Value: c.Value}
+	}
+	return out
+}
+
+func (s *Server) ReadRow(ctx context.Context, req *pb.ReadRowRequest) (*pb.ReadRowResponse, error) {
+	if len(req.RowKey) == 0 {
+		return nil, apierr.InvalidArgument("row key is empty")
+	}
+	opts, err := readOptions(req.Filter)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.serving(req.TabletId, req.Epoch)
+	if err != nil {
+		return nil, err
+	}
+	if !r.contains(req.RowKey) {
+		return nil, apierr.Tablet(pb.TabletError_WRONG_TABLET, r.id, r.epoch, "row %q is outside tablet %s", req.RowKey, r.id)
+	}
+	if err := checkFamilies(r, &opts); err != nil {
+		return nil, err
+	}
+	row, found, err := r.eng.Get(ctx, req.RowKey, opts)
+	if err != nil {
+		return nil, engineErr(r, err)
+	}
+	if !found {
+		return &pb.ReadRowResponse{Row: &pb.Row{Key: req.RowKey}}, nil
+	}
+	return &pb.ReadRowResponse{Row: rowToPB(row)}, nil
+}
+
+// scanChunkBytes bounds one streamed message of a scan.
+const scanChunkBytes = 1 << 20
+
+func (s *Server) ScanRows(req *pb.ScanRowsRequest, stream pb.TServer_ScanRowsServer) error {
+	opts, err := readOptions(req.Filter)
+	if err != nil {
+		return err
+	}
+	if req.Limit < 0 {
+		return apierr.InvalidArgument("scan limit %d is negative", req.Limit)
+	}
+	r, err := s.serving(req.TabletId, req.Epoch)
+	if err != nil {
+		return err
+	}
+	if err := checkFamilies(r, &opts); err != nil {
+		return err
+	}
+	start, end := req.GetRange().GetStartRow(), req.GetRange().GetEndRow()
+	if len(start) == 0 || string(start) < string(r.start) {
+		start = r.start
+	}
+	if len(r.end) > 0 && (len(end) == 0 || string(end) > string(r.end)) {
+		end = r.end
+	}
+	if len(end) > 0 && string(start) >= string(end) {
+		return nil
+	}
+	var (
+		batch   []*pb.Row
+		size    int
+		sendErr error
+	)
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		err := stream.Send(&pb.ScanRowsResponse{Rows: batch})
+		batch, size = nil, 0
+		return err
+	}
+	err = r.eng.Scan(stream.Context(), start, end, int(req.Limit), opts, func(row tablet.Row) bool {
+		pr := rowToPB(row)
+		batch = append(batch, pr)
+		size += len(pr.Key)
+		for _, c := range pr.Cells {
+			size += len(c.Qualifier) + len(c.Value) + len(c.Family) + 16
+		}
+		if size >= scanChunkBytes {
+			if sendErr = flush(); sendErr != nil {
+				return false
+			}
+		}
+		return true
+	})
+	if sendErr != nil {
+		return sendErr
+	}
+	if err != nil {
+		return engineErr(r, err)
+	}
+	return flush()
+}
+
+func (s *Server) Checkpoint(ctx context.Context, _ *pb.CheckpointRequest) (*pb.CheckpointResponse, error) {
+	res, err := s.eng.coord.Checkpoint(ctx)
+	if err != nil {
+		return nil, apierr.Wrap(codes.Unavailable, err, "tserver %s: checkpoint", s.addr)
+	}
+	return &pb.CheckpointResponse{TabletsFlushed: int32(res.Flushed)}, nil
+}
+
+func (s *Server) Compact(ctx context.Context, req *pb.CompactRequest) (*pb.CompactResponse, error) {
+	var targets []*replica
+	if req.TabletId != "" {
+		r, err := s.serving(req.TabletId, 0)
+		if err != nil {
+			return nil, err
+		}
+		targets = []*replica{r}
+	} else {
+		for _, r := range s.tablets.all() {
+			if r.eng.Serving() {
+				targets = append(targets, r)
+			}
+		}
+	}
+	for _, r := range targets {
+		if err := s.eng.coord.Compact(ctx, r.eng, req.Major); err != nil {
+			return nil, apierr.Wrap(codes.Unavailable, err, "tserver %s: compact tablet %s", s.addr, r.id)
+		}
+	}
+	return &pb.CompactResponse{}, nil
+}
+
+func (s *Server) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusResponse, error) {
+	pos := s.wal.Position()
+	resp := &pb.StatusResponse{Uuid: s.uuid, Address: s.addr, LogPosition: &pb.LogPosition{Prefix: pos.Prefix, FileTimestamp: pos.FileTS},
+		MemstoreBytes: s.eng.coord.MemoryUsage(), Counters: map[string]int64{}}
+	for _, r := range s.tablets.all() {
+		st := &pb.TabletStatus{TabletId: r.id, Table: r.table, Range: &pb.RowRange{StartRow: r.start, EndRow: r.end}, Epoch: r.epoch, State: "loading"}
+		if r.eng.Serving() {
+			st.State = "serving"
+		}
+		st.MemstoreBytes = r.eng.MemoryUsage()
+		for _, f := range r.eng.Files() {
+			st.TsfileBytes += f.Size
+			st.TsfileCount++
+		}
+		resp.Tablets = append(resp.Tablets, st)
+	}
+	cs := s.eng.coord.Stats()
+	resp.Counters["checkpoints"] = cs.Checkpoints
+	resp.Counters["compactions"] = cs.Compactions
+	resp.Counters["deleted_log_files"] = cs.DeletedLogFiles
+	p50, p99, mx := s.eng.coord.LockWindows()
+	resp.Counters["lock_window_p50_ns"] = int64(p50)
+	resp.Counters["lock_window_p99_ns"] = int64(p99)
+	resp.Counters["lock_window_max_ns"] = int64(mx)
+	return resp, nil
+}
+
+func (s *Server) AssignTablets(ctx context.Context, req *pb.AssignTabletsRequest) (*pb.AssignTabletsResponse, error) {
+	s.applyAssignments(s.ctx, req.Assign, req.Unassign)
+	return &pb.AssignTabletsResponse{}, nil
+}
+
+func (s *Server) SetCachePriority(ctx context.Context, req *pb.SetCachePriorityRequest) (*pb.SetCachePriorityResponse, error) {
+	s.setCachePriority(req.Table, req.Priority)
+	return &pb.SetCachePriorityResponse{}, nil
+}
