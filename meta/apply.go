@@ -1,0 +1,503 @@
+package meta
+
+import (
+	"bytes"
+	"slices"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+
+	"bighive/internal/apierr"
+	"bighive/internal/limits"
+	pb "bighive/proto/bighivepb"
+	spb "bighive/proto/storagepb"
+)
+
+const (
+	apierrInternal    = codes.Internal
+	apierrNotFound    = codes.NotFound
+	apierrUnavailable = codes.Unavailable
+)
+
+// MaxAllocateIDs bounds one AllocateIds command.
+const MaxAllocateIDs = 1000
+
+// writer applies commands inside one read-write transaction.
+type writer struct {
+	Reader
+}
+
+func (w *writer) apply(cmd *spb.MetaCommand) *Result {
+	res, err := w.dispatch(cmd)
+	if err != nil {
+		return &Result{Err: err}
+	}
+	return res
+}
+
+func (w *writer) dispatch(cmd *spb.MetaCommand) (*Result, error) {
+	switch c := cmd.Cmd.(type) {
+	case *spb.MetaCommand_CreateTable:
+		return w.createTable(c.CreateTable)
+	case *spb.MetaCommand_DeleteTable:
+		return w.deleteTable(c.DeleteTable)
+	case *spb.MetaCommand_AddFamily:
+		return w.addFamily(c.AddFamily)
+	case *spb.MetaCommand_RegisterTserver:
+		return w.registerTServer(c.RegisterTserver)
+	case *spb.MetaCommand_Assign:
+		return w.assign(c.Assign)
+	case *spb.MetaCommand_Unassign:
+		return w.unassign(c.Unassign)
+	case *spb.MetaCommand_TabletLoad:
+		return w.tabletLoad(c.TabletLoad)
+	case *spb.MetaCommand_Checkpoint:
+		return w.checkpoint(c.Checkpoint)
+	case *spb.MetaCommand_AllocateIds:
+		return w.allocateIDs(c.AllocateIds)
+	case *spb.MetaCommand_Split:
+		return w.split(c.Split)
+	default:
+		return nil, apierr.InvalidArgument("meta: command has no known kind")
+	}
+}
+
+// putTablet stores t, keeping the owners index in step with old (nil for
+// a new tablet).
+func (w *writer) putTablet(old, t *pb.TabletMeta) error {
+	v, err := proto.Marshal(t)
+	if err != nil {
+		return err
+	}
+	owners := w.tx.Bucket(bucketOwners)
+	if old != nil {
+		if err := owners.Delete(ownerKey(ownerOf(old), old.TabletId)); err != nil {
+			return err
+		}
+	} else {
+		if err := w.tx.Bucket(bucketRanges).Put(rangeKey(t.Table, t.Range.GetStartRow()), []byte(t.TabletId)); err != nil {
+			return err
+		}
+	}
+	if err := owners.Put(ownerKey(ownerOf(t), t.TabletId), nil); err != nil {
+		return err
+	}
+	return w.tx.Bucket(bucketTablets).Put([]byte(t.TabletId), v)
+}
+
+func (w *writer) deleteTablet(t *pb.TabletMeta) error {
+	if err := w.tx.Bucket(bucketOwners).Delete(ownerKey(ownerOf(t), t.TabletId)); err != nil {
+		return err
+	}
+	if err := w.tx.Bucket(bucketRanges).Delete(rangeKey(t.Table, t.Range.GetStartRow())); err != nil {
+		return err
+	}
+	return w.tx.Bucket(bucketTablets).Delete([]byte(t.TabletId))
+}
+
+func ownerOf(t *pb.TabletMeta) string {
+	if t.State == pb.TabletState_TABLET_STATE_UNASSIGNED {
+		return ""
+	}
+	return t.TserverUuid
+}
+
+func (w *writer) nextIDs(n int) ([]string, error) {
+	next := w.NextTabletID()
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = FormatTabletID(next + uint64(i))
+	}
+	return ids, w.tx.Bucket(bucketMeta).Put(keyNextTabletID, u64(next+uint64(n)))
+}
+
+// ValidateSchema checks a table schema: the name, at least one family,
+// valid and distinct family names, non-negative policies.
+func ValidateSchema(s *pb.TableSchema) error {
+	if s == nil {
+		return apierr.InvalidArgument("table schema is missing")
+	}
+	if err := limits.ValidateTableName(s.Name); err != nil {
+		return err
+	}
+	if len(s.Families) == 0 {
+		return apierr.InvalidArgument("table %q declares no column family; give at least one", s.Name)
+	}
+	seen := map[string]bool{}
+	for _, f := range s.Families {
+		if err := ValidateFamily(f); err != nil {
+			return err
+		}
+		if seen[f.Name] {
+			return apierr.InvalidArgument("table %q declares column family %q twice", s.Name, f.Name)
+		}
+		seen[f.Name] = true
+	}
+	return nil
+}
+
+// ValidateFamily checks one family spec.
+func ValidateFamily(f *pb.FamilySpec) error {
+	if f == nil {
+		return apierr.InvalidArgument("column family spec is missing")
+	}
+	if err := limits.ValidateFamilyName(f.Name); err != nil {
+		return err
+	}
+	if f.MaxAgeMicros < 0 {
+		return apierr.InvalidArgument("column family %q has negative max age %d µs; use 0 to keep cells forever", f.Name, f.MaxAgeMicros)
+	}
+	return nil
+}
+
+// ValidateSplitKeys checks CreateTable's split keys: non-empty, within the
+// row key limit, strictly increasing.
+func ValidateSplitKeys(keys [][]byte) error {
+	if len(keys) > limits.MaxSplitKeys {
+		return apierr.InvalidArgument("%d split keys, over the limit of %d", len(keys), limits.MaxSplitKeys)
+	}
+	for i, k := range keys {
+		if len(k) == 0 {
+			return apierr.InvalidArgument("split key %d is empty; the first tablet already starts at the empty row", i)
+		}
+		if err := limits.ValidateRowKey(k); err != nil {
+			return apierr.Wrap(codes.InvalidArgument, err, "split key %d", i)
+		}
+		if i > 0 {
+			switch c := bytes.Compare(keys[i-1], k); {
+			case c == 0:
+				return apierr.InvalidArgument("split key %d (%q) repeats split key %d; split keys must be distinct", i, k, i-1)
+			case c > 0:
+				return apierr.InvalidArgument("split key %d (%q) sorts before split key %d (%q); split keys must be sorted", i, k, i-1, keys[i-1])
+			}
+		}
+	}
+	return nil
+}
+
+func (w *writer) createTable(c *spb.MetaCreateTable) (*Result, error) {
+	if err := ValidateSchema(c.Schema); err != nil {
+		return nil, err
+	}
+	if err := ValidateSplitKeys(c.SplitKeys); err != nil {
+		return nil, err
+	}
+	name := c.Schema.Name
+	if w.tx.Bucket(bucketTables).Get([]byte(name)) != nil {
+		return nil, apierr.AlreadyExists("table %q already exists", name)
+	}
+	v, err := proto.Marshal(c.Schema)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.tx.Bucket(bucketTables).Put([]byte(name), v); err != nil {
+		return nil, err
+	}
+	ids, err := w.nextIDs(len(c.SplitKeys) + 1)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Tablets: make([]*pb.TabletMeta, 0, len(ids))}
+	for i, id := range ids {
+		r := &pb.RowRange{}
+		if i > 0 {
+			r.StartRow = c.SplitKeys[i-1]
+		}
+		if i < len(c.SplitKeys) {
+			r.EndRow = c.SplitKeys[i]
+		}
+		t := &pb.TabletMeta{TabletId: id, Table: name, Range: r, State: pb.TabletState_TABLET_STATE_UNASSIGNED}
+		if err := w.putTablet(nil, t); err != nil {
+			return nil, err
+		}
+		res.Tablets = append(res.Tablets, t)
+	}
+	return res, nil
+}
+
+func (w *writer) deleteTable(c *spb.MetaDeleteTable) (*Result, error) {
+	if _, err := w.Table(c.Name); err != nil {
+		return nil, err
+	}
+	tablets, err := w.TableTablets(c.Name, nil, 0)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range tablets {
+		if err := w.deleteTablet(t); err != nil {
+			return nil, err
+		}
+	}
+	if err := w.tx.Bucket(bucketTables).Delete([]byte(c.Name)); err != nil {
+		return nil, err
+	}
+	return &Result{Tablets: tablets}, nil
+}
+
+func (w *writer) addFamily(c *spb.MetaAddFamily) (*Result, error) {
+	if err := ValidateFamily(c.Family); err != nil {
+		return nil, err
+	}
+	s, err := w.Table(c.Table)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range s.Families {
+		if f.Name == c.Family.Name {
+			return nil, apierr.AlreadyExists("table %q already has column family %q", c.Table, f.Name)
+		}
+	}
+	s.Families = append(s.Families, c.Family)
+	v, err := proto.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	return &Result{}, w.tx.Bucket(bucketTables).Put([]byte(c.Table), v)
+}
+
+func (w *writer) registerTServer(c *spb.MetaRegisterTServer) (*Result, error) {
+	ts := c.Tserver
+	if ts.GetUuid() == "" || ts.Address == "" {
+		return nil, apierr.InvalidArgument("tserver registration needs a uuid and an address")
+	}
+	res := &Result{}
+	if old, err := w.TServer(ts.Uuid); err == nil && old.Incarnation != ts.Incarnation {
+		// The old process is gone; what it served must be recovered.
+		tablets, err := w.TabletsOf(ts.Uuid)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range tablets {
+			nt := proto.Clone(t).(*pb.TabletMeta)
+			nt.State = pb.TabletState_TABLET_STATE_UNASSIGNED
+			nt.TserverUuid = ""
+			if err := w.putTablet(t, nt); err != nil {
+				return nil, err
+			}
+			res.IDs = append(res.IDs, t.TabletId)
+		}
+	}
+	v, err := proto.Marshal(ts)
+	if err != nil {
+		return nil, err
+	}
+	return res, w.tx.Bucket(bucketTServers).Put([]byte(ts.Uuid), v)
+}
+
+func (w *writer) assign(c *spb.MetaAssign) (*Result, error) {
+	res := &Result{}
+	for _, it := range c.Items {
+		t, err := w.Tablet(it.TabletId)
+		if err != nil || t.Epoch != it.ExpectedEpoch {
+			continue // split, deleted or reassigned meanwhile
+		}
+		if w.tx.Bucket(bucketTServers).Get([]byte(it.TserverUuid)) == nil {
+			continue
+		}
+		nt := proto.Clone(t).(*pb.TabletMeta)
+		nt.State = pb.TabletState_TABLET_STATE_ASSIGNED
+		nt.TserverUuid = it.TserverUuid
+		nt.Epoch = t.Epoch + 1
+		if err := w.putTablet(t, nt); err != nil {
+			return nil, err
+		}
+		res.Applied++
+		res.Tablets = append(res.Tablets, nt)
+	}
+	return res, nil
+}
+
+func (w *writer) unassign(c *spb.MetaUnassign) (*Result, error) {
+	res := &Result{}
+	for _, it := range c.Items {
+		t, err := w.Tablet(it.TabletId)
+		if err != nil || t.Epoch != it.ExpectedEpoch || t.TserverUuid != it.ExpectedTserver ||
+			t.State == pb.TabletState_TABLET_STATE_UNASSIGNED {
+			continue
+		}
+		nt := proto.Clone(t).(*pb.TabletMeta)
+		nt.State = pb.TabletState_TABLET_STATE_UNASSIGNED
+		nt.TserverUuid = ""
+		if err := w.putTablet(t, nt); err != nil {
+			return nil, err
+		}
+		res.Applied++
+	}
+	return res, nil
+}
+
+// owned returns the tablet if tserver owns it at epoch, else a
+// NotFound / FailedPrecondition error.
+func (w *writer) owned(id string, epoch int64, tserver string) (*pb.TabletMeta, error) {
+	t, err := w.Tablet(id)
+	if err != nil {
+		return nil, err
+	}
+	if t.State == pb.TabletState_TABLET_STATE_UNASSIGNED || t.TserverUuid != tserver {
+		return nil, apierr.FailedPrecondition("tablet %s is not assigned to tserver %s (owner %q, epoch %d); stop serving it",
+			id, tserver, t.TserverUuid, t.Epoch)
+	}
+	if t.Epoch != epoch {
+		return nil, apierr.FailedPrecondition("tablet %s: stale epoch %d, the current epoch is %d; stop serving it",
+			id, epoch, t.Epoch)
+	}
+	return t, nil
+}
+
+func validPosition(p *pb.LogPosition) error {
+	if p == nil || p.Prefix == "" {
+		return apierr.InvalidArgument("log position needs a prefix")
+	}
+	if p.FileTimestamp < 0 {
+		return apierr.InvalidArgument("log position %s has negative file timestamp %d", p.Prefix, p.FileTimestamp)
+	}
+	return nil
+}
+
+func (w *writer) tabletLoad(c *spb.MetaTabletLoad) (*Result, error) {
+	if err := validPosition(c.Position); err != nil {
+		return nil, err
+	}
+	t, err := w.owned(c.TabletId, c.Epoch, c.TserverUuid)
+	if err != nil {
+		return nil, err
+	}
+	nt := proto.Clone(t).(*pb.TabletMeta)
+	if !slices.ContainsFunc(nt.LogPositions, func(p *pb.LogPosition) bool { return proto.Equal(p, c.Position) }) {
+		nt.LogPositions = append(nt.LogPositions, c.Position)
+	}
+	nt.State = pb.TabletState_TABLET_STATE_SERVING
+	if err := w.putTablet(t, nt); err != nil {
+		return nil, err
+	}
+	return &Result{Tablets: []*pb.TabletMeta{nt}}, nil
+}
+
+func (w *writer) checkpoint(c *spb.MetaCheckpoint) (*Result, error) {
+	res := &Result{Statuses: make([]error, len(c.Reports))}
+	for i, r := range c.Reports {
+		res.Statuses[i] = w.checkpointOne(c.TserverUuid, r)
+	}
+	return res, nil
+}
+
+func (w *writer) checkpointOne(tserver string, r *pb.CheckpointReport) error {
+	for _, p := range r.LogPositions {
+		if err := validPosition(p); err != nil {
+			return err
+		}
+	}
+	t, err := w.owned(r.TabletId, r.Epoch, tserver)
+	if err != nil {
+		return err
+	}
+	nt := proto.Clone(t).(*pb.TabletMeta)
+	nt.LogPositions = r.LogPositions
+	nt.Tsfiles = r.Tsfiles
+	if r.DataDirGroup != nil {
+		nt.DataDirGroup = r.DataDirGroup
+	}
+	return w.putTablet(t, nt)
+}
+
+func (w *writer) allocateIDs(c *spb.MetaAllocateIds) (*Result, error) {
+	if c.Count == 0 || c.Count > MaxAllocateIDs {
+		return nil, apierr.InvalidArgument("allocate %d tablet ids: ask for 1 to %d", c.Count, MaxAllocateIDs)
+	}
+	ids, err := w.nextIDs(int(c.Count))
+	if err != nil {
+		return nil, err
+	}
+	return &Result{IDs: ids}, nil
+}
+
+func (w *writer) split(c *spb.MetaSplit) (*Result, error) {
+	parent, err := w.Tablet(c.ParentTabletId)
+	if err != nil {
+		// A retried report whose first attempt committed: answer the same.
+		if kids, ok := w.splitDone(c); ok {
+			return &Result{Tablets: kids}, nil
+		}
+		return nil, err
+	}
+	if _, err := w.owned(parent.TabletId, c.ParentEpoch, c.TserverUuid); err != nil {
+		return nil, err
+	}
+	if err := w.checkChildren(parent, c.Children); err != nil {
+		return nil, err
+	}
+	if err := w.deleteTablet(parent); err != nil {
+		return nil, err
+	}
+	res := &Result{}
+	for _, ch := range c.Children {
+		t := &pb.TabletMeta{
+			TabletId:     ch.TabletId,
+			Table:        parent.Table,
+			Range:        ch.Range,
+			State:        pb.TabletState_TABLET_STATE_ASSIGNED,
+			TserverUuid:  c.TserverUuid,
+			Epoch:        1,
+			LogPositions: ch.LogPositions,
+			Tsfiles:      ch.Tsfiles,
+			DataDirGroup: parent.DataDirGroup,
+			SplitLogs:    ch.SplitLogs,
+		}
+		if err := w.putTablet(nil, t); err != nil {
+			return nil, err
+		}
+		res.Tablets = append(res.Tablets, t)
+	}
+	return res, nil
+}
+
+// checkChildren: at least two, fresh allocated ids, ranges that tile the
+// parent's range in order, each non-empty.
+func (w *writer) checkChildren(parent *pb.TabletMeta, kids []*pb.SplitChild) error {
+	if len(kids) < 2 {
+		return apierr.InvalidArgument("split of tablet %s names %d children; give at least 2", parent.TabletId, len(kids))
+	}
+	next := w.NextTabletID()
+	seen := map[string]bool{}
+	want := parent.Range.GetStartRow()
+	for i, k := range kids {
+		n, err := ParseTabletID(k.TabletId)
+		if err != nil || n >= next || n == 0 {
+			return apierr.InvalidArgument("split child %d: tablet id %q was not allocated by AllocateTabletIds", i, k.TabletId)
+		}
+		if seen[k.TabletId] || w.tx.Bucket(bucketTablets).Get([]byte(k.TabletId)) != nil {
+			return apierr.AlreadyExists("split child %d: tablet %s already exists", i, k.TabletId)
+		}
+		seen[k.TabletId] = true
+		start, end := k.Range.GetStartRow(), k.Range.GetEndRow()
+		if !bytes.Equal(start, want) {
+			return apierr.InvalidArgument("split child %d starts at %q, want %q: children must tile the parent's range in order", i, start, want)
+		}
+		last := i == len(kids)-1
+		if last && !bytes.Equal(end, parent.Range.GetEndRow()) {
+			return apierr.InvalidArgument("last split child ends at %q, the parent ends at %q", end, parent.Range.GetEndRow())
+		}
+		if !last && (len(end) == 0 || bytes.Compare(start, end) >= 0) {
+			return apierr.InvalidArgument("split child %d has empty range [%q, %q)", i, start, end)
+		}
+		want = end
+	}
+	return nil
+}
+
+// splitDone reports whether the children of c exist exactly as that split
+// would have made them (the parent being gone), and returns them.
+func (w *writer) splitDone(c *spb.MetaSplit) ([]*pb.TabletMeta, bool) {
+	if len(c.Children) == 0 {
+		return nil, false
+	}
+	var out []*pb.TabletMeta
+	for _, ch := range c.Children {
+		t, err := w.Tablet(ch.TabletId)
+		if err != nil || !proto.Equal(t.Range, ch.Range) {
+			return nil, false
+		}
+		out = append(out, t)
+	}
+	return out, true
+}

@@ -1,0 +1,57 @@
+// Package meta is the master's replicated metadata: a hashicorp/raft state
+// machine (FSM) whose state lives in a bbolt database, plus the raft wiring
+// (raft-boltdb/v2 log and stable store, file snapshot store, TCP
+// transport) in Node.
+//
+// # Invariants
+//
+//   - Every raft command is one storagepb.MetaCommand and is applied in one
+//     bbolt read-write transaction: a command changes all it names or
+//     nothing (a split replaces the parent by its children atomically,
+//     DESIGN.md invariant 5).
+//   - Apply is deterministic: it reads only the command and the current
+//     state, never the clock or randomness. Decisions (who gets a tablet)
+//     are made by the leader and carried in the command.
+//   - The transaction that applies raft entry i also records i as the
+//     applied index. On restart raft replays entries the FSM may already
+//     hold; Apply skips every entry at or below the recorded index, so no
+//     command is applied twice. A refused command (AlreadyExists, a stale
+//     epoch, ...) changes nothing and does not advance the index; replaying
+//     it refuses it again.
+//   - Every assignment increments the tablet's epoch; a report carrying a
+//     different epoch, or coming from another tserver than the owner, is
+//     refused with FailedPrecondition and changes nothing.
+//   - The FSM never names a tablet in two places: the owners index holds
+//     exactly one entry per tablet, under its tserver (or under "" when
+//     UNASSIGNED).
+//
+// # Files
+//
+//	<data>/meta.db            the FSM state (bbolt)
+//	<data>/meta.db.restore    a snapshot being installed (removed or renamed over meta.db)
+//	<data>/raft/raft.db       raft log and stable store (raft-boltdb/v2)
+//	<data>/raft/snapshots/    raft file snapshots; each is a copy of meta.db
+//
+// bbolt does its own file I/O (it is not behind vfs.FS); the restore path,
+// which meta writes itself, goes through vfs.FS.
+//
+// # Schema (bbolt buckets), format version 1
+//
+//	meta      "version"        → uint64 BE  (1; Open refuses a higher one)
+//	          "applied"        → uint64 BE  (raft index of the last applied command)
+//	          "next_tablet_id" → uint64 BE  (the next id to hand out, from 1)
+//	tables    <name>                       → bighive.v1.TableSchema (protobuf)
+//	tablets   <tablet id>                  → bighive.v1.TabletMeta  (protobuf)
+//	ranges    <table> 0x00 <start row>     → <tablet id>   (location lookups, row order)
+//	owners    <tserver uuid> 0x00 <tablet> → empty         (uuid "" = UNASSIGNED)
+//	tservers  <uuid>                       → bighive.storage.v1.MetaTServer (protobuf)
+//
+// Table names never contain 0x00 ([A-Za-z0-9_.-]), nor do tserver uuids as
+// the master accepts them, so the 0x00 separator is unambiguous. Tablet ids
+// are "t" followed by 16 lower-case hex digits of the id counter
+// (FormatTabletID / ParseTabletID).
+//
+// A snapshot is the whole bbolt file written by a read transaction
+// (bbolt Tx.WriteTo); restore writes it to meta.db.restore, fsyncs it,
+// checks it opens with a known version, and renames it over meta.db.
+package meta
