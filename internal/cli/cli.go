@@ -1,0 +1,262 @@
+// Package cli is the `bighive` command line: subcommands over the client
+// library, with aligned tables for people and --json (one object per line)
+// for programs. cmd/client is its thin main and adds the commands that need
+// the server packages (dev, demo) through Main's extra argument.
+//
+// Exit status: 0 on success, 1 when a command fails (the error is on
+// stderr), 2 for a usage error.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"google.golang.org/grpc/status"
+
+	"bighive/client"
+)
+
+// DefaultMasters is the master address of the local dev cluster
+// (`bighive dev`), used when neither --masters nor BIGHIVE_MASTERS is set.
+const DefaultMasters = "127.0.0.1:7100"
+
+// Command is one subcommand.
+type Command struct {
+	Name string
+	// Args is the synopsis after the name, e.g. "TABLE ROW [--limit N]".
+	Args    string
+	Summary string
+	// Run runs the command; its flags are parsed by env.Parse.
+	Run func(ctx context.Context, env *Env, args []string) error
+}
+
+// Env is what a command runs with: the global flags and the outputs.
+type Env struct {
+	Stdout, Stderr io.Writer
+	// Masters are the master addresses (--masters).
+	Masters []string
+	// JSON selects one JSON object per line instead of tables (--json).
+	JSON bool
+	// Timeout bounds the command (--timeout; 0 is none).
+	Timeout time.Duration
+
+	cmd     *Command
+	masters string
+}
+
+// ExitError is an error with its own exit status.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string { return e.Err.Error() }
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// Usagef is a usage error (exit status 2).
+func Usagef(format string, args ...any) error {
+	return &ExitError{Code: 2, Err: fmt.Errorf(format, args...)}
+}
+
+func (e *Env) globals(fs *flag.FlagSet) {
+	fs.StringVar(&e.masters, "masters", e.masters, "comma-separated master addresses (env BIGHIVE_MASTERS)")
+	fs.BoolVar(&e.JSON, "json", e.JSON, "print one JSON object per line")
+	fs.DurationVar(&e.Timeout, "timeout", e.Timeout, "give up after this long (0: no limit)")
+}
+
+// FlagSet returns a flag set for the running command, with the global
+// flags registered too (so they may follow the command's name).
+func (e *Env) FlagSet() *flag.FlagSet {
+	name := "bighive"
+	if e.cmd != nil {
+		name = "bighive " + e.cmd.Name
+	}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	e.globals(fs)
+	return fs
+}
+
+// Parse parses args with fs, allowing flags between and after positional
+// arguments ("--" ends the flags), and returns the positional arguments.
+// It checks their count is within [min, max] (max < 0: unbounded).
+func (e *Env) Parse(fs *flag.FlagSet, args []string, min, max int) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, &ExitError{Code: 0, Err: err}
+			}
+			return nil, Usagef("%v\nusage: %s", err, e.usage())
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			break
+		}
+		if args[0] == "--" {
+			pos = append(pos, args[1:]...)
+			break
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+	e.Masters = splitList(e.masters)
+	if len(pos) < min || max >= 0 && len(pos) > max {
+		return nil, Usagef("usage: %s", e.usage())
+	}
+	return pos, nil
+}
+
+func (e *Env) usage() string {
+	if e.cmd == nil {
+		return "bighive [--masters ADDRS] [--json] COMMAND ARGS"
+	}
+	return strings.TrimSpace("bighive " + e.cmd.Name + " " + e.cmd.Args)
+}
+
+// Client dials the masters.
+func (e *Env) Client(ctx context.Context) (*client.Client, error) {
+	if len(e.Masters) == 0 {
+		e.Masters = splitList(e.masters)
+	}
+	return client.Dial(ctx, e.Masters)
+}
+
+// Table writes rows as an aligned table with a header.
+func (e *Env) Table(header []string, rows [][]string) error {
+	tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	return tw.Flush()
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Commands returns the built-in commands.
+func Commands() []Command {
+	return []Command{
+		{Name: "create", Args: "TABLE --families CF[:maxversions=N][:maxage=DUR],... [--splits K1,K2,...]", Summary: "create a table", Run: runCreate},
+		{Name: "drop", Args: "TABLE", Summary: "delete a table and its data", Run: runDrop},
+		{Name: "tables", Summary: "list the tables", Run: runTables},
+		{Name: "tablets", Args: "TABLE", Summary: "list a table's tablets: ranges, servers, sizes", Run: runTablets},
+		{Name: "tservers", Summary: "list the tservers", Run: runTServers},
+		{Name: "put", Args: "TABLE ROW FAMILY:QUALIFIER VALUE [--timestamp MICROS]", Summary: "write one cell", Run: runPut},
+		{Name: "get", Args: "TABLE ROW [--families F1,F2] [--versions N]", Summary: "read one row", Run: runGet},
+		{Name: "scan", Args: "TABLE [--start ROW] [--end ROW] [--limit N] [--families F1,F2] [--versions N]", Summary: "read rows in [start, end)", Run: runScan},
+		{Name: "delete", Args: "TABLE ROW [FAMILY[:QUALIFIER]]", Summary: "delete a row, a family of it, or a column of it", Run: runDelete},
+		{Name: "checkpoint", Args: "[TSERVER...]", Summary: "checkpoint the given tservers (default: every live one)", Run: runCheckpoint},
+		{Name: "split", Args: "TABLE ROW", Summary: "split the tablet holding ROW at ROW", Run: runSplit},
+	}
+}
+
+// Main runs the command line args (without the program name) and returns
+// the exit status. extra adds commands (they may replace built-in ones).
+func Main(args []string, stdout, stderr io.Writer, extra ...Command) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return Run(ctx, args, stdout, stderr, extra...)
+}
+
+// Run is Main with a context of the caller's.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...Command) int {
+	cmds := map[string]Command{}
+	for _, c := range append(Commands(), extra...) {
+		cmds[c.Name] = c
+	}
+	masters := os.Getenv("BIGHIVE_MASTERS")
+	if masters == "" {
+		masters = DefaultMasters
+	}
+	env := &Env{Stdout: stdout, Stderr: stderr, masters: masters}
+	fs := env.FlagSet()
+	if err := fs.Parse(args); err != nil || fs.NArg() == 0 {
+		if err != nil && !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(stderr, "bighive:", err)
+		}
+		usage(stderr, cmds)
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	name := fs.Arg(0)
+	if name == "help" {
+		usage(stdout, cmds)
+		return 0
+	}
+	cmd, ok := cmds[name]
+	if !ok {
+		fmt.Fprintf(stderr, "bighive: unknown command %q\n", name)
+		usage(stderr, cmds)
+		return 2
+	}
+	env.cmd = &cmd
+	env.Masters = splitList(env.masters)
+	err := cmd.Run(ctx, env, fs.Args()[1:])
+	if err == nil {
+		return 0
+	}
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		if ee.Code == 0 {
+			fmt.Fprintf(stdout, "usage: %s\n", env.usage())
+			return 0
+		}
+		fmt.Fprintf(stderr, "bighive %s: %v\n", name, ee.Err)
+		return ee.Code
+	}
+	fmt.Fprintf(stderr, "bighive %s: %s\n", name, describe(err))
+	return 1
+}
+
+// Context applies --timeout to ctx; commands call it after Parse, since
+// the flag may follow the command's name.
+func (e *Env) Context(ctx context.Context) (context.Context, context.CancelFunc) {
+	if e.Timeout > 0 {
+		return context.WithTimeout(ctx, e.Timeout)
+	}
+	return context.WithCancel(ctx)
+}
+
+// describe formats an error for a person: a gRPC status as "Code: message".
+func describe(err error) string {
+	if st, ok := status.FromError(err); ok {
+		return fmt.Sprintf("%s: %s", st.Code(), st.Message())
+	}
+	return err.Error()
+}
+
+func usage(w io.Writer, cmds map[string]Command) {
+	fmt.Fprintln(w, "usage: bighive [--masters ADDRS] [--json] [--timeout DUR] COMMAND ARGS")
+	fmt.Fprintf(w, "masters default to $BIGHIVE_MASTERS, else %s (the `bighive dev` cluster)\n\ncommands:\n", DefaultMasters)
+	names := make([]string, 0, len(cmds))
+	for n := range cmds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, n := range names {
+		fmt.Fprintf(tw, "  %s\t%s\n", n, cmds[n].Summary)
+	}
+	tw.Flush()
+}
