@@ -176,12 +176,12 @@ func start(ctx context.Context, opts Options, mbin, tbin string) (*Cluster, erro
 	return c, nil
 }
 
-// peersFlag is the masters' --peers value: id=grpc-address/raft-address,
-// comma-separated, every master included.
+// peersFlag is the masters' --peers value: id=raftaddr=grpcaddr,
+// comma-separated, every master included (master.ParsePeers).
 func (c *Cluster) peersFlag() string {
 	var parts []string
 	for _, m := range c.masters {
-		parts = append(parts, m.id+"="+m.addr+"/"+m.raftAddr)
+		parts = append(parts, m.id+"="+m.raftAddr+"="+m.addr)
 	}
 	return strings.Join(parts, ",")
 }
