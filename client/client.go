@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -197,7 +198,7 @@ func (c *Client) do(ctx context.Context, prefix string, idempotent bool, op func
 			return nil
 		}
 		if ctx.Err() != nil {
-			return deadlineError(ctx, prefix, attempt, err)
+			return deadlineError(ctx, prefix, attempt, cmp.Or(last, err))
 		}
 		if !classify(ctx, err, p.Addr != nil).retry(idempotent) {
 			return statusError(err, prefix)

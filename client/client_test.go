@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -622,4 +623,10 @@ func TestRetryTimeoutWithoutDeadline(t *testing.T) {
 			t.Errorf("%s: %v after %v", tc.name, err, time.Since(start))
 		}
 	}
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	stopExampleCluster()
+	os.Exit(code)
 }

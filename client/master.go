@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"sort"
@@ -44,7 +45,7 @@ func (c *Client) callMaster(ctx context.Context, prefix string, fn func(ctx cont
 			return nil
 		}
 		if ctx.Err() != nil {
-			return deadlineError(ctx, prefix, attempt, err)
+			return deadlineError(ctx, prefix, attempt, cmp.Or(last, err))
 		}
 		code := apierr.CodeOf(err)
 		if code != codes.Unavailable && code != codes.DeadlineExceeded && code != codes.Canceled {

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -207,7 +208,7 @@ func (t *Table) Scan(ctx context.Context, start, end string, fn func(Row) bool, 
 			err = unsent(err)
 		}
 		if ctx.Err() != nil {
-			return deadlineError(ctx, prefix, attempt, err)
+			return deadlineError(ctx, prefix, attempt, cmp.Or(last, err))
 		}
 		if !classify(ctx, err, true).retry(true) {
 			return statusError(err, prefix)
