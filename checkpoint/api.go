@@ -27,8 +27,8 @@ var (
 )
 
 // Tablet is one tablet's engine as the checkpoint, the compactor and the
-// collectors see it. The tserver passes its tablets through
-// Options.Tablets; Engine adapts a *tablet.Tablet.
+// collectors see it. *tablet.Tablet provides every method but Epoch and
+// Serving; Engine adds them.
 type Tablet interface {
 	// ID is the tablet id, the one WAL records carry.
 	ID() string
@@ -47,29 +47,30 @@ type Tablet interface {
 	// standby is empty; it reports whether it swapped. It only touches
 	// memory: the coordinator calls it under the exclusive state lock.
 	SwapBuffers() bool
-	// HasStandby reports whether the standby buffer holds data not yet
-	// written to a TSFile.
+	// HasStandby reports whether a swapped buffer awaits InstallFlushed.
 	HasStandby() bool
 	// FlushStandby writes the standby buffer as one TSFile (all its blocks
-	// in one creation transaction), adds it to the tablet's file list and
-	// frees the buffer. When it returns nil the file is durable; no
-	// metadata names it yet. Writes go on meanwhile.
-	FlushStandby(ctx context.Context) error
-	// TSFiles is the tablet's full current TSFile list, oldest first.
-	TSFiles() []tsfile.Info
+	// in one creation transaction). When it returns the file is durable;
+	// the read set is unchanged. Writes go on meanwhile.
+	FlushStandby(ctx context.Context) (tsfile.Info, error)
+	// InstallFlushed puts the flushed file in the read set and drops the
+	// standby buffer; called after the metadata names the file.
+	InstallFlushed(info tsfile.Info) error
+	// Files is the tablet's read set of TSFiles, newest first.
+	Files() []tsfile.Info
 }
 
-// Compactor is implemented by tablets that can compact their TSFiles.
+// Compactor is implemented by tablets that can compact their TSFiles
+// (*tablet.Tablet does).
 type Compactor interface {
-	// Compact merges the files whose footers are given — a run of
-	// consecutive files of TSFiles() — into one new TSFile and puts it in
-	// their place in the tablet's list; readers switch to it. With major
-	// set the run is every file of the tablet and the merge drops what
-	// tombstones, max versions and max age hide. pace is called with the
-	// bytes read so far and may sleep (throttling). It returns the
-	// replaced files; their blocks are not deleted (the caller does, once
-	// no metadata names them).
-	Compact(ctx context.Context, footers []blockstore.BlockID, major bool, pace func(bytes int64)) (replaced []tsfile.Info, err error)
+	// CompactFiles merges the named files (adjacent in Files) into one new
+	// TSFile and returns it (Footer 0: nothing was left); the read set is
+	// unchanged. A major compaction drops what tombstones, max versions and
+	// max age hide.
+	CompactFiles(ctx context.Context, footers []blockstore.BlockID, major bool) (tsfile.Info, error)
+	// InstallCompacted replaces the named files by info in the read set;
+	// called after the metadata names info.
+	InstallCompacted(replaced []blockstore.BlockID, info tsfile.Info) error
 }
 
 // Roller is the WAL as step 4 needs it (*wal.Log implements it).
@@ -97,8 +98,8 @@ type Update struct {
 	// LogPositions, when non-nil, replaces the tablet's list of log
 	// positions. nil leaves the list unchanged (a compaction).
 	LogPositions []wal.Position
-	// TSFiles is the tablet's full TSFile list, oldest first; it replaces
-	// the recorded one.
+	// TSFiles is the tablet's full TSFile list, newest first (the order of
+	// tablet.Options.Files); it replaces the recorded one.
 	TSFiles []tsfile.Info
 }
 

@@ -34,7 +34,7 @@ func (c *Coordinator) runCompactions(ctx context.Context) {
 			if _, ok := t.(Compactor); !ok {
 				continue
 			}
-			files := t.TSFiles()
+			files := t.Files()
 			major := false
 			if c.opts.MajorEvery > 0 && len(files) >= 2 {
 				last, ok := lastMajor[t.ID()]
@@ -77,10 +77,13 @@ func pickMerge(files []tsfile.Info, width int) []tsfile.Info {
 }
 
 // Compact runs one compaction of t now: a major one of all its files, or
-// a merging one of the MergeWidth consecutive files with the smallest
-// total size. The new file list is committed to the metadata (log
-// positions unchanged); the replaced files' blocks are deleted with one
-// deletion transaction once no metadata names them.
+// a merging one of the MergeWidth adjacent files with the smallest total
+// size. The new file list is committed to the metadata (log positions
+// unchanged) before the tablet's read set switches to it; the replaced
+// files' blocks are then deleted with one deletion transaction. A failed
+// commit deletes nothing: the new file, if the commit did not apply,
+// becomes an orphan for CollectOrphans. Afterwards Compact sleeps so that
+// compactions average at most CompactionRate bytes per second.
 func (c *Coordinator) Compact(ctx context.Context, t Tablet, major bool) error {
 	comp, ok := t.(Compactor)
 	if !ok {
@@ -88,7 +91,8 @@ func (c *Coordinator) Compact(ctx context.Context, t Tablet, major bool) error {
 	}
 	c.compactMu.Lock()
 	defer c.compactMu.Unlock()
-	files := t.TSFiles()
+	start := time.Now()
+	files := t.Files()
 	if !major {
 		files = pickMerge(files, c.opts.MergeWidth)
 	}
@@ -96,12 +100,35 @@ func (c *Coordinator) Compact(ctx context.Context, t Tablet, major bool) error {
 		return nil
 	}
 	footers := make([]blockstore.BlockID, len(files))
+	var inBytes int64
 	for i, f := range files {
 		footers[i] = f.Footer
+		inBytes += f.Size
 	}
-	replaced, err := comp.Compact(ctx, footers, major, c.pacer())
+	info, err := comp.CompactFiles(ctx, footers, major)
 	if err != nil {
 		return fmt.Errorf("checkpoint: compact tablet %s: %w", t.ID(), err)
+	}
+	c.metaMu.Lock()
+	ts := c.stateOf(t.ID())
+	list := replaceRun(c.filesLocked(t, ts), footers, info)
+	_, _, err = c.commit(ctx, []Update{{TabletID: t.ID(), Epoch: t.Epoch(), TSFiles: list}}, []Tablet{t})
+	if err == nil {
+		err = comp.InstallCompacted(footers, info)
+		if err != nil {
+			err = fmt.Errorf("checkpoint: install compacted file of tablet %s: %w", t.ID(), err)
+			// The metadata names info and not the run: the next commit
+			// names the run again, so nothing may be deleted now.
+			files = nil
+		}
+	} else {
+		c.count(func(s *Stats) { s.FailedCommits++ })
+		err = fmt.Errorf("%w: compaction of tablet %s: %w", ErrCommit, t.ID(), err)
+		files = nil
+	}
+	c.metaMu.Unlock()
+	if err != nil {
+		return err
 	}
 	c.count(func(s *Stats) {
 		s.Compactions++
@@ -109,35 +136,48 @@ func (c *Coordinator) Compact(ctx context.Context, t Tablet, major bool) error {
 			s.MajorCompacts++
 		}
 	})
-	c.metaMu.Lock()
-	ts := c.stateOf(t.ID())
-	ts.retired = append(ts.retired, replaced...)
-	ups, _, err := c.commit(ctx, []Update{{TabletID: t.ID(), Epoch: t.Epoch(), TSFiles: t.TSFiles()}}, []Tablet{t})
-	var del []tsfile.Info
-	if err == nil && len(ups) == 1 {
-		del = ts.takeUnnamed(ups[0].TSFiles)
-	}
-	c.metaMu.Unlock()
-	if err != nil {
-		c.count(func(s *Stats) { s.FailedCommits++ })
-		return fmt.Errorf("%w: compaction of tablet %s: %w", ErrCommit, t.ID(), err)
-	}
-	c.deleteFiles(del)
+	c.deleteFiles(files)
+	c.log.Debug("compaction done", "tablet", t.ID(), "major", major, "files", len(footers), "in_bytes", inBytes, "out_bytes", info.Size, "took", time.Since(start))
+	c.pace(ctx, inBytes, time.Since(start))
 	return nil
 }
 
-// pacer returns a throttle: called with the bytes read so far, it sleeps
-// until the compaction is no faster than CompactionRate.
-func (c *Coordinator) pacer() func(int64) {
-	rate := c.opts.CompactionRate
-	if rate <= 0 {
-		return func(int64) {}
+// replaceRun returns list with the files named by run replaced by info
+// (or removed, when info.Footer is 0).
+func replaceRun(list []tsfile.Info, run []blockstore.BlockID, info tsfile.Info) []tsfile.Info {
+	in := map[blockstore.BlockID]bool{}
+	for _, id := range run {
+		in[id] = true
 	}
-	start := time.Now()
-	return func(n int64) {
-		want := time.Duration(float64(n) / float64(rate) * float64(time.Second))
-		if d := want - time.Since(start); d > time.Millisecond {
-			time.Sleep(d)
+	out := make([]tsfile.Info, 0, len(list))
+	placed := false
+	for _, f := range list {
+		if !in[f.Footer] {
+			out = append(out, f)
+			continue
+		}
+		if !placed && info.Footer != 0 {
+			out = append(out, info)
+		}
+		placed = true
+	}
+	return out
+}
+
+// pace sleeps after a compaction that read n bytes in took, so that
+// compactions average at most CompactionRate bytes per second: the engine
+// has no hook to throttle inside one compaction.
+func (c *Coordinator) pace(ctx context.Context, n int64, took time.Duration) {
+	if c.opts.CompactionRate <= 0 {
+		return
+	}
+	want := time.Duration(float64(n) / float64(c.opts.CompactionRate) * float64(time.Second))
+	if d := want - took; d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
 		}
 	}
 }

@@ -136,9 +136,10 @@ type tabletState struct {
 	// was sealed: once it is flushed, every unflushed write of the tablet
 	// lies at or after it. nil when no standby is pending or its roll failed.
 	sealedAt *wal.Position
-	// retired are files replaced by a compaction that the metadata may
-	// still name; deleted after a commit that no longer names them.
-	retired []tsfile.Info
+	// flushed is the TSFile of the standby buffer, written but not yet
+	// named by a committed update (step 7 failed): the next checkpoint
+	// commits it instead of flushing the buffer again.
+	flushed *tsfile.Info
 }
 
 // Stats are cumulative counters.
@@ -398,8 +399,14 @@ func (c *Coordinator) Checkpoint(ctx context.Context) (Result, error) {
 	flushErrs := make([]error, len(parts))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, c.opts.FlushParallelism)
+	c.metaMu.Lock()
+	pendingFile := make([]bool, len(parts))
 	for i, p := range parts {
-		if !p.swapped && !p.pending {
+		pendingFile[i] = c.stateOf(p.t.ID()).flushed != nil
+	}
+	c.metaMu.Unlock()
+	for i, p := range parts {
+		if !p.swapped && !p.pending || pendingFile[i] {
 			continue
 		}
 		wg.Add(1)
@@ -407,9 +414,14 @@ func (c *Coordinator) Checkpoint(ctx context.Context) (Result, error) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if err := p.t.FlushStandby(ctx); err != nil {
+			info, err := p.t.FlushStandby(ctx)
+			if err != nil {
 				flushErrs[i] = fmt.Errorf("%w: tablet %s: %w", ErrFlush, p.t.ID(), err)
+				return
 			}
+			c.metaMu.Lock()
+			c.stateOf(p.t.ID()).flushed = &info
+			c.metaMu.Unlock()
 		}()
 	}
 	wg.Wait()
@@ -418,9 +430,7 @@ func (c *Coordinator) Checkpoint(ctx context.Context) (Result, error) {
 	for i, err := range flushErrs {
 		if err != nil {
 			errs = append(errs, err)
-			continue
-		}
-		if parts[i].swapped || parts[i].pending {
+		} else if (parts[i].swapped || parts[i].pending) && !pendingFile[i] {
 			res.Flushed++
 		}
 	}
@@ -439,11 +449,14 @@ func (c *Coordinator) Checkpoint(ctx context.Context) (Result, error) {
 	var ups []Update
 	var upTabs []Tablet
 	for i, p := range parts {
-		if flushErrs[i] != nil || p.t.HasStandby() {
+		if flushErrs[i] != nil {
 			continue // its old positions still cover its data
 		}
 		ts := c.stateOf(p.t.ID())
-		u := Update{TabletID: p.t.ID(), Epoch: p.t.Epoch(), TSFiles: p.t.TSFiles()}
+		if p.t.HasStandby() && ts.flushed == nil {
+			continue
+		}
+		u := Update{TabletID: p.t.ID(), Epoch: p.t.Epoch(), TSFiles: c.filesLocked(p.t, ts)}
 		switch {
 		case p.swapped || !p.pending:
 			// Everything written before the roll is in TSFiles now.
@@ -459,12 +472,15 @@ func (c *Coordinator) Checkpoint(ctx context.Context) (Result, error) {
 		upTabs = append(upTabs, p.t)
 	}
 	ups, upTabs, commitErr := c.commit(ctx, ups, upTabs)
-	var toDelete []tsfile.Info
 	if commitErr == nil {
-		for i, t := range upTabs {
+		for _, t := range upTabs {
 			ts := c.stateOf(t.ID())
-			ts.sealedAt = nil
-			toDelete = append(toDelete, ts.takeUnnamed(ups[i].TSFiles)...)
+			if ts.flushed != nil {
+				if err := t.InstallFlushed(*ts.flushed); err != nil {
+					c.log.Warn("checkpoint: install flushed TSFile", "tablet", t.ID(), "err", err)
+				}
+			}
+			ts.flushed, ts.sealedAt = nil, nil
 		}
 		res.Committed = len(ups)
 	}
@@ -476,7 +492,6 @@ func (c *Coordinator) Checkpoint(ctx context.Context) (Result, error) {
 		errs = append(errs, fmt.Errorf("%w: %w", ErrCommit, commitErr))
 		return res, errors.Join(errs...)
 	}
-	c.deleteFiles(toDelete)
 	c.count(func(s *Stats) { s.Checkpoints++ })
 	if err := c.step(7); err != nil {
 		errs = append(errs, err)
@@ -484,6 +499,16 @@ func (c *Coordinator) Checkpoint(ctx context.Context) (Result, error) {
 	c.log.Debug("checkpoint done", "position", pos.String(), "swapped", res.Swapped, "flushed", res.Flushed,
 		"committed", res.Committed, "lock_held", res.LockHeld, "lock_wait", res.LockWait, "flush", res.Flush, "commit", res.Commit)
 	return res, errors.Join(errs...)
+}
+
+// filesLocked is the file list to commit for t: its read set, and before
+// it a flushed file not yet installed. Called with metaMu held.
+func (c *Coordinator) filesLocked(t Tablet, ts *tabletState) []tsfile.Info {
+	files := t.Files()
+	if ts.flushed != nil {
+		files = append([]tsfile.Info{*ts.flushed}, files...)
+	}
+	return files
 }
 
 // commit calls Meta.Commit; when the metadata refuses some tablets it
@@ -519,28 +544,6 @@ func (c *Coordinator) step(n int) error {
 		return nil
 	}
 	return c.opts.hook(n)
-}
-
-// takeUnnamed removes from ts.retired the files the committed list does
-// not name and returns them: they may be deleted.
-func (ts *tabletState) takeUnnamed(committed []tsfile.Info) []tsfile.Info {
-	if len(ts.retired) == 0 {
-		return nil
-	}
-	named := make(map[blockstore.BlockID]bool, len(committed))
-	for _, f := range committed {
-		named[f.Footer] = true
-	}
-	var out, keep []tsfile.Info
-	for _, f := range ts.retired {
-		if named[f.Footer] {
-			keep = append(keep, f)
-		} else {
-			out = append(out, f)
-		}
-	}
-	ts.retired = keep
-	return out
 }
 
 // deleteFiles deletes the blocks of files no metadata names any more.

@@ -72,7 +72,7 @@ func (c *Coordinator) CollectOrphans(ctx context.Context, grace time.Duration) (
 	}
 	inUse := map[blockstore.BlockID]struct{}{}
 	for _, t := range c.opts.Tablets() {
-		for _, f := range t.TSFiles() {
+		for _, f := range t.Files() {
 			for _, id := range f.Blocks {
 				inUse[id] = struct{}{}
 			}
@@ -80,8 +80,8 @@ func (c *Coordinator) CollectOrphans(ctx context.Context, grace time.Duration) (
 	}
 	c.metaMu.Lock()
 	for _, ts := range c.tabs {
-		for _, f := range ts.retired {
-			for _, id := range f.Blocks {
+		if ts.flushed != nil {
+			for _, id := range ts.flushed.Blocks {
 				inUse[id] = struct{}{}
 			}
 		}

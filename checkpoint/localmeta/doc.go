@@ -28,7 +28,7 @@
 //	body   := protobuf bighive.storage.v1.CheckpointTablet
 //	          (proto/storagepb/checkpoint.proto: tablet id, epoch, log
 //	          positions (prefix, file ts), TSFiles (footer, every block,
-//	          size, entries, rows, row and timestamp bounds) oldest first,
+//	          size, entries, rows, row and timestamp bounds) newest first,
 //	          data-dir group, opaque user data)
 //
 // bbolt checksums only its meta pages, so every record carries its own

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"slices"
 	"time"
 
@@ -355,4 +356,16 @@ func (d *DB) ReferencedBlocks(ctx context.Context) (map[blockstore.BlockID]struc
 		}
 	}
 	return out, nil
+}
+
+// WriteTo writes a consistent copy of the whole database to w (a backup;
+// tests use it to take the metadata as a crash would leave it).
+func (d *DB) WriteTo(w io.Writer) (int64, error) {
+	var n int64
+	err := d.db.View(func(tx *bolt.Tx) error {
+		var err error
+		n, err = tx.WriteTo(w)
+		return err
+	})
+	return n, err
 }

@@ -198,7 +198,7 @@ type CheckpointTablet struct {
 	Epoch int64 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	// Every log that may hold unflushed writes of the tablet.
 	LogPositions []*CheckpointLogPosition `protobuf:"bytes,3,rep,name=log_positions,json=logPositions,proto3" json:"log_positions,omitempty"`
-	// The tablet's TSFiles, oldest first.
+	// The tablet's TSFiles, newest first.
 	Tsfiles []*CheckpointTSFile `protobuf:"bytes,4,rep,name=tsfiles,proto3" json:"tsfiles,omitempty"`
 	// The data directories (UUIDs) of the tablet's data-dir group.
 	DataDirGroup []string `protobuf:"bytes,5,rep,name=data_dir_group,json=dataDirGroup,proto3" json:"data_dir_group,omitempty"`
