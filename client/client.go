@@ -140,7 +140,8 @@ func (c *Client) Close() error {
 	return errors.Join(errs...)
 }
 
-var errClosed = status.Error(codes.Canceled, "client: the client is closed")
+// errClosed is FailedPrecondition so that no retry loop spins on it.
+var errClosed = status.Error(codes.FailedPrecondition, "client: the client is closed")
 
 // conn returns the shared connection to addr.
 func (c *Client) conn(addr string) (*grpc.ClientConn, error) {

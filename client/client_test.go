@@ -630,3 +630,15 @@ func TestMain(m *testing.M) {
 	stopExampleCluster()
 	os.Exit(code)
 }
+
+func TestClosedClient(t *testing.T) {
+	_, c, tbl := setup(t, clienttest.Options{})
+	c.Close()
+	start := time.Now()
+	if err := tbl.Put(context.Background(), "r", "cf", "q", nil); status.Code(err) != codes.FailedPrecondition || time.Since(start) > time.Second {
+		t.Errorf("put on a closed client: %v after %v", err, time.Since(start))
+	}
+	if _, err := c.ListTables(context.Background()); status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("list on a closed client: %v", err)
+	}
+}
