@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"bighive/internal/vfs"
 )
@@ -204,11 +205,48 @@ type Options struct {
 	ExcessSpaceFraction float64
 
 	// OnIOError is called (from any goroutine, never under a lock of the
-	// manager) with the directory and the error of every failed I/O. The
-	// FsManager of the next layer plugs its disk-failure handling in here.
+	// manager) with the directory and the error of every failed I/O,
+	// before the FsManager decides whether the directory failed.
 	OnIOError func(dir string, err error)
 	// Logger receives start-up and repair logs (default slog.Default()).
 	Logger *slog.Logger
+
+	// MetadataDir is the root for the caller's metadata; it gets an
+	// instance file too (default: the first of Dirs).
+	MetadataDir string
+	// TargetDirsPerTablet is the size of a new tablet's data dir group
+	// (default 3).
+	TargetDirsPerTablet int
+	// ReservedBytes: a data dir with less free space is full. 0 means 1%
+	// of its capacity; negative means no reserve.
+	ReservedBytes int64
+	// FreeSpaceRefresh is how long a directory's free space is cached
+	// (default 10 s).
+	FreeSpaceRefresh time.Duration
+	// FreeSpace reports a directory's available and total bytes (default
+	// statfs; an error means unknown, never full). A test seam.
+	FreeSpace func(dir string) (avail, capacity int64, err error)
+	// IsDiskFailure says whether an I/O error means the directory's disk
+	// failed (default: EIO, ENODEV, ENXIO, EROFS, ESTALE, EUCLEAN).
+	IsDiskFailure func(err error) bool
+	// OnTabletsFailed is called once per directory that fails, with its
+	// UUID, path and the tablets whose group includes it (the tserver
+	// stops serving them). From any goroutine, never under a lock.
+	OnTabletsFailed func(dirUUID, dir string, tabletIDs []string)
+	// PlacementSeed seeds the power-of-two-choices placement (0: random).
+	PlacementSeed uint64
+	// Progress, if set, receives Open's progress.
+	Progress *Progress
+	// MaxOpenFiles is the capacity of the store's FileCache, through which
+	// the log manager opens container files (0: 40% of RLIMIT_NOFILE, at
+	// least 64; negative: no cache).
+	MaxOpenFiles int
+	// FileCacheExpiry is the sweep period of the store's FileCache
+	// (default 60 s).
+	FileCacheExpiry time.Duration
+	// FileCache, if set, is used instead of a cache of the store's own
+	// (shared by several stores; Close leaves it open).
+	FileCache *FileCache
 }
 
 const (
@@ -250,26 +288,20 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.TargetDirsPerTablet <= 0 {
+		o.TargetDirsPerTablet = 3
+	}
+	if o.FreeSpaceRefresh <= 0 {
+		o.FreeSpaceRefresh = 10 * time.Second
+	}
+	if o.FreeSpace == nil {
+		o.FreeSpace = statfsSpace
+	}
+	if o.MaxOpenFiles == 0 {
+		o.MaxOpenFiles = defaultMaxOpenFiles()
+	}
 	if o.PreFlush < PreFlushFinalize || o.PreFlush > PreFlushNever {
 		return o, fmt.Errorf("%w: pre-flush mode %d", ErrInvalidArgument, o.PreFlush)
 	}
 	return o, nil
-}
-
-// Open opens (creating unless ReadOnly) the block store in opts.Dirs,
-// replays and, unless ReadOnly, repairs it. The Report lists what start-up
-// found and repaired; it is returned, non-nil, also when Open fails because
-// of a fatal finding (errors.As(err, **CorruptionError)).
-func Open(opts Options) (Manager, *Report, error) {
-	opts, err := opts.withDefaults()
-	if err != nil {
-		return nil, nil, err
-	}
-	switch opts.Kind {
-	case KindLog:
-		return openLog(opts)
-	case KindFile:
-		return openFile(opts)
-	}
-	return nil, nil, fmt.Errorf("%w: block manager kind %q", ErrInvalidArgument, opts.Kind)
 }

@@ -403,3 +403,20 @@ func TestReadOnly(t *testing.T) {
 		}
 	})
 }
+
+// asLog returns the log manager under an FsManager (or m itself).
+func asLog(m Manager) (*logManager, bool) {
+	if fm, ok := m.(*FsManager); ok {
+		m = fm.Manager
+	}
+	lm, ok := m.(*logManager)
+	return lm, ok
+}
+
+func mustLog(m Manager) *logManager {
+	lm, ok := asLog(m)
+	if !ok {
+		panic("not a log manager")
+	}
+	return lm
+}

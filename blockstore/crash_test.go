@@ -93,7 +93,7 @@ func closePipelineWorkload(kind string, fsys vfs.FS) outcome {
 }
 
 func waitIdle(m Manager) {
-	if lm, ok := m.(*logManager); ok {
+	if lm, ok := asLog(m); ok {
 		lm.waitBackground()
 	}
 }
@@ -226,7 +226,7 @@ func repairBase(t *testing.T) (*errorfs.MemFS, map[BlockID]int) {
 	if _, err := dt.CommitDeletedBlocks(); err != nil {
 		t.Fatal(err)
 	}
-	lm := m.(*logManager)
+	lm, _ := asLog(m)
 	lm.waitBackground()
 	noRemove.Set(false)
 	b, _ := lm.blocks.remove(all[14])

@@ -7,46 +7,46 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"bighive/internal/vfs"
 )
 
-// fileOpener is how managers open .data, .metadata and block files. The
-// FileCache of the next layer implements it (bounded descriptors,
-// transparent reopen); today it is the FS itself.
+// fileOpener is how managers open .data, .metadata and block files: the
+// FileCache (bounded descriptors, transparent reopen) or the FS itself.
 type fileOpener interface {
 	OpenFile(name string, flag int, perm fs.FileMode) (vfs.File, error)
 }
 
-// dataDir is one data directory (one disk): its path, filesystem block
-// size, bounded worker pool and error hook. The FsManager of the next layer
-// adds its UUID, instance file, lock, free-space accounting and the failed
-// flag here.
+// dataDir is one data directory (one disk): its path and UUID, filesystem
+// block size, bounded worker pool, error hook, failed flag and cached free
+// space. The FsManager creates them; the block managers use them.
 type dataDir struct {
 	path      string
+	uuid      string
 	fs        vfs.FS
 	opener    fileOpener
 	blockSize int64
 	pool      *workerPool
-	onErr     func(dir string, err error)
+	onErr     func(d *dataDir, err error)
+	failed    atomic.Bool
+
+	spaceMu    sync.Mutex
+	spaceAt    time.Time // last refresh; zero = never
+	availBytes int64     // -1 = unknown
+	capBytes   int64
+	full       bool
 
 	mu    sync.Mutex
 	avail []*container // log manager: containers free to check out
 }
 
+// newDataDir stats an existing directory and learns its block size.
 func newDataDir(opts Options, path string) (*dataDir, error) {
 	fsys := opts.FS
-	if !opts.ReadOnly {
-		if err := fsys.MkdirAll(path, 0o755); err != nil {
-			return nil, fmt.Errorf("blockstore: create data dir %s: %w", path, err)
-		}
-		if err := fsys.SyncDir(filepath.Dir(path)); err != nil {
-			return nil, fmt.Errorf("blockstore: sync parent of %s: %w", path, err)
-		}
-	}
 	st, err := fsys.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("blockstore: data dir %s: %w", path, err)
@@ -59,18 +59,25 @@ func newDataDir(opts Options, path string) (*dataDir, error) {
 		bs = int64(sys.Blksize)
 	}
 	return &dataDir{
-		path: path, fs: fsys, opener: fsys, blockSize: bs,
-		pool:  newWorkerPool(opts.OpenWorkersPerDir),
-		onErr: opts.OnIOError,
+		path: path, fs: fsys, opener: fsys, blockSize: bs, availBytes: -1,
+		pool: newWorkerPool(opts.OpenWorkersPerDir),
 	}, nil
 }
 
 // ioError reports err to the error hook and returns it.
 func (d *dataDir) ioError(err error) error {
 	if err != nil && d.onErr != nil && !errors.Is(err, ErrInvalidArgument) {
-		d.onErr(d.path, err)
+		d.onErr(d, err)
 	}
 	return err
+}
+
+// checkHealthy fails with ErrDirFailed once the directory is marked failed.
+func (d *dataDir) checkHealthy() error {
+	if d.failed.Load() {
+		return fmt.Errorf("%w: %s", ErrDirFailed, d.path)
+	}
+	return nil
 }
 
 func (d *dataDir) openRW(name string) (vfs.File, error) {
@@ -79,6 +86,13 @@ func (d *dataDir) openRW(name string) (vfs.File, error) {
 
 func (d *dataDir) openRO(name string) (vfs.File, error) {
 	return d.opener.OpenFile(name, os.O_RDONLY, 0)
+}
+
+// invalidate tells the file cache that name was replaced by a rename.
+func (d *dataDir) invalidate(name string) {
+	if fc, ok := d.opener.(*FileCache); ok {
+		fc.Invalidate(name)
+	}
 }
 
 // allocatedBytes is the disk space a file holds (st_blocks × 512), or its

@@ -17,6 +17,17 @@ var (
 	ErrTransactionDone   = errors.New("blockstore: transaction already committed")
 	ErrForeignBlock      = errors.New("blockstore: block belongs to another manager")
 	ErrCorruption        = errors.New("blockstore: corruption")
+
+	// FsManager errors.
+	ErrUUIDMismatch  = errors.New("blockstore: mismatched UUIDs across filesystem roots")
+	ErrKindMismatch  = errors.New("blockstore: data directory belongs to another block manager kind")
+	ErrLocked        = errors.New("blockstore: data directory is locked")
+	ErrNotFormatted  = errors.New("blockstore: no instance file in any root")
+	ErrRootNotEmpty  = errors.New("blockstore: new root is not empty")
+	ErrDirFailed     = errors.New("blockstore: data directory failed")
+	ErrAllDirsFailed = errors.New("blockstore: every data directory failed")
+	ErrNoSpace       = errors.New("blockstore: no data directory has space")
+	ErrUnknownDir    = errors.New("blockstore: unknown data directory UUID")
 )
 
 // CorruptionError is on-disk data that cannot be trusted: it names the file

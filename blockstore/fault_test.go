@@ -95,7 +95,7 @@ func TestInjectedFailures(t *testing.T) {
 			if err := next.Close(); err != nil {
 				t.Fatalf("store stopped working: %v", err)
 			}
-			if lb, ok := m.(*logManager); ok {
+			if lb, ok := asLog(m); ok {
 				var c1, c2 *container
 				lb.blocks.get(good.ID(), func(b *logBlock) { c1 = b.c })
 				lb.blocks.get(next.ID(), func(b *logBlock) { c2 = b.c })
@@ -177,7 +177,7 @@ func TestHolePunchFreesSpace(t *testing.T) {
 	dir := t.TempDir()
 	m, _ := mustOpen(t, Options{Dirs: []string{dir}, PreallocateStep: -1, MaxContainerSize: 4 << 20, Logger: quietLogger()})
 	defer m.Close()
-	lm := m.(*logManager)
+	lm, _ := asLog(m)
 	tx := m.NewCreationTransaction()
 	var ids []BlockID
 	for range 32 {
@@ -228,13 +228,13 @@ func TestHolePunchFreesSpace(t *testing.T) {
 		full = append(full, b.ID())
 	}
 	var c *container
-	m2.(*logManager).blocks.get(full[0], func(b *logBlock) { c = b.c })
+	mustLog(m2).blocks.get(full[0], func(b *logBlock) { c = b.c })
 	dt = m2.NewDeletionTransaction()
 	for _, id := range full {
 		dt.AddDeletedBlock(id)
 	}
 	dt.CommitDeletedBlocks()
-	m2.(*logManager).waitBackground()
+	mustLog(m2).waitBackground()
 	for _, p := range []string{c.dataPath(), c.metaPath()} {
 		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("dead container file %s still there: %v", p, err)

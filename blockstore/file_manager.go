@@ -39,7 +39,7 @@ type fileManager struct {
 	blocks  *shardedMap[*fileBlock]
 	pending pendingSet
 	closed  atomic.Bool
-	nextDir atomic.Uint64
+	place   func(CreateBlockOptions) (*dataDir, error)
 }
 
 var _ Manager = (*fileManager)(nil)
@@ -51,58 +51,85 @@ type fileBlock struct {
 	n    int64
 }
 
-func openFile(opts Options) (Manager, *Report, error) {
+func openFile(opts Options, env *bmEnv) (Manager, error) {
 	start := time.Now()
-	m := &fileManager{opts: opts, blocks: newShardedMap[*fileBlock]()}
-	rep := &Report{Dirs: append([]string(nil), opts.Dirs...)}
+	m := &fileManager{opts: opts, blocks: newShardedMap[*fileBlock](), place: env.place}
+	rep := env.rep
 	var maxID uint64
-	for _, p := range opts.Dirs {
-		d, err := newDataDir(opts, p)
+	var dirErrs []error
+	for _, d := range env.dirs {
+		n, err := m.loadDir(d, rep, env.progress, &maxID)
 		if err != nil {
-			return nil, rep, err
-		}
-		m.dirs = append(m.dirs, d)
-		ents, err := d.fs.ReadDir(d.path)
-		if err != nil {
-			return nil, rep, d.ioError(fmt.Errorf("blockstore: list %s: %w", d.path, err))
-		}
-		for _, e := range ents {
-			name := filepath.Join(d.path, e.Name())
-			if strings.HasSuffix(e.Name(), vfs.TempSuffix) {
-				rep.add(Finding{Kind: TempFile, File: name, Offset: -1, Detail: "block never committed"})
-				if !opts.ReadOnly {
-					if err := d.fs.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
-						return nil, rep, d.ioError(fmt.Errorf("blockstore: remove %s: %w", name, err))
-					}
-					rep.markRepaired(TempFile, name)
+			if env.skip(d, err) {
+				dirErrs = append(dirErrs, err)
+				for _, b := range n {
+					m.blocks.remove(b)
 				}
 				continue
 			}
-			id, ok := parseBlockFileName(e.Name())
-			if !ok {
-				continue
-			}
-			st, err := d.fs.Stat(name)
-			if err != nil {
-				return nil, rep, d.ioError(fmt.Errorf("blockstore: stat %s: %w", name, err))
-			}
-			if !m.blocks.insert(id, &fileBlock{d: d, id: id, path: name, n: st.Size()}) {
-				rep.add(Finding{Kind: MalformedRecord, File: name, Offset: -1,
-					Detail: fmt.Sprintf("block %s exists in two directories", id)})
-				continue
-			}
-			maxID = max(maxID, uint64(id))
-			rep.LiveBlocks++
-			rep.LiveBytes += st.Size()
+			return nil, err
 		}
+		m.dirs = append(m.dirs, d)
+	}
+	if len(m.dirs) == 0 {
+		return nil, fmt.Errorf("%w: %w", ErrAllDirsFailed, errors.Join(dirErrs...))
 	}
 	if err := rep.FatalError(); err != nil {
-		return nil, rep, err
+		return nil, err
 	}
 	m.ids.init(maxID)
 	opts.Logger.Info("blockstore: opened", "kind", KindFile, "dirs", len(m.dirs), "blocks", rep.LiveBlocks,
 		"findings", len(rep.Findings), "read_only", opts.ReadOnly, "took", time.Since(start))
-	return m, rep, nil
+	return m, nil
+}
+
+// loadDir indexes the block files of d and removes its temp files (unless
+// ReadOnly). It returns the blocks it indexed, for the caller to drop if d
+// failed.
+func (m *fileManager) loadDir(d *dataDir, rep *Report, prog *Progress, maxID *uint64) ([]BlockID, error) {
+	opts := m.opts
+	var added []BlockID
+	ents, err := d.fs.ReadDir(d.path)
+	if err != nil {
+		return nil, d.ioError(fmt.Errorf("blockstore: list %s: %w", d.path, err))
+	}
+	for _, e := range ents {
+		if _, ok := parseBlockFileName(e.Name()); ok {
+			prog.total.Add(1)
+		}
+	}
+	for _, e := range ents {
+		name := filepath.Join(d.path, e.Name())
+		if strings.HasSuffix(e.Name(), vfs.TempSuffix) {
+			rep.add(Finding{Kind: TempFile, File: name, Offset: -1, Detail: "block never committed"})
+			if !opts.ReadOnly {
+				if err := d.fs.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return added, d.ioError(fmt.Errorf("blockstore: remove %s: %w", name, err))
+				}
+				rep.markRepaired(TempFile, name)
+			}
+			continue
+		}
+		id, ok := parseBlockFileName(e.Name())
+		if !ok {
+			continue
+		}
+		st, err := d.fs.Stat(name)
+		if err != nil {
+			return added, d.ioError(fmt.Errorf("blockstore: stat %s: %w", name, err))
+		}
+		prog.processed.Add(1)
+		if !m.blocks.insert(id, &fileBlock{d: d, id: id, path: name, n: st.Size()}) {
+			rep.add(Finding{Kind: MalformedRecord, File: name, Offset: -1,
+				Detail: fmt.Sprintf("block %s exists in two directories", id)})
+			continue
+		}
+		added = append(added, id)
+		*maxID = max(*maxID, uint64(id))
+		rep.LiveBlocks++
+		rep.LiveBytes += st.Size()
+	}
+	return added, nil
 }
 
 func (m *fileManager) CreateBlock(opts CreateBlockOptions) (WritableBlock, error) {
@@ -112,7 +139,10 @@ func (m *fileManager) CreateBlock(opts CreateBlockOptions) (WritableBlock, error
 	if m.opts.ReadOnly {
 		return nil, ErrReadOnly
 	}
-	d := m.dirs[int(m.nextDir.Add(1)-1)%len(m.dirs)]
+	d, err := m.place(opts)
+	if err != nil {
+		return nil, err
+	}
 	id := m.ids.next(func(id BlockID) bool { return m.blocks.has(id) || m.pending.has(id) })
 	final := filepath.Join(d.path, blockFileName(id))
 	tmp := final + vfs.TempSuffix
@@ -132,6 +162,9 @@ func (m *fileManager) OpenBlock(id BlockID) (ReadableBlock, error) {
 	m.blocks.get(id, func(x *fileBlock) { b = x })
 	if b == nil {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	if err := b.d.checkHealthy(); err != nil {
+		return nil, fmt.Errorf("blockstore: block %s: %w", id, err)
 	}
 	f, err := b.d.openRO(b.path)
 	if err != nil {

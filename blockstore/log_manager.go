@@ -18,7 +18,10 @@ type logManager struct {
 	blocks  *shardedMap[*logBlock]
 	pending pendingSet
 	closed  atomic.Bool
-	nextDir atomic.Uint64
+	// place picks the directory of a new block (the FsManager's tablet
+	// data dir groups).
+	place    func(CreateBlockOptions) (*dataDir, error)
+	progress *Progress
 
 	cmu        sync.Mutex
 	containers map[string]*container
@@ -47,10 +50,10 @@ func (m *logManager) removeContainer(c *container) {
 	d.mu.Unlock()
 }
 
-// pickDir chooses the directory of a new block. The FsManager of the next
-// layer replaces this by the tablet's directory group (opts.TabletID).
-func (m *logManager) pickDir(CreateBlockOptions) *dataDir {
-	return m.dirs[int(m.nextDir.Add(1)-1)%len(m.dirs)]
+// pickDir chooses the directory of a new block: a directory of the
+// tablet's data dir group (see FsManager.place).
+func (m *logManager) pickDir(opts CreateBlockOptions) (*dataDir, error) {
+	return m.place(opts)
 }
 
 // checkout takes an available container of d, or creates one.
@@ -116,7 +119,10 @@ func (m *logManager) CreateBlock(opts CreateBlockOptions) (WritableBlock, error)
 	if m.opts.ReadOnly {
 		return nil, ErrReadOnly
 	}
-	d := m.pickDir(opts)
+	d, err := m.pickDir(opts)
+	if err != nil {
+		return nil, err
+	}
 	c, err := m.checkout(d)
 	if err != nil {
 		return nil, err
@@ -143,6 +149,10 @@ func (m *logManager) OpenBlock(id BlockID) (ReadableBlock, error) {
 	})
 	if r == nil {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	if err := r.b.c.dir.checkHealthy(); err != nil {
+		r.Close()
+		return nil, fmt.Errorf("blockstore: block %s: %w", id, err)
 	}
 	return r, nil
 }

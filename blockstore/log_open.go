@@ -27,17 +27,12 @@ type loadedContainer struct {
 	fatal     bool
 }
 
-func openLog(opts Options) (Manager, *Report, error) {
+func openLog(opts Options, env *bmEnv) (Manager, error) {
 	start := time.Now()
-	m := &logManager{opts: opts, blocks: newShardedMap[*logBlock](), containers: map[string]*container{}}
-	rep := &Report{Dirs: append([]string(nil), opts.Dirs...)}
-	for _, p := range opts.Dirs {
-		d, err := newDataDir(opts, p)
-		if err != nil {
-			return nil, rep, err
-		}
-		m.dirs = append(m.dirs, d)
-	}
+	m := &logManager{opts: opts, blocks: newShardedMap[*logBlock](), containers: map[string]*container{},
+		place: env.place, progress: env.progress}
+	rep := env.rep
+	m.dirs = env.dirs
 	// Replay every directory in parallel, each with a bounded pool.
 	loaded := make([][]*loadedContainer, len(m.dirs))
 	dirErrs := make([]error, len(m.dirs))
@@ -50,9 +45,9 @@ func openLog(opts Options) (Manager, *Report, error) {
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(dirErrs...); err != nil {
-		m.closeLoaded(loaded)
-		return nil, rep, err
+	// A directory whose disk failed is left out; other errors fail Open.
+	if err := m.dropFailed(env, &loaded, dirErrs); err != nil {
+		return nil, err
 	}
 	// Merge into the global map.
 	var maxID uint64
@@ -73,9 +68,10 @@ func openLog(opts Options) (Manager, *Report, error) {
 	m.ids.init(maxID)
 	if err := rep.FatalError(); err != nil {
 		m.closeLoaded(loaded)
-		return nil, rep, err
+		return nil, err
 	}
 	if !opts.ReadOnly {
+		dirErrs = make([]error, len(m.dirs))
 		for i, d := range m.dirs {
 			wg.Add(1)
 			go func() {
@@ -84,9 +80,8 @@ func openLog(opts Options) (Manager, *Report, error) {
 			}()
 		}
 		wg.Wait()
-		if err := errors.Join(dirErrs...); err != nil {
-			m.closeLoaded(loaded)
-			return nil, rep, err
+		if err := m.dropFailed(env, &loaded, dirErrs); err != nil {
+			return nil, err
 		}
 	}
 	// Containers left open for writing go into the pools.
@@ -104,7 +99,36 @@ func openLog(opts Options) (Manager, *Report, error) {
 	}
 	opts.Logger.Info("blockstore: opened", "kind", KindLog, "dirs", len(m.dirs), "containers", rep.Containers,
 		"blocks", rep.LiveBlocks, "findings", len(rep.Findings), "read_only", opts.ReadOnly, "took", time.Since(start))
-	return m, rep, nil
+	return m, nil
+}
+
+// dropFailed leaves out of m the directories whose error is a disk
+// failure (env.skip marks them failed), closing their containers. Any
+// other error fails Open, as does losing every directory.
+func (m *logManager) dropFailed(env *bmEnv, loaded *[][]*loadedContainer, dirErrs []error) error {
+	var fatal []error
+	var dirs []*dataDir
+	var keep [][]*loadedContainer
+	for i, d := range m.dirs {
+		if e := dirErrs[i]; e != nil {
+			if env.skip(d, e) {
+				m.closeLoaded((*loaded)[i : i+1])
+				continue
+			}
+			fatal = append(fatal, e)
+		}
+		dirs = append(dirs, d)
+		keep = append(keep, (*loaded)[i])
+	}
+	if len(fatal) > 0 {
+		m.closeLoaded(keep)
+		return errors.Join(fatal...)
+	}
+	if len(dirs) == 0 {
+		return fmt.Errorf("%w: %w", ErrAllDirsFailed, errors.Join(dirErrs...))
+	}
+	m.dirs, *loaded = dirs, keep
+	return nil
 }
 
 func (m *logManager) closeLoaded(loaded [][]*loadedContainer) {
@@ -160,6 +184,11 @@ func (m *logManager) replayDir(d *dataDir, rep *Report) ([]*loadedContainer, err
 	var out []*loadedContainer
 	var errs []error
 	pool := newWorkerPool(m.opts.OpenWorkersPerDir)
+	for _, p := range names {
+		if p.data && p.meta {
+			m.progress.total.Add(1)
+		}
+	}
 	for _, k := range keys {
 		p := names[k]
 		name := filepath.Join(d.path, k)
@@ -173,6 +202,7 @@ func (m *logManager) replayDir(d *dataDir, rep *Report) ([]*loadedContainer, err
 		}
 		pool.submit(func() {
 			lc, err := m.loadContainer(d, name, rep)
+			m.progress.processed.Add(1)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -449,6 +479,7 @@ func (m *logManager) compactMetadata(lc *loadedContainer) error {
 		c.readOnly.Store(true)
 		return c.dir.ioError(fmt.Errorf("blockstore: compact %s: %w", c.metaPath(), err))
 	}
+	c.dir.invalidate(c.metaPath())
 	old := c.meta
 	nf, err := c.dir.openRW(c.metaPath())
 	if err != nil {
