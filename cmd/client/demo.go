@@ -2,19 +2,27 @@ package main
 
 import (
 	"context"
-	"errors"
 
 	"bighive/internal/cli"
+	"bighive/internal/demo"
 )
 
-// demoCommand is the scripted tour on a fresh temporary local cluster. It
-// needs the tserver package, so for now it only says it is not available.
+// demoCommand is the scripted tour on a fresh temporary local cluster of
+// real processes (see package demo).
 var demoCommand = cli.Command{
 	Name:    "demo",
-	Summary: "a scripted tour on a temporary local cluster",
+	Args:    "[--rows N] [--dir DIR] [--keep]",
+	Summary: "a scripted tour on a temporary local cluster: load, read, checkpoint, restart, verify",
 	Run:     runDemo,
 }
 
 func runDemo(ctx context.Context, env *cli.Env, args []string) error {
-	return &cli.ExitError{Code: 2, Err: errors.New("not available yet: the tserver is not built into this binary")}
+	fs := env.FlagSet()
+	rows := fs.Int("rows", 100_000, "rows to load")
+	dir := fs.String("dir", "", "directory for the cluster (default: a temporary one)")
+	keep := fs.Bool("keep", false, "keep the cluster's directory (data and process logs) afterwards")
+	if _, err := env.Parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	return demo.Run(ctx, demo.Options{Rows: *rows, Dir: *dir, Keep: *keep || *dir != "", Out: env.Stdout})
 }
