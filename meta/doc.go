@@ -12,12 +12,17 @@
 //   - Apply is deterministic: it reads only the command and the current
 //     state, never the clock or randomness. Decisions (who gets a tablet)
 //     are made by the leader and carried in the command.
-//   - The transaction that applies raft entry i also records i as the
-//     applied index. On restart raft replays entries the FSM may already
-//     hold; Apply skips every entry at or below the recorded index, so no
-//     command is applied twice. A refused command (AlreadyExists, a stale
-//     epoch, ...) changes nothing and does not advance the index; replaying
-//     it refuses it again.
+//   - Entries raft commits together are applied in one transaction
+//     (BatchingFSM: one fsync for a burst of load or checkpoint reports).
+//     The transaction also records the highest applied raft index. On
+//     restart raft replays entries the FSM may already hold; every entry at
+//     or below the recorded index is skipped, so no command applies twice.
+//   - A refused command (AlreadyExists, a stale epoch, ...) changes
+//     nothing: every command checks all it can refuse for before it
+//     writes. A command that fails inside (a corrupt record) is refused
+//     with Internal after its transaction is rolled back and the rest of
+//     the batch is applied one by one; only a failed commit stops the
+//     process (a replica that cannot write its state must not go on).
 //   - Every assignment increments the tablet's epoch; a report carrying a
 //     different epoch, or coming from another tserver than the owner, is
 //     refused with FailedPrecondition and changes nothing.

@@ -164,48 +164,93 @@ func (f *FSM) View(fn func(*Reader) error) error {
 	return f.db.View(func(tx *bolt.Tx) error { return fn(&Reader{tx: tx, file: f.path}) })
 }
 
-// errRefused rolls back a transaction whose command was refused.
-var errRefused = errors.New("meta: command refused")
+var _ raft.BatchingFSM = (*FSM)(nil)
 
-// Apply applies one raft entry. It returns a *Result, or nil for entries
-// already applied before a restart.
-func (f *FSM) Apply(l *raft.Log) any {
-	if l.Type != raft.LogCommand {
-		return nil
-	}
-	cmd := &spb.MetaCommand{}
-	if err := proto.Unmarshal(l.Data, cmd); err != nil {
-		f.log.Error("undecodable raft command", "index", l.Index, "err", err)
-		return &Result{Err: apierr.Wrap(apierrInternal, err, "meta: raft entry %d does not decode", l.Index)}
-	}
-	if cmd.Version > CommandVersion {
-		return &Result{Err: apierr.Wrap(apierrInternal, ErrVersion, "meta: raft entry %d has command version %d", l.Index, cmd.Version)}
+// Apply applies one raft entry; see ApplyBatch.
+func (f *FSM) Apply(l *raft.Log) any { return f.ApplyBatch([]*raft.Log{l})[0] }
+
+// ApplyBatch applies raft entries committed together in one bbolt
+// transaction (one fsync for the batch, however many commands). Each
+// command's result is a *Result, or nil for entries already applied
+// before a restart and for non-command entries.
+//
+// A refused command changes nothing: every command checks all it refuses
+// for before it writes (the writer methods keep this rule), so refused and
+// applied commands can share the transaction.
+func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
+	out := make([]any, len(logs))
+	cmds := make([]*spb.MetaCommand, len(logs))
+	for i, l := range logs {
+		if l.Type != raft.LogCommand {
+			continue
+		}
+		cmd := &spb.MetaCommand{}
+		if err := proto.Unmarshal(l.Data, cmd); err != nil {
+			f.log.Error("undecodable raft command", "index", l.Index, "err", err)
+			out[i] = &Result{Err: apierr.Wrap(apierrInternal, err, "meta: raft entry %d does not decode", l.Index)}
+			continue
+		}
+		if cmd.Version > CommandVersion {
+			out[i] = &Result{Err: apierr.Wrap(apierrInternal, ErrVersion, "meta: raft entry %d has command version %d", l.Index, cmd.Version)}
+			continue
+		}
+		cmds[i] = cmd
 	}
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	var res *Result
-	err := f.db.Update(func(tx *bolt.Tx) error {
-		applied, _ := getU64(tx.Bucket(bucketMeta).Get(keyApplied))
-		if l.Index != 0 && l.Index <= applied {
-			return nil // replayed after a restart; already in the state
+	err := f.applyTx(logs, cmds, out)
+	if errors.Is(err, errAbort) {
+		// A command failed inside (a corrupt record, a failed write): run
+		// each command alone so only that one is refused, with its error.
+		for i := range logs {
+			if err = f.applyTx(logs[i:i+1], cmds[i:i+1], out[i:i+1]); errors.Is(err, errAbort) {
+				err = nil
+			}
+			if err != nil {
+				break
+			}
 		}
+	}
+	if err != nil {
+		// The state on disk could not be committed: continuing would let
+		// this replica diverge from the others.
+		f.log.Error("cannot apply raft commands", "first_index", logs[0].Index, "err", err)
+		panic(fmt.Sprintf("meta: cannot commit raft entries from %d: %v", logs[0].Index, err))
+	}
+	return out
+}
+
+// errAbort rolls back a transaction in which a command failed with an
+// internal error (the results in out say which).
+var errAbort = errors.New("meta: command failed inside the transaction")
+
+func (f *FSM) applyTx(logs []*raft.Log, cmds []*spb.MetaCommand, out []any) error {
+	return f.db.Update(func(tx *bolt.Tx) error {
+		mb := tx.Bucket(bucketMeta)
+		applied, _ := getU64(mb.Get(keyApplied))
+		last := applied
 		w := &writer{Reader: Reader{tx: tx, file: f.path}}
-		res = w.apply(cmd)
-		if res.Err != nil {
-			return errRefused
+		for i, l := range logs {
+			if l.Index != 0 && l.Index <= applied {
+				out[i] = nil // replayed after a restart; already in the state
+				continue
+			}
+			last = max(last, l.Index)
+			if cmds[i] == nil {
+				continue
+			}
+			res := w.apply(cmds[i])
+			out[i] = res
+			if res.Err != nil && apierr.CodeOf(res.Err) == apierrInternal {
+				f.log.Error("raft command failed", "index", l.Index, "err", res.Err)
+				return errAbort
+			}
 		}
-		return tx.Bucket(bucketMeta).Put(keyApplied, u64(l.Index))
+		if last == applied {
+			return nil
+		}
+		return mb.Put(keyApplied, u64(last))
 	})
-	if err != nil && !errors.Is(err, errRefused) {
-		// The state on disk could not be changed (I/O error, corrupt
-		// record): continuing would let this replica diverge.
-		f.log.Error("cannot apply raft command", "index", l.Index, "err", err)
-		panic(fmt.Sprintf("meta: cannot apply raft entry %d: %v", l.Index, err))
-	}
-	if res == nil {
-		return nil
-	}
-	return res
 }
 
 // Snapshot captures the current state in a read transaction; Persist

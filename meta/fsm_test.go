@@ -67,6 +67,32 @@ func (f *testFSM) tablet(id string) *pb.TabletMeta {
 	return t
 }
 
+// dump renders every bucket but the applied index, to compare states.
+func (f *testFSM) dump() string {
+	f.t.Helper()
+	var b bytes.Buffer
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	err := f.db.View(func(tx *bolt.Tx) error {
+		for _, name := range allBuckets {
+			err := tx.Bucket(name).ForEach(func(k, v []byte) error {
+				if !bytes.Equal(name, bucketMeta) || !bytes.Equal(k, keyApplied) {
+					fmt.Fprintf(&b, "%s/%q=%x\n", name, k, v)
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return b.String()
+}
+
 func createCmd(name string, keys ...string) *spb.MetaCommand {
 	var ks [][]byte
 	for _, k := range keys {
@@ -177,13 +203,13 @@ func TestCommandErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			before := f.AppliedIndex()
+			before := f.dump()
 			res := f.apply(tc.cmd)
 			if got := apierr.CodeOf(res.Err); got != tc.want {
 				t.Fatalf("code %v (%v), want %v", got, res.Err, tc.want)
 			}
-			if f.AppliedIndex() != before {
-				t.Errorf("a refused command advanced the applied index")
+			if after := f.dump(); after != before {
+				t.Errorf("a refused command changed the state:\n%s\n→\n%s", before, after)
 			}
 		})
 	}
@@ -364,6 +390,62 @@ func TestReplayedEntriesSkipped(t *testing.T) {
 	if res := f.Apply(&raft.Log{Index: 9, Type: raft.LogCommand, Data: []byte{0xff, 0xff}}).(*Result); res.Err == nil {
 		t.Fatal("garbage applied")
 	}
+}
+
+func TestApplyBatch(t *testing.T) {
+	f := openTestFSM(t)
+	f.mustApply(createCmd("t", "m"))
+	f.mustApply(registerCmd("a", 1))
+	f.mustApply(assignCmd(&spb.MetaAssign_Item{TabletId: FormatTabletID(1), TserverUuid: "a"},
+		&spb.MetaAssign_Item{TabletId: FormatTabletID(2), TserverUuid: "a"}))
+	entry := func(i uint64, cmd *spb.MetaCommand) *raft.Log {
+		data, err := proto.Marshal(cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &raft.Log{Index: i, Type: raft.LogCommand, Data: data}
+	}
+	// Make tablet 2's record garbage: its load report fails inside.
+	f.mu.RLock()
+	if err := f.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketTablets).Put([]byte(FormatTabletID(2)), []byte{0xff, 0x01})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.RUnlock()
+	out := f.ApplyBatch([]*raft.Log{
+		entry(10, loadCmd(FormatTabletID(1), 1, "a", "a_1", 1)),
+		entry(11, createCmd("t")), // AlreadyExists
+		{Index: 12, Type: raft.LogNoop},
+		entry(13, loadCmd(FormatTabletID(2), 1, "a", "a_1", 1)), // corrupt record: Internal
+		entry(14, createCmd("u")),
+	})
+	codesOf := func() []codes.Code {
+		var cs []codes.Code
+		for _, o := range out {
+			if r, ok := o.(*Result); ok {
+				cs = append(cs, apierr.CodeOf(r.Err))
+			} else {
+				cs = append(cs, codes.Code(99))
+			}
+		}
+		return cs
+	}
+	if got := fmt.Sprint(codesOf()); got != fmt.Sprint([]codes.Code{codes.OK, codes.AlreadyExists, 99, codes.Internal, codes.OK}) {
+		t.Fatalf("results %v", got)
+	}
+	if tm := f.tablet(FormatTabletID(1)); tm.State != pb.TabletState_TABLET_STATE_SERVING {
+		t.Errorf("load in the batch not applied: %v", tm)
+	}
+	_ = f.View(func(r *Reader) error {
+		if _, err := r.Table("u"); err != nil {
+			t.Errorf("command after the failed one not applied: %v", err)
+		}
+		if r.AppliedIndex() != 14 {
+			t.Errorf("applied index %d, want 14", r.AppliedIndex())
+		}
+		return nil
+	})
 }
 
 type memSink struct {
