@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"bighive/blockstore"
@@ -22,6 +23,9 @@ type Options struct {
 	// MemLimit triggers a checkpoint in Run when the write buffers of all
 	// tablets together hold more bytes. Default 256 MiB.
 	MemLimit int64
+	// HardLimit is the buffer memory past which Throttle makes writers
+	// wait for a checkpoint to free memory. Default 2 × MemLimit.
+	HardLimit int64
 	// Tablets lists the tablets served here; the coordinator calls it at
 	// each step that walks them. Required.
 	Tablets func() []Tablet
@@ -74,6 +78,9 @@ func (o Options) withDefaults() Options {
 	if o.MemLimit <= 0 {
 		o.MemLimit = 256 << 20
 	}
+	if o.HardLimit <= 0 {
+		o.HardLimit = 2 * o.MemLimit
+	}
 	if o.Interval <= 0 {
 		o.Interval = 20 * time.Millisecond
 	}
@@ -124,6 +131,8 @@ type Coordinator struct {
 	metaMu     sync.Mutex // serialises Meta.Commit and the tablet state below
 	tabs       map[string]*tabletState
 	orphanSeen map[blockstore.BlockID]time.Time
+
+	memTotal atomic.Int64 // buffer memory as Run last measured it
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -338,22 +347,25 @@ func (c *Coordinator) Checkpoint(ctx context.Context) (Result, error) {
 	}
 	parts := make([]part, 0, len(tablets))
 
+	// Which tablets take part is decided before the lock, to keep the
+	// window short: a standby appears or goes only through checkpoints,
+	// which this one excludes, and a tablet that starts serving meanwhile
+	// just waits for the next checkpoint.
+	for _, t := range tablets {
+		if t.Serving() {
+			parts = append(parts, part{t: t, pending: t.HasStandby()})
+		}
+	}
+
 	// Step 2.
 	t0 := time.Now()
 	c.state.Lock()
 	t1 := time.Now()
 	// Step 3.
-	for _, t := range tablets {
-		if !t.Serving() {
-			continue
+	for i := range parts {
+		if !parts[i].pending {
+			parts[i].swapped = parts[i].t.SwapBuffers()
 		}
-		p := part{t: t}
-		if t.HasStandby() {
-			p.pending = true
-		} else {
-			p.swapped = t.SwapBuffers()
-		}
-		parts = append(parts, p)
 	}
 	// Step 4.
 	pos, rollErr := c.opts.Log.Roll()
@@ -569,10 +581,23 @@ func (c *Coordinator) deleteFiles(files []tsfile.Info) {
 // major compactions, log GC after each checkpoint, and the orphan pass.
 func (c *Coordinator) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		c.runCompactions(ctx)
+	}()
+	go func() { // measures for Throttle, also while a checkpoint runs
+		defer wg.Done()
+		tick := time.NewTicker(c.opts.Interval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				c.memTotal.Store(c.MemoryUsage())
+			}
+		}
 	}()
 	tick := time.NewTicker(c.opts.Interval)
 	defer tick.Stop()
@@ -584,7 +609,9 @@ func (c *Coordinator) Run(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		if c.MemoryUsage() > c.opts.MemLimit {
+		mem := c.MemoryUsage()
+		c.memTotal.Store(mem)
+		if mem > c.opts.MemLimit {
 			if _, err := c.Checkpoint(ctx); err != nil && ctx.Err() == nil {
 				c.log.Warn("checkpoint failed", "err", err)
 			}
@@ -601,6 +628,23 @@ func (c *Coordinator) Run(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// Throttle waits while the write buffers hold more than HardLimit (as Run
+// last measured them), so that writers faster than the flushes cannot
+// exhaust memory. Writers call it before taking the state lock; without
+// Run it never waits.
+func (c *Coordinator) Throttle(ctx context.Context) error {
+	for c.memTotal.Load() > c.opts.HardLimit {
+		t := time.NewTimer(time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
 // MemoryUsage is the bytes held by the write buffers of every tablet.
