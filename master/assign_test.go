@@ -1,0 +1,239 @@
+package master
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	pb "bighive/proto/bighivepb"
+)
+
+func TestPlanAssignSpread(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	for round := 0; round < 50; round++ {
+		n := 1 + rng.IntN(8)
+		var live []string
+		counts := map[string]int{}
+		for i := 0; i < n; i++ {
+			u := fmt.Sprintf("ts%d", i)
+			live = append(live, u)
+		}
+		var ids []string
+		for i := 0; i < rng.IntN(500); i++ {
+			ids = append(ids, fmt.Sprintf("t%d", i))
+		}
+		plan := planAssign(ids, live, counts)
+		if len(plan) != len(ids) {
+			t.Fatalf("planned %d of %d", len(plan), len(ids))
+		}
+		lo, hi := len(ids), 0
+		for _, u := range live {
+			lo, hi = min(lo, counts[u]), max(hi, counts[u])
+		}
+		if hi-lo > 1 {
+			t.Fatalf("round %d: %d tablets over %d tservers: counts %v", round, len(ids), n, counts)
+		}
+	}
+}
+
+func TestPlanMovesBounded(t *testing.T) {
+	live := []string{"a", "b", "c", "d"}
+	counts := map[string]int{"a": 30, "b": 30, "c": 30, "d": 0}
+	movable := map[string][]string{}
+	for _, u := range live[:3] {
+		for i := 0; i < 30; i++ {
+			movable[u] = append(movable[u], fmt.Sprintf("%s%d", u, i))
+		}
+	}
+	moves := planMoves(movable, live, counts, 5)
+	if len(moves) != 5 {
+		t.Fatalf("%d moves, want the budget of 5", len(moves))
+	}
+	for _, mv := range moves {
+		if mv.to != "d" {
+			t.Errorf("move %v not to the empty tserver", mv)
+		}
+	}
+	moves = planMoves(movable, live, counts, 100)
+	lo, hi := 1000, 0
+	for _, u := range live {
+		lo, hi = min(lo, counts[u]), max(hi, counts[u])
+	}
+	if hi-lo > 1 {
+		t.Fatalf("after rebalancing counts %v", counts)
+	}
+}
+
+// fleet starts n fake tservers against the cluster.
+func fleet(t *testing.T, cl *client, o *owners, n int, every time.Duration) []*fakeTS {
+	t.Helper()
+	var out []*fakeTS
+	for i := 0; i < n; i++ {
+		f := newFakeTS(t, fmt.Sprintf("ts%d", i), cl, o)
+		f.start(every)
+		out = append(out, f)
+	}
+	return out
+}
+
+// servingCounts waits until every tablet of table is SERVING and returns
+// the count per tserver.
+func servingCounts(t *testing.T, mc pb.MasterClient, table string, want int) map[string]int {
+	t.Helper()
+	var counts map[string]int
+	waitFor(t, 30*time.Second, fmt.Sprintf("%d tablets of %s serving", want, table), func() bool {
+		l, err := mc.GetTableLocations(context.Background(), &pb.GetTableLocationsRequest{Table: table})
+		if err != nil || len(l.Locations) != want {
+			return false
+		}
+		counts = map[string]int{}
+		for _, x := range l.Locations {
+			if x.State != pb.TabletState_TABLET_STATE_SERVING || x.TserverAddress == "" {
+				return false
+			}
+			counts[x.TserverUuid]++
+		}
+		return true
+	})
+	return counts
+}
+
+func TestAssignmentSpread100Over4(t *testing.T) {
+	c := startCluster(t, 1, nil)
+	c.leader(10 * time.Second)
+	cl := newClient(t, c.addrs()...)
+	mc := cl.at(0)
+	o := newOwners()
+	fl := fleet(t, cl, o, 4, 50*time.Millisecond)
+	if _, err := mc.CreateTable(ctxT(t, 10*time.Second), &pb.CreateTableRequest{Schema: schema("t", "cf"), SplitKeys: splitKeys(99)}); err != nil {
+		t.Fatal(err)
+	}
+	counts := servingCounts(t, mc, "t", 100)
+	for _, f := range fl {
+		if n := counts[f.uuid]; n < 24 || n > 26 {
+			t.Errorf("tserver %s has %d tablets, want 25±1 (all: %v)", f.uuid, n, counts)
+		}
+		if n := len(f.serving()); n != counts[f.uuid] {
+			t.Errorf("tserver %s serves %d, metadata says %d", f.uuid, n, counts[f.uuid])
+		}
+	}
+	if len(o.violations) > 0 {
+		t.Fatalf("invariant 6: %v", o.violations)
+	}
+}
+
+func TestDeadTServerTabletsReassigned(t *testing.T) {
+	c := startCluster(t, 1, nil)
+	c.leader(10 * time.Second)
+	cl := newClient(t, c.addrs()...)
+	mc := cl.at(0)
+	o := newOwners()
+	fl := fleet(t, cl, o, 3, 50*time.Millisecond)
+	if _, err := mc.CreateTable(ctxT(t, 10*time.Second), &pb.CreateTableRequest{Schema: schema("t", "cf"), SplitKeys: splitKeys(29)}); err != nil {
+		t.Fatal(err)
+	}
+	servingCounts(t, mc, "t", 30)
+	before, err := mc.GetTableLocations(context.Background(), &pb.GetTableLocationsRequest{Table: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := fl[0]
+	lost := map[string]int64{}
+	for _, l := range before.Locations {
+		if l.TserverUuid == victim.uuid {
+			lost[l.TabletId] = l.Epoch
+		}
+	}
+	began := time.Now()
+	victim.stop()
+	counts := map[string]int{}
+	waitFor(t, 20*time.Second, "the dead tserver's tablets serving elsewhere", func() bool {
+		l, err := mc.GetTableLocations(context.Background(), &pb.GetTableLocationsRequest{Table: "t"})
+		if err != nil {
+			return false
+		}
+		counts = map[string]int{}
+		for _, x := range l.Locations {
+			if x.State != pb.TabletState_TABLET_STATE_SERVING || x.TserverUuid == victim.uuid {
+				return false
+			}
+			if ep, ok := lost[x.TabletId]; ok && x.Epoch <= ep {
+				t.Fatalf("tablet %s reassigned without a new epoch (%d → %d)", x.TabletId, ep, x.Epoch)
+			}
+			counts[x.TserverUuid]++
+		}
+		return true
+	})
+	t.Logf("dead tserver's %d tablets serving elsewhere after %v (lease %v + margin %v)", len(lost), time.Since(began),
+		testConfig("", "").Lease, testConfig("", "").DeadMargin)
+	if counts[fl[1].uuid] != 15 || counts[fl[2].uuid] != 15 {
+		t.Errorf("after reassignment counts %v, want 15/15", counts)
+	}
+	ts, err := mc.ListTServers(context.Background(), &pb.ListTServersRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range ts.Tservers {
+		if x.Live == (x.Uuid == victim.uuid) {
+			t.Errorf("tserver %s live=%v", x.Uuid, x.Live)
+		}
+	}
+	if len(o.violations) > 0 {
+		t.Fatalf("invariant 6: %v", o.violations)
+	}
+}
+
+func TestRebalanceOnJoin(t *testing.T) {
+	const maxMoves = 3
+	c := startCluster(t, 1, func(cfg *Config) { cfg.MaxMoves = maxMoves })
+	c.leader(10 * time.Second)
+	cl := newClient(t, c.addrs()...)
+	mc := cl.at(0)
+	o := newOwners()
+	fleet(t, cl, o, 3, 50*time.Millisecond)
+	if _, err := mc.CreateTable(ctxT(t, 10*time.Second), &pb.CreateTableRequest{Schema: schema("t", "cf"), SplitKeys: splitKeys(35)}); err != nil {
+		t.Fatal(err)
+	}
+	servingCounts(t, mc, "t", 36)
+
+	// Watch the moves in flight while the fourth tserver joins.
+	ls, _ := c.masters[0].ready()
+	stop := make(chan struct{})
+	maxSeen := make(chan int, 1)
+	go func() {
+		m := 0
+		for {
+			select {
+			case <-stop:
+				maxSeen <- m
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+			ls.mu.Lock()
+			m = max(m, len(ls.moves))
+			ls.mu.Unlock()
+		}
+	}()
+	newFakeTS(t, "ts9", cl, o).start(50 * time.Millisecond)
+	var counts map[string]int
+	waitFor(t, 30*time.Second, "rebalanced to 9 each", func() bool {
+		counts = servingCounts(t, mc, "t", 36)
+		for _, u := range []string{"ts0", "ts1", "ts2", "ts9"} {
+			if counts[u] != 9 {
+				return false
+			}
+		}
+		return true
+	})
+	close(stop)
+	if m := <-maxSeen; m > maxMoves || m == 0 {
+		t.Errorf("at most %d moves were in flight, want 1..%d", m, maxMoves)
+	}
+	if len(o.violations) > 0 {
+		t.Fatalf("invariant 6 (a move made two owners): %v", o.violations)
+	}
+}

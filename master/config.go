@@ -1,0 +1,98 @@
+package master
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Peer is one master of the cluster.
+type Peer struct {
+	ID       string
+	RaftAddr string
+	GRPCAddr string
+}
+
+// ParsePeers parses "id=raftaddr=grpcaddr,..." (the --peers flag).
+func ParsePeers(s string) ([]Peer, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var out []Peer
+	seen := map[string]bool{}
+	for _, item := range strings.Split(s, ",") {
+		parts := strings.Split(strings.TrimSpace(item), "=")
+		if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+			return nil, fmt.Errorf("master: peer %q: want id=raftaddr=grpcaddr", item)
+		}
+		if seen[parts[0]] {
+			return nil, fmt.Errorf("master: peer id %q listed twice", parts[0])
+		}
+		seen[parts[0]] = true
+		out = append(out, Peer{ID: parts[0], RaftAddr: parts[1], GRPCAddr: parts[2]})
+	}
+	return out, nil
+}
+
+// Config configures a master.
+type Config struct {
+	// ID is this master's raft id; with Peers it must be one of them.
+	ID string
+	// Dir is the data directory.
+	Dir string
+	// RaftAddr is the raft transport's TCP address.
+	RaftAddr string
+	// GRPCAddr is this master's advertised gRPC address (what a follower
+	// names in NotLeader). Defaults to the listener's address.
+	GRPCAddr string
+	// Peers lists every master, this one included; empty means a
+	// single-node cluster.
+	Peers []Peer
+
+	// Lease is how long a heartbeat keeps a tserver's lease (default 5 s).
+	Lease time.Duration
+	// Heartbeat is the interval tservers are told to heartbeat at (default 1 s).
+	Heartbeat time.Duration
+	// DeadMargin: a tserver is dead once Lease + DeadMargin passed since its
+	// last heartbeat (default 2 heartbeats).
+	DeadMargin time.Duration
+	// MaxMoves bounds rebalancing moves in flight (default 8).
+	MaxMoves int
+	// ResendInterval: an assignment the tserver does not report is sent
+	// again at most this often (default 3 heartbeats).
+	ResendInterval time.Duration
+	// TickInterval is the leader loop's period (default Heartbeat / 2).
+	TickInterval time.Duration
+
+	// Raft tunes raft; nil is raft.DefaultConfig.
+	Raft *raft.Config
+	// Logger; nil is slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.Lease <= 0 {
+		c.Lease = 5 * time.Second
+	}
+	if c.Heartbeat <= 0 {
+		c.Heartbeat = time.Second
+	}
+	if c.DeadMargin <= 0 {
+		c.DeadMargin = 2 * c.Heartbeat
+	}
+	if c.MaxMoves <= 0 {
+		c.MaxMoves = 8
+	}
+	if c.ResendInterval <= 0 {
+		c.ResendInterval = 3 * c.Heartbeat
+	}
+	if c.TickInterval <= 0 {
+		c.TickInterval = c.Heartbeat / 2
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}

@@ -1,0 +1,214 @@
+package master
+
+import (
+	"context"
+
+	"bighive/internal/apierr"
+	"bighive/internal/limits"
+	"bighive/meta"
+	pb "bighive/proto/bighivepb"
+	spb "bighive/proto/storagepb"
+)
+
+// CreateTable creates a table and its initial tablets in one command; the
+// leader loop assigns them (one more command).
+func (m *Master) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (*pb.CreateTableResponse, error) {
+	ls, err := m.ready()
+	if err != nil {
+		return nil, err
+	}
+	if err := meta.ValidateSchema(req.Schema); err != nil {
+		return nil, err
+	}
+	if err := meta.ValidateSplitKeys(req.SplitKeys); err != nil {
+		return nil, err
+	}
+	res, err := m.apply(ctx, &spb.MetaCommand{Cmd: &spb.MetaCommand_CreateTable{CreateTable: &spb.MetaCreateTable{
+		Schema: req.Schema, SplitKeys: req.SplitKeys}}})
+	if err != nil {
+		return nil, err
+	}
+	ls.poke()
+	m.log.Info("table created", "table", req.Schema.Name, "tablets", len(res.Tablets))
+	return &pb.CreateTableResponse{Table: &pb.TableInfo{Schema: req.Schema, TabletCount: int32(len(res.Tablets)),
+		CachePriority: pb.CachePriority_CACHE_PRIORITY_MEDIUM}}, nil
+}
+
+// DeleteTable removes the table and its tablets from the metadata; their
+// tservers unload them on their next heartbeat, and their blocks and logs
+// are collected by reference later.
+func (m *Master) DeleteTable(ctx context.Context, req *pb.DeleteTableRequest) (*pb.DeleteTableResponse, error) {
+	ls, err := m.ready()
+	if err != nil {
+		return nil, err
+	}
+	if err := limits.ValidateTableName(req.Name); err != nil {
+		return nil, err
+	}
+	res, err := m.apply(ctx, &spb.MetaCommand{Cmd: &spb.MetaCommand_DeleteTable{DeleteTable: &spb.MetaDeleteTable{Name: req.Name}}})
+	if err != nil {
+		return nil, err
+	}
+	ls.mu.Lock()
+	delete(ls.prio, req.Name)
+	for _, t := range res.Tablets {
+		delete(ls.moves, t.TabletId)
+		delete(ls.sizes, t.TabletId)
+	}
+	ls.mu.Unlock()
+	m.log.Info("table deleted", "table", req.Name, "tablets", len(res.Tablets))
+	return &pb.DeleteTableResponse{}, nil
+}
+
+func (ls *leaderState) priority(table string) pb.CachePriority {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return effective(ls.prio[table])
+}
+
+func effective(p pb.CachePriority) pb.CachePriority {
+	if p == pb.CachePriority_CACHE_PRIORITY_UNSPECIFIED {
+		return pb.CachePriority_CACHE_PRIORITY_MEDIUM
+	}
+	return p
+}
+
+// ListTables lists every table (leader read).
+func (m *Master) ListTables(ctx context.Context, req *pb.ListTablesRequest) (*pb.ListTablesResponse, error) {
+	ls, err := m.readyRead()
+	if err != nil {
+		return nil, err
+	}
+	resp := &pb.ListTablesResponse{}
+	err = m.view(func(r *meta.Reader) error {
+		tables, err := r.Tables()
+		if err != nil {
+			return err
+		}
+		for _, s := range tables {
+			resp.Tables = append(resp.Tables, &pb.TableInfo{Schema: s, TabletCount: int32(r.TabletCount(s.Name)),
+				CachePriority: ls.priority(s.Name)})
+		}
+		return nil
+	})
+	return resp, err
+}
+
+// DescribeTable returns a table, its tablets and their reported sizes.
+func (m *Master) DescribeTable(ctx context.Context, req *pb.DescribeTableRequest) (*pb.DescribeTableResponse, error) {
+	ls, err := m.readyRead()
+	if err != nil {
+		return nil, err
+	}
+	if err := limits.ValidateTableName(req.Name); err != nil {
+		return nil, err
+	}
+	resp := &pb.DescribeTableResponse{TabletSizes: map[string]int64{}}
+	err = m.view(func(r *meta.Reader) error {
+		s, err := r.Table(req.Name)
+		if err != nil {
+			return err
+		}
+		if resp.Tablets, err = r.TableTablets(req.Name, nil, 0); err != nil {
+			return err
+		}
+		resp.Table = &pb.TableInfo{Schema: s, TabletCount: int32(len(resp.Tablets)), CachePriority: ls.priority(s.Name)}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	ls.mu.Lock()
+	for _, t := range resp.Tablets {
+		if sz, ok := ls.sizes[t.TabletId]; ok {
+			resp.TabletSizes[t.TabletId] = sz
+		}
+	}
+	ls.mu.Unlock()
+	return resp, nil
+}
+
+// AddFamily adds a column family to a table's schema. Tservers learn the
+// new schema with the table's next assignments.
+func (m *Master) AddFamily(ctx context.Context, req *pb.AddFamilyRequest) (*pb.AddFamilyResponse, error) {
+	if _, err := m.ready(); err != nil {
+		return nil, err
+	}
+	if err := limits.ValidateTableName(req.Table); err != nil {
+		return nil, err
+	}
+	if err := meta.ValidateFamily(req.Family); err != nil {
+		return nil, err
+	}
+	if _, err := m.apply(ctx, &spb.MetaCommand{Cmd: &spb.MetaCommand_AddFamily{AddFamily: &spb.MetaAddFamily{
+		Table: req.Table, Family: req.Family}}}); err != nil {
+		return nil, err
+	}
+	return &pb.AddFamilyResponse{}, nil
+}
+
+// SetCachePriority records a table's cache priority in the leader's memory
+// (not persisted, seed 002) and pushes it to the tservers holding its
+// tablets in their next heartbeat replies.
+func (m *Master) SetCachePriority(ctx context.Context, req *pb.SetCachePriorityRequest) (*pb.SetCachePriorityResponse, error) {
+	ls, err := m.ready()
+	if err != nil {
+		return nil, err
+	}
+	if err := limits.ValidateTableName(req.Table); err != nil {
+		return nil, err
+	}
+	if _, ok := pb.CachePriority_name[int32(req.Priority)]; !ok {
+		return nil, apierr.InvalidArgument("cache priority %d is not HIGH, MEDIUM or LOW", req.Priority)
+	}
+	if err := m.view(func(r *meta.Reader) error { _, err := r.Table(req.Table); return err }); err != nil {
+		return nil, err
+	}
+	ls.mu.Lock()
+	ls.prio[req.Table] = effective(req.Priority)
+	ls.mu.Unlock()
+	return &pb.SetCachePriorityResponse{}, nil
+}
+
+// GetTableLocations returns the tablets of a table from the one holding
+// start_row on, with their owners (leader read, never stale).
+func (m *Master) GetTableLocations(ctx context.Context, req *pb.GetTableLocationsRequest) (*pb.GetTableLocationsResponse, error) {
+	if _, err := m.readyRead(); err != nil {
+		return nil, err
+	}
+	if err := limits.ValidateTableName(req.Table); err != nil {
+		return nil, err
+	}
+	resp := &pb.GetTableLocationsResponse{}
+	err := m.view(func(r *meta.Reader) error {
+		s, err := r.Table(req.Table)
+		if err != nil {
+			return err
+		}
+		resp.Schema = s
+		tablets, err := r.TableTablets(req.Table, req.StartRow, int(req.Limit))
+		if err != nil {
+			return err
+		}
+		addr := map[string]string{}
+		for _, t := range tablets {
+			loc := &pb.TabletLocation{TabletId: t.TabletId, Range: t.Range, Epoch: t.Epoch, State: t.State}
+			if t.State != pb.TabletState_TABLET_STATE_UNASSIGNED && t.TserverUuid != "" {
+				a, ok := addr[t.TserverUuid]
+				if !ok {
+					if ts, err := r.TServer(t.TserverUuid); err == nil {
+						a = ts.Address
+					}
+					addr[t.TserverUuid] = a
+				}
+				loc.TserverUuid, loc.TserverAddress = t.TserverUuid, a
+			}
+			resp.Locations = append(resp.Locations, loc)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}

@@ -1,0 +1,61 @@
+// Package master is the gRPC Master service (proto/bighivepb/master.proto)
+// over the replicated metadata of package meta.
+//
+// # Who answers
+//
+// Any master answers every RPC. A master that is not the raft leader
+// forwards the call over gRPC to the leader's gRPC address (taken from the
+// peer list) and relays the answer; a call that arrives already forwarded,
+// or while no leader is known, is refused with Unavailable carrying a
+// bighivepb.NotLeader detail naming the leader's gRPC address (empty if
+// none is known), which clients follow. Reads that route clients
+// (GetTableLocations, DescribeTable, ListTables, ListTServers,
+// GetGCReferences) are answered by the leader after raft.VerifyLeader, so
+// they are never stale. A new leader first waits for a raft barrier, so its
+// state includes every commit of earlier terms, before it answers anything.
+//
+// # What goes through raft
+//
+// State changes only, one raft command each: DDL, tserver registrations,
+// assignments and unassignments (batched: a tick assigns every unassigned
+// tablet in one command), load, checkpoint (a burst of reports is one
+// command) and split reports, id allocation. Heartbeats, leases, reported
+// tablet sizes, rebalancing moves in flight and cache priorities live only
+// in the leader's memory; a new leader starts every registered tserver's
+// lease afresh, from the moment it became leader.
+//
+// # Leases and assignment (the leader's loop)
+//
+//   - A heartbeat renews the tserver's lease for Config.Lease, counted at
+//     the tserver from when it sent the heartbeat and at the master from
+//     when it received it, so the master's view always ends later.
+//   - A tserver whose last heartbeat is older than Lease + DeadMargin is
+//     dead: its tablets become UNASSIGNED in one command (epoch kept) and
+//     are assigned again, each assignment incrementing the epoch.
+//   - Unassigned tablets go to live tservers that have heartbeated to this
+//     leader, always to the one with the fewest tablets (ties by uuid), so
+//     the spread is within one of even.
+//   - When the spread exceeds one (a tserver joined), at most
+//     Config.MaxMoves tablets move at a time. A move never makes two
+//     owners (DESIGN.md invariant 6): the leader first tells the old owner
+//     to unassign the tablet in a heartbeat reply, and commits the new
+//     assignment (new epoch) only after a later heartbeat of the old owner
+//     no longer lists the tablet, or after the old owner is dead.
+//   - Every heartbeat reply reconciles: a reported tablet the metadata does
+//     not give to this tserver at that epoch (deleted table, split parent,
+//     moved, stale epoch) is unassigned; an owned tablet the tserver does
+//     not report is (re)sent as an assignment, at most once per
+//     ResendInterval. Tservers apply unassignments before assignments, and
+//     treat an assignment at an epoch they already hold as a no-op.
+//   - Cache priorities set with SetCachePriority are pushed in heartbeat
+//     replies to the tservers holding the table's tablets when they change.
+//
+// # Errors
+//
+// Every error is an internal/apierr error: InvalidArgument (bad names,
+// duplicate families, unsorted, duplicate or empty split keys, no
+// families), AlreadyExists, NotFound, FailedPrecondition (stale epoch or
+// not the owner), Unavailable (no leader, leadership lost), per invariant 8.
+//
+// ReportLogSplit returns Unimplemented: log splitting is a later issue.
+package master

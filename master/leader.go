@@ -1,0 +1,268 @@
+package master
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"bighive/meta"
+	pb "bighive/proto/bighivepb"
+	spb "bighive/proto/storagepb"
+)
+
+// lease is the leader's in-memory view of one tserver.
+type lease struct {
+	uuid        string
+	incarnation int64
+	last        time.Time // last heartbeat received (or the leader's start)
+	heard       bool      // heartbeated or registered with this leader
+	dead        bool      // declared dead; its tablets were unassigned
+	load        *pb.TServerLoad
+	sentAssign  map[string]time.Time // tablet id → last time its assignment was sent
+	sentPrio    map[string]pb.CachePriority
+}
+
+// move is a rebalancing move in flight.
+type move struct {
+	tablet   string
+	epoch    int64 // the tablet's epoch when the move began
+	from, to string
+	told     bool // the unassignment went out in a heartbeat reply
+	stopped  bool // a later heartbeat of from no longer lists the tablet
+}
+
+// leaderState is what only the leader keeps, in memory.
+type leaderState struct {
+	m     *Master
+	since time.Time
+	kick  chan struct{}
+
+	mu     sync.Mutex
+	leases map[string]*lease
+	moves  map[string]*move // by tablet id
+	prio   map[string]pb.CachePriority
+	sizes  map[string]int64 // reported tablet sizes by tablet id
+}
+
+func newLease(uuid string, inc int64, now time.Time) *lease {
+	return &lease{uuid: uuid, incarnation: inc, last: now,
+		sentAssign: map[string]time.Time{}, sentPrio: map[string]pb.CachePriority{}}
+}
+
+// runLeader is one leader session: catch up with a barrier, give every
+// tserver a fresh lease, then run the assignment loop until ctx ends.
+func (m *Master) runLeader(ctx context.Context) {
+	began := time.Now()
+	for {
+		if err := m.node.Raft.Barrier(5 * time.Second).Error(); err == nil {
+			break
+		} else if ctx.Err() != nil {
+			return
+		} else {
+			m.log.Warn("leader barrier failed; retrying", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	now := time.Now()
+	ls := &leaderState{m: m, since: now, kick: make(chan struct{}, 1),
+		leases: map[string]*lease{}, moves: map[string]*move{}, prio: map[string]pb.CachePriority{}, sizes: map[string]int64{}}
+	var tservers []*spb.MetaTServer
+	if err := m.view(func(r *meta.Reader) (err error) { tservers, err = r.TServers(); return err }); err != nil {
+		m.log.Error("leader cannot read tservers", "err", err)
+		return
+	}
+	for _, ts := range tservers {
+		ls.leases[ts.Uuid] = newLease(ts.Uuid, ts.Incarnation, now)
+	}
+	m.setLeader(ls)
+	defer m.setLeader(nil)
+	m.log.Info("leader ready", "catch_up", time.Since(began), "tservers", len(tservers))
+
+	t := time.NewTicker(m.cfg.TickInterval)
+	defer t.Stop()
+	for {
+		ls.tick(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-ls.kick:
+		}
+	}
+}
+
+// poke asks the leader loop to run a tick soon.
+func (ls *leaderState) poke() {
+	select {
+	case ls.kick <- struct{}{}:
+	default:
+	}
+}
+
+// expired reports whether l's lease plus the margin has run out.
+func (ls *leaderState) expired(l *lease, now time.Time) bool {
+	return now.Sub(l.last) > ls.m.cfg.Lease+ls.m.cfg.DeadMargin
+}
+
+// liveLocked lists the tservers new tablets may go to, in uuid order.
+func (ls *leaderState) liveLocked(now time.Time) []string {
+	var out []string
+	for u, l := range ls.leases {
+		if l.heard && !l.dead && !ls.expired(l, now) {
+			out = append(out, u)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+const assignBatch = 4096
+
+// tick: declare dead tservers and free their tablets, finish moves,
+// assign unassigned tablets, start rebalancing moves.
+func (ls *leaderState) tick(ctx context.Context) {
+	m := ls.m
+	now := time.Now()
+
+	// 1. Dead tservers: their tablets become UNASSIGNED (one command).
+	ls.mu.Lock()
+	var dead []string
+	for u, l := range ls.leases {
+		if !l.dead && ls.expired(l, now) {
+			l.dead = true
+			m.log.Warn("tserver lease expired; declaring it dead", "tserver", u, "last_heartbeat", l.last)
+		}
+		if l.dead {
+			dead = append(dead, u)
+		}
+	}
+	ls.mu.Unlock()
+	var un []*spb.MetaUnassign_Item
+	_ = m.view(func(r *meta.Reader) error {
+		for _, u := range dead {
+			ts, err := r.TabletsOf(u)
+			if err != nil {
+				return err
+			}
+			for _, t := range ts {
+				un = append(un, &spb.MetaUnassign_Item{TabletId: t.TabletId, ExpectedEpoch: t.Epoch, ExpectedTserver: u})
+			}
+		}
+		return nil
+	})
+	if len(un) > 0 {
+		res, err := m.apply(ctx, &spb.MetaCommand{Cmd: &spb.MetaCommand_Unassign{Unassign: &spb.MetaUnassign{Items: un}}})
+		if err != nil {
+			m.log.Warn("unassigning dead tservers' tablets failed", "err", err)
+			return
+		}
+		m.log.Info("unassigned tablets of dead tservers", "tablets", res.Applied, "tservers", dead)
+	}
+
+	// 2. Moves whose old owner stopped (or died): assign to the new owner.
+	ls.mu.Lock()
+	live := ls.liveLocked(now)
+	var items []*spb.MetaAssign_Item
+	for id, mv := range ls.moves {
+		from := ls.leases[mv.from]
+		if !mv.stopped && (from != nil && !from.dead) {
+			continue
+		}
+		delete(ls.moves, id)
+		if slices.Contains(live, mv.to) {
+			items = append(items, &spb.MetaAssign_Item{TabletId: id, ExpectedEpoch: mv.epoch, TserverUuid: mv.to})
+		}
+	}
+	ls.mu.Unlock()
+	if len(items) > 0 {
+		res, err := m.apply(ctx, &spb.MetaCommand{Cmd: &spb.MetaCommand_Assign{Assign: &spb.MetaAssign{Items: items}}})
+		if err != nil {
+			m.log.Warn("finishing moves failed", "err", err)
+			return
+		}
+		m.log.Info("moved tablets", "tablets", res.Applied)
+	}
+
+	// 3. Unassigned tablets to the least loaded live tservers.
+	if len(live) == 0 {
+		return
+	}
+	var unassigned []*pb.TabletMeta
+	counts := map[string]int{}
+	owned := map[string][]*pb.TabletMeta{}
+	err := m.view(func(r *meta.Reader) (err error) {
+		if unassigned, err = r.TabletsOf(""); err != nil {
+			return err
+		}
+		for _, u := range live {
+			if owned[u], err = r.TabletsOf(u); err != nil {
+				return err
+			}
+			counts[u] = len(owned[u])
+		}
+		return nil
+	})
+	if err != nil {
+		m.log.Error("leader cannot read tablets", "err", err)
+		return
+	}
+	ls.mu.Lock()
+	for _, mv := range ls.moves {
+		counts[mv.from]--
+		counts[mv.to]++
+	}
+	var ids []string
+	epoch := map[string]int64{}
+	for _, t := range unassigned {
+		if ls.moves[t.TabletId] == nil {
+			ids = append(ids, t.TabletId)
+			epoch[t.TabletId] = t.Epoch
+		}
+	}
+	plan := planAssign(ids, live, counts)
+	ls.mu.Unlock()
+	items = items[:0]
+	for _, id := range ids {
+		items = append(items, &spb.MetaAssign_Item{TabletId: id, ExpectedEpoch: epoch[id], TserverUuid: plan[id]})
+	}
+	for len(items) > 0 {
+		n := min(len(items), assignBatch)
+		res, err := m.apply(ctx, &spb.MetaCommand{Cmd: &spb.MetaCommand_Assign{Assign: &spb.MetaAssign{Items: items[:n]}}})
+		if err != nil {
+			m.log.Warn("assigning tablets failed", "err", err)
+			return
+		}
+		m.log.Info("assigned tablets", "tablets", res.Applied, "live_tservers", len(live))
+		items = items[n:]
+	}
+	if len(ids) > 0 {
+		return // rebalance on the next tick, against the committed state
+	}
+
+	// 4. Rebalance with a bounded number of moves in flight.
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	budget := m.cfg.MaxMoves - len(ls.moves)
+	if budget <= 0 {
+		return
+	}
+	movable := map[string][]string{}
+	tabEpoch := map[string]int64{}
+	for _, u := range live {
+		for _, t := range owned[u] {
+			if ls.moves[t.TabletId] == nil {
+				movable[u] = append(movable[u], t.TabletId)
+				tabEpoch[t.TabletId] = t.Epoch
+			}
+		}
+	}
+	for _, pm := range planMoves(movable, live, counts, budget) {
+		ls.moves[pm.tablet] = &move{tablet: pm.tablet, epoch: tabEpoch[pm.tablet], from: pm.from, to: pm.to}
+		m.log.Info("rebalancing: moving tablet", "tablet", pm.tablet, "from", pm.from, "to", pm.to)
+	}
+}

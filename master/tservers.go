@@ -1,0 +1,223 @@
+package master
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"bighive/internal/apierr"
+	"bighive/meta"
+	pb "bighive/proto/bighivepb"
+	spb "bighive/proto/storagepb"
+)
+
+func validUUID(what, s string) error {
+	if s == "" {
+		return apierr.InvalidArgument("%s is empty", what)
+	}
+	if len(s) > 128 || strings.ContainsAny(s, "\x00/") {
+		return apierr.InvalidArgument("%s %q must be 1-128 bytes without NUL or '/'", what, s)
+	}
+	return nil
+}
+
+// RegisterTServer records a tserver (one command). A new incarnation of a
+// known uuid frees the tablets of the old process in the same command;
+// the leader loop assigns them again.
+func (m *Master) RegisterTServer(ctx context.Context, req *pb.RegisterTServerRequest) (*pb.RegisterTServerResponse, error) {
+	ls, err := m.ready()
+	if err != nil {
+		return nil, err
+	}
+	if err := validUUID("tserver uuid", req.Uuid); err != nil {
+		return nil, err
+	}
+	if req.Address == "" {
+		return nil, apierr.InvalidArgument("tserver %s registers without an address", req.Uuid)
+	}
+	res, err := m.apply(ctx, &spb.MetaCommand{Cmd: &spb.MetaCommand_RegisterTserver{RegisterTserver: &spb.MetaRegisterTServer{
+		Tserver: &spb.MetaTServer{Uuid: req.Uuid, Address: req.Address, Incarnation: req.Incarnation,
+			WalPrefix: req.WalPrefix, BlockStoreUuid: req.BlockStoreUuid}}}})
+	if err != nil {
+		return nil, err
+	}
+	ls.mu.Lock()
+	old := ls.leases[req.Uuid]
+	l := newLease(req.Uuid, req.Incarnation, time.Now())
+	l.heard = true
+	if old != nil && old.incarnation == req.Incarnation {
+		l.sentAssign, l.sentPrio = old.sentAssign, old.sentPrio
+	}
+	ls.leases[req.Uuid] = l
+	for id, mv := range ls.moves {
+		if len(res.IDs) > 0 && (mv.from == req.Uuid || mv.to == req.Uuid) {
+			delete(ls.moves, id)
+		}
+	}
+	ls.mu.Unlock()
+	ls.poke()
+	m.log.Info("tserver registered", "tserver", req.Uuid, "address", req.Address, "incarnation", req.Incarnation,
+		"freed_tablets", len(res.IDs))
+	return &pb.RegisterTServerResponse{
+		LeaseDurationMicros:     m.cfg.Lease.Microseconds(),
+		HeartbeatIntervalMicros: m.cfg.Heartbeat.Microseconds(),
+	}, nil
+}
+
+// Heartbeat renews a tserver's lease (leader memory only) and answers what
+// it must load and unload.
+func (m *Master) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.HeartbeatResponse, error) {
+	ls, err := m.ready()
+	if err != nil {
+		return nil, err
+	}
+	if err := validUUID("tserver uuid", req.Uuid); err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	var (
+		known    bool
+		owned    []*pb.TabletMeta
+		reported = map[string]*pb.TabletMeta{}
+		schemas  = map[string]*pb.TableSchema{}
+	)
+	err = m.view(func(r *meta.Reader) error {
+		ts, err := r.TServer(req.Uuid)
+		if err != nil || ts.Incarnation != req.Incarnation {
+			return nil
+		}
+		known = true
+		if owned, err = r.TabletsOf(req.Uuid); err != nil {
+			return err
+		}
+		for _, rep := range req.Tablets {
+			if t, err := r.Tablet(rep.TabletId); err == nil {
+				reported[rep.TabletId] = t
+			}
+		}
+		for _, t := range owned {
+			if schemas[t.Table] == nil {
+				if schemas[t.Table], err = r.Table(t.Table); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !known {
+		return &pb.HeartbeatResponse{Reregister: true}, nil
+	}
+	resp := &pb.HeartbeatResponse{LeaseDurationMicros: m.cfg.Lease.Microseconds()}
+
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	l := ls.leases[req.Uuid]
+	if l == nil || l.incarnation != req.Incarnation {
+		l = newLease(req.Uuid, req.Incarnation, now)
+		ls.leases[req.Uuid] = l
+	}
+	if l.dead {
+		m.log.Info("tserver declared dead heartbeats again", "tserver", req.Uuid)
+		l.dead = false
+	}
+	l.last, l.heard, l.load = now, true, req.Load
+
+	// Reported tablets that are not this tserver's at that epoch go.
+	has := map[string]int64{}
+	for _, rep := range req.Tablets {
+		has[rep.TabletId] = rep.Epoch
+		ls.sizes[rep.TabletId] = rep.SizeBytes
+		t := reported[rep.TabletId]
+		if t == nil || t.State == pb.TabletState_TABLET_STATE_UNASSIGNED || t.TserverUuid != req.Uuid || t.Epoch != rep.Epoch {
+			resp.Unassign = append(resp.Unassign, &pb.TabletUnassignment{TabletId: rep.TabletId, Epoch: rep.Epoch})
+			if t == nil {
+				delete(ls.sizes, rep.TabletId)
+			}
+		}
+	}
+	// Moves away from this tserver: tell it, then wait for a later
+	// heartbeat that no longer lists the tablet.
+	for id, mv := range ls.moves {
+		if mv.from != req.Uuid {
+			continue
+		}
+		_, listed := has[id]
+		switch {
+		case listed || !mv.told:
+			if ep, ok := has[id]; !ok || ep == mv.epoch {
+				resp.Unassign = append(resp.Unassign, &pb.TabletUnassignment{TabletId: id, Epoch: mv.epoch})
+			}
+			mv.told = true
+		default:
+			mv.stopped = true
+			ls.poke()
+		}
+	}
+	// Owned tablets the tserver does not hold at their epoch: (re)send.
+	tables := map[string]bool{}
+	for _, t := range owned {
+		tables[t.Table] = true
+		if ep, ok := has[t.TabletId]; ok && ep == t.Epoch {
+			delete(l.sentAssign, t.TabletId)
+			continue
+		}
+		if ls.moves[t.TabletId] != nil && ls.moves[t.TabletId].from == req.Uuid {
+			continue
+		}
+		if sent, ok := l.sentAssign[t.TabletId]; ok && now.Sub(sent) < m.cfg.ResendInterval {
+			continue
+		}
+		l.sentAssign[t.TabletId] = now
+		resp.Assign = append(resp.Assign, &pb.TabletAssignment{Tablet: t, Schema: schemas[t.Table],
+			CachePriority: effective(ls.prio[t.Table])})
+	}
+	for table := range tables {
+		p := effective(ls.prio[table])
+		if sent, ok := l.sentPrio[table]; (ok || p != pb.CachePriority_CACHE_PRIORITY_MEDIUM) && sent != p {
+			resp.CachePriorities = append(resp.CachePriorities, &pb.TableCachePriority{Table: table, Priority: p})
+			l.sentPrio[table] = p
+		}
+	}
+	return resp, nil
+}
+
+// ListTServers lists registered tservers with the leader's view of their
+// leases.
+func (m *Master) ListTServers(ctx context.Context, req *pb.ListTServersRequest) (*pb.ListTServersResponse, error) {
+	ls, err := m.readyRead()
+	if err != nil {
+		return nil, err
+	}
+	resp := &pb.ListTServersResponse{}
+	counts := map[string]int{}
+	err = m.view(func(r *meta.Reader) error {
+		all, err := r.TServers()
+		if err != nil {
+			return err
+		}
+		for _, ts := range all {
+			counts[ts.Uuid] = len(r.TabletIDsOf(ts.Uuid))
+			resp.Tservers = append(resp.Tservers, &pb.TServerInfo{Uuid: ts.Uuid, Address: ts.Address,
+				Incarnation: ts.Incarnation, WalPrefix: ts.WalPrefix, TabletCount: int32(counts[ts.Uuid])})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	for _, info := range resp.Tservers {
+		if l := ls.leases[info.Uuid]; l != nil {
+			info.Live = !l.dead && !ls.expired(l, now) && l.incarnation == info.Incarnation
+			if l.heard {
+				info.LastHeartbeatUnixMicros = l.last.UnixMicro()
+			}
+		}
+	}
+	return resp, nil
+}
