@@ -1,0 +1,68 @@
+package checkpoint_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"bighive/checkpoint"
+	"bighive/internal/vfs/errorfs"
+)
+
+// TestCompactionModel interleaves random writes and deletes, checkpoints,
+// merging and major compactions, and checks every tablet against the
+// reference model after each step and after a restart; replaced files'
+// blocks must be gone and the file count bounded.
+func TestCompactionModel(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	ctx := context.Background()
+	rnd := rand.New(rand.NewPCG(seed, 0))
+	cfg := nodeConfig{fs: errorfs.NewCrashableMem(), root: "/", metaPath: filepath.Join(t.TempDir(), "meta.db"), tablets: 3,
+		opts: checkpoint.Options{MaxTSFiles: 3, MergeWidth: 2, CompactionRate: -1}}
+	n, err := openNode(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gen{rnd: rand.New(rand.NewPCG(seed, 1)), rows: 25, vsize: 32}
+	want := model{}
+	for step := range 40 {
+		writeN(t, n, g, want, 20+rnd.IntN(60), cfg.tablets)
+		switch k := rnd.IntN(10); {
+		case k < 5:
+			if _, err := n.coord.Checkpoint(ctx); err != nil {
+				t.Fatalf("step %d: checkpoint: %v", step, err)
+			}
+		case k < 8:
+			if err := n.coord.Compact(ctx, n.tabs[rnd.IntN(len(n.tabs))], false); err != nil {
+				t.Fatalf("step %d: merge: %v", step, err)
+			}
+		default:
+			if err := n.coord.Compact(ctx, n.tabs[rnd.IntN(len(n.tabs))], true); err != nil {
+				t.Fatalf("step %d: major: %v", step, err)
+			}
+		}
+		verify(t, n, want)
+		if t.Failed() {
+			t.Fatalf("step %d", step)
+		}
+	}
+	if _, err := n.coord.Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, tab := range n.tabs {
+		if err := n.coord.Compact(ctx, tab, true); err != nil {
+			t.Fatal(err)
+		}
+		if got := len(tab.Files()); got > 1 {
+			t.Errorf("tablet %s has %d files after a major compaction", tab.ID(), got)
+		}
+	}
+	verify(t, n, want)
+	n.checkBlocks(t) // replaced files' blocks were deleted
+	n.close()
+	cfg.opts = checkpoint.Options{MaxTSFiles: -1}
+	recoverAndCheck(t, cfg, want)
+}
