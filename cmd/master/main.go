@@ -1,0 +1,91 @@
+// Command master runs a Bighive master.
+//
+// One node (development):
+//
+//	master --id m1 --listen 127.0.0.1:7100 --raft-listen 127.0.0.1:7101 --data /var/lib/bighive/m1
+//
+// Three nodes: every master gets the same --peers list, id=raftaddr=grpcaddr
+// for each master including itself (the gRPC address is what a follower
+// forwards to and names in NotLeader errors):
+//
+//	master --id m1 --listen 10.0.0.1:7100 --raft-listen 10.0.0.1:7101 --data /data/m1 \
+//	  --peers m1=10.0.0.1:7101=10.0.0.1:7100,m2=10.0.0.2:7101=10.0.0.2:7100,m3=10.0.0.3:7101=10.0.0.3:7100
+//
+// The first start in an empty --data directory bootstraps the raft cluster
+// with the peers (or with this node alone); later starts recover from the
+// directory and ignore --peers for membership. SIGTERM or SIGINT stops it
+// cleanly.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"bighive/master"
+)
+
+func main() {
+	var (
+		id        = flag.String("id", "m1", "this master's raft `id`, stable across restarts")
+		listen    = flag.String("listen", "127.0.0.1:7100", "gRPC `host:port`")
+		advertise = flag.String("advertise", "", "gRPC address other masters and clients reach this one at (default: --listen, or this id's entry in --peers)")
+		raftAddr  = flag.String("raft-listen", "127.0.0.1:7101", "raft transport `host:port` (also advertised to the other masters)")
+		peers     = flag.String("peers", "", "every master as `id=raftaddr=grpcaddr,...` (absent: a single-node cluster)")
+		data      = flag.String("data", "bighive-data/master", "data `dir`ectory (metadata, raft log, snapshots)")
+		lease     = flag.Duration("lease", 5*time.Second, "tserver lease granted by each heartbeat")
+		heartbeat = flag.Duration("heartbeat", time.Second, "heartbeat interval the tservers are told to use")
+		maxMoves  = flag.Int("max-moves", 8, "rebalancing moves in flight at most")
+		logLevel  = flag.String("log-level", "info", "debug, info, warn or error")
+	)
+	flag.Parse()
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(os.Stderr, "master: --log-level: %v\n", err)
+		os.Exit(2)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	slog.SetDefault(log)
+
+	ps, err := master.ParsePeers(*peers)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "master: --peers: %v\n", err)
+		os.Exit(2)
+	}
+	grpcAddr := *advertise
+	for _, p := range ps {
+		if p.ID == *id && grpcAddr == "" {
+			grpcAddr = p.GRPCAddr
+		}
+	}
+	if *lease <= *heartbeat {
+		fmt.Fprintln(os.Stderr, "master: --lease must be longer than --heartbeat (a lease should span several heartbeats)")
+		os.Exit(2)
+	}
+	lis, err := net.Listen("tcp", *listen)
+	if err != nil {
+		log.Error("listen failed", "addr", *listen, "err", err)
+		os.Exit(1)
+	}
+	m, err := master.Start(master.Config{
+		ID: *id, Dir: *data, RaftAddr: *raftAddr, GRPCAddr: grpcAddr, Peers: ps,
+		Lease: *lease, Heartbeat: *heartbeat, MaxMoves: *maxMoves, Logger: log,
+	}, lis)
+	if err != nil {
+		log.Error("start failed", "err", err)
+		os.Exit(1)
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	s := <-sig
+	log.Info("shutting down", "signal", s.String())
+	if err := m.Close(); err != nil {
+		log.Error("shutdown", "err", err)
+		os.Exit(1)
+	}
+}
