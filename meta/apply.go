@@ -392,7 +392,11 @@ func (w *writer) checkpointOne(tserver string, r *pb.CheckpointReport) error {
 		return err
 	}
 	nt := proto.Clone(t).(*pb.TabletMeta)
-	nt.LogPositions = r.LogPositions
+	// An empty list leaves the positions unchanged: a compaction reports
+	// new files but no new position (a checkpoint always names one).
+	if len(r.LogPositions) > 0 {
+		nt.LogPositions = r.LogPositions
+	}
 	nt.Tsfiles = r.Tsfiles
 	if r.DataDirGroup != nil {
 		nt.DataDirGroup = r.DataDirGroup

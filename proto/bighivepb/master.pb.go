@@ -1760,7 +1760,8 @@ type CheckpointReport struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	TabletId string                 `protobuf:"bytes,1,opt,name=tablet_id,json=tabletId,proto3" json:"tablet_id,omitempty"`
 	Epoch    int64                  `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	// Replaces the tablet's list of log positions.
+	// Replaces the tablet's list of log positions; empty leaves it unchanged
+	// (a compaction's report).
 	LogPositions []*LogPosition `protobuf:"bytes,3,rep,name=log_positions,json=logPositions,proto3" json:"log_positions,omitempty"`
 	// Replaces the tablet's TSFile list.
 	Tsfiles       []*TSFileRef  `protobuf:"bytes,4,rep,name=tsfiles,proto3" json:"tsfiles,omitempty"`
