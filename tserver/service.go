@@ -48,28 +48,22 @@ func (s *Server) write(ctx context.Context, r *replica, m *mutation.RowMutation)
 	return nil
 }
 
-// waitForMemory holds a write back while the write buffers are far over
-// their limit (a checkpoint is flushing), and refuses it with
+// waitForMemory holds a write back while the write buffers are over the
+// hard limit (a checkpoint is flushing them), and refuses it with
 // ResourceExhausted if they stay there.
 func (s *Server) waitForMemory(ctx context.Context) error {
-	hard := 2 * s.opts.MemLimit
-	if s.eng.coord.MemoryUsage() <= hard {
-		return nil
+	wctx, cancel := context.WithTimeout(ctx, memoryWait)
+	defer cancel()
+	err := s.eng.coord.Throttle(wctx)
+	if err != nil && ctx.Err() == nil {
+		return apierr.ResourceExhausted("tserver %s: write buffers stayed over their hard limit (2 × %d bytes) for %v; retry later",
+			s.addr, s.opts.MemLimit, memoryWait)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for s.eng.coord.MemoryUsage() > hard {
-		if time.Now().After(deadline) {
-			return apierr.ResourceExhausted("tserver %s: write buffers hold %d bytes, over twice the limit of %d; retry later",
-				s.addr, s.eng.coord.MemoryUsage(), s.opts.MemLimit)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-	return nil
+	return err
 }
+
+// memoryWait bounds how long a write waits for buffer memory.
+const memoryWait = 10 * time.Second
 
 func (s *Server) MutateRow(ctx context.Context, req *pb.MutateRowRequest) (*pb.MutateRowResponse, error) {
 	m, err := toMutation(req.Row)
