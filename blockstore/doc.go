@@ -78,10 +78,48 @@
 //
 // Commit: fdatasync each file → rename to .block → fsync each directory once.
 //
-// # Seams for the next layer
+// # FsManager: roots, instance files, locks (instance version 1)
 //
-// dataDir is the per-directory abstraction (FsManager adds UUIDs, locks,
-// free space and failure state); Options.OnIOError is the error-manager
-// hook; fileOpener is the indirection the FileCache will implement; the
-// directory picker takes CreateBlockOptions.TabletID for directory groups.
+// Open returns an *FsManager (OpenFs gives it typed) over the data dirs
+// (one per disk) and the metadata root (Options.MetadataDir, default the
+// first data dir), canonicalized and de-duplicated:
+//
+//	<root>/instance                 storagepb.FsInstance: node UUID, format time
+//	<dir>/block_manager_instance    storagepb.FsDirInstance: dir UUID, all dir
+//	                                UUIDs, kind, filesystem block size
+//	<dir>/block_manager.lock        flock(LOCK_EX) of the read-write owner; its pid
+//
+//	instance file (both kinds):
+//	+---------------------+-------------+------------+----------------------+---------+
+//	| magic (8) "bhfsinst"| version u32 | length u32 | crc32c(bytes 0..16 ‖ | payload |
+//	|   or "bhdirins"     |    = 1      | of payload |   payload) u32       | (proto) |
+//	+---------------------+-------------+------------+----------------------+---------+
+//
+// Invariants of the FsManager:
+//
+//   - Every root's instance file holds the same UUID, or Open fails naming
+//     both paths and UUIDs (ErrUUIDMismatch). A root without one gets the
+//     existing UUID only if empty; with none anywhere, a read-write Open
+//     formats every root.
+//   - A directory of another block manager kind is refused (ErrKindMismatch).
+//   - Only one read-write open per directory (flock; ErrLocked names the
+//     holder). Read-only opens take no lock and create nothing.
+//   - What a failed Open created is removed: files, then directories in
+//     reverse order. New dir UUIDs reach the older dirs' all_uuids only
+//     after the block manager opened.
+//   - A block of tablet T goes to a healthy, non-full directory of T's
+//     DataDirGroup (chosen by the power of two choices; grown by one
+//     directory when all are full, i.e. below Options.ReservedBytes).
+//   - A disk-failure I/O error (EIO and kin) marks its directory failed:
+//     it gets no new blocks, its blocks fail with ErrDirFailed, and
+//     OnTabletsFailed hears of the tablets whose group includes it. Open
+//     skips failed directories; with none healthy it fails (ErrAllDirsFailed).
+//   - The log manager opens .data and .metadata through a FileCache: at
+//     most MaxOpenFiles descriptors plus those pinned by running I/O.
+//
+// # Seams
+//
+// dataDir is the per-directory abstraction; Options.OnIOError sees every
+// I/O error before the error manager; fileOpener is the FileCache or the
+// FS; Options.FreeSpace and Options.IsDiskFailure are test seams.
 package blockstore
