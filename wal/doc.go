@@ -68,7 +68,10 @@
 //	+----------+----------+---------------------------------------------------+
 //	crc = CRC-32C of the 4 length bytes followed by the payload.
 //
-//	payload := seq:u64 timestamp:i64(µs) uvarint(len(tablet)) tablet mutation
+//	payload := timestamp:i64(µs) uvarint(len(tablet)) tablet mutation seq:u64
+//
+// The sequence number comes last so that appenders checksum everything
+// else before they take the log's lock, and only its 8 bytes under it.
 //
 // mutation is the bighive/internal/mutation encoding of the RowMutation
 // (row key, then each op: kind, family, qualifier, cell timestamp, delete

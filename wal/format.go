@@ -125,21 +125,37 @@ func decodeHeader(b []byte) (fileHeader, int, headerState, error) {
 	return h, size, headerOK, nil
 }
 
-// appendRecord appends the frame of one record to dst. The caller has
-// checked the size with recordSize.
-func appendRecord(dst []byte, seq uint64, ts int64, tablet string, m *mutation.RowMutation) []byte {
+// encodeFrame encodes the frame of a record, all but its sequence number,
+// onto dst, and returns the checksum so far. Appenders run it outside the
+// log's lock; sealFrame finishes the frame under it. The sequence number
+// is the last field of the payload so that only its 8 bytes are
+// checksummed under the lock.
+func encodeFrame(dst []byte, ts int64, tablet string, m *mutation.RowMutation) ([]byte, uint32) {
 	start := len(dst)
-	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0) // frame header, filled below
-	dst = binary.LittleEndian.AppendUint64(dst, seq)
+	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0) // length and crc, filled below and by sealFrame
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(ts))
 	dst = binary.AppendUvarint(dst, uint64(len(tablet)))
 	dst = append(dst, tablet...)
 	dst = m.Append(dst)
 	frame := dst[start:]
-	binary.LittleEndian.PutUint32(frame, uint32(len(frame)-frameHeaderLen))
-	crc := crc32.Update(crc32.Checksum(frame[:4], castagnoli), castagnoli, frame[frameHeaderLen:])
-	binary.LittleEndian.PutUint32(frame[4:], crc)
-	return dst
+	binary.LittleEndian.PutUint32(frame, uint32(len(frame)-frameHeaderLen+8))
+	return dst, crc32.Update(crc32.Checksum(frame[:4], castagnoli), castagnoli, frame[frameHeaderLen:])
+}
+
+// sealFrame appends frame (made by encodeFrame, with checksum-so-far
+// partial) and seq to buf, completing the checksum.
+func sealFrame(buf, frame []byte, partial uint32, seq uint64) []byte {
+	start := len(buf)
+	buf = append(buf, frame...)
+	buf = binary.LittleEndian.AppendUint64(buf, seq)
+	binary.LittleEndian.PutUint32(buf[start+4:], crc32.Update(partial, castagnoli, buf[len(buf)-8:]))
+	return buf
+}
+
+// appendRecord appends the whole frame of one record to dst.
+func appendRecord(dst []byte, seq uint64, ts int64, tablet string, m *mutation.RowMutation) []byte {
+	frame, crc := encodeFrame(nil, ts, tablet, m)
+	return sealFrame(dst, frame, crc, seq)
 }
 
 // recordSize bounds the frame length of a record.
@@ -185,9 +201,9 @@ func readFrame(b []byte) ([]byte, frameState, error) {
 
 // decodePayload parses a payload whose checksum matched.
 func decodePayload(p []byte, r *Record) error {
-	r.Seq = binary.LittleEndian.Uint64(p)
-	r.Timestamp = int64(binary.LittleEndian.Uint64(p[8:]))
-	p = p[payloadFixedLen:]
+	r.Timestamp = int64(binary.LittleEndian.Uint64(p))
+	r.Seq = binary.LittleEndian.Uint64(p[len(p)-8:])
+	p = p[8 : len(p)-8]
 	n, k := binary.Uvarint(p)
 	if k <= 0 || n > uint64(len(p)-k) {
 		return fmt.Errorf("%w: tablet id length", ErrBadRecord)

@@ -118,6 +118,11 @@ type segment struct {
 	dirSync bool   // the directory entry still needs a SyncDir
 }
 
+// scratch holds appenders' encoding buffers.
+var scratch = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+const maxScratch = 64 << 10
+
 // Open opens the log of opts.Prefix under opts.Root for appending. It
 // repairs the newest file of the prefix (a torn tail is truncated and
 // logged; a corrupt file fails Open with a *CorruptionError), continues the
@@ -292,6 +297,15 @@ func (l *Log) Append(ctx context.Context, tabletID string, m *mutation.RowMutati
 		return 0, fmt.Errorf("%w: %d bytes, limit %d", ErrRecordTooLarge, size, MaxRecordBytes)
 	}
 	ts := l.opts.Clock().UnixMicro()
+	sp := scratch.Get().(*[]byte)
+	frame, partial := encodeFrame((*sp)[:0], ts, tabletID, m)
+	size = len(frame) + 8
+	defer func() {
+		if cap(frame) <= maxScratch {
+			*sp = frame[:0]
+			scratch.Put(sp)
+		}
+	}()
 	l.mu.Lock()
 	var b *batch
 	for {
@@ -330,9 +344,8 @@ func (l *Log) Append(ctx context.Context, tabletID string, m *mutation.RowMutati
 	}
 	seq := l.nextSeq
 	l.nextSeq++
-	n := len(b.buf)
-	b.buf = appendRecord(b.buf, seq, ts, tabletID, m)
-	l.fileBytes += int64(len(b.buf) - n)
+	b.buf = sealFrame(b.buf, frame, partial, seq)
+	l.fileBytes += int64(size)
 	b.records++
 	kick := b.records == 1
 	done := b.done

@@ -87,13 +87,19 @@ func TestTornTailEveryOffset(t *testing.T) {
 // TestOpenTruncatesTornTail: the owner's next Open cuts the torn tail off,
 // and sequence numbers go on from the last whole record.
 func TestOpenTruncatesTornTail(t *testing.T) {
-	for _, back := range []int64{1, 7, 30} {
+	for _, tc := range []struct {
+		back   int64
+		zeroed bool // cut in a pre-zeroed file, else truncated
+	}{{1, false}, {9, true}, {30, true}, {61, false}} {
+		back := tc.back
 		root := t.TempDir()
 		const n = 20
 		path, data, offs := writeTestFile(t, root, n, 60)
 		cut := offs[n] - back
-		// Torn, in a file that was pre-zeroed.
-		b := append(append([]byte(nil), data[:cut]...), make([]byte, 4096)...)
+		b := append([]byte(nil), data[:cut]...)
+		if tc.zeroed {
+			b = append(b, make([]byte, 4096)...)
+		}
 		if err := os.WriteFile(path, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
