@@ -117,9 +117,11 @@ func TestAssignmentSpread100Over4(t *testing.T) {
 		if n := counts[f.uuid]; n < 24 || n > 26 {
 			t.Errorf("tserver %s has %d tablets, want 25±1 (all: %v)", f.uuid, n, counts)
 		}
-		if n := len(f.serving()); n != counts[f.uuid] {
-			t.Errorf("tserver %s serves %d, metadata says %d", f.uuid, n, counts[f.uuid])
-		}
+		// The fake serves once its load report's answer arrives, just after
+		// the metadata says SERVING.
+		waitFor(t, 5*time.Second, "tserver "+f.uuid+" serving what the metadata says", func() bool {
+			return len(f.serving()) == counts[f.uuid]
+		})
 	}
 	if len(o.violations) > 0 {
 		t.Fatalf("invariant 6: %v", o.violations)
