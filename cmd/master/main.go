@@ -67,6 +67,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "master: --lease must be longer than --heartbeat (a lease should span several heartbeats)")
 		os.Exit(2)
 	}
+	// Take SIGTERM from the start, so a stop during start-up still shuts
+	// down cleanly once the master is up.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	lis, err := net.Listen("tcp", *listen)
 	if err != nil {
 		log.Error("listen failed", "addr", *listen, "err", err)
@@ -80,8 +84,6 @@ func main() {
 		log.Error("start failed", "err", err)
 		os.Exit(1)
 	}
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	s := <-sig
 	log.Info("shutting down", "signal", s.String())
 	if err := m.Close(); err != nil {
