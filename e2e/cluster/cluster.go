@@ -262,8 +262,9 @@ func (c *Cluster) PauseTServer(i int) error { return c.tservers[i].pause() }
 func (c *Cluster) ResumeTServer(i int) error { return c.tservers[i].signal(syscall.SIGCONT) }
 
 // RestartTServer starts tserver i again, with its old address and data,
-// after stopping it if it is still running. It does not wait for the
-// tserver to register; WaitServing or the client's retries do.
+// after stopping it if it is still running, and waits until it accepts
+// connections. It does not wait for the tserver to register; WaitServing
+// or the client's retries do.
 func (c *Cluster) RestartTServer(i int) error {
 	p := c.tservers[i]
 	if p.running() {
@@ -271,8 +272,14 @@ func (c *Cluster) RestartTServer(i int) error {
 			return err
 		}
 	}
-	return p.start()
+	if err := p.start(); err != nil {
+		return err
+	}
+	return p.waitListening(c.tsAddrs[i], restartWait)
 }
+
+// restartWait bounds how long a restarted process may take to listen.
+const restartWait = 30 * time.Second
 
 // KillMaster sends SIGKILL to master i and waits for it to exit.
 func (c *Cluster) KillMaster(i int) error { return c.masters[i].kill() }
@@ -287,7 +294,8 @@ func (c *Cluster) PauseMaster(i int) error { return c.masters[i].pause() }
 func (c *Cluster) ResumeMaster(i int) error { return c.masters[i].signal(syscall.SIGCONT) }
 
 // RestartMaster starts master i again with its old addresses and data,
-// after killing it if it is still running.
+// after killing it if it is still running, and waits until it accepts
+// connections (it may not have caught up with the leader yet).
 func (c *Cluster) RestartMaster(i int) error {
 	m := c.masters[i]
 	if m.running() {
@@ -295,7 +303,10 @@ func (c *Cluster) RestartMaster(i int) error {
 			return err
 		}
 	}
-	return m.start()
+	if err := m.start(); err != nil {
+		return err
+	}
+	return m.waitListening(m.addr, restartWait)
 }
 
 // Close stops every process (SIGTERM, then SIGKILL after the grace

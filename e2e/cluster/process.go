@@ -167,3 +167,25 @@ func freePort() (string, error) {
 	defer l.Close()
 	return l.Addr().String(), nil
 }
+
+// waitListening waits until addr accepts a TCP connection, the process
+// exits, or d passes.
+func (p *proc) waitListening(addr string, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		conn, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err == nil {
+			conn.Close()
+			return nil
+		}
+		select {
+		case <-p.exited():
+			return fmt.Errorf("cluster: %s exited before listening on %s", p.name, addr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("cluster: %s not listening on %s after %v: %w", p.name, addr, d, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
