@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"bighive/client"
+	"bighive/internal/bench"
+	"bighive/internal/cli"
+)
+
+// benchCommand is issue 9's benchmark: by default on its own local cluster
+// of one master and one tserver (real processes), or against --masters.
+var benchCommand = cli.Command{
+	Name: "bench",
+	Args: "[--duration D] [--ops N] [--concurrency N] [--value-size B] [--keys N] [--tablets N] " +
+		"[--phases put,bulk,get,scan] [--runs N] [--cache-bytes B] [--mem-limit B] [--dir DIR]",
+	Summary: "benchmark Put, ApplyBulk, Get (warm and cold block cache) and Scan; a local 1+1 cluster unless --masters",
+	Run:     runBench,
+}
+
+func runBench(ctx context.Context, env *cli.Env, args []string) error {
+	fs := env.FlagSet()
+	var o bench.Options
+	fs.DurationVar(&o.Duration, "duration", 10*time.Second, "length of each timed phase")
+	fs.Int64Var(&o.Ops, "ops", 0, "also end each timed phase after this many calls (0: time only)")
+	fs.IntVar(&o.Concurrency, "concurrency", 64, "client goroutines")
+	fs.IntVar(&o.ValueSize, "value-size", 1000, "value `bytes`")
+	fs.IntVar(&o.Keys, "keys", 500_000, "rows in the keyspace")
+	fs.IntVar(&o.Tablets, "tablets", 8, "tablets the table is pre-split into")
+	fs.IntVar(&o.BatchSize, "batch", 100, "rows per ApplyBulk")
+	fs.IntVar(&o.Scanners, "scanners", 4, "concurrent scanners of the second scan (1: skip it)")
+	fs.Uint64Var(&o.Seed, "seed", 0, "seed of the key choices (0: the time)")
+	phases := fs.String("phases", strings.Join(bench.AllPhases, ","), "phases to run")
+	runs := fs.Int("runs", 1, "runs (each on a fresh cluster when local); more than one prints the medians too")
+	cache := fs.Int64("cache-bytes", 64<<20, "the tserver's block cache `bytes` (local: passed as --cache-bytes; remote: what it is)")
+	memLimit := fs.Int64("mem-limit", 0, "local tserver's --mem-limit `bytes` (0: its default)")
+	dir := fs.String("dir", "", "directory of the local cluster, kept afterwards (default: a temporary one, removed)")
+	quiet := fs.Bool("q", false, "no progress lines")
+	if _, err := env.Parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	o.CacheBytes = *cache
+	o.Phases = strings.Split(*phases, ",")
+	if !*quiet && !env.JSON {
+		o.Out = env.Stdout
+	}
+	remote := os.Getenv("BIGHIVE_MASTERS") != ""
+	fs.Visit(func(f *flag.Flag) { remote = remote || f.Name == "masters" })
+
+	var reports []*bench.Report
+	for run := 1; run <= max(*runs, 1); run++ {
+		if o.Out != nil {
+			fmt.Fprintf(o.Out, "\n=== run %d of %d ===\n", run, *runs)
+		}
+		var rep *bench.Report
+		var err error
+		if remote {
+			rep, err = benchRemote(ctx, env, o)
+		} else {
+			rep, err = benchLocal(ctx, o, *dir, run, *cache, *memLimit)
+		}
+		if err != nil {
+			return err
+		}
+		o.Seed = rep.Seed + 1
+		reports = append(reports, rep)
+		if err := printReport(env, rep, fmt.Sprintf("run %d", run)); err != nil {
+			return err
+		}
+	}
+	if len(reports) > 1 {
+		return printReport(env, bench.Median(reports), fmt.Sprintf("median of %d runs", len(reports)))
+	}
+	return nil
+}
+
+func benchRemote(ctx context.Context, env *cli.Env, o bench.Options) (*bench.Report, error) {
+	c, err := env.Client(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	o.Client = c
+	return bench.Run(ctx, o)
+}
+
+func benchLocal(ctx context.Context, o bench.Options, dir string, run int, cache, memLimit int64) (*bench.Report, error) {
+	runDir := ""
+	if dir != "" {
+		runDir = fmt.Sprintf("%s/run%d", dir, run)
+	} else {
+		tmp, err := os.MkdirTemp("", "bighive-bench-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(tmp)
+		runDir = tmp
+	}
+	if o.Out != nil {
+		fmt.Fprintf(o.Out, "starting 1 master + 1 tserver under %s\n", runDir)
+	}
+	c, err := bench.StartLocal(ctx, bench.LocalOptions{Dir: runDir, CacheBytes: cache, MemLimit: memLimit})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	cl, err := client.Dial(ctx, c.MasterAddrs())
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	o.Client = cl
+	return bench.Run(ctx, o)
+}
+
+func printReport(env *cli.Env, rep *bench.Report, title string) error {
+	if env.JSON {
+		b, err := json.Marshal(struct {
+			Title string `json:"title"`
+			*bench.Report
+		}{title, rep})
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(env.Stdout, "%s\n", b)
+		return err
+	}
+	return rep.Print(env.Stdout, title)
+}
