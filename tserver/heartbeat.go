@@ -77,15 +77,25 @@ func (s *Server) heartbeat(ctx context.Context) (reregister bool) {
 		return false
 	}
 	if resp.Reregister {
+		// The master no longer knows this process (it was declared dead and
+		// its tablets went elsewhere, or the master lost its state): serve
+		// nothing from before, and start over as a new incarnation.
 		s.lease.revoke()
+		for _, r := range s.tablets.all() {
+			s.unload(r, "the master asked this tserver to register again")
+		}
+		s.incarnation = time.Now().UnixMicro()
 		return true
 	}
+	// Tablets the master moved away go before the lease is renewed, so a
+	// client holding an old epoch is never served after the reassignment.
+	s.applyAssignments(ctx, nil, resp.Unassign)
 	if d := time.Duration(resp.LeaseDurationMicros) * time.Microsecond; d > 0 {
 		s.lease.renew(sent, d)
 	}
 	for _, p := range resp.CachePriorities {
 		s.setCachePriority(p.Table, p.Priority)
 	}
-	s.applyAssignments(ctx, resp.Assign, resp.Unassign)
+	s.applyAssignments(ctx, resp.Assign, nil)
 	return false
 }
