@@ -153,20 +153,23 @@ func TestCrashInsideCheckpoint(t *testing.T) {
 		on.Store(false)
 		return n, want, dir
 	}
-	counter := errorfs.NewCounter(pred)
-	n, _, _ := run(t, errorfs.NewCrashableMem(), counter, 0)
-	n.close()
-	total := counter.Count()
-	if total < 4 {
-		t.Fatalf("only %d block store operations in a checkpoint", total)
-	}
 	rnd := rand.New(rand.NewPCG(seed, 1))
 	for k := range 5 {
+		sub := uint64(k + 2)
+		// Count the block store operations of this very run (same data,
+		// same sub-seed), then crash before a random one of them.
+		counter := errorfs.NewCounter(pred)
+		n, _, _ := run(t, errorfs.NewCrashableMem(), counter, sub)
+		n.close()
+		total := counter.Count()
+		if total < 4 {
+			t.Fatalf("only %d block store operations in a checkpoint", total)
+		}
 		at := rnd.Int64N(total)
 		t.Run(fmt.Sprintf("op%d", at), func(t *testing.T) {
 			mem := errorfs.NewCrashableMem()
 			var clone *errorfs.MemFS
-			n, want, dir := run(t, mem, errorfs.CrashAt(at, pred, mem, &clone), uint64(k+2))
+			n, want, dir := run(t, mem, errorfs.CrashAt(at, pred, mem, &clone), sub)
 			snap := filepath.Join(dir, "snap.db")
 			snapshotMeta(t, n.meta, snap)
 			n.close()
