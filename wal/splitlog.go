@@ -43,10 +43,10 @@ type SingleFile struct {
 	fsys vfs.FS
 	path string
 
-	mu      sync.Mutex // guards the fields below and orders writes
-	f       vfs.File
-	off     int64
-	seq     uint64
+	mu     sync.Mutex // guards the fields below and orders writes
+	f      vfs.File
+	off    int64
+	seq    uint64
 	closed bool
 	err    error
 
