@@ -84,6 +84,11 @@ func (s *Server) recover(ctx context.Context, r *replica, m *pb.TabletMeta) erro
 		s.failLoad(r, err)
 		return fmt.Errorf("tserver: replay tablet %s: %w", r.id, err)
 	}
+	// A split child: the writes made while its parent split (split.go).
+	if err := s.replaySplitLogs(r, m.SplitLogs); err != nil {
+		s.failLoad(r, err)
+		return err
+	}
 	// Before the first write: our own position joins the tablet's list.
 	pos := s.wal.Position()
 	err = s.master.Call(ctx, func(ctx context.Context, mc pb.MasterClient) error {

@@ -19,6 +19,7 @@ import (
 	"bighive/internal/masterconn"
 	"bighive/internal/vfs"
 	pb "bighive/proto/bighivepb"
+	"bighive/split"
 	"bighive/tablet/blockcache"
 	"bighive/wal"
 )
@@ -43,6 +44,19 @@ type Options struct {
 	CacheBytes int64
 	// HeartbeatInterval until the master says otherwise (default 1 s).
 	HeartbeatInterval time.Duration
+	// SplitThreshold is the size (TSFiles plus write buffers) over which a
+	// tablet splits (default 512 MiB; negative: no automatic splits).
+	SplitThreshold int64
+	// SplitInterval is the least time between two splits of one tablet
+	// (default 30 s); SplitCheckInterval how often sizes are checked
+	// (default 1 s); MaxConcurrentSplits bounds the splits running at once
+	// (default 2).
+	SplitInterval       time.Duration
+	SplitCheckInterval  time.Duration
+	MaxConcurrentSplits int
+	// SplitHook, when set, is called at each step of a split (tests inject
+	// faults; see package split).
+	SplitHook func(split.Step) error
 	// FS is the filesystem (default vfs.Default).
 	FS     vfs.FS
 	Logger *slog.Logger
@@ -92,6 +106,7 @@ type Server struct {
 
 	tablets registry
 	eng     *engineState
+	split   *splitter // split.go
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -185,6 +200,8 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 	s.wg.Add(1)
 	go s.heartbeatLoop(s.ctx)
 	s.eng.start(s.ctx)
+	s.split = newSplitter(s)
+	s.split.start(s.ctx)
 	s.log.Info("tserver started", "uuid", s.uuid, "prefix", s.prefix, "root", opts.Root)
 	return s, nil
 }

@@ -34,8 +34,16 @@ func (s *Server) write(ctx context.Context, r *replica, m *mutation.RowMutation)
 	state := s.eng.coord.StateLock()
 	state.RLock()
 	defer state.RUnlock()
+	sw, err := s.beginSplitWrite(r) // split.go: nil unless a split of r runs
+	if err != nil {
+		return err
+	}
+	defer sw.Done()
 	if _, err := s.wal.Append(ctx, r.id, m); err != nil {
 		return apierr.Wrap(codes.Unavailable, err, "tserver %s: log append", s.addr)
+	}
+	if err := s.logSplitWrite(ctx, r, sw, m); err != nil {
+		return err
 	}
 	if err := r.eng.Apply(m); err != nil {
 		return engineErr(r, err)

@@ -1,0 +1,105 @@
+package split
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"bighive/internal/mutation"
+	"bighive/wal"
+)
+
+// DualWrite routes the parent's writes into the children's split logs
+// while a split runs (step 4 until the report of step 6). The tserver's
+// write path calls Admit under the shared state lock before its WAL
+// append, Log after it, and Done when the write ends.
+type DualWrite struct {
+	mid    []byte
+	ids    [2]string
+	logs   [2]*wal.SingleFile
+	mu     sync.RWMutex // held shared by each admitted write, exclusively by fence
+	fenced bool         // guarded by mu: the report is (being) sent
+}
+
+// Admitted is one admitted write. A nil *Admitted (no split running) is
+// valid: Log and Done do nothing.
+type Admitted struct {
+	d *DualWrite
+}
+
+// Admit admits one write of the parent, or fails with ErrFenced once the
+// split's report is being sent: from then on the parent takes no write,
+// since the children may already own its rows.
+func (d *DualWrite) Admit() (*Admitted, error) {
+	if d == nil {
+		return nil, nil
+	}
+	d.mu.RLock()
+	if d.fenced {
+		d.mu.RUnlock()
+		return nil, ErrFenced
+	}
+	return &Admitted{d: d}, nil
+}
+
+// Log appends m to the split log of the child that covers its row and
+// returns once the record is durable.
+func (a *Admitted) Log(ctx context.Context, m *mutation.RowMutation) error {
+	if a == nil {
+		return nil
+	}
+	i := a.d.child(m.Row)
+	if err := a.d.logs[i].Append(ctx, a.d.ids[i], m); err != nil {
+		return fmt.Errorf("%w: %w", ErrSplitLog, err)
+	}
+	return nil
+}
+
+// Done ends an admitted write.
+func (a *Admitted) Done() {
+	if a != nil {
+		a.d.mu.RUnlock()
+	}
+}
+
+func (d *DualWrite) child(row []byte) int {
+	if bytes.Compare(row, d.mid) < 0 {
+		return 0
+	}
+	return 1
+}
+
+// fence refuses new writes and waits for the admitted ones: when it
+// returns, every write the parent may still acknowledge is in a split log.
+func (d *DualWrite) fence() {
+	d.mu.Lock()
+	d.fenced = true
+	d.mu.Unlock()
+}
+
+func (d *DualWrite) unfence() {
+	d.mu.Lock()
+	d.fenced = false
+	d.mu.Unlock()
+}
+
+// drain waits for the admitted writes (after the tserver stopped routing
+// new ones here) and closes the logs, removing them when remove is set.
+func (d *DualWrite) drain(remove bool) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var errs []error
+	for _, l := range d.logs {
+		if l == nil {
+			continue
+		}
+		if remove {
+			errs = append(errs, l.Remove())
+		} else {
+			errs = append(errs, l.Close())
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,332 @@
+package tserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"bighive/internal/apierr"
+	"bighive/internal/mutation"
+	pb "bighive/proto/bighivepb"
+	"bighive/split"
+	"bighive/tablet/tsfile"
+	"bighive/wal"
+)
+
+// Split defaults (Options.Split*).
+const (
+	defaultSplitThreshold = 512 << 20
+	defaultSplitInterval  = 30 * time.Second
+	defaultSplitCheck     = time.Second
+	defaultMaxSplits      = 2
+	// reportSplitTimeout bounds step 6; past it the outcome is unknown.
+	reportSplitTimeout = 30 * time.Second
+)
+
+// splitter watches the tablets' sizes and runs splits (package split).
+type splitter struct {
+	s         *Server
+	threshold int64 // <0: automatic splits off
+	interval  time.Duration
+	check     time.Duration
+	slots     chan struct{} // bounds the splits running at once
+	hook      func(split.Step) error
+
+	routes sync.Map // *replica → *split.DualWrite, while a split of it runs
+
+	mu   sync.Mutex
+	last map[string]time.Time // tablet id → start of its last split attempt
+	busy map[string]bool      // tablet ids being split
+}
+
+func newSplitter(s *Server) *splitter {
+	o := s.opts
+	sp := &splitter{s: s, threshold: o.SplitThreshold, interval: o.SplitInterval, check: o.SplitCheckInterval,
+		hook: o.SplitHook, last: map[string]time.Time{}, busy: map[string]bool{}}
+	if sp.threshold == 0 {
+		sp.threshold = defaultSplitThreshold
+	}
+	if sp.interval <= 0 {
+		sp.interval = defaultSplitInterval
+	}
+	if sp.check <= 0 {
+		sp.check = defaultSplitCheck
+	}
+	n := o.MaxConcurrentSplits
+	if n <= 0 {
+		n = defaultMaxSplits
+	}
+	sp.slots = make(chan struct{}, n)
+	return sp
+}
+
+// start runs the size watcher until ctx ends.
+func (sp *splitter) start(ctx context.Context) {
+	if sp.threshold < 0 {
+		return
+	}
+	sp.s.wg.Add(1)
+	go func() {
+		defer sp.s.wg.Done()
+		t := time.NewTicker(sp.check)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			sp.watch(ctx)
+		}
+	}()
+}
+
+// size is a tablet's TSFiles plus its write buffers.
+func size(r *replica) int64 {
+	n := r.eng.MemoryUsage()
+	for _, f := range r.eng.Files() {
+		n += f.Size
+	}
+	return n
+}
+
+// watch starts a split of each tablet over the threshold, unless tablets
+// are loading here (recovery), the lease is not valid, the tablet split
+// within the interval, or the tserver runs its maximum of splits.
+func (sp *splitter) watch(ctx context.Context) {
+	s := sp.s
+	if !s.lease.valid(time.Now()) {
+		return
+	}
+	all := s.tablets.all()
+	for _, r := range all {
+		if r.eng == nil || !r.eng.Serving() {
+			return // a tablet is recovering: no split now
+		}
+	}
+	for _, r := range all {
+		if size(r) < sp.threshold || !sp.claim(r.id, false) {
+			continue
+		}
+		select {
+		case sp.slots <- struct{}{}:
+		default:
+			sp.release(r.id)
+			return
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer func() { <-sp.slots }()
+			if _, err := sp.run(ctx, r, nil); err != nil && ctx.Err() == nil {
+				s.log.Warn("split failed; retried later", "tablet", r.id, "err", err)
+			}
+		}()
+	}
+}
+
+// claim marks a tablet busy; an automatic split also needs the interval
+// since its last attempt to have passed.
+func (sp *splitter) claim(id string, admin bool) bool {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if sp.busy[id] || !admin && time.Since(sp.last[id]) < sp.interval {
+		return false
+	}
+	sp.busy[id] = true
+	sp.last[id] = time.Now()
+	return true
+}
+
+func (sp *splitter) release(id string) {
+	sp.mu.Lock()
+	delete(sp.busy, id)
+	sp.mu.Unlock()
+}
+
+// run splits r (at row, or the middle row when nil). On success the
+// parent is unloaded and the children are loading here.
+func (sp *splitter) run(ctx context.Context, r *replica, row []byte) (*split.Result, error) {
+	s := sp.s
+	defer sp.release(r.id)
+	if !r.eng.Serving() {
+		return nil, apierr.Tablet(pb.TabletError_NOT_SERVING, r.id, r.epoch, "tablet %s is not serving on %s", r.id, s.addr)
+	}
+	var committed []*pb.TabletMeta
+	opts := split.Options{
+		FS: s.fs, Root: s.opts.Root, Blocks: s.blocks, StateLock: s.eng.coord.StateLock(),
+		BeginSplit: s.eng.coord.BeginSplit, Hook: sp.hook, Logger: s.log,
+		OpenFile: func(f tsfile.Info) (*tsfile.Reader, error) {
+			store, err := s.stores.get(r.storeOf(uint64(f.Footer)), false)
+			if err != nil {
+				return nil, err
+			}
+			return tsfile.Open(store, f.Footer, tsfile.ReaderOptions{})
+		},
+		Master: splitMaster{s: s, r: r, committed: &committed},
+	}
+	req := split.Request{TabletID: r.id, Epoch: r.epoch, Start: r.start, End: r.end, Row: row, Tablet: r.eng,
+		Route: func(d *split.DualWrite) {
+			if d == nil {
+				sp.routes.Delete(r)
+			} else {
+				sp.routes.Store(r, d)
+			}
+		}}
+	if len(req.End) == 0 {
+		req.End = nil
+	}
+	res, err := split.Run(ctx, opts, req)
+	if errors.Is(err, split.ErrOutcomeUnknown) {
+		s.unload(r, "split outcome unknown")
+		sp.routes.Delete(r)
+		return nil, err
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.unload(r, fmt.Sprintf("split into %s and %s", res.Report.Children[0].ID, res.Report.Children[1].ID))
+	sp.routes.Delete(r)
+	schema := schemaToPB(r)
+	assign := make([]*pb.TabletAssignment, 0, len(committed))
+	for _, c := range committed {
+		assign = append(assign, &pb.TabletAssignment{Tablet: c, Schema: schema})
+	}
+	s.applyAssignments(s.ctx, assign, nil)
+	return res, nil
+}
+
+func schemaToPB(r *replica) *pb.TableSchema {
+	out := &pb.TableSchema{Name: r.table}
+	for name, f := range r.eng.Schema().Families {
+		out.Families = append(out.Families, &pb.FamilySpec{Name: name, MaxVersions: uint32(f.MaxVersions), MaxAgeMicros: f.MaxAge.Microseconds()})
+	}
+	return out
+}
+
+// splitMaster is split.Master over the master's RPCs.
+type splitMaster struct {
+	s         *Server
+	r         *replica
+	committed *[]*pb.TabletMeta
+}
+
+func (m splitMaster) AllocateTabletIDs(ctx context.Context, n int) ([]string, error) {
+	var ids []string
+	err := m.s.master.Call(ctx, func(ctx context.Context, mc pb.MasterClient) error {
+		resp, err := mc.AllocateTabletIds(ctx, &pb.AllocateTabletIdsRequest{Count: uint32(n)})
+		if err == nil {
+			ids = resp.TabletIds
+		}
+		return err
+	})
+	return ids, err
+}
+
+func (m splitMaster) ReportSplit(ctx context.Context, rep split.Report) error {
+	req := &pb.ReportSplitRequest{ParentTabletId: rep.ParentID, ParentEpoch: rep.Epoch, TserverUuid: m.s.uuid}
+	for _, c := range rep.Children {
+		req.Children = append(req.Children, &pb.SplitChild{
+			TabletId: c.ID, Range: &pb.RowRange{StartRow: c.Start, EndRow: c.End},
+			Tsfiles: m.s.tsfileRefs(m.r, c.TSFiles), SplitLogs: []string{c.SplitLog},
+		})
+	}
+	ctx, cancel := context.WithTimeout(ctx, reportSplitTimeout)
+	defer cancel()
+	err := m.s.master.Call(ctx, func(ctx context.Context, mc pb.MasterClient) error {
+		resp, err := mc.ReportSplit(ctx, req)
+		if err == nil {
+			*m.committed = resp.Children
+		}
+		return err
+	})
+	switch apierr.CodeOf(err) {
+	case codes.OK:
+		return nil
+	case codes.InvalidArgument, codes.FailedPrecondition, codes.AlreadyExists, codes.NotFound:
+		return fmt.Errorf("%w: %w", split.ErrRefused, err)
+	}
+	return err
+}
+
+// Split is the admin RPC (also what the master's SplitTablet forwards):
+// split a tablet served here, at split_row or its middle row.
+func (s *Server) Split(ctx context.Context, req *pb.SplitRequest) (*pb.SplitResponse, error) {
+	r, err := s.serving(req.TabletId, 0)
+	if err != nil {
+		return nil, err
+	}
+	sp := s.split
+	if !sp.claim(r.id, true) {
+		return nil, apierr.Unavailable("tablet %s is splitting already; retry later", r.id)
+	}
+	select {
+	case sp.slots <- struct{}{}:
+	case <-ctx.Done():
+		sp.release(r.id)
+		return nil, ctx.Err()
+	}
+	defer func() { <-sp.slots }()
+	var row []byte
+	if len(req.SplitRow) > 0 {
+		row = req.SplitRow
+	}
+	res, err := sp.run(s.ctx, r, row)
+	switch {
+	case err == nil:
+		return &pb.SplitResponse{ChildTabletIds: []string{res.Report.Children[0].ID, res.Report.Children[1].ID}}, nil
+	case errors.Is(err, split.ErrBadRow):
+		return nil, apierr.Wrap(codes.InvalidArgument, err, "tablet %s", r.id)
+	case errors.Is(err, split.ErrTooSmall), errors.Is(err, split.ErrRefused):
+		return nil, apierr.Wrap(codes.FailedPrecondition, err, "tablet %s", r.id)
+	case apierr.CodeOf(err) != codes.Unknown:
+		return nil, err
+	}
+	return nil, apierr.Wrap(codes.Unavailable, err, "tserver %s: split tablet %s", s.addr, r.id)
+}
+
+// beginSplitWrite admits one write of r into a running split's dual-write
+// (nil when none runs). Called by write under the shared state lock,
+// before the WAL append.
+func (s *Server) beginSplitWrite(r *replica) (*split.Admitted, error) {
+	d, ok := s.split.routes.Load(r)
+	if !ok {
+		return nil, nil
+	}
+	a, err := d.(*split.DualWrite).Admit()
+	if err != nil {
+		return nil, apierr.Tablet(pb.TabletError_WRONG_TABLET, r.id, r.epoch, "tablet %s is splitting; refresh its location", r.id)
+	}
+	return a, nil
+}
+
+// logSplitWrite appends an admitted write to its child's split log.
+func (s *Server) logSplitWrite(ctx context.Context, r *replica, a *split.Admitted, m *mutation.RowMutation) error {
+	if err := a.Log(ctx, m); err != nil {
+		return apierr.Wrap(codes.Unavailable, err, "tserver %s: tablet %s", s.addr, r.id)
+	}
+	return nil
+}
+
+// replaySplitLogs applies a split child's split logs (the writes made
+// while its parent split) after its TSFiles opened and its logs replayed.
+func (s *Server) replaySplitLogs(r *replica, paths []string) error {
+	for _, p := range paths {
+		rep, err := wal.ReplayFile(s.fs, filepath.Join(s.opts.Root, p), func(rec *wal.Record) error {
+			if rec.TabletID != r.id {
+				return nil
+			}
+			return r.eng.Replay(rec)
+		})
+		if err != nil {
+			return fmt.Errorf("tserver: replay split log %s of tablet %s: %w", p, r.id, err)
+		}
+		s.log.Info("split log replayed", "tablet", r.id, "path", p, "records", rep.Records, "torn", rep.Torn)
+	}
+	return nil
+}
