@@ -304,17 +304,18 @@ func (r *runner) checkpoint(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("bench: checkpoint: %w", err)
 	}
-	flushed := 0
+	flushed, bytes := 0, int64(0)
 	for _, x := range res {
 		flushed += x.TabletsFlushed
+		bytes += x.BytesFlushed
 	}
 	st, err := tserverStatus(ctx, r.opts.Client, r.opts.Table)
 	if err != nil {
 		r.logf("tserver status: %v", err)
 	}
 	r.rep.TSFileBytes, r.rep.TSFiles = st.tsfileBytes, st.tsfiles
-	r.logf("checkpoint: flushed %d tablets in %v; table now %.1f MB in %d TSFiles, %.1f MB in write buffers",
-		flushed, time.Since(start).Round(time.Millisecond), mb(st.tsfileBytes), st.tsfiles, mb(st.memBytes))
+	r.logf("checkpoint: flushed %d tablets (%.1f MB) in %v; table now %.1f MB in %d TSFiles, %.1f MB in write buffers",
+		flushed, mb(bytes), time.Since(start).Round(time.Millisecond), mb(st.tsfileBytes), st.tsfiles, mb(st.memBytes))
 	return nil
 }
 
