@@ -57,6 +57,10 @@ func (w *writer) dispatch(cmd *spb.MetaCommand) (*Result, error) {
 		return w.allocateIDs(c.AllocateIds)
 	case *spb.MetaCommand_Split:
 		return w.split(c.Split)
+	case *spb.MetaCommand_LogSplitDone:
+		return w.logSplitDone(c.LogSplitDone)
+	case *spb.MetaCommand_RecoveryFilesDeleted:
+		return w.recoveryFilesDeleted(c.RecoveryFilesDeleted)
 	default:
 		return nil, apierr.InvalidArgument("meta: command has no known kind")
 	}
@@ -225,6 +229,9 @@ func (w *writer) deleteTable(c *spb.MetaDeleteTable) (*Result, error) {
 	}
 	for _, t := range tablets {
 		if err := w.deleteTablet(t); err != nil {
+			return nil, err
+		}
+		if err := w.dropRecoveryFiles(t); err != nil {
 			return nil, err
 		}
 	}
@@ -396,6 +403,10 @@ func (w *writer) checkpointOne(tserver string, r *pb.CheckpointReport) error {
 	// new files but no new position (a checkpoint always names one).
 	if len(r.LogPositions) > 0 {
 		nt.LogPositions = r.LogPositions
+		// The checkpoint flushed what the recovery files held.
+		if err := w.dropRecoveryFiles(nt); err != nil {
+			return err
+		}
 	}
 	nt.Tsfiles = r.Tsfiles
 	if r.DataDirGroup != nil {
@@ -446,6 +457,9 @@ func (w *writer) split(c *spb.MetaSplit) (*Result, error) {
 			Tsfiles:      ch.Tsfiles,
 			DataDirGroup: parent.DataDirGroup,
 			SplitLogs:    ch.SplitLogs,
+			// The parent's recovery files may hold writes the children
+			// still need; each child drops them at its first checkpoint.
+			RecoveryFiles: parent.RecoveryFiles,
 		}
 		if err := w.putTablet(nil, t); err != nil {
 			return nil, err

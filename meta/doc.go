@@ -50,6 +50,17 @@
 //	ranges    <table> 0x00 <start row>     → <tablet id>   (location lookups, row order)
 //	owners    <tserver uuid> 0x00 <tablet> → empty         (uuid "" = UNASSIGNED)
 //	tservers  <uuid>                       → bighive.storage.v1.MetaTServer (protobuf)
+//	recoverygc <recovery file path>        → empty (a file a checkpoint stopped naming; deleted by the master's GC)
+//
+// The recoverygc bucket was added without a version change: an older
+// database simply lacks it and Open creates it empty.
+//
+// Log splitting (recovery.go): LogSplitDone replaces an UNASSIGNED
+// tablet's positions of a dead prefix by its recovery files, only if the
+// tablet's epoch and oldest position of that prefix are still the ones the
+// split was planned from; a checkpoint that replaces the positions, or the
+// table's deletion, moves the tablet's recovery files to recoverygc. A
+// split's children inherit the parent's recovery files.
 //
 // Table names never contain 0x00 ([A-Za-z0-9_.-]), nor do tserver uuids as
 // the master accepts them, so the 0x00 separator is unambiguous. Tablet ids

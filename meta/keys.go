@@ -21,12 +21,14 @@ var (
 	bucketRanges   = []byte("ranges")
 	bucketOwners   = []byte("owners")
 	bucketTServers = []byte("tservers")
+	// recoverygc: recovery files no tablet names any more, to delete.
+	bucketRecoveryGC = []byte("recoverygc")
 
 	keyVersion      = []byte("version")
 	keyApplied      = []byte("applied")
 	keyNextTabletID = []byte("next_tablet_id")
 
-	allBuckets = [][]byte{bucketMeta, bucketTables, bucketTablets, bucketRanges, bucketOwners, bucketTServers}
+	allBuckets = [][]byte{bucketMeta, bucketTables, bucketTablets, bucketRanges, bucketOwners, bucketTServers, bucketRecoveryGC}
 )
 
 // FormatTabletID names tablet number n.

@@ -638,7 +638,12 @@ type TabletMeta struct {
 	DataDirGroup *DataDirGroup  `protobuf:"bytes,9,opt,name=data_dir_group,json=dataDirGroup,proto3" json:"data_dir_group,omitempty"`
 	// Split logs (paths under <root>/splitlog/) that hold writes of this
 	// tablet made while its parent split.
-	SplitLogs     []string `protobuf:"bytes,10,rep,name=split_logs,json=splitLogs,proto3" json:"split_logs,omitempty"`
+	SplitLogs []string `protobuf:"bytes,10,rep,name=split_logs,json=splitLogs,proto3" json:"split_logs,omitempty"`
+	// Recovery files (paths under <root>/recovery/, relative to the root)
+	// holding this tablet's records split out of a dead tserver's log; the
+	// positions of that log were replaced by them. A checkpoint that
+	// replaces the log positions drops them.
+	RecoveryFiles []string `protobuf:"bytes,11,rep,name=recovery_files,json=recoveryFiles,proto3" json:"recovery_files,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -739,6 +744,13 @@ func (x *TabletMeta) GetDataDirGroup() *DataDirGroup {
 func (x *TabletMeta) GetSplitLogs() []string {
 	if x != nil {
 		return x.SplitLogs
+	}
+	return nil
+}
+
+func (x *TabletMeta) GetRecoveryFiles() []string {
+	if x != nil {
+		return x.RecoveryFiles
 	}
 	return nil
 }
@@ -1509,7 +1521,7 @@ const file_bighivepb_common_proto_rawDesc = "" +
 	"\x14max_timestamp_micros\x18\b \x01(\x03R\x12maxTimestampMicros\"U\n" +
 	"\fDataDirGroup\x12(\n" +
 	"\x10block_store_uuid\x18\x01 \x01(\tR\x0eblockStoreUuid\x12\x1b\n" +
-	"\tdir_uuids\x18\x02 \x03(\tR\bdirUuids\"\xa1\x03\n" +
+	"\tdir_uuids\x18\x02 \x03(\tR\bdirUuids\"\xc8\x03\n" +
 	"\n" +
 	"TabletMeta\x12\x1b\n" +
 	"\ttablet_id\x18\x01 \x01(\tR\btabletId\x12\x14\n" +
@@ -1523,7 +1535,8 @@ const file_bighivepb_common_proto_rawDesc = "" +
 	"\x0edata_dir_group\x18\t \x01(\v2\x18.bighive.v1.DataDirGroupR\fdataDirGroup\x12\x1d\n" +
 	"\n" +
 	"split_logs\x18\n" +
-	" \x03(\tR\tsplitLogs\"\x93\x05\n" +
+	" \x03(\tR\tsplitLogs\x12%\n" +
+	"\x0erecovery_files\x18\v \x03(\tR\rrecoveryFiles\"\x93\x05\n" +
 	"\bMutation\x129\n" +
 	"\bset_cell\x18\x01 \x01(\v2\x1c.bighive.v1.Mutation.SetCellH\x00R\asetCell\x12U\n" +
 	"\x12delete_from_column\x18\x02 \x01(\v2%.bighive.v1.Mutation.DeleteFromColumnH\x00R\x10deleteFromColumn\x12U\n" +

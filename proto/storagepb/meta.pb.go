@@ -45,6 +45,8 @@ type MetaCommand struct {
 	//	*MetaCommand_Checkpoint
 	//	*MetaCommand_AllocateIds
 	//	*MetaCommand_Split
+	//	*MetaCommand_LogSplitDone
+	//	*MetaCommand_RecoveryFilesDeleted
 	Cmd           isMetaCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -184,6 +186,24 @@ func (x *MetaCommand) GetSplit() *MetaSplit {
 	return nil
 }
 
+func (x *MetaCommand) GetLogSplitDone() *MetaLogSplitDone {
+	if x != nil {
+		if x, ok := x.Cmd.(*MetaCommand_LogSplitDone); ok {
+			return x.LogSplitDone
+		}
+	}
+	return nil
+}
+
+func (x *MetaCommand) GetRecoveryFilesDeleted() *MetaRecoveryFilesDeleted {
+	if x != nil {
+		if x, ok := x.Cmd.(*MetaCommand_RecoveryFilesDeleted); ok {
+			return x.RecoveryFilesDeleted
+		}
+	}
+	return nil
+}
+
 type isMetaCommand_Cmd interface {
 	isMetaCommand_Cmd()
 }
@@ -228,6 +248,14 @@ type MetaCommand_Split struct {
 	Split *MetaSplit `protobuf:"bytes,11,opt,name=split,proto3,oneof"`
 }
 
+type MetaCommand_LogSplitDone struct {
+	LogSplitDone *MetaLogSplitDone `protobuf:"bytes,12,opt,name=log_split_done,json=logSplitDone,proto3,oneof"`
+}
+
+type MetaCommand_RecoveryFilesDeleted struct {
+	RecoveryFilesDeleted *MetaRecoveryFilesDeleted `protobuf:"bytes,13,opt,name=recovery_files_deleted,json=recoveryFilesDeleted,proto3,oneof"`
+}
+
 func (*MetaCommand_CreateTable) isMetaCommand_Cmd() {}
 
 func (*MetaCommand_DeleteTable) isMetaCommand_Cmd() {}
@@ -247,6 +275,10 @@ func (*MetaCommand_Checkpoint) isMetaCommand_Cmd() {}
 func (*MetaCommand_AllocateIds) isMetaCommand_Cmd() {}
 
 func (*MetaCommand_Split) isMetaCommand_Cmd() {}
+
+func (*MetaCommand_LogSplitDone) isMetaCommand_Cmd() {}
+
+func (*MetaCommand_RecoveryFilesDeleted) isMetaCommand_Cmd() {}
 
 // Creates a table and its initial tablets [“”, k1), …, [kn, “”), all
 // UNASSIGNED at epoch 0. The leader validated names and keys; the FSM
@@ -853,6 +885,108 @@ func (x *MetaSplit) GetChildren() []*bighivepb.SplitChild {
 	return nil
 }
 
+// A dead log prefix was split by tablet: for each item, if the tablet is
+// still UNASSIGNED at expected_epoch and its oldest position of prefix is
+// from_file_timestamp, its positions of prefix are replaced by its
+// recovery files (items that do not match are skipped, not errors).
+type MetaLogSplitDone struct {
+	state         protoimpl.MessageState   `protogen:"open.v1"`
+	Prefix        string                   `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	Items         []*MetaLogSplitDone_Item `protobuf:"bytes,2,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetaLogSplitDone) Reset() {
+	*x = MetaLogSplitDone{}
+	mi := &file_storagepb_meta_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaLogSplitDone) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaLogSplitDone) ProtoMessage() {}
+
+func (x *MetaLogSplitDone) ProtoReflect() protoreflect.Message {
+	mi := &file_storagepb_meta_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaLogSplitDone.ProtoReflect.Descriptor instead.
+func (*MetaLogSplitDone) Descriptor() ([]byte, []int) {
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *MetaLogSplitDone) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+func (x *MetaLogSplitDone) GetItems() []*MetaLogSplitDone_Item {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+// Recovery files no tablet names any more were deleted from the shared
+// root; they leave the garbage list.
+type MetaRecoveryFilesDeleted struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Paths         []string               `protobuf:"bytes,1,rep,name=paths,proto3" json:"paths,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetaRecoveryFilesDeleted) Reset() {
+	*x = MetaRecoveryFilesDeleted{}
+	mi := &file_storagepb_meta_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaRecoveryFilesDeleted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaRecoveryFilesDeleted) ProtoMessage() {}
+
+func (x *MetaRecoveryFilesDeleted) ProtoReflect() protoreflect.Message {
+	mi := &file_storagepb_meta_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaRecoveryFilesDeleted.ProtoReflect.Descriptor instead.
+func (*MetaRecoveryFilesDeleted) Descriptor() ([]byte, []int) {
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *MetaRecoveryFilesDeleted) GetPaths() []string {
+	if x != nil {
+		return x.Paths
+	}
+	return nil
+}
+
 type MetaAssign_Item struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TabletId      string                 `protobuf:"bytes,1,opt,name=tablet_id,json=tabletId,proto3" json:"tablet_id,omitempty"`
@@ -864,7 +998,7 @@ type MetaAssign_Item struct {
 
 func (x *MetaAssign_Item) Reset() {
 	*x = MetaAssign_Item{}
-	mi := &file_storagepb_meta_proto_msgTypes[12]
+	mi := &file_storagepb_meta_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -876,7 +1010,7 @@ func (x *MetaAssign_Item) String() string {
 func (*MetaAssign_Item) ProtoMessage() {}
 
 func (x *MetaAssign_Item) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[12]
+	mi := &file_storagepb_meta_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -924,7 +1058,7 @@ type MetaUnassign_Item struct {
 
 func (x *MetaUnassign_Item) Reset() {
 	*x = MetaUnassign_Item{}
-	mi := &file_storagepb_meta_proto_msgTypes[13]
+	mi := &file_storagepb_meta_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -936,7 +1070,7 @@ func (x *MetaUnassign_Item) String() string {
 func (*MetaUnassign_Item) ProtoMessage() {}
 
 func (x *MetaUnassign_Item) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[13]
+	mi := &file_storagepb_meta_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -973,11 +1107,79 @@ func (x *MetaUnassign_Item) GetExpectedTserver() string {
 	return ""
 }
 
+type MetaLogSplitDone_Item struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	TabletId          string                 `protobuf:"bytes,1,opt,name=tablet_id,json=tabletId,proto3" json:"tablet_id,omitempty"`
+	ExpectedEpoch     int64                  `protobuf:"varint,2,opt,name=expected_epoch,json=expectedEpoch,proto3" json:"expected_epoch,omitempty"`
+	FromFileTimestamp int64                  `protobuf:"varint,3,opt,name=from_file_timestamp,json=fromFileTimestamp,proto3" json:"from_file_timestamp,omitempty"`
+	RecoveryFiles     []string               `protobuf:"bytes,4,rep,name=recovery_files,json=recoveryFiles,proto3" json:"recovery_files,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *MetaLogSplitDone_Item) Reset() {
+	*x = MetaLogSplitDone_Item{}
+	mi := &file_storagepb_meta_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaLogSplitDone_Item) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaLogSplitDone_Item) ProtoMessage() {}
+
+func (x *MetaLogSplitDone_Item) ProtoReflect() protoreflect.Message {
+	mi := &file_storagepb_meta_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaLogSplitDone_Item.ProtoReflect.Descriptor instead.
+func (*MetaLogSplitDone_Item) Descriptor() ([]byte, []int) {
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{12, 0}
+}
+
+func (x *MetaLogSplitDone_Item) GetTabletId() string {
+	if x != nil {
+		return x.TabletId
+	}
+	return ""
+}
+
+func (x *MetaLogSplitDone_Item) GetExpectedEpoch() int64 {
+	if x != nil {
+		return x.ExpectedEpoch
+	}
+	return 0
+}
+
+func (x *MetaLogSplitDone_Item) GetFromFileTimestamp() int64 {
+	if x != nil {
+		return x.FromFileTimestamp
+	}
+	return 0
+}
+
+func (x *MetaLogSplitDone_Item) GetRecoveryFiles() []string {
+	if x != nil {
+		return x.RecoveryFiles
+	}
+	return nil
+}
+
 var File_storagepb_meta_proto protoreflect.FileDescriptor
 
 const file_storagepb_meta_proto_rawDesc = "" +
 	"\n" +
-	"\x14storagepb/meta.proto\x12\x12bighive.storage.v1\x1a\x16bighivepb/common.proto\x1a\x16bighivepb/master.proto\"\xe4\x05\n" +
+	"\x14storagepb/meta.proto\x12\x12bighive.storage.v1\x1a\x16bighivepb/common.proto\x1a\x16bighivepb/master.proto\"\x98\a\n" +
 	"\vMetaCommand\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12H\n" +
 	"\fcreate_table\x18\x02 \x01(\v2#.bighive.storage.v1.MetaCreateTableH\x00R\vcreateTable\x12H\n" +
@@ -994,7 +1196,9 @@ const file_storagepb_meta_proto_rawDesc = "" +
 	"checkpoint\x12H\n" +
 	"\fallocate_ids\x18\n" +
 	" \x01(\v2#.bighive.storage.v1.MetaAllocateIdsH\x00R\vallocateIds\x125\n" +
-	"\x05split\x18\v \x01(\v2\x1d.bighive.storage.v1.MetaSplitH\x00R\x05splitB\x05\n" +
+	"\x05split\x18\v \x01(\v2\x1d.bighive.storage.v1.MetaSplitH\x00R\x05split\x12L\n" +
+	"\x0elog_split_done\x18\f \x01(\v2$.bighive.storage.v1.MetaLogSplitDoneH\x00R\flogSplitDone\x12d\n" +
+	"\x16recovery_files_deleted\x18\r \x01(\v2,.bighive.storage.v1.MetaRecoveryFilesDeletedH\x00R\x14recoveryFilesDeletedB\x05\n" +
 	"\x03cmd\"a\n" +
 	"\x0fMetaCreateTable\x12/\n" +
 	"\x06schema\x18\x01 \x01(\v2\x17.bighive.v1.TableSchemaR\x06schema\x12\x1d\n" +
@@ -1041,7 +1245,17 @@ const file_storagepb_meta_proto_rawDesc = "" +
 	"\x10parent_tablet_id\x18\x01 \x01(\tR\x0eparentTabletId\x12!\n" +
 	"\fparent_epoch\x18\x02 \x01(\x03R\vparentEpoch\x12!\n" +
 	"\ftserver_uuid\x18\x03 \x01(\tR\vtserverUuid\x122\n" +
-	"\bchildren\x18\x04 \x03(\v2\x16.bighive.v1.SplitChildR\bchildrenB\x19Z\x17bighive/proto/storagepbb\x06proto3"
+	"\bchildren\x18\x04 \x03(\v2\x16.bighive.v1.SplitChildR\bchildren\"\x8f\x02\n" +
+	"\x10MetaLogSplitDone\x12\x16\n" +
+	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12?\n" +
+	"\x05items\x18\x02 \x03(\v2).bighive.storage.v1.MetaLogSplitDone.ItemR\x05items\x1a\xa1\x01\n" +
+	"\x04Item\x12\x1b\n" +
+	"\ttablet_id\x18\x01 \x01(\tR\btabletId\x12%\n" +
+	"\x0eexpected_epoch\x18\x02 \x01(\x03R\rexpectedEpoch\x12.\n" +
+	"\x13from_file_timestamp\x18\x03 \x01(\x03R\x11fromFileTimestamp\x12%\n" +
+	"\x0erecovery_files\x18\x04 \x03(\tR\rrecoveryFiles\"0\n" +
+	"\x18MetaRecoveryFilesDeleted\x12\x14\n" +
+	"\x05paths\x18\x01 \x03(\tR\x05pathsB\x19Z\x17bighive/proto/storagepbb\x06proto3"
 
 var (
 	file_storagepb_meta_proto_rawDescOnce sync.Once
@@ -1055,7 +1269,7 @@ func file_storagepb_meta_proto_rawDescGZIP() []byte {
 	return file_storagepb_meta_proto_rawDescData
 }
 
-var file_storagepb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_storagepb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_storagepb_meta_proto_goTypes = []any{
 	(*MetaCommand)(nil),                // 0: bighive.storage.v1.MetaCommand
 	(*MetaCreateTable)(nil),            // 1: bighive.storage.v1.MetaCreateTable
@@ -1069,13 +1283,16 @@ var file_storagepb_meta_proto_goTypes = []any{
 	(*MetaCheckpoint)(nil),             // 9: bighive.storage.v1.MetaCheckpoint
 	(*MetaAllocateIds)(nil),            // 10: bighive.storage.v1.MetaAllocateIds
 	(*MetaSplit)(nil),                  // 11: bighive.storage.v1.MetaSplit
-	(*MetaAssign_Item)(nil),            // 12: bighive.storage.v1.MetaAssign.Item
-	(*MetaUnassign_Item)(nil),          // 13: bighive.storage.v1.MetaUnassign.Item
-	(*bighivepb.TableSchema)(nil),      // 14: bighive.v1.TableSchema
-	(*bighivepb.FamilySpec)(nil),       // 15: bighive.v1.FamilySpec
-	(*bighivepb.LogPosition)(nil),      // 16: bighive.v1.LogPosition
-	(*bighivepb.CheckpointReport)(nil), // 17: bighive.v1.CheckpointReport
-	(*bighivepb.SplitChild)(nil),       // 18: bighive.v1.SplitChild
+	(*MetaLogSplitDone)(nil),           // 12: bighive.storage.v1.MetaLogSplitDone
+	(*MetaRecoveryFilesDeleted)(nil),   // 13: bighive.storage.v1.MetaRecoveryFilesDeleted
+	(*MetaAssign_Item)(nil),            // 14: bighive.storage.v1.MetaAssign.Item
+	(*MetaUnassign_Item)(nil),          // 15: bighive.storage.v1.MetaUnassign.Item
+	(*MetaLogSplitDone_Item)(nil),      // 16: bighive.storage.v1.MetaLogSplitDone.Item
+	(*bighivepb.TableSchema)(nil),      // 17: bighive.v1.TableSchema
+	(*bighivepb.FamilySpec)(nil),       // 18: bighive.v1.FamilySpec
+	(*bighivepb.LogPosition)(nil),      // 19: bighive.v1.LogPosition
+	(*bighivepb.CheckpointReport)(nil), // 20: bighive.v1.CheckpointReport
+	(*bighivepb.SplitChild)(nil),       // 21: bighive.v1.SplitChild
 }
 var file_storagepb_meta_proto_depIdxs = []int32{
 	1,  // 0: bighive.storage.v1.MetaCommand.create_table:type_name -> bighive.storage.v1.MetaCreateTable
@@ -1088,19 +1305,22 @@ var file_storagepb_meta_proto_depIdxs = []int32{
 	9,  // 7: bighive.storage.v1.MetaCommand.checkpoint:type_name -> bighive.storage.v1.MetaCheckpoint
 	10, // 8: bighive.storage.v1.MetaCommand.allocate_ids:type_name -> bighive.storage.v1.MetaAllocateIds
 	11, // 9: bighive.storage.v1.MetaCommand.split:type_name -> bighive.storage.v1.MetaSplit
-	14, // 10: bighive.storage.v1.MetaCreateTable.schema:type_name -> bighive.v1.TableSchema
-	15, // 11: bighive.storage.v1.MetaAddFamily.family:type_name -> bighive.v1.FamilySpec
-	5,  // 12: bighive.storage.v1.MetaRegisterTServer.tserver:type_name -> bighive.storage.v1.MetaTServer
-	12, // 13: bighive.storage.v1.MetaAssign.items:type_name -> bighive.storage.v1.MetaAssign.Item
-	13, // 14: bighive.storage.v1.MetaUnassign.items:type_name -> bighive.storage.v1.MetaUnassign.Item
-	16, // 15: bighive.storage.v1.MetaTabletLoad.position:type_name -> bighive.v1.LogPosition
-	17, // 16: bighive.storage.v1.MetaCheckpoint.reports:type_name -> bighive.v1.CheckpointReport
-	18, // 17: bighive.storage.v1.MetaSplit.children:type_name -> bighive.v1.SplitChild
-	18, // [18:18] is the sub-list for method output_type
-	18, // [18:18] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	12, // 10: bighive.storage.v1.MetaCommand.log_split_done:type_name -> bighive.storage.v1.MetaLogSplitDone
+	13, // 11: bighive.storage.v1.MetaCommand.recovery_files_deleted:type_name -> bighive.storage.v1.MetaRecoveryFilesDeleted
+	17, // 12: bighive.storage.v1.MetaCreateTable.schema:type_name -> bighive.v1.TableSchema
+	18, // 13: bighive.storage.v1.MetaAddFamily.family:type_name -> bighive.v1.FamilySpec
+	5,  // 14: bighive.storage.v1.MetaRegisterTServer.tserver:type_name -> bighive.storage.v1.MetaTServer
+	14, // 15: bighive.storage.v1.MetaAssign.items:type_name -> bighive.storage.v1.MetaAssign.Item
+	15, // 16: bighive.storage.v1.MetaUnassign.items:type_name -> bighive.storage.v1.MetaUnassign.Item
+	19, // 17: bighive.storage.v1.MetaTabletLoad.position:type_name -> bighive.v1.LogPosition
+	20, // 18: bighive.storage.v1.MetaCheckpoint.reports:type_name -> bighive.v1.CheckpointReport
+	21, // 19: bighive.storage.v1.MetaSplit.children:type_name -> bighive.v1.SplitChild
+	16, // 20: bighive.storage.v1.MetaLogSplitDone.items:type_name -> bighive.storage.v1.MetaLogSplitDone.Item
+	21, // [21:21] is the sub-list for method output_type
+	21, // [21:21] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_storagepb_meta_proto_init() }
@@ -1119,6 +1339,8 @@ func file_storagepb_meta_proto_init() {
 		(*MetaCommand_Checkpoint)(nil),
 		(*MetaCommand_AllocateIds)(nil),
 		(*MetaCommand_Split)(nil),
+		(*MetaCommand_LogSplitDone)(nil),
+		(*MetaCommand_RecoveryFilesDeleted)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1126,7 +1348,7 @@ func file_storagepb_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_storagepb_meta_proto_rawDesc), len(file_storagepb_meta_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,84 @@
+package meta
+
+import (
+	"slices"
+	"testing"
+
+	pb "bighive/proto/bighivepb"
+	spb "bighive/proto/storagepb"
+)
+
+func logSplitCmd(prefix string, items ...*spb.MetaLogSplitDone_Item) *spb.MetaCommand {
+	return &spb.MetaCommand{Cmd: &spb.MetaCommand_LogSplitDone{LogSplitDone: &spb.MetaLogSplitDone{Prefix: prefix, Items: items}}}
+}
+
+// TestLogSplitDoneAndRecoveryGC: a split replaces the dead prefix's
+// positions by recovery files only for tablets still unassigned at the
+// planned epoch and position; the first checkpoint moves the files to the
+// garbage list; deleting them empties it.
+func TestLogSplitDoneAndRecoveryGC(t *testing.T) {
+	f := openTestFSM(t)
+	f.mustApply(createCmd("t", "m"))
+	f.mustApply(registerCmd("a", 1))
+	f.mustApply(registerCmd("b", 1))
+	t1, t2 := FormatTabletID(1), FormatTabletID(2)
+	f.mustApply(assignCmd(&spb.MetaAssign_Item{TabletId: t1, TserverUuid: "a"}, &spb.MetaAssign_Item{TabletId: t2, TserverUuid: "a"}))
+	f.mustApply(loadCmd(t1, 1, "a", "a_1", 100))
+	f.mustApply(loadCmd(t2, 1, "a", "a_1", 100))
+	// t1 was also on b before (position b_1/50): only a_1 is split.
+	f.mustApply(&spb.MetaCommand{Cmd: &spb.MetaCommand_Checkpoint{Checkpoint: &spb.MetaCheckpoint{TserverUuid: "a", Reports: []*pb.CheckpointReport{
+		{TabletId: t1, Epoch: 1, LogPositions: []*pb.LogPosition{{Prefix: "b_1", FileTimestamp: 50}, {Prefix: "a_1", FileTimestamp: 100}}}}}}})
+	f.mustApply(&spb.MetaCommand{Cmd: &spb.MetaCommand_Unassign{Unassign: &spb.MetaUnassign{Items: []*spb.MetaUnassign_Item{
+		{TabletId: t1, ExpectedEpoch: 1, ExpectedTserver: "a"}, {TabletId: t2, ExpectedEpoch: 1, ExpectedTserver: "a"}}}}})
+
+	res := f.mustApply(logSplitCmd("a_1",
+		&spb.MetaLogSplitDone_Item{TabletId: t1, ExpectedEpoch: 1, FromFileTimestamp: 100, RecoveryFiles: []string{"recovery/x/t1.log", "recovery/y/t1.log"}},
+		&spb.MetaLogSplitDone_Item{TabletId: t2, ExpectedEpoch: 1, FromFileTimestamp: 99, RecoveryFiles: []string{"recovery/x/t2.log"}}, // planned from another position
+		&spb.MetaLogSplitDone_Item{TabletId: "t00000000000000ff", ExpectedEpoch: 1}))
+	if res.Applied != 1 {
+		t.Fatalf("applied %d items, want 1", res.Applied)
+	}
+	tm := f.tablet(t1)
+	if len(tm.LogPositions) != 1 || tm.LogPositions[0].Prefix != "b_1" || !slices.Equal(tm.RecoveryFiles, []string{"recovery/x/t1.log", "recovery/y/t1.log"}) {
+		t.Fatalf("after split: positions %v, recovery files %v", tm.LogPositions, tm.RecoveryFiles)
+	}
+	if tm := f.tablet(t2); len(tm.LogPositions) != 1 || len(tm.RecoveryFiles) != 0 {
+		t.Fatalf("mismatched item changed t2: %v", tm)
+	}
+	// An assigned tablet is never changed by a late split.
+	f.mustApply(assignCmd(&spb.MetaAssign_Item{TabletId: t2, ExpectedEpoch: 1, TserverUuid: "b"}))
+	if res := f.mustApply(logSplitCmd("a_1", &spb.MetaLogSplitDone_Item{TabletId: t2, ExpectedEpoch: 1, FromFileTimestamp: 100})); res.Applied != 0 {
+		t.Fatal("split applied to an assigned tablet")
+	}
+
+	f.mustApply(assignCmd(&spb.MetaAssign_Item{TabletId: t1, ExpectedEpoch: 1, TserverUuid: "b"}))
+	f.mustApply(loadCmd(t1, 2, "b", "b_1", 200))
+	garbage := func() (g []string, inUse map[string]bool) {
+		_ = f.View(func(r *Reader) (err error) {
+			g = r.RecoveryGarbage(10)
+			inUse, err = r.RecoveryFilesInUse()
+			return err
+		})
+		return g, inUse
+	}
+	if g, inUse := garbage(); len(g) != 0 || len(inUse) != 2 {
+		t.Fatalf("before the checkpoint: garbage %v, in use %v", g, inUse)
+	}
+	// A compaction's report (no positions) keeps them.
+	f.mustApply(&spb.MetaCommand{Cmd: &spb.MetaCommand_Checkpoint{Checkpoint: &spb.MetaCheckpoint{TserverUuid: "b", Reports: []*pb.CheckpointReport{
+		{TabletId: t1, Epoch: 2}}}}})
+	if len(f.tablet(t1).RecoveryFiles) != 2 {
+		t.Fatal("a compaction dropped the recovery files")
+	}
+	f.mustApply(&spb.MetaCommand{Cmd: &spb.MetaCommand_Checkpoint{Checkpoint: &spb.MetaCheckpoint{TserverUuid: "b", Reports: []*pb.CheckpointReport{
+		{TabletId: t1, Epoch: 2, LogPositions: []*pb.LogPosition{{Prefix: "b_1", FileTimestamp: 300}}}}}}})
+	g, inUse := garbage()
+	if len(f.tablet(t1).RecoveryFiles) != 0 || !slices.Equal(g, []string{"recovery/x/t1.log", "recovery/y/t1.log"}) || len(inUse) != 0 {
+		t.Fatalf("after the checkpoint: tablet %v, garbage %v, in use %v", f.tablet(t1).RecoveryFiles, g, inUse)
+	}
+	res = f.mustApply(&spb.MetaCommand{Cmd: &spb.MetaCommand_RecoveryFilesDeleted{RecoveryFilesDeleted: &spb.MetaRecoveryFilesDeleted{
+		Paths: []string{"recovery/x/t1.log", "recovery/y/t1.log", "recovery/z/none.log"}}}})
+	if g, _ := garbage(); res.Applied != 2 || len(g) != 0 {
+		t.Fatalf("after deletion: applied %d, garbage %v", res.Applied, g)
+	}
+}
