@@ -13,10 +13,8 @@ import (
 )
 
 // The examples run against a real cluster started by the e2e harness (one
-// master, one tserver, shared by all examples). They carry no Output
-// comment yet, so `go test` compiles them but does not run them: the
-// tserver command they need is not finished. Once it is, add the Output
-// lines given in each example's last comment.
+// master, one tserver as OS processes, shared by all examples), and their
+// Output comments are checked by go test.
 
 var (
 	exampleOnce    sync.Once
@@ -79,7 +77,7 @@ func ExampleTable_Put() {
 	}
 	name, _ := row.Value("cf", "name")
 	fmt.Printf("%s: %s\n", row.Key, name)
-	// Would print:
+	// Output:
 	// user#42: Ada
 }
 
@@ -107,7 +105,7 @@ func ExampleTable_Get() {
 	// A missing row is no error: it has no cells.
 	missing, err := tbl.Get(ctx, "sensor-9")
 	fmt.Println(len(missing.Cells), err)
-	// Would print:
+	// Output:
 	// cf:temp @3000 = 23
 	// 0 <nil>
 }
@@ -132,7 +130,7 @@ func ExampleTable_Scan() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	// Would print:
+	// Output:
 	// row-2=4 row-3=9 row-4=16 row-5=25 row-6=36
 }
 
@@ -156,7 +154,7 @@ func ExampleTable_Apply() {
 	for _, cell := range row.Cells {
 		fmt.Printf("%s=%s\n", cell.Qualifier, cell.Value)
 	}
-	// Would print:
+	// Output:
 	// carrier=DHL
 	// status=shipped
 }
@@ -182,6 +180,6 @@ func ExampleTable_ApplyBulk() {
 			fmt.Printf("row %d: %v\n", i, e)
 		}
 	}
-	// Would print:
+	// Output:
 	// row 3: rpc error: code = InvalidArgument desc = client: table "example_bulk": apply to row "": row key is empty
 }
