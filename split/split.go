@@ -116,6 +116,10 @@ type Options struct {
 	StateLock *sync.RWMutex
 	// BeginSplit enters the preparing state (checkpoint.Coordinator's).
 	BeginSplit func() (end func())
+	// Checkpoint runs a checkpoint; Run calls it first when the parent
+	// holds a standby buffer left by a failed flush (or by an earlier
+	// failed split), which a split cannot snapshot with the active one.
+	Checkpoint func(ctx context.Context) error
 	Master     Master
 	// Hook, when set, is called after each step; an error aborts the
 	// split there as a failure of that step would. Tests inject faults.
@@ -175,6 +179,12 @@ func Run(ctx context.Context, o Options, req Request) (res *Result, err error) {
 	}
 	if req.Row != nil && (bytes.Compare(req.Row, req.Start) <= 0 || req.End != nil && bytes.Compare(req.Row, req.End) >= 0) {
 		return nil, fmt.Errorf("%w: row %q, tablet [%q, %q)", ErrBadRow, req.Row, req.Start, req.End)
+	}
+
+	if req.Tablet.HasStandby() && o.Checkpoint != nil {
+		if err := o.Checkpoint(ctx); err != nil {
+			return nil, fmt.Errorf("split: flush the pending standby buffer first: %w", err)
+		}
 	}
 
 	// Step 1: the preparing state. No checkpoint runs until end().

@@ -28,6 +28,8 @@ const (
 	reportSplitTimeout = 30 * time.Second
 )
 
+var errNotServingSplit = errors.New("tserver: tablet to split is not serving")
+
 // splitter watches the tablets' sizes and runs splits (package split).
 type splitter struct {
 	s         *Server
@@ -155,12 +157,13 @@ func (sp *splitter) run(ctx context.Context, r *replica, row []byte) (*split.Res
 	s := sp.s
 	defer sp.release(r.id)
 	if !r.eng.Serving() {
-		return nil, apierr.Tablet(pb.TabletError_NOT_SERVING, r.id, r.epoch, "tablet %s is not serving on %s", r.id, s.addr)
+		return nil, errNotServingSplit
 	}
 	var committed []*pb.TabletMeta
 	opts := split.Options{
 		FS: s.fs, Root: s.opts.Root, Blocks: s.blocks, StateLock: s.eng.coord.StateLock(),
 		BeginSplit: s.eng.coord.BeginSplit, Hook: sp.hook, Logger: s.log,
+		Checkpoint: func(ctx context.Context) error { _, err := s.eng.coord.Checkpoint(ctx); return err },
 		OpenFile: func(f tsfile.Info) (*tsfile.Reader, error) {
 			store, err := s.stores.get(r.storeOf(uint64(f.Footer)), false)
 			if err != nil {
@@ -284,10 +287,14 @@ func (s *Server) Split(ctx context.Context, req *pb.SplitRequest) (*pb.SplitResp
 		return nil, apierr.Wrap(codes.InvalidArgument, err, "tablet %s", r.id)
 	case errors.Is(err, split.ErrTooSmall), errors.Is(err, split.ErrRefused):
 		return nil, apierr.Wrap(codes.FailedPrecondition, err, "tablet %s", r.id)
-	case apierr.CodeOf(err) != codes.Unknown:
-		return nil, err
+	case errors.Is(err, errNotServingSplit):
+		return nil, apierr.Tablet(pb.TabletError_NOT_SERVING, r.id, r.epoch, "tablet %s is not serving on %s", r.id, s.addr)
+	case errors.Is(err, split.ErrBusy):
+		return nil, apierr.Wrap(codes.Unavailable, err, "tserver %s: split tablet %s", s.addr, r.id)
 	}
-	return nil, apierr.Wrap(codes.Unavailable, err, "tserver %s: split tablet %s", s.addr, r.id)
+	// The parent is intact (or unloaded, if the outcome is unknown); a
+	// split is not retried by the caller's library but by a later request.
+	return nil, apierr.Wrap(codes.Aborted, err, "tserver %s: split tablet %s failed; nothing changed", s.addr, r.id)
 }
 
 // beginSplitWrite admits one write of r into a running split's dual-write

@@ -13,9 +13,12 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
+	"bighive/split"
 	"bighive/tserver"
 )
 
@@ -29,6 +32,11 @@ func main() {
 		memLimit  = flag.Int64("mem-limit", 256<<20, "write buffer `bytes` of all tablets together that trigger a checkpoint")
 		cacheSize = flag.Int64("cache-bytes", 256<<20, "block cache capacity in `bytes`")
 		logLevel  = flag.String("log-level", "info", "debug, info, warn or error")
+
+		splitThreshold = flag.Int64("split-threshold", 512<<20, "tablet size in `bytes` (TSFiles plus write buffers) over which it splits; negative: no automatic splits")
+		splitInterval  = flag.Duration("split-interval", 30*time.Second, "least time between two splits of one tablet")
+		maxSplits      = flag.Int("max-splits", 2, "splits this tserver runs at once")
+		splitFault     = flag.String("split-fault-file", "", "testing only: a `file` holding a split step number; the split that reaches that step removes the file and kills this process")
 	)
 	flag.Parse()
 	var level slog.Level
@@ -53,6 +61,11 @@ func main() {
 		MemLimit:   *memLimit,
 		CacheBytes: *cacheSize,
 		Logger:     log,
+
+		SplitThreshold:      *splitThreshold,
+		SplitInterval:       *splitInterval,
+		MaxConcurrentSplits: *maxSplits,
+		SplitHook:           faultHook(*splitFault, log),
 	})
 	if err != nil {
 		log.Error("start failed", "err", err)
@@ -74,4 +87,27 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// faultHook is the crash point of the e2e split tests: when the file names
+// a step, the split reaching it removes the file and the process dies
+// with SIGKILL at once (no cleanup, as in a crash).
+func faultHook(path string, log *slog.Logger) func(split.Step) error {
+	if path == "" {
+		return nil
+	}
+	return func(s split.Step) error {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || n != int(s) {
+			return nil
+		}
+		os.Remove(path)
+		log.Warn("split fault file: killing this process", "step", s)
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {}
+	}
 }
