@@ -195,6 +195,10 @@ func Run(ctx context.Context, opts Options) (err error) {
 	t.printf("%d rows, in order", n)
 	done()
 
+	if err := splitChapter(ctx, t, dir); err != nil {
+		return err
+	}
+
 	fmt.Fprintf(t.out, "\nThe tour took %v. Every acknowledged row read back.\n", time.Since(t.began).Round(time.Millisecond))
 	return nil
 }
