@@ -3,6 +3,7 @@ package wal
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"math"
@@ -25,7 +26,7 @@ import (
 // files of prefix with from <= FileTS < until (until = MaxInt64: no bound).
 //
 // A recovery file is written whole to a temporary file, fsynced, renamed to
-// its name and its directory fsynced (WriteRecoveryFile), so it exists
+// its name and its directory fsynced (WriteRecoveryFiles), so it exists
 // complete or not at all; any damage is corruption, never a torn tail.
 // Format (version 1, little-endian; must not change without a new
 // version):
@@ -169,30 +170,84 @@ func EncodeRecoveryFile(r SplitRange, recs []*Record) ([]byte, error) {
 	return append(buf, foot...), nil
 }
 
-// WriteRecoveryFile writes the recovery file of tablet for r under root and
-// returns its path relative to root and its size. When it returns nil the
-// file and every directory up to root/recovery are durable.
-func WriteRecoveryFile(fsys vfs.FS, root string, r SplitRange, tablet string, recs []*Record) (string, int64, error) {
-	data, err := EncodeRecoveryFile(r, recs)
-	if err != nil {
-		return "", 0, err
-	}
-	rel := r.RecoveryFile(tablet)
+// WriteRecoveryFiles writes the recovery file of r of every tablet of
+// recs (in parallel) and returns each one's path relative to root and
+// their total size. When it returns nil every file and every directory up
+// to root/recovery are durable: each file is fsynced before its rename,
+// and the range directory once after all renames.
+func WriteRecoveryFiles(fsys vfs.FS, root string, r SplitRange, recs map[string][]*Record) (map[string]string, int64, error) {
 	dir := filepath.Join(root, r.Dir())
 	if err := fsys.MkdirAll(dir, 0o755); err != nil {
-		return "", 0, fmt.Errorf("wal: recovery dir %s: %w", dir, err)
+		return nil, 0, fmt.Errorf("wal: recovery dir %s: %w", dir, err)
 	}
 	// The new directories' entries: range dir in the prefix dir, prefix dir
 	// in recovery/, recovery/ in the root.
-	for d := dir; d != filepath.Clean(root); d = filepath.Dir(d) {
+	for d := dir; d != filepath.Clean(root) && d != filepath.Dir(d); d = filepath.Dir(d) {
 		if err := fsys.SyncDir(filepath.Dir(d)); err != nil {
-			return "", 0, fmt.Errorf("wal: sync dir %s: %w", filepath.Dir(d), err)
+			return nil, 0, fmt.Errorf("wal: sync dir %s: %w", filepath.Dir(d), err)
 		}
 	}
-	if err := vfs.WriteFileAtomic(fsys, filepath.Join(root, rel), data); err != nil {
-		return "", 0, fmt.Errorf("wal: write recovery file: %w", err)
+	type result struct {
+		tablet, rel string
+		size        int64
+		err         error
 	}
-	return rel, int64(len(data)), nil
+	results := make(chan result, len(recs))
+	for tablet, rs := range recs {
+		go func() {
+			rel := r.RecoveryFile(tablet)
+			size, err := writeSynced(fsys, filepath.Join(root, rel), r, rs)
+			results <- result{tablet, rel, size, err}
+		}()
+	}
+	out := make(map[string]string, len(recs))
+	var total int64
+	var errs []error
+	for range recs {
+		res := <-results
+		if res.err != nil {
+			errs = append(errs, res.err)
+			continue
+		}
+		out[res.tablet] = res.rel
+		total += res.size
+	}
+	if len(errs) > 0 {
+		return nil, 0, errors.Join(errs...)
+	}
+	if err := fsys.SyncDir(dir); err != nil {
+		return nil, 0, fmt.Errorf("wal: sync dir %s: %w", dir, err)
+	}
+	return out, total, nil
+}
+
+// writeSynced writes the recovery file at path through a temporary file,
+// fsynced, then renamed (the caller syncs the directory).
+func writeSynced(fsys vfs.FS, path string, r SplitRange, recs []*Record) (int64, error) {
+	data, err := EncodeRecoveryFile(r, recs)
+	if err != nil {
+		return 0, err
+	}
+	tmp := path + vfs.TempSuffix
+	f, err := fsys.Create(tmp)
+	if err != nil {
+		return 0, fmt.Errorf("wal: create %s: %w", tmp, err)
+	}
+	_, err = f.WriteAt(data, 0)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = fsys.Rename(tmp, path)
+	}
+	if err != nil {
+		fsys.Remove(tmp)
+		return 0, fmt.Errorf("wal: write recovery file %s: %w", path, err)
+	}
+	return int64(len(data)), nil
 }
 
 // ReplayRecoveryFile reads the recovery file at path (relative to root)
@@ -272,6 +327,7 @@ func scanRecoveryFile(path string, data []byte, fn func(*Record) error) error {
 type SplitReport struct {
 	Files     []FileReport // every log file of the range, oldest first
 	BytesRead int64        // bytes of those files read (each read once)
+	DataBytes int64        // of those, bytes up to the end of the last whole record
 	Records   int          // records kept, all tablets
 }
 
@@ -303,6 +359,7 @@ func SplitLog(ctx context.Context, fsys vfs.FS, root string, r SplitRange, keep 
 		})
 		rep.Files = append(rep.Files, fr)
 		rep.BytesRead += fr.Size
+		rep.DataBytes += fr.End
 		if err != nil {
 			return nil, rep, err
 		}

@@ -45,11 +45,11 @@ func TestSplitLogAndRecoveryFiles(t *testing.T) {
 			t.Fatalf("split %s: %v", r, err)
 		}
 		read += rep.BytesRead
-		for tab, rs := range recs {
-			rel, _, err := WriteRecoveryFile(vfs.Default, root, r, tab, rs)
-			if err != nil {
-				t.Fatal(err)
-			}
+		paths, _, err := WriteRecoveryFiles(vfs.Default, root, r, recs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for tab, rel := range paths {
 			if rel != r.RecoveryFile(tab) {
 				t.Fatalf("path %s, want %s", rel, r.RecoveryFile(tab))
 			}
