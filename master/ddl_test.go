@@ -96,7 +96,11 @@ func TestDDLErrors(t *testing.T) {
 				Position: &pb.LogPosition{Prefix: "p"}})
 			return err
 		}, codes.NotFound},
-		{"log split unimplemented", func() error { _, err := mc.ReportLogSplit(ctx, &pb.ReportLogSplitRequest{}); return err }, codes.Unimplemented},
+		{"log split bad task id", func() error { _, err := mc.ReportLogSplit(ctx, &pb.ReportLogSplitRequest{}); return err }, codes.InvalidArgument},
+		{"log split unknown task", func() error {
+			_, err := mc.ReportLogSplit(ctx, &pb.ReportLogSplitRequest{TaskId: "split/p/00000000000000000001-09223372036854775807"})
+			return err
+		}, codes.FailedPrecondition},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -57,5 +57,6 @@
 // families), AlreadyExists, NotFound, FailedPrecondition (stale epoch or
 // not the owner), Unavailable (no leader, leadership lost), per invariant 8.
 //
-// ReportLogSplit returns Unimplemented: log splitting is a later issue.
+// Log splitting of dead tservers' logs before their tablets are assigned
+// again, and garbage collection of recovery files: logsplit.go.
 package master

@@ -43,6 +43,7 @@ type leaderState struct {
 	moves  map[string]*move // by tablet id
 	prio   map[string]pb.CachePriority
 	sizes  map[string]int64 // reported tablet sizes by tablet id
+	splits logSplits        // log splits of dead tservers' logs (logsplit.go)
 }
 
 func newLease(uuid string, inc int64, now time.Time) *lease {
@@ -70,7 +71,8 @@ func (m *Master) runLeader(ctx context.Context) {
 	}
 	now := time.Now()
 	ls := &leaderState{m: m, since: now, kick: make(chan struct{}, 1),
-		leases: map[string]*lease{}, moves: map[string]*move{}, prio: map[string]pb.CachePriority{}, sizes: map[string]int64{}}
+		leases: map[string]*lease{}, moves: map[string]*move{}, prio: map[string]pb.CachePriority{}, sizes: map[string]int64{},
+		splits: newLogSplits()}
 	var tservers []*spb.MetaTServer
 	if err := m.view(func(r *meta.Reader) (err error) { tservers, err = r.TServers(); return err }); err != nil {
 		m.log.Error("leader cannot read tservers", "err", err)
@@ -188,10 +190,12 @@ func (ls *leaderState) tick(ctx context.Context) {
 		m.log.Info("moved tablets", "tablets", res.Applied)
 	}
 
-	// 3. Unassigned tablets to the least loaded live tservers.
+	// 3. Unassigned tablets to the least loaded live tservers, once their
+	// owners' logs are split by tablet (logsplit.go).
 	if len(live) == 0 {
 		return
 	}
+	ls.collectRecoveryGarbage(now)
 	var unassigned []*pb.TabletMeta
 	counts := map[string]int{}
 	owned := map[string][]*pb.TabletMeta{}
@@ -218,8 +222,9 @@ func (ls *leaderState) tick(ctx context.Context) {
 	}
 	var ids []string
 	epoch := map[string]int64{}
+	held := ls.holdForSplitLocked(now, live, unassigned)
 	for _, t := range unassigned {
-		if ls.moves[t.TabletId] == nil {
+		if ls.moves[t.TabletId] == nil && !held[t.TabletId] {
 			ids = append(ids, t.TabletId)
 			epoch[t.TabletId] = t.Epoch
 		}
@@ -240,7 +245,7 @@ func (ls *leaderState) tick(ctx context.Context) {
 		m.log.Info("assigned tablets", "tablets", res.Applied, "live_tservers", len(live))
 		items = items[n:]
 	}
-	if len(ids) > 0 {
+	if len(ids) > 0 || len(held) > 0 {
 		return // rebalance on the next tick, against the committed state
 	}
 

@@ -161,12 +161,6 @@ func (m *Master) SplitTablet(ctx context.Context, req *pb.SplitTabletRequest) (*
 	return &pb.SplitTabletResponse{}, nil
 }
 
-// ReportLogSplit is not implemented yet: splitting a dead tserver's log by
-// tablet is a later issue.
-func (m *Master) ReportLogSplit(ctx context.Context, req *pb.ReportLogSplitRequest) (*pb.ReportLogSplitResponse, error) {
-	return nil, apierr.Wrap(codes.Unimplemented, nil, "master: log splitting is not implemented yet")
-}
-
 // GetGCReferences answers which blocks of a block store and which log
 // positions of a prefix any tablet still names (leader read).
 func (m *Master) GetGCReferences(ctx context.Context, req *pb.GetGCReferencesRequest) (*pb.GetGCReferencesResponse, error) {

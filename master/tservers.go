@@ -174,6 +174,7 @@ func (m *Master) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.H
 		resp.Assign = append(resp.Assign, &pb.TabletAssignment{Tablet: t, Schema: schemas[t.Table],
 			CachePriority: effective(ls.prio[t.Table])})
 	}
+	resp.LogSplitTasks = ls.splitTasksForLocked(req.Uuid, now)
 	for table := range tables {
 		p := effective(ls.prio[table])
 		if sent, ok := l.sentPrio[table]; (ok || p != pb.CachePriority_CACHE_PRIORITY_MEDIUM) && sent != p {
