@@ -97,5 +97,6 @@ func (s *Server) heartbeat(ctx context.Context) (reregister bool) {
 		s.setCachePriority(p.Table, p.Priority)
 	}
 	s.applyAssignments(ctx, resp.Assign, nil)
+	s.runLogSplitTasks(ctx, resp.LogSplitTasks)
 	return false
 }

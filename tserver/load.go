@@ -78,6 +78,10 @@ func (s *Server) open(a *pb.TabletAssignment) (*replica, error) {
 // invariant 9).
 func (s *Server) recover(ctx context.Context, r *replica, m *pb.TabletMeta) error {
 	began := time.Now()
+	if err := s.replayRecoveryFiles(ctx, r, m); err != nil {
+		s.failLoad(r, err)
+		return err
+	}
 	positions := positionsFromPB(m.LogPositions)
 	rep, err := checkpoint.RecoverTablet(ctx, r.eng, positions, s.fs, s.opts.Root)
 	if err != nil {
