@@ -242,34 +242,48 @@ func indexOf(c *cluster.Cluster, addr string) int {
 	return -1
 }
 
-// logSplitFigures sums the master's "log split done" lines for prefix:
-// bytes the splitters read and bytes of recovery files they wrote.
-func logSplitFigures(t *testing.T, c *cluster.Cluster, prefix string) (read, written int64, found bool) {
+// splitFigures are what the process logs say about log splitting.
+type splitFigures struct {
+	done     bool  // the master committed a split of the prefix
+	read     int64 // log bytes the splitters read (master's sum of reports)
+	written  int64 // recovery file bytes the splitters wrote
+	replayed int64 // recovery file bytes the new owners read, all prefixes
+}
+
+func logInt(line, key string) int64 {
+	m := regexp.MustCompile(` ` + key + `=(\d+)`).FindStringSubmatch(line)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.ParseInt(m[1], 10, 64)
+	return n
+}
+
+// logSplitFigures reads the master's "log split done" lines, the
+// splitters' "log split task done" lines for prefix and the owners'
+// "recovery files replayed" lines.
+func logSplitFigures(t *testing.T, c *cluster.Cluster, prefix string) splitFigures {
 	t.Helper()
-	logs, _ := filepath.Glob(filepath.Join(c.Dir(), "m*.log"))
-	reRead := regexp.MustCompile(`bytes_read=(\d+)`)
-	reWritten := regexp.MustCompile(`recovery_bytes=(\d+)`)
+	var f splitFigures
+	logs, _ := filepath.Glob(filepath.Join(c.Dir(), "*.log"))
 	for _, path := range logs {
 		data, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, line := range strings.Split(string(data), "\n") {
-			if !strings.Contains(line, `msg="log split done"`) || !strings.Contains(line, "prefix="+prefix+" ") {
-				continue
-			}
-			found = true
-			if m := reRead.FindStringSubmatch(line); m != nil {
-				n, _ := strconv.ParseInt(m[1], 10, 64)
-				read += n
-			}
-			if m := reWritten.FindStringSubmatch(line); m != nil {
-				n, _ := strconv.ParseInt(m[1], 10, 64)
-				written += n
+			switch {
+			case strings.Contains(line, `msg="log split done"`) && strings.Contains(line, " prefix="+prefix+" "):
+				f.done = true
+				f.read += logInt(line, "bytes_read")
+			case strings.Contains(line, `msg="log split task done"`) && strings.Contains(line, " task=split/"+prefix+"/"):
+				f.written += logInt(line, "recovery_bytes")
+			case strings.Contains(line, `msg="recovery files replayed"`):
+				f.replayed += logInt(line, "recovery_bytes")
 			}
 		}
 	}
-	return read, written, found
+	return f
 }
 
 // logBytes is the size of every log file of the tserver at addr.
@@ -286,23 +300,25 @@ func logBytes(t *testing.T, c *cluster.Cluster, addr string) int64 {
 }
 
 // checkLogSplit reports the recovery's log bytes read against the log
-// bytes that exist, and fails if the splitters read more than the log
-// holds (some file read twice) or wrote more than they read.
+// bytes that exist, and fails unless the dead tserver's log was split,
+// read at most once in total, and the new owners read no more than the
+// recovery files hold.
 func checkLogSplit(t *testing.T, c *cluster.Cluster, addr string) {
 	t.Helper()
 	prefix := wal.FormatPrefix(addr)
 	exist := logBytes(t, c, addr)
-	read, written, found := logSplitFigures(t, c, prefix)
-	if !found {
-		t.Logf("no log split finished for %s (fallback: whole-log replay)", prefix)
+	f := logSplitFigures(t, c, prefix)
+	if !f.done {
+		t.Errorf("no log split of %s finished (the master fell back to whole-log replay)", prefix)
 		return
 	}
-	t.Logf("log split of %s: %d log bytes exist, splitters read %d (%.2fx), recovery files %d bytes", prefix, exist, read, float64(read)/float64(max(exist, 1)), written)
-	if read > exist {
-		t.Errorf("splitters read %d bytes of a %d-byte log: some file was read more than once", read, exist)
+	t.Logf("log split of %s: %d log bytes exist, splitters read %d (%.2fx), wrote %d bytes of recovery files; new owners read %d recovery bytes (all splits so far)",
+		prefix, exist, f.read, float64(f.read)/float64(max(exist, 1)), f.written, f.replayed)
+	if f.read > exist {
+		t.Errorf("splitters read %d bytes of a %d-byte log: some file was read more than once", f.read, exist)
 	}
-	if written > read {
-		t.Errorf("recovery files hold %d bytes, more than the %d log bytes read", written, read)
+	if f.written > f.read {
+		t.Errorf("recovery files hold %d bytes, more than the %d log bytes read", f.written, f.read)
 	}
 }
 
@@ -447,6 +463,7 @@ func TestFailoverMasterLeaderDiesDuringRecovery(t *testing.T) {
 	w.waitAcks(t, ctx, 100)
 	w.stop()
 	w.verify(t, ctx)
+	checkLogSplit(t, c, addr)
 }
 
 func TestFailoverPausedTServerIsFenced(t *testing.T) {
