@@ -63,7 +63,8 @@ func Run(ctx context.Context, opts Options) (err error) {
 	}
 
 	done := t.stepf("Start a local cluster: 1 master and 3 tservers as real processes under %s", dir)
-	c, err := cluster.Start(ctx, cluster.Options{Masters: 1, TServers: 3, Dir: dir, Flags: []string{"--mem-limit=16777216"}})
+	c, err := cluster.Start(ctx, cluster.Options{Masters: 1, TServers: 3, Dir: dir, Flags: []string{"--mem-limit=16777216"},
+		Lease: failoverLease, Heartbeat: failoverHeartbeat})
 	if err != nil {
 		return fmt.Errorf("start cluster: %w", err)
 	}
@@ -194,6 +195,10 @@ func Run(ctx context.Context, opts Options) (err error) {
 	}
 	t.printf("%d rows, in order", n)
 	done()
+
+	if err := failoverChapter(ctx, t, c, cl, tbl, table, opts.Rows); err != nil {
+		return err
+	}
 
 	if err := splitChapter(ctx, t, dir); err != nil {
 		return err
