@@ -49,16 +49,17 @@ func (w *writer) logSplitDone(c *spb.MetaLogSplitDone) (*Result, error) {
 	return res, nil
 }
 
-// dropRecoveryFiles moves t's recovery files to the garbage list and
-// clears them from t (the caller stores t).
+// dropRecoveryFiles moves t's recovery files and split logs (both paths
+// relative to the shared root, both flushed by the checkpoint that calls
+// this) to the garbage list and clears them from t (the caller stores t).
 func (w *writer) dropRecoveryFiles(t *pb.TabletMeta) error {
 	gc := w.tx.Bucket(bucketRecoveryGC)
-	for _, f := range t.RecoveryFiles {
+	for _, f := range append(t.RecoveryFiles, t.SplitLogs...) {
 		if err := gc.Put([]byte(f), nil); err != nil {
 			return err
 		}
 	}
-	t.RecoveryFiles = nil
+	t.RecoveryFiles, t.SplitLogs = nil, nil
 	return nil
 }
 
@@ -103,11 +104,12 @@ func OldestPosition(t *pb.TabletMeta, prefix string) (int64, bool) {
 	return oldest, found
 }
 
-// RecoveryFilesInUse is the set of recovery files some tablet names.
+// RecoveryFilesInUse is the set of recovery files and split logs some
+// tablet names.
 func (r *Reader) RecoveryFilesInUse() (map[string]bool, error) {
 	out := map[string]bool{}
 	err := r.ForEachTablet(func(t *pb.TabletMeta) error {
-		for _, f := range t.RecoveryFiles {
+		for _, f := range append(t.RecoveryFiles, t.SplitLogs...) {
 			out[f] = true
 		}
 		return nil

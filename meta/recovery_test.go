@@ -82,3 +82,36 @@ func TestLogSplitDoneAndRecoveryGC(t *testing.T) {
 		t.Fatalf("after deletion: applied %d, garbage %v", res.Applied, g)
 	}
 }
+
+// TestSplitLogsRetiredByCheckpoint: a split child names its split log
+// until its first checkpoint, which moves the log to the garbage list.
+func TestSplitLogsRetiredByCheckpoint(t *testing.T) {
+	f := openTestFSM(t)
+	f.mustApply(createCmd("t", "m"))
+	f.mustApply(registerCmd("a", 1))
+	parent := FormatTabletID(2)
+	f.mustApply(assignCmd(&spb.MetaAssign_Item{TabletId: parent, TserverUuid: "a"}))
+	ids := f.mustApply(&spb.MetaCommand{Cmd: &spb.MetaCommand_AllocateIds{AllocateIds: &spb.MetaAllocateIds{Count: 2}}}).IDs
+	kid := func(id, s, e string) *pb.SplitChild {
+		return &pb.SplitChild{TabletId: id, Range: &pb.RowRange{StartRow: []byte(s), EndRow: []byte(e)}, SplitLogs: []string{"splitlog/" + id + ".log"}}
+	}
+	f.mustApply(splitCmd(parent, 1, "a", kid(ids[0], "m", "q"), kid(ids[1], "q", "")))
+	var inUse map[string]bool
+	_ = f.View(func(r *Reader) (err error) { inUse, err = r.RecoveryFilesInUse(); return err })
+	if !inUse["splitlog/"+ids[0]+".log"] || !inUse["splitlog/"+ids[1]+".log"] {
+		t.Fatalf("split logs not in use after the split: %v", inUse)
+	}
+	child := f.tablet(ids[0])
+	f.mustApply(loadCmd(ids[0], child.Epoch, "a", "a_1", 100))
+	f.mustApply(&spb.MetaCommand{Cmd: &spb.MetaCommand_Checkpoint{Checkpoint: &spb.MetaCheckpoint{TserverUuid: "a", Reports: []*pb.CheckpointReport{
+		{TabletId: ids[0], Epoch: child.Epoch, LogPositions: []*pb.LogPosition{{Prefix: "a_1", FileTimestamp: 200}}}}}}})
+	var garbage []string
+	_ = f.View(func(r *Reader) (err error) {
+		garbage = r.RecoveryGarbage(10)
+		inUse, err = r.RecoveryFilesInUse()
+		return err
+	})
+	if len(f.tablet(ids[0]).SplitLogs) != 0 || !slices.Equal(garbage, []string{"splitlog/" + ids[0] + ".log"}) || inUse["splitlog/"+ids[0]+".log"] || !inUse["splitlog/"+ids[1]+".log"] {
+		t.Fatalf("after the child's checkpoint: split logs %v, garbage %v, in use %v", f.tablet(ids[0]).SplitLogs, garbage, inUse)
+	}
+}

@@ -129,9 +129,15 @@ func ParseTaskID(id string) (split *SplitRange, deletePath string, err error) {
 	return nil, "", fmt.Errorf("%w: %q is not a log-split task id", ErrBadName, id)
 }
 
-// validRecoveryPath accepts only recovery/<range>/<tablet>.log.
+// validRecoveryPath accepts only recovery/<range>/<tablet>.log and, for
+// split children whose first checkpoint retired them,
+// splitlog/<tablet>.log: a delete task never names anything else.
 func validRecoveryPath(p string) error {
 	dir, name := filepath.Split(p)
+	if filepath.Clean(dir) == "splitlog" && strings.HasSuffix(name, logSuffix) && len(name) > len(logSuffix) &&
+		!strings.ContainsAny(name, "/\x00") && filepath.Clean(p) == p {
+		return nil
+	}
 	rest, ok := strings.CutPrefix(filepath.Clean(dir), recoveryDir+"/")
 	if !ok || !strings.HasSuffix(name, logSuffix) || len(name) == len(logSuffix) || strings.ContainsAny(name, "/\x00") {
 		return fmt.Errorf("%w: %q is not a recovery file", ErrBadName, p)
