@@ -30,6 +30,8 @@ type Client struct {
 	leader  int      // index into masters of the last known leader
 	conns   map[string]*grpc.ClientConn
 	tables  map[string]*locCache
+
+	coalesce *coalescer // nil: write coalescing is off
 }
 
 type options struct {
@@ -38,6 +40,7 @@ type options struct {
 	attemptTimeout         time.Duration
 	prefetch               uint32
 	bulkConcurrency        int
+	coalesceWrites         bool
 	dialOpts               []grpc.DialOption
 	log                    *slog.Logger
 	now                    func() time.Time
@@ -70,6 +73,13 @@ func WithLocationPrefetch(n int) Option { return func(o *options) { o.prefetch =
 // (default 16).
 func WithBulkConcurrency(n int) Option { return func(o *options) { o.bulkConcurrency = max(n, 1) } }
 
+// WithWriteCoalescing turns write coalescing on or off (default on):
+// concurrent Puts and idempotent Applies to one tablet that arrive while a
+// write to it is in flight are sent together in its next MutateRows. Each
+// call still returns once its own row is durable, with its own error. See
+// the package documentation.
+func WithWriteCoalescing(on bool) Option { return func(o *options) { o.coalesceWrites = on } }
+
 // WithGRPCDialOptions adds options to every connection the client opens.
 func WithGRPCDialOptions(opts ...grpc.DialOption) Option {
 	return func(o *options) { o.dialOpts = append(o.dialOpts, opts...) }
@@ -93,6 +103,7 @@ func Dial(ctx context.Context, masters []string, opts ...Option) (*Client, error
 		attemptTimeout:  5 * time.Second,
 		prefetch:        32,
 		bulkConcurrency: 16,
+		coalesceWrites:  true,
 		log:             slog.Default(),
 		now:             time.Now,
 	}
@@ -115,12 +126,16 @@ func Dial(ctx context.Context, masters []string, opts ...Option) (*Client, error
 	if len(addrs) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "client: dial: no master addresses given")
 	}
-	return &Client{
+	c := &Client{
 		opts:    o,
 		masters: addrs,
 		conns:   map[string]*grpc.ClientConn{},
 		tables:  map[string]*locCache{},
-	}, nil
+	}
+	if o.coalesceWrites {
+		c.coalesce = newCoalescer(c)
+	}
+	return c, nil
 }
 
 // Close closes every connection. Calls in flight fail; the Client cannot be

@@ -42,6 +42,28 @@
 //     Input is validated on the client with package limits first, so bad
 //     input fails fast with InvalidArgument and never reaches a server.
 //
+// # Write coalescing
+//
+// Put and Apply pay one RPC per row, and on a small machine the RPC, not
+// the storage, is what a row costs. So by default (WithWriteCoalescing)
+// concurrent writes to the same tablet share RPCs, the way the tserver's
+// log shares fsyncs (group commit):
+//
+//   - A write to a tablet with no write to it in flight is sent at once,
+//     alone, as a MutateRow: a lone writer never waits for a timer.
+//   - Writes that arrive while one is in flight queue up; when it ends, the
+//     queue goes in one MutateRows (at most 256 rows and a quarter of the
+//     request limit), and so on while writes keep arriving.
+//   - Each call returns when its own row's status came back, so it is
+//     durable when the call returns nil, and it gets its own row's error.
+//   - Only idempotent mutations are coalesced (Put, and Apply without a
+//     ServerTime Set); the others are always sent alone. If the coalesced
+//     attempt fails with anything but a permanent error, the write is sent
+//     again alone under the retry rules above: a per-row status of
+//     MutateRows has a code but no TabletError detail, so it cannot show
+//     that the row was not logged, and resending is safe only because the
+//     mutation is idempotent.
+//
 // Scan walks the tablets of [start, end) in row order, streaming each
 // tablet's rows; a retried scan resumes just after the last row it
 // delivered, so fn never sees a row twice and rows arrive in strictly

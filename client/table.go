@@ -77,25 +77,36 @@ func (t *Table) Name() string { return t.name }
 func (t *Table) Put(ctx context.Context, row, family, qualifier string, value []byte) error {
 	m := NewMutation()
 	m.Set(family, qualifier, t.c.opts.now().UnixMicro(), value)
-	return t.apply(ctx, errorPrefix("table %q: put row %q column %s:%s", t.name, row, family, qualifier), row, m)
+	return t.apply(ctx, func() string {
+		return errorPrefix("table %q: put row %q column %s:%s", t.name, row, family, qualifier)
+	}, row, m)
 }
 
 // Apply applies m to row atomically: readers see all of it or none, before
 // and after a crash. It returns once the mutation is durable. See the
 // package documentation for when a failed Apply is retried.
 func (t *Table) Apply(ctx context.Context, row string, m *Mutation) error {
-	return t.apply(ctx, errorPrefix("table %q: apply to row %q", t.name, row), row, m)
+	return t.apply(ctx, func() string { return errorPrefix("table %q: apply to row %q", t.name, row) }, row, m)
 }
 
-func (t *Table) apply(ctx context.Context, prefix, row string, m *Mutation) error {
+// apply writes m to row. prefix makes the prefix of its errors; it is
+// called only when needed, keeping the formatting off the fast path.
+func (t *Table) apply(ctx context.Context, prefix func() string, row string, m *Mutation) error {
 	if m == nil {
-		return status.Error(codes.InvalidArgument, prefix+": mutation is nil")
+		return status.Error(codes.InvalidArgument, prefix()+": mutation is nil")
 	}
 	rm := m.proto(row)
 	if err := limits.ValidateRowMutation(rm); err != nil {
-		return statusError(err, prefix)
+		return statusError(err, prefix())
 	}
-	return t.c.do(ctx, prefix, m.idempotent(), func(ctx context.Context, p *peer.Peer) error {
+	ctx, cancel := t.c.withDeadline(ctx)
+	defer cancel()
+	if t.c.coalesce != nil && m.idempotent() {
+		if handled, err := t.coalescedApply(ctx, prefix, rm); handled {
+			return err
+		}
+	}
+	return t.c.do(ctx, prefix(), m.idempotent(), func(ctx context.Context, p *peer.Peer) error {
 		loc, err := t.lc.lookup(ctx, row)
 		if err != nil {
 			return unsent(err)

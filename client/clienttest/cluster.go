@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -193,6 +194,11 @@ type Fault struct {
 	AfterRows int
 	// Delay holds the call this long (or until its context ends) first.
 	Delay time.Duration
+	// Row, for MutateRows, fails only that row, with Err as its per-row
+	// status; the other rows of the request are applied. Without Applied
+	// the failed row is not applied. A request without the row does not
+	// match the fault.
+	Row string
 }
 
 // Inject adds a fault.
@@ -214,13 +220,13 @@ func (c *Cluster) Calls(method string) int {
 
 // take returns the fault the call matches, consuming one firing, and
 // counts the call.
-func (c *Cluster) take(fullMethod, server string) *Fault {
+func (c *Cluster) take(fullMethod, server string, req any) *Fault {
 	method := fullMethod[strings.LastIndex(fullMethod, "/")+1:]
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls[method]++
 	for i, f := range c.faults {
-		if f.Method == method && (f.Server == "" || f.Server == server) {
+		if f.Method == method && (f.Server == "" || f.Server == server) && (f.Row == "" || hasRow(req, f.Row)) {
 			f.Times--
 			if f.Times == 0 {
 				c.faults = append(c.faults[:i:i], c.faults[i+1:]...)
@@ -233,7 +239,7 @@ func (c *Cluster) take(fullMethod, server string) *Fault {
 }
 
 func (c *Cluster) unaryFaults(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-	f := c.take(info.FullMethod, serverAddr(info.Server))
+	f := c.take(info.FullMethod, serverAddr(info.Server), req)
 	if f == nil {
 		return h(ctx, req)
 	}
@@ -243,6 +249,9 @@ func (c *Cluster) unaryFaults(ctx context.Context, req any, info *grpc.UnaryServ
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
+	}
+	if f.Row != "" {
+		return rowFault(ctx, req, h, f)
 	}
 	if f.Applied {
 		if _, err := h(ctx, req); err != nil {
@@ -255,8 +264,36 @@ func (c *Cluster) unaryFaults(ctx context.Context, req any, info *grpc.UnaryServ
 	return nil, f.Err
 }
 
+// hasRow reports whether req is a MutateRows request holding row.
+func hasRow(req any, row string) bool {
+	r, ok := req.(*pb.MutateRowsRequest)
+	return ok && slices.ContainsFunc(r.Rows, func(rm *pb.RowMutation) bool { return string(rm.RowKey) == row })
+}
+
+// rowFault runs a MutateRows whose row f.Row fails with f.Err.
+func rowFault(ctx context.Context, req any, h grpc.UnaryHandler, f *Fault) (any, error) {
+	r := req.(*pb.MutateRowsRequest)
+	j := slices.IndexFunc(r.Rows, func(rm *pb.RowMutation) bool { return string(rm.RowKey) == f.Row })
+	sent := r
+	if !f.Applied {
+		sent = &pb.MutateRowsRequest{TabletId: r.TabletId, Epoch: r.Epoch, Rows: slices.Delete(slices.Clone(r.Rows), j, j+1)}
+	}
+	out, err := h(ctx, sent)
+	if err != nil {
+		return nil, err
+	}
+	resp := out.(*pb.MutateRowsResponse)
+	st := &pb.RowStatus{Code: int32(apierr.CodeOf(f.Err)), Message: f.Err.Error()}
+	if f.Applied {
+		resp.Statuses[j] = st
+	} else {
+		resp.Statuses = slices.Insert(resp.Statuses, j, st)
+	}
+	return resp, nil
+}
+
 func (c *Cluster) streamFaults(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-	f := c.take(info.FullMethod, serverAddr(srv))
+	f := c.take(info.FullMethod, serverAddr(srv), nil)
 	if f == nil {
 		return h(srv, ss)
 	}
