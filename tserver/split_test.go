@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -299,8 +300,12 @@ func TestSplitFaultAtEachStep(t *testing.T) {
 						t.Fatalf("tablet %s %s after a failed split", tb.ID, tb.State)
 					}
 				}
-				if logs := splitLogs(t, n.root); len(logs) != len(logsBefore) {
-					t.Fatalf("split logs left after a failed split: %v", logs)
+				// No new split log is left behind (older ones may be gone:
+				// a child's first checkpoint retires its log for deletion).
+				for _, l := range splitLogs(t, n.root) {
+					if !slices.Contains(logsBefore, l) {
+						t.Fatalf("split log %s left after a failed split (before: %v)", l, logsBefore)
+					}
 				}
 				// Retried later: now without fault.
 				if err := c.SplitTablet(ctx, "t", row); err != nil {
