@@ -14,7 +14,8 @@ import (
 // any other tserver's read-only (DESIGN.md: a tablet that moved is read
 // from the store it was written to). Read-only stores are opened once and
 // reopened when a block is missing, since their owner may have committed
-// blocks after the open.
+// blocks after the open. A store is reopened only when a TSFile's footer
+// is missing from the open one.
 type stores struct {
 	fs   vfs.FS
 	root string
@@ -24,6 +25,10 @@ type stores struct {
 
 	mu     sync.Mutex
 	others map[string]blockstore.Manager
+	// retired are read-only managers replaced by a fresher open; tablets
+	// opened over them still read through them, so they close only with
+	// the tserver.
+	retired []blockstore.Manager
 }
 
 func newStores(fs vfs.FS, root, own string, mgr blockstore.Manager, log *slog.Logger) *stores {
@@ -50,7 +55,7 @@ func (s *stores) get(uuid string, fresh bool) (blockstore.Manager, error) {
 		return nil, fmt.Errorf("tserver: open block store %s read-only: %w", uuid, err)
 	}
 	if old, ok := s.others[uuid]; ok {
-		old.Close()
+		s.retired = append(s.retired, old)
 	}
 	s.others[uuid] = m
 	return m, nil
@@ -63,6 +68,9 @@ func (s *stores) close() error {
 	for _, m := range s.others {
 		errs = append(errs, m.Close())
 	}
-	s.others = nil
+	for _, m := range s.retired {
+		errs = append(errs, m.Close())
+	}
+	s.others, s.retired = nil, nil
 	return errors.Join(errs...)
 }
