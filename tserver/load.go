@@ -15,6 +15,8 @@ import (
 // applyAssignments loads newly assigned tablets (in the background) and
 // unloads the ones the master took away.
 func (s *Server) applyAssignments(ctx context.Context, assign []*pb.TabletAssignment, unassign []*pb.TabletUnassignment) {
+	s.assignMu.Lock() // see Server.assignMu; loads run in the background
+	defer s.assignMu.Unlock()
 	for _, u := range unassign {
 		if r := s.tablets.get(u.TabletId); r != nil && (u.Epoch == 0 || r.epoch <= u.Epoch) {
 			s.unload(r, "unassigned by the master")

@@ -105,8 +105,13 @@ type Server struct {
 	heartbeatNow   chan struct{}
 
 	tablets registry
-	eng     *engineState
-	split   *splitter // split.go
+	// assignMu serialises applyAssignments: the heartbeat loop and a
+	// finished split (its children) both call it, and two unserialised
+	// calls for one tablet could each open a replica, leaving one never
+	// closed, or put an older epoch over a newer one.
+	assignMu sync.Mutex
+	eng      *engineState
+	split    *splitter // split.go
 
 	ctx    context.Context
 	cancel context.CancelFunc

@@ -28,8 +28,11 @@ func splitNode(t *testing.T, tservers int, opt func(i int, o *tserver.Options)) 
 	if err != nil {
 		t.Fatal(err)
 	}
+	// No split test kills a tserver, so the lease is long: with -race on a
+	// loaded machine a 2 s lease ran out now and then, and every expiry
+	// cost a log split and a reload of every tablet.
 	m, err := master.Start(master.Config{ID: "m1", Dir: filepath.Join(dir, "master"), RaftAddr: freeAddr(t),
-		Lease: 2 * time.Second, Heartbeat: 200 * time.Millisecond, Logger: quiet()}, lis)
+		Lease: 6 * time.Second, Heartbeat: 200 * time.Millisecond, Logger: quiet()}, lis)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,9 +259,15 @@ func TestSplitFaultAtEachStep(t *testing.T) {
 			return nil
 		}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	c := n.client(ctx)
+	// Each phase has its own deadline, so one slow phase on a loaded
+	// machine does not leave the restart check seconds to run in.
+	phase := func() context.Context {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		t.Cleanup(cancel)
+		return ctx
+	}
+	ctx := phase()
+	c := n.client(context.Background())
 	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "cf"}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +277,7 @@ func TestSplitFaultAtEachStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{}
-	put := func(from, to int) {
+	put := func(t *testing.T, ctx context.Context, from, to int) {
 		t.Helper()
 		for i := from; i < to; i++ {
 			k, v := fmt.Sprintf("k%05d", i), fmt.Sprintf("v%d", i)
@@ -278,9 +287,10 @@ func TestSplitFaultAtEachStep(t *testing.T) {
 			want[k] = v
 		}
 	}
-	put(0, 400)
+	put(t, ctx, 0, 400)
 	for step := int(split.StepPrepare); step <= int(split.StepCommitted); step++ {
 		t.Run(split.Step(step).String(), func(t *testing.T) {
+			ctx := phase()
 			before, _ := c.Tablets(ctx, "t")
 			logsBefore := splitLogs(t, n.root)
 			failAt.Store(int32(step))
@@ -318,11 +328,12 @@ func TestSplitFaultAtEachStep(t *testing.T) {
 			if got, _ := c.Tablets(ctx, "t"); len(got) != len(before)+1 {
 				t.Fatalf("%d tablets after the split, want %d", len(got), len(before)+1)
 			}
-			put(400+step*50, 450+step*50)
+			put(t, ctx, 400+step*50, 450+step*50)
 			checkRows(t, ctx, tbl, want)
 		})
 	}
 	// Restart: the children recover from their TSFiles and split logs.
+	ctx = phase()
 	addr := n.servers[0].Addr()
 	if err := n.servers[0].Close(); err != nil {
 		t.Fatal(err)
