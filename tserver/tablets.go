@@ -109,12 +109,12 @@ func (s *Server) serving(tabletID string, epoch int64) (*replica, error) {
 	if r == nil {
 		return nil, apierr.Tablet(pb.TabletError_NOT_SERVING, tabletID, epoch, "tablet %s is not served by %s", tabletID, s.addr)
 	}
+	if !s.lease.valid(time.Now()) {
+		return nil, apierr.Tablet(pb.TabletError_NOT_SERVING, tabletID, epoch, "tserver %s has no valid lease from the master", s.addr)
+	}
 	if epoch != 0 && epoch != r.epoch {
 		return nil, apierr.Tablet(pb.TabletError_NOT_SERVING, tabletID, epoch,
 			"tablet %s is served by %s at epoch %d, not %d", tabletID, s.addr, r.epoch, epoch)
-	}
-	if !s.lease.valid(time.Now()) {
-		return nil, apierr.Tablet(pb.TabletError_NOT_SERVING, tabletID, epoch, "tserver %s has no valid lease from the master", s.addr)
 	}
 	if !r.eng.Serving() {
 		return nil, apierr.Tablet(pb.TabletError_RECOVERING, tabletID, epoch, "tablet %s is loading on %s", tabletID, s.addr)
