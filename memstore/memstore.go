@@ -17,6 +17,7 @@ const towerSlotSize = int64(unsafe.Sizeof(atomic.Pointer[node]{}))
 type node struct {
 	e    Entry
 	seq  uint64
+	key  rowPrefix // of e.Row: decides most comparisons without loading the row
 	next []atomic.Pointer[node]
 }
 
@@ -98,7 +99,7 @@ func (m *Memstore) insert(src *Entry, seq uint64, prev *[maxHeight]*node) {
 	}
 
 	h := m.randomHeight()
-	nd := &node{e: e, seq: seq, next: make([]atomic.Pointer[node], h)}
+	nd := &node{e: e, seq: seq, key: prefixOf(e.Row), next: make([]atomic.Pointer[node], h)}
 	m.findPrev(nd, prev)
 	if cur := int(m.height.Load()); h > cur {
 		for l := cur; l < h; l++ {
@@ -124,12 +125,20 @@ func cloneString(s string) string {
 }
 
 // less orders nodes: entry order, then newer batch first.
-func less(a *node, e *Entry, seq uint64) bool {
-	c := Compare(&a.e, e)
+func less(a *node, b *node) bool {
+	c := compareNode(a, &b.e, b.key)
 	if c != 0 {
 		return c < 0
 	}
-	return a.seq > seq
+	return a.seq > b.seq
+}
+
+// compareNode is Compare(&a.e, e), where key is e.Row's prefix.
+func compareNode(a *node, e *Entry, key rowPrefix) int {
+	if c := a.key.compare(key); c != 0 {
+		return c
+	}
+	return Compare(&a.e, e)
 }
 
 // findPrev fills prev[l] with the last node at level l that sorts before nd.
@@ -138,7 +147,7 @@ func (m *Memstore) findPrev(nd *node, prev *[maxHeight]*node) {
 	for l := int(m.height.Load()) - 1; l >= 0; l-- {
 		for {
 			nx := x.next[l].Load()
-			if nx == nil || !less(nx, &nd.e, nd.seq) {
+			if nx == nil || !less(nx, nd) {
 				break
 			}
 			x = nx
@@ -150,10 +159,11 @@ func (m *Memstore) findPrev(nd *node, prev *[maxHeight]*node) {
 // seekGE returns the first node whose entry is >= key (any seq).
 func (m *Memstore) seekGE(key *Entry) *node {
 	x := m.head
+	kp := prefixOf(key.Row)
 	for l := int(m.height.Load()) - 1; l >= 0; l-- {
 		for {
 			nx := x.next[l].Load()
-			if nx == nil || Compare(&nx.e, key) >= 0 {
+			if nx == nil || compareNode(nx, key, kp) >= 0 {
 				break
 			}
 			x = nx
