@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -175,4 +176,89 @@ func BenchmarkPut(b *testing.B) {
 	b.ReportMetric(res.RowsPerSec(), "puts/s")
 	b.ReportMetric(float64(res.P50.Microseconds()), "p50-µs")
 	b.ReportMetric(float64(res.P99.Microseconds()), "p99-µs")
+}
+
+// readTable loads rows rows of 1000-byte values into a fresh 8-tablet
+// table of an in-process cluster whose block cache holds them all, and
+// checkpoints it, so reads come from TSFiles in the block cache.
+func readTable(b *testing.B, rows int) *client.Table {
+	b.Helper()
+	c := inProcess(b, 256<<20)
+	ctx := context.Background()
+	var splits []string
+	for t := 1; t < 8; t++ {
+		splits = append(splits, bench.Key(t*rows/8))
+	}
+	if err := c.CreateTable(ctx, client.TableSpec{Name: "r", SplitKeys: splits,
+		Families: []client.FamilySpec{{Name: "cf", MaxVersions: 1}}}); err != nil {
+		b.Fatal(err)
+	}
+	var tbl *client.Table
+	var err error
+	for deadline := time.Now().Add(time.Minute); ; {
+		if tbl, err = c.Open(ctx, "r"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	value := make([]byte, 1000)
+	for start := 0; start < rows; start += 1000 {
+		var keys []string
+		var ms []*client.Mutation
+		for i := start; i < min(start+1000, rows); i++ {
+			m := client.NewMutation()
+			m.Set("cf", "v", 1, value)
+			keys, ms = append(keys, bench.Key(i)), append(ms, m)
+		}
+		if errs, err := tbl.ApplyBulk(ctx, keys, ms); err != nil || errs != nil {
+			b.Fatal(errs, err)
+		}
+	}
+	if _, err := c.CheckpointAll(ctx); err != nil {
+		b.Fatal(err)
+	}
+	return tbl
+}
+
+// BenchmarkGet is 64 goroutines reading random rows of a table in the
+// block cache (after one warming pass), for a CPU profile of ReadRow.
+func BenchmarkGet(b *testing.B) {
+	const rows = 50_000
+	tbl := readTable(b, rows)
+	ctx := context.Background()
+	if err := tbl.Scan(ctx, "", "", func(client.Row) bool { return true }); err != nil {
+		b.Fatal(err)
+	}
+	var n atomic.Int64
+	b.SetParallelism(32) // 64 goroutines on 2 cores
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := int(n.Add(1)*2654435761) % rows
+			r, err := tbl.Get(ctx, bench.Key(i))
+			if err != nil || len(r.Cells) != 1 {
+				b.Errorf("get %d: %+v %v", i, r, err)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkScan is full scans of a table in the block cache; its MB/s
+// counts key, qualifier and value bytes, like the bench.
+func BenchmarkScan(b *testing.B) {
+	const rows = 50_000
+	tbl := readTable(b, rows)
+	ctx := context.Background()
+	b.SetBytes(rows * (16 + 1 + 1000))
+	b.ResetTimer()
+	for range b.N {
+		n := 0
+		if err := tbl.Scan(ctx, "", "", func(client.Row) bool { n++; return true }); err != nil || n != rows {
+			b.Fatalf("scan: %d rows, %v", n, err)
+		}
+	}
 }
