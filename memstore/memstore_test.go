@@ -217,3 +217,39 @@ func TestRandomAgainstSort(t *testing.T) {
 		}
 	}
 }
+
+// TestRowOrderEdgeCases checks the skiplist's row-prefix fast path against
+// bytes.Compare on rows that differ only in length, in zero bytes, or past
+// the 16-byte prefix, inserted in a seeded random order.
+func TestRowOrderEdgeCases(t *testing.T) {
+	rows := []string{"\x00", "\x00\x00", "a", "a\x00", "a\x00\x00", "a\x01", "ab", "\xff", "\xff\xff",
+		"0123456789abcdef", "0123456789abcdef\x00", "0123456789abcdeg", "0123456789abcde", "0123456789abcdef0",
+		"0123456789abcdefa", "0123456789abcdef\xff", "01234567", "01234567\x00\x00\x00\x00\x00\x00\x00\x00", "z"}
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewSource(seed))
+	m := New()
+	for _, i := range rng.Perm(len(rows)) {
+		m.Apply([]Entry{set(rows[i], "f", "q", 1, rows[i])})
+	}
+	want := append([]string(nil), rows...)
+	sort.Slice(want, func(i, j int) bool { return bytes.Compare([]byte(want[i]), []byte(want[j])) < 0 })
+	got := collect(t, m.NewIterator())
+	if len(got) != len(want) {
+		t.Fatalf("got %d rows, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if string(got[i].Row) != want[i] {
+			t.Fatalf("row %d: got %q, want %q", i, got[i].Row, want[i])
+		}
+	}
+	// Seeks land on the exact row, also for rows that share the prefix.
+	for _, r := range rows {
+		it := m.NewIterator()
+		it.SeekGE(RowStart([]byte(r)))
+		if !it.Valid() || string(it.Entry().Row) != r {
+			t.Fatalf("SeekGE(%q) landed on %v", r, it.Entry())
+		}
+		it.Close()
+	}
+}
