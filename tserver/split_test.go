@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,51 +14,24 @@ import (
 	"time"
 
 	"bighive/client"
-	"bighive/master"
 	"bighive/split"
 	"bighive/tserver"
 )
 
-// splitNode starts a master and tservers with split options.
+// splitNode starts a master and tservers with split options. No split
+// test kills a tserver, so the lease is long: with -race on a loaded
+// machine a 2 s lease ran out now and then, and every expiry cost a log
+// split and a reload of every tablet.
 func splitNode(t *testing.T, tservers int, opt func(i int, o *tserver.Options)) *node {
 	t.Helper()
-	dir := t.TempDir()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// No split test kills a tserver, so the lease is long: with -race on a
-	// loaded machine a 2 s lease ran out now and then, and every expiry
-	// cost a log split and a reload of every tablet.
-	m, err := master.Start(master.Config{ID: "m1", Dir: filepath.Join(dir, "master"), RaftAddr: freeAddr(t),
-		Lease: 6 * time.Second, Heartbeat: 200 * time.Millisecond, Logger: quiet()}, lis)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := &node{t: t, master: m, root: filepath.Join(dir, "root")}
-	t.Cleanup(func() {
-		for _, s := range n.servers {
-			if s != nil {
-				s.Close()
-			}
-		}
-		m.Close()
-	})
-	for i := 0; i < tservers; i++ {
-		o := tserver.Options{Listen: freeAddr(t), Masters: []string{m.Addr()}, Root: n.root, MemLimit: 1 << 20,
-			HeartbeatInterval: 200 * time.Millisecond, Logger: quiet(), SplitThreshold: -1,
-			SplitInterval: 200 * time.Millisecond, SplitCheckInterval: 50 * time.Millisecond}
+	return startNode(t, tservers, 6*time.Second, func(i int, o *tserver.Options) {
+		o.SplitThreshold = -1
+		o.SplitInterval = 200 * time.Millisecond
+		o.SplitCheckInterval = 50 * time.Millisecond
 		if opt != nil {
-			opt(i, &o)
+			opt(i, o)
 		}
-		s, err := tserver.Start(context.Background(), o)
-		if err != nil {
-			t.Fatalf("start tserver %d: %v", i, err)
-		}
-		n.addrs = append(n.addrs, o.Listen)
-		n.servers = append(n.servers, s)
-	}
-	return n
+	})
 }
 
 // acked records acknowledged writes (row → value) from many writers.
@@ -334,16 +306,10 @@ func TestSplitFaultAtEachStep(t *testing.T) {
 	}
 	// Restart: the children recover from their TSFiles and split logs.
 	ctx = phase()
-	addr := n.servers[0].Addr()
 	if err := n.servers[0].Close(); err != nil {
 		t.Fatal(err)
 	}
-	s, err := tserver.Start(ctx, tserver.Options{Listen: addr, Masters: []string{n.master.Addr()}, Root: n.root,
-		MemLimit: 1 << 20, HeartbeatInterval: 200 * time.Millisecond, Logger: quiet(), SplitThreshold: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.servers[0] = s
+	n.start(0)
 	waitServing(t, ctx, c, "t")
 	checkRows(t, ctx, tbl, want)
 }

@@ -22,7 +22,7 @@ type node struct {
 	master  *master.Master
 	root    string
 	servers []*tserver.Server
-	addrs   []string
+	opts    []tserver.Options // what start(i) starts tserver i with
 }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -37,7 +37,9 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-func startNode(t *testing.T, tservers int) *node {
+// startNode starts a master with the given lease and tservers with small
+// buffers and fast heartbeats; opt, if set, adjusts tserver i's options.
+func startNode(t *testing.T, tservers int, lease time.Duration, opt func(i int, o *tserver.Options)) *node {
 	t.Helper()
 	dir := t.TempDir()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -45,7 +47,7 @@ func startNode(t *testing.T, tservers int) *node {
 		t.Fatal(err)
 	}
 	m, err := master.Start(master.Config{ID: "m1", Dir: filepath.Join(dir, "master"), RaftAddr: freeAddr(t),
-		Lease: 2 * time.Second, Heartbeat: 200 * time.Millisecond, Logger: quiet()}, lis)
+		Lease: lease, Heartbeat: 200 * time.Millisecond, Logger: quiet()}, lis)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,17 +61,22 @@ func startNode(t *testing.T, tservers int) *node {
 		m.Close()
 	})
 	for i := 0; i < tservers; i++ {
-		n.addrs = append(n.addrs, freeAddr(t))
+		o := tserver.Options{Listen: freeAddr(t), Masters: []string{m.Addr()}, Root: n.root, MemLimit: 1 << 20,
+			HeartbeatInterval: 200 * time.Millisecond, Logger: quiet()}
+		if opt != nil {
+			opt(i, &o)
+		}
+		n.opts = append(n.opts, o)
 		n.servers = append(n.servers, nil)
 		n.start(i)
 	}
 	return n
 }
 
+// start starts tserver i (again, after a Close: same address and root).
 func (n *node) start(i int) {
 	n.t.Helper()
-	s, err := tserver.Start(context.Background(), tserver.Options{Listen: n.addrs[i], Masters: []string{n.master.Addr()},
-		Root: n.root, MemLimit: 1 << 20, HeartbeatInterval: 200 * time.Millisecond, Logger: quiet()})
+	s, err := tserver.Start(context.Background(), n.opts[i])
 	if err != nil {
 		n.t.Fatalf("start tserver %d: %v", i, err)
 	}
@@ -112,7 +119,7 @@ func waitServing(t *testing.T, ctx context.Context, c *client.Client, table stri
 // checkpoints (1 MiB buffer limit), restarts every tserver, and reads every
 // acknowledged write back.
 func TestWritesSurviveCheckpointsAndRestart(t *testing.T) {
-	n := startNode(t, 2)
+	n := startNode(t, 2, 2*time.Second, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	c := n.client(ctx)
