@@ -16,12 +16,14 @@ import (
 	"bighive/internal/limits"
 )
 
-// startCluster starts a cluster for one test and dials a client to it.
-func startCluster(t *testing.T, masters, tservers int, flags ...string) (*cluster.Cluster, *client.Client) {
+// startCluster starts a cluster for one test (in a fresh temporary
+// directory) and dials a client to it.
+func startCluster(t *testing.T, opts cluster.Options) (*cluster.Cluster, *client.Client) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := cluster.Start(ctx, cluster.Options{Masters: masters, TServers: tservers, Dir: t.TempDir(), Flags: flags})
+	opts.Dir = t.TempDir()
+	c, err := cluster.Start(ctx, opts)
 	if err != nil {
 		t.Fatalf("start cluster: %v", err)
 	}
@@ -69,7 +71,7 @@ func createTable(t *testing.T, ctx context.Context, c *cluster.Cluster, cl *clie
 func value(i int) []byte { return []byte(fmt.Sprintf("value-%d-%s", i, strings.Repeat("x", i%50))) }
 
 func TestPutGetScanAcrossTablets(t *testing.T) {
-	c, cl := startCluster(t, 1, 3)
+	c, cl := startCluster(t, cluster.Options{Masters: 1, TServers: 3})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	tbl := createTable(t, ctx, c, cl, "users", 8)
@@ -121,7 +123,7 @@ func TestPutGetScanAcrossTablets(t *testing.T) {
 }
 
 func TestApplyAndBulkAcrossTablets(t *testing.T) {
-	c, cl := startCluster(t, 1, 2)
+	c, cl := startCluster(t, cluster.Options{Masters: 1, TServers: 2})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	tbl := createTable(t, ctx, c, cl, "bulk", 8)
@@ -180,7 +182,7 @@ func TestApplyAndBulkAcrossTablets(t *testing.T) {
 }
 
 func TestTServerRestartKeepsAcknowledgedWrites(t *testing.T) {
-	c, cl := startCluster(t, 1, 2)
+	c, cl := startCluster(t, cluster.Options{Masters: 1, TServers: 2})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	tbl := createTable(t, ctx, c, cl, "durable", 4)
@@ -221,7 +223,7 @@ func TestTServerRestartKeepsAcknowledgedWrites(t *testing.T) {
 }
 
 func TestBadInputStatusCodes(t *testing.T) {
-	c, cl := startCluster(t, 1, 1)
+	c, cl := startCluster(t, cluster.Options{Masters: 1, TServers: 1})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	tbl := createTable(t, ctx, c, cl, "strict", 2)

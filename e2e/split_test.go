@@ -21,25 +21,7 @@ import (
 // tablets move quickly) and the given tserver flags.
 func spCluster(t *testing.T, tservers int, flags ...string) (*cluster.Cluster, *client.Client) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c, err := cluster.Start(ctx, cluster.Options{Masters: 1, TServers: tservers, Dir: t.TempDir(), Flags: flags,
-		Lease: 3 * time.Second, Heartbeat: 300 * time.Millisecond})
-	if err != nil {
-		t.Fatalf("start cluster: %v", err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			c.DumpLogs(t)
-		}
-		c.Close()
-	})
-	cl, err := client.Dial(ctx, c.MasterAddrs())
-	if err != nil {
-		t.Fatalf("dial: %v", err)
-	}
-	t.Cleanup(func() { cl.Close() })
-	return c, cl
+	return startCluster(t, cluster.Options{Masters: 1, TServers: tservers, Flags: flags, Lease: 3 * time.Second, Heartbeat: 300 * time.Millisecond})
 }
 
 // spLoad is a seeded write load; every row is written once, so reads can
