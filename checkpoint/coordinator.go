@@ -630,12 +630,16 @@ func (c *Coordinator) Run(ctx context.Context) {
 	}
 }
 
+// Throttled reports whether Throttle would wait now: a cheap check for the
+// write path, one atomic load.
+func (c *Coordinator) Throttled() bool { return c.memTotal.Load() > c.opts.HardLimit }
+
 // Throttle waits while the write buffers hold more than HardLimit (as Run
 // last measured them), so that writers faster than the flushes cannot
 // exhaust memory. Writers call it before taking the state lock; without
 // Run it never waits.
 func (c *Coordinator) Throttle(ctx context.Context) error {
-	for c.memTotal.Load() > c.opts.HardLimit {
+	for c.Throttled() {
 		t := time.NewTimer(time.Millisecond)
 		select {
 		case <-t.C:
