@@ -137,10 +137,8 @@ func (m masterMeta) Commit(ctx context.Context, updates []checkpoint.Update) err
 			continue
 		}
 		rep := &pb.CheckpointReport{TabletId: u.TabletID, Epoch: u.Epoch, Tsfiles: m.s.tsfileRefs(r, u.TSFiles)}
-		if u.LogPositions != nil {
+		if u.LogPositions != nil { // nil: a compaction, the list stays
 			rep.LogPositions = positionsToPB(u.LogPositions)
-		} else {
-			rep.LogPositions = nil
 		}
 		req.Reports = append(req.Reports, rep)
 	}

@@ -137,19 +137,14 @@ func (s *Server) openStoreFor(f *pb.TSFileRef) (blockstore.Manager, error) {
 }
 
 func (s *Server) failLoad(r *replica, err error) {
-	r.mu.Lock()
-	r.loadErr = err
-	r.mu.Unlock()
-	s.unload(r, "load failed")
+	s.unload(r, "load failed: "+err.Error())
 }
 
 // unload stops serving r, waits for its in-flight writes and drops it.
 // Its unflushed writes stay in the log, which its metadata names, so the
 // next owner replays them.
 func (s *Server) unload(r *replica, why string) {
-	if r.eng != nil {
-		r.eng.SetServing(false)
-	}
+	r.eng.SetServing(false)
 	r.ops.Lock() // in-flight writes finish; new ones see it not serving
 	r.mu.Lock()
 	done := r.unloaded
@@ -160,9 +155,7 @@ func (s *Server) unload(r *replica, why string) {
 		return
 	}
 	s.tablets.remove(r)
-	if r.eng != nil {
-		r.eng.Close()
-	}
+	r.eng.Close()
 	s.log.Info("tablet unloaded", "tablet", r.id, "epoch", r.epoch, "why", why)
 	s.nudgeHeartbeat()
 }
@@ -179,9 +172,6 @@ func (s *Server) reports() []*pb.TabletReport {
 	all := s.tablets.all()
 	out := make([]*pb.TabletReport, 0, len(all))
 	for _, r := range all {
-		if r.eng == nil {
-			continue
-		}
 		var size int64
 		for _, f := range r.eng.Files() {
 			size += f.Size

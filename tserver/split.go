@@ -107,7 +107,7 @@ func (sp *splitter) watch(ctx context.Context) {
 	}
 	all := s.tablets.all()
 	for _, r := range all {
-		if r.eng == nil || !r.eng.Serving() {
+		if !r.eng.Serving() {
 			return // a tablet is recovering: no split now
 		}
 	}

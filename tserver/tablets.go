@@ -28,9 +28,7 @@ type replica struct {
 	// stores names the block store (UUID) of each TSFile by footer, since
 	// after a failover a tablet reads files from several stores.
 	stores map[uint64]string
-	// loadErr is the last load failure (the master reassigns or retries).
-	loadErr error
-	// unloaded is closed when the replica leaves the registry.
+	// unloaded is set once unload has begun; later unloads do nothing.
 	unloaded bool
 }
 
