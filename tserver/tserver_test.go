@@ -116,14 +116,14 @@ func waitServing(t *testing.T, ctx context.Context, c *client.Client, table stri
 }
 
 // TestWritesSurviveCheckpointsAndRestart writes enough to cause several
-// checkpoints (1 MiB buffer limit), restarts every tserver, and reads every
+// checkpoints (256 KiB buffer limit), restarts every tserver, and reads every
 // acknowledged write back.
 func TestWritesSurviveCheckpointsAndRestart(t *testing.T) {
-	n := startNode(t, 2, 2*time.Second, nil)
+	n := startNode(t, 2, 2*time.Second, func(_ int, o *tserver.Options) { o.MemLimit = 256 << 10 })
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	c := n.client(ctx)
-	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "cf"}}, SplitKeys: []string{"k2", "k5"}}); err != nil {
+	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "cf"}}, SplitKeys: []string{"k0700", "k1400"}}); err != nil {
 		t.Fatal(err)
 	}
 	waitServing(t, ctx, c, "t")
