@@ -340,7 +340,11 @@ type SplitReport struct {
 // SplitLog reads every log file of r once and returns, per tablet of
 // keep, that tablet's records in sequence order (records of other tablets
 // are dropped). Torn tails and corruption are handled as in Replay: a torn
-// tail ends its file, corruption is a *CorruptionError.
+// tail is accepted only at the end of the newest file of the prefix that
+// has a header (the range's last file, when no later file of the prefix
+// has one), within the flush window; sequence numbers must continue from
+// file to file; anything else is a *CorruptionError naming the file and
+// offset, and SplitLog returns no records with it.
 func SplitLog(ctx context.Context, fsys vfs.FS, root string, r SplitRange, keep map[string]bool) (map[string][]*Record, SplitReport, error) {
 	var rep SplitReport
 	files, err := Files(fsys, root, r.Prefix)
@@ -348,14 +352,24 @@ func SplitLog(ctx context.Context, fsys vfs.FS, root string, r SplitRange, keep 
 		return nil, rep, err
 	}
 	out := map[string][]*Record{}
-	for _, pos := range files {
-		if !r.Contains(pos.FileTS) {
+	var ch chain
+	for i, pos := range files {
+		if pos.FileTS < r.From {
 			continue
+		}
+		if pos.FileTS >= r.Until {
+			// The range ends before the prefix does: its last file is not
+			// the newest, so it may not end torn, and the next file must
+			// continue its sequence numbers.
+			if err := ch.checkNext(fsys, root, files[i:]); err != nil {
+				return nil, rep, err
+			}
+			break
 		}
 		if err := ctx.Err(); err != nil {
 			return nil, rep, err
 		}
-		fr, err := replayFile(fsys, FilePath(root, pos), &pos, func(rec *Record) error {
+		fr, err := ch.replayFile(fsys, FilePath(root, pos), &pos, func(rec *Record) error {
 			if keep[rec.TabletID] {
 				c := *rec
 				out[rec.TabletID] = append(out[rec.TabletID], &c)

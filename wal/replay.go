@@ -2,8 +2,10 @@ package wal
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"slices"
 
@@ -100,11 +102,15 @@ func Files(fsys vfs.FS, root, prefix string) ([]Position, error) {
 // position handed out by Roll names a file that may not have been created
 // before a crash, and then holds no record.
 //
-// A torn tail stops the reading of its file; it is listed in the report
-// and replay goes on with the next file. Damage with valid data after it
-// is a *CorruptionError naming the file and the offset; replay stops there
-// and returns the report so far. An error from fn stops replay and is
-// returned as is.
+// A torn tail is accepted only at the end of the newest file that has a
+// header, within one flush window of the end of the file (doc.go, "Torn
+// tails and corruption"); it is listed in the report. Sequence numbers
+// must continue from each file to the next. Anything else (damage with
+// valid data after it, a torn tail in an older file, a gap in the
+// sequence numbers) is a *CorruptionError naming the file and the offset;
+// replay stops there and returns the report so far. Records handed to fn
+// before the error were whole and valid, but the caller must not serve
+// without the rest. An error from fn stops replay and is returned as is.
 //
 // Replay only reads; it is safe to run on the files of a live log, though
 // it then sees only what was written when it read each file.
@@ -114,6 +120,7 @@ func Replay(ctx context.Context, fsys vfs.FS, root string, from Position, fn fun
 	if err != nil {
 		return rep, err
 	}
+	var ch chain
 	for _, pos := range files {
 		if pos.FileTS < from.FileTS {
 			continue
@@ -121,7 +128,7 @@ func Replay(ctx context.Context, fsys vfs.FS, root string, from Position, fn fun
 		if err := ctx.Err(); err != nil {
 			return rep, err
 		}
-		fr, err := replayFile(fsys, FilePath(root, pos), &pos, func(r *Record) error {
+		fr, err := ch.replayFile(fsys, FilePath(root, pos), &pos, func(r *Record) error {
 			rep.Records++
 			return fn(r)
 		})
@@ -131,6 +138,96 @@ func Replay(ctx context.Context, fsys vfs.FS, root string, from Position, fn fun
 		}
 	}
 	return rep, nil
+}
+
+// chain checks what holds across the files of one prefix, read oldest
+// first: a torn tail may end only the newest file that has a header (a
+// crash damages only the last flush, and the log starts a file only after
+// every flush of the previous one is durable), and each header's FirstSeq
+// is the last sequence number of the file before it + 1. Files without a
+// header (Unused) hold no record and are skipped. The first file read has
+// no predecessor to check against.
+type chain struct {
+	prev *FileReport // the last file read that has a header
+}
+
+// check checks the file at path, whose bytes start with head, against the
+// files read before it.
+func (c *chain) check(path string, head []byte) error {
+	h, _, st, _ := decodeHeader(head)
+	if st != headerOK || c.prev == nil {
+		return nil // a bad header is scanFile's to report
+	}
+	p := c.prev
+	if p.Torn {
+		return &CorruptionError{File: p.Path, Offset: p.End, Err: fmt.Errorf(
+			"%w: damaged record in a file that is not the newest (%s follows it)", ErrBadRecord, filepath.Base(path))}
+	}
+	if want := p.FirstSeq + uint64(p.Records); h.FirstSeq != want {
+		return &CorruptionError{File: path, Offset: 0, Err: fmt.Errorf(
+			"%w: first seq %d, but the file before it (%s) ends at seq %d", ErrBadHeader, h.FirstSeq, filepath.Base(p.Path), want-1)}
+	}
+	return nil
+}
+
+// add records a file that was read.
+func (c *chain) add(fr FileReport) {
+	if !fr.Unused {
+		c.prev = &fr
+	}
+}
+
+// replayFile reads and scans one file of the chain.
+func (c *chain) replayFile(fsys vfs.FS, path string, pos *Position, fn func(*Record) error) (FileReport, error) {
+	data, err := vfs.ReadFile(fsys, path)
+	if err != nil {
+		return FileReport{Path: path}, fmt.Errorf("wal: read %s: %w", path, err)
+	}
+	if err := c.check(path, data); err != nil {
+		return FileReport{Path: path, Size: int64(len(data))}, err
+	}
+	fr, err := scanFile(path, data, pos, fn)
+	if err == nil {
+		c.add(fr)
+	}
+	return fr, err
+}
+
+// checkNext checks the first file with a header among files (the files of
+// the prefix after the ones read) against the chain, reading only its
+// header. Readers of a part of a prefix (SplitLog of a bounded range) use
+// it to learn whether the last file they read is the newest.
+func (c *chain) checkNext(fsys vfs.FS, root string, files []Position) error {
+	if c.prev == nil {
+		return nil
+	}
+	for _, pos := range files {
+		path := FilePath(root, pos)
+		head, err := readHead(fsys, path)
+		if err != nil {
+			return err
+		}
+		if _, _, st, _ := decodeHeader(head); st == headerUnused || st == headerShort {
+			continue
+		}
+		return c.check(path, head)
+	}
+	return nil
+}
+
+// readHead reads the first bytes of a file, enough for any header.
+func readHead(fsys vfs.FS, path string) ([]byte, error) {
+	f, err := fsys.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("wal: read %s: %w", path, err)
+	}
+	defer f.Close()
+	b := make([]byte, headerFixedLen+maxPrefixLen+4)
+	n, err := f.ReadAt(b, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("wal: read %s: %w", path, err)
+	}
+	return b[:n], nil
 }
 
 // ReplayTablets recovers several tablets from one prefix with one read of
@@ -235,22 +332,15 @@ func scanFile(path string, data []byte, pos *Position, fn func(*Record) error) (
 			}
 			ferr = fmt.Errorf("%w: zero frame header before written data", ErrBadRecord)
 		case frameShort:
-			// The frame claims more bytes than the file has: nothing valid
-			// can follow it.
-			rep.Torn = true
-			rep.TornBytes = int64(lastNonZero(data[off:]))
-			return rep, nil
-		}
-		// A bad frame. A crash damages at most the last flush, which is
-		// at most MaxFlush bytes (or one larger record) from where it
-		// started; anything non-zero past that window is damage a crash
-		// cannot explain.
-		window := int(h.MaxFlush)
-		if n := frameLen(data[off:]); n > window {
-			window = n
+			// The frame claims more bytes than the file has. That is what
+			// a crash leaves in the middle of a record, and also what a
+			// damaged length field looks like: the window rule below
+			// tells them apart.
+			ferr = fmt.Errorf("%w: frame of %d bytes runs past the end of the file at %d", ErrBadRecord,
+				frameLen(data[off:]), len(data))
 		}
 		rest := data[off:]
-		if len(rest) <= window || allZero(rest[window:]) {
+		if tornTail(rest, int(h.MaxFlush), seq) {
 			rep.Torn = true
 			rep.TornBytes = int64(lastNonZero(rest))
 			return rep, nil
@@ -260,6 +350,55 @@ func scanFile(path string, data []byte, pos *Position, fn func(*Record) error) (
 		}
 		return rep, &CorruptionError{File: path, Offset: int64(off), Err: ferr}
 	}
+}
+
+// tornTail reports whether rest, which starts with a frame that is not a
+// whole valid record (bad checksum or length, cut off by the end of the
+// file, or a zero header before data), is what a crash can leave: damage
+// confined to the last flush. That flush started at or before the frame
+// and wrote at most maxFlush bytes, or one larger record alone. So every
+// byte past the window must be zero, where the window is maxFlush, or the
+// frame's claimed length if that is larger. A claimed length can itself be
+// the damage, and would then swallow the valid records after it: it
+// widens the window only if no valid record of the log's own making lies
+// inside it (laterRecord), as none can inside a lone large record. seq is
+// the sequence number the frame should hold.
+func tornTail(rest []byte, maxFlush int, seq uint64) bool {
+	window := maxFlush
+	if n := frameLen(rest); n > window && !laterRecord(rest[:min(n, len(rest))], seq) {
+		window = n
+	}
+	return len(rest) <= window || allZero(rest[window:])
+}
+
+// laterRecord reports whether b, from its 8th byte on, holds a whole valid
+// frame carrying a sequence number v+1 > seq right after 8 bytes holding v:
+// the last field of the record before it. It looks at every offset once
+// and checksums a candidate only when those 8 bytes hold a sequence number
+// b could contain, and it gives up (false) after checksumming a few times
+// len(b), so data crafted to hold many near-matches costs linear time.
+func laterRecord(b []byte, seq uint64) bool {
+	const minFrame = frameHeaderLen + payloadFixedLen + 1
+	hi := seq + uint64(len(b)/minFrame) + 1
+	budget := 4*len(b) + 1<<20 // bytes checksummed
+	for q := frameHeaderLen; q+8+minFrame <= len(b); q++ {
+		v := binary.LittleEndian.Uint64(b[q:])
+		if v < seq || v >= hi {
+			continue
+		}
+		e := q + 8 // where the next frame would start
+		n := frameLen(b[e:])
+		if n < minFrame || e+n > len(b) {
+			continue
+		}
+		if budget -= n; budget < 0 {
+			return false
+		}
+		if payload, st, _ := readFrame(b[e:]); st == frameOK && binary.LittleEndian.Uint64(payload[len(payload)-8:]) == v+1 {
+			return true
+		}
+	}
+	return false
 }
 
 // frameLen is the length a frame header claims, or 0 when it claims an

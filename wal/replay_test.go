@@ -122,28 +122,6 @@ func TestOpenTruncatesTornTail(t *testing.T) {
 	}
 }
 
-// TestReplayGoesOnAfterTornFile: a torn tail stops only its own file.
-func TestReplayGoesOnAfterTornFile(t *testing.T) {
-	root := t.TempDir()
-	l := openLog(t, testOptions(root))
-	first := l.Position()
-	appendN(t, l, 0, 10, 60)
-	if _, err := l.Roll(); err != nil {
-		t.Fatal(err)
-	}
-	appendN(t, l, 10, 10, 60)
-	closeLog(t, l)
-	p := FilePath(root, first)
-	st, _ := os.Stat(p)
-	if err := os.Truncate(p, st.Size()-5); err != nil {
-		t.Fatal(err)
-	}
-	recs, rep := replayAll(t, vfs.Default, root)
-	if len(recs) != 19 || !rep.Files[0].Torn || rep.Files[1].Torn || rep.Files[0].Records != 9 {
-		t.Fatalf("%d records, report %+v", len(recs), rep)
-	}
-}
-
 func TestCorruption(t *testing.T) {
 	const n, target = 200, 50
 	reseq := func(b []byte, off, end int64) {
