@@ -40,9 +40,6 @@ func (l *Log) flushLoop() {
 			runtime.Gosched()
 		}
 		l.mu.Lock()
-		if b.err != nil && l.err == nil {
-			l.err = b.err
-		}
 		if cap(b.buf) <= 2*l.opts.MaxBatchBytes && len(l.free) < maxQueued+2 {
 			l.free = append(l.free, b.buf[:0])
 		}
@@ -121,6 +118,9 @@ func (l *Log) writeBatch(b *batch, prepared vfs.File) {
 		if l.flErr == nil {
 			l.log.Error("wal: log failed", "err", err)
 			l.flErr = fmt.Errorf("%w: %w", ErrFailed, err)
+			// Failed before the batch's appenders learn it, so that a
+			// watcher of Failed sees the failure no later than they do.
+			l.fail(l.flErr)
 		}
 		err = l.flErr
 	}

@@ -87,7 +87,8 @@ type Log struct {
 	pos        Position // file that records appended now go to (or a later one)
 	fileBytes  int64    // bytes assigned to the file of cur
 	closed     bool
-	err        error // sticky: the log failed
+	err        error         // sticky: the log failed; wraps ErrFailed and the cause
+	failed     chan struct{} // closed when err is set
 	free       [][]byte
 	activeTS   int64 // file the flusher writes; set by activate
 	headerSize int64
@@ -162,6 +163,7 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 		kick:   make(chan struct{}, 1),
 		flDone: make(chan struct{}),
 		space:  make(chan struct{}),
+		failed: make(chan struct{}),
 	}
 	l.headerSize = int64((&fileHeader{Prefix: opts.Prefix}).size())
 	if err := l.fs.MkdirAll(l.dir, 0o755); err != nil {
@@ -288,10 +290,24 @@ func (l *Log) truncate(path string, size int64) error {
 // fdatasync'ed, with every record of lower sequence number). The record's
 // timestamp is the wall time of the call.
 //
-// If ctx ends first, Append returns ctx.Err() and the record may or may not
-// become durable. After an I/O error the log is failed: this and every
-// later Append return an error wrapping ErrFailed.
+// The context only bounds the wait to be queued: if ctx is done when Append
+// is called, or ends while Append waits for room behind full batches
+// (back-pressure), Append returns ctx.Err() and the record is never
+// written. Once the record is queued for a group commit, Append waits for
+// its fate whatever ctx does, and returns nil (durable) or the log's
+// failure. So a nil error means the record is durable, ctx.Err() means it
+// was not and never will be logged, and an error wrapping ErrFailed means
+// its fate is unknown (written but perhaps not synced: it may or may not
+// replay). The group commit itself never waits long: one write and one
+// fdatasync.
+//
+// After an I/O error the log is failed and stays failed: this and every
+// later Append return an error wrapping ErrFailed and the cause (Err,
+// Failed); ErrClosed after Close.
 func (l *Log) Append(ctx context.Context, tabletID string, m *mutation.RowMutation) (uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
 	size := recordSize(tabletID, m)
 	if size-frameHeaderLen > MaxRecordBytes {
 		return 0, fmt.Errorf("%w: %d bytes, limit %d", ErrRecordTooLarge, size, MaxRecordBytes)
@@ -356,14 +372,40 @@ func (l *Log) Append(ctx context.Context, tabletID string, m *mutation.RowMutati
 		default:
 		}
 	}
-	select {
-	case <-done:
-		if b.err != nil {
-			return 0, b.err
-		}
-		return seq, nil
-	case <-ctx.Done():
-		return 0, ctx.Err()
+	// Queued: the flusher writes the batch, so wait for it whatever ctx
+	// says. Returning early would let a caller treat a record that may
+	// replay as never logged.
+	<-done
+	if b.err != nil {
+		return 0, b.err
+	}
+	return seq, nil
+}
+
+// Err returns nil while the log works, and the sticky failure once an I/O
+// error (a write, an fdatasync, creating or syncing a file at a roll) has
+// failed it: an error wrapping ErrFailed and the cause. A failed log never
+// recovers; its owner should stop using it (a tserver gives up its tablets)
+// and reopen the log after a restart, which replays every acknowledged
+// record.
+func (l *Log) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// Failed returns a channel that is closed when the log fails (Err then
+// returns the cause). It is the same channel on every call and is never
+// closed by Close.
+func (l *Log) Failed() <-chan struct{} { return l.failed }
+
+// fail puts the log in the failed state (once).
+func (l *Log) fail(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err == nil {
+		l.err = err
+		close(l.failed)
 	}
 }
 
