@@ -27,12 +27,19 @@ import (
 // before it started. The file is created, synced, and its directory
 // synced before CreateSingle returns, so a record acknowledged later is
 // never in a file whose name a crash can lose.
+//
+// A crash can damage only what was written after the last completed sync.
+// Appenders keep that unsynced tail within SplitLogMaxFlush bytes, or one
+// larger record alone: a record that would push it past the window waits
+// until the syncs in flight have made room. So the header's MaxFlush is a
+// true bound, and replay tells a torn tail from corruption with the same
+// window rule as for a tserver's log (a single-file log is the newest and
+// only file of its owner).
 
 // SplitLogMaxFlush is the torn-tail window written into a single-file
-// log's header: the unsynced tail can hold the records of every appender
-// waiting for the same sync, so the window is wide (a crash can damage
-// only bytes written after the last completed sync).
-const SplitLogMaxFlush = 256 << 20
+// log's header: the most bytes written and not yet synced at any time
+// (or one larger record).
+const SplitLogMaxFlush = 1 << 20
 
 // ErrSingleClosed is returned by Append after Close or Remove.
 var ErrSingleClosed = errors.New("wal: single-file log closed")
@@ -49,6 +56,11 @@ type SingleFile struct {
 	seq    uint64
 	closed bool
 	err    error
+	// durable is the offset synced so far, as the writers see it; room is
+	// closed and replaced whenever durable grows or the file fails or
+	// closes, to wake appenders waiting for the window.
+	durable int64
+	room    chan struct{}
 
 	syncMu sync.Mutex // one fdatasync at a time
 	synced int64      // guarded by syncMu: offset durable so far
@@ -83,7 +95,7 @@ func CreateSingle(fsys vfs.FS, path, owner string) (*SingleFile, error) {
 		return nil, fmt.Errorf("wal: create %s: %w", path, err)
 	}
 	return &SingleFile{fsys: fsys, path: path, f: f, off: int64(len(buf)),
-		seq: 1, synced: int64(len(buf))}, nil
+		seq: 1, synced: int64(len(buf)), durable: int64(len(buf)), room: make(chan struct{})}, nil
 }
 
 // Path is the file's path.
@@ -91,36 +103,72 @@ func (s *SingleFile) Path() string { return s.path }
 
 // Append writes one record (tablet id, row mutation, the wall time) and
 // returns once it is durable (fdatasync returned), together with every
-// record appended before it. After an I/O error every later Append fails.
+// record appended before it. After an I/O error every later Append fails
+// with an error wrapping ErrFailed.
+//
+// The context only bounds the wait before the record is written: if ctx
+// is done when Append is called, or ends while Append waits for room in
+// the unsynced window, Append returns ctx.Err() and the record is never
+// written. Once it is written, Append waits for its sync whatever ctx
+// does: nil means durable, an error wrapping ErrFailed means its fate is
+// unknown (it may replay).
 func (s *SingleFile) Append(ctx context.Context, tabletID string, m *mutation.RowMutation) error {
 	if recordSize(tabletID, m)-frameHeaderLen > MaxRecordBytes {
 		return fmt.Errorf("%w: record of row %q", ErrRecordTooLarge, m.Row)
 	}
-	frame, partial := encodeFrame(nil, time.Now().UnixMicro(), tabletID, m)
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return ErrSingleClosed
-	}
-	if s.err != nil {
-		err := s.err
-		s.mu.Unlock()
+	if err := ctx.Err(); err != nil {
 		return err
+	}
+	frame, partial := encodeFrame(nil, time.Now().UnixMicro(), tabletID, m)
+	n := int64(len(frame) + 8)
+	s.mu.Lock()
+	for {
+		if s.closed {
+			s.mu.Unlock()
+			return ErrSingleClosed
+		}
+		if s.err != nil {
+			err := s.err
+			s.mu.Unlock()
+			return err
+		}
+		if s.off == s.durable || s.off-s.durable+n <= SplitLogMaxFlush {
+			break
+		}
+		// The window is full: wait for the syncs in flight (every record
+		// written has an appender in syncTo) to make room.
+		ch := s.room
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		s.mu.Lock()
 	}
 	buf := sealFrame(nil, frame, partial, s.seq)
 	if _, err := s.f.WriteAt(buf, s.off); err != nil {
-		s.err = fmt.Errorf("%w: write %s: %w", ErrFailed, s.path, err)
+		s.failLocked(fmt.Errorf("%w: write %s: %w", ErrFailed, s.path, err))
+		err = s.err
 		s.mu.Unlock()
-		return s.err
+		return err
 	}
 	s.seq++
 	s.off += int64(len(buf))
 	end := s.off
 	s.mu.Unlock()
-	if err := ctx.Err(); err != nil {
-		return err
-	}
+	// Written: from here on the record's fate is the sync's, not ctx's.
 	return s.syncTo(end)
+}
+
+// failLocked sets the sticky error and wakes the appenders waiting for
+// room. s.mu is held.
+func (s *SingleFile) failLocked(err error) {
+	if s.err == nil {
+		s.err = err
+		close(s.room)
+		s.room = make(chan struct{})
+	}
 }
 
 // syncTo returns once the file is durable up to end.
@@ -141,12 +189,17 @@ func (s *SingleFile) syncTo(end int64) error {
 	}
 	if err := f.Datasync(); err != nil {
 		s.mu.Lock()
-		s.err = fmt.Errorf("%w: fdatasync %s: %w", ErrFailed, s.path, err)
+		s.failLocked(fmt.Errorf("%w: fdatasync %s: %w", ErrFailed, s.path, err))
 		err = s.err
 		s.mu.Unlock()
 		return err
 	}
 	s.synced = upTo
+	s.mu.Lock()
+	s.durable = upTo
+	close(s.room)
+	s.room = make(chan struct{})
+	s.mu.Unlock()
 	return nil
 }
 
@@ -160,6 +213,8 @@ func (s *SingleFile) Close() error {
 		return nil
 	}
 	s.closed = true
+	close(s.room) // wake appenders waiting for room; they see closed
+	s.room = make(chan struct{})
 	err := s.f.Close()
 	s.f = nil
 	return err
