@@ -21,19 +21,19 @@
 //  1. Append returns only after its record is durable: written, and
 //     fdatasync'ed together with every record of lower sequence number. A
 //     new file's directory entry is fsync'ed before any record in it is
-//     acknowledged (DESIGN.md invariant 1).
+//     acknowledged.
 //  2. Sequence numbers start at 1 and increase by one per record, across
 //     files and restarts; within a file they are contiguous from the
 //     header's FirstSeq. Records of later files have higher numbers.
 //  3. Every header and record is checksummed (CRC-32C). Replay tells a torn
 //     tail (what a crash leaves: the last flush cut off) from corruption
 //     (anything else), and reports corruption as a *CorruptionError with
-//     file and offset, never skipping it (invariant 7).
+//     file and offset, never skipping it.
 //  4. One record is one row mutation: replay hands over all of it or none.
-//     Replaying twice hands over the same records (invariant 4; applying
-//     them is idempotent because cell timestamps are in the record).
+//     Replaying twice hands over the same records (applying them is
+//     idempotent because cell timestamps are in the record).
 //  5. DeleteBefore removes only files wholly before the position it is
-//     given, never the named file (invariant 9).
+//     given, never the named file.
 //
 // # Durability order
 //
@@ -84,17 +84,48 @@
 //
 // A crash can damage only the last flush, which starts at or before the
 // first bad frame and is at most maxFlush bytes long (or one larger
-// record). So at the first frame that is not a whole valid record
-// (checksum or length wrong, cut off by the end of the file, or a zero
-// header with data after it): if every byte from maxFlush bytes after it
-// (or the frame's claimed length, if larger) to the end of the file is
-// zero, it is a torn tail. Replay stops reading the file there, reports
-// it (FileReport.Torn) and goes on with the next file; the owner truncates
-// it at its next Open. Otherwise it is a *CorruptionError. A frame whose
-// checksum matches but whose payload does not decode, or whose sequence
-// number is not the next one, is corruption too. A file whose header is all
-// zero or cut short holds no record (FileReport.Unused); a header with a
-// bad checksum is corruption at offset 0.
+// record, written alone). The log starts a file only after every flush of
+// the previous file is durable, so only the newest file of a prefix that
+// has a header can end torn. So at the first frame of a file that is not a
+// whole valid record (checksum or length wrong, cut off by the end of the
+// file, or a zero header with data after it), it is a torn tail only if
+//
+//   - the file is the newest file of its prefix with a header, and
+//   - every byte past the window to the end of the file is zero. The window
+//     is maxFlush bytes from the frame, or the frame's claimed length if
+//     larger. A claimed length may be the damage itself: it widens the
+//     window only if no valid frame (good checksum, holding the sequence
+//     number after the one in the 8 bytes before it, above the expected
+//     one) lies inside it, since a lone large record holds no frame of
+//     the log's making. A frame cut off by the end of the file is judged
+//     the same way.
+//
+// Replay stops there and reports it (FileReport.Torn); the owner
+// truncates it at its next Open. Everything else is a *CorruptionError
+// naming the file and the offset of the bad frame, and Replay, SplitLog
+// and Open fail with it; Open never truncates it. Corruption too: a torn
+// tail in a file that is not the newest (at its bad frame), a header
+// whose FirstSeq is not the last sequence number of the previous file + 1
+// (at offset 0 of the later file), a frame whose checksum matches but
+// whose payload does not decode or whose sequence number is not the next
+// one, and a header with a bad checksum (offset 0). A file whose header is
+// all zero or cut short holds no record (FileReport.Unused) and is
+// skipped. Open reads only the newest file (the one it continues); damage
+// in older files stays in place for replay and log splitting to report.
+//
+// Single-file logs (split logs, CreateSingle) follow the same rule: their
+// header's maxFlush (SplitLogMaxFlush) bounds the bytes written and not
+// yet synced at any time, or one larger record alone.
+//
+// # Appends, contexts and failure
+//
+// An Append's context only bounds its wait to be queued (or, for a
+// single-file log, to be written): ended before that, the record is never
+// written. A record handed to the group commit is waited for whatever the
+// context does, and Append returns its fate: nil (durable) or the log's
+// failure. Any I/O error fails the log for good (ErrFailed, sticky): every
+// later Append fails, Err returns the cause and Failed is closed, before
+// the failing batch's appenders are released.
 //
 // # Replay
 //
