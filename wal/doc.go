@@ -98,7 +98,9 @@
 //     number after the one in the 8 bytes before it, above the expected
 //     one) lies inside it, since a lone large record holds no frame of
 //     the log's making. A frame cut off by the end of the file is judged
-//     the same way.
+//     the same way. (A cell value crafted to hold such a frame can make a
+//     large record torn by a crash read as corruption: the log then
+//     refuses to open rather than drop anything.)
 //
 // Replay stops there and reports it (FileReport.Torn); the owner
 // truncates it at its next Open. Everything else is a *CorruptionError
