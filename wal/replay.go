@@ -336,7 +336,7 @@ func scanFile(path string, data []byte, pos *Position, fn func(*Record) error) (
 			// a crash leaves in the middle of a record, and also what a
 			// damaged length field looks like: the window rule below
 			// tells them apart.
-			ferr = fmt.Errorf("%w: frame of %d bytes runs past the end of the file at %d", ErrBadRecord,
+			ferr = fmt.Errorf("%w: a frame of %d bytes runs past the end of the file (%d bytes)", ErrBadRecord,
 				frameLen(data[off:]), len(data))
 		}
 		rest := data[off:]
