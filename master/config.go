@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	pb "bighive/proto/bighivepb"
 )
 
 // Peer is one master of the cluster.
@@ -76,6 +78,10 @@ type Config struct {
 	Raft *raft.Config
 	// Logger; nil is slog.Default().
 	Logger *slog.Logger
+
+	// heartbeatHook (tests) runs in Heartbeat between reading the
+	// metadata and granting the lease.
+	heartbeatHook func(*pb.HeartbeatRequest)
 }
 
 func (c *Config) setDefaults() {
