@@ -93,6 +93,9 @@ func createTableRequest(spec TableSpec) (*pb.CreateTableRequest, error) {
 		if f.MaxVersions < 0 || f.MaxAge < 0 {
 			return nil, apierr.InvalidArgument("column family %q: max versions %d and max age %v must not be negative", f.Name, f.MaxVersions, f.MaxAge)
 		}
+		if err := limits.ValidateFamilyMaxAge(f.Name, f.MaxAge.Microseconds()); err != nil {
+			return nil, err
+		}
 		schema.Families = append(schema.Families, &pb.FamilySpec{
 			Name: f.Name, MaxVersions: uint32(f.MaxVersions), MaxAgeMicros: f.MaxAge.Microseconds(),
 		})
