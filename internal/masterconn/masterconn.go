@@ -151,7 +151,10 @@ func (c *Conn) Prefer(addr string) {
 }
 
 // Call runs fn against the leader, redirecting and retrying as the package
-// comment says. fn's context is the attempt's; fn must use it.
+// comment says. fn's context is the attempt's; fn must use it. fn should
+// return the gRPC call's error as it is: an error that is no status counts
+// as a transport failure and is retried on the next master. When ctx ends
+// first, the error is an *Error.
 func (c *Conn) Call(ctx context.Context, fn func(ctx context.Context, m pb.MasterClient) error) error {
 	return c.Invoke(ctx, func(ctx context.Context, cc grpc.ClientConnInterface) error {
 		return fn(ctx, pb.NewMasterClient(cc))
