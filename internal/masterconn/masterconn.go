@@ -181,25 +181,33 @@ func (c *Conn) Invoke(ctx context.Context, fn func(ctx context.Context, cc grpc.
 		if errors.Is(err, ErrClosed) {
 			return err
 		}
+		hint, redirect, ok := retryable(err)
+		if ok {
+			next := (idx + 1) % n
+			if redirect {
+				if hint != "" && hint != addr && !failed[hint] {
+					next = c.index(hint)
+				}
+			} else {
+				failed[addr] = true
+			}
+			// Move on even when this call is over: a caller whose deadline
+			// is no longer than one attempt (a client's lookup inside its
+			// own attempt) would otherwise start every call at the hung
+			// master. A caller that cancelled is no evidence against it.
+			if !errors.Is(ctx.Err(), context.Canceled) {
+				c.moveFrom(idx, next)
+			}
+			idx = next
+		}
 		if ctx.Err() != nil {
 			return retryError(ctx, attempt, cmp(last, err))
 		}
-		hint, redirect, ok := retryable(err)
 		if !ok {
 			return err
 		}
 		last = err
 		tried++
-		next := (idx + 1) % n
-		if redirect {
-			if hint != "" && hint != addr && !failed[hint] {
-				next = c.index(hint)
-			}
-		} else {
-			failed[addr] = true
-		}
-		c.moveFrom(idx, next)
-		idx = next
 		if tried >= n {
 			tried = 0
 			clear(failed)

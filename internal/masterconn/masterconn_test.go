@@ -186,6 +186,32 @@ func TestRotatesOnAttemptDeadline(t *testing.T) {
 	}
 }
 
+// TestRotatesWhenTheCallEndsWithTheAttempt: a caller whose deadline is no
+// longer than one attempt (a client's location lookup inside its own
+// attempt) fails its call on the hung master, but the next call starts at
+// another master instead of the hung one again.
+func TestRotatesWhenTheCallEndsWithTheAttempt(t *testing.T) {
+	var leaderAddr string
+	leader := &master{leader: true, leaderAddr: &leaderAddr}
+	leaderAddr = serve(t, leader)
+	c, err := New([]string{frozen(t), leaderAddr}, Options{AttemptTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	call := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		return listTables(ctx, c)
+	}
+	if err := call(); apierr.CodeOf(err) != codes.DeadlineExceeded {
+		t.Fatalf("first call, on the hung master: %v, want DeadlineExceeded", err)
+	}
+	if err := call(); err != nil {
+		t.Fatalf("second call started at the hung master again: %v", err)
+	}
+}
+
 // TestRotatesOnTransportError: a master whose address refuses connections,
 // one that speaks no HTTP/2, and one that cannot even be dialled are each
 // skipped for the next master.
