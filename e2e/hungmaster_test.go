@@ -16,9 +16,22 @@ const electionBound = 3 * time.Second
 // run. The tservers and the client must give up on the hung leader per
 // attempt and find the new one, so writes go on being acknowledged within
 // about a lease plus an election. A tserver SIGKILLed while the old leader
-// is still hung is recovered by the new leader (its tablets serve again on
-// the other tservers), and every acknowledged write reads back.
+// is still hung — once writes resumed, or at once, before the election —
+// is recovered by the new leader (its tablets serve again on the other
+// tservers), and every acknowledged write reads back.
 func TestHungMasterLeader(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		killSoon bool // kill the tserver right after the pause, before the election
+	}{
+		{"kill after writes resumed", false},
+		{"kill during the election", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testHungMasterLeader(t, tc.killSoon) })
+	}
+}
+
+func testHungMasterLeader(t *testing.T, killSoon bool) {
 	sd := seed(t)
 	c, cl := startFailoverCluster(t, 3, "--mem-limit=1073741824")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -39,10 +52,25 @@ func TestHungMasterLeader(t *testing.T) {
 	defer c.ResumeMaster(leader) // Close resumes it too; this is for a failed test's logs
 	t.Logf("paused master leader %d (SIGSTOP)", leader)
 
+	victim := rand.New(rand.NewSource(sd)).Intn(c.NumTServers())
+	addr := c.TServerAddr(victim)
+	var killed time.Time
+	kill := func() {
+		killed = time.Now()
+		if err := c.KillTServer(victim); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("killed tserver %s %v after the pause", addr, killed.Sub(paused).Round(time.Millisecond))
+	}
+	if killSoon {
+		kill()
+	}
+
 	// Acknowledgements: poll the count, record the longest stretch without
 	// a new one, and go on until well past a lease and an election after
 	// the pause with acknowledgements flowing. Fail once a stretch passes
-	// the generous bound.
+	// the generous bound (a killed tserver's recovery included: a lease and
+	// its margin, a log split and a load, all well inside it).
 	bound := foLease + electionBound + 10*time.Second
 	observe := 2 * (foLease + electionBound)
 	base := w.acks()
@@ -69,15 +97,11 @@ func TestHungMasterLeader(t *testing.T) {
 	if newLeader == leader {
 		t.Fatalf("master %d answers as leader while paused", leader)
 	}
-
-	// Kill a tserver while the old leader is still hung: the new leader
-	// must declare it dead and move its tablets.
-	victim := rand.New(rand.NewSource(sd)).Intn(c.NumTServers())
-	addr := c.TServerAddr(victim)
-	killed := time.Now()
-	if err := c.KillTServer(victim); err != nil {
-		t.Fatal(err)
+	if !killSoon {
+		kill()
 	}
+	// The new leader must declare the killed tserver dead and move its
+	// tablets, the old leader still hung.
 	rctx, rcancel := context.WithTimeout(ctx, 90*time.Second)
 	defer rcancel()
 	back, _ := waitServedElsewhere(t, rctx, cl, "hung", killed, addr)
