@@ -200,11 +200,11 @@ func (c *Conn) Invoke(ctx context.Context, fn func(ctx context.Context, cc grpc.
 			}
 			idx = next
 		}
+		if !ok {
+			return err // the master's own answer
+		}
 		if ctx.Err() != nil {
 			return retryError(ctx, attempt, cmp(last, err))
-		}
-		if !ok {
-			return err
 		}
 		last = err
 		tried++
