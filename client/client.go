@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"bighive/internal/limits"
+	"bighive/internal/masterconn"
 	pb "bighive/proto/bighivepb"
 )
 
@@ -24,12 +25,12 @@ import (
 type Client struct {
 	opts options
 
-	mu      sync.Mutex
-	closed  bool
-	masters []string // master addresses; hints may add to them
-	leader  int      // index into masters of the last known leader
-	conns   map[string]*grpc.ClientConn
-	tables  map[string]*locCache
+	master *masterconn.Conn // the leader-following master connection
+
+	mu     sync.Mutex
+	closed bool
+	conns  map[string]*grpc.ClientConn // tservers by address
+	tables map[string]*locCache
 
 	coalesce *coalescer // nil: write coalescing is off
 }
@@ -126,11 +127,18 @@ func Dial(ctx context.Context, masters []string, opts ...Option) (*Client, error
 	if len(addrs) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "client: dial: no master addresses given")
 	}
+	mc, err := masterconn.New(addrs, masterconn.Options{
+		AttemptTimeout: o.attemptTimeout, MinBackoff: o.minBackoff, MaxBackoff: o.maxBackoff,
+		DialOptions: o.dialOpts, Logger: o.log,
+	})
+	if err != nil {
+		return nil, statusError(err, "client: dial")
+	}
 	c := &Client{
-		opts:    o,
-		masters: addrs,
-		conns:   map[string]*grpc.ClientConn{},
-		tables:  map[string]*locCache{},
+		opts:   o,
+		master: mc,
+		conns:  map[string]*grpc.ClientConn{},
+		tables: map[string]*locCache{},
 	}
 	if o.coalesceWrites {
 		c.coalesce = newCoalescer(c)
@@ -147,7 +155,7 @@ func (c *Client) Close() error {
 		return nil
 	}
 	c.closed = true
-	var errs []error
+	errs := []error{c.master.Close()}
 	for _, cc := range c.conns {
 		errs = append(errs, cc.Close())
 	}
@@ -158,7 +166,7 @@ func (c *Client) Close() error {
 // errClosed is FailedPrecondition so that no retry loop spins on it.
 var errClosed = status.Error(codes.FailedPrecondition, "client: the client is closed")
 
-// conn returns the shared connection to addr.
+// conn returns the shared connection to the tserver at addr.
 func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -171,6 +179,7 @@ func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 	opts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		limits.GRPCCallOptions(),
+		limits.GRPCKeepaliveDialOption(),
 	}, c.opts.dialOpts...)
 	cc, err := grpc.NewClient(addr, opts...)
 	if err != nil {

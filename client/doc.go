@@ -19,8 +19,10 @@
 // detail (NOT_SERVING, WRONG_TABLET, RECOVERING). The client then drops the
 // cached range, asks the master again and retries with exponential backoff
 // and jitter (10 ms doubling to 1 s by default) until the context's
-// deadline. Master calls go to the last known leader, follow a NotLeader
-// hint and otherwise try every master address in turn.
+// deadline. Master calls go through internal/masterconn: to the last known
+// leader, each attempt bounded by the attempt timeout, following a NotLeader
+// hint and otherwise moving to the next master on Unavailable, an attempt's
+// timeout or a transport error. Connections use gRPC keepalive.
 //
 // # Retry rules
 //

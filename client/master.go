@@ -1,8 +1,8 @@
 package client
 
 import (
-	"cmp"
 	"context"
+	"errors"
 	"slices"
 	"sort"
 	"time"
@@ -12,80 +12,31 @@ import (
 
 	"bighive/internal/apierr"
 	"bighive/internal/limits"
+	"bighive/internal/masterconn"
 	pb "bighive/proto/bighivepb"
 )
 
-// callMaster runs fn against the leader master. It starts with the last
-// known leader, follows NotLeader hints, tries every master in turn when
-// one is unreachable, and backs off after a full round without success,
-// until ctx runs out. Errors other than Unavailable (and an attempt's own
-// timeout) are returned at once, as statuses prefixed by prefix.
+// callMaster runs fn against the leader master through the client's
+// masterconn.Conn: it starts with the last known leader, gives each attempt
+// the attempt timeout, follows NotLeader hints and moves to the next master
+// on Unavailable, an attempt's timeout or a transport error, backing off
+// after a full round, until ctx (or the retry timeout) runs out. Errors
+// other than those are returned at once, as statuses prefixed by prefix.
 func (c *Client) callMaster(ctx context.Context, prefix string, fn func(ctx context.Context, m pb.MasterClient) error) error {
 	ctx, cancel := c.withDeadline(ctx)
 	defer cancel()
-	bo := newBackoff(c.opts.minBackoff, c.opts.maxBackoff)
-	c.mu.Lock()
-	idx := c.leader
-	c.mu.Unlock()
-	var last error
-	tried := 0 // masters tried since the last backoff
-	for attempt := 1; ; attempt++ {
-		addr, n := c.masterAddr(idx)
-		cc, err := c.conn(addr)
-		if err != nil {
-			return statusError(err, prefix)
-		}
-		actx, acancel := context.WithTimeout(ctx, c.opts.attemptTimeout)
-		err = fn(actx, pb.NewMasterClient(cc))
-		acancel()
-		if err == nil {
-			c.mu.Lock()
-			c.leader = idx
-			c.mu.Unlock()
-			return nil
-		}
-		if ctx.Err() != nil {
-			return deadlineError(ctx, prefix, attempt, cmp.Or(last, err))
-		}
-		code := apierr.CodeOf(err)
-		if code != codes.Unavailable && code != codes.DeadlineExceeded && code != codes.Canceled {
-			return statusError(err, prefix)
-		}
-		last = err
-		tried++
-		if hint, ok := apierr.LeaderHint(err); ok && hint != "" && hint != addr {
-			idx = c.masterIndex(hint)
-		} else {
-			idx = (idx + 1) % n
-		}
-		if tried >= n {
-			tried = 0
-			c.opts.log.Debug("client: no master leader answered; backing off", "op", prefix, "err", err)
-			if sleep(ctx, bo.next()) != nil {
-				return deadlineError(ctx, prefix, attempt, last)
-			}
-		}
+	err := c.master.Call(ctx, fn)
+	if err == nil {
+		return nil
 	}
-}
-
-// masterAddr returns the address at index i (mod the count) and the count.
-func (c *Client) masterAddr(i int) (string, int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := len(c.masters)
-	return c.masters[i%n], n
-}
-
-// masterIndex returns the index of addr, adding it if it is new (a leader
-// hint naming a master the caller did not list).
-func (c *Client) masterIndex(addr string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if i := slices.Index(c.masters, addr); i >= 0 {
-		return i
+	if errors.Is(err, masterconn.ErrClosed) {
+		return statusError(errClosed, prefix)
 	}
-	c.masters = append(c.masters, addr)
-	return len(c.masters) - 1
+	var re *masterconn.Error
+	if errors.As(err, &re) {
+		return deadlineError(ctx, prefix, re.Attempts, re.Last)
+	}
+	return statusError(err, prefix)
 }
 
 // TableSpec describes a table to create.
@@ -141,6 +92,9 @@ func createTableRequest(spec TableSpec) (*pb.CreateTableRequest, error) {
 		seen[f.Name] = true
 		if f.MaxVersions < 0 || f.MaxAge < 0 {
 			return nil, apierr.InvalidArgument("column family %q: max versions %d and max age %v must not be negative", f.Name, f.MaxVersions, f.MaxAge)
+		}
+		if err := limits.ValidateFamilyMaxAge(f.Name, f.MaxAge.Microseconds()); err != nil {
+			return nil, err
 		}
 		schema.Families = append(schema.Families, &pb.FamilySpec{
 			Name: f.Name, MaxVersions: uint32(f.MaxVersions), MaxAgeMicros: f.MaxAge.Microseconds(),

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	pb "bighive/proto/bighivepb"
 )
 
 // Peer is one master of the cluster.
@@ -66,11 +68,20 @@ type Config struct {
 	ResendInterval time.Duration
 	// TickInterval is the leader loop's period (default Heartbeat / 2).
 	TickInterval time.Duration
+	// ForwardAttemptTimeout bounds one attempt of a call a follower
+	// forwards to the leader, so a hung leader costs one attempt and the
+	// forwarding moves on to another master (default 5 s; the incoming
+	// call's deadline bounds it too).
+	ForwardAttemptTimeout time.Duration
 
 	// Raft tunes raft; nil is raft.DefaultConfig.
 	Raft *raft.Config
 	// Logger; nil is slog.Default().
 	Logger *slog.Logger
+
+	// heartbeatHook (tests) runs in Heartbeat between reading the
+	// metadata and granting the lease.
+	heartbeatHook func(*pb.HeartbeatRequest)
 }
 
 func (c *Config) setDefaults() {
@@ -91,6 +102,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.TickInterval <= 0 {
 		c.TickInterval = c.Heartbeat / 2
+	}
+	if c.ForwardAttemptTimeout <= 0 {
+		c.ForwardAttemptTimeout = 5 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

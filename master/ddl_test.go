@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"bighive/internal/limits"
 	pb "bighive/proto/bighivepb"
 )
 
@@ -228,3 +230,64 @@ func median(d []time.Duration) time.Duration {
 }
 
 var _ = context.Background
+
+// TestFamilyMaxAgeLimit: a max age over 100 years (which a tserver's
+// time.Duration cannot hold for long) is refused by CreateTable and
+// AddFamily with InvalidArgument naming the family and the value; up to
+// 100 years is accepted.
+func TestFamilyMaxAgeLimit(t *testing.T) {
+	_, mc := singleMaster(t)
+	ctx := ctxT(t, 30*time.Second)
+	hundredYears := limits.MaxFamilyMaxAge.Microseconds()
+	if _, err := mc.CreateTable(ctx, &pb.CreateTableRequest{Schema: schema("base", "cf")}); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		micros int64
+		ok     bool
+	}{
+		{"forever", 0, true},
+		{"one day", 86400e6, true},
+		{"100 years", hundredYears, true},
+		{"100 years and a microsecond", hundredYears + 1, false},
+		{"300 years (past time.Duration)", 300 * 365 * 86400e6, false},
+		{"max int64", math.MaxInt64, false},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fam := &pb.FamilySpec{Name: fmt.Sprintf("fam%d", i), MaxAgeMicros: tc.micros}
+			calls := map[string]func() error{
+				"create table": func() error {
+					_, err := mc.CreateTable(ctx, &pb.CreateTableRequest{Schema: &pb.TableSchema{Name: fmt.Sprintf("age%d", i),
+						Families: []*pb.FamilySpec{{Name: "cf"}, fam}}})
+					return err
+				},
+				"add family": func() error {
+					_, err := mc.AddFamily(ctx, &pb.AddFamilyRequest{Table: "base", Family: fam})
+					return err
+				},
+			}
+			for what, call := range calls {
+				err := call()
+				if tc.ok {
+					if err != nil {
+						t.Errorf("%s: %v", what, err)
+					}
+					continue
+				}
+				msg := status.Convert(err).Message()
+				if status.Code(err) != codes.InvalidArgument || !strings.Contains(msg, fam.Name) || !strings.Contains(msg, fmt.Sprint(tc.micros)) {
+					t.Errorf("%s: %v; want InvalidArgument naming family %q and %d", what, err, fam.Name, tc.micros)
+				}
+			}
+		})
+	}
+	d, err := mc.DescribeTable(ctx, &pb.DescribeTableRequest{Name: "base"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(d.Table.Schema.Families); n != 4 {
+		t.Fatalf("base has %d families after the adds, want 4 (cf and the three accepted)", n)
+	}
+}

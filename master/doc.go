@@ -5,7 +5,11 @@
 //
 // Any master answers every RPC. A master that is not the raft leader
 // forwards the call over gRPC to the leader's gRPC address (taken from the
-// peer list) and relays the answer; a call that arrives already forwarded,
+// peer list) and relays the answer. It forwards through the same
+// leader-following internal/masterconn connection clients and tservers
+// use, starting at the leader raft names: a hung leader costs one attempt
+// (Config.ForwardAttemptTimeout, within the caller's deadline) and the
+// call moves on to another master. A call that arrives already forwarded,
 // or while no leader is known, is refused with Unavailable carrying a
 // bighivepb.NotLeader detail naming the leader's gRPC address (empty if
 // none is known), which clients follow. Reads that route clients
@@ -31,7 +35,15 @@
 //     when it received it, so the master's view always ends later.
 //   - A tserver whose last heartbeat is older than Lease + DeadMargin is
 //     dead: its tablets become UNASSIGNED in one command (epoch kept) and
-//     are assigned again, each assignment incrementing the epoch.
+//     are assigned again, each assignment incrementing the epoch. The
+//     leader marks the lease dead (under its lock) before it reads the
+//     tablets to unassign, and a heartbeat of a dead incarnation is never
+//     renewed, whatever metadata it read: it is answered Reregister, and a
+//     register of that incarnation is refused, so the tserver drops every
+//     tablet and comes back as a new incarnation. Otherwise a heartbeat
+//     that read the metadata before the Unassign committed could give the
+//     old owner a lease over tablets whose logs are being split.
+//   - Leases are time.Now() readings compared on the monotonic clock.
 //   - Unassigned tablets go to live tservers that have heartbeated to this
 //     leader, always to the one with the fewest tablets (ties by uuid), so
 //     the spread is within one of even.

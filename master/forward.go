@@ -3,18 +3,16 @@ package master
 import (
 	"context"
 	"strings"
-	"sync"
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"bighive/internal/apierr"
-	"bighive/internal/limits"
+	"bighive/internal/masterconn"
 	pb "bighive/proto/bighivepb"
 )
 
@@ -24,16 +22,29 @@ const forwardedKey = "bighive-forwarded-by"
 
 const masterService = "/bighive.v1.Master/"
 
-// forwarder relays calls that reach a follower to the leader.
+// forwarder relays calls that reach a follower to the leader, through one
+// leader-following masterconn.Conn over every master (this one included:
+// a call forwarded to itself is answered by its handler if it has become
+// the leader meanwhile, else refused with NotLeader like any forwarded
+// call). The forwarded call starts at the leader raft names; if that
+// master does not answer within an attempt (it hung) or refuses, the Conn
+// moves on as it does for any caller, within the incoming call's deadline.
 type forwarder struct {
-	m     *Master
-	mu    sync.Mutex
-	conns map[string]*grpc.ClientConn
-	resp  map[string]protoreflect.MessageType // method → response type
+	m    *Master
+	conn *masterconn.Conn
+	resp map[string]protoreflect.MessageType // method → response type
 }
 
-func newForwarder(m *Master) *forwarder {
-	f := &forwarder{m: m, conns: map[string]*grpc.ClientConn{}, resp: map[string]protoreflect.MessageType{}}
+func newForwarder(m *Master) (*forwarder, error) {
+	addrs := []string{m.grpcAddr}
+	for _, p := range m.cfg.Peers {
+		addrs = append(addrs, p.GRPCAddr)
+	}
+	conn, err := masterconn.New(addrs, masterconn.Options{AttemptTimeout: m.cfg.ForwardAttemptTimeout, Logger: m.log})
+	if err != nil {
+		return nil, err
+	}
+	f := &forwarder{m: m, conn: conn, resp: map[string]protoreflect.MessageType{}}
 	sd := pb.File_bighivepb_master_proto.Services().ByName("Master")
 	for i := 0; i < sd.Methods().Len(); i++ {
 		md := sd.Methods().Get(i)
@@ -41,7 +52,7 @@ func newForwarder(m *Master) *forwarder {
 			f.resp[masterService+string(md.Name())] = mt
 		}
 	}
-	return f
+	return f, nil
 }
 
 // leaderAddr is the leader's gRPC address ("" if unknown).
@@ -79,37 +90,17 @@ func (f *forwarder) intercept(ctx context.Context, req any, info *grpc.UnaryServ
 	if !ok {
 		return h(ctx, req)
 	}
-	conn, err := f.conn(leader)
-	if err != nil {
-		return nil, apierr.NotLeader(leader)
-	}
-	resp := mt.New().Interface()
+	f.conn.Prefer(leader)
+	var resp proto.Message
 	out := metadata.AppendToOutgoingContext(ctx, forwardedKey, f.m.cfg.ID)
-	if err := conn.Invoke(out, info.FullMethod, req.(proto.Message), resp); err != nil {
+	err := f.conn.Invoke(out, func(ctx context.Context, cc grpc.ClientConnInterface) error {
+		resp = mt.New().Interface()
+		return cc.Invoke(ctx, info.FullMethod, req.(proto.Message), resp)
+	})
+	if err != nil {
 		return nil, err
 	}
 	return resp, nil
 }
 
-func (f *forwarder) conn(addr string) (*grpc.ClientConn, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if c, ok := f.conns[addr]; ok {
-		return c, nil
-	}
-	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), limits.GRPCCallOptions())
-	if err != nil {
-		return nil, err
-	}
-	f.conns[addr] = c
-	return c, nil
-}
-
-func (f *forwarder) close() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for a, c := range f.conns {
-		_ = c.Close()
-		delete(f.conns, a)
-	}
-}
+func (f *forwarder) close() { _ = f.conn.Close() }

@@ -15,7 +15,7 @@ import (
 type lease struct {
 	uuid        string
 	incarnation int64
-	last        time.Time // last heartbeat received (or the leader's start)
+	last        time.Time // last heartbeat received (or the leader's start); a time.Now() reading, compared on the monotonic clock, never as Unix time
 	heard       bool      // heartbeated or registered with this leader
 	dead        bool      // declared dead; its tablets were unassigned
 	load        *pb.TServerLoad

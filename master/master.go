@@ -83,9 +83,12 @@ func Start(cfg Config, lis net.Listener) (*Master, error) {
 		return nil, err
 	}
 	m.node = node
-	m.fwd = newForwarder(m)
+	if m.fwd, err = newForwarder(m); err != nil {
+		_ = node.Close()
+		return nil, err
+	}
 
-	opts := append(limits.GRPCServerOptions(),
+	opts := append(append(limits.GRPCServerOptions(), limits.GRPCKeepaliveServerOptions()...),
 		grpc.ChainUnaryInterceptor(apierr.UnaryServerInterceptor(m.log), m.fwd.intercept))
 	m.srv = grpc.NewServer(opts...)
 	pb.RegisterMasterServer(m.srv, m)

@@ -35,6 +35,9 @@ func (m *Master) RegisterTServer(ctx context.Context, req *pb.RegisterTServerReq
 	if req.Address == "" {
 		return nil, apierr.InvalidArgument("tserver %s registers without an address", req.Uuid)
 	}
+	if ls.deadIncarnation(req.Uuid, req.Incarnation) {
+		return nil, apierr.FailedPrecondition("tserver %s incarnation %d was declared dead and its tablets were taken away; register as a new incarnation", req.Uuid, req.Incarnation)
+	}
 	res, err := m.apply(ctx, &spb.MetaCommand{Cmd: &spb.MetaCommand_RegisterTserver{RegisterTserver: &spb.MetaRegisterTServer{
 		Tserver: &spb.MetaTServer{Uuid: req.Uuid, Address: req.Address, Incarnation: req.Incarnation,
 			WalPrefix: req.WalPrefix, BlockStoreUuid: req.BlockStoreUuid}}}})
@@ -43,6 +46,11 @@ func (m *Master) RegisterTServer(ctx context.Context, req *pb.RegisterTServerReq
 	}
 	ls.mu.Lock()
 	old := ls.leases[req.Uuid]
+	if old != nil && old.dead && old.incarnation == req.Incarnation {
+		// Declared dead while the command committed: no lease.
+		ls.mu.Unlock()
+		return nil, apierr.FailedPrecondition("tserver %s incarnation %d was declared dead and its tablets were taken away; register as a new incarnation", req.Uuid, req.Incarnation)
+	}
 	l := newLease(req.Uuid, req.Incarnation, time.Now())
 	l.heard = true
 	if old != nil && old.incarnation == req.Incarnation {
@@ -65,7 +73,8 @@ func (m *Master) RegisterTServer(ctx context.Context, req *pb.RegisterTServerReq
 }
 
 // Heartbeat renews a tserver's lease (leader memory only) and answers what
-// it must load and unload.
+// it must load and unload. A tserver the leader declared dead is never
+// renewed: it is told to register again (Reregister), as a new incarnation.
 func (m *Master) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.HeartbeatResponse, error) {
 	ls, err := m.ready()
 	if err != nil {
@@ -110,6 +119,9 @@ func (m *Master) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.H
 	if !known {
 		return &pb.HeartbeatResponse{Reregister: true}, nil
 	}
+	if m.cfg.heartbeatHook != nil {
+		m.cfg.heartbeatHook(req)
+	}
 	resp := &pb.HeartbeatResponse{LeaseDurationMicros: m.cfg.Lease.Microseconds()}
 
 	ls.mu.Lock()
@@ -120,8 +132,15 @@ func (m *Master) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.H
 		ls.leases[req.Uuid] = l
 	}
 	if l.dead {
-		m.log.Info("tserver declared dead heartbeats again", "tserver", req.Uuid)
-		l.dead = false
+		// Declared dead (under ls.mu, before its tablets' Unassign was even
+		// read): what this heartbeat read of the metadata may predate that
+		// Unassign, and the log split of its logs may be under way. A lease
+		// now would let it acknowledge writes the split never reads, so it
+		// gets none and must come back as a new incarnation, which drops
+		// every tablet it holds.
+		m.log.Warn("tserver declared dead heartbeats again; telling it to register as a new incarnation",
+			"tserver", req.Uuid, "incarnation", req.Incarnation)
+		return &pb.HeartbeatResponse{Reregister: true}, nil
 	}
 	l.last, l.heard, l.load = now, true, req.Load
 
@@ -183,6 +202,15 @@ func (m *Master) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.H
 		}
 	}
 	return resp, nil
+}
+
+// deadIncarnation reports whether the leader declared this incarnation of
+// the tserver dead.
+func (ls *leaderState) deadIncarnation(uuid string, inc int64) bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	l := ls.leases[uuid]
+	return l != nil && l.dead && l.incarnation == inc
 }
 
 // ListTServers lists registered tservers with the leader's view of their

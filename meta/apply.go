@@ -151,7 +151,7 @@ func ValidateFamily(f *pb.FamilySpec) error {
 	if f.MaxAgeMicros < 0 {
 		return apierr.InvalidArgument("column family %q has negative max age %d µs; use 0 to keep cells forever", f.Name, f.MaxAgeMicros)
 	}
-	return nil
+	return limits.ValidateFamilyMaxAge(f.Name, f.MaxAgeMicros)
 }
 
 // ValidateSplitKeys checks CreateTable's split keys: non-empty, within the

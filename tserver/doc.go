@@ -8,8 +8,10 @@
 //     its record's fdatasync;
 //   - 6: a tablet is served only at the epoch the master gave, and only
 //     while the lease — renewed by heartbeat replies and counted from when
-//     the heartbeat was sent — is valid; a write whose lease ran out
-//     during its append is not acknowledged;
+//     the heartbeat was sent, on the monotonic clock — is valid; a write
+//     whose lease ran out during its append is not acknowledged; told to
+//     register again, the tserver drops every tablet first, and every
+//     register call is a new incarnation;
 //   - 8: every handler returns apierr statuses: InvalidArgument for bad
 //     input, NOT_SERVING/WRONG_TABLET/RECOVERING details for routing;
 //   - 9: a loaded tablet serves only after the master committed this

@@ -7,6 +7,18 @@ import (
 	pb "bighive/proto/bighivepb"
 )
 
+// masterAttemptTimeout bounds one attempt of a call to one master: two
+// heartbeat intervals, at least 200 ms. A master that stopped answering
+// costs the tserver that long before it asks the next one, well inside a
+// lease (which spans several heartbeats).
+func masterAttemptTimeout(heartbeat time.Duration) time.Duration {
+	return max(2*heartbeat, 200*time.Millisecond)
+}
+
+// nextIncarnation is a new incarnation number after old: the clock's
+// microseconds, or old+1 if the clock stepped back.
+func nextIncarnation(old int64) int64 { return max(time.Now().UnixMicro(), old+1) }
+
 // register announces this process (a new incarnation) to the master.
 func (s *Server) register(ctx context.Context) error {
 	return s.master.Call(ctx, func(ctx context.Context, m pb.MasterClient) error {
@@ -22,6 +34,7 @@ func (s *Server) register(ctx context.Context) error {
 		}
 		if d := time.Duration(resp.HeartbeatIntervalMicros) * time.Microsecond; d > 0 {
 			s.heartbeatEvery.Store(int64(d))
+			s.master.SetAttemptTimeout(masterAttemptTimeout(d))
 		}
 		return nil
 	})
@@ -30,9 +43,19 @@ func (s *Server) register(ctx context.Context) error {
 // heartbeatLoop renews the lease and receives assignments until ctx ends.
 func (s *Server) heartbeatLoop(ctx context.Context) {
 	defer s.wg.Done()
-	registered := false
+	registered, tried := false, false
 	for {
 		if !registered {
+			if tried {
+				// An earlier register may have reached the master without
+				// its reply reaching us, and that incarnation may have been
+				// declared dead since; the master never revives a dead
+				// incarnation, so each register call is a new one. No
+				// tablet was loaded under the old one: assignments come
+				// only in heartbeat replies, after a register succeeded.
+				s.incarnation = nextIncarnation(s.incarnation)
+			}
+			tried = true
 			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			err := s.register(rctx)
 			cancel()
@@ -45,7 +68,7 @@ func (s *Server) heartbeatLoop(ctx context.Context) {
 		}
 		if registered {
 			if reregister := s.heartbeat(ctx); reregister {
-				registered = false
+				registered, tried = false, false // heartbeat chose the new incarnation
 				continue
 			}
 		}
@@ -63,7 +86,7 @@ func (s *Server) heartbeatLoop(ctx context.Context) {
 func (s *Server) heartbeat(ctx context.Context) (reregister bool) {
 	req := &pb.HeartbeatRequest{Uuid: s.uuid, Incarnation: s.incarnation, Tablets: s.reports(), Load: s.loadReport()}
 	sent := time.Now()
-	hctx, cancel := context.WithTimeout(ctx, time.Duration(s.heartbeatEvery.Load())*3)
+	hctx, cancel := context.WithTimeout(ctx, 3*s.master.AttemptTimeout())
 	defer cancel()
 	var resp *pb.HeartbeatResponse
 	err := s.master.Call(hctx, func(ctx context.Context, m pb.MasterClient) (err error) {
@@ -77,14 +100,16 @@ func (s *Server) heartbeat(ctx context.Context) (reregister bool) {
 		return false
 	}
 	if resp.Reregister {
-		// The master no longer knows this process (it was declared dead and
-		// its tablets went elsewhere, or the master lost its state): serve
-		// nothing from before, and start over as a new incarnation.
+		// The master no longer knows this process, or declared it dead (its
+		// tablets went elsewhere, or are going): serve nothing from before,
+		// and start over as a new incarnation, which the master gives new
+		// tablets only.
 		s.lease.revoke()
 		for _, r := range s.tablets.all() {
 			s.unload(r, "the master asked this tserver to register again")
 		}
-		s.incarnation = time.Now().UnixMicro()
+		s.log.Warn("the master asked this tserver to register again; dropped every tablet", "incarnation", s.incarnation)
+		s.incarnation = nextIncarnation(s.incarnation)
 		return true
 	}
 	// Tablets the master moved away go before the lease is renewed, so a

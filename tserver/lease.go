@@ -7,26 +7,48 @@ import (
 
 // lease is the time until which the master lets this tserver serve. It is
 // renewed by each heartbeat reply, counted from when the heartbeat was
-// sent, so the tserver's view never outlives the master's (DESIGN.md
-// invariant 6: the tserver stops serving before the master may reassign).
+// sent, so the tserver's view never outlives the master's: the tserver
+// stops serving before the master may declare it dead and reassign its
+// tablets.
+//
+// The expiry is a time.Time derived from time.Now() at the send, so it
+// carries Go's monotonic clock reading, and valid and remaining compare
+// monotonic readings when given a time.Now() too. A step of the wall clock
+// (NTP, an operator) neither extends nor shortens the lease; the master
+// measures its side on the monotonic clock as well. Never store the expiry
+// as Unix time (UnixNano drops the monotonic reading) or strip it with
+// Round(0).
 type lease struct {
-	expiry atomic.Int64 // unix nanoseconds; 0: none
+	expiry atomic.Pointer[time.Time] // nil: no lease
 }
 
+// renew extends the lease to sent+d; it never shortens it.
 func (l *lease) renew(sent time.Time, d time.Duration) {
-	exp := sent.Add(d).UnixNano()
+	exp := sent.Add(d)
 	for {
 		old := l.expiry.Load()
-		if exp <= old || l.expiry.CompareAndSwap(old, exp) {
+		if old != nil && !exp.After(*old) {
+			return
+		}
+		if l.expiry.CompareAndSwap(old, &exp) {
 			return
 		}
 	}
 }
 
-func (l *lease) revoke() { l.expiry.Store(0) }
+func (l *lease) revoke() { l.expiry.Store(nil) }
 
-func (l *lease) valid(now time.Time) bool { return now.UnixNano() < l.expiry.Load() }
+// valid reports whether the lease holds at now (a time.Now() reading).
+func (l *lease) valid(now time.Time) bool {
+	exp := l.expiry.Load()
+	return exp != nil && now.Before(*exp)
+}
 
+// remaining is the lease left at now (negative once run out, 0 if none).
 func (l *lease) remaining(now time.Time) time.Duration {
-	return time.Duration(l.expiry.Load() - now.UnixNano())
+	exp := l.expiry.Load()
+	if exp == nil {
+		return 0
+	}
+	return exp.Sub(now)
 }

@@ -183,13 +183,14 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("tserver: open log: %w", err)
 	}
-	if s.master, err = masterconn.New(opts.Masters); err != nil {
+	if s.master, err = masterconn.New(opts.Masters, masterconn.Options{
+		AttemptTimeout: masterAttemptTimeout(opts.HeartbeatInterval), Logger: s.log}); err != nil {
 		s.wal.Close()
 		return nil, err
 	}
 	s.eng = newEngineState(s)
 
-	s.grpc = grpc.NewServer(append(limits.GRPCServerOptions(),
+	s.grpc = grpc.NewServer(append(append(limits.GRPCServerOptions(), limits.GRPCKeepaliveServerOptions()...),
 		grpc.UnaryInterceptor(apierr.UnaryServerInterceptor(s.log)),
 		grpc.StreamInterceptor(apierr.StreamServerInterceptor(s.log)))...)
 	pb.RegisterTServerServer(s.grpc, s)

@@ -8,6 +8,7 @@ import (
 
 	"bighive/checkpoint"
 	"bighive/internal/apierr"
+	"bighive/internal/limits"
 	pb "bighive/proto/bighivepb"
 	"bighive/tablet"
 )
@@ -124,9 +125,16 @@ func (s *Server) serving(tabletID string, epoch int64) (*replica, error) {
 func schemaOf(ts *pb.TableSchema) tablet.Schema {
 	s := tablet.Schema{Families: map[string]tablet.FamilyPolicy{}}
 	for _, f := range ts.GetFamilies() {
-		s.Families[f.Name] = tablet.FamilyPolicy{MaxVersions: int(f.MaxVersions), MaxAge: time.Duration(f.MaxAgeMicros) * time.Microsecond}
+		s.Families[f.Name] = tablet.FamilyPolicy{MaxVersions: int(f.MaxVersions), MaxAge: familyMaxAge(f.MaxAgeMicros)}
 	}
 	return s
+}
+
+// familyMaxAge converts max_age_micros without overflowing time.Duration:
+// the master refuses more than limits.MaxFamilyMaxAge, and a larger value
+// in metadata written before that check is held at the limit.
+func familyMaxAge(micros int64) time.Duration {
+	return time.Duration(min(micros, limits.MaxFamilyMaxAge.Microseconds())) * time.Microsecond
 }
 
 func priorityOf(p pb.CachePriority) tablet.Priority {

@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 
 	"bighive/client"
 	"bighive/internal/limits"
@@ -395,7 +396,8 @@ func (c *Cluster) poll(ctx context.Context, what string, try func(ctx context.Co
 	}
 }
 
-// Leader returns the index of the master that answers as leader, waiting
+// Leader returns the index of the master that answers as leader (itself:
+// followers are asked not to forward), skipping paused masters, waiting
 // for one until ctx ends.
 func (c *Cluster) Leader(ctx context.Context) (int, error) {
 	return c.waitLeader(ctx)
@@ -409,14 +411,14 @@ func (c *Cluster) waitLeader(ctx context.Context) (int, error) {
 		}
 		var last []string
 		for i, m := range c.masters {
-			if !m.running() {
-				continue
+			if !m.answering() {
+				continue // a paused master would spend the whole try
 			}
 			mc, err := c.masterClient(m.addr)
 			if err != nil {
 				return false, "", err
 			}
-			if _, err := mc.ListTables(ctx, &pb.ListTablesRequest{}); err != nil {
+			if _, err := mc.ListTables(notForwarded(ctx), &pb.ListTablesRequest{}); err != nil {
 				last = append(last, fmt.Sprintf("%s: %v", m.id, err))
 				continue
 			}
@@ -426,6 +428,13 @@ func (c *Cluster) waitLeader(ctx context.Context) (int, error) {
 		return false, strings.Join(last, "; "), nil
 	})
 	return leader, err
+}
+
+// notForwarded marks a call as forwarded already (the header the masters'
+// forwarding sets), so a follower refuses it with NotLeader instead of
+// relaying it: only the leader itself answers.
+func notForwarded(ctx context.Context) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, "bighive-forwarded-by", "e2e-cluster")
 }
 
 // startupExit is errEarlyExit while Start has not yet returned the
@@ -473,11 +482,11 @@ func (c *Cluster) waitTServers(ctx context.Context) error {
 	})
 }
 
-// callLeader runs fn on the first running master that answers it.
+// callLeader runs fn on the first running, unpaused master that answers it.
 func (c *Cluster) callLeader(ctx context.Context, fn func(ctx context.Context, mc pb.MasterClient) (any, error)) (any, error) {
 	var errs []error
 	for _, m := range c.masters {
-		if !m.running() {
+		if !m.answering() {
 			continue
 		}
 		mc, err := c.masterClient(m.addr)

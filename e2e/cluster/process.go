@@ -24,6 +24,7 @@ type proc struct {
 	cmd     *exec.Cmd
 	done    chan struct{} // closed when the current process has exited
 	exitErr error         // its Wait error, once done
+	paused  bool          // SIGSTOPped by pause and not continued since
 }
 
 // start starts the process, appending its output to its log.
@@ -47,7 +48,7 @@ func (p *proc) start() error {
 		return fmt.Errorf("cluster: start %s: %w", p.name, err)
 	}
 	done := make(chan struct{})
-	p.cmd, p.done, p.exitErr = cmd, done, nil
+	p.cmd, p.done, p.exitErr, p.paused = cmd, done, nil, false
 	go func() {
 		err := cmd.Wait()
 		fmt.Fprintf(f, "=== %s exit %s: %v\n", time.Now().Format(time.RFC3339Nano), p.name, exitString(err))
@@ -83,6 +84,14 @@ func (p *proc) running() bool {
 	return p.cmd != nil && !p.exitedLocked()
 }
 
+// answering reports whether the process runs and is not paused: whether it
+// can answer a call at all.
+func (p *proc) answering() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd != nil && !p.exitedLocked() && !p.paused
+}
+
 // exited returns the channel closed at exit, or nil if never started.
 func (p *proc) exited() <-chan struct{} {
 	p.mu.Lock()
@@ -98,7 +107,16 @@ func (p *proc) signal(sig os.Signal) error {
 	if p.cmd == nil || p.exitedLocked() {
 		return fmt.Errorf("%w: %s", errNotRunning, p.name)
 	}
-	return p.cmd.Process.Signal(sig)
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		return err
+	}
+	switch sig {
+	case syscall.SIGSTOP:
+		p.paused = true
+	case syscall.SIGCONT:
+		p.paused = false
+	}
+	return nil
 }
 
 // pause sends SIGSTOP and waits (up to 2 s) until the kernel reports the
