@@ -2,58 +2,36 @@ package tserver
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
 
 	"bighive/internal/apierr"
-	"bighive/internal/mutation"
 	pb "bighive/proto/bighivepb"
+	rp "bighive/replica"
 	"bighive/tablet"
 )
 
-// write is the write path of DESIGN.md: validate and assign timestamps,
-// append one WAL record (durable when Append returns, group-committed),
-// apply to the active buffer, acknowledge.
-func (s *Server) write(ctx context.Context, r *replica, m *mutation.RowMutation) error {
-	if !r.contains(m.Row) {
-		return apierr.Tablet(pb.TabletError_WRONG_TABLET, r.id, r.epoch, "row %q is outside tablet %s [%q, %q)", m.Row, r.id, r.start, r.end)
-	}
-	if err := r.eng.AssignTimestamps(m); err != nil {
-		return engineErr(r, err)
-	}
-	if err := s.waitForMemory(ctx); err != nil {
-		return err
-	}
-	r.ops.RLock()
-	defer r.ops.RUnlock()
-	if !r.eng.Serving() {
-		return apierr.Tablet(pb.TabletError_NOT_SERVING, r.id, r.epoch, "tablet %s is no longer served by %s", r.id, s.addr)
-	}
-	state := s.eng.coord.StateLock()
-	state.RLock()
-	defer state.RUnlock()
-	sw, err := s.beginSplitWrite(r) // split.go: nil unless a split of r runs
-	if err != nil {
-		return err
-	}
-	defer sw.Done()
-	if _, err := s.wal.Append(ctx, r.id, m); err != nil {
+// writeErr maps an error of the write path and the reads (package
+// replica) to the status a client acts on.
+func (s *Server) writeErr(r *replica, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, rp.ErrWrongTablet):
+		return apierr.Tablet(pb.TabletError_WRONG_TABLET, r.ID(), r.Epoch(), "%v", err)
+	case errors.Is(err, rp.ErrNotServing):
+		return apierr.Tablet(pb.TabletError_NOT_SERVING, r.ID(), r.Epoch(), "%v", err)
+	case errors.Is(err, rp.ErrSplitting):
+		return apierr.Tablet(pb.TabletError_WRONG_TABLET, r.ID(), r.Epoch(), "tablet %s is splitting; refresh its location", r.ID())
+	case errors.Is(err, rp.ErrLeaseLost):
+		return apierr.Tablet(pb.TabletError_NOT_SERVING, r.ID(), r.Epoch(), "tserver %s lost its lease during the write; its outcome is unknown", s.addr)
+	case errors.Is(err, rp.ErrLog):
 		return apierr.Wrap(codes.Unavailable, err, "tserver %s: log append", s.addr)
 	}
-	if err := s.logSplitWrite(ctx, r, sw, m); err != nil {
-		return err
-	}
-	if err := r.eng.Apply(m); err != nil {
-		return engineErr(r, err)
-	}
-	// A lease that ran out during the append may mean the master has
-	// reassigned the tablet: the write is logged, but not acknowledged.
-	if !s.lease.valid(time.Now()) {
-		return apierr.Tablet(pb.TabletError_NOT_SERVING, r.id, r.epoch, "tserver %s lost its lease during the write; its outcome is unknown", s.addr)
-	}
-	return nil
+	return engineErr(r, err)
 }
 
 // waitForMemory holds a write back while the write buffers are over the
@@ -85,8 +63,8 @@ func (s *Server) MutateRow(ctx context.Context, req *pb.MutateRowRequest) (*pb.M
 	if err != nil {
 		return nil, err
 	}
-	if err := s.write(ctx, r, m); err != nil {
-		return nil, err
+	if err := r.Write(ctx, m); err != nil {
+		return nil, s.writeErr(r, err)
 	}
 	return &pb.MutateRowResponse{}, nil
 }
@@ -113,7 +91,7 @@ func (s *Server) MutateRows(ctx context.Context, req *pb.MutateRowsRequest) (*pb
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			statuses[i] = rowStatus(s.write(ctx, r, m))
+			statuses[i] = rowStatus(s.writeErr(r, r.Write(ctx, m)))
 		}()
 	}
 	wg.Wait()
@@ -148,15 +126,15 @@ func readOptions(f *pb.ReadFilter) (tablet.ReadOptions, error) {
 }
 
 func checkFamilies(r *replica, o *tablet.ReadOptions) error {
-	sch := r.eng.Schema()
+	sch := r.Engine().Schema()
 	for _, f := range o.Families {
 		if _, ok := sch.Families[f]; !ok {
-			return apierr.InvalidArgument("tablet %s: unknown column family %q", r.id, f)
+			return apierr.InvalidArgument("tablet %s: unknown column family %q", r.ID(), f)
 		}
 	}
 	for _, c := range o.Columns {
 		if _, ok := sch.Families[c.Family]; !ok {
-			return apierr.InvalidArgument("tablet %s: unknown column family %q", r.id, c.Family)
+			return apierr.InvalidArgument("tablet %s: unknown column family %q", r.ID(), c.Family)
 		}
 	}
 	return nil
@@ -182,15 +160,12 @@ func (s *Server) ReadRow(ctx context.Context, req *pb.ReadRowRequest) (*pb.ReadR
 	if err != nil {
 		return nil, err
 	}
-	if !r.contains(req.RowKey) {
-		return nil, apierr.Tablet(pb.TabletError_WRONG_TABLET, r.id, r.epoch, "row %q is outside tablet %s", req.RowKey, r.id)
-	}
 	if err := checkFamilies(r, &opts); err != nil {
 		return nil, err
 	}
-	row, found, err := r.eng.Get(ctx, req.RowKey, opts)
+	row, found, err := r.Get(ctx, req.RowKey, opts)
 	if err != nil {
-		return nil, engineErr(r, err)
+		return nil, s.writeErr(r, err)
 	}
 	if !found {
 		return &pb.ReadRowResponse{Row: &pb.Row{Key: req.RowKey}}, nil
@@ -216,16 +191,6 @@ func (s *Server) ScanRows(req *pb.ScanRowsRequest, stream pb.TServer_ScanRowsSer
 	if err := checkFamilies(r, &opts); err != nil {
 		return err
 	}
-	start, end := req.GetRange().GetStartRow(), req.GetRange().GetEndRow()
-	if len(start) == 0 || string(start) < string(r.start) {
-		start = r.start
-	}
-	if len(r.end) > 0 && (len(end) == 0 || string(end) > string(r.end)) {
-		end = r.end
-	}
-	if len(end) > 0 && string(start) >= string(end) {
-		return nil
-	}
 	var (
 		batch   []*pb.Row
 		size    int
@@ -239,7 +204,7 @@ func (s *Server) ScanRows(req *pb.ScanRowsRequest, stream pb.TServer_ScanRowsSer
 		batch, size = nil, 0
 		return err
 	}
-	err = r.eng.Scan(stream.Context(), start, end, int(req.Limit), opts, func(row tablet.Row) bool {
+	err = r.Scan(stream.Context(), req.GetRange().GetStartRow(), req.GetRange().GetEndRow(), int(req.Limit), opts, func(row tablet.Row) bool {
 		pr := rowToPB(row)
 		batch = append(batch, pr)
 		size += len(pr.Key)
@@ -257,7 +222,7 @@ func (s *Server) ScanRows(req *pb.ScanRowsRequest, stream pb.TServer_ScanRowsSer
 		return sendErr
 	}
 	if err != nil {
-		return engineErr(r, err)
+		return s.writeErr(r, err)
 	}
 	return flush()
 }
@@ -276,7 +241,7 @@ func (s *Server) Checkpoint(ctx context.Context, _ *pb.CheckpointRequest) (*pb.C
 func (s *Server) tsfileBytes() int64 {
 	var n int64
 	for _, r := range s.tablets.all() {
-		for _, f := range r.eng.Files() {
+		for _, f := range r.Engine().Files() {
 			n += f.Size
 		}
 	}
@@ -293,14 +258,14 @@ func (s *Server) Compact(ctx context.Context, req *pb.CompactRequest) (*pb.Compa
 		targets = []*replica{r}
 	} else {
 		for _, r := range s.tablets.all() {
-			if r.eng.Serving() {
+			if r.Engine().Serving() {
 				targets = append(targets, r)
 			}
 		}
 	}
 	for _, r := range targets {
-		if err := s.eng.coord.Compact(ctx, r.eng, req.Major); err != nil {
-			return nil, apierr.Wrap(codes.Unavailable, err, "tserver %s: compact tablet %s", s.addr, r.id)
+		if err := s.eng.coord.Compact(ctx, r.Engine(), req.Major); err != nil {
+			return nil, apierr.Wrap(codes.Unavailable, err, "tserver %s: compact tablet %s", s.addr, r.ID())
 		}
 	}
 	return &pb.CompactResponse{}, nil
@@ -311,12 +276,12 @@ func (s *Server) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusRes
 	resp := &pb.StatusResponse{Uuid: s.uuid, Address: s.addr, LogPosition: &pb.LogPosition{Prefix: pos.Prefix, FileTimestamp: pos.FileTS},
 		MemstoreBytes: s.eng.coord.MemoryUsage(), Counters: map[string]int64{}}
 	for _, r := range s.tablets.all() {
-		st := &pb.TabletStatus{TabletId: r.id, Table: r.table, Range: &pb.RowRange{StartRow: r.start, EndRow: r.end}, Epoch: r.epoch, State: "loading"}
-		if r.eng.Serving() {
+		st := &pb.TabletStatus{TabletId: r.ID(), Table: r.Table(), Range: &pb.RowRange{StartRow: r.Start(), EndRow: r.End()}, Epoch: r.Epoch(), State: "loading"}
+		if r.Engine().Serving() {
 			st.State = "serving"
 		}
-		st.MemstoreBytes = r.eng.MemoryUsage()
-		for _, f := range r.eng.Files() {
+		st.MemstoreBytes = r.Engine().MemoryUsage()
+		for _, f := range r.Engine().Files() {
 			st.TsfileBytes += f.Size
 			st.TsfileCount++
 		}
