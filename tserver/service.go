@@ -143,10 +143,22 @@ func checkFamilies(r *replica, o *tablet.ReadOptions) error {
 func rowToPB(row tablet.Row) *pb.Row {
 	out := &pb.Row{Key: row.Key, Cells: make([]*pb.Cell, len(row.Cells))}
 	for i, c := range row.Cells {
-		out.Cells[i] = &pb.Cell{Family: c.Family, Qualifier: c.Qualifier, TimestampMicros: c.Timestamp, Value: c.Value}
+		out.Cells[i] = cellToPB(c)
 	}
 	return out
 }
+
+func cellToPB(c tablet.Cell) *pb.Cell {
+	return &pb.Cell{Family: c.Family, Qualifier: c.Qualifier, TimestampMicros: c.Timestamp, Value: c.Value}
+}
+
+// cellSize estimates a cell's bytes in a message.
+func cellSize(c tablet.Cell) int { return len(c.Family) + len(c.Qualifier) + len(c.Value) + 16 }
+
+// maxReadRowBytes bounds the cells ReadRow returns in its one message; a
+// larger row is answered with chunked set, and the client reads it with
+// ScanRows, which sends it in chunks.
+const maxReadRowBytes = 32 << 20
 
 func (s *Server) ReadRow(ctx context.Context, req *pb.ReadRowRequest) (*pb.ReadRowResponse, error) {
 	if len(req.RowKey) == 0 {
@@ -170,10 +182,18 @@ func (s *Server) ReadRow(ctx context.Context, req *pb.ReadRowRequest) (*pb.ReadR
 	if !found {
 		return &pb.ReadRowResponse{Row: &pb.Row{Key: req.RowKey}}, nil
 	}
+	size := len(row.Key)
+	for _, c := range row.Cells {
+		size += cellSize(c)
+	}
+	if size > maxReadRowBytes {
+		return &pb.ReadRowResponse{Row: &pb.Row{Key: req.RowKey}, Chunked: true}, nil
+	}
 	return &pb.ReadRowResponse{Row: rowToPB(row)}, nil
 }
 
-// scanChunkBytes bounds one streamed message of a scan.
+// scanChunkBytes bounds one streamed message of a scan (up to one cell
+// more).
 const scanChunkBytes = 1 << 20
 
 func (s *Server) ScanRows(req *pb.ScanRowsRequest, stream pb.TServer_ScanRowsServer) error {
@@ -196,23 +216,38 @@ func (s *Server) ScanRows(req *pb.ScanRowsRequest, stream pb.TServer_ScanRowsSer
 		size    int
 		sendErr error
 	)
-	flush := func() error {
+	// send sends the batch; continues says its last row goes on in the
+	// next message.
+	send := func(continues bool) error {
 		if len(batch) == 0 {
 			return nil
 		}
-		err := stream.Send(&pb.ScanRowsResponse{Rows: batch})
+		err := stream.Send(&pb.ScanRowsResponse{Rows: batch, LastRowContinues: continues})
 		batch, size = nil, 0
 		return err
 	}
 	err = r.Scan(stream.Context(), req.GetRange().GetStartRow(), req.GetRange().GetEndRow(), int(req.Limit), opts, func(row tablet.Row) bool {
-		pr := rowToPB(row)
+		// A row is cut between cells where the message would pass
+		// scanChunkBytes, so no message exceeds that bound by more than
+		// one cell (a value is at most 10 MiB), however large the row.
+		pr := &pb.Row{Key: row.Key}
 		batch = append(batch, pr)
-		size += len(pr.Key)
-		for _, c := range pr.Cells {
-			size += len(c.Qualifier) + len(c.Value) + len(c.Family) + 16
+		size += len(row.Key)
+		for _, c := range row.Cells {
+			n := cellSize(c)
+			if size+n > scanChunkBytes && len(pr.Cells) > 0 {
+				if sendErr = send(true); sendErr != nil {
+					return false
+				}
+				pr = &pb.Row{Key: row.Key}
+				batch = append(batch, pr)
+				size = len(row.Key)
+			}
+			pr.Cells = append(pr.Cells, cellToPB(c))
+			size += n
 		}
 		if size >= scanChunkBytes {
-			if sendErr = flush(); sendErr != nil {
+			if sendErr = send(false); sendErr != nil {
 				return false
 			}
 		}
@@ -224,7 +259,7 @@ func (s *Server) ScanRows(req *pb.ScanRowsRequest, stream pb.TServer_ScanRowsSer
 	if err != nil {
 		return s.writeErr(r, err)
 	}
-	return flush()
+	return send(false)
 }
 
 func (s *Server) Checkpoint(ctx context.Context, _ *pb.CheckpointRequest) (*pb.CheckpointResponse, error) {
