@@ -32,6 +32,8 @@ type rig struct {
 	fs    vfs.FS
 	root  string
 	log   *wal.Log
+	mgr   blockstore.Manager
+	coord *checkpoint.Coordinator
 	eng   *checkpoint.Engine
 	rep   *replica.Replica
 	start wal.Position
@@ -49,6 +51,7 @@ func newRig(t *testing.T, inj errorfs.Injector) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { mgr.Close() })
+	g.mgr = mgr
 	g.log, err = wal.Open(ctx, wal.Options{FS: g.fs, Root: g.root, Prefix: wal.FormatPrefix("127.0.0.1:7070"),
 		FileSize: 1 << 20, Logger: quiet})
 	if err != nil {
@@ -66,6 +69,7 @@ func newRig(t *testing.T, inj errorfs.Injector) *rig {
 	g.eng.SetServing(true)
 	coord := checkpoint.New(checkpoint.Options{Log: g.log, Meta: nil, Logger: quiet,
 		Tablets: func() []checkpoint.Tablet { return []checkpoint.Tablet{g.eng} }})
+	g.coord = coord
 	g.rep = replica.New(replica.Options{ID: "t1", Table: "tbl", Epoch: 1, Engine: g.eng, Log: g.log, Admit: coord,
 		LogFailed: func(err error) { g.failed <- err }, Server: "test"})
 	return g
