@@ -53,7 +53,9 @@ func TestCancelDuringSplitLogAppend(t *testing.T) {
 	routed, cont := make(chan struct{}), make(chan struct{})
 	opts := split.Options{FS: g.fs, Root: g.root, Blocks: g.mgr, Exclusive: g.coord.Exclusive, BeginSplit: g.coord.BeginSplit,
 		Master: splitMaster{}, Logger: quiet,
-		OpenFile: func(f tsfile.Info) (*tsfile.Reader, error) { return tsfile.Open(g.mgr, f.Footer, tsfile.ReaderOptions{}) },
+		OpenFile: func(f tsfile.Info) (*tsfile.Reader, error) {
+			return tsfile.Open(g.mgr, f.Footer, tsfile.ReaderOptions{})
+		},
 		Hook: func(s split.Step) error {
 			if s == split.StepSplitLogs {
 				close(routed)
