@@ -56,9 +56,10 @@ type Options struct {
 	// Start and End bound the rows: [Start, End); End empty: unbounded.
 	Start, End []byte
 	Epoch      int64
-	Engine     *checkpoint.Engine
-	Log        Log
-	Admit      Admitter
+	// Engine, Log and Admit (the checkpoint coordinator) are required.
+	Engine *checkpoint.Engine
+	Log    Log
+	Admit  Admitter
 	// Lease reports whether the tserver's lease from the master is valid
 	// now; nil: always (single-node use and tests).
 	Lease func() bool
