@@ -40,8 +40,9 @@
 // # Invariants
 //
 //   - When Write returns nil the record is durable in the WAL (fdatasync
-//     returned) and, during a split, in its child's split log, and it is
-//     visible to every later read of the replica.
+//     returned) and visible to every later read of the replica; during a
+//     split it is also durable in its child's split log, or else that
+//     split never reports to the master (the parent keeps the row).
 //   - When Write returns an error the record is either not logged, or
 //     logged and applied (ErrLeaseLost; an error of step 7 is not
 //     returned): never logged and invisible.

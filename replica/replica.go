@@ -146,9 +146,10 @@ func (r *Replica) Stop() (first bool) {
 // timestamps, wait for buffer memory, admit (tablet serving, the state
 // lock shared, a running split's dual-write), append to the WAL, append
 // to the split log, apply to the active buffer, check the lease. When it
-// returns nil the write is durable in the log (and in the split log of
-// its child, during a split) and visible to reads. See the package
-// documentation for why the steps come in this order.
+// returns nil the write is durable in the log and visible to reads, and,
+// during a split, durable in its child's split log too or else the split
+// cannot commit. See the package documentation for why the steps come in
+// this order.
 func (r *Replica) Write(ctx context.Context, m *mutation.RowMutation) error {
 	if !r.Contains(m.Row) {
 		return fmt.Errorf("%w: row %q is outside tablet %s [%q, %q)", ErrWrongTablet, m.Row, r.o.ID, r.o.Start, r.o.End)
