@@ -113,7 +113,7 @@ func (o Options) withDefaults() Options {
 type Coordinator struct {
 	opts  Options
 	log   *slog.Logger
-	state sync.RWMutex // the global state lock of seed 002
+	state sync.RWMutex // the global state lock: AdmitWrite, Exclusive, Checkpoint steps 2–5
 
 	// slot serialises checkpoints, compaction commits' block deletions
 	// and the orphan pass; a buffered channel so waiting honours ctx.
@@ -179,10 +179,27 @@ func New(opts Options) *Coordinator {
 	}
 }
 
-// StateLock is the global state lock. Writers hold RLock around the WAL
-// append and the buffer apply of one row mutation; the checkpoint holds
-// Lock only while it swaps buffers and rolls the log (steps 2–5).
-func (c *Coordinator) StateLock() *sync.RWMutex { return &c.state }
+// AdmitWrite takes the global state lock shared for one write (or one
+// batch of writes): the caller holds it from before its WAL append until
+// its buffer apply, and calls release exactly once after the apply. While
+// any write is admitted no checkpoint swaps buffers or rolls the log, so a
+// record never lands in a log file older than the position that covers
+// the buffer it was applied to. The lock itself stays private: the write
+// path and the split reach it only through AdmitWrite and Exclusive.
+func (c *Coordinator) AdmitWrite() (release func()) {
+	c.state.RLock()
+	return c.state.RUnlock
+}
+
+// Exclusive runs fn with the global state lock held exclusively: no write
+// is between its WAL append and its apply while fn runs. fn must do no
+// I/O and wait for nothing (every writer waits for it); a split uses it to
+// switch on dual-writing and take its snapshot in one step.
+func (c *Coordinator) Exclusive(fn func()) {
+	c.state.Lock()
+	defer c.state.Unlock()
+	fn()
+}
 
 // Stats returns the counters.
 func (c *Coordinator) Stats() Stats {

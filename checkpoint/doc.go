@@ -5,9 +5,12 @@
 //
 // # The checkpoint
 //
-// A Coordinator owns the global state lock (StateLock). Writers hold it
-// shared around the WAL append and the buffer apply of one row mutation;
-// Checkpoint holds it exclusively only to swap buffers and roll the log:
+// A Coordinator owns the global state lock and keeps it private. A write
+// takes it shared through AdmitWrite, from before its WAL append to after
+// its buffer apply (package replica is the one write path that does);
+// a split takes it exclusively through Exclusive to switch on
+// dual-writing; Checkpoint holds it exclusively only to swap buffers and
+// roll the log:
 //
 //  1. wait until no split runs and the previous checkpoint finished;
 //  2. take the state lock exclusively;

@@ -17,6 +17,7 @@ import (
 	"bighive/checkpoint/localmeta"
 	"bighive/internal/mutation"
 	"bighive/internal/vfs"
+	"bighive/replica"
 	"bighive/wal"
 )
 
@@ -49,6 +50,9 @@ type node struct {
 
 	tablets func() []checkpoint.Tablet
 
+	repMu sync.Mutex
+	reps  map[string]*replica.Replica // the write path of each tablet, made by write
+
 	stop func()
 	wg   sync.WaitGroup
 }
@@ -64,7 +68,7 @@ func openNode(ctx context.Context, cfg nodeConfig) (*node, error) {
 	if cfg.logFileSize == 0 {
 		cfg.logFileSize = 1 << 20 // pre-zeroing 64 MiB files in a MemFS is slow
 	}
-	n := &node{cfg: cfg, byID: map[string]*checkpoint.Engine{}}
+	n := &node{cfg: cfg, byID: map[string]*checkpoint.Engine{}, reps: map[string]*replica.Replica{}}
 	ok := false
 	defer func() {
 		if !ok {
@@ -171,18 +175,26 @@ func (n *node) close() {
 	}
 }
 
-// write is the tserver's write path: shared state lock around the durable
-// WAL append and the buffer apply.
+// write goes through the tserver's write path (package replica): the
+// state lock shared from before the durable WAL append to after the
+// buffer apply.
 func (n *node) write(ctx context.Context, id string, m *mutation.RowMutation) error {
-	t := n.byID[id]
-	l := n.coord.StateLock()
-	l.RLock()
-	defer l.RUnlock()
-	if _, err := n.log.Append(ctx, id, m); err != nil {
-		return err
+	n.repMu.Lock()
+	r := n.reps[id]
+	if r == nil {
+		t := n.byID[id]
+		r = replica.New(replica.Options{ID: id, Epoch: t.Epoch(), Engine: t, Log: n.log, Admit: admitter{n}, Server: "node"})
+		n.reps[id] = r
 	}
-	return t.Apply(m)
+	n.repMu.Unlock()
+	return r.Write(ctx, m)
 }
+
+// admitter admits writes through the node's current coordinator (a test
+// may rewire it).
+type admitter struct{ n *node }
+
+func (a admitter) AdmitWrite() func() { return a.n.coord.AdmitWrite() }
 
 // checkBlocks fails unless the block store holds exactly the blocks the
 // metadata names (after the start-up orphan pass).

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -139,6 +140,7 @@ func (t *Table) Get(ctx context.Context, row string, opts ...ReadOption) (Row, e
 		return Row{}, statusError(err, prefix)
 	}
 	var out Row
+	chunked := false
 	err = t.c.do(ctx, prefix, true, func(ctx context.Context, p *peer.Peer) error {
 		loc, err := t.lc.lookup(ctx, row)
 		if err != nil {
@@ -154,10 +156,18 @@ func (t *Table) Get(ctx context.Context, row string, opts ...ReadOption) (Row, e
 		if err != nil {
 			return t.failed(loc, err)
 		}
+		chunked = resp.GetChunked()
 		out = rowFromProto(resp.GetRow())
 		out.Key = row
 		return nil
 	})
+	if err != nil || !chunked {
+		return out, err
+	}
+	// The row is too large for one message: the tserver streams it in
+	// chunks of cells, which Scan merges.
+	out = Row{Key: row}
+	err = t.Scan(ctx, row, row+"\x00", func(r Row) bool { out = r; return false }, opts...)
 	return out, err
 }
 
@@ -266,6 +276,11 @@ func (sc *scan) tablet(ctx context.Context, loc *location) (done bool, err error
 	if err != nil {
 		return false, idleErr(sctx, err)
 	}
+	// part is a row whose chunks are still arriving: a row larger than
+	// one message comes in several, each but the last flagged
+	// last_row_continues. It is delivered only once whole; a stream that
+	// fails in the middle of it resumes at that row.
+	var part *pb.Row
 	for {
 		resp, err := stream.Recv()
 		if err == io.EOF {
@@ -275,7 +290,18 @@ func (sc *scan) tablet(ctx context.Context, loc *location) (done bool, err error
 			return false, idleErr(sctx, err)
 		}
 		timer.Reset(idle)
-		for _, pr := range resp.Rows {
+		rows := resp.Rows
+		if part != nil {
+			if len(rows) == 0 || !bytes.Equal(rows[0].Key, part.Key) {
+				return false, apierr.Unavailable("tserver %s: scan stream broke off inside row %q", loc.addr, part.Key)
+			}
+			rows[0] = &pb.Row{Key: part.Key, Cells: append(part.Cells, rows[0].Cells...)}
+			part = nil
+		}
+		if resp.LastRowContinues && len(rows) > 0 {
+			part, rows = rows[len(rows)-1], rows[:len(rows)-1]
+		}
+		for _, pr := range rows {
 			key := string(pr.Key)
 			if sc.delivered && key <= sc.last || key < sc.cur || segEnd != "" && key >= segEnd {
 				// Never deliver a row twice or out of order, whatever the server sends.
@@ -296,6 +322,9 @@ func (sc *scan) tablet(ctx context.Context, loc *location) (done bool, err error
 				}
 			}
 		}
+	}
+	if part != nil {
+		return false, apierr.Unavailable("tserver %s: scan stream ended inside row %q", loc.addr, part.Key)
 	}
 	if loc.end == "" || sc.end != "" && loc.end >= sc.end {
 		return true, nil

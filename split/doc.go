@@ -26,8 +26,8 @@
 //     the first row at which half the bytes lie before it. It is a row key,
 //     so every row goes whole to one child.
 //  4. Both split logs are created (header and directory entry synced).
-//     Then, under the exclusive state lock — which every write holds shared
-//     from its WAL append to its apply — the parent's writes are routed
+//     Then, under the exclusive state lock (Options.Exclusive) — which every
+//     write holds shared from its WAL append to its apply — the parent's writes are routed
 //     through DualWrite and the active buffer is swapped out. This is the
 //     snapshot point S: a write acknowledged before S is in the swapped
 //     buffer or the TSFiles; a write after S is appended (durably, before
@@ -39,7 +39,9 @@
 //     No metadata changes; the temporary file is deleted.
 //  6. The parent is fenced: new writes fail with ErrFenced (the tserver
 //     answers WRONG_TABLET) and the admitted ones finish their split-log
-//     append. Then the report: the master, in one raft command (one bbolt
+//     append. A write whose split-log append failed (it is in the
+//     parent's log and buffer, not in its child's split log) abandons the
+//     split here, before any report. Then the report: the master, in one raft command (one bbolt
 //     transaction), checks the parent's epoch, removes the parent and adds
 //     the children (range, TSFiles, no log positions, split logs), both
 //     ASSIGNED to this tserver at epoch 1. The caller unloads the parent

@@ -21,6 +21,9 @@ type DualWrite struct {
 	logs   [2]*wal.SingleFile
 	mu     sync.RWMutex // held shared by each admitted write, exclusively by fence
 	fenced bool         // guarded by mu: the report is (being) sent
+
+	errMu sync.Mutex
+	err   error // the first failed split-log append; the split must not commit
 }
 
 // Admitted is one admitted write. A nil *Admitted (no split running) is
@@ -45,16 +48,34 @@ func (d *DualWrite) Admit() (*Admitted, error) {
 }
 
 // Log appends m to the split log of the child that covers its row and
-// returns once the record is durable.
+// returns once the record is durable. The caller's context does not cut
+// the append short: a write already in the parent's log must reach the
+// split log too, or the split must fail. A failed append is remembered,
+// and the split that admitted the write then refuses to commit (Run
+// checks after the fence), so the parent, which logged and applied the
+// write, keeps owning its row.
 func (a *Admitted) Log(ctx context.Context, m *mutation.RowMutation) error {
 	if a == nil {
 		return nil
 	}
 	i := a.d.child(m.Row)
-	if err := a.d.logs[i].Append(ctx, a.d.ids[i], m); err != nil {
-		return fmt.Errorf("%w: %w", ErrSplitLog, err)
+	if err := a.d.logs[i].Append(context.WithoutCancel(ctx), a.d.ids[i], m); err != nil {
+		err = fmt.Errorf("%w: %w", ErrSplitLog, err)
+		a.d.errMu.Lock()
+		if a.d.err == nil {
+			a.d.err = err
+		}
+		a.d.errMu.Unlock()
+		return err
 	}
 	return nil
+}
+
+// failed is the first failed split-log append, or nil.
+func (d *DualWrite) failed() error {
+	d.errMu.Lock()
+	defer d.errMu.Unlock()
+	return d.err
 }
 
 // Done ends an admitted write.

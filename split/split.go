@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"bighive/blockstore"
@@ -111,9 +110,10 @@ type Options struct {
 	// OpenFile opens one of the parent's TSFiles (from whichever store
 	// holds it).
 	OpenFile func(tsfile.Info) (*tsfile.Reader, error)
-	// StateLock is the checkpoint's global state lock; writers hold it
-	// shared across their WAL append and apply.
-	StateLock *sync.RWMutex
+	// Exclusive runs a function under the checkpoint's global state lock
+	// held exclusively (checkpoint.Coordinator.Exclusive); writers hold it
+	// shared from before their WAL append to after their apply.
+	Exclusive func(func())
 	// BeginSplit enters the preparing state (checkpoint.Coordinator's).
 	BeginSplit func() (end func())
 	// Checkpoint runs a checkpoint; Run calls it first when the parent
@@ -236,9 +236,7 @@ func Run(ctx context.Context, o Options, req Request) (res *Result, err error) {
 		// A failure before the commit: stop dual-writing, then remove the
 		// leftovers. The parent never stopped serving.
 		if routed {
-			o.StateLock.Lock()
-			req.Route(nil)
-			o.StateLock.Unlock()
+			o.Exclusive(func() { req.Route(nil) })
 		}
 		dw.unfence()
 		if derr := dw.drain(true); derr != nil {
@@ -251,12 +249,13 @@ func Run(ctx context.Context, o Options, req Request) (res *Result, err error) {
 			return nil, err
 		}
 	}
-	o.StateLock.Lock()
-	req.Route(dw)
+	var swapped, pending bool
+	o.Exclusive(func() {
+		req.Route(dw)
+		swapped = req.Tablet.SwapBuffers()
+		pending = req.Tablet.HasStandby()
+	})
 	routed = true
-	swapped := req.Tablet.SwapBuffers()
-	pending := req.Tablet.HasStandby()
-	o.StateLock.Unlock()
 	if pending && !swapped {
 		return nil, ErrBusy
 	}
@@ -278,6 +277,13 @@ func Run(ctx context.Context, o Options, req Request) (res *Result, err error) {
 	// Step 6: fence the parent, report, commit.
 	dw.fence()
 	fenced := time.Now()
+	// Every admitted write has ended (fence waited for them). A write
+	// whose split-log append failed is in the parent's log and buffer but
+	// not in its child's split log: the children would miss it, so the
+	// split stops here and the parent keeps its rows.
+	if ferr := dw.failed(); ferr != nil {
+		return nil, fmt.Errorf("split: tablet %s: a dual write failed, the split is abandoned: %w", req.TabletID, ferr)
+	}
 	if err := hook(StepReport); err != nil {
 		return nil, err
 	}

@@ -2,6 +2,9 @@
 // tablet engines (tablet), the checkpoint coordinator (checkpoint) and the
 // block store (blockstore) into the gRPC TServer service, and keeps the
 // tserver's membership at the master (registration, heartbeats, lease).
+// The write path itself, from timestamp assignment to the lease check, is
+// package replica's: the service decodes and validates a request, finds
+// the replica, calls it and maps its errors to statuses.
 //
 // Invariants kept here (DESIGN.md):
 //   - 1: a write is acknowledged only after wal.Append returned, i.e. after
@@ -15,7 +18,13 @@
 //   - 8: every handler returns apierr statuses: InvalidArgument for bad
 //     input, NOT_SERVING/WRONG_TABLET/RECOVERING details for routing;
 //   - 9: a loaded tablet serves only after the master committed this
-//     tserver's log position into the tablet's list (ReportTabletLoad).
+//     tserver's log position into the tablet's list (ReportTabletLoad);
+//   - fail stop: once the log fails (an I/O error on a log file: ENOSPC, a
+//     failed fdatasync; no later write can be made durable) the tserver
+//     gives up its lease and stops serving at once, logs the cause, and
+//     stops; Done and Err report it and cmd/tserver exits 1. The master
+//     then sees no heartbeat, declares it dead and recovers its tablets
+//     from its log elsewhere: every acknowledged write is in that log.
 //
 // A tablet's life here: assigned (heartbeat reply or AssignTablets) →
 // opened over its TSFiles, from whichever block store holds each (other

@@ -75,8 +75,8 @@ func (s *Server) servingEngines() []checkpoint.Tablet {
 	all := s.tablets.all()
 	out := make([]checkpoint.Tablet, 0, len(all))
 	for _, r := range all {
-		if r.eng.Serving() {
-			out = append(out, r.eng)
+		if r.Engine().Serving() {
+			out = append(out, r.Engine())
 		}
 	}
 	return out
@@ -208,7 +208,7 @@ func (m masterRefs) ReferencedBlocks(ctx context.Context) (map[blockstore.BlockI
 	// Blocks of files in the tablets' read sets here count too: a flush
 	// whose step 7 has not committed yet is not an orphan.
 	for _, r := range m.s.tablets.all() {
-		for _, f := range r.eng.Files() {
+		for _, f := range r.Engine().Files() {
 			for _, b := range f.Blocks {
 				out[b] = struct{}{}
 			}
@@ -223,9 +223,9 @@ func engineErr(r *replica, err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, errUnknownFamily), errors.Is(err, errInvalidMutation):
-		return apierr.Wrap(codes.InvalidArgument, err, "tablet %s", r.id)
+		return apierr.Wrap(codes.InvalidArgument, err, "tablet %s", r.ID())
 	case errors.Is(err, errTabletClosed):
-		return apierr.Tablet(pb.TabletError_NOT_SERVING, r.id, r.epoch, "tablet %s was unloaded", r.id)
+		return apierr.Tablet(pb.TabletError_NOT_SERVING, r.ID(), r.Epoch(), "tablet %s was unloaded", r.ID())
 	}
 	return err
 }

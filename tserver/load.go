@@ -9,6 +9,7 @@ import (
 	"bighive/blockstore"
 	"bighive/checkpoint"
 	pb "bighive/proto/bighivepb"
+	rp "bighive/replica"
 	"bighive/tablet"
 )
 
@@ -18,7 +19,7 @@ func (s *Server) applyAssignments(ctx context.Context, assign []*pb.TabletAssign
 	s.assignMu.Lock() // see Server.assignMu; loads run in the background
 	defer s.assignMu.Unlock()
 	for _, u := range unassign {
-		if r := s.tablets.get(u.TabletId); r != nil && (u.Epoch == 0 || r.epoch <= u.Epoch) {
+		if r := s.tablets.get(u.TabletId); r != nil && (u.Epoch == 0 || r.Epoch() <= u.Epoch) {
 			s.unload(r, "unassigned by the master")
 		}
 	}
@@ -28,7 +29,7 @@ func (s *Server) applyAssignments(ctx context.Context, assign []*pb.TabletAssign
 			continue
 		}
 		if r := s.tablets.get(m.TabletId); r != nil {
-			if r.epoch >= m.Epoch {
+			if r.Epoch() >= m.Epoch {
 				continue // loaded or loading at this epoch already
 			}
 			s.unload(r, fmt.Sprintf("reassigned at epoch %d", m.Epoch))
@@ -43,7 +44,7 @@ func (s *Server) applyAssignments(ctx context.Context, assign []*pb.TabletAssign
 		go func() {
 			defer s.wg.Done()
 			if err := s.recover(ctx, r, a.Tablet); err != nil && ctx.Err() == nil {
-				s.log.Error("tablet load failed", "tablet", r.id, "epoch", r.epoch, "err", err)
+				s.log.Error("tablet load failed", "tablet", r.ID(), "epoch", r.Epoch(), "err", err)
 			}
 		}()
 	}
@@ -53,8 +54,7 @@ func (s *Server) applyAssignments(ctx context.Context, assign []*pb.TabletAssign
 // it does not serve until recover returns.
 func (s *Server) open(a *pb.TabletAssignment) (*replica, error) {
 	m := a.Tablet
-	r := &replica{id: m.TabletId, table: m.Table, start: m.GetRange().GetStartRow(), end: m.GetRange().GetEndRow(),
-		epoch: m.Epoch, stores: map[uint64]string{}}
+	r := &replica{stores: map[uint64]string{}}
 	files := make([]tablet.FileRef, 0, len(m.Tsfiles))
 	for _, f := range m.Tsfiles {
 		store, err := s.openStoreFor(f)
@@ -65,13 +65,18 @@ func (s *Server) open(a *pb.TabletAssignment) (*replica, error) {
 		r.stores[f.FooterBlock] = f.BlockStoreUuid
 	}
 	t, err := tablet.Open(tablet.Options{
-		ID: r.id, Schema: schemaOf(a.Schema), Store: s.blocks, Files: files,
-		Cache: s.cache, CacheOwner: s.eng.owner(r.table, a.CachePriority), Logger: s.log,
+		ID: m.TabletId, Schema: schemaOf(a.Schema), Store: s.blocks, Files: files,
+		Cache: s.cache, CacheOwner: s.eng.owner(m.Table, a.CachePriority), Logger: s.log,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("tserver: open tablet %s: %w", r.id, err)
+		return nil, fmt.Errorf("tserver: open tablet %s: %w", m.TabletId, err)
 	}
-	r.eng = checkpoint.NewEngine(t, r.epoch)
+	r.Replica = rp.New(rp.Options{
+		ID: m.TabletId, Table: m.Table, Start: m.GetRange().GetStartRow(), End: m.GetRange().GetEndRow(), Epoch: m.Epoch,
+		Engine: checkpoint.NewEngine(t, m.Epoch), Log: s.wal, Admit: s.eng.coord,
+		Lease: s.leaseValid, Throttle: s.waitForMemory, LogFailed: s.logFailed,
+		Server: s.addr,
+	})
 	return r, nil
 }
 
@@ -85,10 +90,10 @@ func (s *Server) recover(ctx context.Context, r *replica, m *pb.TabletMeta) erro
 		return err
 	}
 	positions := positionsFromPB(m.LogPositions)
-	rep, err := checkpoint.RecoverTablet(ctx, r.eng, positions, s.fs, s.opts.Root)
+	rep, err := checkpoint.RecoverTablet(ctx, r.Engine(), positions, s.fs, s.opts.Root)
 	if err != nil {
 		s.failLoad(r, err)
-		return fmt.Errorf("tserver: replay tablet %s: %w", r.id, err)
+		return fmt.Errorf("tserver: replay tablet %s: %w", r.ID(), err)
 	}
 	// A split child: the writes made while its parent split (split.go).
 	if err := s.replaySplitLogs(r, m.SplitLogs); err != nil {
@@ -99,17 +104,17 @@ func (s *Server) recover(ctx context.Context, r *replica, m *pb.TabletMeta) erro
 	pos := s.wal.Position()
 	err = s.master.Call(ctx, func(ctx context.Context, mc pb.MasterClient) error {
 		_, err := mc.ReportTabletLoad(ctx, &pb.ReportTabletLoadRequest{
-			TabletId: r.id, Epoch: r.epoch, TserverUuid: s.uuid,
+			TabletId: r.ID(), Epoch: r.Epoch(), TserverUuid: s.uuid,
 			Position: &pb.LogPosition{Prefix: pos.Prefix, FileTimestamp: pos.FileTS},
 		})
 		return err
 	})
 	if err != nil {
 		s.failLoad(r, err)
-		return fmt.Errorf("tserver: report load of tablet %s: %w", r.id, err)
+		return fmt.Errorf("tserver: report load of tablet %s: %w", r.ID(), err)
 	}
-	r.eng.SetServing(true)
-	s.log.Info("tablet serving", "tablet", r.id, "epoch", r.epoch, "tsfiles", len(m.Tsfiles),
+	r.Engine().SetServing(true)
+	s.log.Info("tablet serving", "tablet", r.ID(), "epoch", r.Epoch(), "tsfiles", len(m.Tsfiles),
 		"log_files", len(rep.Files), "records", rep.Records, "took", time.Since(began))
 	s.nudgeHeartbeat()
 	return nil
@@ -144,19 +149,12 @@ func (s *Server) failLoad(r *replica, err error) {
 // Its unflushed writes stay in the log, which its metadata names, so the
 // next owner replays them.
 func (s *Server) unload(r *replica, why string) {
-	r.eng.SetServing(false)
-	r.ops.Lock() // in-flight writes finish; new ones see it not serving
-	r.mu.Lock()
-	done := r.unloaded
-	r.unloaded = true
-	r.mu.Unlock()
-	r.ops.Unlock()
-	if done {
+	if !r.Stop() { // in-flight writes finish; new ones see it not serving
 		return
 	}
 	s.tablets.remove(r)
-	r.eng.Close()
-	s.log.Info("tablet unloaded", "tablet", r.id, "epoch", r.epoch, "why", why)
+	r.Engine().Close()
+	s.log.Info("tablet unloaded", "tablet", r.ID(), "epoch", r.Epoch(), "why", why)
 	s.nudgeHeartbeat()
 }
 
@@ -173,11 +171,11 @@ func (s *Server) reports() []*pb.TabletReport {
 	out := make([]*pb.TabletReport, 0, len(all))
 	for _, r := range all {
 		var size int64
-		for _, f := range r.eng.Files() {
+		for _, f := range r.Engine().Files() {
 			size += f.Size
 		}
-		mem := r.eng.MemoryUsage()
-		out = append(out, &pb.TabletReport{TabletId: r.id, Epoch: r.epoch, SizeBytes: size + mem, MemstoreBytes: mem, Serving: r.eng.Serving()})
+		mem := r.Engine().MemoryUsage()
+		out = append(out, &pb.TabletReport{TabletId: r.ID(), Epoch: r.Epoch(), SizeBytes: size + mem, MemstoreBytes: mem, Serving: r.Engine().Serving()})
 	}
 	return out
 }

@@ -115,18 +115,18 @@ func (s *Server) replayRecoveryFiles(ctx context.Context, r *replica, m *pb.Tabl
 			return err
 		}
 		n, err := wal.ReplayRecoveryFile(s.fs, s.opts.Root, f, func(rec *wal.Record) error {
-			if rec.TabletID != r.id {
+			if rec.TabletID != r.ID() {
 				return nil // a split parent's records: the split flushed them
 			}
 			records++
-			return r.eng.Replay(rec)
+			return r.Engine().Replay(rec)
 		})
 		if err != nil {
-			return fmt.Errorf("tserver: replay recovery file of tablet %s: %w", r.id, err)
+			return fmt.Errorf("tserver: replay recovery file of tablet %s: %w", r.ID(), err)
 		}
 		size += n
 	}
-	s.log.Info("recovery files replayed", "tablet", r.id, "epoch", r.epoch, "files", len(m.RecoveryFiles),
+	s.log.Info("recovery files replayed", "tablet", r.ID(), "epoch", r.Epoch(), "files", len(m.RecoveryFiles),
 		"records", records, "recovery_bytes", size, "took", time.Since(began))
 	return nil
 }

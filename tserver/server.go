@@ -117,6 +117,14 @@ type Server struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	closed atomic.Bool
+
+	// failed is set once the log failed (logFailed): nothing is served
+	// from then on. fatal is the cause; done is closed once the tserver
+	// has stopped on it.
+	failed   atomic.Bool
+	failOnce sync.Once
+	fatal    error
+	done     chan struct{}
 }
 
 // Start opens the tserver's storage, starts serving gRPC and registers
@@ -146,6 +154,7 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 		lis:          lis,
 		incarnation:  time.Now().UnixMicro(),
 		heartbeatNow: make(chan struct{}, 1),
+		done:         make(chan struct{}),
 	}
 	if s.addr == "" {
 		s.addr = lis.Addr().String()
@@ -206,6 +215,7 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 	s.wg.Add(1)
 	go s.heartbeatLoop(s.ctx)
 	s.eng.start(s.ctx)
+	s.watchLog()
 	s.split = newSplitter(s)
 	s.split.start(s.ctx)
 	s.log.Info("tserver started", "uuid", s.uuid, "prefix", s.prefix, "root", opts.Root)
@@ -217,6 +227,69 @@ func (s *Server) Addr() string { return s.addr }
 
 // UUID is the tserver's (and its block store's) identity.
 func (s *Server) UUID() string { return s.uuid }
+
+// Done is closed once the tserver has stopped on a fatal error: its log
+// failed (an I/O error such as ENOSPC or a failed fdatasync, after which
+// no write can be made durable). By then it has given up its lease, so
+// the master moves its tablets and recovers them from its log elsewhere.
+// cmd/tserver exits non-zero on it.
+func (s *Server) Done() <-chan struct{} { return s.done }
+
+// Err is the fatal error Done reports (wrapping wal.ErrFailed), nil
+// before Done is closed.
+func (s *Server) Err() error {
+	select {
+	case <-s.done:
+		return s.fatal
+	default:
+		return nil
+	}
+}
+
+// logFailed fails the tserver stop on a failed log, once: it stops
+// serving at once (the lease is given up and every tablet stops taking
+// requests), logs the cause, and stops the process's work in the
+// background; Done is closed when that is finished.
+func (s *Server) logFailed(err error) {
+	s.failOnce.Do(func() {
+		s.failed.Store(true)
+		s.lease.revoke()
+		for _, r := range s.tablets.all() {
+			r.Engine().SetServing(false)
+		}
+		s.log.Error("tserver: the write-ahead log failed; giving up the lease and stopping", "err", err)
+		s.fatal = fmt.Errorf("tserver %s: stopped on a failed log: %w", s.addr, err)
+		go func() {
+			s.cancel() // no heartbeat renews the lease from now on
+			if cerr := s.Close(); cerr != nil {
+				s.log.Warn("tserver: stopping after the log failed", "err", cerr)
+			}
+			close(s.done)
+		}()
+	})
+}
+
+// watchLog stops the tserver when its log reports a failure of its own
+// (a log that has a failure notification: Failed and Err); without one, a
+// failed log is noticed by the next append (package replica).
+func (s *Server) watchLog() {
+	l, ok := any(s.wal).(interface {
+		Failed() <-chan struct{}
+		Err() error
+	})
+	if !ok {
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		select {
+		case <-l.Failed():
+			s.logFailed(l.Err())
+		case <-s.ctx.Done():
+		}
+	}()
+}
 
 // Close stops the tserver cleanly: it stops taking requests, finishes the
 // ones in flight, stops the background work and closes the log (every

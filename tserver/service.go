@@ -2,58 +2,36 @@ package tserver
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
 
 	"bighive/internal/apierr"
-	"bighive/internal/mutation"
 	pb "bighive/proto/bighivepb"
+	rp "bighive/replica"
 	"bighive/tablet"
 )
 
-// write is the write path of DESIGN.md: validate and assign timestamps,
-// append one WAL record (durable when Append returns, group-committed),
-// apply to the active buffer, acknowledge.
-func (s *Server) write(ctx context.Context, r *replica, m *mutation.RowMutation) error {
-	if !r.contains(m.Row) {
-		return apierr.Tablet(pb.TabletError_WRONG_TABLET, r.id, r.epoch, "row %q is outside tablet %s [%q, %q)", m.Row, r.id, r.start, r.end)
-	}
-	if err := r.eng.AssignTimestamps(m); err != nil {
-		return engineErr(r, err)
-	}
-	if err := s.waitForMemory(ctx); err != nil {
-		return err
-	}
-	r.ops.RLock()
-	defer r.ops.RUnlock()
-	if !r.eng.Serving() {
-		return apierr.Tablet(pb.TabletError_NOT_SERVING, r.id, r.epoch, "tablet %s is no longer served by %s", r.id, s.addr)
-	}
-	state := s.eng.coord.StateLock()
-	state.RLock()
-	defer state.RUnlock()
-	sw, err := s.beginSplitWrite(r) // split.go: nil unless a split of r runs
-	if err != nil {
-		return err
-	}
-	defer sw.Done()
-	if _, err := s.wal.Append(ctx, r.id, m); err != nil {
+// writeErr maps an error of the write path and the reads (package
+// replica) to the status a client acts on.
+func (s *Server) writeErr(r *replica, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, rp.ErrWrongTablet):
+		return apierr.Tablet(pb.TabletError_WRONG_TABLET, r.ID(), r.Epoch(), "%v", err)
+	case errors.Is(err, rp.ErrNotServing):
+		return apierr.Tablet(pb.TabletError_NOT_SERVING, r.ID(), r.Epoch(), "%v", err)
+	case errors.Is(err, rp.ErrSplitting):
+		return apierr.Tablet(pb.TabletError_WRONG_TABLET, r.ID(), r.Epoch(), "tablet %s is splitting; refresh its location", r.ID())
+	case errors.Is(err, rp.ErrLeaseLost):
+		return apierr.Tablet(pb.TabletError_NOT_SERVING, r.ID(), r.Epoch(), "tserver %s lost its lease during the write; its outcome is unknown", s.addr)
+	case errors.Is(err, rp.ErrLog):
 		return apierr.Wrap(codes.Unavailable, err, "tserver %s: log append", s.addr)
 	}
-	if err := s.logSplitWrite(ctx, r, sw, m); err != nil {
-		return err
-	}
-	if err := r.eng.Apply(m); err != nil {
-		return engineErr(r, err)
-	}
-	// A lease that ran out during the append may mean the master has
-	// reassigned the tablet: the write is logged, but not acknowledged.
-	if !s.lease.valid(time.Now()) {
-		return apierr.Tablet(pb.TabletError_NOT_SERVING, r.id, r.epoch, "tserver %s lost its lease during the write; its outcome is unknown", s.addr)
-	}
-	return nil
+	return engineErr(r, err)
 }
 
 // waitForMemory holds a write back while the write buffers are over the
@@ -85,8 +63,8 @@ func (s *Server) MutateRow(ctx context.Context, req *pb.MutateRowRequest) (*pb.M
 	if err != nil {
 		return nil, err
 	}
-	if err := s.write(ctx, r, m); err != nil {
-		return nil, err
+	if err := r.Write(ctx, m); err != nil {
+		return nil, s.writeErr(r, err)
 	}
 	return &pb.MutateRowResponse{}, nil
 }
@@ -113,7 +91,7 @@ func (s *Server) MutateRows(ctx context.Context, req *pb.MutateRowsRequest) (*pb
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			statuses[i] = rowStatus(s.write(ctx, r, m))
+			statuses[i] = rowStatus(s.writeErr(r, r.Write(ctx, m)))
 		}()
 	}
 	wg.Wait()
@@ -148,15 +126,15 @@ func readOptions(f *pb.ReadFilter) (tablet.ReadOptions, error) {
 }
 
 func checkFamilies(r *replica, o *tablet.ReadOptions) error {
-	sch := r.eng.Schema()
+	sch := r.Engine().Schema()
 	for _, f := range o.Families {
 		if _, ok := sch.Families[f]; !ok {
-			return apierr.InvalidArgument("tablet %s: unknown column family %q", r.id, f)
+			return apierr.InvalidArgument("tablet %s: unknown column family %q", r.ID(), f)
 		}
 	}
 	for _, c := range o.Columns {
 		if _, ok := sch.Families[c.Family]; !ok {
-			return apierr.InvalidArgument("tablet %s: unknown column family %q", r.id, c.Family)
+			return apierr.InvalidArgument("tablet %s: unknown column family %q", r.ID(), c.Family)
 		}
 	}
 	return nil
@@ -165,10 +143,22 @@ func checkFamilies(r *replica, o *tablet.ReadOptions) error {
 func rowToPB(row tablet.Row) *pb.Row {
 	out := &pb.Row{Key: row.Key, Cells: make([]*pb.Cell, len(row.Cells))}
 	for i, c := range row.Cells {
-		out.Cells[i] = &pb.Cell{Family: c.Family, Qualifier: c.Qualifier, TimestampMicros: c.Timestamp, Value: c.Value}
+		out.Cells[i] = cellToPB(c)
 	}
 	return out
 }
+
+func cellToPB(c tablet.Cell) *pb.Cell {
+	return &pb.Cell{Family: c.Family, Qualifier: c.Qualifier, TimestampMicros: c.Timestamp, Value: c.Value}
+}
+
+// cellSize estimates a cell's bytes in a message.
+func cellSize(c tablet.Cell) int { return len(c.Family) + len(c.Qualifier) + len(c.Value) + 16 }
+
+// maxReadRowBytes bounds the cells ReadRow returns in its one message; a
+// larger row is answered with chunked set, and the client reads it with
+// ScanRows, which sends it in chunks.
+const maxReadRowBytes = 32 << 20
 
 func (s *Server) ReadRow(ctx context.Context, req *pb.ReadRowRequest) (*pb.ReadRowResponse, error) {
 	if len(req.RowKey) == 0 {
@@ -182,23 +172,28 @@ func (s *Server) ReadRow(ctx context.Context, req *pb.ReadRowRequest) (*pb.ReadR
 	if err != nil {
 		return nil, err
 	}
-	if !r.contains(req.RowKey) {
-		return nil, apierr.Tablet(pb.TabletError_WRONG_TABLET, r.id, r.epoch, "row %q is outside tablet %s", req.RowKey, r.id)
-	}
 	if err := checkFamilies(r, &opts); err != nil {
 		return nil, err
 	}
-	row, found, err := r.eng.Get(ctx, req.RowKey, opts)
+	row, found, err := r.Get(ctx, req.RowKey, opts)
 	if err != nil {
-		return nil, engineErr(r, err)
+		return nil, s.writeErr(r, err)
 	}
 	if !found {
 		return &pb.ReadRowResponse{Row: &pb.Row{Key: req.RowKey}}, nil
 	}
+	size := len(row.Key)
+	for _, c := range row.Cells {
+		size += cellSize(c)
+	}
+	if size > maxReadRowBytes {
+		return &pb.ReadRowResponse{Row: &pb.Row{Key: req.RowKey}, Chunked: true}, nil
+	}
 	return &pb.ReadRowResponse{Row: rowToPB(row)}, nil
 }
 
-// scanChunkBytes bounds one streamed message of a scan.
+// scanChunkBytes bounds one streamed message of a scan (up to one cell
+// more).
 const scanChunkBytes = 1 << 20
 
 func (s *Server) ScanRows(req *pb.ScanRowsRequest, stream pb.TServer_ScanRowsServer) error {
@@ -216,38 +211,43 @@ func (s *Server) ScanRows(req *pb.ScanRowsRequest, stream pb.TServer_ScanRowsSer
 	if err := checkFamilies(r, &opts); err != nil {
 		return err
 	}
-	start, end := req.GetRange().GetStartRow(), req.GetRange().GetEndRow()
-	if len(start) == 0 || string(start) < string(r.start) {
-		start = r.start
-	}
-	if len(r.end) > 0 && (len(end) == 0 || string(end) > string(r.end)) {
-		end = r.end
-	}
-	if len(end) > 0 && string(start) >= string(end) {
-		return nil
-	}
 	var (
 		batch   []*pb.Row
 		size    int
 		sendErr error
 	)
-	flush := func() error {
+	// send sends the batch; continues says its last row goes on in the
+	// next message.
+	send := func(continues bool) error {
 		if len(batch) == 0 {
 			return nil
 		}
-		err := stream.Send(&pb.ScanRowsResponse{Rows: batch})
+		err := stream.Send(&pb.ScanRowsResponse{Rows: batch, LastRowContinues: continues})
 		batch, size = nil, 0
 		return err
 	}
-	err = r.eng.Scan(stream.Context(), start, end, int(req.Limit), opts, func(row tablet.Row) bool {
-		pr := rowToPB(row)
+	err = r.Scan(stream.Context(), req.GetRange().GetStartRow(), req.GetRange().GetEndRow(), int(req.Limit), opts, func(row tablet.Row) bool {
+		// A row is cut between cells where the message would pass
+		// scanChunkBytes, so no message exceeds that bound by more than
+		// one cell (a value is at most 10 MiB), however large the row.
+		pr := &pb.Row{Key: row.Key}
 		batch = append(batch, pr)
-		size += len(pr.Key)
-		for _, c := range pr.Cells {
-			size += len(c.Qualifier) + len(c.Value) + len(c.Family) + 16
+		size += len(row.Key)
+		for _, c := range row.Cells {
+			n := cellSize(c)
+			if size+n > scanChunkBytes && len(pr.Cells) > 0 {
+				if sendErr = send(true); sendErr != nil {
+					return false
+				}
+				pr = &pb.Row{Key: row.Key}
+				batch = append(batch, pr)
+				size = len(row.Key)
+			}
+			pr.Cells = append(pr.Cells, cellToPB(c))
+			size += n
 		}
 		if size >= scanChunkBytes {
-			if sendErr = flush(); sendErr != nil {
+			if sendErr = send(false); sendErr != nil {
 				return false
 			}
 		}
@@ -257,9 +257,9 @@ func (s *Server) ScanRows(req *pb.ScanRowsRequest, stream pb.TServer_ScanRowsSer
 		return sendErr
 	}
 	if err != nil {
-		return engineErr(r, err)
+		return s.writeErr(r, err)
 	}
-	return flush()
+	return send(false)
 }
 
 func (s *Server) Checkpoint(ctx context.Context, _ *pb.CheckpointRequest) (*pb.CheckpointResponse, error) {
@@ -276,7 +276,7 @@ func (s *Server) Checkpoint(ctx context.Context, _ *pb.CheckpointRequest) (*pb.C
 func (s *Server) tsfileBytes() int64 {
 	var n int64
 	for _, r := range s.tablets.all() {
-		for _, f := range r.eng.Files() {
+		for _, f := range r.Engine().Files() {
 			n += f.Size
 		}
 	}
@@ -293,14 +293,14 @@ func (s *Server) Compact(ctx context.Context, req *pb.CompactRequest) (*pb.Compa
 		targets = []*replica{r}
 	} else {
 		for _, r := range s.tablets.all() {
-			if r.eng.Serving() {
+			if r.Engine().Serving() {
 				targets = append(targets, r)
 			}
 		}
 	}
 	for _, r := range targets {
-		if err := s.eng.coord.Compact(ctx, r.eng, req.Major); err != nil {
-			return nil, apierr.Wrap(codes.Unavailable, err, "tserver %s: compact tablet %s", s.addr, r.id)
+		if err := s.eng.coord.Compact(ctx, r.Engine(), req.Major); err != nil {
+			return nil, apierr.Wrap(codes.Unavailable, err, "tserver %s: compact tablet %s", s.addr, r.ID())
 		}
 	}
 	return &pb.CompactResponse{}, nil
@@ -311,12 +311,12 @@ func (s *Server) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusRes
 	resp := &pb.StatusResponse{Uuid: s.uuid, Address: s.addr, LogPosition: &pb.LogPosition{Prefix: pos.Prefix, FileTimestamp: pos.FileTS},
 		MemstoreBytes: s.eng.coord.MemoryUsage(), Counters: map[string]int64{}}
 	for _, r := range s.tablets.all() {
-		st := &pb.TabletStatus{TabletId: r.id, Table: r.table, Range: &pb.RowRange{StartRow: r.start, EndRow: r.end}, Epoch: r.epoch, State: "loading"}
-		if r.eng.Serving() {
+		st := &pb.TabletStatus{TabletId: r.ID(), Table: r.Table(), Range: &pb.RowRange{StartRow: r.Start(), EndRow: r.End()}, Epoch: r.Epoch(), State: "loading"}
+		if r.Engine().Serving() {
 			st.State = "serving"
 		}
-		st.MemstoreBytes = r.eng.MemoryUsage()
-		for _, f := range r.eng.Files() {
+		st.MemstoreBytes = r.Engine().MemoryUsage()
+		for _, f := range r.Engine().Files() {
 			st.TsfileBytes += f.Size
 			st.TsfileCount++
 		}

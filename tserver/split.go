@@ -11,7 +11,6 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"bighive/internal/apierr"
-	"bighive/internal/mutation"
 	pb "bighive/proto/bighivepb"
 	"bighive/split"
 	"bighive/tablet/tsfile"
@@ -38,8 +37,6 @@ type splitter struct {
 	check     time.Duration
 	slots     chan struct{} // bounds the splits running at once
 	hook      func(split.Step) error
-
-	routes sync.Map // *replica → *split.DualWrite, while a split of it runs
 
 	mu   sync.Mutex
 	last map[string]time.Time // tablet id → start of its last split attempt
@@ -90,8 +87,8 @@ func (sp *splitter) start(ctx context.Context) {
 
 // size is a tablet's TSFiles plus its write buffers.
 func size(r *replica) int64 {
-	n := r.eng.MemoryUsage()
-	for _, f := range r.eng.Files() {
+	n := r.Engine().MemoryUsage()
+	for _, f := range r.Engine().Files() {
 		n += f.Size
 	}
 	return n
@@ -107,18 +104,18 @@ func (sp *splitter) watch(ctx context.Context) {
 	}
 	all := s.tablets.all()
 	for _, r := range all {
-		if !r.eng.Serving() {
+		if !r.Engine().Serving() {
 			return // a tablet is recovering: no split now
 		}
 	}
 	for _, r := range all {
-		if size(r) < sp.threshold || !sp.claim(r.id, false) {
+		if size(r) < sp.threshold || !sp.claim(r.ID(), false) {
 			continue
 		}
 		select {
 		case sp.slots <- struct{}{}:
 		default:
-			sp.release(r.id)
+			sp.release(r.ID())
 			return
 		}
 		s.wg.Add(1)
@@ -126,7 +123,7 @@ func (sp *splitter) watch(ctx context.Context) {
 			defer s.wg.Done()
 			defer func() { <-sp.slots }()
 			if _, err := sp.run(ctx, r, nil); err != nil && ctx.Err() == nil {
-				s.log.Warn("split failed; retried later", "tablet", r.id, "err", err)
+				s.log.Warn("split failed; retried later", "tablet", r.ID(), "err", err)
 			}
 		}()
 	}
@@ -155,13 +152,13 @@ func (sp *splitter) release(id string) {
 // parent is unloaded and the children are loading here.
 func (sp *splitter) run(ctx context.Context, r *replica, row []byte) (*split.Result, error) {
 	s := sp.s
-	defer sp.release(r.id)
-	if !r.eng.Serving() {
+	defer sp.release(r.ID())
+	if !r.Engine().Serving() {
 		return nil, errNotServingSplit
 	}
 	var committed []*pb.TabletMeta
 	opts := split.Options{
-		FS: s.fs, Root: s.opts.Root, Blocks: s.blocks, StateLock: s.eng.coord.StateLock(),
+		FS: s.fs, Root: s.opts.Root, Blocks: s.blocks, Exclusive: s.eng.coord.Exclusive,
 		BeginSplit: s.eng.coord.BeginSplit, Hook: sp.hook, Logger: s.log,
 		Checkpoint: func(ctx context.Context) error { _, err := s.eng.coord.Checkpoint(ctx); return err },
 		OpenFile: func(f tsfile.Info) (*tsfile.Reader, error) {
@@ -173,28 +170,20 @@ func (sp *splitter) run(ctx context.Context, r *replica, row []byte) (*split.Res
 		},
 		Master: splitMaster{s: s, r: r, committed: &committed},
 	}
-	req := split.Request{TabletID: r.id, Epoch: r.epoch, Start: r.start, End: r.end, Row: row, Tablet: r.eng,
-		Route: func(d *split.DualWrite) {
-			if d == nil {
-				sp.routes.Delete(r)
-			} else {
-				sp.routes.Store(r, d)
-			}
-		}}
+	req := split.Request{TabletID: r.ID(), Epoch: r.Epoch(), Start: r.Start(), End: r.End(), Row: row, Tablet: r.Engine(),
+		Route: r.Route}
 	if len(req.End) == 0 {
 		req.End = nil
 	}
 	res, err := split.Run(ctx, opts, req)
 	if errors.Is(err, split.ErrOutcomeUnknown) {
 		s.unload(r, "split outcome unknown")
-		sp.routes.Delete(r)
 		return nil, err
 	}
 	if err != nil {
 		return nil, err
 	}
 	s.unload(r, fmt.Sprintf("split into %s and %s", res.Report.Children[0].ID, res.Report.Children[1].ID))
-	sp.routes.Delete(r)
 	schema := schemaToPB(r)
 	assign := make([]*pb.TabletAssignment, 0, len(committed))
 	for _, c := range committed {
@@ -205,8 +194,8 @@ func (sp *splitter) run(ctx context.Context, r *replica, row []byte) (*split.Res
 }
 
 func schemaToPB(r *replica) *pb.TableSchema {
-	out := &pb.TableSchema{Name: r.table}
-	for name, f := range r.eng.Schema().Families {
+	out := &pb.TableSchema{Name: r.Table()}
+	for name, f := range r.Engine().Schema().Families {
 		out.Families = append(out.Families, &pb.FamilySpec{Name: name, MaxVersions: uint32(f.MaxVersions), MaxAgeMicros: f.MaxAge.Microseconds()})
 	}
 	return out
@@ -265,13 +254,13 @@ func (s *Server) Split(ctx context.Context, req *pb.SplitRequest) (*pb.SplitResp
 		return nil, err
 	}
 	sp := s.split
-	if !sp.claim(r.id, true) {
-		return nil, apierr.Unavailable("tablet %s is splitting already; retry later", r.id)
+	if !sp.claim(r.ID(), true) {
+		return nil, apierr.Unavailable("tablet %s is splitting already; retry later", r.ID())
 	}
 	select {
 	case sp.slots <- struct{}{}:
 	case <-ctx.Done():
-		sp.release(r.id)
+		sp.release(r.ID())
 		return nil, ctx.Err()
 	}
 	defer func() { <-sp.slots }()
@@ -284,40 +273,17 @@ func (s *Server) Split(ctx context.Context, req *pb.SplitRequest) (*pb.SplitResp
 	case err == nil:
 		return &pb.SplitResponse{ChildTabletIds: []string{res.Report.Children[0].ID, res.Report.Children[1].ID}}, nil
 	case errors.Is(err, split.ErrBadRow):
-		return nil, apierr.Wrap(codes.InvalidArgument, err, "tablet %s", r.id)
+		return nil, apierr.Wrap(codes.InvalidArgument, err, "tablet %s", r.ID())
 	case errors.Is(err, split.ErrTooSmall), errors.Is(err, split.ErrRefused):
-		return nil, apierr.Wrap(codes.FailedPrecondition, err, "tablet %s", r.id)
+		return nil, apierr.Wrap(codes.FailedPrecondition, err, "tablet %s", r.ID())
 	case errors.Is(err, errNotServingSplit):
-		return nil, apierr.Tablet(pb.TabletError_NOT_SERVING, r.id, r.epoch, "tablet %s is not serving on %s", r.id, s.addr)
+		return nil, apierr.Tablet(pb.TabletError_NOT_SERVING, r.ID(), r.Epoch(), "tablet %s is not serving on %s", r.ID(), s.addr)
 	case errors.Is(err, split.ErrBusy):
-		return nil, apierr.Wrap(codes.Unavailable, err, "tserver %s: split tablet %s", s.addr, r.id)
+		return nil, apierr.Wrap(codes.Unavailable, err, "tserver %s: split tablet %s", s.addr, r.ID())
 	}
 	// The parent is intact (or unloaded, if the outcome is unknown); a
 	// split is not retried by the caller's library but by a later request.
-	return nil, apierr.Wrap(codes.Aborted, err, "tserver %s: split tablet %s failed; nothing changed", s.addr, r.id)
-}
-
-// beginSplitWrite admits one write of r into a running split's dual-write
-// (nil when none runs). Called by write under the shared state lock,
-// before the WAL append.
-func (s *Server) beginSplitWrite(r *replica) (*split.Admitted, error) {
-	d, ok := s.split.routes.Load(r)
-	if !ok {
-		return nil, nil
-	}
-	a, err := d.(*split.DualWrite).Admit()
-	if err != nil {
-		return nil, apierr.Tablet(pb.TabletError_WRONG_TABLET, r.id, r.epoch, "tablet %s is splitting; refresh its location", r.id)
-	}
-	return a, nil
-}
-
-// logSplitWrite appends an admitted write to its child's split log.
-func (s *Server) logSplitWrite(ctx context.Context, r *replica, a *split.Admitted, m *mutation.RowMutation) error {
-	if err := a.Log(ctx, m); err != nil {
-		return apierr.Wrap(codes.Unavailable, err, "tserver %s: tablet %s", s.addr, r.id)
-	}
-	return nil
+	return nil, apierr.Wrap(codes.Aborted, err, "tserver %s: split tablet %s failed; nothing changed", s.addr, r.ID())
 }
 
 // replaySplitLogs applies a split child's split logs (the writes made
@@ -325,15 +291,15 @@ func (s *Server) logSplitWrite(ctx context.Context, r *replica, a *split.Admitte
 func (s *Server) replaySplitLogs(r *replica, paths []string) error {
 	for _, p := range paths {
 		rep, err := wal.ReplayFile(s.fs, filepath.Join(s.opts.Root, p), func(rec *wal.Record) error {
-			if rec.TabletID != r.id {
+			if rec.TabletID != r.ID() {
 				return nil
 			}
-			return r.eng.Replay(rec)
+			return r.Engine().Replay(rec)
 		})
 		if err != nil {
-			return fmt.Errorf("tserver: replay split log %s of tablet %s: %w", p, r.id, err)
+			return fmt.Errorf("tserver: replay split log %s of tablet %s: %w", p, r.ID(), err)
 		}
-		s.log.Info("split log replayed", "tablet", r.id, "path", p, "records", rep.Records, "torn", rep.Torn)
+		s.log.Info("split log replayed", "tablet", r.ID(), "path", p, "records", rep.Records, "torn", rep.Torn)
 	}
 	return nil
 }

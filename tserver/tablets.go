@@ -1,40 +1,26 @@
 package tserver
 
 import (
-	"bytes"
 	"sort"
 	"sync"
 	"time"
 
-	"bighive/checkpoint"
 	"bighive/internal/apierr"
 	"bighive/internal/limits"
 	pb "bighive/proto/bighivepb"
+	rp "bighive/replica"
 	"bighive/tablet"
 )
 
-// replica is one tablet as this tserver holds it.
+// replica is one tablet as this tserver holds it: the write path and
+// reads (package replica), and the block store of each of its TSFiles.
 type replica struct {
-	id         string
-	table      string
-	start, end []byte // [start, end); end nil: unbounded
-	epoch      int64
-	eng        *checkpoint.Engine
-
-	// ops is held shared by each write from its WAL append to its apply,
-	// and exclusively by unload, so a tablet leaves only between writes.
-	ops sync.RWMutex
+	*rp.Replica
 
 	mu sync.Mutex
 	// stores names the block store (UUID) of each TSFile by footer, since
 	// after a failover a tablet reads files from several stores.
 	stores map[uint64]string
-	// unloaded is set once unload has begun; later unloads do nothing.
-	unloaded bool
-}
-
-func (r *replica) contains(row []byte) bool {
-	return bytes.Compare(row, r.start) >= 0 && (len(r.end) == 0 || bytes.Compare(row, r.end) < 0)
 }
 
 func (r *replica) storeOf(footer uint64) string {
@@ -66,8 +52,8 @@ func (g *registry) get(id string) *replica {
 func (g *registry) put(r *replica) (old *replica) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	old = g.m[r.id]
-	g.m[r.id] = r
+	old = g.m[r.ID()]
+	g.m[r.ID()] = r
 	return old
 }
 
@@ -75,10 +61,10 @@ func (g *registry) put(r *replica) (old *replica) {
 func (g *registry) remove(r *replica) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.m[r.id] != r {
+	if g.m[r.ID()] != r {
 		return false
 	}
-	delete(g.m, r.id)
+	delete(g.m, r.ID())
 	return true
 }
 
@@ -89,17 +75,22 @@ func (g *registry) all() []*replica {
 	for _, r := range g.m {
 		out = append(out, r)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
+	sort.Slice(out, func(i, j int) bool { return out[i].ID() < out[j].ID() })
 	return out
 }
 
 func (g *registry) closeAll() {
 	for _, r := range g.all() {
 		g.remove(r)
-		r.eng.SetServing(false)
-		r.eng.Close()
+		r.Stop()
+		r.Engine().Close()
 	}
 }
+
+// leaseValid reports whether this tserver may serve now: it holds a valid
+// lease and its log has not failed (after which a heartbeat reply must not
+// bring the lease back).
+func (s *Server) leaseValid() bool { return !s.failed.Load() && s.lease.valid(time.Now()) }
 
 // serving returns the replica of tabletID if this tserver serves it at
 // epoch now, or the routing error a client understands.
@@ -108,14 +99,14 @@ func (s *Server) serving(tabletID string, epoch int64) (*replica, error) {
 	if r == nil {
 		return nil, apierr.Tablet(pb.TabletError_NOT_SERVING, tabletID, epoch, "tablet %s is not served by %s", tabletID, s.addr)
 	}
-	if !s.lease.valid(time.Now()) {
+	if !s.leaseValid() {
 		return nil, apierr.Tablet(pb.TabletError_NOT_SERVING, tabletID, epoch, "tserver %s has no valid lease from the master", s.addr)
 	}
-	if epoch != 0 && epoch != r.epoch {
+	if epoch != 0 && epoch != r.Epoch() {
 		return nil, apierr.Tablet(pb.TabletError_NOT_SERVING, tabletID, epoch,
-			"tablet %s is served by %s at epoch %d, not %d", tabletID, s.addr, r.epoch, epoch)
+			"tablet %s is served by %s at epoch %d, not %d", tabletID, s.addr, r.Epoch(), epoch)
 	}
-	if !r.eng.Serving() {
+	if !r.Engine().Serving() {
 		return nil, apierr.Tablet(pb.TabletError_RECOVERING, tabletID, epoch, "tablet %s is loading on %s", tabletID, s.addr)
 	}
 	return r, nil

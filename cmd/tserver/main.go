@@ -3,7 +3,9 @@
 //	tserver --listen 127.0.0.1:7200 --masters 127.0.0.1:7100 --fs-root /shared/bighive
 //
 // It stops cleanly on SIGTERM or SIGINT: in-flight requests finish, the
-// log is closed (every acknowledged write is already durable).
+// log is closed (every acknowledged write is already durable). When its
+// log fails (an I/O error: a full disk, a failed fdatasync) it gives up its
+// lease, stops and exits with status 1, so the master moves its tablets.
 package main
 
 import (
@@ -71,7 +73,14 @@ func main() {
 		log.Error("start failed", "err", err)
 		os.Exit(1)
 	}
-	<-ctx.Done()
+	select {
+	case <-s.Done():
+		// The log failed: the tserver gave up its lease and stopped, so
+		// the master moves its tablets; it logged the cause already.
+		log.Error("tserver stopped", "err", s.Err())
+		os.Exit(1)
+	case <-ctx.Done():
+	}
 	log.Info("shutting down")
 	if err := s.Close(); err != nil {
 		log.Error("shutdown", "err", err)

@@ -297,7 +297,11 @@ func (x *ReadRowRequest) GetFilter() *ReadFilter {
 type ReadRowResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Absent cells: the row does not exist (or nothing matched the filter).
-	Row           *Row `protobuf:"bytes,1,opt,name=row,proto3" json:"row,omitempty"`
+	Row *Row `protobuf:"bytes,1,opt,name=row,proto3" json:"row,omitempty"`
+	// The row's matching cells are too large for one message (over 32 MiB)
+	// and are not in this response: read the row with ScanRows, which sends
+	// a large row in chunks of cells.
+	Chunked       bool `protobuf:"varint,2,opt,name=chunked,proto3" json:"chunked,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -337,6 +341,13 @@ func (x *ReadRowResponse) GetRow() *Row {
 		return x.Row
 	}
 	return nil
+}
+
+func (x *ReadRowResponse) GetChunked() bool {
+	if x != nil {
+		return x.Chunked
+	}
+	return false
 }
 
 type ScanRowsRequest struct {
@@ -417,10 +428,15 @@ func (x *ScanRowsRequest) GetFilter() *ReadFilter {
 }
 
 type ScanRowsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Rows          []*Row                 `protobuf:"bytes,1,rep,name=rows,proto3" json:"rows,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Rows  []*Row                 `protobuf:"bytes,1,rep,name=rows,proto3" json:"rows,omitempty"`
+	// The last row of rows continues in the next message: more of its cells
+	// follow, under the same key. A row larger than one message is sent in
+	// chunks of whole cells this way; a client merges the chunks of a row
+	// before it delivers the row.
+	LastRowContinues bool `protobuf:"varint,2,opt,name=last_row_continues,json=lastRowContinues,proto3" json:"last_row_continues,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ScanRowsResponse) Reset() {
@@ -458,6 +474,13 @@ func (x *ScanRowsResponse) GetRows() []*Row {
 		return x.Rows
 	}
 	return nil
+}
+
+func (x *ScanRowsResponse) GetLastRowContinues() bool {
+	if x != nil {
+		return x.LastRowContinues
+	}
+	return false
 }
 
 type CheckpointRequest struct {
@@ -1064,17 +1087,19 @@ const file_bighivepb_tserver_proto_rawDesc = "" +
 	"\ttablet_id\x18\x01 \x01(\tR\btabletId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12\x17\n" +
 	"\arow_key\x18\x03 \x01(\fR\x06rowKey\x12.\n" +
-	"\x06filter\x18\x04 \x01(\v2\x16.bighive.v1.ReadFilterR\x06filter\"4\n" +
+	"\x06filter\x18\x04 \x01(\v2\x16.bighive.v1.ReadFilterR\x06filter\"N\n" +
 	"\x0fReadRowResponse\x12!\n" +
-	"\x03row\x18\x01 \x01(\v2\x0f.bighive.v1.RowR\x03row\"\xb6\x01\n" +
+	"\x03row\x18\x01 \x01(\v2\x0f.bighive.v1.RowR\x03row\x12\x18\n" +
+	"\achunked\x18\x02 \x01(\bR\achunked\"\xb6\x01\n" +
 	"\x0fScanRowsRequest\x12\x1b\n" +
 	"\ttablet_id\x18\x01 \x01(\tR\btabletId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12*\n" +
 	"\x05range\x18\x03 \x01(\v2\x14.bighive.v1.RowRangeR\x05range\x12\x14\n" +
 	"\x05limit\x18\x04 \x01(\x03R\x05limit\x12.\n" +
-	"\x06filter\x18\x05 \x01(\v2\x16.bighive.v1.ReadFilterR\x06filter\"7\n" +
+	"\x06filter\x18\x05 \x01(\v2\x16.bighive.v1.ReadFilterR\x06filter\"e\n" +
 	"\x10ScanRowsResponse\x12#\n" +
-	"\x04rows\x18\x01 \x03(\v2\x0f.bighive.v1.RowR\x04rows\"\x13\n" +
+	"\x04rows\x18\x01 \x03(\v2\x0f.bighive.v1.RowR\x04rows\x12,\n" +
+	"\x12last_row_continues\x18\x02 \x01(\bR\x10lastRowContinues\"\x13\n" +
 	"\x11CheckpointRequest\"b\n" +
 	"\x12CheckpointResponse\x12'\n" +
 	"\x0ftablets_flushed\x18\x01 \x01(\x05R\x0etabletsFlushed\x12#\n" +

@@ -1,0 +1,136 @@
+package tserver_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"bighive/client"
+	"bighive/internal/vfs"
+	"bighive/internal/vfs/errorfs"
+	"bighive/tserver"
+	"bighive/wal"
+)
+
+// TestFailedLogStopsTheTServer fails tserver 0's write-ahead log under
+// writers (ENOSPC on writing or preallocating a log file, EIO on its
+// fdatasync) and checks that it fails stop: Done closes with an error
+// wrapping wal.ErrFailed and the errno, the master moves its tablets to
+// tserver 1, and every acknowledged write reads back there.
+func TestFailedLogStopsTheTServer(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		kinds []errorfs.OpKind
+		errno syscall.Errno
+	}{
+		{"ENOSPC on write", []errorfs.OpKind{errorfs.OpWrite, errorfs.OpPreallocate}, syscall.ENOSPC},
+		{"EIO on sync", []errorfs.OpKind{errorfs.OpSync}, syscall.EIO},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inLog := func(op errorfs.Op) bool { return strings.Contains(op.Path, "/wal/") }
+			tog := errorfs.NewToggle(errorfs.And(errorfs.Kinds(tc.kinds...), inLog))
+			inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
+				if tog.MaybeError(op) != nil {
+					return tc.errno
+				}
+				return nil
+			})
+			n := startNode(t, 2, 2*time.Second, func(i int, o *tserver.Options) {
+				if i == 0 {
+					o.FS = errorfs.Wrap(vfs.Default, inj)
+				}
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			c := n.client(ctx)
+			waitFor(t, ctx, "both tservers registered", func() bool {
+				ts, err := c.TServers(ctx)
+				live := 0
+				for _, x := range ts {
+					if x.Live {
+						live++
+					}
+				}
+				return err == nil && live == 2
+			})
+			if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "cf"}},
+				SplitKeys: []string{"r02", "r04", "r06", "r08"}}); err != nil {
+				t.Fatal(err)
+			}
+			waitServing(t, ctx, c, "t")
+			tbl, err := c.Open(ctx, "t")
+			if err != nil {
+				t.Fatal(err)
+			}
+			bad := n.servers[0].Addr()
+			onBad := func() int {
+				tablets, err := c.Tablets(ctx, "t")
+				if err != nil {
+					t.Fatal(err)
+				}
+				k := 0
+				for _, tb := range tablets {
+					if tb.TServer == bad {
+						k++
+					}
+				}
+				return k
+			}
+			if onBad() == 0 {
+				t.Fatal("tserver 0 serves no tablet; the test would prove nothing")
+			}
+
+			stop := make(chan struct{})
+			a, wg := writeLoad(ctx, t, tbl, 7, 4, stop)
+			stopWriters := sync.OnceFunc(func() { close(stop); wg.Wait() })
+			defer stopWriters()
+			waitFor(t, ctx, "200 acknowledged writes", func() bool { return len(a.snapshot()) >= 200 })
+			tog.Set(true)
+
+			select {
+			case <-n.servers[0].Done():
+			case <-ctx.Done():
+				t.Fatal("tserver 0 still runs after its log failed")
+			}
+			err = n.servers[0].Err()
+			if !errors.Is(err, wal.ErrFailed) || !errors.Is(err, tc.errno) {
+				t.Fatalf("Err() = %v, want wal.ErrFailed wrapping %v", err, tc.errno)
+			}
+			t.Logf("tserver 0 stopped: %v", err)
+			before := len(a.snapshot())
+			waitFor(t, ctx, "every tablet served by tserver 1", func() bool {
+				tablets, err := c.Tablets(ctx, "t")
+				if err != nil {
+					return false
+				}
+				for _, tb := range tablets {
+					if tb.State != "serving" || tb.TServer == bad {
+						return false
+					}
+				}
+				return true
+			})
+			waitFor(t, ctx, "writes acknowledged after the move", func() bool { return len(a.snapshot()) >= before+100 })
+			stopWriters()
+			want := a.snapshot()
+			t.Logf("%d acknowledged rows, %d of them before the failure stopped tserver 0", len(want), before)
+			checkRows(t, ctx, tbl, want)
+		})
+	}
+}
+
+// waitFor polls cond until it holds, failing the test when ctx ends.
+func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for %s", what)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
