@@ -108,6 +108,9 @@ type Options struct {
 	Root string
 	// Blocks is the block store the children's TSFiles are written to.
 	Blocks blockstore.Manager
+	// Store is the UUID naming Blocks in tablet metadata; the children's
+	// TSFiles carry it (tsfile.Info.Store).
+	Store string
 	// OpenFile opens one of the parent's TSFiles (from whichever store
 	// holds it).
 	OpenFile func(tsfile.Info) (*tsfile.Reader, error)
@@ -329,7 +332,7 @@ func writeChildren(ctx context.Context, o Options, req Request, rep *Report, swa
 			return out, fmt.Errorf("split: flush the swapped buffer: %w", err)
 		}
 		defer deleteFiles(o.Blocks, []tsfile.Info{sb}, o.Logger)
-		r, err := tsfile.Open(o.Blocks, sb.Footer, tsfile.ReaderOptions{})
+		r, err := tsfile.Open(o.Blocks, sb.FooterRef(), tsfile.ReaderOptions{})
 		if err != nil {
 			return out, fmt.Errorf("split: open the swapped buffer's TSFile: %w", err)
 		}
@@ -338,7 +341,7 @@ func writeChildren(ctx context.Context, o Options, req Request, rep *Report, swa
 	for _, f := range req.Tablet.Files() { // newest first, after the buffer
 		r, err := o.OpenFile(f)
 		if err != nil {
-			return out, fmt.Errorf("split: open TSFile %s: %w", f.Footer, err)
+			return out, fmt.Errorf("split: open TSFile %s: %w", f.FooterRef(), err)
 		}
 		readers = append(readers, r)
 	}
@@ -352,7 +355,7 @@ func writeChildren(ctx context.Context, o Options, req Request, rep *Report, swa
 		}
 		src := memstore.Merge(its...)
 		info, err := tsfile.Write(ctx, o.Blocks, &clipped{src: src, start: ch.Start, end: ch.End},
-			tsfile.WriterOptions{TabletID: ch.ID, PageSize: o.PageSize})
+			tsfile.WriterOptions{Store: o.Store, TabletID: ch.ID, PageSize: o.PageSize})
 		src.Close()
 		if errors.Is(err, tsfile.ErrEmpty) {
 			continue

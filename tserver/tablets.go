@@ -25,27 +25,12 @@ type replica struct {
 	ops sync.RWMutex
 
 	mu sync.Mutex
-	// stores names the block store (UUID) of each TSFile by footer, since
-	// after a failover a tablet reads files from several stores.
-	stores map[uint64]string
 	// unloaded is set once unload has begun; later unloads do nothing.
 	unloaded bool
 }
 
 func (r *replica) contains(row []byte) bool {
 	return bytes.Compare(row, r.start) >= 0 && (len(r.end) == 0 || bytes.Compare(row, r.end) < 0)
-}
-
-func (r *replica) storeOf(footer uint64) string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.stores[footer]
-}
-
-func (r *replica) setStore(footer uint64, uuid string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.stores[footer] = uuid
 }
 
 // registry holds the replicas by tablet id.

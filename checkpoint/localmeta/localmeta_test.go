@@ -144,7 +144,7 @@ func TestReferences(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []blockstore.BlockID{1, 2, 3, 5, 6} {
-		if _, ok := blocks[id]; !ok {
+		if _, ok := blocks[blockstore.BlockRef{ID: id}]; !ok {
 			t.Errorf("block %d not referenced", id)
 		}
 	}
