@@ -14,12 +14,12 @@
 //     input, NOT_SERVING/WRONG_TABLET/RECOVERING details for routing;
 //   - 9: a loaded tablet serves only after the master committed this
 //     tserver's log position into the tablet's list (ReportTabletLoad).
-//   - 10: a TSFile is named by its block store's UUID and its footer ID
+//   - a TSFile is named by its block store's UUID and its footer ID
 //     (TSFileRef.block_store_uuid, tsfile.Info.Store): block IDs are
 //     unique only per store. This tserver deletes blocks only in its own
 //     store; files of other stores that its compactions replace are
 //     collected by their owners (GetGCReferences answers per store UUID).
-//   - A read-only store of another tserver is open only while some TSFile
+//   - a read-only store of another tserver is open only while some TSFile
 //     of a tablet here is read through it (stores.go): it closes with the
 //     last such file and is opened again on demand.
 //
