@@ -321,7 +321,7 @@ func TestReadOnlyStoresReleasedAcrossMoves(t *testing.T) {
 	}
 	// Bounded by a small constant above the start, whatever the number of
 	// moves; polled, since closed connections wind down asynchronously.
-	const slackFDs, slackGoroutines = 8, 25
+	const slackFDs, slackGoroutines = 8, 10
 	var fds, gs int
 	settle, cancelSettle := context.WithTimeout(ctx, 10*time.Second)
 	defer cancelSettle()
