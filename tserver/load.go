@@ -121,8 +121,9 @@ func (s *Server) recover(ctx context.Context, r *replica, m *pb.TabletMeta) erro
 	return nil
 }
 
-// footerOf names a TSFile of the metadata by its store and footer; a file
-// with no store named was written by this tserver (own is its UUID).
+// footerOf names a TSFile of the metadata by its store and footer. The
+// metadata always names the store; an empty name is read as this
+// tserver's own store (own is its UUID), as the store lookup always did.
 func footerOf(f *pb.TSFileRef, own string) blockstore.BlockRef {
 	store := f.BlockStoreUuid
 	if store == "" {
