@@ -321,7 +321,10 @@ func TestReadOnlyStoresReleasedAcrossMoves(t *testing.T) {
 	}
 	// Bounded by a small constant above the start, whatever the number of
 	// moves; polled, since closed connections wind down asynchronously.
-	const slackFDs, slackGoroutines = 8, 10
+	// (Before read-only stores were released, 24 cycles left 47 more
+	// descriptors and 24 more goroutines; the slack for descriptors covers
+	// new block containers and log files the stores keep open.)
+	const slackFDs, slackGoroutines = 16, 10
 	var fds, gs int
 	settle, cancelSettle := context.WithTimeout(ctx, 10*time.Second)
 	defer cancelSettle()
