@@ -247,7 +247,7 @@ func Run(ctx context.Context, o Options, req Request) (res *Result, err error) {
 		if derr := dw.drain(true); derr != nil {
 			log.Warn("split: removing split logs", "err", derr)
 		}
-		deleteFiles(o.Blocks, children, log)
+		deleteFiles(o, children, log)
 	}()
 	for i := range dw.logs {
 		if dw.logs[i], err = createSplitLog(o, ids[i]); err != nil {
@@ -331,7 +331,7 @@ func writeChildren(ctx context.Context, o Options, req Request, rep *Report, swa
 		if err != nil {
 			return out, fmt.Errorf("split: flush the swapped buffer: %w", err)
 		}
-		defer deleteFiles(o.Blocks, []tsfile.Info{sb}, o.Logger)
+		defer deleteFiles(o, []tsfile.Info{sb}, o.Logger)
 		r, err := tsfile.Open(o.Blocks, sb.FooterRef(), tsfile.ReaderOptions{})
 		if err != nil {
 			return out, fmt.Errorf("split: open the swapped buffer's TSFile: %w", err)
@@ -369,14 +369,20 @@ func writeChildren(ctx context.Context, o Options, req Request, rep *Report, swa
 	return out, nil
 }
 
-// deleteFiles deletes TSFiles no metadata names (best effort: blocks left
-// behind are orphans, which the checkpoint's orphan pass collects).
-func deleteFiles(mgr blockstore.Manager, files []tsfile.Info, log *slog.Logger) {
+// deleteFiles deletes TSFiles no metadata names, which the split wrote
+// into o.Blocks (best effort: blocks left behind are orphans, which the
+// checkpoint's orphan pass collects). A file of another store is never
+// deleted here: its block IDs mean nothing in o.Blocks.
+func deleteFiles(o Options, files []tsfile.Info, log *slog.Logger) {
 	if len(files) == 0 {
 		return
 	}
-	tx := mgr.NewDeletionTransaction()
+	tx := o.Blocks.NewDeletionTransaction()
 	for _, f := range files {
+		if f.Store != o.Store {
+			log.Warn("split: not deleting a TSFile of another store", "footer", f.FooterRef())
+			continue
+		}
 		for _, b := range f.Blocks {
 			tx.AddDeletedBlock(b)
 		}
