@@ -18,6 +18,10 @@
 //     once its last open reader closed it.
 //   - IDs are never reused: the counter resumes above the largest ID
 //     replayed and above the wall clock in µs.
+//   - IDs are unique only inside one store: two stores count from their own
+//     clocks and may hand out the same ID. Outside this package a block that
+//     may live in another store is named by a BlockRef (store UUID, ID), and
+//     a deletion goes only to the store that holds the block.
 //   - Every file operation goes through Options.FS (a vfs.FS).
 //   - Garbage on disk never panics; corruption is reported with file and offset.
 //

@@ -63,14 +63,14 @@ type Tablet interface {
 // Compactor is implemented by tablets that can compact their TSFiles
 // (*tablet.Tablet does).
 type Compactor interface {
-	// CompactFiles merges the named files (adjacent in Files) into one new
-	// TSFile and returns it (Footer 0: nothing was left); the read set is
-	// unchanged. A major compaction drops what tombstones, max versions and
-	// max age hide.
-	CompactFiles(ctx context.Context, footers []blockstore.BlockID, major bool) (tsfile.Info, error)
+	// CompactFiles merges the named files (their footers, adjacent in
+	// Files) into one new TSFile in the tablet's own store and returns it
+	// (Footer 0: nothing was left); the read set is unchanged. A major
+	// compaction drops what tombstones, max versions and max age hide.
+	CompactFiles(ctx context.Context, footers []blockstore.BlockRef, major bool) (tsfile.Info, error)
 	// InstallCompacted replaces the named files by info in the read set;
 	// called after the metadata names info.
-	InstallCompacted(replaced []blockstore.BlockID, info tsfile.Info) error
+	InstallCompacted(replaced []blockstore.BlockRef, info tsfile.Info) error
 }
 
 // Roller is the WAL as step 4 needs it (*wal.Log implements it).
@@ -123,9 +123,10 @@ type References interface {
 	// LogPositions returns every position of prefix that any tablet's
 	// metadata lists.
 	LogPositions(ctx context.Context, prefix string) ([]wal.Position, error)
-	// ReferencedBlocks returns every block of this tserver's block store
-	// that any tablet's metadata names.
-	ReferencedBlocks(ctx context.Context) (map[blockstore.BlockID]struct{}, error)
+	// ReferencedBlocks returns the blocks any tablet's metadata names. It
+	// must hold every such block of this tserver's store (Options.Store);
+	// blocks of other stores may be left out.
+	ReferencedBlocks(ctx context.Context) (map[blockstore.BlockRef]struct{}, error)
 }
 
 // RefusedError is returned by a Metadata that refused a batch because of

@@ -80,7 +80,8 @@ func pickMerge(files []tsfile.Info, width int) []tsfile.Info {
 // a merging one of the MergeWidth adjacent files with the smallest total
 // size. The new file list is committed to the metadata (log positions
 // unchanged) before the tablet's read set switches to it; the replaced
-// files' blocks are then deleted with one deletion transaction. A failed
+// files' blocks are then deleted with one deletion transaction, those of
+// Options.Store only (see Options.Store for the others). A failed
 // commit deletes nothing: the new file, if the commit did not apply,
 // becomes an orphan for CollectOrphans. Afterwards Compact sleeps so that
 // compactions average at most CompactionRate bytes per second.
@@ -99,10 +100,10 @@ func (c *Coordinator) Compact(ctx context.Context, t Tablet, major bool) error {
 	if len(files) < 1 || !major && len(files) < 2 {
 		return nil
 	}
-	footers := make([]blockstore.BlockID, len(files))
+	footers := make([]blockstore.BlockRef, len(files))
 	var inBytes int64
 	for i, f := range files {
-		footers[i] = f.Footer
+		footers[i] = f.FooterRef()
 		inBytes += f.Size
 	}
 	info, err := comp.CompactFiles(ctx, footers, major)
@@ -144,15 +145,15 @@ func (c *Coordinator) Compact(ctx context.Context, t Tablet, major bool) error {
 
 // replaceRun returns list with the files named by run replaced by info
 // (or removed, when info.Footer is 0).
-func replaceRun(list []tsfile.Info, run []blockstore.BlockID, info tsfile.Info) []tsfile.Info {
-	in := map[blockstore.BlockID]bool{}
-	for _, id := range run {
-		in[id] = true
+func replaceRun(list []tsfile.Info, run []blockstore.BlockRef, info tsfile.Info) []tsfile.Info {
+	in := map[blockstore.BlockRef]bool{}
+	for _, ref := range run {
+		in[ref] = true
 	}
 	out := make([]tsfile.Info, 0, len(list))
 	placed := false
 	for _, f := range list {
-		if !in[f.Footer] {
+		if !in[f.FooterRef()] {
 			out = append(out, f)
 			continue
 		}

@@ -33,6 +33,13 @@ type Options struct {
 	// Blocks is the block store, for deleting replaced TSFiles and
 	// orphans. Optional: without it nothing is deleted.
 	Blocks blockstore.Manager
+	// Store is the UUID naming Blocks in tablet metadata (tsfile.Info.Store).
+	// Block IDs are unique only inside one store: only blocks of files whose
+	// Info.Store is Store are ever deleted from Blocks. A replaced file of
+	// another store (a tablet that moved here still reads it) is left to
+	// that store's owner, whose orphan pass deletes it once no tablet's
+	// metadata names it.
+	Store string
 	// Refs answers log GC and orphan collection. Optional: without it
 	// neither runs.
 	Refs References
@@ -575,16 +582,28 @@ func (c *Coordinator) step(n int) error {
 	return c.opts.hook(n)
 }
 
-// deleteFiles deletes the blocks of files no metadata names any more.
+// deleteFiles deletes the blocks of files no metadata names any more, of
+// this tserver's own store only: a block ID means nothing in another store,
+// where it may name a live block of another tablet. Files of other stores
+// are left to their owners' orphan passes.
 func (c *Coordinator) deleteFiles(files []tsfile.Info) {
 	if len(files) == 0 || c.opts.Blocks == nil {
 		return
 	}
 	tx := c.opts.Blocks.NewDeletionTransaction()
+	n := 0
 	for _, f := range files {
+		if f.Store != c.opts.Store {
+			c.log.Debug("replaced TSFile of another store left to its owner's gc", "footer", f.FooterRef())
+			continue
+		}
 		for _, id := range f.Blocks {
 			tx.AddDeletedBlock(id)
+			n++
 		}
+	}
+	if n == 0 {
+		return
 	}
 	deleted, err := tx.CommitDeletedBlocks()
 	c.count(func(s *Stats) { s.DeletedBlocks += int64(len(deleted)) })

@@ -39,10 +39,18 @@
 //   - Only serving tablets (logs replayed) take part.
 //   - Replaced TSFiles' blocks are deleted with one deletion transaction
 //     only after a commit that no longer names them.
+//   - A block is named by (store UUID, block ID) — blockstore.BlockRef —
+//     wherever it is referenced, compared or deleted: IDs are unique only
+//     inside one store. A deletion goes only to Options.Blocks and only for
+//     files whose tsfile.Info.Store is Options.Store; a replaced file of
+//     another store (a tablet that moved here reads it) is left to that
+//     store's owner, whose orphan pass collects it once no metadata names
+//     it.
 //   - Log GC deletes only files older than every position any tablet
 //     lists (References: the master in the cluster), never the current
-//     file; orphan collection deletes only blocks no tablet anywhere names
-//     and no local tablet uses, after a grace period (invariant 9).
+//     file; orphan collection deletes only blocks of Options.Store that no
+//     tablet anywhere names and no local tablet uses, after a grace period
+//     (invariant 9).
 //
 // # Recovery
 //

@@ -15,7 +15,7 @@ var testSchema = tablet.Schema{Families: map[string]tablet.FamilyPolicy{"f": {},
 func openEngine(mgr blockstore.Manager, m checkpoint.TabletMeta) (*checkpoint.Engine, error) {
 	refs := make([]tablet.FileRef, len(m.TSFiles))
 	for i, f := range m.TSFiles {
-		refs[i] = tablet.FileRef{Footer: f.Footer}
+		refs[i] = tablet.FileRef{Footer: f.FooterRef()}
 	}
 	t, err := tablet.Open(tablet.Options{ID: m.TabletID, Schema: testSchema, Store: mgr, Files: refs, Logger: quiet})
 	if err != nil {

@@ -38,12 +38,14 @@ func (c *Coordinator) CollectLogs(ctx context.Context) error {
 	return nil
 }
 
-// CollectOrphans deletes the blocks of the block store that no tablet's
-// metadata names (asked of Refs: in the cluster, any tablet anywhere) and
-// no tablet served here uses, once this collector has seen them so for at
-// least grace. Such blocks are TSFiles of a flush or compaction whose
-// metadata commit never happened (a crash between the creation
-// transaction and step 7). With grace 0 they are deleted at once: right
+// CollectOrphans deletes the blocks of the block store (Options.Blocks,
+// named Options.Store) that no tablet's metadata names (asked of Refs: in
+// the cluster, any tablet anywhere) and no tablet served here uses, once
+// this collector has seen them so for at least grace. Such blocks are
+// TSFiles of a flush or compaction whose metadata commit never happened (a
+// crash between the creation transaction and step 7), and TSFiles of this
+// store that another tserver's compaction replaced (a compaction never
+// deletes blocks of a store not its own). With grace 0 they are deleted at once: right
 // only at start-up, before anything writes. It excludes checkpoints,
 // compactions and splits while it runs, and returns the number of blocks
 // deleted.
@@ -70,19 +72,21 @@ func (c *Coordinator) CollectOrphans(ctx context.Context, grace time.Duration) (
 	if err != nil {
 		return 0, fmt.Errorf("checkpoint: block references: %w", err)
 	}
-	inUse := map[blockstore.BlockID]struct{}{}
+	// Blocks are compared by (store, id): an ID of another store that a
+	// tablet here reads says nothing about the block with that ID here.
+	inUse := map[blockstore.BlockRef]struct{}{}
 	for _, t := range c.opts.Tablets() {
 		for _, f := range t.Files() {
-			for _, id := range f.Blocks {
-				inUse[id] = struct{}{}
+			for _, ref := range f.BlockRefs() {
+				inUse[ref] = struct{}{}
 			}
 		}
 	}
 	c.metaMu.Lock()
 	for _, ts := range c.tabs {
 		if ts.flushed != nil {
-			for _, id := range ts.flushed.Blocks {
-				inUse[id] = struct{}{}
+			for _, ref := range ts.flushed.BlockRefs() {
+				inUse[ref] = struct{}{}
 			}
 		}
 	}
@@ -92,10 +96,11 @@ func (c *Coordinator) CollectOrphans(ctx context.Context, grace time.Duration) (
 	seen := map[blockstore.BlockID]time.Time{}
 	var doomed []blockstore.BlockID
 	for _, id := range ids {
-		if _, ok := refs[id]; ok {
+		ref := blockstore.BlockRef{Store: c.opts.Store, ID: id}
+		if _, ok := refs[ref]; ok {
 			continue
 		}
-		if _, ok := inUse[id]; ok {
+		if _, ok := inUse[ref]; ok {
 			continue
 		}
 		first, ok := c.orphanSeen[id]

@@ -107,6 +107,9 @@ type Options struct {
 	Root string
 	// Blocks is the block store the children's TSFiles are written to.
 	Blocks blockstore.Manager
+	// Store is the UUID naming Blocks in tablet metadata; the children's
+	// TSFiles carry it (tsfile.Info.Store).
+	Store string
 	// OpenFile opens one of the parent's TSFiles (from whichever store
 	// holds it).
 	OpenFile func(tsfile.Info) (*tsfile.Reader, error)
@@ -242,7 +245,7 @@ func Run(ctx context.Context, o Options, req Request) (res *Result, err error) {
 		if derr := dw.drain(true); derr != nil {
 			log.Warn("split: removing split logs", "err", derr)
 		}
-		deleteFiles(o.Blocks, children, log)
+		deleteFiles(o, children, log)
 	}()
 	for i := range dw.logs {
 		if dw.logs[i], err = createSplitLog(o, ids[i]); err != nil {
@@ -334,8 +337,8 @@ func writeChildren(ctx context.Context, o Options, req Request, rep *Report, swa
 		if err != nil {
 			return out, fmt.Errorf("split: flush the swapped buffer: %w", err)
 		}
-		defer deleteFiles(o.Blocks, []tsfile.Info{sb}, o.Logger)
-		r, err := tsfile.Open(o.Blocks, sb.Footer, tsfile.ReaderOptions{})
+		defer deleteFiles(o, []tsfile.Info{sb}, o.Logger)
+		r, err := tsfile.Open(o.Blocks, sb.FooterRef(), tsfile.ReaderOptions{})
 		if err != nil {
 			return out, fmt.Errorf("split: open the swapped buffer's TSFile: %w", err)
 		}
@@ -344,7 +347,7 @@ func writeChildren(ctx context.Context, o Options, req Request, rep *Report, swa
 	for _, f := range req.Tablet.Files() { // newest first, after the buffer
 		r, err := o.OpenFile(f)
 		if err != nil {
-			return out, fmt.Errorf("split: open TSFile %s: %w", f.Footer, err)
+			return out, fmt.Errorf("split: open TSFile %s: %w", f.FooterRef(), err)
 		}
 		readers = append(readers, r)
 	}
@@ -358,7 +361,7 @@ func writeChildren(ctx context.Context, o Options, req Request, rep *Report, swa
 		}
 		src := memstore.Merge(its...)
 		info, err := tsfile.Write(ctx, o.Blocks, &clipped{src: src, start: ch.Start, end: ch.End},
-			tsfile.WriterOptions{TabletID: ch.ID, PageSize: o.PageSize})
+			tsfile.WriterOptions{Store: o.Store, TabletID: ch.ID, PageSize: o.PageSize})
 		src.Close()
 		if errors.Is(err, tsfile.ErrEmpty) {
 			continue
@@ -372,14 +375,20 @@ func writeChildren(ctx context.Context, o Options, req Request, rep *Report, swa
 	return out, nil
 }
 
-// deleteFiles deletes TSFiles no metadata names (best effort: blocks left
-// behind are orphans, which the checkpoint's orphan pass collects).
-func deleteFiles(mgr blockstore.Manager, files []tsfile.Info, log *slog.Logger) {
+// deleteFiles deletes TSFiles no metadata names, which the split wrote
+// into o.Blocks (best effort: blocks left behind are orphans, which the
+// checkpoint's orphan pass collects). A file of another store is never
+// deleted here: its block IDs mean nothing in o.Blocks.
+func deleteFiles(o Options, files []tsfile.Info, log *slog.Logger) {
 	if len(files) == 0 {
 		return
 	}
-	tx := mgr.NewDeletionTransaction()
+	tx := o.Blocks.NewDeletionTransaction()
 	for _, f := range files {
+		if f.Store != o.Store {
+			log.Warn("split: not deleting a TSFile of another store", "footer", f.FooterRef())
+			continue
+		}
 		for _, b := range f.Blocks {
 			tx.AddDeletedBlock(b)
 		}

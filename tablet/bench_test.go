@@ -60,7 +60,7 @@ func flushed(b *testing.B) (blockstore.Manager, []FileRef) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return store, []FileRef{{Footer: info.Footer}}
+	return store, []FileRef{{Footer: info.FooterRef()}}
 }
 
 func BenchmarkApply(b *testing.B) {

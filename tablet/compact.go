@@ -10,15 +10,15 @@ import (
 	"bighive/tablet/tsfile"
 )
 
-// CompactFiles merges the named TSFiles (footer block ids; they must be
-// adjacent in the read set, see Files) into one new TSFile in
+// CompactFiles merges the named TSFiles (their footers, Info.FooterRef;
+// they must be adjacent in the read set, see Files) into one new TSFile in
 // Options.Store and returns it; the read set is unchanged until
 // InstallCompacted. A minor compaction (major false) keeps every entry but
 // overwritten duplicates. A major one also drops the cells that tombstones,
 // max versions or max age hide (tombstones themselves are kept: a buffer
 // or another file may hold older cells they must keep hiding). When
 // nothing is left, the returned info has Footer 0 and no blocks were made.
-func (t *Tablet) CompactFiles(ctx context.Context, footers []blockstore.BlockID, major bool) (TSFileInfo, error) {
+func (t *Tablet) CompactFiles(ctx context.Context, footers []blockstore.BlockRef, major bool) (TSFileInfo, error) {
 	t.mu.RLock()
 	picked, _, err := t.pick(footers)
 	schema := t.schema
@@ -49,7 +49,7 @@ func (t *Tablet) CompactFiles(ctx context.Context, footers []blockstore.BlockID,
 		it = g
 	}
 	defer it.Close()
-	info, err := tsfile.Write(ctx, t.opts.Store, it, tsfile.WriterOptions{TabletID: t.opts.ID, PageSize: t.opts.PageSize})
+	info, err := tsfile.Write(ctx, t.opts.Store, it, t.writerOptions())
 	if err == tsfile.ErrEmpty {
 		return TSFileInfo{}, nil
 	}
@@ -60,17 +60,17 @@ func (t *Tablet) CompactFiles(ctx context.Context, footers []blockstore.BlockID,
 }
 
 // pick finds the files in t.files, which must be adjacent. Needs t.mu.
-func (t *Tablet) pick(footers []blockstore.BlockID) ([]*file, int, error) {
+func (t *Tablet) pick(footers []blockstore.BlockRef) ([]*file, int, error) {
 	if len(footers) == 0 {
 		return nil, 0, fmt.Errorf("%w: no files named", ErrUnknownFile)
 	}
-	want := map[blockstore.BlockID]bool{}
-	for _, id := range footers {
-		want[id] = true
+	want := map[blockstore.BlockRef]bool{}
+	for _, ref := range footers {
+		want[ref] = true
 	}
 	first := -1
 	for i, f := range t.files {
-		if want[f.info.Footer] {
+		if want[f.info.FooterRef()] {
 			first = i
 			break
 		}
@@ -80,23 +80,23 @@ func (t *Tablet) pick(footers []blockstore.BlockID) ([]*file, int, error) {
 	}
 	picked := t.files[first : first+len(want)]
 	for _, f := range picked {
-		if !want[f.info.Footer] {
+		if !want[f.info.FooterRef()] {
 			return nil, 0, fmt.Errorf("%w: files %v are not adjacent in the read set", ErrUnknownFile, footers)
 		}
 	}
 	return append([]*file(nil), picked...), first, nil
 }
 
-// InstallCompacted replaces the named files by the compacted one (Footer 0:
-// by nothing) in one step for readers. Call it after the tablet metadata
-// names the new file; the replaced files' blocks may be deleted once the
-// metadata no longer names them (readers still holding them keep their
-// blocks open).
-func (t *Tablet) InstallCompacted(replaced []blockstore.BlockID, info TSFileInfo) error {
+// InstallCompacted replaces the named files (their footers) by the
+// compacted one (Footer 0: by nothing) in one step for readers. Call it
+// after the tablet metadata names the new file; the replaced files' blocks
+// may be deleted, by the store that holds them, once the metadata no
+// longer names them (readers still holding them keep their blocks open).
+func (t *Tablet) InstallCompacted(replaced []blockstore.BlockRef, info TSFileInfo) error {
 	var nf *file
 	if info.Footer != 0 {
 		var err error
-		if nf, err = t.openFile(t.opts.Store, info.Footer); err != nil {
+		if nf, err = t.openOwn(info); err != nil {
 			return err
 		}
 	}
@@ -105,7 +105,7 @@ func (t *Tablet) InstallCompacted(replaced []blockstore.BlockID, info TSFileInfo
 	if err != nil {
 		t.mu.Unlock()
 		if nf != nil {
-			nf.r.Close()
+			nf.close()
 		}
 		return err
 	}

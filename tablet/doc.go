@@ -44,5 +44,10 @@
 // Invariants: a row mutation is visible whole or not at all; a TSFile
 // joins the read set only through InstallFlushed/InstallCompacted, i.e.
 // after its transaction committed; a file removed from the read set stays
-// open until the last read that took it finishes.
+// open until the last read that took it finishes. A TSFile is named by
+// (store UUID, footer ID) — tsfile.Info.FooterRef — since block IDs are
+// unique only inside one store and a tablet that moved reads files of
+// several: compactions name their inputs so, and new files go to
+// Options.Store only. FileRef.Release tells the opener when a file of
+// another store is no longer read.
 package tablet

@@ -313,9 +313,9 @@ func TestModel(t *testing.T) {
 			if len(files) >= 2 {
 				i := rng.Intn(len(files) - 1)
 				n := 2 + rng.Intn(min(3, len(files)-i)-1)
-				var ids []blockstore.BlockID
+				var ids []blockstore.BlockRef
 				for _, f := range files[i : i+n] {
-					ids = append(ids, f.Footer)
+					ids = append(ids, f.FooterRef())
 				}
 				info, err := tb.CompactFiles(ctx, ids, false)
 				if err != nil {
@@ -341,7 +341,7 @@ func TestModel(t *testing.T) {
 			}
 			var refs []FileRef
 			for _, f := range tb.Files() {
-				refs = append(refs, FileRef{Footer: f.Footer})
+				refs = append(refs, FileRef{Footer: f.FooterRef()})
 			}
 			tb.Close()
 			o := opts

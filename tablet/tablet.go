@@ -17,12 +17,19 @@ import (
 // TSFileInfo describes a TSFile of the tablet (what its metadata records).
 type TSFileInfo = tsfile.Info
 
-// FileRef names an existing TSFile to open: its footer block and the block
-// store holding it (nil: Options.Store). After a failover a tablet reads
-// files from the previous owner's store, opened read-only.
+// FileRef names an existing TSFile to open: its footer block, named by the
+// UUID of the store holding it and its ID there, and that store, open
+// (nil: Options.Store, whose UUID Footer.Store must then be or leave
+// empty). After a failover a tablet reads files from the previous owner's
+// store, opened read-only.
 type FileRef struct {
-	Footer blockstore.BlockID
+	Footer blockstore.BlockRef
 	Store  blockstore.Manager
+	// Release, if set, is called once when the tablet stops reading the
+	// file: its reader closed (after Close, or after a compaction replaced
+	// it, once the last read using it ended), or Open failed. The caller
+	// may then close Store if nothing else reads through it.
+	Release func()
 }
 
 // Options configures Open.
@@ -33,6 +40,10 @@ type Options struct {
 	// Store is the block store new TSFiles are written to (and read from
 	// unless a FileRef says otherwise).
 	Store blockstore.Manager
+	// StoreUUID names Store in tablet metadata; the TSFiles written to
+	// Store carry it (tsfile.Info.Store). Block IDs are unique only per
+	// store, so files are told apart by (store, footer).
+	StoreUUID string
 	// Files are the tablet's existing TSFiles, newest first.
 	Files []FileRef
 	// Cache and CacheOwner (the table's owner, carrying its priority) hold
@@ -71,9 +82,18 @@ type Tablet struct {
 type file struct {
 	info    TSFileInfo
 	r       *tsfile.Reader
+	onClose func() // FileRef.Release, or nil
 	mu      sync.Mutex
 	refs    int
 	dropped bool
+}
+
+// close closes the reader and tells the FileRef's owner.
+func (f *file) close() {
+	f.r.Close()
+	if f.onClose != nil {
+		f.onClose()
+	}
 }
 
 func (f *file) acquire() { f.mu.Lock(); f.refs++; f.mu.Unlock() }
@@ -84,7 +104,7 @@ func (f *file) release() {
 	closeIt := f.refs == 0 && f.dropped
 	f.mu.Unlock()
 	if closeIt {
-		f.r.Close()
+		f.close()
 	}
 }
 
@@ -94,7 +114,7 @@ func (f *file) drop() {
 	closeIt := f.refs == 0
 	f.mu.Unlock()
 	if closeIt {
-		f.r.Close()
+		f.close()
 	}
 }
 
@@ -111,15 +131,16 @@ func Open(opts Options) (*Tablet, error) {
 		opts.CacheOwner = opts.Cache.NewOwner(opts.ID, blockcache.Medium)
 	}
 	t := &Tablet{opts: opts, log: opts.Logger.With("tablet", opts.ID), schema: opts.Schema, active: memstore.New()}
-	for _, ref := range opts.Files {
-		store := ref.Store
-		if store == nil {
-			store = opts.Store
-		}
-		f, err := t.openFile(store, ref.Footer)
+	for i, ref := range opts.Files {
+		f, err := t.openRef(ref)
 		if err != nil {
 			for _, f := range t.files {
-				f.r.Close()
+				f.close()
+			}
+			for _, ref := range opts.Files[i:] {
+				if ref.Release != nil {
+					ref.Release()
+				}
 			}
 			return nil, err
 		}
@@ -128,12 +149,37 @@ func Open(opts Options) (*Tablet, error) {
 	return t, nil
 }
 
-func (t *Tablet) openFile(store blockstore.Manager, footer blockstore.BlockID) (*file, error) {
+// openRef opens an existing TSFile of Options.Files.
+func (t *Tablet) openRef(ref FileRef) (*file, error) {
+	store := ref.Store
+	if store == nil {
+		if ref.Footer.Store != "" && ref.Footer.Store != t.opts.StoreUUID {
+			return nil, fmt.Errorf("tablet %s: TSFile %s: no open store given for store %q", t.opts.ID, ref.Footer, ref.Footer.Store)
+		}
+		store, ref.Footer.Store = t.opts.Store, t.opts.StoreUUID
+	}
+	f, err := t.openFile(store, ref.Footer)
+	if err != nil {
+		return nil, err
+	}
+	f.onClose = ref.Release
+	return f, nil
+}
+
+func (t *Tablet) openFile(store blockstore.Manager, footer blockstore.BlockRef) (*file, error) {
 	r, err := tsfile.Open(store, footer, tsfile.ReaderOptions{Cache: t.opts.Cache, Owner: t.opts.CacheOwner})
 	if err != nil {
 		return nil, fmt.Errorf("tablet %s: open TSFile %s: %w", t.opts.ID, footer, err)
 	}
 	return &file{info: r.Info(), r: r}, nil
+}
+
+// openOwn opens a TSFile this tablet wrote into Options.Store.
+func (t *Tablet) openOwn(info TSFileInfo) (*file, error) {
+	if info.Store != t.opts.StoreUUID {
+		return nil, fmt.Errorf("tablet %s: TSFile %s is not in this tablet's store %q", t.opts.ID, info.FooterRef(), t.opts.StoreUUID)
+	}
+	return t.openFile(t.opts.Store, info.FooterRef())
 }
 
 // ID is the tablet id.
@@ -302,11 +348,11 @@ func (t *Tablet) FlushStandby(ctx context.Context) (TSFileInfo, error) {
 		return TSFileInfo{}, ErrNoStandby
 	}
 	start := time.Now()
-	info, err := tsfile.Write(ctx, t.opts.Store, sb.NewIterator(), tsfile.WriterOptions{TabletID: t.opts.ID, PageSize: t.opts.PageSize})
+	info, err := tsfile.Write(ctx, t.opts.Store, sb.NewIterator(), t.writerOptions())
 	if err != nil {
 		return TSFileInfo{}, fmt.Errorf("tablet %s: flush standby buffer: %w", t.opts.ID, err)
 	}
-	t.log.Info("tablet: flushed standby buffer", "footer", info.Footer, "entries", info.Entries, "bytes", info.Size, "took", time.Since(start))
+	t.log.Info("tablet: flushed standby buffer", "footer", info.FooterRef(), "entries", info.Entries, "bytes", info.Size, "took", time.Since(start))
 	return info, nil
 }
 
@@ -314,23 +360,28 @@ func (t *Tablet) FlushStandby(ctx context.Context) (TSFileInfo, error) {
 // drops the standby buffer, in one step for readers. Call it after the
 // tablet metadata names the file.
 func (t *Tablet) InstallFlushed(info TSFileInfo) error {
-	f, err := t.openFile(t.opts.Store, info.Footer)
+	f, err := t.openOwn(info)
 	if err != nil {
 		return err
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
-		f.r.Close()
+		f.close()
 		return ErrClosed
 	}
 	if t.standby == nil {
-		f.r.Close()
+		f.close()
 		return ErrNoStandby
 	}
 	t.files = append([]*file{f}, t.files...)
 	t.standby = nil
 	return nil
+}
+
+// writerOptions are the options of every TSFile this tablet writes.
+func (t *Tablet) writerOptions() tsfile.WriterOptions {
+	return tsfile.WriterOptions{Store: t.opts.StoreUUID, TabletID: t.opts.ID, PageSize: t.opts.PageSize}
 }
 
 // Files lists the TSFiles of the read set, newest first.

@@ -180,9 +180,9 @@ func TestConcurrentAtomicRows(t *testing.T) {
 			}
 		}
 		if i%450 == 0 {
-			var ids []blockstore.BlockID
+			var ids []blockstore.BlockRef
 			for _, f := range tb.Files() {
-				ids = append(ids, f.Footer)
+				ids = append(ids, f.FooterRef())
 			}
 			if len(ids) > 1 {
 				info, err := tb.CompactFiles(ctx, ids, true)
@@ -243,10 +243,10 @@ func TestMajorCompactionDropsHidden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ids []blockstore.BlockID
+	var ids []blockstore.BlockRef
 	var entries int64
 	for _, f := range tb.Files() {
-		ids = append(ids, f.Footer)
+		ids = append(ids, f.FooterRef())
 		entries += f.Entries
 	}
 	info, err := tb.CompactFiles(ctx, ids, true)
@@ -275,7 +275,7 @@ func TestMajorCompactionDropsHidden(t *testing.T) {
 	flush()
 	ids = ids[:0]
 	for _, f := range tb.Files() {
-		ids = append(ids, f.Footer)
+		ids = append(ids, f.FooterRef())
 	}
 	info, err = tb.CompactFiles(ctx, ids, true)
 	if err != nil || info.Entries != 2 { // the two tombstones survive

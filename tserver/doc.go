@@ -25,6 +25,14 @@
 //     stops; Done and Err report it and cmd/tserver exits 1. The master
 //     then sees no heartbeat, declares it dead and recovers its tablets
 //     from its log elsewhere: every acknowledged write is in that log.
+//   - a TSFile is named by its block store's UUID and its footer ID
+//     (TSFileRef.block_store_uuid, tsfile.Info.Store): block IDs are
+//     unique only per store. This tserver deletes blocks only in its own
+//     store; files of other stores that its compactions replace are
+//     collected by their owners (GetGCReferences answers per store UUID).
+//   - a read-only store of another tserver is open only while some TSFile
+//     of a tablet here is read through it (stores.go): it closes with the
+//     last such file and is opened again on demand.
 //
 // A tablet's life here: assigned (heartbeat reply or AssignTablets) →
 // opened over its TSFiles, from whichever block store holds each (other

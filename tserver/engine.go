@@ -36,6 +36,7 @@ func newEngineState(s *Server) *engineState {
 		MemLimit: s.opts.MemLimit,
 		Tablets:  s.servingEngines,
 		Blocks:   s.blocks,
+		Store:    s.uuid,
 		Refs:     masterRefs{s},
 		LogGC:    s.wal,
 		Logger:   s.log,
@@ -83,14 +84,13 @@ func (s *Server) servingEngines() []checkpoint.Tablet {
 }
 
 // tsfileRefs converts a tablet's TSFile list for the master, naming the
-// block store of each file.
-func (s *Server) tsfileRefs(r *replica, files []tsfile.Info) []*pb.TSFileRef {
+// block store of each file (its blocks' IDs mean something only there).
+func (s *Server) tsfileRefs(files []tsfile.Info) []*pb.TSFileRef {
 	out := make([]*pb.TSFileRef, 0, len(files))
 	for _, f := range files {
-		store := r.storeOf(uint64(f.Footer))
+		store := f.Store
 		if store == "" {
-			store = s.uuid // written here
-			r.setStore(uint64(f.Footer), store)
+			store = s.uuid // only this tserver's own store is written here
 		}
 		ref := &pb.TSFileRef{
 			BlockStoreUuid:     store,
@@ -136,7 +136,7 @@ func (m masterMeta) Commit(ctx context.Context, updates []checkpoint.Update) err
 		if r == nil {
 			continue
 		}
-		rep := &pb.CheckpointReport{TabletId: u.TabletID, Epoch: u.Epoch, Tsfiles: m.s.tsfileRefs(r, u.TSFiles)}
+		rep := &pb.CheckpointReport{TabletId: u.TabletID, Epoch: u.Epoch, Tsfiles: m.s.tsfileRefs(u.TSFiles)}
 		if u.LogPositions != nil { // nil: a compaction, the list stays
 			rep.LogPositions = positionsToPB(u.LogPositions)
 		}
@@ -196,20 +196,23 @@ func (m masterRefs) LogPositions(ctx context.Context, prefix string) ([]wal.Posi
 	return ps, nil
 }
 
-func (m masterRefs) ReferencedBlocks(ctx context.Context) (map[blockstore.BlockID]struct{}, error) {
+// ReferencedBlocks returns the blocks of this tserver's store that any
+// tablet's metadata names (the master answers for our store UUID only), and
+// every block of the read sets here, of any store.
+func (m masterRefs) ReferencedBlocks(ctx context.Context) (map[blockstore.BlockRef]struct{}, error) {
 	resp, err := m.refs(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[blockstore.BlockID]struct{}, len(resp.Blocks))
+	out := make(map[blockstore.BlockRef]struct{}, len(resp.Blocks))
 	for _, b := range resp.Blocks {
-		out[blockstore.BlockID(b)] = struct{}{}
+		out[blockstore.BlockRef{Store: m.s.uuid, ID: blockstore.BlockID(b)}] = struct{}{}
 	}
 	// Blocks of files in the tablets' read sets here count too: a flush
 	// whose step 7 has not committed yet is not an orphan.
 	for _, r := range m.s.tablets.all() {
 		for _, f := range r.Engine().Files() {
-			for _, b := range f.Blocks {
+			for _, b := range f.BlockRefs() {
 				out[b] = struct{}{}
 			}
 		}

@@ -54,21 +54,27 @@ func (s *Server) applyAssignments(ctx context.Context, assign []*pb.TabletAssign
 // it does not serve until recover returns.
 func (s *Server) open(a *pb.TabletAssignment) (*replica, error) {
 	m := a.Tablet
-	r := &replica{stores: map[uint64]string{}}
+	r := &replica{}
 	files := make([]tablet.FileRef, 0, len(m.Tsfiles))
 	for _, f := range m.Tsfiles {
-		store, err := s.openStoreFor(f)
+		ref := footerOf(f, s.uuid)
+		store, release, err := s.openStoreFor(ref)
 		if err != nil {
+			for _, f := range files {
+				f.Release()
+			}
 			return nil, err
 		}
-		files = append(files, tablet.FileRef{Footer: blockstore.BlockID(f.FooterBlock), Store: store})
-		r.stores[f.FooterBlock] = f.BlockStoreUuid
+		// The tablet releases the store when it stops reading the file
+		// (unload, or a compaction replaced it): a read-only store closes
+		// with its last reader.
+		files = append(files, tablet.FileRef{Footer: ref, Store: store, Release: release})
 	}
 	t, err := tablet.Open(tablet.Options{
-		ID: m.TabletId, Schema: schemaOf(a.Schema), Store: s.blocks, Files: files,
+		ID: m.TabletId, Schema: schemaOf(a.Schema), Store: s.blocks, StoreUUID: s.uuid, Files: files,
 		Cache: s.cache, CacheOwner: s.eng.owner(m.Table, a.CachePriority), Logger: s.log,
 	})
-	if err != nil {
+	if err != nil { // Open released every file
 		return nil, fmt.Errorf("tserver: open tablet %s: %w", m.TabletId, err)
 	}
 	r.Replica = rp.New(rp.Options{
@@ -120,25 +126,39 @@ func (s *Server) recover(ctx context.Context, r *replica, m *pb.TabletMeta) erro
 	return nil
 }
 
-// openStoreFor opens the block store holding a TSFile, reopening a
-// read-only store once when the footer is not in it yet.
-func (s *Server) openStoreFor(f *pb.TSFileRef) (blockstore.Manager, error) {
-	store, err := s.stores.get(f.BlockStoreUuid, false)
-	if err != nil {
-		return nil, err
+// footerOf names a TSFile of the metadata by its store and footer. The
+// metadata always names the store; an empty name is read as this
+// tserver's own store (own is its UUID), as the store lookup always did.
+func footerOf(f *pb.TSFileRef, own string) blockstore.BlockRef {
+	store := f.BlockStoreUuid
+	if store == "" {
+		store = own
 	}
-	b, err := store.OpenBlock(blockstore.BlockID(f.FooterBlock))
-	if errors.Is(err, blockstore.ErrNotFound) && f.BlockStoreUuid != s.uuid {
-		if store, err = s.stores.get(f.BlockStoreUuid, true); err != nil {
-			return nil, err
+	return blockstore.BlockRef{Store: store, ID: blockstore.BlockID(f.FooterBlock)}
+}
+
+// openStoreFor acquires the block store holding a TSFile (see
+// stores.acquire; the caller calls release when it stops reading the
+// file), reopening a read-only store once when the footer is not in it yet.
+func (s *Server) openStoreFor(footer blockstore.BlockRef) (blockstore.Manager, func(), error) {
+	store, release, err := s.stores.acquire(footer.Store, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := store.OpenBlock(footer.ID)
+	if errors.Is(err, blockstore.ErrNotFound) && footer.Store != s.uuid {
+		release()
+		if store, release, err = s.stores.acquire(footer.Store, true); err != nil {
+			return nil, nil, err
 		}
-		b, err = store.OpenBlock(blockstore.BlockID(f.FooterBlock))
+		b, err = store.OpenBlock(footer.ID)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("tserver: TSFile footer %s in store %s: %w", blockstore.BlockID(f.FooterBlock), f.BlockStoreUuid, err)
+		release()
+		return nil, nil, fmt.Errorf("tserver: TSFile footer %s: %w", footer, err)
 	}
 	b.Close()
-	return store, nil
+	return store, release, nil
 }
 
 func (s *Server) failLoad(r *replica, err error) {

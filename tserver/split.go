@@ -157,18 +157,27 @@ func (sp *splitter) run(ctx context.Context, r *replica, row []byte) (*split.Res
 		return nil, errNotServingSplit
 	}
 	var committed []*pb.TabletMeta
+	// The parent's files are read through their stores until split.Run
+	// returns (it closes its readers first).
+	var releases []func()
+	defer func() {
+		for _, release := range releases {
+			release()
+		}
+	}()
 	opts := split.Options{
-		FS: s.fs, Root: s.opts.Root, Blocks: s.blocks, Exclusive: s.eng.coord.Exclusive,
+		FS: s.fs, Root: s.opts.Root, Blocks: s.blocks, Store: s.uuid, Exclusive: s.eng.coord.Exclusive,
 		BeginSplit: s.eng.coord.BeginSplit, Hook: sp.hook, Logger: s.log,
 		Checkpoint: func(ctx context.Context) error { _, err := s.eng.coord.Checkpoint(ctx); return err },
 		OpenFile: func(f tsfile.Info) (*tsfile.Reader, error) {
-			store, err := s.stores.get(r.storeOf(uint64(f.Footer)), false)
+			store, release, err := s.openStoreFor(f.FooterRef())
 			if err != nil {
 				return nil, err
 			}
-			return tsfile.Open(store, f.Footer, tsfile.ReaderOptions{})
+			releases = append(releases, release)
+			return tsfile.Open(store, f.FooterRef(), tsfile.ReaderOptions{})
 		},
-		Master: splitMaster{s: s, r: r, committed: &committed},
+		Master: splitMaster{s: s, committed: &committed},
 	}
 	req := split.Request{TabletID: r.ID(), Epoch: r.Epoch(), Start: r.Start(), End: r.End(), Row: row, Tablet: r.Engine(),
 		Route: r.Route}
@@ -204,7 +213,6 @@ func schemaToPB(r *replica) *pb.TableSchema {
 // splitMaster is split.Master over the master's RPCs.
 type splitMaster struct {
 	s         *Server
-	r         *replica
 	committed *[]*pb.TabletMeta
 }
 
@@ -225,7 +233,7 @@ func (m splitMaster) ReportSplit(ctx context.Context, rep split.Report) error {
 	for _, c := range rep.Children {
 		req.Children = append(req.Children, &pb.SplitChild{
 			TabletId: c.ID, Range: &pb.RowRange{StartRow: c.Start, EndRow: c.End},
-			Tsfiles: m.s.tsfileRefs(m.r, c.TSFiles), SplitLogs: []string{c.SplitLog},
+			Tsfiles: m.s.tsfileRefs(c.TSFiles), SplitLogs: []string{c.SplitLog},
 		})
 	}
 	ctx, cancel := context.WithTimeout(ctx, reportSplitTimeout)

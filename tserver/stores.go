@@ -11,11 +11,13 @@ import (
 )
 
 // stores opens block stores by UUID: this tserver's own store read-write,
-// any other tserver's read-only (DESIGN.md: a tablet that moved is read
-// from the store it was written to). Read-only stores are opened once and
-// reopened when a block is missing, since their owner may have committed
-// blocks after the open. A store is reopened only when a TSFile's footer
-// is missing from the open one.
+// any other tserver's read-only (a tablet that moved is read from the store
+// it was written to). A read-only store is opened on demand and counted by
+// its users (one per open TSFile of a tablet here); it is closed when its
+// last user releases it, and opened again by the next acquire. It is also
+// reopened (fresh) when a TSFile's footer is missing from the open one,
+// since its owner may have committed blocks after the open; the replaced
+// open stays until its own last user releases it.
 type stores struct {
 	fs   vfs.FS
 	root string
@@ -23,54 +25,100 @@ type stores struct {
 	mgr  blockstore.Manager
 	log  *slog.Logger
 
-	mu     sync.Mutex
-	others map[string]blockstore.Manager
-	// retired are read-only managers replaced by a fresher open; tablets
-	// opened over them still read through them, so they close only with
-	// the tserver.
-	retired []blockstore.Manager
+	mu sync.Mutex
+	// current is the newest read-only open of each other store, by UUID.
+	current map[string]*roStore
+	// open holds every read-only open not yet closed: current ones and
+	// replaced ones that still have users.
+	open map[*roStore]struct{}
+}
+
+// roStore is one read-only open of another tserver's block store.
+type roStore struct {
+	uuid  string
+	mgr   blockstore.Manager
+	users int // guarded by stores.mu
 }
 
 func newStores(fs vfs.FS, root, own string, mgr blockstore.Manager, log *slog.Logger) *stores {
-	return &stores{fs: fs, root: root, own: own, mgr: mgr, log: log, others: map[string]blockstore.Manager{}}
+	return &stores{fs: fs, root: root, own: own, mgr: mgr, log: log,
+		current: map[string]*roStore{}, open: map[*roStore]struct{}{}}
 }
 
-// get returns the store with this UUID; fresh asks for a reopen of a
-// read-only store.
-func (s *stores) get(uuid string, fresh bool) (blockstore.Manager, error) {
+// acquire returns the store with this UUID and a release function the
+// caller calls once when it no longer reads through the store (more calls
+// do nothing). fresh asks for a new open of a read-only store, which then
+// sees every block its owner committed so far.
+func (s *stores) acquire(uuid string, fresh bool) (blockstore.Manager, func(), error) {
 	if uuid == "" || uuid == s.own {
-		return s.mgr, nil
+		return s.mgr, func() {}, nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if m, ok := s.others[uuid]; ok && !fresh {
-		return m, nil
+	if s.open == nil {
+		return nil, nil, fmt.Errorf("tserver: block store %s: %w", uuid, errStoresClosed)
 	}
-	dirs, err := storeDirs(s.fs, s.root, uuid)
-	if err != nil {
-		return nil, err
+	st, ok := s.current[uuid]
+	if !ok || fresh {
+		dirs, err := storeDirs(s.fs, s.root, uuid)
+		if err != nil {
+			return nil, nil, err
+		}
+		m, _, err := blockstore.Open(blockstore.Options{Dirs: dirs, FS: s.fs, ReadOnly: true, Logger: s.log})
+		if err != nil {
+			return nil, nil, fmt.Errorf("tserver: open block store %s read-only: %w", uuid, err)
+		}
+		st = &roStore{uuid: uuid, mgr: m}
+		s.current[uuid] = st // a replaced open closes with its last user
+		s.open[st] = struct{}{}
 	}
-	m, _, err := blockstore.Open(blockstore.Options{Dirs: dirs, FS: s.fs, ReadOnly: true, Logger: s.log})
-	if err != nil {
-		return nil, fmt.Errorf("tserver: open block store %s read-only: %w", uuid, err)
-	}
-	if old, ok := s.others[uuid]; ok {
-		s.retired = append(s.retired, old)
-	}
-	s.others[uuid] = m
-	return m, nil
+	st.users++
+	var once sync.Once
+	return st.mgr, func() { once.Do(func() { s.release(st) }) }, nil
 }
 
+// release drops one user of st and closes it when that was the last.
+func (s *stores) release(st *roStore) {
+	s.mu.Lock()
+	st.users--
+	last := st.users == 0
+	if _, open := s.open[st]; !open {
+		last = false // closed with the tserver already
+	}
+	if last {
+		delete(s.open, st)
+		if s.current[st.uuid] == st {
+			delete(s.current, st.uuid)
+		}
+	}
+	s.mu.Unlock()
+	if !last {
+		return
+	}
+	if err := st.mgr.Close(); err != nil {
+		s.log.Warn("closing a read-only block store", "store", st.uuid, "err", err)
+	}
+}
+
+// openCount is the number of read-only stores open now.
+func (s *stores) openCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.open)
+}
+
+var errStoresClosed = errors.New("tserver: closed")
+
+// close closes every read-only store still open; later acquires of other
+// stores fail.
 func (s *stores) close() error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	open := s.open
+	s.current, s.open = nil, nil
+	s.mu.Unlock()
 	var errs []error
-	for _, m := range s.others {
-		errs = append(errs, m.Close())
+	for st := range open {
+		errs = append(errs, st.mgr.Close())
 	}
-	for _, m := range s.retired {
-		errs = append(errs, m.Close())
-	}
-	s.others, s.retired = nil, nil
 	return errors.Join(errs...)
 }

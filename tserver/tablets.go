@@ -13,26 +13,9 @@ import (
 )
 
 // replica is one tablet as this tserver holds it: the write path and
-// reads (package replica), and the block store of each of its TSFiles.
+// reads of package replica (each TSFile names its own block store).
 type replica struct {
 	*rp.Replica
-
-	mu sync.Mutex
-	// stores names the block store (UUID) of each TSFile by footer, since
-	// after a failover a tablet reads files from several stores.
-	stores map[uint64]string
-}
-
-func (r *replica) storeOf(footer uint64) string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.stores[footer]
-}
-
-func (r *replica) setStore(footer uint64, uuid string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.stores[footer] = uuid
 }
 
 // registry holds the replicas by tablet id.

@@ -16,20 +16,25 @@
 //     orphan collection ask LogPositions and ReferencedBlocks, so a log
 //     file or block a record names is never deleted (invariant 9).
 //
-// # File and schema, format version 1
+// # File and schema, format version 2
 //
 //	<path>   one bbolt database (bbolt does its own file I/O: it is not
 //	         behind vfs.FS)
 //
-//	meta     "version"   → uint64 BE (1; Open refuses another)
+//	meta     "version"   → uint64 BE (2; Open refuses another)
 //	tablets  <tablet id> → record
 //
 //	record := crc32c(body):u32 LE  body
 //	body   := protobuf bighive.storage.v1.CheckpointTablet
 //	          (proto/storagepb/checkpoint.proto: tablet id, epoch, log
-//	          positions (prefix, file ts), TSFiles (footer, every block,
-//	          size, entries, rows, row and timestamp bounds) newest first,
+//	          positions (prefix, file ts), TSFiles (store UUID, footer,
+//	          every block, size, entries, rows, row and timestamp bounds)
+//	          newest first,
 //	          data-dir group, opaque user data)
+//
+// A TSFile's block ids are ids inside the block store its record names:
+// ids of two stores may be equal. Version 2 added the store UUID; a
+// version 1 database is refused.
 //
 // bbolt checksums only its meta pages, so every record carries its own
 // CRC-32C (DESIGN.md invariant 7); a record that fails it, does not parse

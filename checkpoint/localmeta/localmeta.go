@@ -22,8 +22,9 @@ import (
 )
 
 // Version is the schema version stored under meta/"version". It must
-// change whenever the schema in doc.go does.
-const Version = 1
+// change whenever the schema in doc.go does. Version 2 added the store of
+// each TSFile.
+const Version = 2
 
 var (
 	bucketMeta    = []byte("meta")
@@ -114,7 +115,7 @@ func encode(m *checkpoint.TabletMeta) ([]byte, error) {
 		rec.LogPositions = append(rec.LogPositions, &storagepb.CheckpointLogPosition{Prefix: p.Prefix, FileTs: p.FileTS})
 	}
 	for _, f := range m.TSFiles {
-		tf := &storagepb.CheckpointTSFile{Footer: uint64(f.Footer), Size: f.Size, Entries: f.Entries, Rows: f.Rows,
+		tf := &storagepb.CheckpointTSFile{Store: f.Store, Footer: uint64(f.Footer), Size: f.Size, Entries: f.Entries, Rows: f.Rows,
 			MinRow: f.MinRow, MaxRow: f.MaxRow, MinTimestamp: f.MinTimestamp, MaxTimestamp: f.MaxTimestamp}
 		for _, b := range f.Blocks {
 			tf.Blocks = append(tf.Blocks, uint64(b))
@@ -152,7 +153,7 @@ func (d *DB) decode(key, v []byte) (checkpoint.TabletMeta, error) {
 		m.LogPositions = append(m.LogPositions, wal.Position{Prefix: p.Prefix, FileTS: p.FileTs})
 	}
 	for _, tf := range rec.Tsfiles {
-		f := tsfile.Info{Footer: blockstore.BlockID(tf.Footer), Size: tf.Size, Entries: tf.Entries, Rows: tf.Rows,
+		f := tsfile.Info{Store: tf.Store, Footer: blockstore.BlockID(tf.Footer), Size: tf.Size, Entries: tf.Entries, Rows: tf.Rows,
 			MinRow: bytes.Clone(tf.MinRow), MaxRow: bytes.Clone(tf.MaxRow), MinTimestamp: tf.MinTimestamp, MaxTimestamp: tf.MaxTimestamp}
 		for _, b := range tf.Blocks {
 			f.Blocks = append(f.Blocks, blockstore.BlockID(b))
@@ -338,8 +339,9 @@ func (d *DB) LogPositions(ctx context.Context, prefix string) ([]wal.Position, e
 	return out, nil
 }
 
-// ReferencedBlocks returns every block any tablet's TSFiles name.
-func (d *DB) ReferencedBlocks(ctx context.Context) (map[blockstore.BlockID]struct{}, error) {
+// ReferencedBlocks returns every block any tablet's TSFiles name, with its
+// store.
+func (d *DB) ReferencedBlocks(ctx context.Context) (map[blockstore.BlockRef]struct{}, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -347,10 +349,10 @@ func (d *DB) ReferencedBlocks(ctx context.Context) (map[blockstore.BlockID]struc
 	if err != nil {
 		return nil, err
 	}
-	out := map[blockstore.BlockID]struct{}{}
+	out := map[blockstore.BlockRef]struct{}{}
 	for _, m := range ms {
 		for _, f := range m.TSFiles {
-			for _, b := range f.Blocks {
+			for _, b := range f.BlockRefs() {
 				out[b] = struct{}{}
 			}
 		}

@@ -144,7 +144,7 @@ func TestReferences(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []blockstore.BlockID{1, 2, 3, 5, 6} {
-		if _, ok := blocks[id]; !ok {
+		if _, ok := blocks[blockstore.BlockRef{ID: id}]; !ok {
 			t.Errorf("block %d not referenced", id)
 		}
 	}
@@ -185,5 +185,38 @@ func TestCorruptRecord(t *testing.T) {
 	}
 	if _, err := db2.List(); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("List: %v", err)
+	}
+}
+
+// TestStoresKeptApart: two files with the same block IDs in two stores
+// are two files; the store survives a round trip and names the references.
+func TestStoresKeptApart(t *testing.T) {
+	ctx := context.Background()
+	db, _ := openTemp(t)
+	fa, fb := file(3, 1, 2), file(3, 1, 2)
+	fa.Store, fb.Store = "store-a", "store-b"
+	if err := db.Create(ctx, checkpoint.TabletMeta{TabletID: "t1", Epoch: 1, TSFiles: []tsfile.Info{fa}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Create(ctx, checkpoint.TabletMeta{TabletID: "t2", Epoch: 1, TSFiles: []tsfile.Info{fb}}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := db.Get("t1")
+	if err != nil || len(m.TSFiles) != 1 || m.TSFiles[0].FooterRef() != (blockstore.BlockRef{Store: "store-a", ID: 3}) {
+		t.Fatalf("Get(t1) = %+v, %v", m, err)
+	}
+	blocks, err := db.ReferencedBlocks(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(blocks) != 6 {
+		t.Errorf("%d referenced blocks, want 6 (3 per store): %v", len(blocks), blocks)
+	}
+	for _, store := range []string{"store-a", "store-b"} {
+		for _, id := range []blockstore.BlockID{1, 2, 3} {
+			if _, ok := blocks[blockstore.BlockRef{Store: store, ID: id}]; !ok {
+				t.Errorf("block %s/%s not referenced", store, id)
+			}
+		}
 	}
 }

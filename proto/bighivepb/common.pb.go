@@ -467,7 +467,10 @@ func (x *LogPosition) GetFileTimestamp() int64 {
 // An immutable TSFile of a tablet: blocks in the block store of one tserver.
 type TSFileRef struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The instance UUID of the block store that holds the blocks.
+	// The instance UUID of the block store that holds the blocks. The block
+	// ids below are ids inside that store only: two stores may use the same
+	// id for different blocks, so a file is named by (store, footer) and its
+	// blocks are deleted only by that store's owner.
 	BlockStoreUuid string `protobuf:"bytes,1,opt,name=block_store_uuid,json=blockStoreUuid,proto3" json:"block_store_uuid,omitempty"`
 	// The footer block, which names the others.
 	FooterBlock uint64 `protobuf:"fixed64,2,opt,name=footer_block,json=footerBlock,proto3" json:"footer_block,omitempty"`

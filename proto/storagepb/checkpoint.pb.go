@@ -81,18 +81,22 @@ func (x *CheckpointLogPosition) GetFileTs() int64 {
 
 // CheckpointTSFile is one TSFile of a tablet: its footer block (which names
 // the others) and every block of it, footer included, for garbage
-// collection by reference.
+// collection by reference. The block ids are ids inside the block store
+// named by store: ids of different stores may be equal.
 type CheckpointTSFile struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Footer        uint64                 `protobuf:"fixed64,1,opt,name=footer,proto3" json:"footer,omitempty"`
-	Blocks        []uint64               `protobuf:"fixed64,2,rep,packed,name=blocks,proto3" json:"blocks,omitempty"`
-	Size          int64                  `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
-	Entries       int64                  `protobuf:"varint,4,opt,name=entries,proto3" json:"entries,omitempty"`
-	Rows          int64                  `protobuf:"varint,5,opt,name=rows,proto3" json:"rows,omitempty"`
-	MinRow        []byte                 `protobuf:"bytes,6,opt,name=min_row,json=minRow,proto3" json:"min_row,omitempty"`
-	MaxRow        []byte                 `protobuf:"bytes,7,opt,name=max_row,json=maxRow,proto3" json:"max_row,omitempty"`
-	MinTimestamp  int64                  `protobuf:"varint,8,opt,name=min_timestamp,json=minTimestamp,proto3" json:"min_timestamp,omitempty"`
-	MaxTimestamp  int64                  `protobuf:"varint,9,opt,name=max_timestamp,json=maxTimestamp,proto3" json:"max_timestamp,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Footer       uint64                 `protobuf:"fixed64,1,opt,name=footer,proto3" json:"footer,omitempty"`
+	Blocks       []uint64               `protobuf:"fixed64,2,rep,packed,name=blocks,proto3" json:"blocks,omitempty"`
+	Size         int64                  `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
+	Entries      int64                  `protobuf:"varint,4,opt,name=entries,proto3" json:"entries,omitempty"`
+	Rows         int64                  `protobuf:"varint,5,opt,name=rows,proto3" json:"rows,omitempty"`
+	MinRow       []byte                 `protobuf:"bytes,6,opt,name=min_row,json=minRow,proto3" json:"min_row,omitempty"`
+	MaxRow       []byte                 `protobuf:"bytes,7,opt,name=max_row,json=maxRow,proto3" json:"max_row,omitempty"`
+	MinTimestamp int64                  `protobuf:"varint,8,opt,name=min_timestamp,json=minTimestamp,proto3" json:"min_timestamp,omitempty"`
+	MaxTimestamp int64                  `protobuf:"varint,9,opt,name=max_timestamp,json=maxTimestamp,proto3" json:"max_timestamp,omitempty"`
+	// The UUID of the block store holding every block of the file (since
+	// format version 2).
+	Store         string `protobuf:"bytes,10,opt,name=store,proto3" json:"store,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -188,6 +192,13 @@ func (x *CheckpointTSFile) GetMaxTimestamp() int64 {
 		return x.MaxTimestamp
 	}
 	return 0
+}
+
+func (x *CheckpointTSFile) GetStore() string {
+	if x != nil {
+		return x.Store
+	}
+	return ""
 }
 
 // CheckpointTablet is the metadata of one tablet.
@@ -287,7 +298,7 @@ const file_storagepb_checkpoint_proto_rawDesc = "" +
 	"\x1astoragepb/checkpoint.proto\x12\x12bighive.storage.v1\"H\n" +
 	"\x15CheckpointLogPosition\x12\x16\n" +
 	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x17\n" +
-	"\afile_ts\x18\x02 \x01(\x03R\x06fileTs\"\x80\x02\n" +
+	"\afile_ts\x18\x02 \x01(\x03R\x06fileTs\"\x96\x02\n" +
 	"\x10CheckpointTSFile\x12\x16\n" +
 	"\x06footer\x18\x01 \x01(\x06R\x06footer\x12\x16\n" +
 	"\x06blocks\x18\x02 \x03(\x06R\x06blocks\x12\x12\n" +
@@ -297,7 +308,9 @@ const file_storagepb_checkpoint_proto_rawDesc = "" +
 	"\amin_row\x18\x06 \x01(\fR\x06minRow\x12\x17\n" +
 	"\amax_row\x18\a \x01(\fR\x06maxRow\x12#\n" +
 	"\rmin_timestamp\x18\b \x01(\x03R\fminTimestamp\x12#\n" +
-	"\rmax_timestamp\x18\t \x01(\x03R\fmaxTimestamp\"\x98\x02\n" +
+	"\rmax_timestamp\x18\t \x01(\x03R\fmaxTimestamp\x12\x14\n" +
+	"\x05store\x18\n" +
+	" \x01(\tR\x05store\"\x98\x02\n" +
 	"\x10CheckpointTablet\x12\x1b\n" +
 	"\ttablet_id\x18\x01 \x01(\tR\btabletId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12N\n" +

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"bighive/blockstore"
 )
 
 // Priority is a table's cache class.
@@ -52,9 +54,10 @@ func class(p Priority) int {
 	return 1
 }
 
-// Key names a cached page: a block and an offset inside it.
+// Key names a cached page: a block, named by its store and ID (IDs of
+// different stores collide), and an offset inside it.
 type Key struct {
-	Block  uint64
+	Block  blockstore.BlockRef
 	Offset int64
 }
 
@@ -138,9 +141,19 @@ func (o *Owner) SetPriority(p Priority) {
 }
 
 func (c *Cache) shard(k Key) *shard {
-	h := k.Block*0x9E3779B97F4A7C15 ^ uint64(k.Offset)*0xC2B2AE3D27D4EB4F
+	h := uint64(k.Block.ID)*0x9E3779B97F4A7C15 ^ uint64(k.Offset)*0xC2B2AE3D27D4EB4F ^ fnv1a(k.Block.Store)
 	h ^= h >> 29
 	return &c.shards[h%uint64(len(c.shards))]
+}
+
+// fnv1a is FNV-1a-64 of s (shard choice only).
+func fnv1a(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return h
 }
 
 // Get returns the value cached under k and counts a hit or a miss.

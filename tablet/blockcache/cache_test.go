@@ -3,20 +3,27 @@ package blockcache
 import (
 	"sync"
 	"testing"
+
+	"bighive/blockstore"
 )
 
 const page = 1000
 
+// ref names block id of the one store these tests use.
+func ref(id uint64) blockstore.BlockRef {
+	return blockstore.BlockRef{Store: "s", ID: blockstore.BlockID(id)}
+}
+
 func fill(c *Cache, o *Owner, block uint64, n int) {
 	for i := 0; i < n; i++ {
-		c.Insert(o, Key{Block: block, Offset: int64(i) * page}, make([]byte, page))
+		c.Insert(o, Key{Block: ref(block), Offset: int64(i) * page}, make([]byte, page))
 	}
 }
 
 func resident(c *Cache, block uint64, n int) int {
 	k := 0
 	for i := 0; i < n; i++ {
-		if c.Contains(Key{Block: block, Offset: int64(i) * page}) {
+		if c.Contains(Key{Block: ref(block), Offset: int64(i) * page}) {
 			k++
 		}
 	}
@@ -107,16 +114,16 @@ func TestSetPriorityAtRunTime(t *testing.T) {
 func TestCounters(t *testing.T) {
 	c := New(Options{Capacity: 1 << 20})
 	o := c.NewOwner("t", Medium)
-	if _, ok := c.Get(Key{1, 0}); ok {
+	if _, ok := c.Get(Key{ref(1), 0}); ok {
 		t.Fatal("hit in empty cache")
 	}
-	c.Insert(o, Key{1, 0}, []byte("x"))
-	if v, ok := c.Get(Key{1, 0}); !ok || string(v) != "x" {
+	c.Insert(o, Key{ref(1), 0}, []byte("x"))
+	if v, ok := c.Get(Key{ref(1), 0}); !ok || string(v) != "x" {
 		t.Fatal("miss after insert")
 	}
-	c.Insert(o, Key{1, 0}, []byte("y")) // replace
-	c.Erase(Key{1, 0})
-	c.Insert(o, Key{2, 0}, make([]byte, 2<<20)) // larger than a shard: not cached
+	c.Insert(o, Key{ref(1), 0}, []byte("y")) // replace
+	c.Erase(Key{ref(1), 0})
+	c.Insert(o, Key{ref(2), 0}, make([]byte, 2<<20)) // larger than a shard: not cached
 	st := c.Stats()
 	if st.Hits != 1 || st.Misses != 1 || st.Entries != 0 || st.Charge != 0 {
 		t.Fatalf("stats %+v", st)
@@ -133,7 +140,7 @@ func TestConcurrent(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < 2000; i++ {
 				o := owners[(g+i)%3]
-				k := Key{Block: uint64(g), Offset: int64(i % 300)}
+				k := Key{Block: ref(uint64(g)), Offset: int64(i % 300)}
 				if _, ok := c.Get(k); !ok {
 					c.Insert(o, k, make([]byte, page))
 				}
@@ -146,5 +153,25 @@ func TestConcurrent(t *testing.T) {
 	wg.Wait()
 	if st := c.Stats(); st.Charge > st.Capacity {
 		t.Fatalf("over capacity: %+v", st)
+	}
+}
+
+// TestKeysOfStoresDiffer: the same block ID in two block stores names two
+// different blocks, so their pages must not share a cache entry.
+func TestKeysOfStoresDiffer(t *testing.T) {
+	c := New(Options{Capacity: 1 << 20})
+	o := c.NewOwner("t", Medium)
+	a := Key{Block: blockstore.BlockRef{Store: "store-a", ID: 7}, Offset: 0}
+	b := Key{Block: blockstore.BlockRef{Store: "store-b", ID: 7}, Offset: 0}
+	c.Insert(o, a, []byte("a"))
+	if _, ok := c.Get(b); ok {
+		t.Fatal("block 7 of store-b hit the page of block 7 of store-a")
+	}
+	c.Insert(o, b, []byte("b"))
+	if v, _ := c.Get(a); string(v) != "a" {
+		t.Fatalf("store-a page = %q, want a", v)
+	}
+	if v, _ := c.Get(b); string(v) != "b" {
+		t.Fatalf("store-b page = %q, want b", v)
 	}
 }

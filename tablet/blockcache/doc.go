@@ -11,6 +11,9 @@
 // stored as metadata.
 //
 // Invariants:
+//   - A page is keyed by its block's blockstore.BlockRef (store UUID and
+//     block ID) and its offset: block IDs are unique only inside one store,
+//     and a tserver reads TSFiles of several stores through one cache.
 //   - Charge (bytes of every cached value plus EntryOverhead per entry) of a
 //     shard never exceeds the shard's capacity after Insert returns, except
 //     for a single value larger than the shard, which is not cached.

@@ -89,7 +89,7 @@ func TestCorruptionNamesBlockAndOffset(t *testing.T) {
 	defer mgr.Close()
 	entries := randomEntries(rng, 600, 200)
 	info := writeEntries(t, mgr, entries, 4096)
-	clean, err := Open(mgr, info.Footer, ReaderOptions{})
+	clean, err := Open(mgr, info.FooterRef(), ReaderOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestCorruptionNamesBlockAndOffset(t *testing.T) {
 		for k := 0; k < 6; k++ {
 			at := int64(rng.Intn(len(content)))
 			flipByte(t, path, base+at)
-			r, err := Open(mgr, info.Footer, ReaderOptions{})
+			r, err := Open(mgr, info.FooterRef(), ReaderOptions{})
 			var got []memstore.Entry
 			if err == nil {
 				got, err = readAll(r, rows)
@@ -179,7 +179,7 @@ func FuzzTSFileReader(f *testing.F) {
 			data[n], data[n+1], data[n+2], data[n+3] = byte(c), byte(c>>8), byte(c>>16), byte(c>>24)
 		}
 		m.blocks[id] = data
-		r, err := Open(m, info.Footer, ReaderOptions{})
+		r, err := Open(m, info.FooterRef(), ReaderOptions{})
 		if err != nil {
 			return
 		}

@@ -15,6 +15,11 @@
 // A read of one family touches only that family's data and index blocks
 // (and the row-tombstone block, present only if rows were deleted).
 //
+// Block IDs are unique only inside one block store, and after a failover a
+// tablet reads TSFiles of several stores. So a TSFile is named by its
+// store's UUID and its footer ID (Info.FooterRef), and the Reader keys the
+// page cache by blockstore.BlockRef (store UUID, block ID).
+//
 // # Byte layout (format version 1; little-endian; uvarint/varint = LEB128)
 //
 //	data block  := page*

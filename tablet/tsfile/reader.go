@@ -38,6 +38,7 @@ type Stats struct {
 type Reader struct {
 	mgr    blockstore.Manager
 	id     blockstore.BlockID
+	store  string // the UUID naming mgr, for cache keys and Info
 	opts   ReaderOptions
 	footer footer
 	info   Info
@@ -51,15 +52,17 @@ type Reader struct {
 	pagesRead, readAhead, bloomChecks, bloomNeg atomic.Int64
 }
 
-// Open opens the TSFile whose footer block is footerID.
-func Open(mgr blockstore.Manager, footerID blockstore.BlockID, opts ReaderOptions) (*Reader, error) {
+// Open opens the TSFile whose footer block is footer, from mgr: the open
+// block store footer.Store names.
+func Open(mgr blockstore.Manager, footer blockstore.BlockRef, opts ReaderOptions) (*Reader, error) {
 	if opts.ReadAhead <= 0 {
 		opts.ReadAhead = 4
 	}
 	if opts.Cache != nil && opts.Owner == nil {
 		opts.Owner = opts.Cache.NewOwner("", blockcache.Medium)
 	}
-	r := &Reader{mgr: mgr, id: footerID, opts: opts, blocks: map[blockstore.BlockID]blockstore.ReadableBlock{}, indexes: map[string][]indexEntry{}}
+	footerID := footer.ID
+	r := &Reader{mgr: mgr, id: footerID, store: footer.Store, opts: opts, blocks: map[blockstore.BlockID]blockstore.ReadableBlock{}, indexes: map[string][]indexEntry{}}
 	b, err := r.readBlock(footerID, -1)
 	if err != nil {
 		r.Close()
@@ -70,7 +73,7 @@ func Open(mgr blockstore.Manager, footerID blockstore.BlockID, opts ReaderOption
 		return nil, err
 	}
 	f := &r.footer
-	r.info = Info{Footer: footerID, Entries: f.entries, Rows: f.rows, MinRow: f.minRow, MaxRow: f.maxRow, MinTimestamp: f.minTS, MaxTimestamp: f.maxTS}
+	r.info = Info{Store: footer.Store, Footer: footerID, Entries: f.entries, Rows: f.rows, MinRow: f.minRow, MaxRow: f.maxRow, MinTimestamp: f.minTS, MaxTimestamp: f.maxTS}
 	for _, d := range f.data {
 		r.info.Blocks = append(r.info.Blocks, d.data, d.index)
 		r.info.Size += d.dataSize + d.indexSize
@@ -124,7 +127,7 @@ func (r *Reader) block(id blockstore.BlockID) (blockstore.ReadableBlock, error) 
 	}
 	b, err := r.mgr.OpenBlock(id)
 	if err != nil {
-		return nil, fmt.Errorf("tsfile: open block %s of TSFile %s: %w", id, r.id, err)
+		return nil, fmt.Errorf("tsfile: open block %s of TSFile %s: %w", id, r.ref(r.id), err)
 	}
 	r.blocks[id] = b
 	return b, nil
@@ -216,12 +219,17 @@ func (r *Reader) MayContainRow(row []byte) (bool, error) {
 	return true, nil
 }
 
+// ref names block id of this file across stores.
+func (r *Reader) ref(id blockstore.BlockID) blockstore.BlockRef {
+	return blockstore.BlockRef{Store: r.store, ID: id}
+}
+
 // page returns the verified entry bytes of page i of a data block, from the
 // cache or the store. ahead > 1 reads up to that many following uncached
 // pages in the same I/O and caches them.
 func (r *Reader) page(m *dataMeta, idx []indexEntry, i, ahead int) ([]byte, error) {
 	p := &idx[i]
-	key := blockcache.Key{Block: uint64(m.data), Offset: p.off}
+	key := blockcache.Key{Block: r.ref(m.data), Offset: p.off}
 	if c := r.opts.Cache; c != nil {
 		if v, ok := c.Get(key); ok {
 			return v[:len(v)-trailerLen], nil
@@ -229,7 +237,7 @@ func (r *Reader) page(m *dataMeta, idx []indexEntry, i, ahead int) ([]byte, erro
 	}
 	n := 1
 	if r.opts.Cache != nil {
-		for n < ahead && i+n < len(idx) && !r.opts.Cache.Contains(blockcache.Key{Block: uint64(m.data), Offset: idx[i+n].off}) {
+		for n < ahead && i+n < len(idx) && !r.opts.Cache.Contains(blockcache.Key{Block: r.ref(m.data), Offset: idx[i+n].off}) {
 			n++
 		}
 	}
@@ -259,7 +267,7 @@ func (r *Reader) page(m *dataMeta, idx []indexEntry, i, ahead int) ([]byte, erro
 			first = body
 		}
 		if r.opts.Cache != nil {
-			r.opts.Cache.Insert(r.opts.Owner, blockcache.Key{Block: uint64(m.data), Offset: q.off}, pg)
+			r.opts.Cache.Insert(r.opts.Owner, blockcache.Key{Block: r.ref(m.data), Offset: q.off}, pg)
 		}
 	}
 	return first, nil

@@ -89,7 +89,7 @@ func TestRoundTripAndSeek(t *testing.T) {
 		t.Fatalf("info: %d entries, %d blocks", info.Entries, len(info.Blocks))
 	}
 	cache := blockcache.New(blockcache.Options{Capacity: 1 << 20})
-	r, err := Open(mgr, info.Footer, ReaderOptions{Cache: cache})
+	r, err := Open(mgr, info.FooterRef(), ReaderOptions{Cache: cache})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +197,7 @@ func TestBloomOnPointReads(t *testing.T) {
 	mgr := newStore(t)
 	rng := rand.New(rand.NewSource(1))
 	info := writeEntries(t, mgr, randomEntries(rng, 2000, 10), 0)
-	r, err := Open(mgr, info.Footer, ReaderOptions{})
+	r, err := Open(mgr, info.FooterRef(), ReaderOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,9 +13,14 @@ import (
 	"bighive/memstore"
 )
 
-// Info describes a written TSFile. A tablet's metadata needs only Footer to
-// open it again; Blocks lists every block (footer included) for deletion.
+// Info describes a written TSFile. A tablet's metadata needs only Store and
+// Footer to open it again; Blocks lists every block (footer included) for
+// deletion. Every block of a TSFile lives in the one store Store names
+// (they are created in one transaction), and its IDs mean something only
+// there: FooterRef and BlockRefs name the blocks across stores.
 type Info struct {
+	// Store is the UUID of the block store holding the file.
+	Store        string
 	Footer       blockstore.BlockID
 	Blocks       []blockstore.BlockID
 	Size         int64 // bytes over all blocks
@@ -27,8 +32,20 @@ type Info struct {
 	MaxTimestamp int64
 }
 
+// FooterRef names the file's footer block across stores: the file's
+// identity.
+func (i Info) FooterRef() blockstore.BlockRef {
+	return blockstore.BlockRef{Store: i.Store, ID: i.Footer}
+}
+
+// BlockRefs names every block of the file across stores.
+func (i Info) BlockRefs() []blockstore.BlockRef { return blockstore.Refs(i.Store, i.Blocks) }
+
 // WriterOptions configures Write.
 type WriterOptions struct {
+	// Store is the UUID naming mgr in tablet metadata; it becomes
+	// Info.Store.
+	Store string
 	// TabletID is passed to the block store (data-dir group choice).
 	TabletID string
 	// PageSize is the target data page size (default DefaultPageSize).
@@ -216,7 +233,7 @@ func Write(ctx context.Context, mgr blockstore.Manager, it memstore.Iterator, op
 		return Info{}, fmt.Errorf("tsfile: commit %d blocks: %w", len(created), err)
 	}
 	committed = true
-	info.Footer = fb.ID()
+	info.Store, info.Footer = opts.Store, fb.ID()
 	info.Entries, info.Rows = f.entries, f.rows
 	info.MinRow, info.MaxRow = f.minRow, f.maxRow
 	info.MinTimestamp, info.MaxTimestamp = f.minTS, f.maxTS
