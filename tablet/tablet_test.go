@@ -27,6 +27,7 @@ func TestAssignTimestamps(t *testing.T) {
 	clock.us.Store(500)
 	tb := openTablet(t, clock)
 	var last int64
+	var lastSeq uint64
 	for i := 0; i < 50; i++ {
 		if i == 25 {
 			clock.us.Store(100) // the wall clock steps back
@@ -45,10 +46,13 @@ func TestAssignTimestamps(t *testing.T) {
 		if m.Ops[1].Timestamp != 7 {
 			t.Fatalf("client timestamp changed to %d", m.Ops[1].Timestamp)
 		}
-		if d := m.Ops[2]; d.Timestamp != 0 || d.End != m.Ops[0].Timestamp+3 {
-			t.Fatalf("DeleteColumn got [%d, %d), want [0, %d)", d.Timestamp, d.End, m.Ops[0].Timestamp+3)
+		if d := m.Ops[2]; d.Timestamp != 0 || d.End != 0 {
+			t.Fatalf("DeleteColumn got [%d, %d), want [0, 0): every version", d.Timestamp, d.End)
 		}
-		last = m.Ops[2].End - 1
+		if m.Seq <= lastSeq {
+			t.Fatalf("mutation %d: seq %d not above %d", i, m.Seq, lastSeq)
+		}
+		last, lastSeq = m.Ops[0].Timestamp+2, m.Seq
 	}
 	tb.ObserveTimestamp(1 << 40)
 	m := mutation.RowMutation{Row: []byte("r"), Ops: []mutation.Op{{Kind: mutation.DeleteRow, Timestamp: mutation.ServerTime}}}
@@ -104,6 +108,9 @@ func TestConcurrentAtomicRows(t *testing.T) {
 		m := mutation.RowMutation{Row: []byte(fmt.Sprintf("row%02d", i%rows))}
 		for c := 0; c < cols; c++ {
 			m.Ops = append(m.Ops, mutation.Op{Kind: mutation.SetCell, Family: "c", Qualifier: []byte{byte('a' + c)}, Timestamp: 1, Value: []byte(fmt.Sprint(i))})
+		}
+		if err := tb.AssignTimestamps(&m); err != nil {
+			t.Error(err)
 		}
 		if err := tb.Apply(&m); err != nil {
 			t.Error(err)
@@ -211,6 +218,9 @@ func TestMajorCompactionDropsHidden(t *testing.T) {
 	apply := func(ops ...mutation.Op) {
 		t.Helper()
 		m := mutation.RowMutation{Row: []byte("r"), Ops: ops}
+		if err := tb.AssignTimestamps(&m); err != nil {
+			t.Fatal(err)
+		}
 		if err := tb.Apply(&m); err != nil {
 			t.Fatal(err)
 		}
