@@ -292,3 +292,127 @@ func TestMajorCompactionDropsHidden(t *testing.T) {
 		t.Fatalf("compact after DeleteRow: %+v %v", info, err)
 	}
 }
+
+// TestClockContinuesAboveFiles: a tablet whose data is all in TSFiles is
+// opened with a clock far behind the one that wrote them (another server,
+// a clock stepped back). Its next server timestamp and write sequence must
+// be above every existing one, so the new write is the newest version and
+// a delete made now hides what was written before.
+func TestClockContinuesAboveFiles(t *testing.T) {
+	ctx := context.Background()
+	store := newStore(t)
+	ahead := &fakeClock{}
+	ahead.us.Store(5_000_000)
+	opts := Options{ID: "t", Schema: testSchema(), Store: store, Now: ahead.now, PageSize: 1024}
+	tb, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var maxTS int64
+	var maxSeq uint64
+	for i := 0; i < 20; i++ {
+		m := mutation.RowMutation{Row: []byte(fmt.Sprintf("r%02d", i%4)), Ops: []mutation.Op{
+			{Kind: mutation.SetCell, Family: "c", Qualifier: []byte("q"), Timestamp: mutation.ServerTime, Value: []byte(fmt.Sprint(i))},
+		}}
+		if i == 7 {
+			m.Ops = append(m.Ops, mutation.Op{Kind: mutation.SetCell, Family: "c", Qualifier: []byte("q"), Timestamp: 9_000_000, Value: []byte("client")})
+		}
+		if err := tb.AssignTimestamps(&m); err != nil {
+			t.Fatal(err)
+		}
+		if err := tb.Apply(&m); err != nil {
+			t.Fatal(err)
+		}
+		for _, op := range m.Ops {
+			maxTS = max(maxTS, op.Timestamp)
+		}
+		maxSeq = max(maxSeq, m.Seq)
+		if i%5 == 4 {
+			tb.SwapBuffers()
+			info, err := tb.FlushStandby(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tb.InstallFlushed(info); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var refs []FileRef
+	for _, f := range tb.Files() {
+		if f.MaxSeq == 0 {
+			t.Fatalf("file %s has no max seq in its info", f.Footer)
+		}
+		refs = append(refs, FileRef{Footer: f.Footer})
+	}
+	tb.Close()
+
+	behind := &fakeClock{}
+	behind.us.Store(1_000)
+	opts.Now, opts.Files = behind.now, refs
+	tb, err = Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tb.Close()
+	m := mutation.RowMutation{Row: []byte("r03"), Ops: []mutation.Op{
+		{Kind: mutation.SetCell, Family: "c", Qualifier: []byte("q"), Timestamp: mutation.ServerTime, Value: []byte("new")},
+	}}
+	if err := tb.AssignTimestamps(&m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Ops[0].Timestamp <= maxTS {
+		t.Fatalf("server timestamp %d after reopening is not above the files' largest %d", m.Ops[0].Timestamp, maxTS)
+	}
+	if m.Seq <= maxSeq {
+		t.Fatalf("write sequence %d after reopening is not above the files' largest %d", m.Seq, maxSeq)
+	}
+	if err := tb.Apply(&m); err != nil {
+		t.Fatal(err)
+	}
+	r, ok, err := tb.Get(ctx, []byte("r03"), ReadOptions{MaxVersions: 1})
+	if err != nil || !ok || string(r.Cells[0].Value) != "new" {
+		t.Fatalf("newest version after reopening = %+v %v %v, want \"new\"", r, ok, err)
+	}
+}
+
+// TestCancelledScanStopsOverHiddenRows: a scan that has returned one row
+// and then meets only deleted rows must notice its cancelled context at
+// the next row it examines, not read on to the tablet's end.
+func TestCancelledScanStopsOverHiddenRows(t *testing.T) {
+	clock := &fakeClock{}
+	clock.us.Store(1_000)
+	tb := openTablet(t, clock)
+	apply := func(row string, op mutation.Op) {
+		t.Helper()
+		m := mutation.RowMutation{Row: []byte(row), Ops: []mutation.Op{op}}
+		if err := tb.AssignTimestamps(&m); err != nil {
+			t.Fatal(err)
+		}
+		if err := tb.Apply(&m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply("a", mutation.Op{Kind: mutation.SetCell, Family: "c", Qualifier: []byte("q"), Timestamp: 1, Value: []byte("v")})
+	const hidden = 2000
+	for i := 0; i < hidden; i++ {
+		row := fmt.Sprintf("b%05d", i)
+		apply(row, mutation.Op{Kind: mutation.SetCell, Family: "c", Qualifier: []byte("q"), Timestamp: 1, Value: []byte("v")})
+		apply(row, mutation.Op{Kind: mutation.DeleteRow, Timestamp: mutation.ServerTime})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	before := tb.RowsExamined()
+	rows := 0
+	err := tb.Scan(ctx, nil, nil, 0, ReadOptions{}, func(Row) bool {
+		rows++
+		cancel() // the caller went away after the first row
+		return true
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("scan = %v after %d rows, want context.Canceled", err, rows)
+	}
+	if n := tb.RowsExamined() - before; n > 2 {
+		t.Fatalf("cancelled scan examined %d rows of %d, want at most 2", n, hidden+1)
+	}
+}
