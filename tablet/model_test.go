@@ -287,7 +287,7 @@ func TestModel(t *testing.T) {
 	for step := 0; step < 4000 && time.Now().Before(deadline); step++ {
 		clock.us.Add(rng.Int63n(4))
 		switch k := rng.Intn(100); {
-		case k < 55: // write
+		case k < 50: // write
 			m := randMutation()
 			if err := tb.AssignTimestamps(&m); err != nil {
 				t.Fatalf("step %d: assign: %v", step, err)
@@ -298,6 +298,23 @@ func TestModel(t *testing.T) {
 			ref.apply(&m)
 			history = append(history, m)
 			stats[0]++
+		case k < 55: // two concurrent writes to one row, applied out of sequence order
+			m1, m2 := randMutation(), randMutation()
+			m2.Row = m1.Row
+			for _, m := range []*mutation.RowMutation{&m1, &m2} {
+				if err := tb.AssignTimestamps(m); err != nil {
+					t.Fatalf("step %d: assign: %v", step, err)
+				}
+			}
+			for _, m := range []*mutation.RowMutation{&m2, &m1} {
+				if err := tb.Apply(m); err != nil {
+					t.Fatalf("step %d: apply: %v", step, err)
+				}
+			}
+			ref.apply(&m1)
+			ref.apply(&m2)
+			history = append(history, m1, m2)
+			stats[0] += 2
 		case k < 57: // replay the last mutations again: no visible change
 			n := min(len(history), 1+rng.Intn(10))
 			for _, m := range history[len(history)-n:] {
