@@ -65,7 +65,8 @@
 //
 // A read takes a snapshot (buffer snapshots and referenced files under one
 // lock), merges active buffer, standby buffer and TSFiles newest first
-// (equal keys: the newest source wins), and resolves each row:
+// (of equal keys the highest write sequence wins, then the newest source),
+// and resolves each row:
 //
 //  1. tombstones hide by write sequence: a DeleteRow or DeleteFamily hides
 //     the cells of its scope with a lower Seq, a DeleteColumn those with a
