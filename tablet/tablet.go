@@ -211,13 +211,6 @@ func (t *Tablet) ObserveMutation(m *mutation.RowMutation) {
 	t.ObserveSeq(m.Seq)
 }
 
-// LastSeq is the largest write sequence assigned or observed.
-func (t *Tablet) LastSeq() uint64 {
-	t.clockMu.Lock()
-	defer t.clockMu.Unlock()
-	return t.lastSeq
-}
-
 // AssignTimestamps validates m, gives it the tablet's next write sequence
 // (m.Seq, strictly increasing over the tablet's life: Open and replay
 // observe the sequences already used) and replaces every ServerTime
