@@ -54,7 +54,7 @@ func TestCancelDuringSplitLogAppend(t *testing.T) {
 	opts := split.Options{FS: g.fs, Root: g.root, Blocks: g.mgr, Exclusive: g.coord.Exclusive, BeginSplit: g.coord.BeginSplit,
 		Master: splitMaster{}, Logger: quiet,
 		OpenFile: func(f tsfile.Info) (*tsfile.Reader, error) {
-			return tsfile.Open(g.mgr, f.Footer, tsfile.ReaderOptions{})
+			return tsfile.Open(g.mgr, f.FooterRef(), tsfile.ReaderOptions{})
 		},
 		Hook: func(s split.Step) error {
 			if s == split.StepSplitLogs {
