@@ -23,6 +23,9 @@ func writeFile(t *testing.T, store blockstore.Manager, uuid, prefix string, n in
 	for i := 0; i < n; i++ {
 		m := &mutation.RowMutation{Row: fmt.Appendf(nil, "%s%03d", prefix, i), Ops: []mutation.Op{
 			{Kind: mutation.SetCell, Family: "c", Qualifier: []byte("q"), Timestamp: int64(100 + i), Value: fmt.Appendf(nil, "%s%03d", prefix, i)}}}
+		if err := w.AssignTimestamps(m); err != nil {
+			t.Fatal(err)
+		}
 		if err := w.Apply(m); err != nil {
 			t.Fatal(err)
 		}
