@@ -24,8 +24,9 @@
 //     the split's report is being sent: the client refreshes its
 //     locations; nothing was logged).
 //  6. The record is appended to the tserver's WAL; Append returns once it
-//     is durable. From this step on the caller's context no longer
-//     counts: a record handed to the log is waited for and, once logged,
+//     is durable. The caller's context can stop it only before the record
+//     is queued for a group commit (then it is never written); a queued
+//     record is waited for whatever the context does and, once logged,
 //     applied, so a cancelled request never leaves a record that is
 //     logged but invisible until the next restart.
 //  7. During a split, the record is appended to the split log of the

@@ -175,13 +175,15 @@ func (r *Replica) Write(ctx context.Context, m *mutation.RowMutation) error {
 	}
 	defer adm.Done()
 
-	// From here on the record may be in the log: whatever the caller's
-	// context does, wait for its fate and, if it is logged, apply it, so
-	// that "logged" never goes without "applied".
-	ctx = context.WithoutCancel(ctx)
+	// The caller's context can stop the append only while the record is
+	// not yet queued (then it is never written); once queued, Append waits
+	// for its fate whatever the context does. From then on the record may
+	// be in the log, so the split-log append and the apply run to the end:
+	// "logged" never goes without "applied".
 	if err := r.appendLog(ctx, m); err != nil {
 		return err
 	}
+	ctx = context.WithoutCancel(ctx)
 	// A failed split-log append abandons the split (split.Admitted.Log
 	// records it, split.Run checks after its fence): the parent keeps its
 	// rows, so the write, logged here, still counts and is applied.
