@@ -1,6 +1,7 @@
 package memstore
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -186,18 +187,28 @@ func (m *Memstore) seekGE(key *Entry) *node {
 // before the call and none after. It is not positioned; call First or
 // SeekGE. An iterator is for one goroutine.
 func (m *Memstore) NewIterator() Iterator {
-	return &iter{m: m, snap: m.published.Load()}
+	return m.NewIteratorAt(math.MaxUint64)
+}
+
+// NewIteratorAt is NewIterator that also skips every entry whose Seq (the
+// write sequence of its mutation) is above maxSeq: of a key whose newest
+// write is above it, the iterator shows the newest write at or below it.
+// The tablet reads through it so that a reader never sees a write before
+// the writes of lower sequence still in flight.
+func (m *Memstore) NewIteratorAt(maxSeq uint64) Iterator {
+	return &iter{m: m, snap: m.published.Load(), maxSeq: maxSeq}
 }
 
 type iter struct {
-	m    *Memstore
-	snap uint64
-	cur  *node
+	m      *Memstore
+	snap   uint64
+	maxSeq uint64
+	cur    *node
 }
 
 // settle moves forward from n to the first visible node and returns it.
 func (it *iter) settle(n *node) *node {
-	for n != nil && n.seq > it.snap {
+	for n != nil && (n.seq > it.snap || n.e.Seq > it.maxSeq) {
 		n = n.next[0].Load()
 	}
 	return n

@@ -7,10 +7,7 @@
 //
 // # The steps of a write, and why in this order
 //
-//  1. The row is checked against the range, the mutation validated and
-//     its server timestamps assigned (tablet.AssignTimestamps), before
-//     the append: the log holds concrete timestamps, so replaying a
-//     record rewrites the same cells.
+//  1. The row is checked against the range.
 //  2. Throttle waits while the write buffers are over their hard limit,
 //     before any lock is taken (a checkpoint must be able to run).
 //  3. The replica's ops lock is taken shared and the tablet must be
@@ -22,7 +19,14 @@
 //     until the buffer it was applied to is flushed.
 //  5. A running split's dual-write admits the write (or refuses it once
 //     the split's report is being sent: the client refreshes its
-//     locations; nothing was logged).
+//     locations; nothing was logged). Then the mutation is validated and
+//     gets the tablet's next write sequence and its server timestamps
+//     (tablet.BeginWrite), before the append: the log holds the sequence
+//     and concrete timestamps, so replaying a record rewrites the same
+//     cells. The sequence stays in flight until the apply (or Abandon, if
+//     the append fails), and no read sees a write of higher sequence
+//     before it; being inside the admitted section, no write is in flight
+//     when a checkpoint swaps buffers.
 //  6. The record is appended to the tserver's WAL; Append returns once it
 //     is durable. The caller's context can stop it only before the record
 //     is queued for a group commit (then it is never written); a queued
@@ -33,7 +37,8 @@
 //     child covering its row. A failed append there abandons the split
 //     (it is checked after the split's fence, before its report), so the
 //     parent keeps owning the row and the write still counts.
-//  8. The mutation is applied to the active buffer: visible to reads.
+//  8. The mutation is applied to the active buffer; Apply returns once it
+//     is visible to reads (once every write of lower sequence finished).
 //  9. The lease is checked: if it ran out during the append the master may
 //     have moved the tablet, and the write, although logged and applied
 //     here, is answered with ErrLeaseLost (outcome unknown).

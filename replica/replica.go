@@ -154,9 +154,6 @@ func (r *Replica) Write(ctx context.Context, m *mutation.RowMutation) error {
 	if !r.Contains(m.Row) {
 		return fmt.Errorf("%w: row %q is outside tablet %s [%q, %q)", ErrWrongTablet, m.Row, r.o.ID, r.o.Start, r.o.End)
 	}
-	if err := r.o.Engine.AssignTimestamps(m); err != nil {
-		return fmt.Errorf("replica: tablet %s: %w", r.o.ID, err)
-	}
 	if r.o.Throttle != nil {
 		if err := r.o.Throttle(ctx); err != nil {
 			return err
@@ -174,6 +171,11 @@ func (r *Replica) Write(ctx context.Context, m *mutation.RowMutation) error {
 		return fmt.Errorf("%w: tablet %s: %w", ErrSplitting, r.o.ID, err)
 	}
 	defer adm.Done()
+	// The sequence is assigned inside the admitted section: a checkpoint
+	// swaps buffers only when no write is between here and its apply.
+	if err := r.o.Engine.BeginWrite(m); err != nil {
+		return fmt.Errorf("replica: tablet %s: %w", r.o.ID, err)
+	}
 
 	// The caller's context can stop the append only while the record is
 	// not yet queued (then it is never written); once queued, Append waits
@@ -181,6 +183,7 @@ func (r *Replica) Write(ctx context.Context, m *mutation.RowMutation) error {
 	// be in the log, so the split-log append and the apply run to the end:
 	// "logged" never goes without "applied".
 	if err := r.appendLog(ctx, m); err != nil {
+		r.o.Engine.Abandon(m)
 		return err
 	}
 	ctx = context.WithoutCancel(ctx)
@@ -189,7 +192,7 @@ func (r *Replica) Write(ctx context.Context, m *mutation.RowMutation) error {
 	// rows, so the write, logged here, still counts and is applied.
 	_ = adm.Log(ctx, m)
 	if err := r.o.Engine.Apply(m); err != nil {
-		// Validated by AssignTimestamps; only a closed engine gets here,
+		// Validated by BeginWrite; only a closed engine gets here,
 		// and the tablet's next owner replays the record.
 		return fmt.Errorf("replica: tablet %s: apply: %w", r.o.ID, err)
 	}

@@ -37,17 +37,17 @@
 // every existing one even when this server's clock is behind.
 //
 // Order of concurrent writes: the sequence is assigned before the WAL
-// append and Apply runs after it, so two concurrent writes may be applied
-// in the opposite order of their sequences. A row's final state is always
-// that of sequence order. But between the two applies, a reader may see
-// the higher-sequence write without the lower one: e.g. a put (seq 6)
-// visible with the cells that a delete (seq 5) still being logged will
-// hide once applied. The window is exactly from the Apply of the later
-// sequence to the Apply of the earlier one, i.e. what remains of the
-// earlier write's path between AssignTimestamps and Apply (the memory
-// wait, the admission and its WAL append); it needs two writes to the same
-// row in flight at once, and a client that waited for the first write's
-// acknowledgement before sending the second never sees it.
+// append and Apply runs after it, so two concurrent writes may reach the
+// buffer in the opposite order of their sequences. The write path assigns
+// with BeginWrite, which keeps the sequence in flight until its Apply (or
+// Abandon); reads see no buffer entry above the visible bound (the largest
+// sequence below every write in flight), and Apply of a write in flight
+// returns only once the bound reached it. So a reader sees a prefix of
+// sequence order — never a put of sequence 6 with the cells that a delete
+// of sequence 5, still being logged, will hide — and a write is visible
+// when it is acknowledged. A write that finishes before a concurrent one
+// of lower sequence waits for it (at most that write's WAL group commit).
+// sequence.go has the details.
 //
 // # Checkpoint seams
 //

@@ -63,10 +63,13 @@ func (t *Tablet) snapshot() (*snapshot, error) {
 	if t.closed {
 		return nil, ErrClosed
 	}
+	// The bound first: every write at or below it is linked in its buffer
+	// before the buffer snapshots below are taken (sequence.go).
+	bound := t.visible.Load()
 	s := &snapshot{t: t, schema: t.schema}
-	s.bufs = append(s.bufs, t.active.NewIterator())
+	s.bufs = append(s.bufs, t.active.NewIteratorAt(bound))
 	if t.standby != nil {
-		s.bufs = append(s.bufs, t.standby.NewIterator())
+		s.bufs = append(s.bufs, t.standby.NewIteratorAt(bound))
 	}
 	s.files = append(s.files, t.files...)
 	for _, f := range s.files {

@@ -77,6 +77,11 @@ type Tablet struct {
 	clockMu sync.Mutex
 	lastTS  int64  // the largest timestamp assigned or observed
 	lastSeq uint64 // the largest write sequence assigned or observed
+	seq     seqState
+	seqCond *sync.Cond // on clockMu; signalled when visible moves
+	// visible is the largest sequence below every write in flight
+	// (sequence.go): reads see no buffer entry above it.
+	visible atomic.Uint64
 
 	// rowsExamined counts the rows scans resolved, visible or not (added
 	// once per scan); tests use it to check that a cancelled scan stops.
@@ -137,6 +142,7 @@ func Open(opts Options) (*Tablet, error) {
 		opts.CacheOwner = opts.Cache.NewOwner(opts.ID, blockcache.Medium)
 	}
 	t := &Tablet{opts: opts, log: opts.Logger.With("tablet", opts.ID), schema: opts.Schema, active: memstore.New()}
+	t.seqCond = sync.NewCond(&t.clockMu)
 	for i, ref := range opts.Files {
 		f, err := t.openRef(ref)
 		if err != nil {
@@ -239,6 +245,7 @@ func (t *Tablet) ObserveSeq(seq uint64) {
 	if seq > t.lastSeq {
 		t.lastSeq = seq
 	}
+	t.publishLocked()
 	t.clockMu.Unlock()
 }
 
@@ -267,6 +274,12 @@ func (t *Tablet) ObserveMutation(m *mutation.RowMutation) {
 // append, so the log holds the sequence and concrete timestamps and replay
 // is idempotent.
 func (t *Tablet) AssignTimestamps(m *mutation.RowMutation) error {
+	return t.assign(m, false)
+}
+
+// assign is AssignTimestamps; track keeps the sequence in flight
+// (BeginWrite).
+func (t *Tablet) assign(m *mutation.RowMutation, track bool) error {
 	t.mu.RLock()
 	err := t.schema.validate(m, false)
 	t.mu.RUnlock()
@@ -282,6 +295,10 @@ func (t *Tablet) AssignTimestamps(m *mutation.RowMutation) error {
 	t.clockMu.Lock()
 	t.lastSeq++
 	m.Seq = t.lastSeq
+	if track {
+		t.seq.inflight = append(t.seq.inflight, m.Seq)
+	}
+	t.publishLocked()
 	if need == 0 {
 		t.clockMu.Unlock()
 		return nil
@@ -316,8 +333,19 @@ func (t *Tablet) Validate(m *mutation.RowMutation) error {
 // Apply applies a mutation with an assigned sequence and timestamps to the
 // active buffer, atomically: a concurrent reader sees all of its ops or
 // none. Applying the same mutation again changes nothing visible (replay
-// is idempotent: the entries have the same keys and sequence).
+// is idempotent: the entries have the same keys and sequence). A write
+// begun by BeginWrite is finished by Apply, whatever its outcome, and Apply
+// returns nil only once the write is visible to reads, i.e. once every
+// write of lower sequence has finished too.
 func (t *Tablet) Apply(m *mutation.RowMutation) error {
+	err := t.apply(m)
+	if t.finish(m.Seq) && err == nil {
+		t.waitVisible(m.Seq)
+	}
+	return err
+}
+
+func (t *Tablet) apply(m *mutation.RowMutation) error {
 	if err := t.Validate(m); err != nil {
 		return err
 	}
