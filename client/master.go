@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"bighive/internal/apierr"
 	"bighive/internal/limits"
@@ -58,19 +59,39 @@ type FamilySpec struct {
 }
 
 // CreateTable creates a table. It fails with AlreadyExists if the table
-// exists (which includes the rare case of an earlier attempt of this call
-// whose reply was lost), and with InvalidArgument for a bad name, family or
-// split key, checked before anything is sent.
+// exists, and with InvalidArgument for a bad name, family or split key,
+// checked before anything is sent. An attempt whose reply was lost (a
+// master leader change) may have created the table: when a retry of this
+// call finds the table with exactly the requested families and tablet
+// count, CreateTable returns nil, taking the table for its own (another
+// caller creating the same table at the same moment would be taken so
+// too).
 func (c *Client) CreateTable(ctx context.Context, spec TableSpec) error {
 	prefix := errorPrefix("create table %q", spec.Name)
 	req, err := createTableRequest(spec)
 	if err != nil {
 		return statusError(err, prefix)
 	}
+	attempts := 0
 	return c.callMaster(ctx, prefix, func(ctx context.Context, m pb.MasterClient) error {
+		attempts++
 		_, err := m.CreateTable(ctx, req)
+		if attempts > 1 && status.Code(err) == codes.AlreadyExists && createdAsAsked(ctx, m, req) {
+			return nil
+		}
 		return err
 	})
+}
+
+// createdAsAsked reports whether the table of req exists with exactly its
+// families and as many tablets as req creates.
+func createdAsAsked(ctx context.Context, m pb.MasterClient, req *pb.CreateTableRequest) bool {
+	resp, err := m.DescribeTable(ctx, &pb.DescribeTableRequest{Name: req.Schema.Name})
+	if err != nil {
+		return false
+	}
+	got := resp.GetTable()
+	return proto.Equal(got.GetSchema(), req.Schema) && int(got.GetTabletCount()) == len(req.SplitKeys)+1
 }
 
 func createTableRequest(spec TableSpec) (*pb.CreateTableRequest, error) {
