@@ -15,8 +15,8 @@ import (
 // DeleteColumn, [Timestamp, End) is the deleted range (End 0: unbounded).
 // DeleteFamily and DeleteRow cover every timestamp (their Timestamp is only
 // the time they were written); a DeleteRow has Family "" and no qualifier.
-// Seq is the write sequence of the row mutation the entry came from (see
-// mutation.RowMutation.Seq): a tombstone hides exactly the cells it covers
+// Seq is the write sequence of the op the entry came from (see
+// mutation.RowMutation.OpSeq): a tombstone hides exactly the cells it covers
 // whose Seq is lower than its own.
 type Entry struct {
 	Row       []byte

@@ -191,7 +191,7 @@ func (m *Memstore) NewIterator() Iterator {
 }
 
 // NewIteratorAt is NewIterator that also skips every entry whose Seq (the
-// write sequence of its mutation) is above maxSeq: of a key whose newest
+// write sequence of its op) is above maxSeq: of a key whose newest
 // write is above it, the iterator shows the newest write at or below it.
 // The tablet reads through it so that a reader never sees a write before
 // the writes of lower sequence still in flight.

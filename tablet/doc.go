@@ -21,7 +21,9 @@
 // write order, whatever their timestamps, and never hides a write that
 // comes after it, even one with an older timestamp. The order is the write
 // sequence: every memstore entry and TSFile entry carries the Seq of its
-// mutation, and a tombstone hides a cell iff cell.Seq < tombstone.Seq and
+// op (op i of a mutation has the mutation's Seq+i, so the ops of one
+// mutation apply in order: a delete masks a set made earlier in the same
+// mutation, as Bigtable documents), and a tombstone hides a cell iff cell.Seq < tombstone.Seq and
 // the cell's timestamp is in the tombstone's range (family and row
 // tombstones: every timestamp). Writing a cell of the same (row, family,
 // qualifier, timestamp) again overwrites it: the higher Seq wins, whatever

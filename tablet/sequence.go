@@ -59,19 +59,19 @@ func (t *Tablet) BeginWrite(m *mutation.RowMutation) error {
 
 // Abandon finishes a write begun by BeginWrite that will not be applied
 // (its WAL append failed): later sequences become visible without it.
-func (t *Tablet) Abandon(m *mutation.RowMutation) { t.finish(m.Seq) }
+func (t *Tablet) Abandon(m *mutation.RowMutation) { t.finish(m) }
 
-// finish ends the write of sequence seq and reports whether it was in
-// flight. A sequence that was not (replay, or AssignTimestamps) is
+// finish ends the write of m and reports whether it was in flight. A
+// write that was not (replay, or AssignTimestamps) has its sequences
 // observed instead.
-func (t *Tablet) finish(seq uint64) bool {
+func (t *Tablet) finish(m *mutation.RowMutation) bool {
 	t.clockMu.Lock()
 	defer t.clockMu.Unlock()
 	s := &t.seq
+	seq := m.Seq
 	if _, ok := slices.BinarySearch(s.inflight, seq); !ok {
-		if seq > t.lastSeq {
-			t.lastSeq = seq
-		}
+		t.lastSeq = max(t.lastSeq, m.LastSeq())
+
 		t.publishLocked()
 		return false
 	}
@@ -83,7 +83,7 @@ func (t *Tablet) finish(seq uint64) bool {
 	return true
 }
 
-// waitVisible waits until every write up to seq has finished.
+// waitVisible waits until every write up to sequence seq has finished.
 func (t *Tablet) waitVisible(seq uint64) {
 	if t.visible.Load() >= seq {
 		return

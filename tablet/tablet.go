@@ -261,7 +261,7 @@ func (t *Tablet) ObserveMutation(m *mutation.RowMutation) {
 		}
 	}
 	t.ObserveTimestamp(ts)
-	t.ObserveSeq(m.Seq)
+	t.ObserveSeq(m.LastSeq())
 }
 
 // AssignTimestamps validates m, gives it the tablet's next write sequence
@@ -293,8 +293,8 @@ func (t *Tablet) assign(m *mutation.RowMutation, track bool) error {
 		}
 	}
 	t.clockMu.Lock()
-	t.lastSeq++
-	m.Seq = t.lastSeq
+	m.Seq = t.lastSeq + 1
+	t.lastSeq = m.LastSeq() // op i has sequence Seq+i
 	if track {
 		t.seq.inflight = append(t.seq.inflight, m.Seq)
 	}
@@ -339,8 +339,8 @@ func (t *Tablet) Validate(m *mutation.RowMutation) error {
 // write of lower sequence has finished too.
 func (t *Tablet) Apply(m *mutation.RowMutation) error {
 	err := t.apply(m)
-	if t.finish(m.Seq) && err == nil {
-		t.waitVisible(m.Seq)
+	if t.finish(m) && err == nil {
+		t.waitVisible(m.LastSeq())
 	}
 	return err
 }
@@ -356,7 +356,7 @@ func (t *Tablet) apply(m *mutation.RowMutation) error {
 	for i := range m.Ops {
 		op := &m.Ops[i]
 		e := &entries[i]
-		e.Row, e.Kind, e.Timestamp, e.Seq = m.Row, op.Kind, op.Timestamp, m.Seq
+		e.Row, e.Kind, e.Timestamp, e.Seq = m.Row, op.Kind, op.Timestamp, m.OpSeq(i)
 		switch op.Kind {
 		case mutation.SetCell:
 			e.Family, e.Qualifier, e.Value = op.Family, op.Qualifier, op.Value

@@ -13,7 +13,7 @@
 //	            ts:varint end:varint uvarint(len(value)) value
 //
 // version is EncodingVersion (1); seq is RowMutation.Seq, the tablet's
-// write sequence. Decode rejects any other version with ErrVersion, naming
+// write sequence of the first op (op i has seq+i). Decode rejects any other version with ErrVersion, naming
 // the version it found. It checks every length against the remaining
 // bytes and never panics on garbage; it returns ErrMalformed.
 package mutation

@@ -57,15 +57,25 @@ type Op struct {
 
 // RowMutation is the ops of one row, applied atomically.
 type RowMutation struct {
-	// Seq is the tablet's write sequence of the mutation: assigned by the
-	// tablet before the WAL append, strictly increasing over the tablet's
-	// whole life (restarts and moves included). A tombstone hides the cells
-	// written at a lower Seq; among equal cells the higher Seq wins. 0
+	// Seq is the tablet's write sequence of the mutation's first op:
+	// assigned by the tablet before the WAL append, strictly increasing
+	// over the tablet's whole life (restarts and moves included). Op i has
+	// sequence Seq+i (OpSeq), so the ops of one mutation apply in order: a
+	// delete masks a set made earlier in the same mutation, a later set is
+	// not masked by an earlier delete. A tombstone hides the cells written
+	// at a lower sequence; among equal cells the higher sequence wins. 0
 	// means not assigned yet.
 	Seq uint64
 	Row []byte
 	Ops []Op
 }
+
+// OpSeq is the write sequence of op i of m.
+func (m *RowMutation) OpSeq(i int) uint64 { return m.Seq + uint64(i) }
+
+// LastSeq is the write sequence of m's last op (Seq for a mutation without
+// ops): the next mutation's Seq is above it.
+func (m *RowMutation) LastSeq() uint64 { return m.Seq + uint64(max(len(m.Ops), 1)) - 1 }
 
 // EncodingVersion is the first byte of every encoding Append makes.
 // Decode rejects other versions with ErrVersion.
