@@ -7,6 +7,9 @@
 // helpers restart a tserver, stop one for good (its tablets fail over once
 // its lease expires), checkpoint, compact and wait until a table serves.
 //
+// Tests call Start, then the helpers, which return errors (so one cluster
+// can serve several subtests); every server stops in t.Cleanup.
+//
 // Compared with the e2e harness (separate OS processes, SIGKILL), this one
 // is fast to start and shares the race detector with the test, but a
 // "crash" is a clean Close: what it tests is that data survives restarts
@@ -53,9 +56,10 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Cluster is a running in-process cluster. Its methods fail the test on
-// error; they are safe for concurrent use, except that tserver i must not
-// be restarted or stopped by two goroutines at once.
+// Cluster is a running in-process cluster. Its methods return errors
+// rather than failing a test, so that one cluster can serve several
+// subtests; they are safe for concurrent use, except that tserver i must
+// not be restarted or stopped by two goroutines at once.
 type Cluster struct {
 	t      testing.TB
 	master *master.Master
@@ -109,7 +113,9 @@ func Start(t testing.TB, opts Options) *Cluster {
 		c.opts = append(c.opts, o)
 		c.servers = append(c.servers, nil)
 		c.stopped = append(c.stopped, false)
-		c.start(i)
+		if err := c.start(i); err != nil {
+			t.Fatal(err)
+		}
 	}
 	c.admin, err = client.Dial(context.Background(), c.MasterAddrs(), client.WithBackoff(5*time.Millisecond, 100*time.Millisecond))
 	if err != nil {
@@ -153,15 +159,15 @@ func freeAddr(t testing.TB) string {
 
 // start starts tserver i with its options (again after a Close: same
 // address, so same log prefix and identity, same root).
-func (c *Cluster) start(i int) {
-	c.t.Helper()
+func (c *Cluster) start(i int) error {
 	s, err := tserver.Start(context.Background(), c.opts[i])
 	if err != nil {
-		c.t.Fatalf("clustertest: start tserver %d: %v", i, err)
+		return fmt.Errorf("clustertest: start tserver %d: %w", i, err)
 	}
 	c.mu.Lock()
 	c.servers[i] = s
 	c.mu.Unlock()
+	return nil
 }
 
 // MasterAddrs returns the master's gRPC address, for client.Dial.
@@ -203,12 +209,12 @@ func (c *Cluster) Running() []int {
 	return out
 }
 
-// Client returns a new client of the cluster, closed by t.Cleanup.
+// Client returns a new client of the cluster, closed when the cluster
+// stops.
 func (c *Cluster) Client(opts ...client.Option) *client.Client {
-	c.t.Helper()
 	cl, err := client.Dial(context.Background(), c.MasterAddrs(), opts...)
 	if err != nil {
-		c.t.Fatal(err)
+		panic(err) // Dial fails only without addresses
 	}
 	c.t.Cleanup(func() { cl.Close() })
 	return cl
@@ -218,28 +224,28 @@ func (c *Cluster) Client(opts ...client.Option) *client.Client {
 // address and root: it reloads its tablets from their TSFiles and replays
 // its log. It returns once the tserver listens; use WaitServing before
 // relying on its tablets.
-func (c *Cluster) RestartTServer(i int) {
-	c.t.Helper()
+func (c *Cluster) RestartTServer(i int) error {
 	c.mu.Lock()
 	s, stopped := c.servers[i], c.stopped[i]
-	c.servers[i] = nil
+	if !stopped {
+		c.servers[i] = nil
+	}
 	c.mu.Unlock()
 	if stopped {
-		c.t.Fatalf("clustertest: tserver %d was stopped for good", i)
+		return fmt.Errorf("clustertest: tserver %d was stopped for good", i)
 	}
 	if s != nil {
 		if err := s.Close(); err != nil {
-			c.t.Fatalf("clustertest: close tserver %d: %v", i, err)
+			return fmt.Errorf("clustertest: close tserver %d: %w", i, err)
 		}
 	}
-	c.start(i)
+	return c.start(i)
 }
 
 // StopTServer closes tserver i for good. The master declares it dead once
 // its lease expires and moves its tablets, recovered from its log, to the
 // others; WaitServing waits for that.
-func (c *Cluster) StopTServer(i int) {
-	c.t.Helper()
+func (c *Cluster) StopTServer(i int) error {
 	c.mu.Lock()
 	s := c.servers[i]
 	c.servers[i] = nil
@@ -247,19 +253,20 @@ func (c *Cluster) StopTServer(i int) {
 	c.mu.Unlock()
 	if s != nil {
 		if err := s.Close(); err != nil {
-			c.t.Fatalf("clustertest: close tserver %d: %v", i, err)
+			return fmt.Errorf("clustertest: close tserver %d: %w", i, err)
 		}
 	}
+	return nil
 }
 
-// tserverClient returns a TServer client for tserver i, or nil while it is
-// stopped.
-func (c *Cluster) tserverClient(i int) pb.TServerClient {
-	c.t.Helper()
+// TServerClient returns a gRPC client of tserver i's TServer service (for
+// requests the client library would refuse to send), or an error while it
+// is stopped.
+func (c *Cluster) TServerClient(i int) (pb.TServerClient, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.servers[i] == nil {
-		return nil
+		return nil, fmt.Errorf("clustertest: tserver %d is stopped", i)
 	}
 	addr := c.opts[i].Listen
 	cc, ok := c.conns[addr]
@@ -267,65 +274,65 @@ func (c *Cluster) tserverClient(i int) pb.TServerClient {
 		var err error
 		cc, err = grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), limits.GRPCCallOptions())
 		if err != nil {
-			c.t.Fatalf("clustertest: dial %s: %v", addr, err)
+			return nil, fmt.Errorf("clustertest: dial %s: %w", addr, err)
 		}
 		c.conns[addr] = cc
 	}
-	return pb.NewTServerClient(cc)
+	return pb.NewTServerClient(cc), nil
 }
 
 // Checkpoint checkpoints every running tserver: its write buffers become
 // TSFiles and its log rolls.
-func (c *Cluster) Checkpoint(ctx context.Context) {
-	c.t.Helper()
+func (c *Cluster) Checkpoint(ctx context.Context) error {
 	for _, i := range c.Running() {
-		if ts := c.tserverClient(i); ts != nil {
-			if _, err := ts.Checkpoint(ctx, &pb.CheckpointRequest{}); err != nil {
-				c.t.Fatalf("clustertest: checkpoint tserver %d: %v", i, err)
-			}
+		ts, err := c.TServerClient(i)
+		if err == nil {
+			_, err = ts.Checkpoint(ctx, &pb.CheckpointRequest{})
+		}
+		if err != nil {
+			return fmt.Errorf("clustertest: checkpoint tserver %d: %w", i, err)
 		}
 	}
+	return nil
 }
 
 // Compact compacts every tablet of every running tserver: a minor
 // compaction merges TSFiles; a major one also drops what deletes and the
 // families' GC policies hide.
-func (c *Cluster) Compact(ctx context.Context, major bool) {
-	c.t.Helper()
+func (c *Cluster) Compact(ctx context.Context, major bool) error {
 	for _, i := range c.Running() {
-		if ts := c.tserverClient(i); ts != nil {
-			if _, err := ts.Compact(ctx, &pb.CompactRequest{Major: major}); err != nil {
-				c.t.Fatalf("clustertest: compact tserver %d (major %v): %v", i, major, err)
-			}
+		ts, err := c.TServerClient(i)
+		if err == nil {
+			_, err = ts.Compact(ctx, &pb.CompactRequest{Major: major})
+		}
+		if err != nil {
+			return fmt.Errorf("clustertest: compact tserver %d (major %v): %w", i, major, err)
 		}
 	}
+	return nil
 }
 
 // CreateTable creates the table and waits until it serves.
-func (c *Cluster) CreateTable(ctx context.Context, spec client.TableSpec) {
-	c.t.Helper()
+func (c *Cluster) CreateTable(ctx context.Context, spec client.TableSpec) error {
 	if err := c.admin.CreateTable(ctx, spec); err != nil {
-		c.t.Fatalf("clustertest: create table %s: %v", spec.Name, err)
+		return fmt.Errorf("clustertest: create table %s: %w", spec.Name, err)
 	}
-	c.WaitServing(ctx, spec.Name)
+	return c.WaitServing(ctx, spec.Name)
 }
 
 // WaitServing polls until every tablet of table is served: the master
 // names a running tserver for it, and that tserver reports it serving at
-// the master's epoch (loaded and recovered). It fails the test when ctx
-// ends first.
-func (c *Cluster) WaitServing(ctx context.Context, table string) {
-	c.t.Helper()
-	var last string
+// the master's epoch (loaded and recovered). It fails when ctx ends first,
+// saying what it waited for.
+func (c *Cluster) WaitServing(ctx context.Context, table string) error {
 	for {
 		ok, why := c.serving(ctx, table)
 		if ok {
-			return
+			return nil
 		}
-		last = why
 		select {
 		case <-ctx.Done():
-			c.t.Fatalf("clustertest: table %s not serving: %s", table, last)
+			return fmt.Errorf("clustertest: table %s not serving: %s: %w", table, why, ctx.Err())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -350,9 +357,9 @@ func (c *Cluster) serving(ctx context.Context, table string) (bool, string) {
 			return false, fmt.Sprintf("tablet %s is %s on %q", tb.ID, tb.State, tb.TServer)
 		}
 		if _, ok := statuses[i]; !ok {
-			ts := c.tserverClient(i)
-			if ts == nil {
-				return false, fmt.Sprintf("tserver %d stopped", i)
+			ts, err := c.TServerClient(i)
+			if err != nil {
+				return false, err.Error()
 			}
 			resp, err := ts.Status(ctx, &pb.StatusRequest{})
 			if err != nil {

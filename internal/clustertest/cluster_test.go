@@ -17,7 +17,7 @@ func TestClusterLifecycle(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{TServers: 3, Lease: time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "cf"}}, SplitKeys: []string{"k3", "k6"}})
+	must(t, c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "cf"}}, SplitKeys: []string{"k3", "k6"}}))
 	cl := c.Client()
 	tbl, err := cl.Open(ctx, "t")
 	if err != nil {
@@ -49,22 +49,29 @@ func TestClusterLifecycle(t *testing.T) {
 		}
 	}
 	put(0)
-	c.Checkpoint(ctx)
+	must(t, c.Checkpoint(ctx))
 	put(1)
-	c.Checkpoint(ctx)
-	c.Compact(ctx, false)
+	must(t, c.Checkpoint(ctx))
+	must(t, c.Compact(ctx, false))
 	check("after a minor compaction")
-	c.Compact(ctx, true)
+	must(t, c.Compact(ctx, true))
 	check("after a major compaction")
 	put(2)
-	c.RestartTServer(1)
-	c.WaitServing(ctx, "t")
+	must(t, c.RestartTServer(1))
+	must(t, c.WaitServing(ctx, "t"))
 	check("after a restart")
 	put(3)
-	c.StopTServer(2)
-	c.WaitServing(ctx, "t")
+	must(t, c.StopTServer(2))
+	must(t, c.WaitServing(ctx, "t"))
 	check("after a failover")
 	if got := c.Running(); len(got) != 2 {
 		t.Errorf("running %v", got)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }
