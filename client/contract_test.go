@@ -232,6 +232,7 @@ func contractReadFilters(t *testing.T, e env, c *client.Client) {
 		{"column and family add up", []client.ReadOption{client.Column("cf", "b"), client.Families("meta")}, "cf:b@5=b meta:x@40=x4 meta:x@30=x3"},
 		{"latest 1", []client.ReadOption{client.Families("cf"), client.LatestN(1)}, "cf:a@40=a4 cf:b@5=b"},
 		{"latest 3", []client.ReadOption{client.Column("cf", "a"), client.LatestN(3)}, "cf:a@40=a4 cf:a@30=a3 cf:a@20=a2"},
+		{"latest 3 of a family keeping 2", []client.ReadOption{client.Families("meta"), client.LatestN(3)}, "meta:x@40=x4 meta:x@30=x3"},
 		{"time range", []client.ReadOption{client.Column("cf", "a"), client.TimeRange(15, 35)}, "cf:a@30=a3 cf:a@20=a2"},
 		{"time range is half open", []client.ReadOption{client.Column("cf", "a"), client.TimeRange(10, 40)}, "cf:a@30=a3 cf:a@20=a2 cf:a@10=a1"},
 		{"time range and latest", []client.ReadOption{client.Column("cf", "a"), client.TimeRange(0, 35), client.LatestN(1)}, "cf:a@30=a3"},

@@ -181,9 +181,11 @@ func readLocked(t *table, row string, f *pb.ReadFilter) *pb.Row {
 			n = 0
 		}
 		n++
+		// The family's versions bound every read; the read's own bound
+		// can only lower it.
 		limit := maxv[c.Family]
-		if f.GetMaxVersions() > 0 {
-			limit = int(f.GetMaxVersions())
+		if n := int(f.GetMaxVersions()); n > 0 && (limit == 0 || n < limit) {
+			limit = n
 		}
 		if limit == 0 || n <= limit {
 			out = append(out, c)
