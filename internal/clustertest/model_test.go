@@ -371,6 +371,22 @@ type modelRun struct {
 	// row: server timestamps increase strictly per tablet.
 	lastServerTS map[string]int64
 	stats        map[string]int
+	took         map[string]time.Duration
+}
+
+// opKind names the kind of operation n picks in runModel, for the timing
+// summary.
+func opKind(n int) string {
+	switch {
+	case n < 490:
+		return "write"
+	case n < 980:
+		return "read"
+	case n < 997:
+		return "checkpoint/compact"
+	default:
+		return "restart"
+	}
 }
 
 func (r *modelRun) fail(format string, args ...any) {
@@ -592,11 +608,15 @@ func (r *modelRun) randScan() {
 	r.scan(a, b, limit, r.randFilter())
 }
 
-// verify compares every row with the model, by a full scan and a get each.
-func (r *modelRun) verify(stage string) {
+// verify compares every row with the model by a full scan, and with gets
+// too.
+func (r *modelRun) verify(stage string, gets bool) {
 	r.t.Helper()
 	r.note("verify (%s)", stage)
 	r.scan("", "", 0, filter{})
+	if !gets {
+		return
+	}
 	ctx, cancel := r.ctx()
 	defer cancel()
 	for k := range modelRows {
@@ -612,6 +632,8 @@ func (r *modelRun) verify(stage string) {
 	}
 }
 
+// admin runs a checkpoint, compaction, restart or failover, waits until
+// the table serves again and verifies every row.
 func (r *modelRun) admin(what string, fn func(ctx context.Context) error) {
 	r.t.Helper()
 	r.note("%s", what)
@@ -624,7 +646,7 @@ func (r *modelRun) admin(what string, fn func(ctx context.Context) error) {
 	if err := r.c.WaitServing(ctx, modelTable); err != nil {
 		r.fail("%s: %v", what, err)
 	}
-	r.verify("after " + what)
+	r.verify("after "+what, strings.Contains(what, "tserver"))
 }
 
 // modelCluster is what the model test drives: the real in-process cluster,
@@ -702,17 +724,21 @@ func runModel(t *testing.T, seed uint64, c modelCluster) {
 		t.Fatal(err)
 	}
 	r := &modelRun{t: t, seed: seed, rnd: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), c: c, tbl: tbl,
-		m: model{rows: map[string]map[mcol][]mcell{}}, lastServerTS: map[string]int64{}, stats: map[string]int{}}
+		m: model{rows: map[string]map[mcol][]mcell{}}, lastServerTS: map[string]int64{}, stats: map[string]int{}, took: map[string]time.Duration{}}
 	failoverAt := *modelOps / 2
 	began := time.Now()
 	for r.i = 0; r.i < *modelOps; r.i++ {
 		if r.i == failoverAt {
 			running := c.Running()
 			victim := running[r.rnd.IntN(len(running))]
+			opBegan := time.Now()
 			r.admin(fmt.Sprintf("failover: stop tserver %d for good", victim), func(context.Context) error { return c.StopTServer(victim) })
+			r.took["failover"] += time.Since(opBegan)
 			continue
 		}
-		switch n := r.rnd.IntN(1000); {
+		opBegan := time.Now()
+		n := r.rnd.IntN(1000)
+		switch {
 		case n < 300:
 			r.mutate(r.row(), []op{r.randOp()})
 		case n < 340:
@@ -727,24 +753,29 @@ func runModel(t *testing.T, seed uint64, c modelCluster) {
 			r.mutate(r.row(), ops)
 		case n < 490:
 			r.bulk()
-		case n < 790:
+		case n < 800:
 			r.get()
-		case n < 970:
+		case n < 980:
 			r.randScan()
-		case n < 982:
-			r.admin("checkpoint", c.Checkpoint)
 		case n < 988:
+			r.admin("checkpoint", c.Checkpoint)
+		case n < 993:
 			r.admin("minor compaction", func(ctx context.Context) error { return c.Compact(ctx, false) })
-		case n < 994:
+		case n < 997:
 			r.admin("major compaction", func(ctx context.Context) error { return c.Compact(ctx, true) })
 		default:
 			running := c.Running()
 			i := running[r.rnd.IntN(len(running))]
 			r.admin(fmt.Sprintf("restart tserver %d", i), func(context.Context) error { return c.RestartTServer(i) })
 		}
+		r.took[opKind(n)] += time.Since(opBegan)
 	}
-	r.verify("at the end")
-	t.Logf("model: seed %d: %d ops in %v, no difference; admin operations %v", seed, *modelOps, time.Since(began).Round(time.Millisecond), r.stats)
+	r.verify("at the end", true)
+	for k, d := range r.took {
+		r.took[k] = d.Round(time.Millisecond)
+	}
+	t.Logf("model: seed %d: %d ops in %v, no difference; admin operations %v; time by kind %v",
+		seed, *modelOps, time.Since(began).Round(time.Millisecond), r.stats, r.took)
 }
 
 // bulk writes 2 to 8 distinct rows in one ApplyBulk (distinct: the order
