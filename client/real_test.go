@@ -64,6 +64,9 @@ func TestFollowsRealSplitsAndFailover(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
+		if err := c.WaitServing(ctx, "t"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	write("after the splits")
 	check("after the splits")
