@@ -17,18 +17,22 @@
 package clustertest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"bighive/client"
 	"bighive/internal/limits"
@@ -52,7 +56,9 @@ type Options struct {
 	MemLimit int64
 	// TServer, if set, adjusts tserver i's options before its first start.
 	TServer func(i int, o *tserver.Options)
-	// Logger receives every server's logs (default: discarded).
+	// Logger receives every server's logs. By default they are kept in
+	// memory and, if the test fails, written to a file under $TMPDIR whose
+	// name the test log gives, with their last lines.
 	Logger *slog.Logger
 }
 
@@ -89,7 +95,9 @@ func Start(t testing.TB, opts Options) *Cluster {
 		opts.MemLimit = 1 << 20
 	}
 	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		logs := &logBuffer{}
+		opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		t.Cleanup(func() { logs.dumpIfFailed(t) }) // runs last: the servers are closed
 	}
 	dir := t.TempDir()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -145,6 +153,49 @@ func (c *Cluster) close() {
 	}
 	wg.Wait()
 	c.master.Close()
+}
+
+// logBuffer keeps the servers' logs of one cluster in memory, up to
+// maxLogBytes.
+type logBuffer struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	dropped int64
+}
+
+const maxLogBytes = 64 << 20
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.buf.Len()+len(p) > maxLogBytes {
+		b.dropped += int64(len(p))
+		return len(p), nil
+	}
+	return b.buf.Write(p)
+}
+
+// dumpIfFailed writes the logs to a file and their tail to the test log
+// when the test failed.
+func (b *logBuffer) dumpIfFailed(t testing.TB) {
+	if !t.Failed() {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	f, err := os.CreateTemp("", "clustertest-*.log")
+	if err != nil {
+		t.Logf("clustertest: cannot keep the server logs: %v", err)
+		return
+	}
+	defer f.Close()
+	if _, err := f.Write(b.buf.Bytes()); err != nil {
+		t.Logf("clustertest: write %s: %v", f.Name(), err)
+	}
+	lines := strings.Split(strings.TrimRight(b.buf.String(), "\n"), "\n")
+	tail := lines[max(0, len(lines)-80):]
+	t.Logf("clustertest: the servers' logs are in %s (%d lines, %d bytes dropped over the limit); the last %d:\n%s",
+		f.Name(), len(lines), b.dropped, len(tail), strings.Join(tail, "\n"))
 }
 
 func freeAddr(t testing.TB) string {
@@ -284,29 +335,42 @@ func (c *Cluster) TServerClient(i int) (pb.TServerClient, error) {
 // Checkpoint checkpoints every running tserver: its write buffers become
 // TSFiles and its log rolls.
 func (c *Cluster) Checkpoint(ctx context.Context) error {
-	for _, i := range c.Running() {
-		ts, err := c.TServerClient(i)
-		if err == nil {
-			_, err = ts.Checkpoint(ctx, &pb.CheckpointRequest{})
-		}
-		if err != nil {
-			return fmt.Errorf("clustertest: checkpoint tserver %d: %w", i, err)
-		}
-	}
-	return nil
+	return c.eachTServer(ctx, "checkpoint", func(ctx context.Context, ts pb.TServerClient) error {
+		_, err := ts.Checkpoint(ctx, &pb.CheckpointRequest{})
+		return err
+	})
 }
 
 // Compact compacts every tablet of every running tserver: a minor
 // compaction merges TSFiles; a major one also drops what deletes and the
 // families' GC policies hide.
 func (c *Cluster) Compact(ctx context.Context, major bool) error {
+	return c.eachTServer(ctx, fmt.Sprintf("compact (major %v)", major), func(ctx context.Context, ts pb.TServerClient) error {
+		_, err := ts.Compact(ctx, &pb.CompactRequest{Major: major})
+		return err
+	})
+}
+
+// eachTServer calls fn for every running tserver, again while it answers
+// Unavailable (a tablet moving away meanwhile), until ctx ends.
+func (c *Cluster) eachTServer(ctx context.Context, what string, fn func(ctx context.Context, ts pb.TServerClient) error) error {
 	for _, i := range c.Running() {
 		ts, err := c.TServerClient(i)
-		if err == nil {
-			_, err = ts.Compact(ctx, &pb.CompactRequest{Major: major})
+		if err != nil {
+			return err
+		}
+		for {
+			err = fn(ctx, ts)
+			if status.Code(err) != codes.Unavailable || ctx.Err() != nil {
+				break
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
 		}
 		if err != nil {
-			return fmt.Errorf("clustertest: compact tserver %d (major %v): %w", i, major, err)
+			return fmt.Errorf("clustertest: %s tserver %d: %w", what, i, err)
 		}
 	}
 	return nil
