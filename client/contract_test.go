@@ -2,7 +2,9 @@ package client_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -656,7 +658,7 @@ func contractServerBadInput(t *testing.T, e env, c *client.Client) {
 			}
 			for {
 				if _, err := st.Recv(); err != nil {
-					if err.Error() == "EOF" {
+					if errors.Is(err, io.EOF) {
 						return nil
 					}
 					return err
