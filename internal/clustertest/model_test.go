@@ -698,7 +698,7 @@ func TestModel(t *testing.T) {
 		runModel(t, seed, &fakeCluster{c: clienttest.Start(t, clienttest.Options{TServers: 3}), stopped: map[int]bool{}})
 	})
 	t.Run("real", func(t *testing.T) {
-		runModel(t, seed, clustertest.Start(t, clustertest.Options{TServers: 3, Lease: time.Second, MemLimit: 256 << 10}))
+		runModel(t, seed, clustertest.Start(t, clustertest.Options{TServers: 3, MemLimit: 256 << 10}))
 	})
 }
 
