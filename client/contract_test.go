@@ -815,6 +815,9 @@ func contractDDL(t *testing.T, e env, c *client.Client) {
 			t.Errorf("tserver %+v", s)
 		}
 	}
+	if err := c.SplitTablet(ctx, "users", "m"); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), `"m"`) {
+		t.Errorf("split at a tablet's first row: %v", err)
+	}
 	if err := c.SplitTablet(ctx, "users", "p"); err != nil {
 		t.Fatal(err)
 	}

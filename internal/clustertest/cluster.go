@@ -79,7 +79,8 @@ type Cluster struct {
 	conns   map[string]*grpc.ClientConn
 }
 
-// Start starts the cluster; t.Cleanup stops it.
+// Start starts the cluster and returns once the master lists every tserver
+// as live; t.Cleanup stops it.
 func Start(t testing.TB, opts Options) *Cluster {
 	t.Helper()
 	if opts.TServers <= 0 {
@@ -129,7 +130,38 @@ func Start(t testing.TB, opts Options) *Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := c.waitRegistered(ctx); err != nil {
+		t.Fatal(err)
+	}
 	return c
+}
+
+// waitRegistered polls until the master lists every tserver as live, so
+// that the tablets of the tables a test creates next spread over all.
+func (c *Cluster) waitRegistered(ctx context.Context) error {
+	for {
+		servers, err := c.admin.TServers(ctx)
+		live := map[string]bool{}
+		for _, s := range servers {
+			live[s.Address] = s.Live
+		}
+		missing := 0
+		for _, o := range c.opts {
+			if !live[o.Listen] {
+				missing++
+			}
+		}
+		if err == nil && missing == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("clustertest: %d of %d tservers not live at the master (%v): %w", missing, len(c.opts), err, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 func (c *Cluster) close() {
