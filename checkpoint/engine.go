@@ -35,10 +35,13 @@ func (e *Engine) Serving() bool { return e.serving.Load() }
 // SetServing marks the tablet loaded (logs replayed) or not.
 func (e *Engine) SetServing(v bool) { e.serving.Store(v) }
 
-// Replay applies a logged mutation to the active buffer and moves the
-// tablet clock past the record's time, so timestamps assigned later are
-// greater than the replayed ones.
+// Replay applies a logged mutation to the active buffer with its logged
+// write sequence and timestamps (so replaying twice is replaying once), and
+// moves the tablet clock and write sequence past the record's: past its
+// sequence, its op timestamps and the time of the append, so sequences and
+// timestamps assigned later are greater than the replayed ones.
 func (e *Engine) Replay(rec *wal.Record) error {
 	e.ObserveTimestamp(rec.Timestamp + int64(len(rec.Mutation.Ops)))
+	e.ObserveMutation(&rec.Mutation)
 	return e.Apply(&rec.Mutation)
 }

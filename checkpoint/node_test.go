@@ -175,6 +175,9 @@ func (n *node) close() {
 // WAL append and the buffer apply.
 func (n *node) write(ctx context.Context, id string, m *mutation.RowMutation) error {
 	t := n.byID[id]
+	if err := t.AssignTimestamps(m); err != nil {
+		return err
+	}
 	l := n.coord.StateLock()
 	l.RLock()
 	defer l.RUnlock()

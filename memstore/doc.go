@@ -4,31 +4,38 @@
 // # Entries and their order
 //
 // An Entry is a cell (SetCell) or a tombstone (DeleteColumn, DeleteFamily,
-// DeleteRow). Entries sort by
+// DeleteRow), and carries the write sequence (Seq) of the row mutation it
+// came from. Entries sort by
 //
-//	row ↑, family ↑, level ↑, qualifier ↑, rank ↑, timestamp ↓, end ↑
+//	row ↑, family ↑, level ↑, qualifier ↑, rank ↑, timestamp ↓, end ↑, seq ↓
 //
 // where a row tombstone has family "" (real family names are never empty),
 // level is 0 for row tombstones, 1 for family tombstones and 2 for columns,
 // and inside a column the column tombstones (rank 0) come before the cells
 // (rank 1). So a reader walking one row meets every tombstone before the
-// cells it may hide, and the cells of a column newest first. Two cells with
-// the same (row, family, qualifier, timestamp) compare equal: the newer write
-// overwrites the older one, which is what makes log replay idempotent.
+// cells it may hide, and the cells of a column newest first. Everything but
+// seq is the entry's key (CompareKey): two cells of the same (row, family,
+// qualifier, timestamp) have the same key whatever their values, and only
+// the one with the highest seq counts (the later write overwrites). Iterators
+// return one entry per key, that one; seeks ignore seq. Replaying a record
+// again yields entries of the same key and seq, so replay is idempotent.
 //
-// Tombstones hide by timestamp, not by write order: a DeleteColumn hides the
-// column's cells with a timestamp in [Timestamp, End) (End 0: unbounded); a
-// family or row tombstone hides the family's or row's cells with a timestamp
-// at or before its own. Merging sources therefore only needs "newest source
-// wins" for equal keys.
+// Tombstones hide by write order, not by timestamp (Bigtable's semantics): a
+// tombstone hides a cell iff the cell's seq is lower than the tombstone's
+// and the cell's timestamp is in the tombstone's range — [Timestamp, End)
+// for a DeleteColumn (End 0: unbounded), every timestamp for a DeleteFamily
+// or DeleteRow. A write after a delete is never hidden by it, whatever its
+// timestamp. The engine (package tablet) applies this rule; this package
+// only keeps the entries and their order.
 //
 // # Concurrency and atomicity
 //
 // A Memstore is a skiplist with one writer at a time (Apply serialises
 // writers) and any number of lock-free readers. Apply links every entry of a
-// batch with the batch's sequence number and publishes that number only
-// after the whole batch is linked; an iterator captures the published
-// number when it is created and skips later entries. So a row mutation
+// batch with the batch's number (an internal counter of this buffer, not the
+// write seq) and publishes that number only after the whole batch is
+// linked; an iterator captures the published number when it is created and
+// skips later entries. So a row mutation
 // applied as one batch is seen whole or not at all, and an iterator is a
 // stable snapshot even while writes continue.
 //

@@ -13,20 +13,24 @@ import (
 //
 // For SetCell, Timestamp is the cell's timestamp and Value its value. For
 // DeleteColumn, [Timestamp, End) is the deleted range (End 0: unbounded).
-// For DeleteFamily and DeleteRow, cells at or before Timestamp are hidden;
-// a DeleteRow has Family "" and no qualifier.
+// DeleteFamily and DeleteRow cover every timestamp (their Timestamp is only
+// the time they were written); a DeleteRow has Family "" and no qualifier.
+// Seq is the write sequence of the row mutation the entry came from (see
+// mutation.RowMutation.Seq): a tombstone hides exactly the cells it covers
+// whose Seq is lower than its own.
 type Entry struct {
 	Row       []byte
 	Family    string
 	Qualifier []byte
 	Timestamp int64
 	End       int64
+	Seq       uint64
 	Kind      mutation.Kind
 	Value     []byte
 }
 
 func (e *Entry) String() string {
-	return fmt.Sprintf("%s{%q %s:%q @%d end=%d len(v)=%d}", e.Kind, e.Row, e.Family, e.Qualifier, e.Timestamp, e.End, len(e.Value))
+	return fmt.Sprintf("%s{%q %s:%q @%d end=%d seq=%d len(v)=%d}", e.Kind, e.Row, e.Family, e.Qualifier, e.Timestamp, e.End, e.Seq, len(e.Value))
 }
 
 // Clone returns a deep copy of e.
@@ -90,10 +94,29 @@ func (p rowPrefix) compare(q rowPrefix) int {
 	return 0
 }
 
-// Compare orders entries as the package doc describes. It returns 0 for two
-// cells of the same (row, family, qualifier, timestamp) whatever their
-// values, and for identical tombstones.
+// Compare orders entries as the package doc describes: by key (see
+// CompareKey), then by Seq descending, so the newest write of a key comes
+// first. It returns 0 only for entries of the same key and Seq.
 func Compare(a, b *Entry) int {
+	if c := CompareKey(a, b); c != 0 {
+		return c
+	}
+	switch {
+	case a.Seq > b.Seq:
+		return -1
+	case a.Seq < b.Seq:
+		return 1
+	}
+	return 0
+}
+
+// CompareKey orders entries by key alone. It returns 0 for two cells of
+// the same (row, family, qualifier, timestamp) whatever their values and
+// sequences, and for tombstones of the same scope and range: of such
+// entries only the one with the highest Seq counts (a cell written again
+// overwrites; the later of two equal tombstones hides everything the
+// earlier one hides).
+func CompareKey(a, b *Entry) int {
 	if c := bytes.Compare(a.Row, b.Row); c != 0 {
 		return c
 	}
@@ -129,13 +152,14 @@ func Compare(a, b *Entry) int {
 // RowStart is the smallest entry of row: seeking to it positions an
 // iterator at the row's first entry.
 func RowStart(row []byte) *Entry {
-	return &Entry{Row: row, Kind: mutation.DeleteRow, Timestamp: 1<<63 - 1}
+	return &Entry{Row: row, Kind: mutation.DeleteRow, Timestamp: 1<<63 - 1, Seq: 1<<64 - 1}
 }
 
 // Iterator walks entries in Compare order. Entry's slices stay valid until
 // the next call that moves the iterator; callers that keep them Clone.
 type Iterator interface {
-	// SeekGE positions the iterator at the first entry >= key.
+	// SeekGE positions the iterator at the first entry whose key is >=
+	// key's (CompareKey: key.Seq is ignored).
 	SeekGE(key *Entry)
 	// First positions the iterator at the first entry.
 	First()

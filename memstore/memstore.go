@@ -90,7 +90,7 @@ func (m *Memstore) insert(src *Entry, seq uint64, prev *[maxHeight]*node) {
 	qual := buf[n : n+q : n+q]
 	copy(buf[n+q:], src.Value)
 	val := buf[n+q:]
-	e := Entry{Row: row, Family: cloneString(src.Family), Qualifier: qual, Timestamp: src.Timestamp, End: src.End, Kind: src.Kind, Value: val}
+	e := Entry{Row: row, Family: cloneString(src.Family), Qualifier: qual, Timestamp: src.Timestamp, End: src.End, Seq: src.Seq, Kind: src.Kind, Value: val}
 	if len(src.Qualifier) == 0 {
 		e.Qualifier = nil
 	}
@@ -124,7 +124,8 @@ func cloneString(s string) string {
 	return string([]byte(s))
 }
 
-// less orders nodes: entry order, then newer batch first.
+// less orders nodes: entry order (key, then higher Seq first), then newer
+// batch first (two ops of one mutation on one key: the later op wins).
 func less(a *node, b *node) bool {
 	c := compareNode(a, &b.e, b.key)
 	if c != 0 {
@@ -139,6 +140,14 @@ func compareNode(a *node, e *Entry, key rowPrefix) int {
 		return c
 	}
 	return Compare(&a.e, e)
+}
+
+// compareNodeKey is CompareKey(&a.e, e), where key is e.Row's prefix.
+func compareNodeKey(a *node, e *Entry, key rowPrefix) int {
+	if c := a.key.compare(key); c != 0 {
+		return c
+	}
+	return CompareKey(&a.e, e)
 }
 
 // findPrev fills prev[l] with the last node at level l that sorts before nd.
@@ -156,14 +165,15 @@ func (m *Memstore) findPrev(nd *node, prev *[maxHeight]*node) {
 	}
 }
 
-// seekGE returns the first node whose entry is >= key (any seq).
+// seekGE returns the first node whose key is >= key's (CompareKey: any
+// Seq, any batch), so it never lands inside the versions of one key.
 func (m *Memstore) seekGE(key *Entry) *node {
 	x := m.head
 	kp := prefixOf(key.Row)
 	for l := int(m.height.Load()) - 1; l >= 0; l-- {
 		for {
 			nx := x.next[l].Load()
-			if nx == nil || compareNode(nx, key, kp) >= 0 {
+			if nx == nil || compareNodeKey(nx, key, kp) >= 0 {
 				break
 			}
 			x = nx
@@ -200,11 +210,12 @@ func (it *iter) Entry() *Entry     { return &it.cur.e }
 func (it *iter) Err() error        { return nil }
 func (it *iter) Close() error      { it.cur = nil; return nil }
 
-// Next skips older versions of the current key (overwritten writes).
+// Next skips the other entries of the current key (overwritten writes:
+// they have a lower Seq, or the same Seq and an older batch).
 func (it *iter) Next() {
 	c := it.cur
 	n := it.settle(c.next[0].Load())
-	for n != nil && Compare(&n.e, &c.e) == 0 {
+	for n != nil && CompareKey(&n.e, &c.e) == 0 {
 		n = it.settle(n.next[0].Load())
 	}
 	it.cur = n

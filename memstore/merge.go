@@ -3,9 +3,10 @@ package memstore
 import "errors"
 
 // Merge returns an iterator over the union of iters, newest first: iters[0]
-// is the newest source. For entries that compare equal only the one of the
-// newest source is returned (the newer write overwrites). Closing the merge
-// closes every source.
+// is the newest source. Of the entries of one key (CompareKey) only the
+// first in Compare order is returned: the one with the highest Seq, and of
+// equal Seqs the one of the newest source (the newer write overwrites).
+// Closing the merge closes every source.
 func Merge(iters ...Iterator) Iterator {
 	return &merging{iters: iters}
 }
@@ -94,12 +95,12 @@ func (m *merging) Next() {
 	top := m.heap[0]
 	e := m.iters[top].Entry()
 	m.cur = Entry{Row: append(m.cur.Row[:0], e.Row...), Family: e.Family, Qualifier: append(m.cur.Qualifier[:0], e.Qualifier...),
-		Timestamp: e.Timestamp, End: e.End, Kind: e.Kind}
+		Timestamp: e.Timestamp, End: e.End, Seq: e.Seq, Kind: e.Kind}
 	cur := &m.cur
 	for len(m.heap) > 0 {
 		i := m.heap[0]
 		it := m.iters[i]
-		if i != top && Compare(it.Entry(), cur) != 0 {
+		if i != top && CompareKey(it.Entry(), cur) != 0 {
 			break
 		}
 		it.Next()

@@ -38,6 +38,9 @@ func loadRows(b *testing.B, tb *Tablet) {
 	rand.New(rand.NewSource(1)).Read(v)
 	for i := 0; i < benchRows; i++ {
 		m := benchMutation(i, v)
+		if err := tb.AssignTimestamps(&m); err != nil {
+			b.Fatal(err)
+		}
 		if err := tb.Apply(&m); err != nil {
 			b.Fatal(err)
 		}

@@ -14,10 +14,14 @@ import (
 // adjacent in the read set, see Files) into one new TSFile in
 // Options.Store and returns it; the read set is unchanged until
 // InstallCompacted. A minor compaction (major false) keeps every entry but
-// overwritten duplicates. A major one also drops the cells that tombstones,
-// max versions or max age hide (tombstones themselves are kept: a buffer
-// or another file may hold older cells they must keep hiding). When
-// nothing is left, the returned info has Footer 0 and no blocks were made.
+// overwritten duplicates (of one key, the highest write sequence is kept),
+// tombstones included: older files may hold the cells they hide. A major
+// one also drops the cells that tombstones (by sequence), max versions or
+// max age hide. It keeps the tombstones too, even when it merges every
+// file: a replay after a restart may apply again a logged record whose
+// cells this file already holds, and the tombstone must keep hiding them.
+// When nothing is left, the returned info has Footer 0 and no blocks were
+// made.
 func (t *Tablet) CompactFiles(ctx context.Context, footers []blockstore.BlockID, major bool) (TSFileInfo, error) {
 	t.mu.RLock()
 	picked, _, err := t.pick(footers)
@@ -143,7 +147,7 @@ func (g *gcIter) First() { g.src.First(); g.fill() }
 func (g *gcIter) SeekGE(key *memstore.Entry) {
 	g.src.SeekGE(memstore.RowStart(key.Row))
 	g.fill()
-	for g.Valid() && bytes.Equal(g.buf[g.pos].Row, key.Row) && memstore.Compare(&g.buf[g.pos], key) < 0 {
+	for g.Valid() && bytes.Equal(g.buf[g.pos].Row, key.Row) && memstore.CompareKey(&g.buf[g.pos], key) < 0 {
 		g.Next()
 	}
 }

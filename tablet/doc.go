@@ -4,13 +4,50 @@
 //
 // # Write path
 //
-// The server validates and stamps a mutation with AssignTimestamps (every
-// ServerTime op gets a server timestamp in µs, strictly increasing per
-// tablet), appends it to the WAL, then calls Apply. Apply links all ops of
-// the mutation in the active buffer as one batch, so no reader sees half a
-// row mutation. Because the WAL holds concrete timestamps and a cell
-// (row, family:qualifier, timestamp) written again overwrites, replay is
+// The server validates and stamps a mutation with AssignTimestamps: it gets
+// the tablet's next write sequence (Seq) and every ServerTime op a server
+// timestamp in µs, both strictly increasing per tablet. The server appends
+// it to the WAL, then calls Apply. Apply links all ops of the mutation in
+// the active buffer as one batch, so no reader sees half a row mutation.
+// Because the WAL holds the sequence and concrete timestamps, and an entry
+// of the same key and sequence applied again changes nothing, replay is
 // idempotent.
+//
+// # Write sequence and delete semantics
+//
+// Deletes follow Cloud Bigtable, not HBase: a delete of a column (of its
+// versions in a time range [start, end), end 0 unbounded; no range: every
+// version), of a family or of a row removes the cells written BEFORE it in
+// write order, whatever their timestamps, and never hides a write that
+// comes after it, even one with an older timestamp. The order is the write
+// sequence: every memstore entry and TSFile entry carries the Seq of its
+// mutation, and a tombstone hides a cell iff cell.Seq < tombstone.Seq and
+// the cell's timestamp is in the tombstone's range (family and row
+// tombstones: every timestamp). Writing a cell of the same (row, family,
+// qualifier, timestamp) again overwrites it: the higher Seq wins, whatever
+// the source (buffer or file) holding it.
+//
+// The sequence is per tablet and strictly increasing for the tablet's whole
+// life, across restarts and moves to other tservers (the tserver's WAL
+// sequence is per server and is not comparable after a failover): Open
+// continues above the largest Seq and timestamp of the TSFiles (kept in
+// their footers), and replay (log, recovery files, split logs) observes the
+// Seq and the timestamps of every record it applies (ObserveMutation), so
+// sequences and server timestamps assigned afterwards are greater than
+// every existing one even when this server's clock is behind.
+//
+// Order of concurrent writes: the sequence is assigned before the WAL
+// append and Apply runs after it, so two concurrent writes may be applied
+// in the opposite order of their sequences. A row's final state is always
+// that of sequence order. But between the two applies, a reader may see
+// the higher-sequence write without the lower one: e.g. a put (seq 6)
+// visible with the cells that a delete (seq 5) still being logged will
+// hide once applied. The window is exactly from the Apply of the later
+// sequence to the Apply of the earlier one, i.e. what remains of the
+// earlier write's path between AssignTimestamps and Apply (the memory
+// wait, the admission and its WAL append); it needs two writes to the same
+// row in flight at once, and a client that waited for the first write's
+// acknowledgement before sending the second never sees it.
 //
 // # Checkpoint seams
 //
@@ -28,10 +65,12 @@
 //
 // A read takes a snapshot (buffer snapshots and referenced files under one
 // lock), merges active buffer, standby buffer and TSFiles newest first
-// (equal keys: the newest source wins), and resolves each row:
+// (of equal keys the highest write sequence wins, then the newest source),
+// and resolves each row:
 //
-//  1. tombstones hide by timestamp: DeleteRow/DeleteFamily hide cells at
-//     or before their timestamp, DeleteColumn those in [Timestamp, End);
+//  1. tombstones hide by write sequence: a DeleteRow or DeleteFamily hides
+//     the cells of its scope with a lower Seq, a DeleteColumn those with a
+//     lower Seq and a timestamp in [Timestamp, End) (End 0: unbounded);
 //  2. the family's GC policy: the newest MaxVersions live versions of each
 //     column, none older than now-MaxAge;
 //  3. the read's selection: families/columns, TimeRange, then the newest
@@ -39,7 +78,17 @@
 //
 // Get consults each TSFile's bloom filter first. Scan returns rows of
 // [start, end) in order, with a row limit; TSFile scans read pages ahead.
-// Rows with no visible cell are not returned.
+// Rows with no visible cell are not returned. A scan checks its context
+// once per row examined (visible or not), so a cancelled scan over deleted
+// or filtered-out rows stops at the next row.
+//
+// # Compactions
+//
+// A minor compaction keeps every entry but overwritten duplicates, and so
+// every tombstone (older files may hold cells they hide). A major one also
+// drops hidden cells (by sequence, max versions, max age) but keeps the
+// tombstones: a restart may replay a logged record whose cells are already
+// in a file, and the tombstone must keep hiding the replayed copy.
 //
 // Invariants: a row mutation is visible whole or not at all; a TSFile
 // joins the read set only through InstallFlushed/InstallCompacted, i.e.

@@ -19,20 +19,32 @@ import (
 )
 
 // model is the plain reference: maps of cells and tombstones, read by
-// brute force.
+// brute force. Every cell and tombstone keeps the write sequence of its
+// mutation; a tombstone hides the cells in its range with a lower one.
 type model struct {
 	schema   Schema
-	cells    map[string]map[string]map[string]map[int64]string // row → family → qual → ts → value
-	rowTombs map[string][]int64
-	famTombs map[string]map[string][]int64
-	colTombs map[string]map[string]map[string][][2]int64
+	cells    map[string]map[string]map[string]map[int64]modelCell // row → family → qual → ts → cell
+	rowTombs map[string][]uint64
+	famTombs map[string]map[string][]uint64
+	colTombs map[string]map[string]map[string][]modelColTomb
+}
+
+type modelCell struct {
+	value string
+	seq   uint64
+}
+
+type modelColTomb struct {
+	start, end int64
+	seq        uint64
 }
 
 func newModel(s Schema) *model {
-	return &model{schema: s, cells: map[string]map[string]map[string]map[int64]string{},
-		rowTombs: map[string][]int64{}, famTombs: map[string]map[string][]int64{}, colTombs: map[string]map[string]map[string][][2]int64{}}
+	return &model{schema: s, cells: map[string]map[string]map[string]map[int64]modelCell{},
+		rowTombs: map[string][]uint64{}, famTombs: map[string]map[string][]uint64{}, colTombs: map[string]map[string]map[string][]modelColTomb{}}
 }
 
+// apply applies mu, whose Seq is above every one applied before.
 func (m *model) apply(mu *mutation.RowMutation) {
 	row := string(mu.Row)
 	for _, op := range mu.Ops {
@@ -40,30 +52,30 @@ func (m *model) apply(mu *mutation.RowMutation) {
 		switch op.Kind {
 		case mutation.SetCell:
 			if m.cells[row] == nil {
-				m.cells[row] = map[string]map[string]map[int64]string{}
+				m.cells[row] = map[string]map[string]map[int64]modelCell{}
 			}
 			if m.cells[row][op.Family] == nil {
-				m.cells[row][op.Family] = map[string]map[int64]string{}
+				m.cells[row][op.Family] = map[string]map[int64]modelCell{}
 			}
 			if m.cells[row][op.Family][q] == nil {
-				m.cells[row][op.Family][q] = map[int64]string{}
+				m.cells[row][op.Family][q] = map[int64]modelCell{}
 			}
-			m.cells[row][op.Family][q][op.Timestamp] = string(op.Value)
+			m.cells[row][op.Family][q][op.Timestamp] = modelCell{value: string(op.Value), seq: mu.Seq}
 		case mutation.DeleteColumn:
 			if m.colTombs[row] == nil {
-				m.colTombs[row] = map[string]map[string][][2]int64{}
+				m.colTombs[row] = map[string]map[string][]modelColTomb{}
 			}
 			if m.colTombs[row][op.Family] == nil {
-				m.colTombs[row][op.Family] = map[string][][2]int64{}
+				m.colTombs[row][op.Family] = map[string][]modelColTomb{}
 			}
-			m.colTombs[row][op.Family][q] = append(m.colTombs[row][op.Family][q], [2]int64{op.Timestamp, op.End})
+			m.colTombs[row][op.Family][q] = append(m.colTombs[row][op.Family][q], modelColTomb{op.Timestamp, op.End, mu.Seq})
 		case mutation.DeleteFamily:
 			if m.famTombs[row] == nil {
-				m.famTombs[row] = map[string][]int64{}
+				m.famTombs[row] = map[string][]uint64{}
 			}
-			m.famTombs[row][op.Family] = append(m.famTombs[row][op.Family], op.Timestamp)
+			m.famTombs[row][op.Family] = append(m.famTombs[row][op.Family], mu.Seq)
 		case mutation.DeleteRow:
-			m.rowTombs[row] = append(m.rowTombs[row], op.Timestamp)
+			m.rowTombs[row] = append(m.rowTombs[row], mu.Seq)
 		}
 	}
 }
@@ -92,15 +104,16 @@ func (m *model) get(row string, o ReadOptions, now int64) (Row, bool) {
 			sort.Slice(tss, func(i, j int) bool { return tss[i] > tss[j] })
 			live, returned := 0, 0
 			for _, ts := range tss {
+				c := m.cells[row][fam][q][ts]
 				dead := false
 				for _, d := range m.rowTombs[row] {
-					dead = dead || ts <= d
+					dead = dead || c.seq < d
 				}
 				for _, d := range m.famTombs[row][fam] {
-					dead = dead || ts <= d
+					dead = dead || c.seq < d
 				}
 				for _, r := range m.colTombs[row][fam][q] {
-					dead = dead || (ts >= r[0] && (r[1] == 0 || ts < r[1]))
+					dead = dead || (c.seq < r.seq && ts >= r.start && (r.end == 0 || ts < r.end))
 				}
 				if dead {
 					continue
@@ -126,7 +139,7 @@ func (m *model) get(row string, o ReadOptions, now int64) (Row, bool) {
 				if q != "" {
 					qual = []byte(q)
 				}
-				out.Cells = append(out.Cells, Cell{Family: fam, Qualifier: qual, Timestamp: ts, Value: []byte(m.cells[row][fam][q][ts])})
+				out.Cells = append(out.Cells, Cell{Family: fam, Qualifier: qual, Timestamp: ts, Value: []byte(c.value)})
 			}
 		}
 	}
@@ -274,7 +287,7 @@ func TestModel(t *testing.T) {
 	for step := 0; step < 4000 && time.Now().Before(deadline); step++ {
 		clock.us.Add(rng.Int63n(4))
 		switch k := rng.Intn(100); {
-		case k < 55: // write
+		case k < 50: // write
 			m := randMutation()
 			if err := tb.AssignTimestamps(&m); err != nil {
 				t.Fatalf("step %d: assign: %v", step, err)
@@ -285,6 +298,23 @@ func TestModel(t *testing.T) {
 			ref.apply(&m)
 			history = append(history, m)
 			stats[0]++
+		case k < 55: // two concurrent writes to one row, applied out of sequence order
+			m1, m2 := randMutation(), randMutation()
+			m2.Row = m1.Row
+			for _, m := range []*mutation.RowMutation{&m1, &m2} {
+				if err := tb.AssignTimestamps(m); err != nil {
+					t.Fatalf("step %d: assign: %v", step, err)
+				}
+			}
+			for _, m := range []*mutation.RowMutation{&m2, &m1} {
+				if err := tb.Apply(m); err != nil {
+					t.Fatalf("step %d: apply: %v", step, err)
+				}
+			}
+			ref.apply(&m1)
+			ref.apply(&m2)
+			history = append(history, m1, m2)
+			stats[0] += 2
 		case k < 57: // replay the last mutations again: no visible change
 			n := min(len(history), 1+rng.Intn(10))
 			for _, m := range history[len(history)-n:] {

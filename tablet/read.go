@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math"
 
 	"bighive/internal/mutation"
 	"bighive/memstore"
@@ -180,15 +179,19 @@ func (t *Tablet) Scan(ctx context.Context, start, end []byte, limit int, opts Re
 	defer it.Close()
 	var r rowReader
 	r.init(&s.schema, &opts, t.opts.Now().UnixMicro())
+	defer func() { t.rowsExamined.Add(r.examined) }()
+	done := ctx.Done()
 	n := 0
 	for it.SeekGE(memstore.RowStart(start)); it.Valid(); {
 		if end != nil && bytes.Compare(it.Entry().Row, end) >= 0 {
 			break
 		}
-		if n%64 == 0 {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
+		// Per row examined, not per row returned: a scan over rows that
+		// are all deleted or filtered out must stop too.
+		select {
+		case <-done:
+			return ctx.Err()
+		default:
 		}
 		r.readRow(it)
 		if len(r.row.Cells) == 0 {
@@ -215,15 +218,25 @@ type rowReader struct {
 	emit func(e *memstore.Entry)
 	row  Row
 
-	rowTomb  int64
+	rowTomb  uint64 // the highest Seq of the row's tombstones (0: none)
 	fam      string
 	policy   FamilyPolicy
 	known    bool
-	famTomb  int64
+	famTomb  uint64 // the highest Seq of the family's tombstones (0: none)
 	col      []byte
-	colTombs [][2]int64
+	colTombs []colTomb
 	live     int // live versions of the column so far (GC policy)
 	returned int // versions returned (read MaxVersions)
+
+	// examined counts the rows resolved, visible or not.
+	examined int64
+}
+
+// colTomb is a column tombstone: it hides the cells of the column written
+// before seq with a timestamp in [start, end) (end 0: unbounded).
+type colTomb struct {
+	start, end int64
+	seq        uint64
 }
 
 func (r *rowReader) init(s *Schema, o *ReadOptions, now int64) {
@@ -234,8 +247,9 @@ func (r *rowReader) init(s *Schema, o *ReadOptions, now int64) {
 // the visible cells (Key aliases the first entry).
 func (r *rowReader) readRow(it memstore.Iterator) {
 	first := it.Entry()
+	r.examined++
 	r.row = Row{Key: bytes.Clone(first.Row)}
-	r.rowTomb, r.fam, r.col, r.colTombs = math.MinInt64, "\x00", nil, r.colTombs[:0]
+	r.rowTomb, r.fam, r.col, r.colTombs = 0, "\x00", nil, r.colTombs[:0]
 	colSet := false
 	for ; it.Valid(); it.Next() {
 		e := it.Entry()
@@ -243,18 +257,18 @@ func (r *rowReader) readRow(it memstore.Iterator) {
 			return
 		}
 		if e.Kind == mutation.DeleteRow {
-			r.rowTomb = max(r.rowTomb, e.Timestamp)
+			r.rowTomb = max(r.rowTomb, e.Seq)
 			r.keep(e)
 			continue
 		}
 		if e.Family != r.fam {
 			r.fam = e.Family
 			r.policy, r.known = r.schema.Families[e.Family]
-			r.famTomb = math.MinInt64
+			r.famTomb = 0
 			colSet = false
 		}
 		if e.Kind == mutation.DeleteFamily {
-			r.famTomb = max(r.famTomb, e.Timestamp)
+			r.famTomb = max(r.famTomb, e.Seq)
 			r.keep(e)
 			continue
 		}
@@ -265,11 +279,11 @@ func (r *rowReader) readRow(it memstore.Iterator) {
 			colSet = true
 		}
 		if e.Kind == mutation.DeleteColumn {
-			r.colTombs = append(r.colTombs, [2]int64{e.Timestamp, e.End})
+			r.colTombs = append(r.colTombs, colTomb{start: e.Timestamp, end: e.End, seq: e.Seq})
 			r.keep(e)
 			continue
 		}
-		if !r.known || r.hidden(e.Timestamp) {
+		if !r.known || r.hidden(e) {
 			continue
 		}
 		r.live++
@@ -306,12 +320,14 @@ func (r *rowReader) keep(e *memstore.Entry) {
 	}
 }
 
-func (r *rowReader) hidden(ts int64) bool {
-	if ts <= r.rowTomb || ts <= r.famTomb {
+// hidden reports whether a tombstone met so far hides cell e: one written
+// after e (higher Seq) whose range covers e's timestamp.
+func (r *rowReader) hidden(e *memstore.Entry) bool {
+	if e.Seq < r.rowTomb || e.Seq < r.famTomb {
 		return true
 	}
 	for _, c := range r.colTombs {
-		if ts >= c[0] && (c[1] == 0 || ts < c[1]) {
+		if e.Seq < c.seq && e.Timestamp >= c.start && (c.end == 0 || e.Timestamp < c.end) {
 			return true
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"bighive/blockstore"
@@ -63,7 +64,12 @@ type Tablet struct {
 	closed  bool
 
 	clockMu sync.Mutex
-	lastTS  int64
+	lastTS  int64  // the largest timestamp assigned or observed
+	lastSeq uint64 // the largest write sequence assigned or observed
+
+	// rowsExamined counts the rows scans resolved, visible or not (added
+	// once per scan); tests use it to check that a cancelled scan stops.
+	rowsExamined atomic.Int64
 }
 
 // file is an open TSFile with a reference count, so a reader that took a
@@ -124,6 +130,11 @@ func Open(opts Options) (*Tablet, error) {
 			return nil, err
 		}
 		t.files = append(t.files, f)
+		// The clock and the write sequence continue above the files: a
+		// tablet loaded on a server whose clock is behind, or whose log
+		// holds none of the tablet's records, still writes newer cells.
+		t.ObserveTimestamp(f.info.MaxTimestamp)
+		t.ObserveSeq(f.info.MaxSeq)
 	}
 	return t, nil
 }
@@ -135,6 +146,10 @@ func (t *Tablet) openFile(store blockstore.Manager, footer blockstore.BlockID) (
 	}
 	return &file{info: r.Info(), r: r}, nil
 }
+
+// RowsExamined is the number of rows scans have resolved so far, visible
+// or not (each scan adds its count when it returns).
+func (t *Tablet) RowsExamined() int64 { return t.rowsExamined.Load() }
 
 // ID is the tablet id.
 func (t *Tablet) ID() string { return t.opts.ID }
@@ -153,10 +168,16 @@ func (t *Tablet) Schema() Schema {
 	return t.schema
 }
 
+// maxObservedTS bounds what the clock observes, so that a client timestamp
+// near the int64 limit cannot make assigned ones overflow.
+const maxObservedTS = 1<<62 - 1
+
 // ObserveTimestamp moves the tablet clock to at least ts, so timestamps
-// assigned later are greater. Recovery calls it with the server timestamps
-// of replayed log records (another server's clock may have been ahead).
+// assigned later are greater. Open calls it with the largest timestamp of
+// each TSFile, recovery with the timestamps of replayed log records
+// (another server's clock may have been ahead).
 func (t *Tablet) ObserveTimestamp(ts int64) {
+	ts = min(ts, maxObservedTS)
 	t.clockMu.Lock()
 	if ts > t.lastTS {
 		t.lastTS = ts
@@ -164,13 +185,41 @@ func (t *Tablet) ObserveTimestamp(ts int64) {
 	t.clockMu.Unlock()
 }
 
-// AssignTimestamps validates m and replaces every ServerTime timestamp by a
-// server timestamp (µs), strictly increasing per tablet: op i of the
-// mutation gets base+i, so later ops of one mutation are newer, and the
-// next mutation gets a larger base. A DeleteColumn with ServerTime becomes
-// [0, t+1): every version at or before its assigned time t. Call it before
-// the WAL append, so the log holds concrete timestamps and replay is
-// idempotent.
+// ObserveSeq moves the write sequence to at least seq, so sequences
+// assigned later are greater. Open calls it with each TSFile's largest,
+// recovery with the sequence of each replayed log record.
+func (t *Tablet) ObserveSeq(seq uint64) {
+	t.clockMu.Lock()
+	if seq > t.lastSeq {
+		t.lastSeq = seq
+	}
+	t.clockMu.Unlock()
+}
+
+// ObserveMutation observes a logged mutation's sequence and the largest of
+// its timestamps (replay calls it before applying the record).
+func (t *Tablet) ObserveMutation(m *mutation.RowMutation) {
+	var ts int64
+	for i := range m.Ops {
+		op := &m.Ops[i]
+		ts = max(ts, op.Timestamp)
+		if op.Kind == mutation.DeleteColumn && op.End > 0 {
+			ts = max(ts, op.End-1)
+		}
+	}
+	t.ObserveTimestamp(ts)
+	t.ObserveSeq(m.Seq)
+}
+
+// AssignTimestamps validates m, gives it the tablet's next write sequence
+// (m.Seq, strictly increasing over the tablet's life: Open and replay
+// observe the sequences already used) and replaces every ServerTime
+// timestamp by a server timestamp (µs), strictly increasing per tablet: op
+// i of the mutation gets base+i, so later ops of one mutation are newer,
+// and the next mutation gets a larger base. A DeleteColumn with ServerTime
+// covers every timestamp ([0, 0)). Call it once per write, before the WAL
+// append, so the log holds the sequence and concrete timestamps and replay
+// is idempotent.
 func (t *Tablet) AssignTimestamps(m *mutation.RowMutation) error {
 	t.mu.RLock()
 	err := t.schema.validate(m, false)
@@ -184,10 +233,13 @@ func (t *Tablet) AssignTimestamps(m *mutation.RowMutation) error {
 			need++
 		}
 	}
+	t.clockMu.Lock()
+	t.lastSeq++
+	m.Seq = t.lastSeq
 	if need == 0 {
+		t.clockMu.Unlock()
 		return nil
 	}
-	t.clockMu.Lock()
 	base := t.opts.Now().UnixMicro()
 	if base <= t.lastTS {
 		base = t.lastTS + 1
@@ -199,11 +251,10 @@ func (t *Tablet) AssignTimestamps(m *mutation.RowMutation) error {
 		if op.Timestamp != mutation.ServerTime {
 			continue
 		}
-		ts := base + int64(i)
 		if op.Kind == mutation.DeleteColumn {
-			op.Timestamp, op.End = 0, ts+1
+			op.Timestamp, op.End = 0, 0
 		} else {
-			op.Timestamp = ts
+			op.Timestamp = base + int64(i)
 		}
 	}
 	return nil
@@ -216,18 +267,22 @@ func (t *Tablet) Validate(m *mutation.RowMutation) error {
 	return t.schema.validate(m, true)
 }
 
-// Apply applies a mutation with assigned timestamps to the active buffer,
-// atomically: a concurrent reader sees all of its ops or none. Applying
-// the same mutation again changes nothing visible (replay is idempotent).
+// Apply applies a mutation with an assigned sequence and timestamps to the
+// active buffer, atomically: a concurrent reader sees all of its ops or
+// none. Applying the same mutation again changes nothing visible (replay
+// is idempotent: the entries have the same keys and sequence).
 func (t *Tablet) Apply(m *mutation.RowMutation) error {
 	if err := t.Validate(m); err != nil {
 		return err
+	}
+	if m.Seq == 0 {
+		return fmt.Errorf("%w: row %q has no write sequence assigned", ErrInvalidMutation, m.Row)
 	}
 	entries := make([]memstore.Entry, len(m.Ops))
 	for i := range m.Ops {
 		op := &m.Ops[i]
 		e := &entries[i]
-		e.Row, e.Kind, e.Timestamp = m.Row, op.Kind, op.Timestamp
+		e.Row, e.Kind, e.Timestamp, e.Seq = m.Row, op.Kind, op.Timestamp, m.Seq
 		switch op.Kind {
 		case mutation.SetCell:
 			e.Family, e.Qualifier, e.Value = op.Family, op.Qualifier, op.Value

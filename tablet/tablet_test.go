@@ -27,6 +27,7 @@ func TestAssignTimestamps(t *testing.T) {
 	clock.us.Store(500)
 	tb := openTablet(t, clock)
 	var last int64
+	var lastSeq uint64
 	for i := 0; i < 50; i++ {
 		if i == 25 {
 			clock.us.Store(100) // the wall clock steps back
@@ -45,10 +46,13 @@ func TestAssignTimestamps(t *testing.T) {
 		if m.Ops[1].Timestamp != 7 {
 			t.Fatalf("client timestamp changed to %d", m.Ops[1].Timestamp)
 		}
-		if d := m.Ops[2]; d.Timestamp != 0 || d.End != m.Ops[0].Timestamp+3 {
-			t.Fatalf("DeleteColumn got [%d, %d), want [0, %d)", d.Timestamp, d.End, m.Ops[0].Timestamp+3)
+		if d := m.Ops[2]; d.Timestamp != 0 || d.End != 0 {
+			t.Fatalf("DeleteColumn got [%d, %d), want [0, 0): every version", d.Timestamp, d.End)
 		}
-		last = m.Ops[2].End - 1
+		if m.Seq <= lastSeq {
+			t.Fatalf("mutation %d: seq %d not above %d", i, m.Seq, lastSeq)
+		}
+		last, lastSeq = m.Ops[0].Timestamp+2, m.Seq
 	}
 	tb.ObserveTimestamp(1 << 40)
 	m := mutation.RowMutation{Row: []byte("r"), Ops: []mutation.Op{{Kind: mutation.DeleteRow, Timestamp: mutation.ServerTime}}}
@@ -104,6 +108,9 @@ func TestConcurrentAtomicRows(t *testing.T) {
 		m := mutation.RowMutation{Row: []byte(fmt.Sprintf("row%02d", i%rows))}
 		for c := 0; c < cols; c++ {
 			m.Ops = append(m.Ops, mutation.Op{Kind: mutation.SetCell, Family: "c", Qualifier: []byte{byte('a' + c)}, Timestamp: 1, Value: []byte(fmt.Sprint(i))})
+		}
+		if err := tb.AssignTimestamps(&m); err != nil {
+			t.Error(err)
 		}
 		if err := tb.Apply(&m); err != nil {
 			t.Error(err)
@@ -211,6 +218,9 @@ func TestMajorCompactionDropsHidden(t *testing.T) {
 	apply := func(ops ...mutation.Op) {
 		t.Helper()
 		m := mutation.RowMutation{Row: []byte("r"), Ops: ops}
+		if err := tb.AssignTimestamps(&m); err != nil {
+			t.Fatal(err)
+		}
 		if err := tb.Apply(&m); err != nil {
 			t.Fatal(err)
 		}
@@ -280,5 +290,129 @@ func TestMajorCompactionDropsHidden(t *testing.T) {
 	info, err = tb.CompactFiles(ctx, ids, true)
 	if err != nil || info.Entries != 2 { // the two tombstones survive
 		t.Fatalf("compact after DeleteRow: %+v %v", info, err)
+	}
+}
+
+// TestClockContinuesAboveFiles: a tablet whose data is all in TSFiles is
+// opened with a clock far behind the one that wrote them (another server,
+// a clock stepped back). Its next server timestamp and write sequence must
+// be above every existing one, so the new write is the newest version and
+// a delete made now hides what was written before.
+func TestClockContinuesAboveFiles(t *testing.T) {
+	ctx := context.Background()
+	store := newStore(t)
+	ahead := &fakeClock{}
+	ahead.us.Store(5_000_000)
+	opts := Options{ID: "t", Schema: testSchema(), Store: store, Now: ahead.now, PageSize: 1024}
+	tb, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var maxTS int64
+	var maxSeq uint64
+	for i := 0; i < 20; i++ {
+		m := mutation.RowMutation{Row: []byte(fmt.Sprintf("r%02d", i%4)), Ops: []mutation.Op{
+			{Kind: mutation.SetCell, Family: "c", Qualifier: []byte("q"), Timestamp: mutation.ServerTime, Value: []byte(fmt.Sprint(i))},
+		}}
+		if i == 7 {
+			m.Ops = append(m.Ops, mutation.Op{Kind: mutation.SetCell, Family: "c", Qualifier: []byte("q"), Timestamp: 9_000_000, Value: []byte("client")})
+		}
+		if err := tb.AssignTimestamps(&m); err != nil {
+			t.Fatal(err)
+		}
+		if err := tb.Apply(&m); err != nil {
+			t.Fatal(err)
+		}
+		for _, op := range m.Ops {
+			maxTS = max(maxTS, op.Timestamp)
+		}
+		maxSeq = max(maxSeq, m.Seq)
+		if i%5 == 4 {
+			tb.SwapBuffers()
+			info, err := tb.FlushStandby(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tb.InstallFlushed(info); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var refs []FileRef
+	for _, f := range tb.Files() {
+		if f.MaxSeq == 0 {
+			t.Fatalf("file %s has no max seq in its info", f.Footer)
+		}
+		refs = append(refs, FileRef{Footer: f.Footer})
+	}
+	tb.Close()
+
+	behind := &fakeClock{}
+	behind.us.Store(1_000)
+	opts.Now, opts.Files = behind.now, refs
+	tb, err = Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tb.Close()
+	m := mutation.RowMutation{Row: []byte("r03"), Ops: []mutation.Op{
+		{Kind: mutation.SetCell, Family: "c", Qualifier: []byte("q"), Timestamp: mutation.ServerTime, Value: []byte("new")},
+	}}
+	if err := tb.AssignTimestamps(&m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Ops[0].Timestamp <= maxTS {
+		t.Fatalf("server timestamp %d after reopening is not above the files' largest %d", m.Ops[0].Timestamp, maxTS)
+	}
+	if m.Seq <= maxSeq {
+		t.Fatalf("write sequence %d after reopening is not above the files' largest %d", m.Seq, maxSeq)
+	}
+	if err := tb.Apply(&m); err != nil {
+		t.Fatal(err)
+	}
+	r, ok, err := tb.Get(ctx, []byte("r03"), ReadOptions{MaxVersions: 1})
+	if err != nil || !ok || string(r.Cells[0].Value) != "new" {
+		t.Fatalf("newest version after reopening = %+v %v %v, want \"new\"", r, ok, err)
+	}
+}
+
+// TestCancelledScanStopsOverHiddenRows: a scan that has returned one row
+// and then meets only deleted rows must notice its cancelled context at
+// the next row it examines, not read on to the tablet's end.
+func TestCancelledScanStopsOverHiddenRows(t *testing.T) {
+	clock := &fakeClock{}
+	clock.us.Store(1_000)
+	tb := openTablet(t, clock)
+	apply := func(row string, op mutation.Op) {
+		t.Helper()
+		m := mutation.RowMutation{Row: []byte(row), Ops: []mutation.Op{op}}
+		if err := tb.AssignTimestamps(&m); err != nil {
+			t.Fatal(err)
+		}
+		if err := tb.Apply(&m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply("a", mutation.Op{Kind: mutation.SetCell, Family: "c", Qualifier: []byte("q"), Timestamp: 1, Value: []byte("v")})
+	const hidden = 2000
+	for i := 0; i < hidden; i++ {
+		row := fmt.Sprintf("b%05d", i)
+		apply(row, mutation.Op{Kind: mutation.SetCell, Family: "c", Qualifier: []byte("q"), Timestamp: 1, Value: []byte("v")})
+		apply(row, mutation.Op{Kind: mutation.DeleteRow, Timestamp: mutation.ServerTime})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	before := tb.RowsExamined()
+	rows := 0
+	err := tb.Scan(ctx, nil, nil, 0, ReadOptions{}, func(Row) bool {
+		rows++
+		cancel() // the caller went away after the first row
+		return true
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("scan = %v after %d rows, want context.Canceled", err, rows)
+	}
+	if n := tb.RowsExamined() - before; n > 2 {
+		t.Fatalf("cancelled scan examined %d rows of %d, want at most 2", n, hidden+1)
 	}
 }

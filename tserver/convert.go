@@ -9,7 +9,11 @@ import (
 
 // toMutation validates a row mutation of the API and converts it into the
 // engine's form. Timestamps of -1 stay mutation.ServerTime: the tablet
-// assigns them before the WAL append, so the log holds concrete ones.
+// assigns them (and the mutation's write sequence) before the WAL append,
+// so the log holds concrete ones. A DeleteFromColumn without a time range
+// becomes [0, 0): every version. What a delete hides is decided by write
+// order, not by timestamps (package tablet): it hides the cells written
+// before it, never one written after it, whatever its timestamp.
 func toMutation(m *pb.RowMutation) (*mutation.RowMutation, error) {
 	if err := limits.ValidateRowMutation(m); err != nil {
 		return nil, err

@@ -8,10 +8,12 @@
 // Encoding (little-endian, uvarint = unsigned LEB128; it must not change
 // without a new format version in the files that embed it):
 //
-//	row      := uvarint(len(key)) key uvarint(nops) op*
+//	row      := version:u8 uvarint(seq) uvarint(len(key)) key uvarint(nops) op*
 //	op       := kind:u8 uvarint(len(family)) family uvarint(len(qual)) qual
 //	            ts:varint end:varint uvarint(len(value)) value
 //
-// Decode checks every length against the remaining bytes and never panics
-// on garbage; it returns ErrMalformed.
+// version is EncodingVersion (1); seq is RowMutation.Seq, the tablet's
+// write sequence. Decode rejects any other version with ErrVersion, naming
+// the version it found. It checks every length against the remaining
+// bytes and never panics on garbage; it returns ErrMalformed.
 package mutation

@@ -15,13 +15,13 @@ type Kind uint8
 const (
 	// SetCell writes Value at (Family, Qualifier, Timestamp).
 	SetCell Kind = 1
-	// DeleteColumn deletes the cells of (Family, Qualifier) with a timestamp
-	// in [Timestamp, End); End == 0 means no upper bound, and Timestamp == 0
-	// with End == 0 deletes every version.
+	// DeleteColumn deletes the cells of (Family, Qualifier) written before
+	// it with a timestamp in [Timestamp, End); End == 0 means no upper
+	// bound, and Timestamp == 0 with End == 0 deletes every version.
 	DeleteColumn Kind = 2
-	// DeleteFamily deletes every cell of Family in the row.
+	// DeleteFamily deletes every cell of Family in the row written before it.
 	DeleteFamily Kind = 3
-	// DeleteRow deletes every cell of the row.
+	// DeleteRow deletes every cell of the row written before it.
 	DeleteRow Kind = 4
 )
 
@@ -45,9 +45,10 @@ type Op struct {
 	Family    string
 	Qualifier []byte
 	// Timestamp is the cell timestamp in microseconds (SetCell) or the start
-	// of the deleted range (DeleteColumn). For tombstones of a family or a
-	// row the engine stores the timestamp the tserver assigned to the
-	// mutation: cells at or before it are hidden.
+	// of the deleted range (DeleteColumn). Tombstones of a family or a row
+	// cover every timestamp; they keep the timestamp the tserver assigned
+	// only as a record of when they were written. What a tombstone hides is
+	// decided by write order (RowMutation.Seq), not by timestamps.
 	Timestamp int64
 	// End is the exclusive end of a DeleteColumn range (0: unbounded).
 	End   int64
@@ -56,16 +57,30 @@ type Op struct {
 
 // RowMutation is the ops of one row, applied atomically.
 type RowMutation struct {
+	// Seq is the tablet's write sequence of the mutation: assigned by the
+	// tablet before the WAL append, strictly increasing over the tablet's
+	// whole life (restarts and moves included). A tombstone hides the cells
+	// written at a lower Seq; among equal cells the higher Seq wins. 0
+	// means not assigned yet.
+	Seq uint64
 	Row []byte
 	Ops []Op
 }
 
+// EncodingVersion is the first byte of every encoding Append makes.
+// Decode rejects other versions with ErrVersion.
+const EncodingVersion = 1
+
 // ErrMalformed is returned by Decode for bytes that are not an encoding.
 var ErrMalformed = errors.New("mutation: malformed encoding")
 
+// ErrVersion is returned by Decode for an encoding of a version this build
+// does not know (written by a newer build, or by one before versions).
+var ErrVersion = errors.New("mutation: unknown encoding version")
+
 // Size is an upper bound of the encoded length of m.
 func (m *RowMutation) Size() int {
-	n := 2*binary.MaxVarintLen64 + len(m.Row)
+	n := 1 + 3*binary.MaxVarintLen64 + len(m.Row)
 	for i := range m.Ops {
 		op := &m.Ops[i]
 		n += 1 + 5*binary.MaxVarintLen64 + len(op.Family) + len(op.Qualifier) + len(op.Value)
@@ -75,6 +90,8 @@ func (m *RowMutation) Size() int {
 
 // Append appends the encoding of m to dst.
 func (m *RowMutation) Append(dst []byte) []byte {
+	dst = append(dst, EncodingVersion)
+	dst = binary.AppendUvarint(dst, m.Seq)
 	dst = appendBytes(dst, m.Row)
 	dst = binary.AppendUvarint(dst, uint64(len(m.Ops)))
 	for i := range m.Ops {
@@ -98,8 +115,15 @@ func appendBytes(dst, b []byte) []byte {
 // Decode parses an encoding made by Append. The returned mutation aliases b
 // when alias is true; otherwise it owns copies of every byte slice.
 func Decode(b []byte, alias bool) (RowMutation, error) {
-	d := decoder{b: b, alias: alias}
+	if len(b) == 0 {
+		return RowMutation{}, fmt.Errorf("%w: truncated", ErrMalformed)
+	}
+	if b[0] != EncodingVersion {
+		return RowMutation{}, fmt.Errorf("%w %d (this build reads version %d)", ErrVersion, b[0], EncodingVersion)
+	}
+	d := decoder{b: b[1:], alias: alias}
 	var m RowMutation
+	m.Seq = d.uvarint()
 	m.Row = d.bytes()
 	n := d.uvarint()
 	if d.err == nil && n > uint64(len(d.b)) { // every op takes at least one byte

@@ -3,14 +3,16 @@ package mutation
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 )
 
 func TestRoundTrip(t *testing.T) {
 	cases := []RowMutation{
 		{Row: []byte("r")},
-		{Row: []byte("row1"), Ops: []Op{
+		{Seq: 1<<40 + 3, Row: []byte("row1"), Ops: []Op{
 			{Kind: SetCell, Family: "cf", Qualifier: []byte("q"), Timestamp: 12, Value: []byte("v")},
 			{Kind: DeleteColumn, Family: "cf", Qualifier: []byte("q"), Timestamp: 1, End: 10},
 			{Kind: DeleteFamily, Family: "f2", Timestamp: ServerTime},
@@ -27,7 +29,7 @@ func TestRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatalf("case %d: %v", i, err)
 			}
-			if !bytes.Equal(got.Row, m.Row) || len(got.Ops) != len(m.Ops) {
+			if got.Seq != m.Seq || !bytes.Equal(got.Row, m.Row) || len(got.Ops) != len(m.Ops) {
 				t.Fatalf("case %d: got %+v want %+v", i, got, m)
 			}
 			for j := range m.Ops {
@@ -42,14 +44,14 @@ func TestRoundTrip(t *testing.T) {
 }
 
 func TestDecodeMalformed(t *testing.T) {
-	good := (&RowMutation{Row: []byte("row"), Ops: []Op{{Kind: SetCell, Family: "f", Qualifier: []byte("q"), Value: []byte("value")}}}).Append(nil)
+	good := (&RowMutation{Seq: 7, Row: []byte("row"), Ops: []Op{{Kind: SetCell, Family: "f", Qualifier: []byte("q"), Value: []byte("value")}}}).Append(nil)
 	for cut := 0; cut < len(good); cut++ {
 		if _, err := Decode(good[:cut], false); !errors.Is(err, ErrMalformed) {
 			t.Fatalf("cut at %d: err = %v, want ErrMalformed", cut, err)
 		}
 	}
 	bad := append([]byte(nil), good...)
-	bad[5] = 9 // the op kind
+	bad[7] = 9 // the op kind
 	if _, err := Decode(bad, false); !errors.Is(err, ErrMalformed) {
 		t.Fatalf("bad kind: err = %v", err)
 	}
@@ -58,8 +60,22 @@ func TestDecodeMalformed(t *testing.T) {
 	}
 }
 
+func TestDecodeRejectsUnknownVersion(t *testing.T) {
+	good := (&RowMutation{Seq: 7, Row: []byte("row"), Ops: []Op{{Kind: DeleteRow}}}).Append(nil)
+	for _, v := range []byte{0, 2, 255} {
+		bad := append([]byte{v}, good[1:]...)
+		_, err := Decode(bad, false)
+		if !errors.Is(err, ErrVersion) {
+			t.Fatalf("version %d: err = %v, want ErrVersion", v, err)
+		}
+		if want := fmt.Sprintf("version %d", v); !strings.Contains(err.Error(), want) {
+			t.Fatalf("version %d: error %q does not name the version", v, err)
+		}
+	}
+}
+
 func FuzzDecode(f *testing.F) {
-	f.Add((&RowMutation{Row: []byte("r"), Ops: []Op{{Kind: DeleteRow}}}).Append(nil))
+	f.Add((&RowMutation{Seq: 9, Row: []byte("r"), Ops: []Op{{Kind: DeleteRow}}}).Append(nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := Decode(b, true)
 		if err != nil {

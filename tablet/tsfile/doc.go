@@ -15,12 +15,12 @@
 // A read of one family touches only that family's data and index blocks
 // (and the row-tombstone block, present only if rows were deleted).
 //
-// # Byte layout (format version 1; little-endian; uvarint/varint = LEB128)
+// # Byte layout (format version 2; little-endian; uvarint/varint = LEB128)
 //
 //	data block  := page*
 //	page        := entry* count:u32 crc32c(entry*‖count):u32      (~32 KiB)
 //	entry       := kind:u8 uvarint(len row) row uvarint(len qual) qual
-//	               varint(ts) [varint(end) if kind=DeleteColumn]
+//	               varint(ts) uvarint(seq) [varint(end) if kind=DeleteColumn]
 //	               [uvarint(len value) value if kind=SetCell]
 //
 //	index block := "BHTI" uvarint(npages) ientry* crc32c:u32
@@ -34,10 +34,18 @@
 //	footer      := "BHTSFIL1" version:u32 uvarint(nfam) fam*
 //	               bloomID:u64 uvarint(bloomSize)
 //	               uvarint(len minRow) minRow uvarint(len maxRow) maxRow
-//	               varint(minTs) varint(maxTs) uvarint(entries) uvarint(rows)
+//	               varint(minTs) varint(maxTs) uvarint(maxSeq)
+//	               uvarint(entries) uvarint(rows)
 //	               crc32c:u32
 //	fam         := uvarint(len name) name dataID:u64 indexID:u64
 //	               uvarint(dataSize) uvarint(indexSize) uvarint(entries) uvarint(pages)
+//
+// seq is the entry's write sequence (memstore.Entry.Seq: what a tombstone
+// hides and which of two writes of one cell wins is decided by it); maxSeq
+// and maxTs are the largest over the file, so a tablet opened over its
+// files continues its write sequence and clock above them. Keys (entries
+// without seq and value) are unique in a file. Version 1 had no seq and no
+// maxSeq; readers of version 2 reject it.
 //
 // The family of an entry is implied by its block. The magic strings and
 // FormatVersion must not change for this layout; a new layout takes a new

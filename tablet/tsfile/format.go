@@ -13,7 +13,10 @@ import (
 
 // FormatVersion is the TSFile format written by this package. Readers
 // reject other versions. It must change whenever the layout in doc.go does.
-const FormatVersion = 1
+//
+// Version 2 added the write sequence to every entry and the largest one to
+// the footer; version 1 files (no sequences) are rejected.
+const FormatVersion = 2
 
 // Magic numbers. They must not change.
 const (
@@ -70,6 +73,7 @@ func appendEntry(dst []byte, e *memstore.Entry, withValue bool) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(e.Qualifier)))
 	dst = append(dst, e.Qualifier...)
 	dst = binary.AppendVarint(dst, e.Timestamp)
+	dst = binary.AppendUvarint(dst, e.Seq)
 	if e.Kind == mutation.DeleteColumn {
 		dst = binary.AppendVarint(dst, e.End)
 	}
@@ -172,6 +176,7 @@ func (d *decoder) entry(e *memstore.Entry, withValue, rowBlock bool) bool {
 	e.Row = d.bytes()
 	e.Qualifier = d.bytes()
 	e.Timestamp = d.varint()
+	e.Seq = d.uvarint()
 	e.End = 0
 	e.Value = nil
 	if k == mutation.DeleteColumn {
@@ -203,6 +208,7 @@ type footer struct {
 	maxRow    []byte
 	minTS     int64
 	maxTS     int64
+	maxSeq    uint64
 	entries   int64
 	rows      int64
 }
@@ -229,6 +235,7 @@ func (f *footer) encode() []byte {
 	b = append(b, f.maxRow...)
 	b = binary.AppendVarint(b, f.minTS)
 	b = binary.AppendVarint(b, f.maxTS)
+	b = binary.AppendUvarint(b, f.maxSeq)
 	b = binary.AppendUvarint(b, uint64(f.entries))
 	b = binary.AppendUvarint(b, uint64(f.rows))
 	return binary.LittleEndian.AppendUint32(b, crc(b))
@@ -274,6 +281,7 @@ func decodeFooter(id blockstore.BlockID, b []byte) (footer, error) {
 	f.maxRow = d.bytes()
 	f.minTS = d.varint()
 	f.maxTS = d.varint()
+	f.maxSeq = d.uvarint()
 	f.entries = int64(d.uvarint())
 	f.rows = int64(d.uvarint())
 	if d.bad || !d.done() || f.bloomSize < 0 {

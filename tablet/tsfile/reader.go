@@ -70,7 +70,7 @@ func Open(mgr blockstore.Manager, footerID blockstore.BlockID, opts ReaderOption
 		return nil, err
 	}
 	f := &r.footer
-	r.info = Info{Footer: footerID, Entries: f.entries, Rows: f.rows, MinRow: f.minRow, MaxRow: f.maxRow, MinTimestamp: f.minTS, MaxTimestamp: f.maxTS}
+	r.info = Info{Footer: footerID, Entries: f.entries, Rows: f.rows, MinRow: f.minRow, MaxRow: f.maxRow, MinTimestamp: f.minTS, MaxTimestamp: f.maxTS, MaxSeq: f.maxSeq}
 	for _, d := range f.data {
 		r.info.Blocks = append(r.info.Blocks, d.data, d.index)
 		r.info.Size += d.dataSize + d.indexSize
@@ -381,12 +381,13 @@ func (it *famIter) SeekGE(key *memstore.Entry) {
 		return
 	}
 	// The last page whose first key is <= key holds key or its successor.
-	i := sort.Search(len(it.idx), func(i int) bool { return memstore.Compare(&it.idx[i].first, key) > 0 })
+	// Keys are unique in a file, so CompareKey orders it.
+	i := sort.Search(len(it.idx), func(i int) bool { return memstore.CompareKey(&it.idx[i].first, key) > 0 })
 	if i > 0 {
 		i--
 	}
 	it.loadPage(i)
-	for it.valid && memstore.Compare(&it.cur, key) < 0 {
+	for it.valid && memstore.CompareKey(&it.cur, key) < 0 {
 		it.decode()
 	}
 }

@@ -25,6 +25,9 @@ type Info struct {
 	MaxRow       []byte
 	MinTimestamp int64
 	MaxTimestamp int64
+	// MaxSeq is the largest write sequence of an entry (the tablet's write
+	// sequence continues above it when the tablet is opened again).
+	MaxSeq uint64
 }
 
 // WriterOptions configures Write.
@@ -143,6 +146,7 @@ func Write(ctx context.Context, mgr blockstore.Manager, it memstore.Iterator, op
 		if f.entries == 0 || e.Timestamp > f.maxTS {
 			f.maxTS = e.Timestamp
 		}
+		f.maxSeq = max(f.maxSeq, e.Seq)
 		f.entries++
 	}
 	if err := it.Err(); err != nil {
@@ -220,6 +224,7 @@ func Write(ctx context.Context, mgr blockstore.Manager, it memstore.Iterator, op
 	info.Entries, info.Rows = f.entries, f.rows
 	info.MinRow, info.MaxRow = f.minRow, f.maxRow
 	info.MinTimestamp, info.MaxTimestamp = f.minTS, f.maxTS
+	info.MaxSeq = f.maxSeq
 	return info, nil
 }
 
