@@ -74,7 +74,7 @@ func TestWriteCoalescing(t *testing.T) {
 	}
 	for i, err := range errs {
 		if i == 7 {
-			if status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), `apply to row "bad"`) {
+			if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), `apply to row "bad"`) {
 				t.Errorf("bad row: %v", err)
 			}
 			continue

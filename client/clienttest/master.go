@@ -175,10 +175,13 @@ func (m *master) SplitTablet(ctx context.Context, req *pb.SplitTabletRequest) (*
 	if err := m.lead(); err != nil {
 		return nil, err
 	}
-	_, _, err := m.c.tabletLocked(req.Table, string(req.SplitRow))
+	_, tb, err := m.c.tabletLocked(req.Table, string(req.SplitRow))
 	m.c.mu.Unlock()
 	if err != nil {
 		return nil, err
+	}
+	if tb.start == string(req.SplitRow) {
+		return nil, apierr.FailedPrecondition("row %q already starts tablet %s", req.SplitRow, tb.id)
 	}
 	m.c.Split(req.Table, string(req.SplitRow))
 	return &pb.SplitTabletResponse{}, nil

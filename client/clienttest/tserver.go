@@ -94,7 +94,7 @@ func (c *Cluster) applyLocked(t *table, rm *pb.RowMutation) error {
 				return nil
 			}
 		}
-		return apierr.NotFound("column family %q of table %q does not exist", name, t.schema.Name)
+		return apierr.InvalidArgument("table %q: unknown column family %q", t.schema.Name, name)
 	}
 	for _, m := range rm.Mutations {
 		var err error
@@ -181,9 +181,11 @@ func readLocked(t *table, row string, f *pb.ReadFilter) *pb.Row {
 			n = 0
 		}
 		n++
+		// The family's versions bound every read; the read's own bound
+		// can only lower it.
 		limit := maxv[c.Family]
-		if f.GetMaxVersions() > 0 {
-			limit = int(f.GetMaxVersions())
+		if n := int(f.GetMaxVersions()); n > 0 && (limit == 0 || n < limit) {
+			limit = n
 		}
 		if limit == 0 || n <= limit {
 			out = append(out, c)
@@ -210,6 +212,24 @@ func selected(c *pb.Cell, f *pb.ReadFilter) bool {
 	return false
 }
 
+// checkFilter refuses what the real tserver refuses in a read filter: an
+// empty or negative time range, and families the table does not have.
+func checkFilter(t *table, f *pb.ReadFilter) error {
+	if err := limits.ValidateTimestampRange(f.GetTimeRange()); err != nil {
+		return err
+	}
+	families := slices.Clone(f.GetFamilies())
+	for _, c := range f.GetColumns() {
+		families = append(families, c.Family)
+	}
+	for _, name := range families {
+		if !slices.ContainsFunc(t.schema.Families, func(fs *pb.FamilySpec) bool { return fs.Name == name }) {
+			return apierr.InvalidArgument("table %q: unknown column family %q", t.schema.Name, name)
+		}
+	}
+	return nil
+}
+
 func (s *tserver) ReadRow(ctx context.Context, req *pb.ReadRowRequest) (*pb.ReadRowResponse, error) {
 	if err := limits.ValidateRowKey(req.RowKey); err != nil {
 		return nil, err
@@ -219,6 +239,9 @@ func (s *tserver) ReadRow(ctx context.Context, req *pb.ReadRowRequest) (*pb.Read
 		return nil, err
 	}
 	defer s.c.mu.Unlock()
+	if err := checkFilter(t, req.Filter); err != nil {
+		return nil, err
+	}
 	return &pb.ReadRowResponse{Row: readLocked(t, string(req.RowKey), req.Filter)}, nil
 }
 
@@ -227,8 +250,15 @@ func (s *tserver) ReadRow(ctx context.Context, req *pb.ReadRowRequest) (*pb.Read
 const scanBatch = 3
 
 func (s *tserver) ScanRows(req *pb.ScanRowsRequest, stream pb.TServer_ScanRowsServer) error {
+	if req.Limit < 0 {
+		return apierr.InvalidArgument("scan limit %d is negative", req.Limit)
+	}
 	t, tb, err := s.serving(req.TabletId, req.Epoch, nil)
 	if err != nil {
+		return err
+	}
+	if err := checkFilter(t, req.Filter); err != nil {
+		s.c.mu.Unlock()
 		return err
 	}
 	start, end := string(req.GetRange().GetStartRow()), string(req.GetRange().GetEndRow())
@@ -271,6 +301,12 @@ func (s *tserver) Checkpoint(ctx context.Context, req *pb.CheckpointRequest) (*p
 		}
 	}
 	return &pb.CheckpointResponse{TabletsFlushed: int32(n)}, nil
+}
+
+// Compact has nothing to merge in memory; it answers as a tserver that
+// compacted every tablet.
+func (s *tserver) Compact(ctx context.Context, req *pb.CompactRequest) (*pb.CompactResponse, error) {
+	return &pb.CompactResponse{}, nil
 }
 
 func (s *tserver) Status(ctx context.Context, req *pb.StatusRequest) (*pb.StatusResponse, error) {

@@ -118,7 +118,7 @@ func TestErrors(t *testing.T) {
 		{"bad family option", []string{"create", "x", "--families", "cf:color=red"}, 2, "unknown option"},
 		{"bad flag", []string{"scan", "t", "--nope"}, 2, "flag provided but not defined"},
 		{"unknown table", []string{"get", "missing", "r"}, 1, "NotFound"},
-		{"unknown family", []string{"put", "t", "r", "nofam:q", "v"}, 1, "NotFound"},
+		{"unknown family", []string{"put", "t", "r", "nofam:q", "v"}, 1, "InvalidArgument"},
 		{"empty row", []string{"put", "t", "", "cf:q", "v"}, 1, "InvalidArgument: client: table \"t\": put row \"\" column cf:q: row key is empty"},
 		{"exists", []string{"create", "t", "--families", "cf"}, 1, "AlreadyExists"},
 	}
