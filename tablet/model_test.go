@@ -20,7 +20,8 @@ import (
 
 // model is the plain reference: maps of cells and tombstones, read by
 // brute force. Every cell and tombstone keeps the write sequence of its
-// mutation; a tombstone hides the cells in its range with a lower one.
+// op (the mutation's Seq+i: ops apply in order); a tombstone hides the
+// cells in its range with a lower one.
 type model struct {
 	schema   Schema
 	cells    map[string]map[string]map[string]map[int64]modelCell // row → family → qual → ts → cell
@@ -47,7 +48,8 @@ func newModel(s Schema) *model {
 // apply applies mu, whose Seq is above every one applied before.
 func (m *model) apply(mu *mutation.RowMutation) {
 	row := string(mu.Row)
-	for _, op := range mu.Ops {
+	for i, op := range mu.Ops {
+		seq := mu.OpSeq(i)
 		q := string(op.Qualifier)
 		switch op.Kind {
 		case mutation.SetCell:
@@ -60,7 +62,7 @@ func (m *model) apply(mu *mutation.RowMutation) {
 			if m.cells[row][op.Family][q] == nil {
 				m.cells[row][op.Family][q] = map[int64]modelCell{}
 			}
-			m.cells[row][op.Family][q][op.Timestamp] = modelCell{value: string(op.Value), seq: mu.Seq}
+			m.cells[row][op.Family][q][op.Timestamp] = modelCell{value: string(op.Value), seq: seq}
 		case mutation.DeleteColumn:
 			if m.colTombs[row] == nil {
 				m.colTombs[row] = map[string]map[string][]modelColTomb{}
@@ -68,14 +70,14 @@ func (m *model) apply(mu *mutation.RowMutation) {
 			if m.colTombs[row][op.Family] == nil {
 				m.colTombs[row][op.Family] = map[string][]modelColTomb{}
 			}
-			m.colTombs[row][op.Family][q] = append(m.colTombs[row][op.Family][q], modelColTomb{op.Timestamp, op.End, mu.Seq})
+			m.colTombs[row][op.Family][q] = append(m.colTombs[row][op.Family][q], modelColTomb{op.Timestamp, op.End, seq})
 		case mutation.DeleteFamily:
 			if m.famTombs[row] == nil {
 				m.famTombs[row] = map[string][]uint64{}
 			}
-			m.famTombs[row][op.Family] = append(m.famTombs[row][op.Family], mu.Seq)
+			m.famTombs[row][op.Family] = append(m.famTombs[row][op.Family], seq)
 		case mutation.DeleteRow:
-			m.rowTombs[row] = append(m.rowTombs[row], mu.Seq)
+			m.rowTombs[row] = append(m.rowTombs[row], seq)
 		}
 	}
 }
