@@ -11,7 +11,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
@@ -176,12 +175,7 @@ func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 	if cc, ok := c.conns[addr]; ok {
 		return cc, nil
 	}
-	opts := append([]grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		limits.GRPCCallOptions(),
-		limits.GRPCKeepaliveDialOption(),
-	}, c.opts.dialOpts...)
-	cc, err := grpc.NewClient(addr, opts...)
+	cc, err := grpc.NewClient(addr, limits.GRPCDialOptions(c.opts.dialOpts...)...)
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "client: address %q: %v", addr, err)
 	}

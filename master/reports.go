@@ -6,7 +6,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"bighive/internal/apierr"
 	"bighive/internal/limits"
@@ -150,7 +149,7 @@ func (m *Master) SplitTablet(ctx context.Context, req *pb.SplitTabletRequest) (*
 	if addr == "" {
 		return nil, apierr.Unavailable("tablet %s is not serving now (state %s); retry when it is", t.TabletId, t.State)
 	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, limits.GRPCDialOptions()...)
 	if err != nil {
 		return nil, apierr.Wrap(codes.Unavailable, err, "dial tserver %s", addr)
 	}

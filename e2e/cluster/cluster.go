@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
 	"bighive/client"
@@ -361,7 +360,7 @@ func (c *Cluster) masterClient(addr string) (pb.MasterClient, error) {
 	cc, ok := c.conns[addr]
 	if !ok {
 		var err error
-		cc, err = grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), limits.GRPCCallOptions())
+		cc, err = grpc.NewClient(addr, limits.GRPCDialOptions()...)
 		if err != nil {
 			return nil, fmt.Errorf("cluster: %w", err)
 		}

@@ -6,9 +6,9 @@ import (
 	"fmt"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"bighive/client"
+	"bighive/internal/limits"
 	pb "bighive/proto/bighivepb"
 )
 
@@ -48,7 +48,7 @@ func tserverStatus(ctx context.Context, c *client.Client, table string) (tableSt
 }
 
 func statusOf(ctx context.Context, addr string) (*pb.StatusResponse, error) {
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(addr, limits.GRPCDialOptions()...)
 	if err != nil {
 		return nil, err
 	}

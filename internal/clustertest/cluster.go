@@ -31,7 +31,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"bighive/client"
@@ -355,7 +354,7 @@ func (c *Cluster) TServerClient(i int) (pb.TServerClient, error) {
 	cc, ok := c.conns[addr]
 	if !ok {
 		var err error
-		cc, err = grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), limits.GRPCCallOptions())
+		cc, err = grpc.NewClient(addr, limits.GRPCDialOptions()...)
 		if err != nil {
 			return nil, fmt.Errorf("clustertest: dial %s: %w", addr, err)
 		}

@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"bighive/internal/apierr"
 	pb "bighive/proto/bighivepb"
@@ -40,6 +41,18 @@ func GRPCCallOptions() grpc.DialOption {
 		grpc.MaxCallRecvMsgSize(MaxRequestBytes),
 		grpc.MaxCallSendMsgSize(MaxRequestBytes),
 	)
+}
+
+// GRPCDialOptions are the options of every outgoing connection of
+// Bighive (client to servers, tserver to master, master to master and to
+// tservers): plaintext transport, the message size limits and keepalive,
+// then extra.
+func GRPCDialOptions(extra ...grpc.DialOption) []grpc.DialOption {
+	return append([]grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		GRPCCallOptions(),
+		GRPCKeepaliveDialOption(),
+	}, extra...)
 }
 
 // ValidateTableName checks a table name.

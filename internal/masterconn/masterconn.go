@@ -44,7 +44,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"bighive/internal/apierr"
@@ -341,12 +340,7 @@ func (c *Conn) conn(addr string) (*grpc.ClientConn, error) {
 	if cc, ok := c.conns[addr]; ok {
 		return cc, nil
 	}
-	opts := append([]grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		limits.GRPCCallOptions(),
-		limits.GRPCKeepaliveDialOption(),
-	}, c.opts.DialOptions...)
-	cc, err := grpc.NewClient(addr, opts...)
+	cc, err := grpc.NewClient(addr, limits.GRPCDialOptions(c.opts.DialOptions...)...)
 	if err != nil {
 		return nil, fmt.Errorf("masterconn: dial %s: %w", addr, err)
 	}
