@@ -179,8 +179,14 @@ func TestSIGKILLDurability(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
+		// The kill comes a random delay after the child's first
+		// acknowledged write, not after its start: a child that is slow to
+		// start (a loaded machine, -race) is still killed while writing.
+		// One that never acknowledges is killed after a minute and fails.
 		delay := time.Duration(800+rnd.IntN(1200)) * time.Millisecond
-		timer := time.AfterFunc(delay, func() { cmd.Process.Signal(syscall.SIGKILL) })
+		kill := func() { cmd.Process.Signal(syscall.SIGKILL) }
+		stall := time.AfterFunc(time.Minute, kill)
+		var timer *time.Timer
 		sc := bufio.NewScanner(out)
 		acked := 0
 		for sc.Scan() {
@@ -206,13 +212,20 @@ func TestSIGKILLDurability(t *testing.T) {
 				rs.acked = applyOp(rs.acked, op)
 				rs.pending = nil
 				acked++
+				if timer == nil {
+					stall.Stop()
+					timer = time.AfterFunc(delay, kill)
+				}
 			}
 		}
 		cmd.Wait()
-		timer.Stop()
+		stall.Stop()
+		if timer != nil {
+			timer.Stop()
+		}
 		totalAcked += acked
 		if acked == 0 {
-			t.Fatalf("round %d: no write acknowledged", round)
+			t.Fatalf("round %d: no write acknowledged within a minute of the child's start", round)
 		}
 
 		n, err := openNode(context.Background(), killConfig(dir))
@@ -245,7 +258,7 @@ func TestSIGKILLDurability(t *testing.T) {
 		if limit := killTablets * 5 * 8; len(ids) > limit {
 			t.Errorf("round %d: %d blocks, more than %d", round, len(ids), limit)
 		}
-		t.Logf("round %d: killed after %v, %d acknowledged writes, recovery replayed %d records from %d log files in %v, %d blocks, %d orphans deleted",
+		t.Logf("round %d: killed %v after its first acknowledged write, %d acknowledged writes, recovery replayed %d records from %d log files in %v, %d blocks, %d orphans deleted",
 			round, delay, acked, n.rep.Records, len(n.rep.Files), n.rep.Duration, len(ids), n.orphans)
 		n.close()
 		if t.Failed() {
