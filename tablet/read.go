@@ -290,10 +290,7 @@ func (r *rowReader) readRow(it memstore.Iterator) {
 			continue
 		}
 		r.live++
-		if r.policy.MaxVersions > 0 && r.live > r.policy.MaxVersions {
-			continue
-		}
-		if r.policy.MaxAge > 0 && e.Timestamp < r.now-r.policy.MaxAge.Microseconds() {
+		if r.policy.garbage(r.live, e.Timestamp, r.now) {
 			continue
 		}
 		if r.gc {
