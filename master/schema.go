@@ -71,7 +71,9 @@ func (m *Master) pushSchema(ctx context.Context, table string) error {
 			_, err := c.UpdateSchema(ctx, &pb.UpdateSchemaRequest{Schema: schema})
 			return err
 		}); err != nil {
-			return apierr.Wrap(codes.Unavailable, err,
+			// Aborted, not Unavailable: the change is committed, and a
+			// blind retry of it would fail (AlreadyExists, NotFound).
+			return apierr.Wrap(codes.Aborted, err,
 				"master: the schema of table %q (version %d) is committed, but tserver %s (%s) did not acknowledge it; it learns it with its next heartbeat",
 				table, schema.Version, uuid, addr)
 		}
