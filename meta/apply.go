@@ -244,7 +244,12 @@ func (w *writer) createTable(c *spb.MetaCreateTable) (*Result, error) {
 	if w.tx.Bucket(bucketTables).Get([]byte(name)) != nil {
 		return nil, apierr.AlreadyExists("table %q already exists", name)
 	}
-	v, err := proto.Marshal(c.Schema)
+	schema := proto.Clone(c.Schema).(*pb.TableSchema)
+	var err error
+	if schema.Version, err = w.nextSchemaVersion(); err != nil {
+		return nil, err
+	}
+	v, err := proto.Marshal(schema)
 	if err != nil {
 		return nil, err
 	}
@@ -309,12 +314,7 @@ func (w *writer) addFamily(c *spb.MetaAddFamily) (*Result, error) {
 		}
 	}
 	s.Families = append(s.Families, c.Family)
-	s.Version++
-	v, err := proto.Marshal(s)
-	if err != nil {
-		return nil, err
-	}
-	return &Result{}, w.tx.Bucket(bucketTables).Put([]byte(c.Table), v)
+	return w.putSchema(s)
 }
 
 func (w *writer) registerTServer(c *spb.MetaRegisterTServer) (*Result, error) {
@@ -575,8 +575,18 @@ func (w *writer) splitDone(c *spb.MetaSplit) ([]*pb.TabletMeta, bool) {
 	return out, true
 }
 
+// nextSchemaVersion hands out the next schema version (from 1).
+func (w *writer) nextSchemaVersion() (int64, error) {
+	last, _ := getU64(w.tx.Bucket(bucketMeta).Get(keySchemaVersion))
+	return int64(last + 1), w.tx.Bucket(bucketMeta).Put(keySchemaVersion, u64(last+1))
+}
+
+// putSchema stores a changed schema under a new version.
 func (w *writer) putSchema(s *pb.TableSchema) (*Result, error) {
-	s.Version++
+	var err error
+	if s.Version, err = w.nextSchemaVersion(); err != nil {
+		return nil, err
+	}
 	v, err := proto.Marshal(s)
 	if err != nil {
 		return nil, err

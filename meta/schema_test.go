@@ -41,15 +41,15 @@ func TestSchemaChanges(t *testing.T) {
 		}
 		return s
 	}
-	if v := schema().Version; v != 0 {
-		t.Fatalf("version %d at creation", v)
+	if v := schema().Version; v != 1 {
+		t.Fatalf("version %d at creation, want 1", v)
 	}
 	f.mustApply(&spb.MetaCommand{Cmd: &spb.MetaCommand_AddFamily{AddFamily: &spb.MetaAddFamily{Table: "t1",
 		Family: &pb.FamilySpec{Name: "f2", MaxVersions: 3, MaxAgeMicros: 10}}}})
 	rule := union(inter(maxVer(2), &pb.GcRule{Rule: &pb.GcRule_MaxAgeMicros{MaxAgeMicros: 1000}}), maxVer(5))
 	f.mustApply(gcCmd("t1", "f2", rule))
 	s := schema()
-	if s.Version != 2 || len(s.Families) != 2 {
+	if s.Version != 3 || len(s.Families) != 2 {
 		t.Fatalf("after add and set: %v", s)
 	}
 	got := s.Families[1]
@@ -57,8 +57,15 @@ func TestSchemaChanges(t *testing.T) {
 		t.Fatalf("family after SetGCRule: %v", got)
 	}
 	f.mustApply(delFamCmd("t1", "f2"))
-	if s := schema(); s.Version != 3 || len(s.Families) != 1 || s.Families[0].Name != "cf" {
+	if s := schema(); s.Version != 4 || len(s.Families) != 1 || s.Families[0].Name != "cf" {
 		t.Fatalf("after delete: %v", s)
+	}
+	// A table created again under the name has a higher version than any
+	// its namesake had.
+	f.mustApply(&spb.MetaCommand{Cmd: &spb.MetaCommand_DeleteTable{DeleteTable: &spb.MetaDeleteTable{Name: "t1"}}})
+	f.mustApply(createCmd("t1"))
+	if v := schema().Version; v != 5 {
+		t.Fatalf("version %d after creating the table again, want 5", v)
 	}
 }
 
