@@ -19,7 +19,9 @@ func gcCmd(table, fam string, r *pb.GcRule) *spb.MetaCommand {
 	return &spb.MetaCommand{Cmd: &spb.MetaCommand_SetGcRule{SetGcRule: &spb.MetaSetGCRule{Table: table, Family: fam, GcRule: r}}}
 }
 
-func maxVer(n int32) *pb.GcRule { return &pb.GcRule{Rule: &pb.GcRule_MaxNumVersions{MaxNumVersions: n}} }
+func maxVer(n int32) *pb.GcRule {
+	return &pb.GcRule{Rule: &pb.GcRule_MaxNumVersions{MaxNumVersions: n}}
+}
 
 func union(rs ...*pb.GcRule) *pb.GcRule {
 	return &pb.GcRule{Rule: &pb.GcRule_Union_{Union: &pb.GcRule_Union{Rules: rs}}}
