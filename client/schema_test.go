@@ -317,3 +317,51 @@ func TestSchemaBadInput(t *testing.T) {
 		}
 	}
 }
+
+// TestDropRowRangeSurvivesFailover: the drop's tombstones are in the log
+// of the tserver that wrote them; when that tserver stops for good, the
+// tablets recovered elsewhere from its log still hide the dropped rows
+// and keep the rows written after the drop.
+func TestDropRowRangeSurvivesFailover(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{TServers: 2, Lease: time.Second})
+	ctx := ctxT(t)
+	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "cf"}}}); err != nil {
+		t.Fatal(err)
+	}
+	cl := c.Client(client.WithBackoff(5*time.Millisecond, 100*time.Millisecond))
+	tbl, err := cl.Open(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []string{"a1", "a2", "b1"} {
+		if err := tbl.Put(ctx, r, "cf", "q", []byte(r)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Checkpoint(ctx); err != nil { // the rows in files, the tombstones only in the log
+		t.Fatal(err)
+	}
+	if err := cl.DropRowRange(ctx, "t", "a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tbl.Put(ctx, "a3", "cf", "q", []byte("after")); err != nil {
+		t.Fatal(err)
+	}
+	tablets, err := cl.Tablets(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < c.TServers(); i++ {
+		if c.TServerAddr(i) == tablets[0].TServer {
+			if err := c.StopTServer(i); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := c.WaitServing(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(scanAll(t, tbl, "", ""), " "); got != "a3 b1" {
+		t.Fatalf("after the failover: rows %q, want \"a3 b1\"", got)
+	}
+}
