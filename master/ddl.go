@@ -3,6 +3,8 @@ package master
 import (
 	"context"
 
+	"google.golang.org/grpc/codes"
+
 	"bighive/internal/apierr"
 	"bighive/internal/limits"
 	"bighive/meta"
@@ -143,6 +145,11 @@ func (m *Master) AddFamily(ctx context.Context, req *pb.AddFamilyRequest) (*pb.A
 	}
 	if _, err := m.apply(ctx, &spb.MetaCommand{Cmd: &spb.MetaCommand_AddFamily{AddFamily: &spb.MetaAddFamily{
 		Table: req.Table, Family: req.Family}}}); err != nil {
+		if apierr.CodeOf(err) == codes.AlreadyExists {
+			// Perhaps added by an attempt of this call whose reply was
+			// lost before its push finished: push again, then answer.
+			_ = m.pushSchema(ctx, req.Table)
+		}
 		return nil, err
 	}
 	if err := m.pushSchema(ctx, req.Table); err != nil {

@@ -66,6 +66,20 @@ func (m *Master) pushSchema(ctx context.Context, table string) error {
 	if err != nil {
 		return err
 	}
+	m.mu.Lock()
+	ls := m.leader
+	m.mu.Unlock()
+	if ls != nil {
+		ls.mu.Lock()
+		for uuid := range addrs {
+			// Declared dead: its tablets go to other tservers, with the
+			// committed schema in their assignments.
+			if l := ls.leases[uuid]; l != nil && l.dead {
+				delete(addrs, uuid)
+			}
+		}
+		ls.mu.Unlock()
+	}
 	for uuid, addr := range addrs {
 		if err := m.callTServer(ctx, addr, func(ctx context.Context, c pb.TServerClient) error {
 			_, err := c.UpdateSchema(ctx, &pb.UpdateSchemaRequest{Schema: schema})
@@ -127,6 +141,11 @@ func (m *Master) DeleteFamily(ctx context.Context, req *pb.DeleteFamilyRequest) 
 	}
 	if _, err := m.apply(ctx, &spb.MetaCommand{Cmd: &spb.MetaCommand_DeleteFamily{DeleteFamily: &spb.MetaDeleteFamily{
 		Table: req.Table, Family: req.Family}}}); err != nil {
+		if apierr.CodeOf(err) == codes.NotFound {
+			// Perhaps deleted by an attempt of this call whose reply was
+			// lost before its push finished: push again, then answer.
+			_ = m.pushSchema(ctx, req.Table)
+		}
 		return nil, err
 	}
 	if err := m.pushSchema(ctx, req.Table); err != nil {
