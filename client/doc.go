@@ -10,6 +10,24 @@
 //	err = tbl.Put(ctx, "row1", "cf", "q", []byte("v"))
 //	row, err := tbl.Get(ctx, "row1")
 //
+// # Schema changes
+//
+// CreateColumnFamily, DeleteColumnFamily, SetGCPolicy (MaxVersionsPolicy,
+// MaxAgePolicy, UnionPolicy, IntersectionPolicy, NoGcPolicy, nested to any
+// depth), DropRowRange (by a non-empty key prefix) and DropAllRows return
+// once every tserver serving the table applies the change: a write to a
+// new family succeeds at once, a deleted family is unreadable at once, and
+// rows written after a drop returns are kept.
+//
+//	err = c.CreateColumnFamily(ctx, "t", "cf2")
+//	err = c.SetGCPolicy(ctx, "t", "cf", client.UnionPolicy(
+//		client.IntersectionPolicy(client.MaxAgePolicy(7*24*time.Hour), client.MaxVersionsPolicy(2)),
+//		client.MaxVersionsPolicy(10)))
+//	err = c.DropRowRange(ctx, "t", "user#42#")
+//
+// A retry of CreateColumnFamily (DeleteColumnFamily) after a lost reply
+// that finds the family present (absent) succeeds.
+//
 // # Routing
 //
 // A Table asks the master for tablet locations once per row range and keeps

@@ -91,7 +91,9 @@ func createdAsAsked(ctx context.Context, m pb.MasterClient, req *pb.CreateTableR
 		return false
 	}
 	got := resp.GetTable()
-	return proto.Equal(got.GetSchema(), req.Schema) && int(got.GetTabletCount()) == len(req.SplitKeys)+1
+	schema := proto.Clone(got.GetSchema()).(*pb.TableSchema)
+	schema.Version = 0 // the master's, not part of the request
+	return proto.Equal(schema, req.Schema) && int(got.GetTabletCount()) == len(req.SplitKeys)+1
 }
 
 func createTableRequest(spec TableSpec) (*pb.CreateTableRequest, error) {

@@ -3,6 +3,8 @@ package master
 import (
 	"context"
 
+	"google.golang.org/grpc/codes"
+
 	"bighive/internal/apierr"
 	"bighive/internal/limits"
 	"bighive/meta"
@@ -128,8 +130,9 @@ func (m *Master) DescribeTable(ctx context.Context, req *pb.DescribeTableRequest
 	return resp, nil
 }
 
-// AddFamily adds a column family to a table's schema. Tservers learn the
-// new schema with the table's next assignments.
+// AddFamily adds a column family to a table's schema and pushes the new
+// schema to the tservers serving the table (schema.go): writes to the
+// family succeed as soon as it returns.
 func (m *Master) AddFamily(ctx context.Context, req *pb.AddFamilyRequest) (*pb.AddFamilyResponse, error) {
 	if _, err := m.ready(); err != nil {
 		return nil, err
@@ -142,6 +145,14 @@ func (m *Master) AddFamily(ctx context.Context, req *pb.AddFamilyRequest) (*pb.A
 	}
 	if _, err := m.apply(ctx, &spb.MetaCommand{Cmd: &spb.MetaCommand_AddFamily{AddFamily: &spb.MetaAddFamily{
 		Table: req.Table, Family: req.Family}}}); err != nil {
+		if apierr.CodeOf(err) == codes.AlreadyExists {
+			// Perhaps added by an attempt of this call whose reply was
+			// lost before its push finished: push again, then answer.
+			_ = m.pushSchema(ctx, req.Table)
+		}
+		return nil, err
+	}
+	if err := m.pushSchema(ctx, req.Table); err != nil {
 		return nil, err
 	}
 	return &pb.AddFamilyResponse{}, nil

@@ -18,6 +18,16 @@
 // they are never stale. A new leader first waits for a raft barrier, so its
 // state includes every commit of earlier terms, before it answers anything.
 //
+// # Schema changes
+//
+// AddFamily, DeleteFamily and SetGCRule commit one meta command (which
+// gives the schema a new version), then push the schema to every tserver
+// holding a tablet of the table (TServer.UpdateSchema) and return once
+// each acknowledged; heartbeat replies carry changed schemas as well.
+// DropRowRange has each overlapping tablet's owner write a delete-row
+// tombstone per row through its write path (TServer.DropRows), looking
+// tablets up again when they split or move (schema.go).
+//
 // # What goes through raft
 //
 // State changes only, one raft command each: DDL, tserver registrations,

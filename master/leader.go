@@ -21,6 +21,7 @@ type lease struct {
 	load        *pb.TServerLoad
 	sentAssign  map[string]time.Time // tablet id → last time its assignment was sent
 	sentPrio    map[string]pb.CachePriority
+	sentSchema  map[string]int64 // table → schema version last sent in a reply
 }
 
 // move is a rebalancing move in flight.
@@ -48,7 +49,8 @@ type leaderState struct {
 
 func newLease(uuid string, inc int64, now time.Time) *lease {
 	return &lease{uuid: uuid, incarnation: inc, last: now,
-		sentAssign: map[string]time.Time{}, sentPrio: map[string]pb.CachePriority{}}
+		sentAssign: map[string]time.Time{}, sentPrio: map[string]pb.CachePriority{},
+		sentSchema: map[string]int64{}}
 }
 
 // runLeader is one leader session: catch up with a barrier, give every

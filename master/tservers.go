@@ -54,7 +54,7 @@ func (m *Master) RegisterTServer(ctx context.Context, req *pb.RegisterTServerReq
 	l := newLease(req.Uuid, req.Incarnation, time.Now())
 	l.heard = true
 	if old != nil && old.incarnation == req.Incarnation {
-		l.sentAssign, l.sentPrio = old.sentAssign, old.sentPrio
+		l.sentAssign, l.sentPrio, l.sentSchema = old.sentAssign, old.sentPrio, old.sentSchema
 	}
 	ls.leases[req.Uuid] = l
 	for id, mv := range ls.moves {
@@ -199,6 +199,12 @@ func (m *Master) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.H
 		if sent, ok := l.sentPrio[table]; (ok || p != pb.CachePriority_CACHE_PRIORITY_MEDIUM) && sent != p {
 			resp.CachePriorities = append(resp.CachePriorities, &pb.TableCachePriority{Table: table, Priority: p})
 			l.sentPrio[table] = p
+		}
+		// Changed schemas, in case the push of the change did not reach
+		// this tserver (it keeps the highest version it sees).
+		if sch := schemas[table]; sch != nil && sch.Version > 0 && l.sentSchema[table] != sch.Version {
+			resp.Schemas = append(resp.Schemas, sch)
+			l.sentSchema[table] = sch.Version
 		}
 	}
 	return resp, nil

@@ -43,6 +43,10 @@ func (w *writer) dispatch(cmd *spb.MetaCommand) (*Result, error) {
 		return w.deleteTable(c.DeleteTable)
 	case *spb.MetaCommand_AddFamily:
 		return w.addFamily(c.AddFamily)
+	case *spb.MetaCommand_DeleteFamily:
+		return w.deleteFamily(c.DeleteFamily)
+	case *spb.MetaCommand_SetGcRule:
+		return w.setGCRule(c.SetGcRule)
 	case *spb.MetaCommand_RegisterTserver:
 		return w.registerTServer(c.RegisterTserver)
 	case *spb.MetaCommand_Assign:
@@ -151,7 +155,57 @@ func ValidateFamily(f *pb.FamilySpec) error {
 	if f.MaxAgeMicros < 0 {
 		return apierr.InvalidArgument("column family %q has negative max age %d µs; use 0 to keep cells forever", f.Name, f.MaxAgeMicros)
 	}
+	if f.GcRule != nil {
+		if err := ValidateGCRule(f.Name, f.GcRule); err != nil {
+			return err
+		}
+	}
 	return limits.ValidateFamilyMaxAge(f.Name, f.MaxAgeMicros)
+}
+
+// MaxGCRuleDepth bounds the nesting of a GC rule (unions and intersections
+// inside one another).
+const MaxGCRuleDepth = 32
+
+// ValidateGCRule checks a family's GC rule: max versions >= 1, max age > 0
+// and within the limit, nesting at most MaxGCRuleDepth deep. An unset rule
+// and empty unions and intersections are valid (they keep every cell).
+func ValidateGCRule(family string, r *pb.GcRule) error {
+	return validateGCRule(family, r, 1)
+}
+
+func validateGCRule(family string, r *pb.GcRule, depth int) error {
+	if depth > MaxGCRuleDepth {
+		return apierr.InvalidArgument("column family %q: GC rule nests deeper than %d levels", family, MaxGCRuleDepth)
+	}
+	var subs []*pb.GcRule
+	switch x := r.GetRule().(type) {
+	case nil:
+		return nil
+	case *pb.GcRule_MaxNumVersions:
+		if x.MaxNumVersions < 1 {
+			return apierr.InvalidArgument("column family %q: GC rule max versions %d; give at least 1", family, x.MaxNumVersions)
+		}
+		return nil
+	case *pb.GcRule_MaxAgeMicros:
+		if x.MaxAgeMicros <= 0 {
+			return apierr.InvalidArgument("column family %q: GC rule max age %d µs; give a positive age", family, x.MaxAgeMicros)
+		}
+		return limits.ValidateFamilyMaxAge(family, x.MaxAgeMicros)
+	case *pb.GcRule_Union_:
+		subs = x.Union.GetRules()
+	case *pb.GcRule_Intersection_:
+		subs = x.Intersection.GetRules()
+	}
+	for _, sub := range subs {
+		if sub == nil {
+			return apierr.InvalidArgument("column family %q: GC rule has an empty sub-rule", family)
+		}
+		if err := validateGCRule(family, sub, depth+1); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ValidateSplitKeys checks CreateTable's split keys: non-empty, within the
@@ -190,7 +244,12 @@ func (w *writer) createTable(c *spb.MetaCreateTable) (*Result, error) {
 	if w.tx.Bucket(bucketTables).Get([]byte(name)) != nil {
 		return nil, apierr.AlreadyExists("table %q already exists", name)
 	}
-	v, err := proto.Marshal(c.Schema)
+	schema := proto.Clone(c.Schema).(*pb.TableSchema)
+	var err error
+	if schema.Version, err = w.nextSchemaVersion(); err != nil {
+		return nil, err
+	}
+	v, err := proto.Marshal(schema)
 	if err != nil {
 		return nil, err
 	}
@@ -255,11 +314,7 @@ func (w *writer) addFamily(c *spb.MetaAddFamily) (*Result, error) {
 		}
 	}
 	s.Families = append(s.Families, c.Family)
-	v, err := proto.Marshal(s)
-	if err != nil {
-		return nil, err
-	}
-	return &Result{}, w.tx.Bucket(bucketTables).Put([]byte(c.Table), v)
+	return w.putSchema(s)
 }
 
 func (w *writer) registerTServer(c *spb.MetaRegisterTServer) (*Result, error) {
@@ -518,4 +573,63 @@ func (w *writer) splitDone(c *spb.MetaSplit) ([]*pb.TabletMeta, bool) {
 		out = append(out, t)
 	}
 	return out, true
+}
+
+// nextSchemaVersion hands out the next schema version (from 1).
+func (w *writer) nextSchemaVersion() (int64, error) {
+	last, _ := getU64(w.tx.Bucket(bucketMeta).Get(keySchemaVersion))
+	return int64(last + 1), w.tx.Bucket(bucketMeta).Put(keySchemaVersion, u64(last+1))
+}
+
+// putSchema stores a changed schema under a new version.
+func (w *writer) putSchema(s *pb.TableSchema) (*Result, error) {
+	var err error
+	if s.Version, err = w.nextSchemaVersion(); err != nil {
+		return nil, err
+	}
+	v, err := proto.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	return &Result{}, w.tx.Bucket(bucketTables).Put([]byte(s.Name), v)
+}
+
+func (w *writer) deleteFamily(c *spb.MetaDeleteFamily) (*Result, error) {
+	s, err := w.Table(c.Table)
+	if err != nil {
+		return nil, err
+	}
+	for i, f := range s.Families {
+		if f.Name != c.Family {
+			continue
+		}
+		if len(s.Families) == 1 {
+			return nil, apierr.FailedPrecondition("column family %q is the last of table %q; a table keeps at least one", c.Family, c.Table)
+		}
+		s.Families = append(s.Families[:i], s.Families[i+1:]...)
+		return w.putSchema(s)
+	}
+	return nil, apierr.NotFound("table %q has no column family %q", c.Table, c.Family)
+}
+
+func (w *writer) setGCRule(c *spb.MetaSetGCRule) (*Result, error) {
+	if err := ValidateGCRule(c.Family, c.GcRule); err != nil {
+		return nil, err
+	}
+	s, err := w.Table(c.Table)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range s.Families {
+		if f.Name != c.Family {
+			continue
+		}
+		f.MaxVersions, f.MaxAgeMicros = 0, 0
+		f.GcRule = c.GcRule
+		if f.GcRule == nil {
+			f.GcRule = &pb.GcRule{}
+		}
+		return w.putSchema(s)
+	}
+	return nil, apierr.InvalidArgument("table %q has no column family %q", c.Table, c.Family)
 }

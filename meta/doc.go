@@ -45,6 +45,7 @@
 //	meta      "version"        → uint64 BE  (1; Open refuses a higher one)
 //	          "applied"        → uint64 BE  (raft index of the last applied command)
 //	          "next_tablet_id" → uint64 BE  (the next id to hand out, from 1)
+//	          "schema_version" → uint64 BE  (the last TableSchema.version handed out)
 //	tables    <name>                       → bighive.v1.TableSchema (protobuf)
 //	tablets   <tablet id>                  → bighive.v1.TabletMeta  (protobuf)
 //	ranges    <table> 0x00 <start row>     → <tablet id>   (location lookups, row order)
@@ -53,7 +54,16 @@
 //	recoverygc <recovery file path>        → empty (a file a checkpoint stopped naming; deleted by the master's GC)
 //
 // The recoverygc bucket was added without a version change: an older
-// database simply lacks it and Open creates it empty.
+// database simply lacks it and Open creates it empty. So was
+// "schema_version" (absent: 0).
+//
+// Schema changes: CreateTable, AddFamily, DeleteFamily and SetGCRule each
+// give the table's schema a new version from one counter over all tables
+// (TableSchema.version), so versions of a name only grow, even across a
+// delete and a create. Tservers keep the highest version they have seen.
+// SetGCRule stores the rule in FamilySpec.gc_rule and clears max_versions
+// and max_age_micros (a set gc_rule wins over them anyway). DeleteFamily
+// refuses to remove a table's last family.
 //
 // Log splitting (recovery.go): LogSplitDone replaces an UNASSIGNED
 // tablet's positions of a dead prefix by its recovery files, only if the

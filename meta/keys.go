@@ -27,6 +27,10 @@ var (
 	keyVersion      = []byte("version")
 	keyApplied      = []byte("applied")
 	keyNextTabletID = []byte("next_tablet_id")
+	// keySchemaVersion is the last TableSchema.version handed out: one
+	// counter over all tables, so a table deleted and created again under
+	// its name never reuses a version a tserver may still hold.
+	keySchemaVersion = []byte("schema_version")
 
 	allBuckets = [][]byte{bucketMeta, bucketTables, bucketTablets, bucketRanges, bucketOwners, bucketTServers, bucketRecoveryGC}
 )

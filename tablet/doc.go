@@ -73,8 +73,13 @@
 //  1. tombstones hide by write sequence: a DeleteRow or DeleteFamily hides
 //     the cells of its scope with a lower Seq, a DeleteColumn those with a
 //     lower Seq and a timestamp in [Timestamp, End) (End 0: unbounded);
-//  2. the family's GC policy: the newest MaxVersions live versions of each
-//     column, none older than now-MaxAge;
+//  2. the family's GC rule (FamilyPolicy.Rule, a GCRule: max versions, max
+//     age, and unions and intersections of them nested to any depth; a
+//     union calls a cell garbage if any sub-rule does, an intersection if
+//     all do; max versions counts the newest live versions per column, max
+//     age is relative to now). Without a Rule, the union of MaxVersions and
+//     MaxAge. Cells of a family not in the schema (deleted) are never
+//     returned;
 //  3. the read's selection: families/columns, TimeRange, then the newest
 //     MaxVersions of what is left, per column.
 //
@@ -88,7 +93,7 @@
 //
 // A minor compaction keeps every entry but overwritten duplicates, and so
 // every tombstone (older files may hold cells they hide). A major one also
-// drops hidden cells (by sequence, max versions, max age) but keeps the
+// drops hidden cells (by sequence, by the GC rule, of deleted families) but keeps the
 // tombstones: a restart may replay a logged record whose cells are already
 // in a file, and the tombstone must keep hiding the replayed copy.
 //

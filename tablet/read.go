@@ -290,10 +290,7 @@ func (r *rowReader) readRow(it memstore.Iterator) {
 			continue
 		}
 		r.live++
-		if r.policy.MaxVersions > 0 && r.live > r.policy.MaxVersions {
-			continue
-		}
-		if r.policy.MaxAge > 0 && e.Timestamp < r.now-r.policy.MaxAge.Microseconds() {
+		if r.policy.garbage(r.live, e.Timestamp, r.now) {
 			continue
 		}
 		if r.gc {
@@ -335,4 +332,42 @@ func (r *rowReader) hidden(e *memstore.Entry) bool {
 		}
 	}
 	return false
+}
+
+// RowKeys returns the keys of the rows in [start, end) (end nil: to the
+// end of the tablet) that hold any entry, visible or not (cells hidden by a
+// GC rule or of a deleted family count too), in order, at most limit (0:
+// no limit). Dropping a row range writes a row tombstone for each, so no
+// hidden cell can come back when a rule is relaxed or a family re-added.
+func (t *Tablet) RowKeys(ctx context.Context, start, end []byte, limit int) ([][]byte, error) {
+	s, err := t.snapshot()
+	if err != nil {
+		return nil, err
+	}
+	defer s.release()
+	it, err := s.iterator(&ReadOptions{}, nil, true)
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var keys [][]byte
+	for it.SeekGE(memstore.RowStart(start)); it.Valid(); {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		row := it.Entry().Row
+		if end != nil && bytes.Compare(row, end) >= 0 {
+			break
+		}
+		key := bytes.Clone(row)
+		keys = append(keys, key)
+		if limit > 0 && len(keys) >= limit {
+			break
+		}
+		it.SeekGE(memstore.RowStart(append(bytes.Clone(key), 0))) // the next row
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("tablet %s: row keys: %w", t.opts.ID, err)
+	}
+	return keys, nil
 }

@@ -26,6 +26,9 @@ type FamilyPolicy struct {
 	MaxVersions int
 	// MaxAge hides cells whose timestamp is older than now-MaxAge.
 	MaxAge time.Duration
+	// Rule, when set, is the family's GC rule and MaxVersions and MaxAge
+	// are ignored; when nil the rule is the union of the two.
+	Rule *GCRule
 }
 
 // Schema is a table's column families.

@@ -30,6 +30,12 @@
 //     unique only per store. This tserver deletes blocks only in its own
 //     store; files of other stores that its compactions replace are
 //     collected by their owners (GetGCReferences answers per store UUID).
+//   - schemas: the tserver keeps the highest TableSchema.version it has
+//     seen of each table (assignments, heartbeat replies, UpdateSchema
+//     pushes) and every tablet of the table runs on it, also one loading
+//     from an assignment that carried an older version (schema.go);
+//     DropRows writes a delete-row tombstone per row present in a range
+//     through the replica's write path, so it is logged and ordered;
 //   - a read-only store of another tserver is open only while some TSFile
 //     of a tablet here is read through it (stores.go): it closes with the
 //     last such file and is opened again on demand.

@@ -118,6 +118,9 @@ func (s *Server) heartbeat(ctx context.Context) (reregister bool) {
 	if d := time.Duration(resp.LeaseDurationMicros) * time.Microsecond; d > 0 {
 		s.lease.renew(sent, d)
 	}
+	for _, ts := range resp.Schemas {
+		s.learnSchema(ts)
+	}
 	for _, p := range resp.CachePriorities {
 		s.setCachePriority(p.Table, p.Priority)
 	}

@@ -40,6 +40,7 @@ func (s *Server) applyAssignments(ctx context.Context, assign []*pb.TabletAssign
 			continue
 		}
 		s.tablets.put(r)
+		s.refreshSchema(r)
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
@@ -71,7 +72,7 @@ func (s *Server) open(a *pb.TabletAssignment) (*replica, error) {
 		files = append(files, tablet.FileRef{Footer: ref, Store: store, Release: release})
 	}
 	t, err := tablet.Open(tablet.Options{
-		ID: m.TabletId, Schema: schemaOf(a.Schema), Store: s.blocks, StoreUUID: s.uuid, Files: files,
+		ID: m.TabletId, Schema: s.schemaFor(a.Schema), Store: s.blocks, StoreUUID: s.uuid, Files: files,
 		Cache: s.cache, CacheOwner: s.eng.owner(m.Table, a.CachePriority), Logger: s.log,
 	})
 	if err != nil { // Open released every file

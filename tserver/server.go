@@ -105,6 +105,7 @@ type Server struct {
 	heartbeatNow   chan struct{}
 
 	tablets registry
+	schemas schemas // schema.go
 	// assignMu serialises applyAssignments: the heartbeat loop and a
 	// finished split (its children) both call it, and two unserialised
 	// calls for one tablet could each open a replica, leaving one never

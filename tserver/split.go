@@ -193,21 +193,13 @@ func (sp *splitter) run(ctx context.Context, r *replica, row []byte) (*split.Res
 		return nil, err
 	}
 	s.unload(r, fmt.Sprintf("split into %s and %s", res.Report.Children[0].ID, res.Report.Children[1].ID))
-	schema := schemaToPB(r)
+	schema := s.schemaToPB(r)
 	assign := make([]*pb.TabletAssignment, 0, len(committed))
 	for _, c := range committed {
 		assign = append(assign, &pb.TabletAssignment{Tablet: c, Schema: schema})
 	}
 	s.applyAssignments(s.ctx, assign, nil)
 	return res, nil
-}
-
-func schemaToPB(r *replica) *pb.TableSchema {
-	out := &pb.TableSchema{Name: r.Table()}
-	for name, f := range r.Engine().Schema().Families {
-		out.Families = append(out.Families, &pb.FamilySpec{Name: name, MaxVersions: uint32(f.MaxVersions), MaxAgeMicros: f.MaxAge.Microseconds()})
-	}
-	return out
 }
 
 // splitMaster is split.Master over the master's RPCs.

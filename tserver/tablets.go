@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"bighive/internal/apierr"
-	"bighive/internal/limits"
 	pb "bighive/proto/bighivepb"
 	rp "bighive/replica"
 	"bighive/tablet"
@@ -93,22 +92,6 @@ func (s *Server) serving(tabletID string, epoch int64) (*replica, error) {
 		return nil, apierr.Tablet(pb.TabletError_RECOVERING, tabletID, epoch, "tablet %s is loading on %s", tabletID, s.addr)
 	}
 	return r, nil
-}
-
-// schemaOf converts a table schema of the API.
-func schemaOf(ts *pb.TableSchema) tablet.Schema {
-	s := tablet.Schema{Families: map[string]tablet.FamilyPolicy{}}
-	for _, f := range ts.GetFamilies() {
-		s.Families[f.Name] = tablet.FamilyPolicy{MaxVersions: int(f.MaxVersions), MaxAge: familyMaxAge(f.MaxAgeMicros)}
-	}
-	return s
-}
-
-// familyMaxAge converts max_age_micros without overflowing time.Duration:
-// the master refuses more than limits.MaxFamilyMaxAge, and a larger value
-// in metadata written before that check is held at the limit.
-func familyMaxAge(micros int64) time.Duration {
-	return time.Duration(min(micros, limits.MaxFamilyMaxAge.Microseconds())) * time.Microsecond
 }
 
 func priorityOf(p pb.CachePriority) tablet.Priority {

@@ -154,7 +154,7 @@ func splitList(s string) []string {
 
 // Commands returns the built-in commands.
 func Commands() []Command {
-	return []Command{
+	return append([]Command{
 		{Name: "create", Args: "TABLE --families CF[:maxversions=N][:maxage=DUR],... [--splits K1,K2,...]", Summary: "create a table", Run: runCreate},
 		{Name: "drop", Args: "TABLE", Summary: "delete a table and its data", Run: runDrop},
 		{Name: "tables", Summary: "list the tables", Run: runTables},
@@ -166,7 +166,7 @@ func Commands() []Command {
 		{Name: "delete", Args: "TABLE ROW [FAMILY[:QUALIFIER]]", Summary: "delete a row, a family of it, or a column of it", Run: runDelete},
 		{Name: "checkpoint", Args: "[TSERVER...]", Summary: "checkpoint the given tservers (default: every live one)", Run: runCheckpoint},
 		{Name: "split", Args: "TABLE ROW", Summary: "split the tablet holding ROW at ROW", Run: runSplit},
-	}
+	}, schemaCommands()...)
 }
 
 // Main runs the command line args (without the program name) and returns

@@ -194,7 +194,11 @@ type FamilySpec struct {
 	// Versions kept per column; 0 keeps every version.
 	MaxVersions uint32 `protobuf:"varint,2,opt,name=max_versions,json=maxVersions,proto3" json:"max_versions,omitempty"`
 	// Cells older than this many microseconds are dropped; 0 keeps them forever.
-	MaxAgeMicros  int64 `protobuf:"varint,3,opt,name=max_age_micros,json=maxAgeMicros,proto3" json:"max_age_micros,omitempty"`
+	MaxAgeMicros int64 `protobuf:"varint,3,opt,name=max_age_micros,json=maxAgeMicros,proto3" json:"max_age_micros,omitempty"`
+	// The family's garbage-collection rule. When set it wins: max_versions
+	// and max_age_micros are then ignored. When unset, the family's rule is
+	// the union of max_versions and max_age_micros (each only when non-zero).
+	GcRule        *GcRule `protobuf:"bytes,4,opt,name=gc_rule,json=gcRule,proto3" json:"gc_rule,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -250,10 +254,20 @@ func (x *FamilySpec) GetMaxAgeMicros() int64 {
 	return 0
 }
 
+func (x *FamilySpec) GetGcRule() *GcRule {
+	if x != nil {
+		return x.GcRule
+	}
+	return nil
+}
+
 type TableSchema struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Families      []*FamilySpec          `protobuf:"bytes,2,rep,name=families,proto3" json:"families,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Name     string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Families []*FamilySpec          `protobuf:"bytes,2,rep,name=families,proto3" json:"families,omitempty"`
+	// Incremented by the master at every change of the table's schema (0 at
+	// creation); a tserver keeps the highest version it has seen.
+	Version       int64 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -300,6 +314,13 @@ func (x *TableSchema) GetFamilies() []*FamilySpec {
 		return x.Families
 	}
 	return nil
+}
+
+func (x *TableSchema) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
 }
 
 // A half-open row range [start_row, end_row); an empty end_row is unbounded.
@@ -1276,6 +1297,127 @@ func (x *NotLeader) GetLeaderAddress() string {
 	return ""
 }
 
+// A garbage-collection rule of a column family, as Cloud Bigtable's GcRule:
+// a cell is garbage (unreadable, and dropped by a major compaction) when
+// the rule says so. An unset rule (and an empty union or intersection)
+// keeps every cell.
+type GcRule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Rule:
+	//
+	//	*GcRule_MaxNumVersions
+	//	*GcRule_MaxAgeMicros
+	//	*GcRule_Intersection_
+	//	*GcRule_Union_
+	Rule          isGcRule_Rule `protobuf_oneof:"rule"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GcRule) Reset() {
+	*x = GcRule{}
+	mi := &file_bighivepb_common_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GcRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GcRule) ProtoMessage() {}
+
+func (x *GcRule) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_common_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GcRule.ProtoReflect.Descriptor instead.
+func (*GcRule) Descriptor() ([]byte, []int) {
+	return file_bighivepb_common_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *GcRule) GetRule() isGcRule_Rule {
+	if x != nil {
+		return x.Rule
+	}
+	return nil
+}
+
+func (x *GcRule) GetMaxNumVersions() int32 {
+	if x != nil {
+		if x, ok := x.Rule.(*GcRule_MaxNumVersions); ok {
+			return x.MaxNumVersions
+		}
+	}
+	return 0
+}
+
+func (x *GcRule) GetMaxAgeMicros() int64 {
+	if x != nil {
+		if x, ok := x.Rule.(*GcRule_MaxAgeMicros); ok {
+			return x.MaxAgeMicros
+		}
+	}
+	return 0
+}
+
+func (x *GcRule) GetIntersection() *GcRule_Intersection {
+	if x != nil {
+		if x, ok := x.Rule.(*GcRule_Intersection_); ok {
+			return x.Intersection
+		}
+	}
+	return nil
+}
+
+func (x *GcRule) GetUnion() *GcRule_Union {
+	if x != nil {
+		if x, ok := x.Rule.(*GcRule_Union_); ok {
+			return x.Union
+		}
+	}
+	return nil
+}
+
+type isGcRule_Rule interface {
+	isGcRule_Rule()
+}
+
+type GcRule_MaxNumVersions struct {
+	// Keeps the newest N live versions of each column (N >= 1).
+	MaxNumVersions int32 `protobuf:"varint,1,opt,name=max_num_versions,json=maxNumVersions,proto3,oneof"`
+}
+
+type GcRule_MaxAgeMicros struct {
+	// Cells whose timestamp is more than this many microseconds before now
+	// are garbage (> 0).
+	MaxAgeMicros int64 `protobuf:"varint,2,opt,name=max_age_micros,json=maxAgeMicros,proto3,oneof"`
+}
+
+type GcRule_Intersection_ struct {
+	Intersection *GcRule_Intersection `protobuf:"bytes,3,opt,name=intersection,proto3,oneof"`
+}
+
+type GcRule_Union_ struct {
+	Union *GcRule_Union `protobuf:"bytes,4,opt,name=union,proto3,oneof"`
+}
+
+func (*GcRule_MaxNumVersions) isGcRule_Rule() {}
+
+func (*GcRule_MaxAgeMicros) isGcRule_Rule() {}
+
+func (*GcRule_Intersection_) isGcRule_Rule() {}
+
+func (*GcRule_Union_) isGcRule_Rule() {}
+
 // Writes one cell.
 type Mutation_SetCell struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -1290,7 +1432,7 @@ type Mutation_SetCell struct {
 
 func (x *Mutation_SetCell) Reset() {
 	*x = Mutation_SetCell{}
-	mi := &file_bighivepb_common_proto_msgTypes[16]
+	mi := &file_bighivepb_common_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1302,7 +1444,7 @@ func (x *Mutation_SetCell) String() string {
 func (*Mutation_SetCell) ProtoMessage() {}
 
 func (x *Mutation_SetCell) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_common_proto_msgTypes[16]
+	mi := &file_bighivepb_common_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1358,7 +1500,7 @@ type Mutation_DeleteFromColumn struct {
 
 func (x *Mutation_DeleteFromColumn) Reset() {
 	*x = Mutation_DeleteFromColumn{}
-	mi := &file_bighivepb_common_proto_msgTypes[17]
+	mi := &file_bighivepb_common_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1370,7 +1512,7 @@ func (x *Mutation_DeleteFromColumn) String() string {
 func (*Mutation_DeleteFromColumn) ProtoMessage() {}
 
 func (x *Mutation_DeleteFromColumn) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_common_proto_msgTypes[17]
+	mi := &file_bighivepb_common_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1416,7 +1558,7 @@ type Mutation_DeleteFromFamily struct {
 
 func (x *Mutation_DeleteFromFamily) Reset() {
 	*x = Mutation_DeleteFromFamily{}
-	mi := &file_bighivepb_common_proto_msgTypes[18]
+	mi := &file_bighivepb_common_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1428,7 +1570,7 @@ func (x *Mutation_DeleteFromFamily) String() string {
 func (*Mutation_DeleteFromFamily) ProtoMessage() {}
 
 func (x *Mutation_DeleteFromFamily) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_common_proto_msgTypes[18]
+	mi := &file_bighivepb_common_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1459,7 +1601,7 @@ type Mutation_DeleteFromRow struct {
 
 func (x *Mutation_DeleteFromRow) Reset() {
 	*x = Mutation_DeleteFromRow{}
-	mi := &file_bighivepb_common_proto_msgTypes[19]
+	mi := &file_bighivepb_common_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1471,7 +1613,7 @@ func (x *Mutation_DeleteFromRow) String() string {
 func (*Mutation_DeleteFromRow) ProtoMessage() {}
 
 func (x *Mutation_DeleteFromRow) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_common_proto_msgTypes[19]
+	mi := &file_bighivepb_common_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1487,20 +1629,112 @@ func (*Mutation_DeleteFromRow) Descriptor() ([]byte, []int) {
 	return file_bighivepb_common_proto_rawDescGZIP(), []int{8, 3}
 }
 
+// A cell is garbage if every one of the rules says so.
+type GcRule_Intersection struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rules         []*GcRule              `protobuf:"bytes,1,rep,name=rules,proto3" json:"rules,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GcRule_Intersection) Reset() {
+	*x = GcRule_Intersection{}
+	mi := &file_bighivepb_common_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GcRule_Intersection) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GcRule_Intersection) ProtoMessage() {}
+
+func (x *GcRule_Intersection) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_common_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GcRule_Intersection.ProtoReflect.Descriptor instead.
+func (*GcRule_Intersection) Descriptor() ([]byte, []int) {
+	return file_bighivepb_common_proto_rawDescGZIP(), []int{16, 0}
+}
+
+func (x *GcRule_Intersection) GetRules() []*GcRule {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
+// A cell is garbage if any one of the rules says so.
+type GcRule_Union struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rules         []*GcRule              `protobuf:"bytes,1,rep,name=rules,proto3" json:"rules,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GcRule_Union) Reset() {
+	*x = GcRule_Union{}
+	mi := &file_bighivepb_common_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GcRule_Union) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GcRule_Union) ProtoMessage() {}
+
+func (x *GcRule_Union) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_common_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GcRule_Union.ProtoReflect.Descriptor instead.
+func (*GcRule_Union) Descriptor() ([]byte, []int) {
+	return file_bighivepb_common_proto_rawDescGZIP(), []int{16, 1}
+}
+
+func (x *GcRule_Union) GetRules() []*GcRule {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
 var File_bighivepb_common_proto protoreflect.FileDescriptor
 
 const file_bighivepb_common_proto_rawDesc = "" +
 	"\n" +
 	"\x16bighivepb/common.proto\x12\n" +
-	"bighive.v1\"i\n" +
+	"bighive.v1\"\x96\x01\n" +
 	"\n" +
 	"FamilySpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
 	"\fmax_versions\x18\x02 \x01(\rR\vmaxVersions\x12$\n" +
-	"\x0emax_age_micros\x18\x03 \x01(\x03R\fmaxAgeMicros\"U\n" +
+	"\x0emax_age_micros\x18\x03 \x01(\x03R\fmaxAgeMicros\x12+\n" +
+	"\agc_rule\x18\x04 \x01(\v2\x12.bighive.v1.GcRuleR\x06gcRule\"o\n" +
 	"\vTableSchema\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
-	"\bfamilies\x18\x02 \x03(\v2\x16.bighive.v1.FamilySpecR\bfamilies\"@\n" +
+	"\bfamilies\x18\x02 \x03(\v2\x16.bighive.v1.FamilySpecR\bfamilies\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\x03R\aversion\"@\n" +
 	"\bRowRange\x12\x1b\n" +
 	"\tstart_row\x18\x01 \x01(\fR\bstartRow\x12\x17\n" +
 	"\aend_row\x18\x02 \x01(\fR\x06endRow\"R\n" +
@@ -1592,7 +1826,17 @@ const file_bighivepb_common_proto_rawDesc = "" +
 	"\n" +
 	"RECOVERING\x10\x03\"2\n" +
 	"\tNotLeader\x12%\n" +
-	"\x0eleader_address\x18\x01 \x01(\tR\rleaderAddress*{\n" +
+	"\x0eleader_address\x18\x01 \x01(\tR\rleaderAddress\"\xca\x02\n" +
+	"\x06GcRule\x12*\n" +
+	"\x10max_num_versions\x18\x01 \x01(\x05H\x00R\x0emaxNumVersions\x12&\n" +
+	"\x0emax_age_micros\x18\x02 \x01(\x03H\x00R\fmaxAgeMicros\x12E\n" +
+	"\fintersection\x18\x03 \x01(\v2\x1f.bighive.v1.GcRule.IntersectionH\x00R\fintersection\x120\n" +
+	"\x05union\x18\x04 \x01(\v2\x18.bighive.v1.GcRule.UnionH\x00R\x05union\x1a8\n" +
+	"\fIntersection\x12(\n" +
+	"\x05rules\x18\x01 \x03(\v2\x12.bighive.v1.GcRuleR\x05rules\x1a1\n" +
+	"\x05Union\x12(\n" +
+	"\x05rules\x18\x01 \x03(\v2\x12.bighive.v1.GcRuleR\x05rulesB\x06\n" +
+	"\x04rule*{\n" +
 	"\rCachePriority\x12\x1e\n" +
 	"\x1aCACHE_PRIORITY_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13CACHE_PRIORITY_HIGH\x10\x01\x12\x19\n" +
@@ -1618,7 +1862,7 @@ func file_bighivepb_common_proto_rawDescGZIP() []byte {
 }
 
 var file_bighivepb_common_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_bighivepb_common_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_bighivepb_common_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_bighivepb_common_proto_goTypes = []any{
 	(CachePriority)(0),                // 0: bighive.v1.CachePriority
 	(TabletState)(0),                  // 1: bighive.v1.TabletState
@@ -1639,33 +1883,41 @@ var file_bighivepb_common_proto_goTypes = []any{
 	(*ReadFilter)(nil),                // 16: bighive.v1.ReadFilter
 	(*TabletError)(nil),               // 17: bighive.v1.TabletError
 	(*NotLeader)(nil),                 // 18: bighive.v1.NotLeader
-	(*Mutation_SetCell)(nil),          // 19: bighive.v1.Mutation.SetCell
-	(*Mutation_DeleteFromColumn)(nil), // 20: bighive.v1.Mutation.DeleteFromColumn
-	(*Mutation_DeleteFromFamily)(nil), // 21: bighive.v1.Mutation.DeleteFromFamily
-	(*Mutation_DeleteFromRow)(nil),    // 22: bighive.v1.Mutation.DeleteFromRow
+	(*GcRule)(nil),                    // 19: bighive.v1.GcRule
+	(*Mutation_SetCell)(nil),          // 20: bighive.v1.Mutation.SetCell
+	(*Mutation_DeleteFromColumn)(nil), // 21: bighive.v1.Mutation.DeleteFromColumn
+	(*Mutation_DeleteFromFamily)(nil), // 22: bighive.v1.Mutation.DeleteFromFamily
+	(*Mutation_DeleteFromRow)(nil),    // 23: bighive.v1.Mutation.DeleteFromRow
+	(*GcRule_Intersection)(nil),       // 24: bighive.v1.GcRule.Intersection
+	(*GcRule_Union)(nil),              // 25: bighive.v1.GcRule.Union
 }
 var file_bighivepb_common_proto_depIdxs = []int32{
-	3,  // 0: bighive.v1.TableSchema.families:type_name -> bighive.v1.FamilySpec
-	5,  // 1: bighive.v1.TabletMeta.range:type_name -> bighive.v1.RowRange
-	1,  // 2: bighive.v1.TabletMeta.state:type_name -> bighive.v1.TabletState
-	7,  // 3: bighive.v1.TabletMeta.log_positions:type_name -> bighive.v1.LogPosition
-	8,  // 4: bighive.v1.TabletMeta.tsfiles:type_name -> bighive.v1.TSFileRef
-	9,  // 5: bighive.v1.TabletMeta.data_dir_group:type_name -> bighive.v1.DataDirGroup
-	19, // 6: bighive.v1.Mutation.set_cell:type_name -> bighive.v1.Mutation.SetCell
-	20, // 7: bighive.v1.Mutation.delete_from_column:type_name -> bighive.v1.Mutation.DeleteFromColumn
-	21, // 8: bighive.v1.Mutation.delete_from_family:type_name -> bighive.v1.Mutation.DeleteFromFamily
-	22, // 9: bighive.v1.Mutation.delete_from_row:type_name -> bighive.v1.Mutation.DeleteFromRow
-	11, // 10: bighive.v1.RowMutation.mutations:type_name -> bighive.v1.Mutation
-	13, // 11: bighive.v1.Row.cells:type_name -> bighive.v1.Cell
-	15, // 12: bighive.v1.ReadFilter.columns:type_name -> bighive.v1.Column
-	6,  // 13: bighive.v1.ReadFilter.time_range:type_name -> bighive.v1.TimestampRange
-	2,  // 14: bighive.v1.TabletError.reason:type_name -> bighive.v1.TabletError.Reason
-	6,  // 15: bighive.v1.Mutation.DeleteFromColumn.time_range:type_name -> bighive.v1.TimestampRange
-	16, // [16:16] is the sub-list for method output_type
-	16, // [16:16] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	19, // 0: bighive.v1.FamilySpec.gc_rule:type_name -> bighive.v1.GcRule
+	3,  // 1: bighive.v1.TableSchema.families:type_name -> bighive.v1.FamilySpec
+	5,  // 2: bighive.v1.TabletMeta.range:type_name -> bighive.v1.RowRange
+	1,  // 3: bighive.v1.TabletMeta.state:type_name -> bighive.v1.TabletState
+	7,  // 4: bighive.v1.TabletMeta.log_positions:type_name -> bighive.v1.LogPosition
+	8,  // 5: bighive.v1.TabletMeta.tsfiles:type_name -> bighive.v1.TSFileRef
+	9,  // 6: bighive.v1.TabletMeta.data_dir_group:type_name -> bighive.v1.DataDirGroup
+	20, // 7: bighive.v1.Mutation.set_cell:type_name -> bighive.v1.Mutation.SetCell
+	21, // 8: bighive.v1.Mutation.delete_from_column:type_name -> bighive.v1.Mutation.DeleteFromColumn
+	22, // 9: bighive.v1.Mutation.delete_from_family:type_name -> bighive.v1.Mutation.DeleteFromFamily
+	23, // 10: bighive.v1.Mutation.delete_from_row:type_name -> bighive.v1.Mutation.DeleteFromRow
+	11, // 11: bighive.v1.RowMutation.mutations:type_name -> bighive.v1.Mutation
+	13, // 12: bighive.v1.Row.cells:type_name -> bighive.v1.Cell
+	15, // 13: bighive.v1.ReadFilter.columns:type_name -> bighive.v1.Column
+	6,  // 14: bighive.v1.ReadFilter.time_range:type_name -> bighive.v1.TimestampRange
+	2,  // 15: bighive.v1.TabletError.reason:type_name -> bighive.v1.TabletError.Reason
+	24, // 16: bighive.v1.GcRule.intersection:type_name -> bighive.v1.GcRule.Intersection
+	25, // 17: bighive.v1.GcRule.union:type_name -> bighive.v1.GcRule.Union
+	6,  // 18: bighive.v1.Mutation.DeleteFromColumn.time_range:type_name -> bighive.v1.TimestampRange
+	19, // 19: bighive.v1.GcRule.Intersection.rules:type_name -> bighive.v1.GcRule
+	19, // 20: bighive.v1.GcRule.Union.rules:type_name -> bighive.v1.GcRule
+	21, // [21:21] is the sub-list for method output_type
+	21, // [21:21] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_bighivepb_common_proto_init() }
@@ -1679,13 +1931,19 @@ func file_bighivepb_common_proto_init() {
 		(*Mutation_DeleteFromFamily_)(nil),
 		(*Mutation_DeleteFromRow_)(nil),
 	}
+	file_bighivepb_common_proto_msgTypes[16].OneofWrappers = []any{
+		(*GcRule_MaxNumVersions)(nil),
+		(*GcRule_MaxAgeMicros)(nil),
+		(*GcRule_Intersection_)(nil),
+		(*GcRule_Union_)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bighivepb_common_proto_rawDesc), len(file_bighivepb_common_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   20,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

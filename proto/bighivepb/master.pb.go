@@ -1567,8 +1567,11 @@ type HeartbeatResponse struct {
 	Unassign        []*TabletUnassignment `protobuf:"bytes,4,rep,name=unassign,proto3" json:"unassign,omitempty"`
 	LogSplitTasks   []*LogSplitTask       `protobuf:"bytes,5,rep,name=log_split_tasks,json=logSplitTasks,proto3" json:"log_split_tasks,omitempty"`
 	CachePriorities []*TableCachePriority `protobuf:"bytes,6,rep,name=cache_priorities,json=cachePriorities,proto3" json:"cache_priorities,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Schemas of tables this tserver serves that changed since the last
+	// reply (the master also pushes them at once with TServer.UpdateSchema).
+	Schemas       []*TableSchema `protobuf:"bytes,7,rep,name=schemas,proto3" json:"schemas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HeartbeatResponse) Reset() {
@@ -1639,6 +1642,13 @@ func (x *HeartbeatResponse) GetLogSplitTasks() []*LogSplitTask {
 func (x *HeartbeatResponse) GetCachePriorities() []*TableCachePriority {
 	if x != nil {
 		return x.CachePriorities
+	}
+	return nil
+}
+
+func (x *HeartbeatResponse) GetSchemas() []*TableSchema {
+	if x != nil {
+		return x.Schemas
 	}
 	return nil
 }
@@ -2563,6 +2573,318 @@ func (x *RowStatus) GetMessage() string {
 	return ""
 }
 
+type DeleteFamilyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Table         string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	Family        string                 `protobuf:"bytes,2,opt,name=family,proto3" json:"family,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteFamilyRequest) Reset() {
+	*x = DeleteFamilyRequest{}
+	mi := &file_bighivepb_master_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteFamilyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteFamilyRequest) ProtoMessage() {}
+
+func (x *DeleteFamilyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteFamilyRequest.ProtoReflect.Descriptor instead.
+func (*DeleteFamilyRequest) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *DeleteFamilyRequest) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *DeleteFamilyRequest) GetFamily() string {
+	if x != nil {
+		return x.Family
+	}
+	return ""
+}
+
+type DeleteFamilyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteFamilyResponse) Reset() {
+	*x = DeleteFamilyResponse{}
+	mi := &file_bighivepb_master_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteFamilyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteFamilyResponse) ProtoMessage() {}
+
+func (x *DeleteFamilyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteFamilyResponse.ProtoReflect.Descriptor instead.
+func (*DeleteFamilyResponse) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{47}
+}
+
+type SetGCRuleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Table         string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	Family        string                 `protobuf:"bytes,2,opt,name=family,proto3" json:"family,omitempty"`
+	GcRule        *GcRule                `protobuf:"bytes,3,opt,name=gc_rule,json=gcRule,proto3" json:"gc_rule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetGCRuleRequest) Reset() {
+	*x = SetGCRuleRequest{}
+	mi := &file_bighivepb_master_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetGCRuleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetGCRuleRequest) ProtoMessage() {}
+
+func (x *SetGCRuleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetGCRuleRequest.ProtoReflect.Descriptor instead.
+func (*SetGCRuleRequest) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *SetGCRuleRequest) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *SetGCRuleRequest) GetFamily() string {
+	if x != nil {
+		return x.Family
+	}
+	return ""
+}
+
+func (x *SetGCRuleRequest) GetGcRule() *GcRule {
+	if x != nil {
+		return x.GcRule
+	}
+	return nil
+}
+
+type SetGCRuleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetGCRuleResponse) Reset() {
+	*x = SetGCRuleResponse{}
+	mi := &file_bighivepb_master_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetGCRuleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetGCRuleResponse) ProtoMessage() {}
+
+func (x *SetGCRuleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetGCRuleResponse.ProtoReflect.Descriptor instead.
+func (*SetGCRuleResponse) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{49}
+}
+
+type DropRowRangeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Table string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	// Types that are valid to be assigned to Target:
+	//
+	//	*DropRowRangeRequest_RowKeyPrefix
+	//	*DropRowRangeRequest_DeleteAllDataFromTable
+	Target        isDropRowRangeRequest_Target `protobuf_oneof:"target"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DropRowRangeRequest) Reset() {
+	*x = DropRowRangeRequest{}
+	mi := &file_bighivepb_master_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DropRowRangeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DropRowRangeRequest) ProtoMessage() {}
+
+func (x *DropRowRangeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DropRowRangeRequest.ProtoReflect.Descriptor instead.
+func (*DropRowRangeRequest) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *DropRowRangeRequest) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *DropRowRangeRequest) GetTarget() isDropRowRangeRequest_Target {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *DropRowRangeRequest) GetRowKeyPrefix() []byte {
+	if x != nil {
+		if x, ok := x.Target.(*DropRowRangeRequest_RowKeyPrefix); ok {
+			return x.RowKeyPrefix
+		}
+	}
+	return nil
+}
+
+func (x *DropRowRangeRequest) GetDeleteAllDataFromTable() bool {
+	if x != nil {
+		if x, ok := x.Target.(*DropRowRangeRequest_DeleteAllDataFromTable); ok {
+			return x.DeleteAllDataFromTable
+		}
+	}
+	return false
+}
+
+type isDropRowRangeRequest_Target interface {
+	isDropRowRangeRequest_Target()
+}
+
+type DropRowRangeRequest_RowKeyPrefix struct {
+	// Rows whose key starts with this (non-empty) prefix.
+	RowKeyPrefix []byte `protobuf:"bytes,2,opt,name=row_key_prefix,json=rowKeyPrefix,proto3,oneof"`
+}
+
+type DropRowRangeRequest_DeleteAllDataFromTable struct {
+	// Every row of the table.
+	DeleteAllDataFromTable bool `protobuf:"varint,3,opt,name=delete_all_data_from_table,json=deleteAllDataFromTable,proto3,oneof"`
+}
+
+func (*DropRowRangeRequest_RowKeyPrefix) isDropRowRangeRequest_Target() {}
+
+func (*DropRowRangeRequest_DeleteAllDataFromTable) isDropRowRangeRequest_Target() {}
+
+type DropRowRangeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DropRowRangeResponse) Reset() {
+	*x = DropRowRangeResponse{}
+	mi := &file_bighivepb_master_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DropRowRangeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DropRowRangeResponse) ProtoMessage() {}
+
+func (x *DropRowRangeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DropRowRangeResponse.ProtoReflect.Descriptor instead.
+func (*DropRowRangeResponse) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{51}
+}
+
 var File_bighivepb_master_proto protoreflect.FileDescriptor
 
 const file_bighivepb_master_proto_rawDesc = "" +
@@ -2668,7 +2990,7 @@ const file_bighivepb_master_proto_rawDesc = "" +
 	"tablet_ids\x18\x03 \x03(\tR\ttabletIds\"a\n" +
 	"\x12TableCachePriority\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x125\n" +
-	"\bpriority\x18\x02 \x01(\x0e2\x19.bighive.v1.CachePriorityR\bpriority\"\xe6\x02\n" +
+	"\bpriority\x18\x02 \x01(\x0e2\x19.bighive.v1.CachePriorityR\bpriority\"\x99\x03\n" +
 	"\x11HeartbeatResponse\x122\n" +
 	"\x15lease_duration_micros\x18\x01 \x01(\x03R\x13leaseDurationMicros\x12\x1e\n" +
 	"\n" +
@@ -2677,7 +2999,8 @@ const file_bighivepb_master_proto_rawDesc = "" +
 	"\x06assign\x18\x03 \x03(\v2\x1c.bighive.v1.TabletAssignmentR\x06assign\x12:\n" +
 	"\bunassign\x18\x04 \x03(\v2\x1e.bighive.v1.TabletUnassignmentR\bunassign\x12@\n" +
 	"\x0flog_split_tasks\x18\x05 \x03(\v2\x18.bighive.v1.LogSplitTaskR\rlogSplitTasks\x12I\n" +
-	"\x10cache_priorities\x18\x06 \x03(\v2\x1e.bighive.v1.TableCachePriorityR\x0fcachePriorities\"\xa4\x01\n" +
+	"\x10cache_priorities\x18\x06 \x03(\v2\x1e.bighive.v1.TableCachePriorityR\x0fcachePriorities\x121\n" +
+	"\aschemas\x18\a \x03(\v2\x17.bighive.v1.TableSchemaR\aschemas\"\xa4\x01\n" +
 	"\x17ReportTabletLoadRequest\x12\x1b\n" +
 	"\ttablet_id\x18\x01 \x01(\tR\btabletId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12!\n" +
@@ -2739,7 +3062,22 @@ const file_bighivepb_master_proto_rawDesc = "" +
 	"\rlog_positions\x18\x02 \x03(\v2\x17.bighive.v1.LogPositionR\flogPositions\"9\n" +
 	"\tRowStatus\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage2\xc4\v\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"C\n" +
+	"\x13DeleteFamilyRequest\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x16\n" +
+	"\x06family\x18\x02 \x01(\tR\x06family\"\x16\n" +
+	"\x14DeleteFamilyResponse\"m\n" +
+	"\x10SetGCRuleRequest\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x16\n" +
+	"\x06family\x18\x02 \x01(\tR\x06family\x12+\n" +
+	"\agc_rule\x18\x03 \x01(\v2\x12.bighive.v1.GcRuleR\x06gcRule\"\x13\n" +
+	"\x11SetGCRuleResponse\"\x9b\x01\n" +
+	"\x13DropRowRangeRequest\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12&\n" +
+	"\x0erow_key_prefix\x18\x02 \x01(\fH\x00R\frowKeyPrefix\x12<\n" +
+	"\x1adelete_all_data_from_table\x18\x03 \x01(\bH\x00R\x16deleteAllDataFromTableB\b\n" +
+	"\x06target\"\x16\n" +
+	"\x14DropRowRangeResponse2\xb4\r\n" +
 	"\x06Master\x12N\n" +
 	"\vCreateTable\x12\x1e.bighive.v1.CreateTableRequest\x1a\x1f.bighive.v1.CreateTableResponse\x12N\n" +
 	"\vDeleteTable\x12\x1e.bighive.v1.DeleteTableRequest\x1a\x1f.bighive.v1.DeleteTableResponse\x12K\n" +
@@ -2758,7 +3096,10 @@ const file_bighivepb_master_proto_rawDesc = "" +
 	"\vReportSplit\x12\x1e.bighive.v1.ReportSplitRequest\x1a\x1f.bighive.v1.ReportSplitResponse\x12N\n" +
 	"\vSplitTablet\x12\x1e.bighive.v1.SplitTabletRequest\x1a\x1f.bighive.v1.SplitTabletResponse\x12W\n" +
 	"\x0eReportLogSplit\x12!.bighive.v1.ReportLogSplitRequest\x1a\".bighive.v1.ReportLogSplitResponse\x12Z\n" +
-	"\x0fGetGCReferences\x12\".bighive.v1.GetGCReferencesRequest\x1a#.bighive.v1.GetGCReferencesResponseB\x19Z\x17bighive/proto/bighivepbb\x06proto3"
+	"\x0fGetGCReferences\x12\".bighive.v1.GetGCReferencesRequest\x1a#.bighive.v1.GetGCReferencesResponse\x12Q\n" +
+	"\fDeleteFamily\x12\x1f.bighive.v1.DeleteFamilyRequest\x1a .bighive.v1.DeleteFamilyResponse\x12H\n" +
+	"\tSetGCRule\x12\x1c.bighive.v1.SetGCRuleRequest\x1a\x1d.bighive.v1.SetGCRuleResponse\x12Q\n" +
+	"\fDropRowRange\x12\x1f.bighive.v1.DropRowRangeRequest\x1a .bighive.v1.DropRowRangeResponseB\x19Z\x17bighive/proto/bighivepbb\x06proto3"
 
 var (
 	file_bighivepb_master_proto_rawDescOnce sync.Once
@@ -2772,7 +3113,7 @@ func file_bighivepb_master_proto_rawDescGZIP() []byte {
 	return file_bighivepb_master_proto_rawDescData
 }
 
-var file_bighivepb_master_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
+var file_bighivepb_master_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_bighivepb_master_proto_goTypes = []any{
 	(*TableInfo)(nil),                 // 0: bighive.v1.TableInfo
 	(*CreateTableRequest)(nil),        // 1: bighive.v1.CreateTableRequest
@@ -2820,98 +3161,113 @@ var file_bighivepb_master_proto_goTypes = []any{
 	(*GetGCReferencesRequest)(nil),    // 43: bighive.v1.GetGCReferencesRequest
 	(*GetGCReferencesResponse)(nil),   // 44: bighive.v1.GetGCReferencesResponse
 	(*RowStatus)(nil),                 // 45: bighive.v1.RowStatus
-	nil,                               // 46: bighive.v1.DescribeTableResponse.TabletSizesEntry
-	nil,                               // 47: bighive.v1.ReportLogSplitRequest.RecoveryFilesEntry
-	(*TableSchema)(nil),               // 48: bighive.v1.TableSchema
-	(CachePriority)(0),                // 49: bighive.v1.CachePriority
-	(*TabletMeta)(nil),                // 50: bighive.v1.TabletMeta
-	(*FamilySpec)(nil),                // 51: bighive.v1.FamilySpec
-	(*RowRange)(nil),                  // 52: bighive.v1.RowRange
-	(TabletState)(0),                  // 53: bighive.v1.TabletState
-	(*LogPosition)(nil),               // 54: bighive.v1.LogPosition
-	(*TSFileRef)(nil),                 // 55: bighive.v1.TSFileRef
-	(*DataDirGroup)(nil),              // 56: bighive.v1.DataDirGroup
+	(*DeleteFamilyRequest)(nil),       // 46: bighive.v1.DeleteFamilyRequest
+	(*DeleteFamilyResponse)(nil),      // 47: bighive.v1.DeleteFamilyResponse
+	(*SetGCRuleRequest)(nil),          // 48: bighive.v1.SetGCRuleRequest
+	(*SetGCRuleResponse)(nil),         // 49: bighive.v1.SetGCRuleResponse
+	(*DropRowRangeRequest)(nil),       // 50: bighive.v1.DropRowRangeRequest
+	(*DropRowRangeResponse)(nil),      // 51: bighive.v1.DropRowRangeResponse
+	nil,                               // 52: bighive.v1.DescribeTableResponse.TabletSizesEntry
+	nil,                               // 53: bighive.v1.ReportLogSplitRequest.RecoveryFilesEntry
+	(*TableSchema)(nil),               // 54: bighive.v1.TableSchema
+	(CachePriority)(0),                // 55: bighive.v1.CachePriority
+	(*TabletMeta)(nil),                // 56: bighive.v1.TabletMeta
+	(*FamilySpec)(nil),                // 57: bighive.v1.FamilySpec
+	(*RowRange)(nil),                  // 58: bighive.v1.RowRange
+	(TabletState)(0),                  // 59: bighive.v1.TabletState
+	(*LogPosition)(nil),               // 60: bighive.v1.LogPosition
+	(*TSFileRef)(nil),                 // 61: bighive.v1.TSFileRef
+	(*DataDirGroup)(nil),              // 62: bighive.v1.DataDirGroup
+	(*GcRule)(nil),                    // 63: bighive.v1.GcRule
 }
 var file_bighivepb_master_proto_depIdxs = []int32{
-	48, // 0: bighive.v1.TableInfo.schema:type_name -> bighive.v1.TableSchema
-	49, // 1: bighive.v1.TableInfo.cache_priority:type_name -> bighive.v1.CachePriority
-	48, // 2: bighive.v1.CreateTableRequest.schema:type_name -> bighive.v1.TableSchema
+	54, // 0: bighive.v1.TableInfo.schema:type_name -> bighive.v1.TableSchema
+	55, // 1: bighive.v1.TableInfo.cache_priority:type_name -> bighive.v1.CachePriority
+	54, // 2: bighive.v1.CreateTableRequest.schema:type_name -> bighive.v1.TableSchema
 	0,  // 3: bighive.v1.CreateTableResponse.table:type_name -> bighive.v1.TableInfo
 	0,  // 4: bighive.v1.ListTablesResponse.tables:type_name -> bighive.v1.TableInfo
 	0,  // 5: bighive.v1.DescribeTableResponse.table:type_name -> bighive.v1.TableInfo
-	50, // 6: bighive.v1.DescribeTableResponse.tablets:type_name -> bighive.v1.TabletMeta
-	46, // 7: bighive.v1.DescribeTableResponse.tablet_sizes:type_name -> bighive.v1.DescribeTableResponse.TabletSizesEntry
-	51, // 8: bighive.v1.AddFamilyRequest.family:type_name -> bighive.v1.FamilySpec
-	49, // 9: bighive.v1.SetCachePriorityRequest.priority:type_name -> bighive.v1.CachePriority
-	52, // 10: bighive.v1.TabletLocation.range:type_name -> bighive.v1.RowRange
-	53, // 11: bighive.v1.TabletLocation.state:type_name -> bighive.v1.TabletState
-	48, // 12: bighive.v1.GetTableLocationsResponse.schema:type_name -> bighive.v1.TableSchema
+	56, // 6: bighive.v1.DescribeTableResponse.tablets:type_name -> bighive.v1.TabletMeta
+	52, // 7: bighive.v1.DescribeTableResponse.tablet_sizes:type_name -> bighive.v1.DescribeTableResponse.TabletSizesEntry
+	57, // 8: bighive.v1.AddFamilyRequest.family:type_name -> bighive.v1.FamilySpec
+	55, // 9: bighive.v1.SetCachePriorityRequest.priority:type_name -> bighive.v1.CachePriority
+	58, // 10: bighive.v1.TabletLocation.range:type_name -> bighive.v1.RowRange
+	59, // 11: bighive.v1.TabletLocation.state:type_name -> bighive.v1.TabletState
+	54, // 12: bighive.v1.GetTableLocationsResponse.schema:type_name -> bighive.v1.TableSchema
 	14, // 13: bighive.v1.GetTableLocationsResponse.locations:type_name -> bighive.v1.TabletLocation
 	16, // 14: bighive.v1.ListTServersResponse.tservers:type_name -> bighive.v1.TServerInfo
 	21, // 15: bighive.v1.HeartbeatRequest.tablets:type_name -> bighive.v1.TabletReport
 	22, // 16: bighive.v1.HeartbeatRequest.load:type_name -> bighive.v1.TServerLoad
-	50, // 17: bighive.v1.TabletAssignment.tablet:type_name -> bighive.v1.TabletMeta
-	48, // 18: bighive.v1.TabletAssignment.schema:type_name -> bighive.v1.TableSchema
-	49, // 19: bighive.v1.TabletAssignment.cache_priority:type_name -> bighive.v1.CachePriority
-	54, // 20: bighive.v1.LogSplitTask.file:type_name -> bighive.v1.LogPosition
-	49, // 21: bighive.v1.TableCachePriority.priority:type_name -> bighive.v1.CachePriority
+	56, // 17: bighive.v1.TabletAssignment.tablet:type_name -> bighive.v1.TabletMeta
+	54, // 18: bighive.v1.TabletAssignment.schema:type_name -> bighive.v1.TableSchema
+	55, // 19: bighive.v1.TabletAssignment.cache_priority:type_name -> bighive.v1.CachePriority
+	60, // 20: bighive.v1.LogSplitTask.file:type_name -> bighive.v1.LogPosition
+	55, // 21: bighive.v1.TableCachePriority.priority:type_name -> bighive.v1.CachePriority
 	24, // 22: bighive.v1.HeartbeatResponse.assign:type_name -> bighive.v1.TabletAssignment
 	25, // 23: bighive.v1.HeartbeatResponse.unassign:type_name -> bighive.v1.TabletUnassignment
 	26, // 24: bighive.v1.HeartbeatResponse.log_split_tasks:type_name -> bighive.v1.LogSplitTask
 	27, // 25: bighive.v1.HeartbeatResponse.cache_priorities:type_name -> bighive.v1.TableCachePriority
-	54, // 26: bighive.v1.ReportTabletLoadRequest.position:type_name -> bighive.v1.LogPosition
-	50, // 27: bighive.v1.ReportTabletLoadResponse.tablet:type_name -> bighive.v1.TabletMeta
-	54, // 28: bighive.v1.CheckpointReport.log_positions:type_name -> bighive.v1.LogPosition
-	55, // 29: bighive.v1.CheckpointReport.tsfiles:type_name -> bighive.v1.TSFileRef
-	56, // 30: bighive.v1.CheckpointReport.data_dir_group:type_name -> bighive.v1.DataDirGroup
-	31, // 31: bighive.v1.ReportCheckpointRequest.reports:type_name -> bighive.v1.CheckpointReport
-	45, // 32: bighive.v1.ReportCheckpointResponse.statuses:type_name -> bighive.v1.RowStatus
-	52, // 33: bighive.v1.SplitChild.range:type_name -> bighive.v1.RowRange
-	55, // 34: bighive.v1.SplitChild.tsfiles:type_name -> bighive.v1.TSFileRef
-	54, // 35: bighive.v1.SplitChild.log_positions:type_name -> bighive.v1.LogPosition
-	36, // 36: bighive.v1.ReportSplitRequest.children:type_name -> bighive.v1.SplitChild
-	50, // 37: bighive.v1.ReportSplitResponse.children:type_name -> bighive.v1.TabletMeta
-	47, // 38: bighive.v1.ReportLogSplitRequest.recovery_files:type_name -> bighive.v1.ReportLogSplitRequest.RecoveryFilesEntry
-	54, // 39: bighive.v1.GetGCReferencesResponse.log_positions:type_name -> bighive.v1.LogPosition
-	1,  // 40: bighive.v1.Master.CreateTable:input_type -> bighive.v1.CreateTableRequest
-	3,  // 41: bighive.v1.Master.DeleteTable:input_type -> bighive.v1.DeleteTableRequest
-	5,  // 42: bighive.v1.Master.ListTables:input_type -> bighive.v1.ListTablesRequest
-	7,  // 43: bighive.v1.Master.DescribeTable:input_type -> bighive.v1.DescribeTableRequest
-	9,  // 44: bighive.v1.Master.AddFamily:input_type -> bighive.v1.AddFamilyRequest
-	11, // 45: bighive.v1.Master.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
-	13, // 46: bighive.v1.Master.GetTableLocations:input_type -> bighive.v1.GetTableLocationsRequest
-	17, // 47: bighive.v1.Master.ListTServers:input_type -> bighive.v1.ListTServersRequest
-	19, // 48: bighive.v1.Master.RegisterTServer:input_type -> bighive.v1.RegisterTServerRequest
-	23, // 49: bighive.v1.Master.Heartbeat:input_type -> bighive.v1.HeartbeatRequest
-	29, // 50: bighive.v1.Master.ReportTabletLoad:input_type -> bighive.v1.ReportTabletLoadRequest
-	32, // 51: bighive.v1.Master.ReportCheckpoint:input_type -> bighive.v1.ReportCheckpointRequest
-	34, // 52: bighive.v1.Master.AllocateTabletIds:input_type -> bighive.v1.AllocateTabletIdsRequest
-	37, // 53: bighive.v1.Master.ReportSplit:input_type -> bighive.v1.ReportSplitRequest
-	39, // 54: bighive.v1.Master.SplitTablet:input_type -> bighive.v1.SplitTabletRequest
-	41, // 55: bighive.v1.Master.ReportLogSplit:input_type -> bighive.v1.ReportLogSplitRequest
-	43, // 56: bighive.v1.Master.GetGCReferences:input_type -> bighive.v1.GetGCReferencesRequest
-	2,  // 57: bighive.v1.Master.CreateTable:output_type -> bighive.v1.CreateTableResponse
-	4,  // 58: bighive.v1.Master.DeleteTable:output_type -> bighive.v1.DeleteTableResponse
-	6,  // 59: bighive.v1.Master.ListTables:output_type -> bighive.v1.ListTablesResponse
-	8,  // 60: bighive.v1.Master.DescribeTable:output_type -> bighive.v1.DescribeTableResponse
-	10, // 61: bighive.v1.Master.AddFamily:output_type -> bighive.v1.AddFamilyResponse
-	12, // 62: bighive.v1.Master.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
-	15, // 63: bighive.v1.Master.GetTableLocations:output_type -> bighive.v1.GetTableLocationsResponse
-	18, // 64: bighive.v1.Master.ListTServers:output_type -> bighive.v1.ListTServersResponse
-	20, // 65: bighive.v1.Master.RegisterTServer:output_type -> bighive.v1.RegisterTServerResponse
-	28, // 66: bighive.v1.Master.Heartbeat:output_type -> bighive.v1.HeartbeatResponse
-	30, // 67: bighive.v1.Master.ReportTabletLoad:output_type -> bighive.v1.ReportTabletLoadResponse
-	33, // 68: bighive.v1.Master.ReportCheckpoint:output_type -> bighive.v1.ReportCheckpointResponse
-	35, // 69: bighive.v1.Master.AllocateTabletIds:output_type -> bighive.v1.AllocateTabletIdsResponse
-	38, // 70: bighive.v1.Master.ReportSplit:output_type -> bighive.v1.ReportSplitResponse
-	40, // 71: bighive.v1.Master.SplitTablet:output_type -> bighive.v1.SplitTabletResponse
-	42, // 72: bighive.v1.Master.ReportLogSplit:output_type -> bighive.v1.ReportLogSplitResponse
-	44, // 73: bighive.v1.Master.GetGCReferences:output_type -> bighive.v1.GetGCReferencesResponse
-	57, // [57:74] is the sub-list for method output_type
-	40, // [40:57] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	54, // 26: bighive.v1.HeartbeatResponse.schemas:type_name -> bighive.v1.TableSchema
+	60, // 27: bighive.v1.ReportTabletLoadRequest.position:type_name -> bighive.v1.LogPosition
+	56, // 28: bighive.v1.ReportTabletLoadResponse.tablet:type_name -> bighive.v1.TabletMeta
+	60, // 29: bighive.v1.CheckpointReport.log_positions:type_name -> bighive.v1.LogPosition
+	61, // 30: bighive.v1.CheckpointReport.tsfiles:type_name -> bighive.v1.TSFileRef
+	62, // 31: bighive.v1.CheckpointReport.data_dir_group:type_name -> bighive.v1.DataDirGroup
+	31, // 32: bighive.v1.ReportCheckpointRequest.reports:type_name -> bighive.v1.CheckpointReport
+	45, // 33: bighive.v1.ReportCheckpointResponse.statuses:type_name -> bighive.v1.RowStatus
+	58, // 34: bighive.v1.SplitChild.range:type_name -> bighive.v1.RowRange
+	61, // 35: bighive.v1.SplitChild.tsfiles:type_name -> bighive.v1.TSFileRef
+	60, // 36: bighive.v1.SplitChild.log_positions:type_name -> bighive.v1.LogPosition
+	36, // 37: bighive.v1.ReportSplitRequest.children:type_name -> bighive.v1.SplitChild
+	56, // 38: bighive.v1.ReportSplitResponse.children:type_name -> bighive.v1.TabletMeta
+	53, // 39: bighive.v1.ReportLogSplitRequest.recovery_files:type_name -> bighive.v1.ReportLogSplitRequest.RecoveryFilesEntry
+	60, // 40: bighive.v1.GetGCReferencesResponse.log_positions:type_name -> bighive.v1.LogPosition
+	63, // 41: bighive.v1.SetGCRuleRequest.gc_rule:type_name -> bighive.v1.GcRule
+	1,  // 42: bighive.v1.Master.CreateTable:input_type -> bighive.v1.CreateTableRequest
+	3,  // 43: bighive.v1.Master.DeleteTable:input_type -> bighive.v1.DeleteTableRequest
+	5,  // 44: bighive.v1.Master.ListTables:input_type -> bighive.v1.ListTablesRequest
+	7,  // 45: bighive.v1.Master.DescribeTable:input_type -> bighive.v1.DescribeTableRequest
+	9,  // 46: bighive.v1.Master.AddFamily:input_type -> bighive.v1.AddFamilyRequest
+	11, // 47: bighive.v1.Master.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
+	13, // 48: bighive.v1.Master.GetTableLocations:input_type -> bighive.v1.GetTableLocationsRequest
+	17, // 49: bighive.v1.Master.ListTServers:input_type -> bighive.v1.ListTServersRequest
+	19, // 50: bighive.v1.Master.RegisterTServer:input_type -> bighive.v1.RegisterTServerRequest
+	23, // 51: bighive.v1.Master.Heartbeat:input_type -> bighive.v1.HeartbeatRequest
+	29, // 52: bighive.v1.Master.ReportTabletLoad:input_type -> bighive.v1.ReportTabletLoadRequest
+	32, // 53: bighive.v1.Master.ReportCheckpoint:input_type -> bighive.v1.ReportCheckpointRequest
+	34, // 54: bighive.v1.Master.AllocateTabletIds:input_type -> bighive.v1.AllocateTabletIdsRequest
+	37, // 55: bighive.v1.Master.ReportSplit:input_type -> bighive.v1.ReportSplitRequest
+	39, // 56: bighive.v1.Master.SplitTablet:input_type -> bighive.v1.SplitTabletRequest
+	41, // 57: bighive.v1.Master.ReportLogSplit:input_type -> bighive.v1.ReportLogSplitRequest
+	43, // 58: bighive.v1.Master.GetGCReferences:input_type -> bighive.v1.GetGCReferencesRequest
+	46, // 59: bighive.v1.Master.DeleteFamily:input_type -> bighive.v1.DeleteFamilyRequest
+	48, // 60: bighive.v1.Master.SetGCRule:input_type -> bighive.v1.SetGCRuleRequest
+	50, // 61: bighive.v1.Master.DropRowRange:input_type -> bighive.v1.DropRowRangeRequest
+	2,  // 62: bighive.v1.Master.CreateTable:output_type -> bighive.v1.CreateTableResponse
+	4,  // 63: bighive.v1.Master.DeleteTable:output_type -> bighive.v1.DeleteTableResponse
+	6,  // 64: bighive.v1.Master.ListTables:output_type -> bighive.v1.ListTablesResponse
+	8,  // 65: bighive.v1.Master.DescribeTable:output_type -> bighive.v1.DescribeTableResponse
+	10, // 66: bighive.v1.Master.AddFamily:output_type -> bighive.v1.AddFamilyResponse
+	12, // 67: bighive.v1.Master.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
+	15, // 68: bighive.v1.Master.GetTableLocations:output_type -> bighive.v1.GetTableLocationsResponse
+	18, // 69: bighive.v1.Master.ListTServers:output_type -> bighive.v1.ListTServersResponse
+	20, // 70: bighive.v1.Master.RegisterTServer:output_type -> bighive.v1.RegisterTServerResponse
+	28, // 71: bighive.v1.Master.Heartbeat:output_type -> bighive.v1.HeartbeatResponse
+	30, // 72: bighive.v1.Master.ReportTabletLoad:output_type -> bighive.v1.ReportTabletLoadResponse
+	33, // 73: bighive.v1.Master.ReportCheckpoint:output_type -> bighive.v1.ReportCheckpointResponse
+	35, // 74: bighive.v1.Master.AllocateTabletIds:output_type -> bighive.v1.AllocateTabletIdsResponse
+	38, // 75: bighive.v1.Master.ReportSplit:output_type -> bighive.v1.ReportSplitResponse
+	40, // 76: bighive.v1.Master.SplitTablet:output_type -> bighive.v1.SplitTabletResponse
+	42, // 77: bighive.v1.Master.ReportLogSplit:output_type -> bighive.v1.ReportLogSplitResponse
+	44, // 78: bighive.v1.Master.GetGCReferences:output_type -> bighive.v1.GetGCReferencesResponse
+	47, // 79: bighive.v1.Master.DeleteFamily:output_type -> bighive.v1.DeleteFamilyResponse
+	49, // 80: bighive.v1.Master.SetGCRule:output_type -> bighive.v1.SetGCRuleResponse
+	51, // 81: bighive.v1.Master.DropRowRange:output_type -> bighive.v1.DropRowRangeResponse
+	62, // [62:82] is the sub-list for method output_type
+	42, // [42:62] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_bighivepb_master_proto_init() }
@@ -2920,13 +3276,17 @@ func file_bighivepb_master_proto_init() {
 		return
 	}
 	file_bighivepb_common_proto_init()
+	file_bighivepb_master_proto_msgTypes[50].OneofWrappers = []any{
+		(*DropRowRangeRequest_RowKeyPrefix)(nil),
+		(*DropRowRangeRequest_DeleteAllDataFromTable)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bighivepb_master_proto_rawDesc), len(file_bighivepb_master_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   48,
+			NumMessages:   54,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

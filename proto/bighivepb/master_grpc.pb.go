@@ -39,6 +39,9 @@ const (
 	Master_SplitTablet_FullMethodName       = "/bighive.v1.Master/SplitTablet"
 	Master_ReportLogSplit_FullMethodName    = "/bighive.v1.Master/ReportLogSplit"
 	Master_GetGCReferences_FullMethodName   = "/bighive.v1.Master/GetGCReferences"
+	Master_DeleteFamily_FullMethodName      = "/bighive.v1.Master/DeleteFamily"
+	Master_SetGCRule_FullMethodName         = "/bighive.v1.Master/SetGCRule"
+	Master_DropRowRange_FullMethodName      = "/bighive.v1.Master/DropRowRange"
 )
 
 // MasterClient is the client API for Master service.
@@ -71,6 +74,13 @@ type MasterClient interface {
 	ReportLogSplit(ctx context.Context, in *ReportLogSplitRequest, opts ...grpc.CallOption) (*ReportLogSplitResponse, error)
 	// Garbage collection by reference (DESIGN.md 'Ownership crosses servers').
 	GetGCReferences(ctx context.Context, in *GetGCReferencesRequest, opts ...grpc.CallOption) (*GetGCReferencesResponse, error)
+	// Live schema changes; each returns once every tserver serving the table
+	// acknowledged the new schema.
+	DeleteFamily(ctx context.Context, in *DeleteFamilyRequest, opts ...grpc.CallOption) (*DeleteFamilyResponse, error)
+	SetGCRule(ctx context.Context, in *SetGCRuleRequest, opts ...grpc.CallOption) (*SetGCRuleResponse, error)
+	// Deletes every row with a prefix (or every row); rows written after it
+	// returns are kept.
+	DropRowRange(ctx context.Context, in *DropRowRangeRequest, opts ...grpc.CallOption) (*DropRowRangeResponse, error)
 }
 
 type masterClient struct {
@@ -251,6 +261,36 @@ func (c *masterClient) GetGCReferences(ctx context.Context, in *GetGCReferencesR
 	return out, nil
 }
 
+func (c *masterClient) DeleteFamily(ctx context.Context, in *DeleteFamilyRequest, opts ...grpc.CallOption) (*DeleteFamilyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteFamilyResponse)
+	err := c.cc.Invoke(ctx, Master_DeleteFamily_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *masterClient) SetGCRule(ctx context.Context, in *SetGCRuleRequest, opts ...grpc.CallOption) (*SetGCRuleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetGCRuleResponse)
+	err := c.cc.Invoke(ctx, Master_SetGCRule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *masterClient) DropRowRange(ctx context.Context, in *DropRowRangeRequest, opts ...grpc.CallOption) (*DropRowRangeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DropRowRangeResponse)
+	err := c.cc.Invoke(ctx, Master_DropRowRange_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MasterServer is the server API for Master service.
 // All implementations must embed UnimplementedMasterServer
 // for forward compatibility.
@@ -281,6 +321,13 @@ type MasterServer interface {
 	ReportLogSplit(context.Context, *ReportLogSplitRequest) (*ReportLogSplitResponse, error)
 	// Garbage collection by reference (DESIGN.md 'Ownership crosses servers').
 	GetGCReferences(context.Context, *GetGCReferencesRequest) (*GetGCReferencesResponse, error)
+	// Live schema changes; each returns once every tserver serving the table
+	// acknowledged the new schema.
+	DeleteFamily(context.Context, *DeleteFamilyRequest) (*DeleteFamilyResponse, error)
+	SetGCRule(context.Context, *SetGCRuleRequest) (*SetGCRuleResponse, error)
+	// Deletes every row with a prefix (or every row); rows written after it
+	// returns are kept.
+	DropRowRange(context.Context, *DropRowRangeRequest) (*DropRowRangeResponse, error)
 	mustEmbedUnimplementedMasterServer()
 }
 
@@ -341,6 +388,15 @@ func (UnimplementedMasterServer) ReportLogSplit(context.Context, *ReportLogSplit
 }
 func (UnimplementedMasterServer) GetGCReferences(context.Context, *GetGCReferencesRequest) (*GetGCReferencesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetGCReferences not implemented")
+}
+func (UnimplementedMasterServer) DeleteFamily(context.Context, *DeleteFamilyRequest) (*DeleteFamilyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteFamily not implemented")
+}
+func (UnimplementedMasterServer) SetGCRule(context.Context, *SetGCRuleRequest) (*SetGCRuleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetGCRule not implemented")
+}
+func (UnimplementedMasterServer) DropRowRange(context.Context, *DropRowRangeRequest) (*DropRowRangeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DropRowRange not implemented")
 }
 func (UnimplementedMasterServer) mustEmbedUnimplementedMasterServer() {}
 func (UnimplementedMasterServer) testEmbeddedByValue()                {}
@@ -669,6 +725,60 @@ func _Master_GetGCReferences_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Master_DeleteFamily_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteFamilyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).DeleteFamily(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_DeleteFamily_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).DeleteFamily(ctx, req.(*DeleteFamilyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Master_SetGCRule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetGCRuleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).SetGCRule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_SetGCRule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).SetGCRule(ctx, req.(*SetGCRuleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Master_DropRowRange_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DropRowRangeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).DropRowRange(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_DropRowRange_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).DropRowRange(ctx, req.(*DropRowRangeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Master_ServiceDesc is the grpc.ServiceDesc for Master service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -743,6 +853,18 @@ var Master_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetGCReferences",
 			Handler:    _Master_GetGCReferences_Handler,
+		},
+		{
+			MethodName: "DeleteFamily",
+			Handler:    _Master_DeleteFamily_Handler,
+		},
+		{
+			MethodName: "SetGCRule",
+			Handler:    _Master_SetGCRule_Handler,
+		},
+		{
+			MethodName: "DropRowRange",
+			Handler:    _Master_DropRowRange_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

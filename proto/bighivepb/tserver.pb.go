@@ -1066,6 +1066,192 @@ func (*AssignTabletsResponse) Descriptor() ([]byte, []int) {
 	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{18}
 }
 
+type UpdateSchemaRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Schema        *TableSchema           `protobuf:"bytes,1,opt,name=schema,proto3" json:"schema,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateSchemaRequest) Reset() {
+	*x = UpdateSchemaRequest{}
+	mi := &file_bighivepb_tserver_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateSchemaRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateSchemaRequest) ProtoMessage() {}
+
+func (x *UpdateSchemaRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_tserver_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateSchemaRequest.ProtoReflect.Descriptor instead.
+func (*UpdateSchemaRequest) Descriptor() ([]byte, []int) {
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *UpdateSchemaRequest) GetSchema() *TableSchema {
+	if x != nil {
+		return x.Schema
+	}
+	return nil
+}
+
+type UpdateSchemaResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateSchemaResponse) Reset() {
+	*x = UpdateSchemaResponse{}
+	mi := &file_bighivepb_tserver_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateSchemaResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateSchemaResponse) ProtoMessage() {}
+
+func (x *UpdateSchemaResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_tserver_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateSchemaResponse.ProtoReflect.Descriptor instead.
+func (*UpdateSchemaResponse) Descriptor() ([]byte, []int) {
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{20}
+}
+
+type DropRowsRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TabletId string                 `protobuf:"bytes,1,opt,name=tablet_id,json=tabletId,proto3" json:"tablet_id,omitempty"`
+	Epoch    int64                  `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// [start_row, end_row) clipped to the tablet's range; empty end_row is
+	// unbounded.
+	Range         *RowRange `protobuf:"bytes,3,opt,name=range,proto3" json:"range,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DropRowsRequest) Reset() {
+	*x = DropRowsRequest{}
+	mi := &file_bighivepb_tserver_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DropRowsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DropRowsRequest) ProtoMessage() {}
+
+func (x *DropRowsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_tserver_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DropRowsRequest.ProtoReflect.Descriptor instead.
+func (*DropRowsRequest) Descriptor() ([]byte, []int) {
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *DropRowsRequest) GetTabletId() string {
+	if x != nil {
+		return x.TabletId
+	}
+	return ""
+}
+
+func (x *DropRowsRequest) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *DropRowsRequest) GetRange() *RowRange {
+	if x != nil {
+		return x.Range
+	}
+	return nil
+}
+
+type DropRowsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RowsDeleted   int64                  `protobuf:"varint,1,opt,name=rows_deleted,json=rowsDeleted,proto3" json:"rows_deleted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DropRowsResponse) Reset() {
+	*x = DropRowsResponse{}
+	mi := &file_bighivepb_tserver_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DropRowsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DropRowsResponse) ProtoMessage() {}
+
+func (x *DropRowsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_tserver_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DropRowsResponse.ProtoReflect.Descriptor instead.
+func (*DropRowsResponse) Descriptor() ([]byte, []int) {
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *DropRowsResponse) GetRowsDeleted() int64 {
+	if x != nil {
+		return x.RowsDeleted
+	}
+	return 0
+}
+
 var File_bighivepb_tserver_proto protoreflect.FileDescriptor
 
 const file_bighivepb_tserver_proto_rawDesc = "" +
@@ -1136,7 +1322,16 @@ const file_bighivepb_tserver_proto_rawDesc = "" +
 	"\x14AssignTabletsRequest\x124\n" +
 	"\x06assign\x18\x01 \x03(\v2\x1c.bighive.v1.TabletAssignmentR\x06assign\x12:\n" +
 	"\bunassign\x18\x02 \x03(\v2\x1e.bighive.v1.TabletUnassignmentR\bunassign\"\x17\n" +
-	"\x15AssignTabletsResponse2\xf2\x05\n" +
+	"\x15AssignTabletsResponse\"F\n" +
+	"\x13UpdateSchemaRequest\x12/\n" +
+	"\x06schema\x18\x01 \x01(\v2\x17.bighive.v1.TableSchemaR\x06schema\"\x16\n" +
+	"\x14UpdateSchemaResponse\"p\n" +
+	"\x0fDropRowsRequest\x12\x1b\n" +
+	"\ttablet_id\x18\x01 \x01(\tR\btabletId\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12*\n" +
+	"\x05range\x18\x03 \x01(\v2\x14.bighive.v1.RowRangeR\x05range\"5\n" +
+	"\x10DropRowsResponse\x12!\n" +
+	"\frows_deleted\x18\x01 \x01(\x03R\vrowsDeleted2\x8c\a\n" +
 	"\aTServer\x12H\n" +
 	"\tMutateRow\x12\x1c.bighive.v1.MutateRowRequest\x1a\x1d.bighive.v1.MutateRowResponse\x12K\n" +
 	"\n" +
@@ -1149,7 +1344,9 @@ const file_bighivepb_tserver_proto_rawDesc = "" +
 	"\x05Split\x12\x18.bighive.v1.SplitRequest\x1a\x19.bighive.v1.SplitResponse\x12?\n" +
 	"\x06Status\x12\x19.bighive.v1.StatusRequest\x1a\x1a.bighive.v1.StatusResponse\x12T\n" +
 	"\rAssignTablets\x12 .bighive.v1.AssignTabletsRequest\x1a!.bighive.v1.AssignTabletsResponse\x12]\n" +
-	"\x10SetCachePriority\x12#.bighive.v1.SetCachePriorityRequest\x1a$.bighive.v1.SetCachePriorityResponseB\x19Z\x17bighive/proto/bighivepbb\x06proto3"
+	"\x10SetCachePriority\x12#.bighive.v1.SetCachePriorityRequest\x1a$.bighive.v1.SetCachePriorityResponse\x12Q\n" +
+	"\fUpdateSchema\x12\x1f.bighive.v1.UpdateSchemaRequest\x1a .bighive.v1.UpdateSchemaResponse\x12E\n" +
+	"\bDropRows\x12\x1b.bighive.v1.DropRowsRequest\x1a\x1c.bighive.v1.DropRowsResponseB\x19Z\x17bighive/proto/bighivepbb\x06proto3"
 
 var (
 	file_bighivepb_tserver_proto_rawDescOnce sync.Once
@@ -1163,7 +1360,7 @@ func file_bighivepb_tserver_proto_rawDescGZIP() []byte {
 	return file_bighivepb_tserver_proto_rawDescData
 }
 
-var file_bighivepb_tserver_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_bighivepb_tserver_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_bighivepb_tserver_proto_goTypes = []any{
 	(*MutateRowRequest)(nil),         // 0: bighive.v1.MutateRowRequest
 	(*MutateRowResponse)(nil),        // 1: bighive.v1.MutateRowResponse
@@ -1184,58 +1381,69 @@ var file_bighivepb_tserver_proto_goTypes = []any{
 	(*StatusResponse)(nil),           // 16: bighive.v1.StatusResponse
 	(*AssignTabletsRequest)(nil),     // 17: bighive.v1.AssignTabletsRequest
 	(*AssignTabletsResponse)(nil),    // 18: bighive.v1.AssignTabletsResponse
-	nil,                              // 19: bighive.v1.StatusResponse.CountersEntry
-	(*RowMutation)(nil),              // 20: bighive.v1.RowMutation
-	(*RowStatus)(nil),                // 21: bighive.v1.RowStatus
-	(*ReadFilter)(nil),               // 22: bighive.v1.ReadFilter
-	(*Row)(nil),                      // 23: bighive.v1.Row
-	(*RowRange)(nil),                 // 24: bighive.v1.RowRange
-	(*LogPosition)(nil),              // 25: bighive.v1.LogPosition
-	(*TabletAssignment)(nil),         // 26: bighive.v1.TabletAssignment
-	(*TabletUnassignment)(nil),       // 27: bighive.v1.TabletUnassignment
-	(*SetCachePriorityRequest)(nil),  // 28: bighive.v1.SetCachePriorityRequest
-	(*SetCachePriorityResponse)(nil), // 29: bighive.v1.SetCachePriorityResponse
+	(*UpdateSchemaRequest)(nil),      // 19: bighive.v1.UpdateSchemaRequest
+	(*UpdateSchemaResponse)(nil),     // 20: bighive.v1.UpdateSchemaResponse
+	(*DropRowsRequest)(nil),          // 21: bighive.v1.DropRowsRequest
+	(*DropRowsResponse)(nil),         // 22: bighive.v1.DropRowsResponse
+	nil,                              // 23: bighive.v1.StatusResponse.CountersEntry
+	(*RowMutation)(nil),              // 24: bighive.v1.RowMutation
+	(*RowStatus)(nil),                // 25: bighive.v1.RowStatus
+	(*ReadFilter)(nil),               // 26: bighive.v1.ReadFilter
+	(*Row)(nil),                      // 27: bighive.v1.Row
+	(*RowRange)(nil),                 // 28: bighive.v1.RowRange
+	(*LogPosition)(nil),              // 29: bighive.v1.LogPosition
+	(*TabletAssignment)(nil),         // 30: bighive.v1.TabletAssignment
+	(*TabletUnassignment)(nil),       // 31: bighive.v1.TabletUnassignment
+	(*TableSchema)(nil),              // 32: bighive.v1.TableSchema
+	(*SetCachePriorityRequest)(nil),  // 33: bighive.v1.SetCachePriorityRequest
+	(*SetCachePriorityResponse)(nil), // 34: bighive.v1.SetCachePriorityResponse
 }
 var file_bighivepb_tserver_proto_depIdxs = []int32{
-	20, // 0: bighive.v1.MutateRowRequest.row:type_name -> bighive.v1.RowMutation
-	20, // 1: bighive.v1.MutateRowsRequest.rows:type_name -> bighive.v1.RowMutation
-	21, // 2: bighive.v1.MutateRowsResponse.statuses:type_name -> bighive.v1.RowStatus
-	22, // 3: bighive.v1.ReadRowRequest.filter:type_name -> bighive.v1.ReadFilter
-	23, // 4: bighive.v1.ReadRowResponse.row:type_name -> bighive.v1.Row
-	24, // 5: bighive.v1.ScanRowsRequest.range:type_name -> bighive.v1.RowRange
-	22, // 6: bighive.v1.ScanRowsRequest.filter:type_name -> bighive.v1.ReadFilter
-	23, // 7: bighive.v1.ScanRowsResponse.rows:type_name -> bighive.v1.Row
-	24, // 8: bighive.v1.TabletStatus.range:type_name -> bighive.v1.RowRange
+	24, // 0: bighive.v1.MutateRowRequest.row:type_name -> bighive.v1.RowMutation
+	24, // 1: bighive.v1.MutateRowsRequest.rows:type_name -> bighive.v1.RowMutation
+	25, // 2: bighive.v1.MutateRowsResponse.statuses:type_name -> bighive.v1.RowStatus
+	26, // 3: bighive.v1.ReadRowRequest.filter:type_name -> bighive.v1.ReadFilter
+	27, // 4: bighive.v1.ReadRowResponse.row:type_name -> bighive.v1.Row
+	28, // 5: bighive.v1.ScanRowsRequest.range:type_name -> bighive.v1.RowRange
+	26, // 6: bighive.v1.ScanRowsRequest.filter:type_name -> bighive.v1.ReadFilter
+	27, // 7: bighive.v1.ScanRowsResponse.rows:type_name -> bighive.v1.Row
+	28, // 8: bighive.v1.TabletStatus.range:type_name -> bighive.v1.RowRange
 	15, // 9: bighive.v1.StatusResponse.tablets:type_name -> bighive.v1.TabletStatus
-	25, // 10: bighive.v1.StatusResponse.log_position:type_name -> bighive.v1.LogPosition
-	19, // 11: bighive.v1.StatusResponse.counters:type_name -> bighive.v1.StatusResponse.CountersEntry
-	26, // 12: bighive.v1.AssignTabletsRequest.assign:type_name -> bighive.v1.TabletAssignment
-	27, // 13: bighive.v1.AssignTabletsRequest.unassign:type_name -> bighive.v1.TabletUnassignment
-	0,  // 14: bighive.v1.TServer.MutateRow:input_type -> bighive.v1.MutateRowRequest
-	2,  // 15: bighive.v1.TServer.MutateRows:input_type -> bighive.v1.MutateRowsRequest
-	4,  // 16: bighive.v1.TServer.ReadRow:input_type -> bighive.v1.ReadRowRequest
-	6,  // 17: bighive.v1.TServer.ScanRows:input_type -> bighive.v1.ScanRowsRequest
-	8,  // 18: bighive.v1.TServer.Checkpoint:input_type -> bighive.v1.CheckpointRequest
-	10, // 19: bighive.v1.TServer.Compact:input_type -> bighive.v1.CompactRequest
-	12, // 20: bighive.v1.TServer.Split:input_type -> bighive.v1.SplitRequest
-	14, // 21: bighive.v1.TServer.Status:input_type -> bighive.v1.StatusRequest
-	17, // 22: bighive.v1.TServer.AssignTablets:input_type -> bighive.v1.AssignTabletsRequest
-	28, // 23: bighive.v1.TServer.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
-	1,  // 24: bighive.v1.TServer.MutateRow:output_type -> bighive.v1.MutateRowResponse
-	3,  // 25: bighive.v1.TServer.MutateRows:output_type -> bighive.v1.MutateRowsResponse
-	5,  // 26: bighive.v1.TServer.ReadRow:output_type -> bighive.v1.ReadRowResponse
-	7,  // 27: bighive.v1.TServer.ScanRows:output_type -> bighive.v1.ScanRowsResponse
-	9,  // 28: bighive.v1.TServer.Checkpoint:output_type -> bighive.v1.CheckpointResponse
-	11, // 29: bighive.v1.TServer.Compact:output_type -> bighive.v1.CompactResponse
-	13, // 30: bighive.v1.TServer.Split:output_type -> bighive.v1.SplitResponse
-	16, // 31: bighive.v1.TServer.Status:output_type -> bighive.v1.StatusResponse
-	18, // 32: bighive.v1.TServer.AssignTablets:output_type -> bighive.v1.AssignTabletsResponse
-	29, // 33: bighive.v1.TServer.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
-	24, // [24:34] is the sub-list for method output_type
-	14, // [14:24] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	29, // 10: bighive.v1.StatusResponse.log_position:type_name -> bighive.v1.LogPosition
+	23, // 11: bighive.v1.StatusResponse.counters:type_name -> bighive.v1.StatusResponse.CountersEntry
+	30, // 12: bighive.v1.AssignTabletsRequest.assign:type_name -> bighive.v1.TabletAssignment
+	31, // 13: bighive.v1.AssignTabletsRequest.unassign:type_name -> bighive.v1.TabletUnassignment
+	32, // 14: bighive.v1.UpdateSchemaRequest.schema:type_name -> bighive.v1.TableSchema
+	28, // 15: bighive.v1.DropRowsRequest.range:type_name -> bighive.v1.RowRange
+	0,  // 16: bighive.v1.TServer.MutateRow:input_type -> bighive.v1.MutateRowRequest
+	2,  // 17: bighive.v1.TServer.MutateRows:input_type -> bighive.v1.MutateRowsRequest
+	4,  // 18: bighive.v1.TServer.ReadRow:input_type -> bighive.v1.ReadRowRequest
+	6,  // 19: bighive.v1.TServer.ScanRows:input_type -> bighive.v1.ScanRowsRequest
+	8,  // 20: bighive.v1.TServer.Checkpoint:input_type -> bighive.v1.CheckpointRequest
+	10, // 21: bighive.v1.TServer.Compact:input_type -> bighive.v1.CompactRequest
+	12, // 22: bighive.v1.TServer.Split:input_type -> bighive.v1.SplitRequest
+	14, // 23: bighive.v1.TServer.Status:input_type -> bighive.v1.StatusRequest
+	17, // 24: bighive.v1.TServer.AssignTablets:input_type -> bighive.v1.AssignTabletsRequest
+	33, // 25: bighive.v1.TServer.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
+	19, // 26: bighive.v1.TServer.UpdateSchema:input_type -> bighive.v1.UpdateSchemaRequest
+	21, // 27: bighive.v1.TServer.DropRows:input_type -> bighive.v1.DropRowsRequest
+	1,  // 28: bighive.v1.TServer.MutateRow:output_type -> bighive.v1.MutateRowResponse
+	3,  // 29: bighive.v1.TServer.MutateRows:output_type -> bighive.v1.MutateRowsResponse
+	5,  // 30: bighive.v1.TServer.ReadRow:output_type -> bighive.v1.ReadRowResponse
+	7,  // 31: bighive.v1.TServer.ScanRows:output_type -> bighive.v1.ScanRowsResponse
+	9,  // 32: bighive.v1.TServer.Checkpoint:output_type -> bighive.v1.CheckpointResponse
+	11, // 33: bighive.v1.TServer.Compact:output_type -> bighive.v1.CompactResponse
+	13, // 34: bighive.v1.TServer.Split:output_type -> bighive.v1.SplitResponse
+	16, // 35: bighive.v1.TServer.Status:output_type -> bighive.v1.StatusResponse
+	18, // 36: bighive.v1.TServer.AssignTablets:output_type -> bighive.v1.AssignTabletsResponse
+	34, // 37: bighive.v1.TServer.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
+	20, // 38: bighive.v1.TServer.UpdateSchema:output_type -> bighive.v1.UpdateSchemaResponse
+	22, // 39: bighive.v1.TServer.DropRows:output_type -> bighive.v1.DropRowsResponse
+	28, // [28:40] is the sub-list for method output_type
+	16, // [16:28] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_bighivepb_tserver_proto_init() }
@@ -1251,7 +1459,7 @@ func file_bighivepb_tserver_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bighivepb_tserver_proto_rawDesc), len(file_bighivepb_tserver_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -33,6 +33,8 @@ const (
 	TServer_Status_FullMethodName           = "/bighive.v1.TServer/Status"
 	TServer_AssignTablets_FullMethodName    = "/bighive.v1.TServer/AssignTablets"
 	TServer_SetCachePriority_FullMethodName = "/bighive.v1.TServer/SetCachePriority"
+	TServer_UpdateSchema_FullMethodName     = "/bighive.v1.TServer/UpdateSchema"
+	TServer_DropRows_FullMethodName         = "/bighive.v1.TServer/DropRows"
 )
 
 // TServerClient is the client API for TServer service.
@@ -54,6 +56,12 @@ type TServerClient interface {
 	// Direct assignment from the master (the heartbeat reply carries the same).
 	AssignTablets(ctx context.Context, in *AssignTabletsRequest, opts ...grpc.CallOption) (*AssignTabletsResponse, error)
 	SetCachePriority(ctx context.Context, in *SetCachePriorityRequest, opts ...grpc.CallOption) (*SetCachePriorityResponse, error)
+	// A table's new schema, pushed by the master; applied to every tablet of
+	// the table held here, and kept for tablets of it loaded later.
+	UpdateSchema(ctx context.Context, in *UpdateSchemaRequest, opts ...grpc.CallOption) (*UpdateSchemaResponse, error)
+	// Deletes the rows of a tablet in [start_row, end_row) through the write
+	// path (a delete-row tombstone per row); called by the master.
+	DropRows(ctx context.Context, in *DropRowsRequest, opts ...grpc.CallOption) (*DropRowsResponse, error)
 }
 
 type tServerClient struct {
@@ -173,6 +181,26 @@ func (c *tServerClient) SetCachePriority(ctx context.Context, in *SetCachePriori
 	return out, nil
 }
 
+func (c *tServerClient) UpdateSchema(ctx context.Context, in *UpdateSchemaRequest, opts ...grpc.CallOption) (*UpdateSchemaResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateSchemaResponse)
+	err := c.cc.Invoke(ctx, TServer_UpdateSchema_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *tServerClient) DropRows(ctx context.Context, in *DropRowsRequest, opts ...grpc.CallOption) (*DropRowsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DropRowsResponse)
+	err := c.cc.Invoke(ctx, TServer_DropRows_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TServerServer is the server API for TServer service.
 // All implementations must embed UnimplementedTServerServer
 // for forward compatibility.
@@ -192,6 +220,12 @@ type TServerServer interface {
 	// Direct assignment from the master (the heartbeat reply carries the same).
 	AssignTablets(context.Context, *AssignTabletsRequest) (*AssignTabletsResponse, error)
 	SetCachePriority(context.Context, *SetCachePriorityRequest) (*SetCachePriorityResponse, error)
+	// A table's new schema, pushed by the master; applied to every tablet of
+	// the table held here, and kept for tablets of it loaded later.
+	UpdateSchema(context.Context, *UpdateSchemaRequest) (*UpdateSchemaResponse, error)
+	// Deletes the rows of a tablet in [start_row, end_row) through the write
+	// path (a delete-row tombstone per row); called by the master.
+	DropRows(context.Context, *DropRowsRequest) (*DropRowsResponse, error)
 	mustEmbedUnimplementedTServerServer()
 }
 
@@ -231,6 +265,12 @@ func (UnimplementedTServerServer) AssignTablets(context.Context, *AssignTabletsR
 }
 func (UnimplementedTServerServer) SetCachePriority(context.Context, *SetCachePriorityRequest) (*SetCachePriorityResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetCachePriority not implemented")
+}
+func (UnimplementedTServerServer) UpdateSchema(context.Context, *UpdateSchemaRequest) (*UpdateSchemaResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateSchema not implemented")
+}
+func (UnimplementedTServerServer) DropRows(context.Context, *DropRowsRequest) (*DropRowsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DropRows not implemented")
 }
 func (UnimplementedTServerServer) mustEmbedUnimplementedTServerServer() {}
 func (UnimplementedTServerServer) testEmbeddedByValue()                 {}
@@ -426,6 +466,42 @@ func _TServer_SetCachePriority_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _TServer_UpdateSchema_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateSchemaRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TServerServer).UpdateSchema(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TServer_UpdateSchema_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TServerServer).UpdateSchema(ctx, req.(*UpdateSchemaRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TServer_DropRows_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DropRowsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TServerServer).DropRows(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TServer_DropRows_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TServerServer).DropRows(ctx, req.(*DropRowsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // TServer_ServiceDesc is the grpc.ServiceDesc for TServer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -468,6 +544,14 @@ var TServer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetCachePriority",
 			Handler:    _TServer_SetCachePriority_Handler,
+		},
+		{
+			MethodName: "UpdateSchema",
+			Handler:    _TServer_UpdateSchema_Handler,
+		},
+		{
+			MethodName: "DropRows",
+			Handler:    _TServer_DropRows_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -47,6 +47,8 @@ type MetaCommand struct {
 	//	*MetaCommand_Split
 	//	*MetaCommand_LogSplitDone
 	//	*MetaCommand_RecoveryFilesDeleted
+	//	*MetaCommand_DeleteFamily
+	//	*MetaCommand_SetGcRule
 	Cmd           isMetaCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -204,6 +206,24 @@ func (x *MetaCommand) GetRecoveryFilesDeleted() *MetaRecoveryFilesDeleted {
 	return nil
 }
 
+func (x *MetaCommand) GetDeleteFamily() *MetaDeleteFamily {
+	if x != nil {
+		if x, ok := x.Cmd.(*MetaCommand_DeleteFamily); ok {
+			return x.DeleteFamily
+		}
+	}
+	return nil
+}
+
+func (x *MetaCommand) GetSetGcRule() *MetaSetGCRule {
+	if x != nil {
+		if x, ok := x.Cmd.(*MetaCommand_SetGcRule); ok {
+			return x.SetGcRule
+		}
+	}
+	return nil
+}
+
 type isMetaCommand_Cmd interface {
 	isMetaCommand_Cmd()
 }
@@ -256,6 +276,14 @@ type MetaCommand_RecoveryFilesDeleted struct {
 	RecoveryFilesDeleted *MetaRecoveryFilesDeleted `protobuf:"bytes,13,opt,name=recovery_files_deleted,json=recoveryFilesDeleted,proto3,oneof"`
 }
 
+type MetaCommand_DeleteFamily struct {
+	DeleteFamily *MetaDeleteFamily `protobuf:"bytes,14,opt,name=delete_family,json=deleteFamily,proto3,oneof"`
+}
+
+type MetaCommand_SetGcRule struct {
+	SetGcRule *MetaSetGCRule `protobuf:"bytes,15,opt,name=set_gc_rule,json=setGcRule,proto3,oneof"`
+}
+
 func (*MetaCommand_CreateTable) isMetaCommand_Cmd() {}
 
 func (*MetaCommand_DeleteTable) isMetaCommand_Cmd() {}
@@ -279,6 +307,10 @@ func (*MetaCommand_Split) isMetaCommand_Cmd() {}
 func (*MetaCommand_LogSplitDone) isMetaCommand_Cmd() {}
 
 func (*MetaCommand_RecoveryFilesDeleted) isMetaCommand_Cmd() {}
+
+func (*MetaCommand_DeleteFamily) isMetaCommand_Cmd() {}
+
+func (*MetaCommand_SetGcRule) isMetaCommand_Cmd() {}
 
 // Creates a table and its initial tablets [“”, k1), …, [kn, “”), all
 // UNASSIGNED at epoch 0. The leader validated names and keys; the FSM
@@ -987,6 +1019,122 @@ func (x *MetaRecoveryFilesDeleted) GetPaths() []string {
 	return nil
 }
 
+// Removes a column family from a table's schema (its cells become
+// unreadable; compactions drop them).
+type MetaDeleteFamily struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Table         string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	Family        string                 `protobuf:"bytes,2,opt,name=family,proto3" json:"family,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetaDeleteFamily) Reset() {
+	*x = MetaDeleteFamily{}
+	mi := &file_storagepb_meta_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaDeleteFamily) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaDeleteFamily) ProtoMessage() {}
+
+func (x *MetaDeleteFamily) ProtoReflect() protoreflect.Message {
+	mi := &file_storagepb_meta_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaDeleteFamily.ProtoReflect.Descriptor instead.
+func (*MetaDeleteFamily) Descriptor() ([]byte, []int) {
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *MetaDeleteFamily) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *MetaDeleteFamily) GetFamily() string {
+	if x != nil {
+		return x.Family
+	}
+	return ""
+}
+
+// Replaces a family's GC rule (gc_rule set; max_versions and
+// max_age_micros cleared).
+type MetaSetGCRule struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Table         string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	Family        string                 `protobuf:"bytes,2,opt,name=family,proto3" json:"family,omitempty"`
+	GcRule        *bighivepb.GcRule      `protobuf:"bytes,3,opt,name=gc_rule,json=gcRule,proto3" json:"gc_rule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetaSetGCRule) Reset() {
+	*x = MetaSetGCRule{}
+	mi := &file_storagepb_meta_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaSetGCRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaSetGCRule) ProtoMessage() {}
+
+func (x *MetaSetGCRule) ProtoReflect() protoreflect.Message {
+	mi := &file_storagepb_meta_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaSetGCRule.ProtoReflect.Descriptor instead.
+func (*MetaSetGCRule) Descriptor() ([]byte, []int) {
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *MetaSetGCRule) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *MetaSetGCRule) GetFamily() string {
+	if x != nil {
+		return x.Family
+	}
+	return ""
+}
+
+func (x *MetaSetGCRule) GetGcRule() *bighivepb.GcRule {
+	if x != nil {
+		return x.GcRule
+	}
+	return nil
+}
+
 type MetaAssign_Item struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TabletId      string                 `protobuf:"bytes,1,opt,name=tablet_id,json=tabletId,proto3" json:"tablet_id,omitempty"`
@@ -998,7 +1146,7 @@ type MetaAssign_Item struct {
 
 func (x *MetaAssign_Item) Reset() {
 	*x = MetaAssign_Item{}
-	mi := &file_storagepb_meta_proto_msgTypes[14]
+	mi := &file_storagepb_meta_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1010,7 +1158,7 @@ func (x *MetaAssign_Item) String() string {
 func (*MetaAssign_Item) ProtoMessage() {}
 
 func (x *MetaAssign_Item) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[14]
+	mi := &file_storagepb_meta_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1058,7 +1206,7 @@ type MetaUnassign_Item struct {
 
 func (x *MetaUnassign_Item) Reset() {
 	*x = MetaUnassign_Item{}
-	mi := &file_storagepb_meta_proto_msgTypes[15]
+	mi := &file_storagepb_meta_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1070,7 +1218,7 @@ func (x *MetaUnassign_Item) String() string {
 func (*MetaUnassign_Item) ProtoMessage() {}
 
 func (x *MetaUnassign_Item) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[15]
+	mi := &file_storagepb_meta_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1119,7 +1267,7 @@ type MetaLogSplitDone_Item struct {
 
 func (x *MetaLogSplitDone_Item) Reset() {
 	*x = MetaLogSplitDone_Item{}
-	mi := &file_storagepb_meta_proto_msgTypes[16]
+	mi := &file_storagepb_meta_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1131,7 +1279,7 @@ func (x *MetaLogSplitDone_Item) String() string {
 func (*MetaLogSplitDone_Item) ProtoMessage() {}
 
 func (x *MetaLogSplitDone_Item) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[16]
+	mi := &file_storagepb_meta_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1179,7 +1327,7 @@ var File_storagepb_meta_proto protoreflect.FileDescriptor
 
 const file_storagepb_meta_proto_rawDesc = "" +
 	"\n" +
-	"\x14storagepb/meta.proto\x12\x12bighive.storage.v1\x1a\x16bighivepb/common.proto\x1a\x16bighivepb/master.proto\"\x98\a\n" +
+	"\x14storagepb/meta.proto\x12\x12bighive.storage.v1\x1a\x16bighivepb/common.proto\x1a\x16bighivepb/master.proto\"\xaa\b\n" +
 	"\vMetaCommand\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12H\n" +
 	"\fcreate_table\x18\x02 \x01(\v2#.bighive.storage.v1.MetaCreateTableH\x00R\vcreateTable\x12H\n" +
@@ -1198,7 +1346,9 @@ const file_storagepb_meta_proto_rawDesc = "" +
 	" \x01(\v2#.bighive.storage.v1.MetaAllocateIdsH\x00R\vallocateIds\x125\n" +
 	"\x05split\x18\v \x01(\v2\x1d.bighive.storage.v1.MetaSplitH\x00R\x05split\x12L\n" +
 	"\x0elog_split_done\x18\f \x01(\v2$.bighive.storage.v1.MetaLogSplitDoneH\x00R\flogSplitDone\x12d\n" +
-	"\x16recovery_files_deleted\x18\r \x01(\v2,.bighive.storage.v1.MetaRecoveryFilesDeletedH\x00R\x14recoveryFilesDeletedB\x05\n" +
+	"\x16recovery_files_deleted\x18\r \x01(\v2,.bighive.storage.v1.MetaRecoveryFilesDeletedH\x00R\x14recoveryFilesDeleted\x12K\n" +
+	"\rdelete_family\x18\x0e \x01(\v2$.bighive.storage.v1.MetaDeleteFamilyH\x00R\fdeleteFamily\x12C\n" +
+	"\vset_gc_rule\x18\x0f \x01(\v2!.bighive.storage.v1.MetaSetGCRuleH\x00R\tsetGcRuleB\x05\n" +
 	"\x03cmd\"a\n" +
 	"\x0fMetaCreateTable\x12/\n" +
 	"\x06schema\x18\x01 \x01(\v2\x17.bighive.v1.TableSchemaR\x06schema\x12\x1d\n" +
@@ -1255,7 +1405,14 @@ const file_storagepb_meta_proto_rawDesc = "" +
 	"\x13from_file_timestamp\x18\x03 \x01(\x03R\x11fromFileTimestamp\x12%\n" +
 	"\x0erecovery_files\x18\x04 \x03(\tR\rrecoveryFiles\"0\n" +
 	"\x18MetaRecoveryFilesDeleted\x12\x14\n" +
-	"\x05paths\x18\x01 \x03(\tR\x05pathsB\x19Z\x17bighive/proto/storagepbb\x06proto3"
+	"\x05paths\x18\x01 \x03(\tR\x05paths\"@\n" +
+	"\x10MetaDeleteFamily\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x16\n" +
+	"\x06family\x18\x02 \x01(\tR\x06family\"j\n" +
+	"\rMetaSetGCRule\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x16\n" +
+	"\x06family\x18\x02 \x01(\tR\x06family\x12+\n" +
+	"\agc_rule\x18\x03 \x01(\v2\x12.bighive.v1.GcRuleR\x06gcRuleB\x19Z\x17bighive/proto/storagepbb\x06proto3"
 
 var (
 	file_storagepb_meta_proto_rawDescOnce sync.Once
@@ -1269,7 +1426,7 @@ func file_storagepb_meta_proto_rawDescGZIP() []byte {
 	return file_storagepb_meta_proto_rawDescData
 }
 
-var file_storagepb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_storagepb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_storagepb_meta_proto_goTypes = []any{
 	(*MetaCommand)(nil),                // 0: bighive.storage.v1.MetaCommand
 	(*MetaCreateTable)(nil),            // 1: bighive.storage.v1.MetaCreateTable
@@ -1285,14 +1442,17 @@ var file_storagepb_meta_proto_goTypes = []any{
 	(*MetaSplit)(nil),                  // 11: bighive.storage.v1.MetaSplit
 	(*MetaLogSplitDone)(nil),           // 12: bighive.storage.v1.MetaLogSplitDone
 	(*MetaRecoveryFilesDeleted)(nil),   // 13: bighive.storage.v1.MetaRecoveryFilesDeleted
-	(*MetaAssign_Item)(nil),            // 14: bighive.storage.v1.MetaAssign.Item
-	(*MetaUnassign_Item)(nil),          // 15: bighive.storage.v1.MetaUnassign.Item
-	(*MetaLogSplitDone_Item)(nil),      // 16: bighive.storage.v1.MetaLogSplitDone.Item
-	(*bighivepb.TableSchema)(nil),      // 17: bighive.v1.TableSchema
-	(*bighivepb.FamilySpec)(nil),       // 18: bighive.v1.FamilySpec
-	(*bighivepb.LogPosition)(nil),      // 19: bighive.v1.LogPosition
-	(*bighivepb.CheckpointReport)(nil), // 20: bighive.v1.CheckpointReport
-	(*bighivepb.SplitChild)(nil),       // 21: bighive.v1.SplitChild
+	(*MetaDeleteFamily)(nil),           // 14: bighive.storage.v1.MetaDeleteFamily
+	(*MetaSetGCRule)(nil),              // 15: bighive.storage.v1.MetaSetGCRule
+	(*MetaAssign_Item)(nil),            // 16: bighive.storage.v1.MetaAssign.Item
+	(*MetaUnassign_Item)(nil),          // 17: bighive.storage.v1.MetaUnassign.Item
+	(*MetaLogSplitDone_Item)(nil),      // 18: bighive.storage.v1.MetaLogSplitDone.Item
+	(*bighivepb.TableSchema)(nil),      // 19: bighive.v1.TableSchema
+	(*bighivepb.FamilySpec)(nil),       // 20: bighive.v1.FamilySpec
+	(*bighivepb.LogPosition)(nil),      // 21: bighive.v1.LogPosition
+	(*bighivepb.CheckpointReport)(nil), // 22: bighive.v1.CheckpointReport
+	(*bighivepb.SplitChild)(nil),       // 23: bighive.v1.SplitChild
+	(*bighivepb.GcRule)(nil),           // 24: bighive.v1.GcRule
 }
 var file_storagepb_meta_proto_depIdxs = []int32{
 	1,  // 0: bighive.storage.v1.MetaCommand.create_table:type_name -> bighive.storage.v1.MetaCreateTable
@@ -1307,20 +1467,23 @@ var file_storagepb_meta_proto_depIdxs = []int32{
 	11, // 9: bighive.storage.v1.MetaCommand.split:type_name -> bighive.storage.v1.MetaSplit
 	12, // 10: bighive.storage.v1.MetaCommand.log_split_done:type_name -> bighive.storage.v1.MetaLogSplitDone
 	13, // 11: bighive.storage.v1.MetaCommand.recovery_files_deleted:type_name -> bighive.storage.v1.MetaRecoveryFilesDeleted
-	17, // 12: bighive.storage.v1.MetaCreateTable.schema:type_name -> bighive.v1.TableSchema
-	18, // 13: bighive.storage.v1.MetaAddFamily.family:type_name -> bighive.v1.FamilySpec
-	5,  // 14: bighive.storage.v1.MetaRegisterTServer.tserver:type_name -> bighive.storage.v1.MetaTServer
-	14, // 15: bighive.storage.v1.MetaAssign.items:type_name -> bighive.storage.v1.MetaAssign.Item
-	15, // 16: bighive.storage.v1.MetaUnassign.items:type_name -> bighive.storage.v1.MetaUnassign.Item
-	19, // 17: bighive.storage.v1.MetaTabletLoad.position:type_name -> bighive.v1.LogPosition
-	20, // 18: bighive.storage.v1.MetaCheckpoint.reports:type_name -> bighive.v1.CheckpointReport
-	21, // 19: bighive.storage.v1.MetaSplit.children:type_name -> bighive.v1.SplitChild
-	16, // 20: bighive.storage.v1.MetaLogSplitDone.items:type_name -> bighive.storage.v1.MetaLogSplitDone.Item
-	21, // [21:21] is the sub-list for method output_type
-	21, // [21:21] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	14, // 12: bighive.storage.v1.MetaCommand.delete_family:type_name -> bighive.storage.v1.MetaDeleteFamily
+	15, // 13: bighive.storage.v1.MetaCommand.set_gc_rule:type_name -> bighive.storage.v1.MetaSetGCRule
+	19, // 14: bighive.storage.v1.MetaCreateTable.schema:type_name -> bighive.v1.TableSchema
+	20, // 15: bighive.storage.v1.MetaAddFamily.family:type_name -> bighive.v1.FamilySpec
+	5,  // 16: bighive.storage.v1.MetaRegisterTServer.tserver:type_name -> bighive.storage.v1.MetaTServer
+	16, // 17: bighive.storage.v1.MetaAssign.items:type_name -> bighive.storage.v1.MetaAssign.Item
+	17, // 18: bighive.storage.v1.MetaUnassign.items:type_name -> bighive.storage.v1.MetaUnassign.Item
+	21, // 19: bighive.storage.v1.MetaTabletLoad.position:type_name -> bighive.v1.LogPosition
+	22, // 20: bighive.storage.v1.MetaCheckpoint.reports:type_name -> bighive.v1.CheckpointReport
+	23, // 21: bighive.storage.v1.MetaSplit.children:type_name -> bighive.v1.SplitChild
+	18, // 22: bighive.storage.v1.MetaLogSplitDone.items:type_name -> bighive.storage.v1.MetaLogSplitDone.Item
+	24, // 23: bighive.storage.v1.MetaSetGCRule.gc_rule:type_name -> bighive.v1.GcRule
+	24, // [24:24] is the sub-list for method output_type
+	24, // [24:24] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_storagepb_meta_proto_init() }
@@ -1341,6 +1504,8 @@ func file_storagepb_meta_proto_init() {
 		(*MetaCommand_Split)(nil),
 		(*MetaCommand_LogSplitDone)(nil),
 		(*MetaCommand_RecoveryFilesDeleted)(nil),
+		(*MetaCommand_DeleteFamily)(nil),
+		(*MetaCommand_SetGcRule)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1348,7 +1513,7 @@ func file_storagepb_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_storagepb_meta_proto_rawDesc), len(file_storagepb_meta_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,187 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"bighive/internal/apierr"
+	"bighive/internal/limits"
+	pb "bighive/proto/bighivepb"
+)
+
+// A GCPolicy is a column family's garbage-collection rule, in the shapes of
+// cloud.google.com/go/bigtable: MaxVersionsPolicy, MaxAgePolicy, and
+// UnionPolicy and IntersectionPolicy nested to any depth. Cells the policy
+// calls garbage are never read again and are dropped by compactions.
+type GCPolicy interface {
+	String() string
+	proto() *pb.GcRule
+}
+
+type maxVersionsPolicy int
+
+// MaxVersionsPolicy keeps the newest n versions of each column.
+func MaxVersionsPolicy(n int) GCPolicy { return maxVersionsPolicy(n) }
+
+func (p maxVersionsPolicy) String() string { return fmt.Sprintf("versions() > %d", int(p)) }
+func (p maxVersionsPolicy) proto() *pb.GcRule {
+	return &pb.GcRule{Rule: &pb.GcRule_MaxNumVersions{MaxNumVersions: int32(p)}}
+}
+
+type maxAgePolicy time.Duration
+
+// MaxAgePolicy makes cells older than d (by their timestamp, relative to
+// now) garbage.
+func MaxAgePolicy(d time.Duration) GCPolicy { return maxAgePolicy(d) }
+
+func (p maxAgePolicy) String() string { return fmt.Sprintf("age() > %v", time.Duration(p)) }
+func (p maxAgePolicy) proto() *pb.GcRule {
+	return &pb.GcRule{Rule: &pb.GcRule_MaxAgeMicros{MaxAgeMicros: time.Duration(p).Microseconds()}}
+}
+
+type unionPolicy []GCPolicy
+
+// UnionPolicy makes a cell garbage if any of the policies does.
+func UnionPolicy(sub ...GCPolicy) GCPolicy { return unionPolicy(sub) }
+
+func (p unionPolicy) String() string { return joinPolicies(p, " || ") }
+func (p unionPolicy) proto() *pb.GcRule {
+	return &pb.GcRule{Rule: &pb.GcRule_Union_{Union: &pb.GcRule_Union{Rules: protos(p)}}}
+}
+
+type intersectionPolicy []GCPolicy
+
+// IntersectionPolicy makes a cell garbage if all of the policies do.
+func IntersectionPolicy(sub ...GCPolicy) GCPolicy { return intersectionPolicy(sub) }
+
+func (p intersectionPolicy) String() string { return joinPolicies(p, " && ") }
+func (p intersectionPolicy) proto() *pb.GcRule {
+	return &pb.GcRule{Rule: &pb.GcRule_Intersection_{Intersection: &pb.GcRule_Intersection{Rules: protos(p)}}}
+}
+
+type noGCPolicy struct{}
+
+// NoGcPolicy keeps every cell.
+func NoGcPolicy() GCPolicy { return noGCPolicy{} }
+
+func (noGCPolicy) String() string    { return "" }
+func (noGCPolicy) proto() *pb.GcRule { return &pb.GcRule{} }
+
+func joinPolicies(ps []GCPolicy, sep string) string {
+	parts := make([]string, len(ps))
+	for i, p := range ps {
+		parts[i] = "(" + p.String() + ")"
+	}
+	return strings.Join(parts, sep)
+}
+
+func protos(ps []GCPolicy) []*pb.GcRule {
+	out := make([]*pb.GcRule, len(ps))
+	for i, p := range ps {
+		if p == nil {
+			p = noGCPolicy{}
+		}
+		out[i] = p.proto()
+	}
+	return out
+}
+
+// CreateColumnFamily adds a column family (keeping every version) to a
+// table. Writes to it succeed as soon as it returns: the master pushes the
+// new schema to every tserver serving the table before answering.
+func (c *Client) CreateColumnFamily(ctx context.Context, table, family string) error {
+	prefix := errorPrefix("create column family %q of table %q", family, table)
+	if err := limits.ValidateTableName(table); err != nil {
+		return statusError(err, prefix)
+	}
+	if err := limits.ValidateFamilyName(family); err != nil {
+		return statusError(err, prefix)
+	}
+	attempts := 0
+	return c.callMaster(ctx, prefix, func(ctx context.Context, m pb.MasterClient) error {
+		attempts++
+		_, err := m.AddFamily(ctx, &pb.AddFamilyRequest{Table: table, Family: &pb.FamilySpec{Name: family}})
+		if attempts > 1 && apierr.CodeOf(err) == codes.AlreadyExists {
+			return nil // an earlier attempt whose reply was lost created it
+		}
+		return err
+	})
+}
+
+// DeleteColumnFamily removes a column family: once it returns, reads never
+// show its cells and writes to it fail with InvalidArgument; compactions
+// reclaim its data.
+func (c *Client) DeleteColumnFamily(ctx context.Context, table, family string) error {
+	prefix := errorPrefix("delete column family %q of table %q", family, table)
+	if err := limits.ValidateTableName(table); err != nil {
+		return statusError(err, prefix)
+	}
+	if err := limits.ValidateFamilyName(family); err != nil {
+		return statusError(err, prefix)
+	}
+	attempts := 0
+	return c.callMaster(ctx, prefix, func(ctx context.Context, m pb.MasterClient) error {
+		attempts++
+		_, err := m.DeleteFamily(ctx, &pb.DeleteFamilyRequest{Table: table, Family: family})
+		if attempts > 1 && apierr.CodeOf(err) == codes.NotFound {
+			return nil // an earlier attempt whose reply was lost deleted it
+		}
+		return err
+	})
+}
+
+// SetGCPolicy sets a column family's garbage-collection policy; reads
+// apply it as soon as it returns.
+func (c *Client) SetGCPolicy(ctx context.Context, table, family string, policy GCPolicy) error {
+	prefix := errorPrefix("set the GC policy of column family %q of table %q", family, table)
+	if err := limits.ValidateTableName(table); err != nil {
+		return statusError(err, prefix)
+	}
+	if err := limits.ValidateFamilyName(family); err != nil {
+		return statusError(err, prefix)
+	}
+	if policy == nil {
+		return statusError(apierr.InvalidArgument("the policy is nil; use NoGcPolicy to keep every cell"), prefix)
+	}
+	rule := policy.proto()
+	return c.callMaster(ctx, prefix, func(ctx context.Context, m pb.MasterClient) error {
+		_, err := m.SetGCRule(ctx, &pb.SetGCRuleRequest{Table: table, Family: family, GcRule: rule})
+		return err
+	})
+}
+
+// DropRowRange deletes every row of table whose key starts with
+// rowKeyPrefix (which must not be empty; see DropAllRows). Rows written
+// after it returns are kept. It may be retried: dropping again is harmless.
+func (c *Client) DropRowRange(ctx context.Context, table, rowKeyPrefix string) error {
+	prefix := errorPrefix("drop rows with prefix %q of table %q", rowKeyPrefix, table)
+	if err := limits.ValidateTableName(table); err != nil {
+		return statusError(err, prefix)
+	}
+	if rowKeyPrefix == "" {
+		return statusError(apierr.InvalidArgument("the row key prefix is empty; use DropAllRows to drop every row"), prefix)
+	}
+	return c.callMaster(ctx, prefix, func(ctx context.Context, m pb.MasterClient) error {
+		_, err := m.DropRowRange(ctx, &pb.DropRowRangeRequest{Table: table,
+			Target: &pb.DropRowRangeRequest_RowKeyPrefix{RowKeyPrefix: []byte(rowKeyPrefix)}})
+		return err
+	})
+}
+
+// DropAllRows deletes every row of table; rows written after it returns
+// are kept.
+func (c *Client) DropAllRows(ctx context.Context, table string) error {
+	prefix := errorPrefix("drop all rows of table %q", table)
+	if err := limits.ValidateTableName(table); err != nil {
+		return statusError(err, prefix)
+	}
+	return c.callMaster(ctx, prefix, func(ctx context.Context, m pb.MasterClient) error {
+		_, err := m.DropRowRange(ctx, &pb.DropRowRangeRequest{Table: table,
+			Target: &pb.DropRowRangeRequest_DeleteAllDataFromTable{DeleteAllDataFromTable: true}})
+		return err
+	})
+}

@@ -1,0 +1,296 @@
+package master
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+
+	"bighive/internal/apierr"
+	"bighive/internal/limits"
+	"bighive/meta"
+	pb "bighive/proto/bighivepb"
+	spb "bighive/proto/storagepb"
+)
+
+// Live schema changes. Every change commits one meta command that also
+// bumps TableSchema.version, then pushes the new schema to every tserver
+// that holds a tablet of the table (assigned or serving) with
+// TServer.UpdateSchema, and returns once each acknowledged. A tserver keeps
+// the highest version it has seen and applies it to every tablet of the
+// table, also to one whose assignment carried an older schema: an
+// assignment is committed (naming its tserver) before its reply is sent,
+// so every tserver that may load a tablet with the old schema is among
+// those pushed to. Heartbeat replies carry changed schemas too, for a push
+// that failed.
+
+// pushTimeout bounds the push of a schema change when the call has no
+// deadline.
+const pushTimeout = 20 * time.Second
+
+// pushSchema sends the table's committed schema to every tserver holding
+// one of its tablets and waits for each to acknowledge.
+func (m *Master) pushSchema(ctx context.Context, table string) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, pushTimeout)
+		defer cancel()
+	}
+	var schema *pb.TableSchema
+	addrs := map[string]string{} // uuid → address
+	err := m.view(func(r *meta.Reader) error {
+		var err error
+		if schema, err = r.Table(table); err != nil {
+			return err
+		}
+		tablets, err := r.TableTablets(table, nil, 0)
+		if err != nil {
+			return err
+		}
+		for _, t := range tablets {
+			if t.State == pb.TabletState_TABLET_STATE_UNASSIGNED || t.TserverUuid == "" {
+				continue
+			}
+			if _, ok := addrs[t.TserverUuid]; ok {
+				continue
+			}
+			if ts, err := r.TServer(t.TserverUuid); err == nil {
+				addrs[t.TserverUuid] = ts.Address
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	ls := m.leader
+	m.mu.Unlock()
+	if ls != nil {
+		ls.mu.Lock()
+		for uuid := range addrs {
+			// Declared dead: its tablets go to other tservers, with the
+			// committed schema in their assignments.
+			if l := ls.leases[uuid]; l != nil && l.dead {
+				delete(addrs, uuid)
+			}
+		}
+		ls.mu.Unlock()
+	}
+	for uuid, addr := range addrs {
+		if err := m.callTServer(ctx, addr, func(ctx context.Context, c pb.TServerClient) error {
+			_, err := c.UpdateSchema(ctx, &pb.UpdateSchemaRequest{Schema: schema})
+			return err
+		}); err != nil {
+			// Aborted, not Unavailable: the change is committed, and a
+			// blind retry of it would fail (AlreadyExists, NotFound).
+			return apierr.Wrap(codes.Aborted, err,
+				"master: the schema of table %q (version %d) is committed, but tserver %s (%s) did not acknowledge it; it learns it with its next heartbeat",
+				table, schema.Version, uuid, addr)
+		}
+	}
+	m.log.Info("schema pushed", "table", table, "version", schema.Version, "tservers", len(addrs))
+	return nil
+}
+
+// callTServer calls fn on the tserver at addr, retrying transient errors
+// until ctx ends.
+func (m *Master) callTServer(ctx context.Context, addr string, fn func(context.Context, pb.TServerClient) error) error {
+	conn, err := grpc.NewClient(addr, limits.GRPCDialOptions()...)
+	if err != nil {
+		return fmt.Errorf("master: dial tserver %s: %w", addr, err)
+	}
+	defer conn.Close()
+	c := pb.NewTServerClient(conn)
+	for wait := 20 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		err := fn(ctx, c)
+		if err == nil || !retryable(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("master: tserver %s: %w (last error: %w)", addr, ctx.Err(), err)
+		case <-time.After(wait):
+		}
+	}
+}
+
+func retryable(err error) bool {
+	switch apierr.CodeOf(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Aborted:
+		return true
+	}
+	return false
+}
+
+// DeleteFamily removes a column family from a table's schema. Once it
+// returns, reads never show the family's cells and writes to it are
+// InvalidArgument on every tserver; major compactions drop its cells.
+func (m *Master) DeleteFamily(ctx context.Context, req *pb.DeleteFamilyRequest) (*pb.DeleteFamilyResponse, error) {
+	if _, err := m.ready(); err != nil {
+		return nil, err
+	}
+	if err := limits.ValidateTableName(req.Table); err != nil {
+		return nil, err
+	}
+	if err := limits.ValidateFamilyName(req.Family); err != nil {
+		return nil, err
+	}
+	if _, err := m.apply(ctx, &spb.MetaCommand{Cmd: &spb.MetaCommand_DeleteFamily{DeleteFamily: &spb.MetaDeleteFamily{
+		Table: req.Table, Family: req.Family}}}); err != nil {
+		if apierr.CodeOf(err) == codes.NotFound {
+			// Perhaps deleted by an attempt of this call whose reply was
+			// lost before its push finished: push again, then answer.
+			_ = m.pushSchema(ctx, req.Table)
+		}
+		return nil, err
+	}
+	if err := m.pushSchema(ctx, req.Table); err != nil {
+		return nil, err
+	}
+	m.log.Info("column family deleted", "table", req.Table, "family", req.Family)
+	return &pb.DeleteFamilyResponse{}, nil
+}
+
+// SetGCRule replaces a family's GC rule (its max_versions and
+// max_age_micros are cleared: the rule alone decides).
+func (m *Master) SetGCRule(ctx context.Context, req *pb.SetGCRuleRequest) (*pb.SetGCRuleResponse, error) {
+	if _, err := m.ready(); err != nil {
+		return nil, err
+	}
+	if err := limits.ValidateTableName(req.Table); err != nil {
+		return nil, err
+	}
+	if err := limits.ValidateFamilyName(req.Family); err != nil {
+		return nil, err
+	}
+	if err := meta.ValidateGCRule(req.Family, req.GcRule); err != nil {
+		return nil, err
+	}
+	if _, err := m.apply(ctx, &spb.MetaCommand{Cmd: &spb.MetaCommand_SetGcRule{SetGcRule: &spb.MetaSetGCRule{
+		Table: req.Table, Family: req.Family, GcRule: req.GcRule}}}); err != nil {
+		return nil, err
+	}
+	if err := m.pushSchema(ctx, req.Table); err != nil {
+		return nil, err
+	}
+	return &pb.SetGCRuleResponse{}, nil
+}
+
+// DropRowRange deletes every row of a table with a key prefix, or every
+// row. For each tablet overlapping the range, the tablet's owner writes a
+// delete-row tombstone for each row present through its write path
+// (TServer.DropRows): the tombstones are logged and carry the tablet's
+// write sequence, so they survive a restart (log replay) and a failover
+// (log splitting) like any write, and a row written after DropRowRange
+// returns gets a higher sequence and is kept. A tablet that splits or
+// moves meanwhile is looked up again and its part retried; DropRows is
+// idempotent. The cost is one tombstone per existing row.
+func (m *Master) DropRowRange(ctx context.Context, req *pb.DropRowRangeRequest) (*pb.DropRowRangeResponse, error) {
+	if _, err := m.ready(); err != nil {
+		return nil, err
+	}
+	if err := limits.ValidateTableName(req.Table); err != nil {
+		return nil, err
+	}
+	var start, end []byte
+	switch t := req.Target.(type) {
+	case *pb.DropRowRangeRequest_RowKeyPrefix:
+		if len(t.RowKeyPrefix) == 0 {
+			return nil, apierr.InvalidArgument("drop row range of table %q: the row key prefix is empty; use delete_all_data_from_table to drop every row", req.Table)
+		}
+		if err := limits.ValidateRowKey(t.RowKeyPrefix); err != nil {
+			return nil, err
+		}
+		start, end = t.RowKeyPrefix, prefixEnd(t.RowKeyPrefix)
+	case *pb.DropRowRangeRequest_DeleteAllDataFromTable:
+		if !t.DeleteAllDataFromTable {
+			return nil, apierr.InvalidArgument("drop row range of table %q: delete_all_data_from_table is false; give a prefix or set it", req.Table)
+		}
+	default:
+		return nil, apierr.InvalidArgument("drop row range of table %q: give a row key prefix or delete_all_data_from_table", req.Table)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 10*pushTimeout)
+		defer cancel()
+	}
+	var deleted int64
+	cur := start
+	for wait := 20 * time.Millisecond; ; {
+		t, addr, err := m.tabletAt(req.Table, cur)
+		if err != nil {
+			return nil, err
+		}
+		var n int64
+		if addr != "" {
+			err = m.callTServer(ctx, addr, func(ctx context.Context, c pb.TServerClient) error {
+				resp, err := c.DropRows(ctx, &pb.DropRowsRequest{TabletId: t.TabletId, Epoch: t.Epoch,
+					Range: &pb.RowRange{StartRow: cur, EndRow: end}})
+				n = resp.GetRowsDeleted()
+				return err
+			})
+		}
+		if addr == "" || err != nil {
+			if _, routing := apierr.TabletReason(err); err != nil && !routing && !retryable(err) {
+				return nil, err
+			}
+			select { // not serving yet, moved or split: look it up again
+			case <-ctx.Done():
+				return nil, apierr.Wrap(codes.Unavailable, ctx.Err(), "drop row range of table %q: tablet %s (from row %q) is not serving (last error: %v); retry, dropping again is harmless",
+					req.Table, t.TabletId, cur, err)
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, time.Second)
+			continue
+		}
+		deleted += n
+		tend := t.Range.GetEndRow()
+		if len(tend) == 0 || (end != nil && bytes.Compare(tend, end) >= 0) {
+			break
+		}
+		cur = tend
+	}
+	m.log.Info("row range dropped", "table", req.Table, "prefix", start, "rows", deleted)
+	return &pb.DropRowRangeResponse{}, nil
+}
+
+// tabletAt returns the tablet of table holding row and its owner's address
+// when it is serving ("" otherwise).
+func (m *Master) tabletAt(table string, row []byte) (*pb.TabletMeta, string, error) {
+	var t *pb.TabletMeta
+	var addr string
+	err := m.view(func(r *meta.Reader) error {
+		ts, err := r.TableTablets(table, row, 1)
+		if err != nil {
+			return err
+		}
+		if len(ts) == 0 {
+			return apierr.NotFound("table %q has no tablets", table)
+		}
+		t = ts[0]
+		if t.State == pb.TabletState_TABLET_STATE_SERVING && t.TserverUuid != "" {
+			if s, err := r.TServer(t.TserverUuid); err == nil {
+				addr = s.Address
+			}
+		}
+		return nil
+	})
+	return t, addr, err
+}
+
+// prefixEnd is the first key after every key with the prefix (nil if none:
+// the prefix is all 0xff bytes).
+func prefixEnd(p []byte) []byte {
+	end := bytes.Clone(p)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,109 @@
+package meta
+
+import (
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+
+	"bighive/internal/apierr"
+	pb "bighive/proto/bighivepb"
+	spb "bighive/proto/storagepb"
+)
+
+func delFamCmd(table, fam string) *spb.MetaCommand {
+	return &spb.MetaCommand{Cmd: &spb.MetaCommand_DeleteFamily{DeleteFamily: &spb.MetaDeleteFamily{Table: table, Family: fam}}}
+}
+
+func gcCmd(table, fam string, r *pb.GcRule) *spb.MetaCommand {
+	return &spb.MetaCommand{Cmd: &spb.MetaCommand_SetGcRule{SetGcRule: &spb.MetaSetGCRule{Table: table, Family: fam, GcRule: r}}}
+}
+
+func maxVer(n int32) *pb.GcRule {
+	return &pb.GcRule{Rule: &pb.GcRule_MaxNumVersions{MaxNumVersions: n}}
+}
+
+func union(rs ...*pb.GcRule) *pb.GcRule {
+	return &pb.GcRule{Rule: &pb.GcRule_Union_{Union: &pb.GcRule_Union{Rules: rs}}}
+}
+
+func inter(rs ...*pb.GcRule) *pb.GcRule {
+	return &pb.GcRule{Rule: &pb.GcRule_Intersection_{Intersection: &pb.GcRule_Intersection{Rules: rs}}}
+}
+
+// TestSchemaChanges: every change bumps the schema version; SetGCRule
+// replaces the legacy policy fields; DeleteFamily removes the family.
+func TestSchemaChanges(t *testing.T) {
+	f := openTestFSM(t)
+	f.mustApply(createCmd("t1"))
+	schema := func() *pb.TableSchema {
+		var s *pb.TableSchema
+		if err := f.View(func(r *Reader) (err error) { s, err = r.Table("t1"); return err }); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if v := schema().Version; v != 1 {
+		t.Fatalf("version %d at creation, want 1", v)
+	}
+	f.mustApply(&spb.MetaCommand{Cmd: &spb.MetaCommand_AddFamily{AddFamily: &spb.MetaAddFamily{Table: "t1",
+		Family: &pb.FamilySpec{Name: "f2", MaxVersions: 3, MaxAgeMicros: 10}}}})
+	rule := union(inter(maxVer(2), &pb.GcRule{Rule: &pb.GcRule_MaxAgeMicros{MaxAgeMicros: 1000}}), maxVer(5))
+	f.mustApply(gcCmd("t1", "f2", rule))
+	s := schema()
+	if s.Version != 3 || len(s.Families) != 2 {
+		t.Fatalf("after add and set: %v", s)
+	}
+	got := s.Families[1]
+	if got.MaxVersions != 0 || got.MaxAgeMicros != 0 || !proto.Equal(got.GcRule, rule) {
+		t.Fatalf("family after SetGCRule: %v", got)
+	}
+	f.mustApply(delFamCmd("t1", "f2"))
+	if s := schema(); s.Version != 4 || len(s.Families) != 1 || s.Families[0].Name != "cf" {
+		t.Fatalf("after delete: %v", s)
+	}
+	// A table created again under the name has a higher version than any
+	// its namesake had.
+	f.mustApply(&spb.MetaCommand{Cmd: &spb.MetaCommand_DeleteTable{DeleteTable: &spb.MetaDeleteTable{Name: "t1"}}})
+	f.mustApply(createCmd("t1"))
+	if v := schema().Version; v != 5 {
+		t.Fatalf("version %d after creating the table again, want 5", v)
+	}
+}
+
+func TestSchemaChangeErrors(t *testing.T) {
+	f := openTestFSM(t)
+	f.mustApply(createCmd("t1"))
+	deep := &pb.GcRule{}
+	for range MaxGCRuleDepth {
+		deep = union(deep)
+	}
+	tests := []struct {
+		name string
+		cmd  *spb.MetaCommand
+		want codes.Code
+	}{
+		{"delete unknown family", delFamCmd("t1", "nope"), codes.NotFound},
+		{"delete the last family", delFamCmd("t1", "cf"), codes.FailedPrecondition},
+		{"delete family of unknown table", delFamCmd("nope", "cf"), codes.NotFound},
+		{"rule of unknown family", gcCmd("t1", "nope", maxVer(1)), codes.InvalidArgument},
+		{"max versions 0", gcCmd("t1", "cf", maxVer(0)), codes.InvalidArgument},
+		{"nested max versions -1", gcCmd("t1", "cf", inter(union(maxVer(1), maxVer(-1)))), codes.InvalidArgument},
+		{"max age 0", gcCmd("t1", "cf", &pb.GcRule{Rule: &pb.GcRule_MaxAgeMicros{}}), codes.InvalidArgument},
+		{"too deep", gcCmd("t1", "cf", deep), codes.InvalidArgument},
+		{"bad rule in AddFamily", &spb.MetaCommand{Cmd: &spb.MetaCommand_AddFamily{AddFamily: &spb.MetaAddFamily{Table: "t1",
+			Family: &pb.FamilySpec{Name: "f", GcRule: maxVer(0)}}}}, codes.InvalidArgument},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			before := f.dump()
+			res := f.apply(tc.cmd)
+			if got := apierr.CodeOf(res.Err); got != tc.want {
+				t.Fatalf("code %v (%v), want %v", got, res.Err, tc.want)
+			}
+			if after := f.dump(); after != before {
+				t.Errorf("a refused command changed the state")
+			}
+		})
+	}
+}

@@ -1,0 +1,229 @@
+package tserver
+
+import (
+	"bighive/internal/mutation"
+	"bytes"
+	"context"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"bighive/internal/limits"
+	pb "bighive/proto/bighivepb"
+	"bighive/tablet"
+)
+
+// schemas holds the newest schema (highest TableSchema.version) this
+// tserver has seen of each table, from assignments, heartbeat replies and
+// the master's UpdateSchema pushes. A tablet always runs the newest one:
+// an assignment carrying an older schema (built before a change the
+// master pushed meanwhile) loads with the newer one.
+type schemas struct {
+	mu sync.Mutex
+	m  map[string]*pb.TableSchema
+}
+
+// learn records ts if it is newer than the known schema of its table and
+// returns the newest one, and whether ts changed it.
+func (c *schemas) learn(ts *pb.TableSchema) (*pb.TableSchema, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]*pb.TableSchema{}
+	}
+	old := c.m[ts.GetName()]
+	if old != nil && old.Version >= ts.GetVersion() {
+		return old, false
+	}
+	c.m[ts.GetName()] = ts
+	return ts, true
+}
+
+func (c *schemas) get(table string) *pb.TableSchema {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[table]
+}
+
+// learnSchema records a table schema and, if it is the newest, applies it
+// to every tablet of the table held here.
+func (s *Server) learnSchema(ts *pb.TableSchema) {
+	if ts == nil {
+		return
+	}
+	newest, changed := s.schemas.learn(ts)
+	if !changed {
+		return
+	}
+	sch := schemaOf(newest)
+	for _, r := range s.tablets.all() {
+		if r.Table() == newest.Name {
+			r.Engine().SetSchema(sch)
+		}
+	}
+	s.log.Info("schema updated", "table", newest.Name, "version", newest.Version, "families", len(newest.Families))
+}
+
+// refreshSchema gives r the newest known schema of its table: called once
+// r is in the registry, so a push that raced with its load is not missed.
+func (s *Server) refreshSchema(r *replica) {
+	if ts := s.schemas.get(r.Table()); ts != nil {
+		r.Engine().SetSchema(schemaOf(ts))
+	}
+}
+
+// UpdateSchema applies a table's schema pushed by the master.
+func (s *Server) UpdateSchema(ctx context.Context, req *pb.UpdateSchemaRequest) (*pb.UpdateSchemaResponse, error) {
+	if err := limits.ValidateTableName(req.GetSchema().GetName()); err != nil {
+		return nil, err
+	}
+	s.learnSchema(proto.Clone(req.Schema).(*pb.TableSchema))
+	return &pb.UpdateSchemaResponse{}, nil
+}
+
+// schemaOf converts a table schema of the API.
+func schemaOf(ts *pb.TableSchema) tablet.Schema {
+	s := tablet.Schema{Families: map[string]tablet.FamilyPolicy{}}
+	for _, f := range ts.GetFamilies() {
+		p := tablet.FamilyPolicy{MaxVersions: int(f.MaxVersions), MaxAge: familyMaxAge(f.MaxAgeMicros)}
+		if f.GcRule != nil {
+			r := gcRuleOf(f.GcRule)
+			p.Rule = &r
+		}
+		s.Families[f.Name] = p
+	}
+	return s
+}
+
+// gcRuleOf converts a GC rule of the API (validated by the master).
+func gcRuleOf(r *pb.GcRule) tablet.GCRule {
+	switch x := r.GetRule().(type) {
+	case *pb.GcRule_MaxNumVersions:
+		return tablet.GCRule{Kind: tablet.GCMaxVersions, MaxVersions: int(x.MaxNumVersions)}
+	case *pb.GcRule_MaxAgeMicros:
+		return tablet.GCRule{Kind: tablet.GCMaxAge, MaxAge: familyMaxAge(x.MaxAgeMicros)}
+	case *pb.GcRule_Union_:
+		return tablet.GCRule{Kind: tablet.GCUnion, Rules: gcRulesOf(x.Union.GetRules())}
+	case *pb.GcRule_Intersection_:
+		return tablet.GCRule{Kind: tablet.GCIntersection, Rules: gcRulesOf(x.Intersection.GetRules())}
+	}
+	return tablet.GCRule{}
+}
+
+func gcRulesOf(rs []*pb.GcRule) []tablet.GCRule {
+	out := make([]tablet.GCRule, len(rs))
+	for i, r := range rs {
+		out[i] = gcRuleOf(r)
+	}
+	return out
+}
+
+// gcRuleToPB is the inverse of gcRuleOf.
+func gcRuleToPB(r *tablet.GCRule) *pb.GcRule {
+	switch r.Kind {
+	case tablet.GCMaxVersions:
+		return &pb.GcRule{Rule: &pb.GcRule_MaxNumVersions{MaxNumVersions: int32(r.MaxVersions)}}
+	case tablet.GCMaxAge:
+		return &pb.GcRule{Rule: &pb.GcRule_MaxAgeMicros{MaxAgeMicros: r.MaxAge.Microseconds()}}
+	case tablet.GCUnion, tablet.GCIntersection:
+		subs := make([]*pb.GcRule, len(r.Rules))
+		for i := range r.Rules {
+			subs[i] = gcRuleToPB(&r.Rules[i])
+		}
+		if r.Kind == tablet.GCUnion {
+			return &pb.GcRule{Rule: &pb.GcRule_Union_{Union: &pb.GcRule_Union{Rules: subs}}}
+		}
+		return &pb.GcRule{Rule: &pb.GcRule_Intersection_{Intersection: &pb.GcRule_Intersection{Rules: subs}}}
+	}
+	return &pb.GcRule{}
+}
+
+// schemaToPB is r's schema as the API's: the newest known one of its
+// table, else one rebuilt from the engine's.
+func (s *Server) schemaToPB(r *replica) *pb.TableSchema {
+	if ts := s.schemas.get(r.Table()); ts != nil {
+		return ts
+	}
+	out := &pb.TableSchema{Name: r.Table()}
+	for name, f := range r.Engine().Schema().Families {
+		spec := &pb.FamilySpec{Name: name, MaxVersions: uint32(f.MaxVersions), MaxAgeMicros: f.MaxAge.Microseconds()}
+		if f.Rule != nil {
+			spec.GcRule = gcRuleToPB(f.Rule)
+		}
+		out.Families = append(out.Families, spec)
+	}
+	return out
+}
+
+// familyMaxAge converts max_age_micros without overflowing time.Duration:
+// the master refuses more than limits.MaxFamilyMaxAge, and a larger value
+// in metadata written before that check is held at the limit.
+func familyMaxAge(micros int64) time.Duration {
+	return time.Duration(min(micros, limits.MaxFamilyMaxAge.Microseconds())) * time.Microsecond
+}
+
+// schemaFor is the schema a tablet loads with: the newest of the
+// assignment's and the known one.
+func (s *Server) schemaFor(ts *pb.TableSchema) tablet.Schema {
+	if ts == nil {
+		return schemaOf(nil)
+	}
+	s.learnSchema(ts)
+	return schemaOf(s.schemas.get(ts.GetName()))
+}
+
+// dropBatch is how many row keys DropRows lists at a time.
+const dropBatch = 512
+
+// DropRows deletes every row of a tablet in a range by writing a delete-row
+// tombstone for each through the write path: logged, ordered by the
+// tablet's write sequence (a row written after DropRows returns has a
+// higher sequence and is kept), replayed after a restart and split out of
+// the log after a failover like any write.
+func (s *Server) DropRows(ctx context.Context, req *pb.DropRowsRequest) (*pb.DropRowsResponse, error) {
+	r, err := s.serving(req.TabletId, req.Epoch)
+	if err != nil {
+		return nil, err
+	}
+	start, end := req.GetRange().GetStartRow(), req.GetRange().GetEndRow()
+	if len(start) == 0 || bytes.Compare(start, r.Start()) < 0 {
+		start = r.Start()
+	}
+	if r.End() != nil && (len(end) == 0 || bytes.Compare(end, r.End()) > 0) {
+		end = r.End()
+	}
+	if len(end) == 0 {
+		end = nil
+	}
+	resp := &pb.DropRowsResponse{}
+	for {
+		keys, err := r.Engine().RowKeys(ctx, start, end, dropBatch)
+		if err != nil {
+			return nil, engineErr(r, err)
+		}
+		sem := make(chan struct{}, maxBatchParallel)
+		var wg sync.WaitGroup
+		errs := make([]error, len(keys))
+		for i, k := range keys {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				m := &mutation.RowMutation{Row: k, Ops: []mutation.Op{{Kind: mutation.DeleteRow, Timestamp: mutation.ServerTime}}}
+				errs[i] = r.Write(ctx, m)
+			}()
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				return nil, s.writeErr(r, err)
+			}
+		}
+		resp.RowsDeleted += int64(len(keys))
+		if len(keys) < dropBatch {
+			return resp, nil
+		}
+		start = append(bytes.Clone(keys[len(keys)-1]), 0)
+	}
+}
