@@ -1066,6 +1066,224 @@ func (*AssignTabletsResponse) Descriptor() ([]byte, []int) {
 	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{18}
 }
 
+// One rule of a ReadModifyWriteRow, applied to the latest cell of
+// (family, qualifier).
+type ReadModifyWriteRule struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Family    string                 `protobuf:"bytes,1,opt,name=family,proto3" json:"family,omitempty"`
+	Qualifier []byte                 `protobuf:"bytes,2,opt,name=qualifier,proto3" json:"qualifier,omitempty"`
+	// Types that are valid to be assigned to Rule:
+	//
+	//	*ReadModifyWriteRule_AppendValue
+	//	*ReadModifyWriteRule_IncrementAmount
+	Rule          isReadModifyWriteRule_Rule `protobuf_oneof:"rule"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadModifyWriteRule) Reset() {
+	*x = ReadModifyWriteRule{}
+	mi := &file_bighivepb_tserver_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadModifyWriteRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadModifyWriteRule) ProtoMessage() {}
+
+func (x *ReadModifyWriteRule) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_tserver_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadModifyWriteRule.ProtoReflect.Descriptor instead.
+func (*ReadModifyWriteRule) Descriptor() ([]byte, []int) {
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ReadModifyWriteRule) GetFamily() string {
+	if x != nil {
+		return x.Family
+	}
+	return ""
+}
+
+func (x *ReadModifyWriteRule) GetQualifier() []byte {
+	if x != nil {
+		return x.Qualifier
+	}
+	return nil
+}
+
+func (x *ReadModifyWriteRule) GetRule() isReadModifyWriteRule_Rule {
+	if x != nil {
+		return x.Rule
+	}
+	return nil
+}
+
+func (x *ReadModifyWriteRule) GetAppendValue() []byte {
+	if x != nil {
+		if x, ok := x.Rule.(*ReadModifyWriteRule_AppendValue); ok {
+			return x.AppendValue
+		}
+	}
+	return nil
+}
+
+func (x *ReadModifyWriteRule) GetIncrementAmount() int64 {
+	if x != nil {
+		if x, ok := x.Rule.(*ReadModifyWriteRule_IncrementAmount); ok {
+			return x.IncrementAmount
+		}
+	}
+	return 0
+}
+
+type isReadModifyWriteRule_Rule interface {
+	isReadModifyWriteRule_Rule()
+}
+
+type ReadModifyWriteRule_AppendValue struct {
+	// Appended to the latest value (a missing cell counts as empty).
+	AppendValue []byte `protobuf:"bytes,3,opt,name=append_value,json=appendValue,proto3,oneof"`
+}
+
+type ReadModifyWriteRule_IncrementAmount struct {
+	// Added to the latest value read as a 64-bit big-endian signed
+	// integer (a missing cell counts as 0; a cell of another size is
+	// FAILED_PRECONDITION).
+	IncrementAmount int64 `protobuf:"varint,4,opt,name=increment_amount,json=incrementAmount,proto3,oneof"`
+}
+
+func (*ReadModifyWriteRule_AppendValue) isReadModifyWriteRule_Rule() {}
+
+func (*ReadModifyWriteRule_IncrementAmount) isReadModifyWriteRule_Rule() {}
+
+type ReadModifyWriteRowRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TabletId string                 `protobuf:"bytes,1,opt,name=tablet_id,json=tabletId,proto3" json:"tablet_id,omitempty"`
+	Epoch    int64                  `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	RowKey   []byte                 `protobuf:"bytes,3,opt,name=row_key,json=rowKey,proto3" json:"row_key,omitempty"`
+	// Applied in order; several rules of one column compose.
+	Rules         []*ReadModifyWriteRule `protobuf:"bytes,4,rep,name=rules,proto3" json:"rules,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadModifyWriteRowRequest) Reset() {
+	*x = ReadModifyWriteRowRequest{}
+	mi := &file_bighivepb_tserver_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadModifyWriteRowRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadModifyWriteRowRequest) ProtoMessage() {}
+
+func (x *ReadModifyWriteRowRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_tserver_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadModifyWriteRowRequest.ProtoReflect.Descriptor instead.
+func (*ReadModifyWriteRowRequest) Descriptor() ([]byte, []int) {
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ReadModifyWriteRowRequest) GetTabletId() string {
+	if x != nil {
+		return x.TabletId
+	}
+	return ""
+}
+
+func (x *ReadModifyWriteRowRequest) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *ReadModifyWriteRowRequest) GetRowKey() []byte {
+	if x != nil {
+		return x.RowKey
+	}
+	return nil
+}
+
+func (x *ReadModifyWriteRowRequest) GetRules() []*ReadModifyWriteRule {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
+type ReadModifyWriteRowResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new cell of each column the rules named, with its timestamp.
+	Row           *Row `protobuf:"bytes,1,opt,name=row,proto3" json:"row,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadModifyWriteRowResponse) Reset() {
+	*x = ReadModifyWriteRowResponse{}
+	mi := &file_bighivepb_tserver_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadModifyWriteRowResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadModifyWriteRowResponse) ProtoMessage() {}
+
+func (x *ReadModifyWriteRowResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_tserver_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadModifyWriteRowResponse.ProtoReflect.Descriptor instead.
+func (*ReadModifyWriteRowResponse) Descriptor() ([]byte, []int) {
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ReadModifyWriteRowResponse) GetRow() *Row {
+	if x != nil {
+		return x.Row
+	}
+	return nil
+}
+
 var File_bighivepb_tserver_proto protoreflect.FileDescriptor
 
 const file_bighivepb_tserver_proto_rawDesc = "" +
@@ -1136,7 +1354,20 @@ const file_bighivepb_tserver_proto_rawDesc = "" +
 	"\x14AssignTabletsRequest\x124\n" +
 	"\x06assign\x18\x01 \x03(\v2\x1c.bighive.v1.TabletAssignmentR\x06assign\x12:\n" +
 	"\bunassign\x18\x02 \x03(\v2\x1e.bighive.v1.TabletUnassignmentR\bunassign\"\x17\n" +
-	"\x15AssignTabletsResponse2\xf2\x05\n" +
+	"\x15AssignTabletsResponse\"\xa5\x01\n" +
+	"\x13ReadModifyWriteRule\x12\x16\n" +
+	"\x06family\x18\x01 \x01(\tR\x06family\x12\x1c\n" +
+	"\tqualifier\x18\x02 \x01(\fR\tqualifier\x12#\n" +
+	"\fappend_value\x18\x03 \x01(\fH\x00R\vappendValue\x12+\n" +
+	"\x10increment_amount\x18\x04 \x01(\x03H\x00R\x0fincrementAmountB\x06\n" +
+	"\x04rule\"\x9e\x01\n" +
+	"\x19ReadModifyWriteRowRequest\x12\x1b\n" +
+	"\ttablet_id\x18\x01 \x01(\tR\btabletId\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12\x17\n" +
+	"\arow_key\x18\x03 \x01(\fR\x06rowKey\x125\n" +
+	"\x05rules\x18\x04 \x03(\v2\x1f.bighive.v1.ReadModifyWriteRuleR\x05rules\"?\n" +
+	"\x1aReadModifyWriteRowResponse\x12!\n" +
+	"\x03row\x18\x01 \x01(\v2\x0f.bighive.v1.RowR\x03row2\xd7\x06\n" +
 	"\aTServer\x12H\n" +
 	"\tMutateRow\x12\x1c.bighive.v1.MutateRowRequest\x1a\x1d.bighive.v1.MutateRowResponse\x12K\n" +
 	"\n" +
@@ -1149,7 +1380,8 @@ const file_bighivepb_tserver_proto_rawDesc = "" +
 	"\x05Split\x12\x18.bighive.v1.SplitRequest\x1a\x19.bighive.v1.SplitResponse\x12?\n" +
 	"\x06Status\x12\x19.bighive.v1.StatusRequest\x1a\x1a.bighive.v1.StatusResponse\x12T\n" +
 	"\rAssignTablets\x12 .bighive.v1.AssignTabletsRequest\x1a!.bighive.v1.AssignTabletsResponse\x12]\n" +
-	"\x10SetCachePriority\x12#.bighive.v1.SetCachePriorityRequest\x1a$.bighive.v1.SetCachePriorityResponseB\x19Z\x17bighive/proto/bighivepbb\x06proto3"
+	"\x10SetCachePriority\x12#.bighive.v1.SetCachePriorityRequest\x1a$.bighive.v1.SetCachePriorityResponse\x12c\n" +
+	"\x12ReadModifyWriteRow\x12%.bighive.v1.ReadModifyWriteRowRequest\x1a&.bighive.v1.ReadModifyWriteRowResponseB\x19Z\x17bighive/proto/bighivepbb\x06proto3"
 
 var (
 	file_bighivepb_tserver_proto_rawDescOnce sync.Once
@@ -1163,79 +1395,86 @@ func file_bighivepb_tserver_proto_rawDescGZIP() []byte {
 	return file_bighivepb_tserver_proto_rawDescData
 }
 
-var file_bighivepb_tserver_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_bighivepb_tserver_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_bighivepb_tserver_proto_goTypes = []any{
-	(*MutateRowRequest)(nil),         // 0: bighive.v1.MutateRowRequest
-	(*MutateRowResponse)(nil),        // 1: bighive.v1.MutateRowResponse
-	(*MutateRowsRequest)(nil),        // 2: bighive.v1.MutateRowsRequest
-	(*MutateRowsResponse)(nil),       // 3: bighive.v1.MutateRowsResponse
-	(*ReadRowRequest)(nil),           // 4: bighive.v1.ReadRowRequest
-	(*ReadRowResponse)(nil),          // 5: bighive.v1.ReadRowResponse
-	(*ScanRowsRequest)(nil),          // 6: bighive.v1.ScanRowsRequest
-	(*ScanRowsResponse)(nil),         // 7: bighive.v1.ScanRowsResponse
-	(*CheckpointRequest)(nil),        // 8: bighive.v1.CheckpointRequest
-	(*CheckpointResponse)(nil),       // 9: bighive.v1.CheckpointResponse
-	(*CompactRequest)(nil),           // 10: bighive.v1.CompactRequest
-	(*CompactResponse)(nil),          // 11: bighive.v1.CompactResponse
-	(*SplitRequest)(nil),             // 12: bighive.v1.SplitRequest
-	(*SplitResponse)(nil),            // 13: bighive.v1.SplitResponse
-	(*StatusRequest)(nil),            // 14: bighive.v1.StatusRequest
-	(*TabletStatus)(nil),             // 15: bighive.v1.TabletStatus
-	(*StatusResponse)(nil),           // 16: bighive.v1.StatusResponse
-	(*AssignTabletsRequest)(nil),     // 17: bighive.v1.AssignTabletsRequest
-	(*AssignTabletsResponse)(nil),    // 18: bighive.v1.AssignTabletsResponse
-	nil,                              // 19: bighive.v1.StatusResponse.CountersEntry
-	(*RowMutation)(nil),              // 20: bighive.v1.RowMutation
-	(*RowStatus)(nil),                // 21: bighive.v1.RowStatus
-	(*ReadFilter)(nil),               // 22: bighive.v1.ReadFilter
-	(*Row)(nil),                      // 23: bighive.v1.Row
-	(*RowRange)(nil),                 // 24: bighive.v1.RowRange
-	(*LogPosition)(nil),              // 25: bighive.v1.LogPosition
-	(*TabletAssignment)(nil),         // 26: bighive.v1.TabletAssignment
-	(*TabletUnassignment)(nil),       // 27: bighive.v1.TabletUnassignment
-	(*SetCachePriorityRequest)(nil),  // 28: bighive.v1.SetCachePriorityRequest
-	(*SetCachePriorityResponse)(nil), // 29: bighive.v1.SetCachePriorityResponse
+	(*MutateRowRequest)(nil),           // 0: bighive.v1.MutateRowRequest
+	(*MutateRowResponse)(nil),          // 1: bighive.v1.MutateRowResponse
+	(*MutateRowsRequest)(nil),          // 2: bighive.v1.MutateRowsRequest
+	(*MutateRowsResponse)(nil),         // 3: bighive.v1.MutateRowsResponse
+	(*ReadRowRequest)(nil),             // 4: bighive.v1.ReadRowRequest
+	(*ReadRowResponse)(nil),            // 5: bighive.v1.ReadRowResponse
+	(*ScanRowsRequest)(nil),            // 6: bighive.v1.ScanRowsRequest
+	(*ScanRowsResponse)(nil),           // 7: bighive.v1.ScanRowsResponse
+	(*CheckpointRequest)(nil),          // 8: bighive.v1.CheckpointRequest
+	(*CheckpointResponse)(nil),         // 9: bighive.v1.CheckpointResponse
+	(*CompactRequest)(nil),             // 10: bighive.v1.CompactRequest
+	(*CompactResponse)(nil),            // 11: bighive.v1.CompactResponse
+	(*SplitRequest)(nil),               // 12: bighive.v1.SplitRequest
+	(*SplitResponse)(nil),              // 13: bighive.v1.SplitResponse
+	(*StatusRequest)(nil),              // 14: bighive.v1.StatusRequest
+	(*TabletStatus)(nil),               // 15: bighive.v1.TabletStatus
+	(*StatusResponse)(nil),             // 16: bighive.v1.StatusResponse
+	(*AssignTabletsRequest)(nil),       // 17: bighive.v1.AssignTabletsRequest
+	(*AssignTabletsResponse)(nil),      // 18: bighive.v1.AssignTabletsResponse
+	(*ReadModifyWriteRule)(nil),        // 19: bighive.v1.ReadModifyWriteRule
+	(*ReadModifyWriteRowRequest)(nil),  // 20: bighive.v1.ReadModifyWriteRowRequest
+	(*ReadModifyWriteRowResponse)(nil), // 21: bighive.v1.ReadModifyWriteRowResponse
+	nil,                                // 22: bighive.v1.StatusResponse.CountersEntry
+	(*RowMutation)(nil),                // 23: bighive.v1.RowMutation
+	(*RowStatus)(nil),                  // 24: bighive.v1.RowStatus
+	(*ReadFilter)(nil),                 // 25: bighive.v1.ReadFilter
+	(*Row)(nil),                        // 26: bighive.v1.Row
+	(*RowRange)(nil),                   // 27: bighive.v1.RowRange
+	(*LogPosition)(nil),                // 28: bighive.v1.LogPosition
+	(*TabletAssignment)(nil),           // 29: bighive.v1.TabletAssignment
+	(*TabletUnassignment)(nil),         // 30: bighive.v1.TabletUnassignment
+	(*SetCachePriorityRequest)(nil),    // 31: bighive.v1.SetCachePriorityRequest
+	(*SetCachePriorityResponse)(nil),   // 32: bighive.v1.SetCachePriorityResponse
 }
 var file_bighivepb_tserver_proto_depIdxs = []int32{
-	20, // 0: bighive.v1.MutateRowRequest.row:type_name -> bighive.v1.RowMutation
-	20, // 1: bighive.v1.MutateRowsRequest.rows:type_name -> bighive.v1.RowMutation
-	21, // 2: bighive.v1.MutateRowsResponse.statuses:type_name -> bighive.v1.RowStatus
-	22, // 3: bighive.v1.ReadRowRequest.filter:type_name -> bighive.v1.ReadFilter
-	23, // 4: bighive.v1.ReadRowResponse.row:type_name -> bighive.v1.Row
-	24, // 5: bighive.v1.ScanRowsRequest.range:type_name -> bighive.v1.RowRange
-	22, // 6: bighive.v1.ScanRowsRequest.filter:type_name -> bighive.v1.ReadFilter
-	23, // 7: bighive.v1.ScanRowsResponse.rows:type_name -> bighive.v1.Row
-	24, // 8: bighive.v1.TabletStatus.range:type_name -> bighive.v1.RowRange
+	23, // 0: bighive.v1.MutateRowRequest.row:type_name -> bighive.v1.RowMutation
+	23, // 1: bighive.v1.MutateRowsRequest.rows:type_name -> bighive.v1.RowMutation
+	24, // 2: bighive.v1.MutateRowsResponse.statuses:type_name -> bighive.v1.RowStatus
+	25, // 3: bighive.v1.ReadRowRequest.filter:type_name -> bighive.v1.ReadFilter
+	26, // 4: bighive.v1.ReadRowResponse.row:type_name -> bighive.v1.Row
+	27, // 5: bighive.v1.ScanRowsRequest.range:type_name -> bighive.v1.RowRange
+	25, // 6: bighive.v1.ScanRowsRequest.filter:type_name -> bighive.v1.ReadFilter
+	26, // 7: bighive.v1.ScanRowsResponse.rows:type_name -> bighive.v1.Row
+	27, // 8: bighive.v1.TabletStatus.range:type_name -> bighive.v1.RowRange
 	15, // 9: bighive.v1.StatusResponse.tablets:type_name -> bighive.v1.TabletStatus
-	25, // 10: bighive.v1.StatusResponse.log_position:type_name -> bighive.v1.LogPosition
-	19, // 11: bighive.v1.StatusResponse.counters:type_name -> bighive.v1.StatusResponse.CountersEntry
-	26, // 12: bighive.v1.AssignTabletsRequest.assign:type_name -> bighive.v1.TabletAssignment
-	27, // 13: bighive.v1.AssignTabletsRequest.unassign:type_name -> bighive.v1.TabletUnassignment
-	0,  // 14: bighive.v1.TServer.MutateRow:input_type -> bighive.v1.MutateRowRequest
-	2,  // 15: bighive.v1.TServer.MutateRows:input_type -> bighive.v1.MutateRowsRequest
-	4,  // 16: bighive.v1.TServer.ReadRow:input_type -> bighive.v1.ReadRowRequest
-	6,  // 17: bighive.v1.TServer.ScanRows:input_type -> bighive.v1.ScanRowsRequest
-	8,  // 18: bighive.v1.TServer.Checkpoint:input_type -> bighive.v1.CheckpointRequest
-	10, // 19: bighive.v1.TServer.Compact:input_type -> bighive.v1.CompactRequest
-	12, // 20: bighive.v1.TServer.Split:input_type -> bighive.v1.SplitRequest
-	14, // 21: bighive.v1.TServer.Status:input_type -> bighive.v1.StatusRequest
-	17, // 22: bighive.v1.TServer.AssignTablets:input_type -> bighive.v1.AssignTabletsRequest
-	28, // 23: bighive.v1.TServer.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
-	1,  // 24: bighive.v1.TServer.MutateRow:output_type -> bighive.v1.MutateRowResponse
-	3,  // 25: bighive.v1.TServer.MutateRows:output_type -> bighive.v1.MutateRowsResponse
-	5,  // 26: bighive.v1.TServer.ReadRow:output_type -> bighive.v1.ReadRowResponse
-	7,  // 27: bighive.v1.TServer.ScanRows:output_type -> bighive.v1.ScanRowsResponse
-	9,  // 28: bighive.v1.TServer.Checkpoint:output_type -> bighive.v1.CheckpointResponse
-	11, // 29: bighive.v1.TServer.Compact:output_type -> bighive.v1.CompactResponse
-	13, // 30: bighive.v1.TServer.Split:output_type -> bighive.v1.SplitResponse
-	16, // 31: bighive.v1.TServer.Status:output_type -> bighive.v1.StatusResponse
-	18, // 32: bighive.v1.TServer.AssignTablets:output_type -> bighive.v1.AssignTabletsResponse
-	29, // 33: bighive.v1.TServer.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
-	24, // [24:34] is the sub-list for method output_type
-	14, // [14:24] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	28, // 10: bighive.v1.StatusResponse.log_position:type_name -> bighive.v1.LogPosition
+	22, // 11: bighive.v1.StatusResponse.counters:type_name -> bighive.v1.StatusResponse.CountersEntry
+	29, // 12: bighive.v1.AssignTabletsRequest.assign:type_name -> bighive.v1.TabletAssignment
+	30, // 13: bighive.v1.AssignTabletsRequest.unassign:type_name -> bighive.v1.TabletUnassignment
+	19, // 14: bighive.v1.ReadModifyWriteRowRequest.rules:type_name -> bighive.v1.ReadModifyWriteRule
+	26, // 15: bighive.v1.ReadModifyWriteRowResponse.row:type_name -> bighive.v1.Row
+	0,  // 16: bighive.v1.TServer.MutateRow:input_type -> bighive.v1.MutateRowRequest
+	2,  // 17: bighive.v1.TServer.MutateRows:input_type -> bighive.v1.MutateRowsRequest
+	4,  // 18: bighive.v1.TServer.ReadRow:input_type -> bighive.v1.ReadRowRequest
+	6,  // 19: bighive.v1.TServer.ScanRows:input_type -> bighive.v1.ScanRowsRequest
+	8,  // 20: bighive.v1.TServer.Checkpoint:input_type -> bighive.v1.CheckpointRequest
+	10, // 21: bighive.v1.TServer.Compact:input_type -> bighive.v1.CompactRequest
+	12, // 22: bighive.v1.TServer.Split:input_type -> bighive.v1.SplitRequest
+	14, // 23: bighive.v1.TServer.Status:input_type -> bighive.v1.StatusRequest
+	17, // 24: bighive.v1.TServer.AssignTablets:input_type -> bighive.v1.AssignTabletsRequest
+	31, // 25: bighive.v1.TServer.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
+	20, // 26: bighive.v1.TServer.ReadModifyWriteRow:input_type -> bighive.v1.ReadModifyWriteRowRequest
+	1,  // 27: bighive.v1.TServer.MutateRow:output_type -> bighive.v1.MutateRowResponse
+	3,  // 28: bighive.v1.TServer.MutateRows:output_type -> bighive.v1.MutateRowsResponse
+	5,  // 29: bighive.v1.TServer.ReadRow:output_type -> bighive.v1.ReadRowResponse
+	7,  // 30: bighive.v1.TServer.ScanRows:output_type -> bighive.v1.ScanRowsResponse
+	9,  // 31: bighive.v1.TServer.Checkpoint:output_type -> bighive.v1.CheckpointResponse
+	11, // 32: bighive.v1.TServer.Compact:output_type -> bighive.v1.CompactResponse
+	13, // 33: bighive.v1.TServer.Split:output_type -> bighive.v1.SplitResponse
+	16, // 34: bighive.v1.TServer.Status:output_type -> bighive.v1.StatusResponse
+	18, // 35: bighive.v1.TServer.AssignTablets:output_type -> bighive.v1.AssignTabletsResponse
+	32, // 36: bighive.v1.TServer.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
+	21, // 37: bighive.v1.TServer.ReadModifyWriteRow:output_type -> bighive.v1.ReadModifyWriteRowResponse
+	27, // [27:38] is the sub-list for method output_type
+	16, // [16:27] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_bighivepb_tserver_proto_init() }
@@ -1245,13 +1484,17 @@ func file_bighivepb_tserver_proto_init() {
 	}
 	file_bighivepb_common_proto_init()
 	file_bighivepb_master_proto_init()
+	file_bighivepb_tserver_proto_msgTypes[19].OneofWrappers = []any{
+		(*ReadModifyWriteRule_AppendValue)(nil),
+		(*ReadModifyWriteRule_IncrementAmount)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bighivepb_tserver_proto_rawDesc), len(file_bighivepb_tserver_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

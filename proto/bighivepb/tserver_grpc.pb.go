@@ -23,16 +23,17 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	TServer_MutateRow_FullMethodName        = "/bighive.v1.TServer/MutateRow"
-	TServer_MutateRows_FullMethodName       = "/bighive.v1.TServer/MutateRows"
-	TServer_ReadRow_FullMethodName          = "/bighive.v1.TServer/ReadRow"
-	TServer_ScanRows_FullMethodName         = "/bighive.v1.TServer/ScanRows"
-	TServer_Checkpoint_FullMethodName       = "/bighive.v1.TServer/Checkpoint"
-	TServer_Compact_FullMethodName          = "/bighive.v1.TServer/Compact"
-	TServer_Split_FullMethodName            = "/bighive.v1.TServer/Split"
-	TServer_Status_FullMethodName           = "/bighive.v1.TServer/Status"
-	TServer_AssignTablets_FullMethodName    = "/bighive.v1.TServer/AssignTablets"
-	TServer_SetCachePriority_FullMethodName = "/bighive.v1.TServer/SetCachePriority"
+	TServer_MutateRow_FullMethodName          = "/bighive.v1.TServer/MutateRow"
+	TServer_MutateRows_FullMethodName         = "/bighive.v1.TServer/MutateRows"
+	TServer_ReadRow_FullMethodName            = "/bighive.v1.TServer/ReadRow"
+	TServer_ScanRows_FullMethodName           = "/bighive.v1.TServer/ScanRows"
+	TServer_Checkpoint_FullMethodName         = "/bighive.v1.TServer/Checkpoint"
+	TServer_Compact_FullMethodName            = "/bighive.v1.TServer/Compact"
+	TServer_Split_FullMethodName              = "/bighive.v1.TServer/Split"
+	TServer_Status_FullMethodName             = "/bighive.v1.TServer/Status"
+	TServer_AssignTablets_FullMethodName      = "/bighive.v1.TServer/AssignTablets"
+	TServer_SetCachePriority_FullMethodName   = "/bighive.v1.TServer/SetCachePriority"
+	TServer_ReadModifyWriteRow_FullMethodName = "/bighive.v1.TServer/ReadModifyWriteRow"
 )
 
 // TServerClient is the client API for TServer service.
@@ -54,6 +55,11 @@ type TServerClient interface {
 	// Direct assignment from the master (the heartbeat reply carries the same).
 	AssignTablets(ctx context.Context, in *AssignTabletsRequest, opts ...grpc.CallOption) (*AssignTabletsResponse, error)
 	SetCachePriority(ctx context.Context, in *SetCachePriorityRequest, opts ...grpc.CallOption) (*SetCachePriorityResponse, error)
+	// Applies append and increment rules to the latest cells of one row,
+	// atomically with respect to every other write of the row, and returns
+	// the new cells. Not idempotent: a client must not retry it after it
+	// may have reached the tserver.
+	ReadModifyWriteRow(ctx context.Context, in *ReadModifyWriteRowRequest, opts ...grpc.CallOption) (*ReadModifyWriteRowResponse, error)
 }
 
 type tServerClient struct {
@@ -173,6 +179,16 @@ func (c *tServerClient) SetCachePriority(ctx context.Context, in *SetCachePriori
 	return out, nil
 }
 
+func (c *tServerClient) ReadModifyWriteRow(ctx context.Context, in *ReadModifyWriteRowRequest, opts ...grpc.CallOption) (*ReadModifyWriteRowResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReadModifyWriteRowResponse)
+	err := c.cc.Invoke(ctx, TServer_ReadModifyWriteRow_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TServerServer is the server API for TServer service.
 // All implementations must embed UnimplementedTServerServer
 // for forward compatibility.
@@ -192,6 +208,11 @@ type TServerServer interface {
 	// Direct assignment from the master (the heartbeat reply carries the same).
 	AssignTablets(context.Context, *AssignTabletsRequest) (*AssignTabletsResponse, error)
 	SetCachePriority(context.Context, *SetCachePriorityRequest) (*SetCachePriorityResponse, error)
+	// Applies append and increment rules to the latest cells of one row,
+	// atomically with respect to every other write of the row, and returns
+	// the new cells. Not idempotent: a client must not retry it after it
+	// may have reached the tserver.
+	ReadModifyWriteRow(context.Context, *ReadModifyWriteRowRequest) (*ReadModifyWriteRowResponse, error)
 	mustEmbedUnimplementedTServerServer()
 }
 
@@ -231,6 +252,9 @@ func (UnimplementedTServerServer) AssignTablets(context.Context, *AssignTabletsR
 }
 func (UnimplementedTServerServer) SetCachePriority(context.Context, *SetCachePriorityRequest) (*SetCachePriorityResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetCachePriority not implemented")
+}
+func (UnimplementedTServerServer) ReadModifyWriteRow(context.Context, *ReadModifyWriteRowRequest) (*ReadModifyWriteRowResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReadModifyWriteRow not implemented")
 }
 func (UnimplementedTServerServer) mustEmbedUnimplementedTServerServer() {}
 func (UnimplementedTServerServer) testEmbeddedByValue()                 {}
@@ -426,6 +450,24 @@ func _TServer_SetCachePriority_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _TServer_ReadModifyWriteRow_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReadModifyWriteRowRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TServerServer).ReadModifyWriteRow(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TServer_ReadModifyWriteRow_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TServerServer).ReadModifyWriteRow(ctx, req.(*ReadModifyWriteRowRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // TServer_ServiceDesc is the grpc.ServiceDesc for TServer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -468,6 +510,10 @@ var TServer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetCachePriority",
 			Handler:    _TServer_SetCachePriority_Handler,
+		},
+		{
+			MethodName: "ReadModifyWriteRow",
+			Handler:    _TServer_ReadModifyWriteRow_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

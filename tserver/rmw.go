@@ -1,0 +1,57 @@
+package tserver
+
+import (
+	"context"
+	"errors"
+
+	"google.golang.org/grpc/codes"
+
+	"bighive/internal/apierr"
+	pb "bighive/proto/bighivepb"
+	rp "bighive/replica"
+)
+
+// ReadModifyWriteRow applies append and increment rules to one row; see
+// replica.Replica.ReadModifyWrite.
+func (s *Server) ReadModifyWriteRow(ctx context.Context, req *pb.ReadModifyWriteRowRequest) (*pb.ReadModifyWriteRowResponse, error) {
+	if len(req.RowKey) == 0 {
+		return nil, apierr.InvalidArgument("row key is empty")
+	}
+	if len(req.Rules) == 0 {
+		return nil, apierr.InvalidArgument("read-modify-write of row %q has no rules", req.RowKey)
+	}
+	rules := make([]rp.Rule, len(req.Rules))
+	for i, ru := range req.Rules {
+		if ru.Family == "" {
+			return nil, apierr.InvalidArgument("read-modify-write rule %d has no family", i)
+		}
+		rules[i] = rp.Rule{Family: ru.Family, Qualifier: ru.Qualifier}
+		switch v := ru.Rule.(type) {
+		case *pb.ReadModifyWriteRule_AppendValue:
+			rules[i].Append = v.AppendValue
+		case *pb.ReadModifyWriteRule_IncrementAmount:
+			rules[i].Increment, rules[i].Delta = true, v.IncrementAmount
+		default:
+			return nil, apierr.InvalidArgument("read-modify-write rule %d (%s) has neither append_value nor increment_amount", i, ru.Family)
+		}
+	}
+	r, err := s.serving(req.TabletId, req.Epoch)
+	if err != nil {
+		return nil, err
+	}
+	row, err := r.ReadModifyWrite(ctx, req.RowKey, rules)
+	switch {
+	case errors.Is(err, rp.ErrUnknownOutcome), errors.Is(err, rp.ErrLog):
+		// Not a routing error (those tell the client that nothing was
+		// applied and that it may retry anywhere): the increment may be
+		// in the log, and a retry could apply it twice.
+		return nil, apierr.Wrap(codes.Unavailable, err, "tserver %s: the read-modify-write of row %q may have been applied; its outcome is unknown", s.addr, req.RowKey)
+	case errors.Is(err, rp.ErrNotCounter):
+		return nil, apierr.Wrap(codes.FailedPrecondition, err, "tablet %s", r.ID())
+	case errors.Is(err, rp.ErrInvalidRule):
+		return nil, apierr.Wrap(codes.InvalidArgument, err, "tablet %s", r.ID())
+	case err != nil:
+		return nil, s.writeErr(r, err)
+	}
+	return &pb.ReadModifyWriteRowResponse{Row: rowToPB(row)}, nil
+}
