@@ -125,3 +125,19 @@ func TestReadModifyWriteErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestReadModifyWriteLeaseLost: a lease that ran out during the append
+// leaves the increment logged and applied, and the error says its outcome
+// is unknown (ErrUnknownOutcome), so that no caller retries it as unapplied.
+func TestReadModifyWriteLeaseLost(t *testing.T) {
+	g := newRig(t, errorfs.InjectorFunc(func(errorfs.Op) error { return nil }))
+	rep := replica.New(replica.Options{ID: "t1", Table: "tbl", Epoch: 1, Engine: g.eng, Log: g.log, Admit: g.coord,
+		Lease: func() bool { return false }, Server: "test"})
+	_, err := rep.ReadModifyWrite(context.Background(), []byte("r"), []replica.Rule{{Family: "cf", Qualifier: []byte("n"), Increment: true, Delta: 1}})
+	if !errors.Is(err, replica.ErrLeaseLost) || !errors.Is(err, replica.ErrUnknownOutcome) {
+		t.Fatalf("err %v, want ErrLeaseLost and ErrUnknownOutcome", err)
+	}
+	if v, ok := counterOf(t, rep, "r"); !ok || v != 1 {
+		t.Fatalf("counter %d (present %v), want 1: the write is logged and applied", v, ok)
+	}
+}
