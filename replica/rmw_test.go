@@ -112,6 +112,10 @@ func TestReadModifyWriteErrors(t *testing.T) {
 		{"no rules", "r", nil, replica.ErrInvalidRule},
 		{"no family", "r", []replica.Rule{{Qualifier: []byte("q"), Append: []byte("x")}}, replica.ErrInvalidRule},
 		{"unknown family", "r", []replica.Rule{{Family: "zz", Append: []byte("x")}}, tablet.ErrUnknownFamily},
+		{"result over the value limit", "r", []replica.Rule{
+			{Family: "cf", Qualifier: []byte("q"), Append: make([]byte, 6<<20)},
+			{Family: "cf", Qualifier: []byte("q"), Append: make([]byte, 6<<20)},
+		}, replica.ErrInvalidRule},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"bighive/internal/apierr"
+	"bighive/internal/limits"
 	pb "bighive/proto/bighivepb"
 	rp "bighive/replica"
 )
@@ -14,8 +15,8 @@ import (
 // ReadModifyWriteRow applies append and increment rules to one row; see
 // replica.Replica.ReadModifyWrite.
 func (s *Server) ReadModifyWriteRow(ctx context.Context, req *pb.ReadModifyWriteRowRequest) (*pb.ReadModifyWriteRowResponse, error) {
-	if len(req.RowKey) == 0 {
-		return nil, apierr.InvalidArgument("row key is empty")
+	if err := limits.ValidateRowKey(req.RowKey); err != nil {
+		return nil, err
 	}
 	if len(req.Rules) == 0 {
 		return nil, apierr.InvalidArgument("read-modify-write of row %q has no rules", req.RowKey)
@@ -24,6 +25,12 @@ func (s *Server) ReadModifyWriteRow(ctx context.Context, req *pb.ReadModifyWrite
 	for i, ru := range req.Rules {
 		if ru.Family == "" {
 			return nil, apierr.InvalidArgument("read-modify-write rule %d has no family", i)
+		}
+		if err := limits.ValidateQualifier(ru.Qualifier); err != nil {
+			return nil, err
+		}
+		if err := limits.ValidateValue(ru.GetAppendValue()); err != nil {
+			return nil, err
 		}
 		rules[i] = rp.Rule{Family: ru.Family, Qualifier: ru.Qualifier}
 		switch v := ru.Rule.(type) {
