@@ -57,6 +57,13 @@
 //     (the tserver checks the tablet and epoch first), or a request that
 //     never reached a server (no transport stream was opened). Any other
 //     failure is returned to the caller, who cannot know whether it applied.
+//   - ApplyReadModifyWrite (increment, append) is never idempotent and
+//     follows the rule of a ServerTime mutation: retried only after a
+//     routing error or a request that never reached a server. The tserver
+//     answers a read-modify-write that may have been logged (lease lost,
+//     log failure) with Unavailable, never with a routing error, so it is
+//     not retried; Unavailable, DeadlineExceeded or Canceled from it mean
+//     its outcome is unknown.
 //   - InvalidArgument, NotFound, AlreadyExists, FailedPrecondition (without
 //     a TabletError), ResourceExhausted and Internal are never retried.
 //     Input is validated on the client with package limits first, so bad

@@ -43,6 +43,54 @@
 //     have moved the tablet, and the write, although logged and applied
 //     here, is answered with ErrLeaseLost (outcome unknown).
 //
+// # Row locks and read-modify-write
+//
+// ReadModifyWrite (increment, append) runs through WriteRowLocked, which
+// a conditional write can use in the same way (lock, read, decide,
+// write). It reads a row, computes new
+// cells from it and writes them. It must be atomic with respect to every
+// other write of the row: the result must be what some serial order of
+// the writes produces. Reads see a prefix of write-sequence order, and a
+// write is visible once its Apply returned, but a plain write that has
+// its sequence and is still in its WAL append is invisible: a
+// read-modify-write that read past it and wrote at a higher sequence
+// would compute from a state that misses it (a delete of the row at
+// sequence 5, applied after an increment at sequence 6 that read the old
+// counter, leaves old+1, which neither order produces).
+//
+// So each replica has striped row locks (256 RWMutexes; a row hashes to
+// one): a plain write holds its row's stripe shared from before step 3
+// until its apply returned; a read-modify-write holds it exclusively from
+// before its read until its own apply returned. Hence, for one row:
+//
+//   - when the read-modify-write reads, every write of the row that got
+//     a sequence before it has returned from Apply, so it is visible;
+//   - no write of the row gets a sequence between the read and the
+//     read-modify-write's own sequence, and every later one gets a higher
+//     sequence (and, with server timestamps, a later timestamp) and sees
+//     the result.
+//
+// The row's writes are thus serialised in sequence order around each
+// read-modify-write, which is atomic. Plain writes of a row share the
+// stripe, so they still run concurrently and share group commits; only
+// writes of rows on the stripe of a running read-modify-write wait, never
+// the whole tablet. The stripe is taken before the ops and admission
+// locks, which are only held shared by writes, so a waiting checkpoint
+// cannot close a cycle: the lock order is stripe, ops, admission.
+//
+// The log records the resulting SetCells, not the rules, so replay and
+// split-log replay rewrite the same cells. The guarantee survives a
+// restart, a failover and a split because each of those hands the row
+// to a new replica only after the old one took its last write (Stop
+// waits for the writes in flight; a split's fence refuses new writes and
+// waits for the admitted ones before its report), and the new replica
+// replays every logged write of the row before it serves. A
+// read-modify-write refused by the old replica (not serving, splitting)
+// wrote nothing and may be retried on the new one. A read-modify-write whose outcome is
+// unknown (ErrUnknownOutcome: the lease ran out, or the engine closed,
+// after the append) may still take effect when the next owner replays
+// the log, so it must not be retried.
+//
 // # Invariants
 //
 //   - When Write returns nil the record is durable in the WAL (fdatasync

@@ -34,6 +34,12 @@ var (
 	// given the tablet to another tserver meanwhile: its outcome is
 	// unknown to the caller.
 	ErrLeaseLost = errors.New("replica: lease lost during the write")
+	// ErrUnknownOutcome is wrapped by every error returned after the
+	// record may have been logged (ErrLeaseLost, a failed apply on a
+	// closed engine, whose record the tablet's next owner replays): the
+	// write may take effect. A non-idempotent write (read-modify-write)
+	// must not be retried after it.
+	ErrUnknownOutcome = errors.New("replica: the write may have been applied")
 )
 
 // Log is the tserver's write-ahead log as the write path needs it;
@@ -89,6 +95,10 @@ type Replica struct {
 	// step 4, and the end of a failed split), so a write admitted under
 	// the shared lock sees one value from admission to apply.
 	route atomic.Pointer[split.DualWrite]
+
+	// rows are the row locks (see rowlock.go): a plain write holds its
+	// row's stripe shared, a read-modify-write exclusively.
+	rows rowLocks
 }
 
 // New returns the replica of a tablet; it serves once its engine does
@@ -97,7 +107,7 @@ func New(o Options) *Replica {
 	if len(o.End) == 0 {
 		o.End = nil
 	}
-	return &Replica{o: o}
+	return &Replica{o: o, rows: newRowLocks()}
 }
 
 // ID is the tablet id.
@@ -151,14 +161,34 @@ func (r *Replica) Stop() (first bool) {
 // cannot commit. See the package documentation for why the steps come in
 // this order.
 func (r *Replica) Write(ctx context.Context, m *mutation.RowMutation) error {
-	if !r.Contains(m.Row) {
-		return fmt.Errorf("%w: row %q is outside tablet %s [%q, %q)", ErrWrongTablet, m.Row, r.o.ID, r.o.Start, r.o.End)
+	if err := r.enter(ctx, m.Row); err != nil {
+		return err
+	}
+	mu := r.rows.of(m.Row)
+	mu.RLock()
+	defer mu.RUnlock()
+	return r.write(ctx, m, nil)
+}
+
+// enter checks the row against the range and waits for buffer memory
+// (steps 1 and 2), before any lock is taken.
+func (r *Replica) enter(ctx context.Context, row []byte) error {
+	if !r.Contains(row) {
+		return fmt.Errorf("%w: row %q is outside tablet %s [%q, %q)", ErrWrongTablet, row, r.o.ID, r.o.Start, r.o.End)
 	}
 	if r.o.Throttle != nil {
 		if err := r.o.Throttle(ctx); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// write runs steps 3 to 9 for a caller that holds m's row lock (shared or
+// exclusive). assigned, if not nil, is called after BeginWrite gave m its
+// sequence and timestamps and before the append: it may change the ops'
+// timestamps and values, not their number or kinds.
+func (r *Replica) write(ctx context.Context, m *mutation.RowMutation, assigned func(*mutation.RowMutation)) error {
 	r.ops.RLock()
 	defer r.ops.RUnlock()
 	if r.stopped || !r.o.Engine.Serving() {
@@ -175,6 +205,9 @@ func (r *Replica) Write(ctx context.Context, m *mutation.RowMutation) error {
 	// swaps buffers only when no write is between here and its apply.
 	if err := r.o.Engine.BeginWrite(m); err != nil {
 		return fmt.Errorf("replica: tablet %s: %w", r.o.ID, err)
+	}
+	if assigned != nil {
+		assigned(m)
 	}
 
 	// The caller's context can stop the append only while the record is
@@ -194,10 +227,10 @@ func (r *Replica) Write(ctx context.Context, m *mutation.RowMutation) error {
 	if err := r.o.Engine.Apply(m); err != nil {
 		// Validated by BeginWrite; only a closed engine gets here,
 		// and the tablet's next owner replays the record.
-		return fmt.Errorf("replica: tablet %s: apply: %w", r.o.ID, err)
+		return fmt.Errorf("replica: tablet %s: apply: %w (%w)", r.o.ID, err, ErrUnknownOutcome)
 	}
 	if r.o.Lease != nil && !r.o.Lease() {
-		return fmt.Errorf("%w: tserver %s, tablet %s", ErrLeaseLost, r.o.Server, r.o.ID)
+		return fmt.Errorf("%w (%w): tserver %s, tablet %s", ErrLeaseLost, ErrUnknownOutcome, r.o.Server, r.o.ID)
 	}
 	return nil
 }

@@ -163,6 +163,8 @@ func Commands() []Command {
 		{Name: "put", Args: "TABLE ROW FAMILY:QUALIFIER VALUE [--timestamp MICROS]", Summary: "write one cell", Run: runPut},
 		{Name: "get", Args: "TABLE ROW [--families F1,F2] [--versions N]", Summary: "read one row", Run: runGet},
 		{Name: "scan", Args: "TABLE [--start ROW] [--end ROW] [--limit N] [--families F1,F2] [--versions N]", Summary: "read rows in [start, end)", Run: runScan},
+		{Name: "incr", Args: "TABLE ROW FAMILY:QUALIFIER [DELTA]", Summary: "add DELTA (default 1) to a 64-bit big-endian counter cell, atomically; prints the new value", Run: runIncr},
+		{Name: "append", Args: "TABLE ROW FAMILY:QUALIFIER VALUE", Summary: "append VALUE to a cell's latest value, atomically; prints the new cell", Run: runAppend},
 		{Name: "delete", Args: "TABLE ROW [FAMILY[:QUALIFIER]]", Summary: "delete a row, a family of it, or a column of it", Run: runDelete},
 		{Name: "checkpoint", Args: "[TSERVER...]", Summary: "checkpoint the given tservers (default: every live one)", Run: runCheckpoint},
 		{Name: "split", Args: "TABLE ROW", Summary: "split the tablet holding ROW at ROW", Run: runSplit},

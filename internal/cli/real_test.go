@@ -91,3 +91,40 @@ func TestDeleteThenPutOnRealCluster(t *testing.T) {
 		t.Fatalf("scan t1 after a checkpoint:\n%s", out)
 	}
 }
+
+// TestIncrAppendOnRealCluster: incr counts from a missing cell, adds a
+// delta, refuses a cell that is not a counter; append concatenates.
+func TestIncrAppendOnRealCluster(t *testing.T) {
+	r := run{t: t, masters: startCluster(t)}
+	r.ok("create", "t1", "--families", "cf")
+	r.waitFor("serving", "tablets", "t1")
+	if out := r.ok("incr", "t1", "r", "cf:n"); strings.TrimSpace(out) != "1" {
+		t.Fatalf("incr of a missing cell printed %q, want 1", out)
+	}
+	if out := r.ok("incr", "t1", "r", "cf:n", "41"); strings.TrimSpace(out) != "42" {
+		t.Fatalf("incr by 41 printed %q, want 42", out)
+	}
+	if out := r.ok("incr", "t1", "r", "cf:n", "-2"); strings.TrimSpace(out) != "40" {
+		t.Fatalf("incr by -2 printed %q, want 40", out)
+	}
+	r.ok("append", "t1", "r", "cf:s", "ab")
+	if out := r.ok("append", "t1", "r", "cf:s", "cd"); !strings.Contains(out, "abcd") {
+		t.Fatalf("append printed:\n%s", out)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"incr", "t1", "r", "cf:s"}, 1, "FailedPrecondition"},
+		{[]string{"incr", "t1", "r", "cf:n", "x"}, 2, "not a 64-bit integer"},
+		{[]string{"incr", "t1", "r", "nocolon"}, 2, "FAMILY:QUALIFIER"},
+	} {
+		if out, errs, code := r.do(tc.args...); code != tc.code || !strings.Contains(errs, tc.want) {
+			t.Errorf("bighive %s: exit %d, stderr %q, stdout %q; want exit %d and %q", strings.Join(tc.args, " "), code, errs, out, tc.code, tc.want)
+		}
+	}
+	if out := r.ok("incr", "t1", "r", "cf:n", "0"); strings.TrimSpace(out) != "40" {
+		t.Fatalf("the refused calls changed the counter: %q", out)
+	}
+}

@@ -1252,6 +1252,224 @@ func (x *DropRowsResponse) GetRowsDeleted() int64 {
 	return 0
 }
 
+// One rule of a ReadModifyWriteRow, applied to the latest cell of
+// (family, qualifier).
+type ReadModifyWriteRule struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Family    string                 `protobuf:"bytes,1,opt,name=family,proto3" json:"family,omitempty"`
+	Qualifier []byte                 `protobuf:"bytes,2,opt,name=qualifier,proto3" json:"qualifier,omitempty"`
+	// Types that are valid to be assigned to Rule:
+	//
+	//	*ReadModifyWriteRule_AppendValue
+	//	*ReadModifyWriteRule_IncrementAmount
+	Rule          isReadModifyWriteRule_Rule `protobuf_oneof:"rule"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadModifyWriteRule) Reset() {
+	*x = ReadModifyWriteRule{}
+	mi := &file_bighivepb_tserver_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadModifyWriteRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadModifyWriteRule) ProtoMessage() {}
+
+func (x *ReadModifyWriteRule) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_tserver_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadModifyWriteRule.ProtoReflect.Descriptor instead.
+func (*ReadModifyWriteRule) Descriptor() ([]byte, []int) {
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ReadModifyWriteRule) GetFamily() string {
+	if x != nil {
+		return x.Family
+	}
+	return ""
+}
+
+func (x *ReadModifyWriteRule) GetQualifier() []byte {
+	if x != nil {
+		return x.Qualifier
+	}
+	return nil
+}
+
+func (x *ReadModifyWriteRule) GetRule() isReadModifyWriteRule_Rule {
+	if x != nil {
+		return x.Rule
+	}
+	return nil
+}
+
+func (x *ReadModifyWriteRule) GetAppendValue() []byte {
+	if x != nil {
+		if x, ok := x.Rule.(*ReadModifyWriteRule_AppendValue); ok {
+			return x.AppendValue
+		}
+	}
+	return nil
+}
+
+func (x *ReadModifyWriteRule) GetIncrementAmount() int64 {
+	if x != nil {
+		if x, ok := x.Rule.(*ReadModifyWriteRule_IncrementAmount); ok {
+			return x.IncrementAmount
+		}
+	}
+	return 0
+}
+
+type isReadModifyWriteRule_Rule interface {
+	isReadModifyWriteRule_Rule()
+}
+
+type ReadModifyWriteRule_AppendValue struct {
+	// Appended to the latest value (a missing cell counts as empty).
+	AppendValue []byte `protobuf:"bytes,3,opt,name=append_value,json=appendValue,proto3,oneof"`
+}
+
+type ReadModifyWriteRule_IncrementAmount struct {
+	// Added to the latest value read as a 64-bit big-endian signed
+	// integer (a missing cell counts as 0; a cell of another size is
+	// FAILED_PRECONDITION).
+	IncrementAmount int64 `protobuf:"varint,4,opt,name=increment_amount,json=incrementAmount,proto3,oneof"`
+}
+
+func (*ReadModifyWriteRule_AppendValue) isReadModifyWriteRule_Rule() {}
+
+func (*ReadModifyWriteRule_IncrementAmount) isReadModifyWriteRule_Rule() {}
+
+type ReadModifyWriteRowRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TabletId string                 `protobuf:"bytes,1,opt,name=tablet_id,json=tabletId,proto3" json:"tablet_id,omitempty"`
+	Epoch    int64                  `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	RowKey   []byte                 `protobuf:"bytes,3,opt,name=row_key,json=rowKey,proto3" json:"row_key,omitempty"`
+	// Applied in order; several rules of one column compose.
+	Rules         []*ReadModifyWriteRule `protobuf:"bytes,4,rep,name=rules,proto3" json:"rules,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadModifyWriteRowRequest) Reset() {
+	*x = ReadModifyWriteRowRequest{}
+	mi := &file_bighivepb_tserver_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadModifyWriteRowRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadModifyWriteRowRequest) ProtoMessage() {}
+
+func (x *ReadModifyWriteRowRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_tserver_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadModifyWriteRowRequest.ProtoReflect.Descriptor instead.
+func (*ReadModifyWriteRowRequest) Descriptor() ([]byte, []int) {
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ReadModifyWriteRowRequest) GetTabletId() string {
+	if x != nil {
+		return x.TabletId
+	}
+	return ""
+}
+
+func (x *ReadModifyWriteRowRequest) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *ReadModifyWriteRowRequest) GetRowKey() []byte {
+	if x != nil {
+		return x.RowKey
+	}
+	return nil
+}
+
+func (x *ReadModifyWriteRowRequest) GetRules() []*ReadModifyWriteRule {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
+type ReadModifyWriteRowResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new cell of each column the rules named, with its timestamp.
+	Row           *Row `protobuf:"bytes,1,opt,name=row,proto3" json:"row,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadModifyWriteRowResponse) Reset() {
+	*x = ReadModifyWriteRowResponse{}
+	mi := &file_bighivepb_tserver_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadModifyWriteRowResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadModifyWriteRowResponse) ProtoMessage() {}
+
+func (x *ReadModifyWriteRowResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_tserver_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadModifyWriteRowResponse.ProtoReflect.Descriptor instead.
+func (*ReadModifyWriteRowResponse) Descriptor() ([]byte, []int) {
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ReadModifyWriteRowResponse) GetRow() *Row {
+	if x != nil {
+		return x.Row
+	}
+	return nil
+}
+
 var File_bighivepb_tserver_proto protoreflect.FileDescriptor
 
 const file_bighivepb_tserver_proto_rawDesc = "" +
@@ -1331,7 +1549,20 @@ const file_bighivepb_tserver_proto_rawDesc = "" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12*\n" +
 	"\x05range\x18\x03 \x01(\v2\x14.bighive.v1.RowRangeR\x05range\"5\n" +
 	"\x10DropRowsResponse\x12!\n" +
-	"\frows_deleted\x18\x01 \x01(\x03R\vrowsDeleted2\x8c\a\n" +
+	"\frows_deleted\x18\x01 \x01(\x03R\vrowsDeleted\"\xa5\x01\n" +
+	"\x13ReadModifyWriteRule\x12\x16\n" +
+	"\x06family\x18\x01 \x01(\tR\x06family\x12\x1c\n" +
+	"\tqualifier\x18\x02 \x01(\fR\tqualifier\x12#\n" +
+	"\fappend_value\x18\x03 \x01(\fH\x00R\vappendValue\x12+\n" +
+	"\x10increment_amount\x18\x04 \x01(\x03H\x00R\x0fincrementAmountB\x06\n" +
+	"\x04rule\"\x9e\x01\n" +
+	"\x19ReadModifyWriteRowRequest\x12\x1b\n" +
+	"\ttablet_id\x18\x01 \x01(\tR\btabletId\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12\x17\n" +
+	"\arow_key\x18\x03 \x01(\fR\x06rowKey\x125\n" +
+	"\x05rules\x18\x04 \x03(\v2\x1f.bighive.v1.ReadModifyWriteRuleR\x05rules\"?\n" +
+	"\x1aReadModifyWriteRowResponse\x12!\n" +
+	"\x03row\x18\x01 \x01(\v2\x0f.bighive.v1.RowR\x03row2\xf1\a\n" +
 	"\aTServer\x12H\n" +
 	"\tMutateRow\x12\x1c.bighive.v1.MutateRowRequest\x1a\x1d.bighive.v1.MutateRowResponse\x12K\n" +
 	"\n" +
@@ -1346,7 +1577,8 @@ const file_bighivepb_tserver_proto_rawDesc = "" +
 	"\rAssignTablets\x12 .bighive.v1.AssignTabletsRequest\x1a!.bighive.v1.AssignTabletsResponse\x12]\n" +
 	"\x10SetCachePriority\x12#.bighive.v1.SetCachePriorityRequest\x1a$.bighive.v1.SetCachePriorityResponse\x12Q\n" +
 	"\fUpdateSchema\x12\x1f.bighive.v1.UpdateSchemaRequest\x1a .bighive.v1.UpdateSchemaResponse\x12E\n" +
-	"\bDropRows\x12\x1b.bighive.v1.DropRowsRequest\x1a\x1c.bighive.v1.DropRowsResponseB\x19Z\x17bighive/proto/bighivepbb\x06proto3"
+	"\bDropRows\x12\x1b.bighive.v1.DropRowsRequest\x1a\x1c.bighive.v1.DropRowsResponse\x12c\n" +
+	"\x12ReadModifyWriteRow\x12%.bighive.v1.ReadModifyWriteRowRequest\x1a&.bighive.v1.ReadModifyWriteRowResponseB\x19Z\x17bighive/proto/bighivepbb\x06proto3"
 
 var (
 	file_bighivepb_tserver_proto_rawDescOnce sync.Once
@@ -1360,90 +1592,97 @@ func file_bighivepb_tserver_proto_rawDescGZIP() []byte {
 	return file_bighivepb_tserver_proto_rawDescData
 }
 
-var file_bighivepb_tserver_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_bighivepb_tserver_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_bighivepb_tserver_proto_goTypes = []any{
-	(*MutateRowRequest)(nil),         // 0: bighive.v1.MutateRowRequest
-	(*MutateRowResponse)(nil),        // 1: bighive.v1.MutateRowResponse
-	(*MutateRowsRequest)(nil),        // 2: bighive.v1.MutateRowsRequest
-	(*MutateRowsResponse)(nil),       // 3: bighive.v1.MutateRowsResponse
-	(*ReadRowRequest)(nil),           // 4: bighive.v1.ReadRowRequest
-	(*ReadRowResponse)(nil),          // 5: bighive.v1.ReadRowResponse
-	(*ScanRowsRequest)(nil),          // 6: bighive.v1.ScanRowsRequest
-	(*ScanRowsResponse)(nil),         // 7: bighive.v1.ScanRowsResponse
-	(*CheckpointRequest)(nil),        // 8: bighive.v1.CheckpointRequest
-	(*CheckpointResponse)(nil),       // 9: bighive.v1.CheckpointResponse
-	(*CompactRequest)(nil),           // 10: bighive.v1.CompactRequest
-	(*CompactResponse)(nil),          // 11: bighive.v1.CompactResponse
-	(*SplitRequest)(nil),             // 12: bighive.v1.SplitRequest
-	(*SplitResponse)(nil),            // 13: bighive.v1.SplitResponse
-	(*StatusRequest)(nil),            // 14: bighive.v1.StatusRequest
-	(*TabletStatus)(nil),             // 15: bighive.v1.TabletStatus
-	(*StatusResponse)(nil),           // 16: bighive.v1.StatusResponse
-	(*AssignTabletsRequest)(nil),     // 17: bighive.v1.AssignTabletsRequest
-	(*AssignTabletsResponse)(nil),    // 18: bighive.v1.AssignTabletsResponse
-	(*UpdateSchemaRequest)(nil),      // 19: bighive.v1.UpdateSchemaRequest
-	(*UpdateSchemaResponse)(nil),     // 20: bighive.v1.UpdateSchemaResponse
-	(*DropRowsRequest)(nil),          // 21: bighive.v1.DropRowsRequest
-	(*DropRowsResponse)(nil),         // 22: bighive.v1.DropRowsResponse
-	nil,                              // 23: bighive.v1.StatusResponse.CountersEntry
-	(*RowMutation)(nil),              // 24: bighive.v1.RowMutation
-	(*RowStatus)(nil),                // 25: bighive.v1.RowStatus
-	(*ReadFilter)(nil),               // 26: bighive.v1.ReadFilter
-	(*Row)(nil),                      // 27: bighive.v1.Row
-	(*RowRange)(nil),                 // 28: bighive.v1.RowRange
-	(*LogPosition)(nil),              // 29: bighive.v1.LogPosition
-	(*TabletAssignment)(nil),         // 30: bighive.v1.TabletAssignment
-	(*TabletUnassignment)(nil),       // 31: bighive.v1.TabletUnassignment
-	(*TableSchema)(nil),              // 32: bighive.v1.TableSchema
-	(*SetCachePriorityRequest)(nil),  // 33: bighive.v1.SetCachePriorityRequest
-	(*SetCachePriorityResponse)(nil), // 34: bighive.v1.SetCachePriorityResponse
+	(*MutateRowRequest)(nil),           // 0: bighive.v1.MutateRowRequest
+	(*MutateRowResponse)(nil),          // 1: bighive.v1.MutateRowResponse
+	(*MutateRowsRequest)(nil),          // 2: bighive.v1.MutateRowsRequest
+	(*MutateRowsResponse)(nil),         // 3: bighive.v1.MutateRowsResponse
+	(*ReadRowRequest)(nil),             // 4: bighive.v1.ReadRowRequest
+	(*ReadRowResponse)(nil),            // 5: bighive.v1.ReadRowResponse
+	(*ScanRowsRequest)(nil),            // 6: bighive.v1.ScanRowsRequest
+	(*ScanRowsResponse)(nil),           // 7: bighive.v1.ScanRowsResponse
+	(*CheckpointRequest)(nil),          // 8: bighive.v1.CheckpointRequest
+	(*CheckpointResponse)(nil),         // 9: bighive.v1.CheckpointResponse
+	(*CompactRequest)(nil),             // 10: bighive.v1.CompactRequest
+	(*CompactResponse)(nil),            // 11: bighive.v1.CompactResponse
+	(*SplitRequest)(nil),               // 12: bighive.v1.SplitRequest
+	(*SplitResponse)(nil),              // 13: bighive.v1.SplitResponse
+	(*StatusRequest)(nil),              // 14: bighive.v1.StatusRequest
+	(*TabletStatus)(nil),               // 15: bighive.v1.TabletStatus
+	(*StatusResponse)(nil),             // 16: bighive.v1.StatusResponse
+	(*AssignTabletsRequest)(nil),       // 17: bighive.v1.AssignTabletsRequest
+	(*AssignTabletsResponse)(nil),      // 18: bighive.v1.AssignTabletsResponse
+	(*UpdateSchemaRequest)(nil),        // 19: bighive.v1.UpdateSchemaRequest
+	(*UpdateSchemaResponse)(nil),       // 20: bighive.v1.UpdateSchemaResponse
+	(*DropRowsRequest)(nil),            // 21: bighive.v1.DropRowsRequest
+	(*DropRowsResponse)(nil),           // 22: bighive.v1.DropRowsResponse
+	(*ReadModifyWriteRule)(nil),        // 23: bighive.v1.ReadModifyWriteRule
+	(*ReadModifyWriteRowRequest)(nil),  // 24: bighive.v1.ReadModifyWriteRowRequest
+	(*ReadModifyWriteRowResponse)(nil), // 25: bighive.v1.ReadModifyWriteRowResponse
+	nil,                                // 26: bighive.v1.StatusResponse.CountersEntry
+	(*RowMutation)(nil),                // 27: bighive.v1.RowMutation
+	(*RowStatus)(nil),                  // 28: bighive.v1.RowStatus
+	(*ReadFilter)(nil),                 // 29: bighive.v1.ReadFilter
+	(*Row)(nil),                        // 30: bighive.v1.Row
+	(*RowRange)(nil),                   // 31: bighive.v1.RowRange
+	(*LogPosition)(nil),                // 32: bighive.v1.LogPosition
+	(*TabletAssignment)(nil),           // 33: bighive.v1.TabletAssignment
+	(*TabletUnassignment)(nil),         // 34: bighive.v1.TabletUnassignment
+	(*TableSchema)(nil),                // 35: bighive.v1.TableSchema
+	(*SetCachePriorityRequest)(nil),    // 36: bighive.v1.SetCachePriorityRequest
+	(*SetCachePriorityResponse)(nil),   // 37: bighive.v1.SetCachePriorityResponse
 }
 var file_bighivepb_tserver_proto_depIdxs = []int32{
-	24, // 0: bighive.v1.MutateRowRequest.row:type_name -> bighive.v1.RowMutation
-	24, // 1: bighive.v1.MutateRowsRequest.rows:type_name -> bighive.v1.RowMutation
-	25, // 2: bighive.v1.MutateRowsResponse.statuses:type_name -> bighive.v1.RowStatus
-	26, // 3: bighive.v1.ReadRowRequest.filter:type_name -> bighive.v1.ReadFilter
-	27, // 4: bighive.v1.ReadRowResponse.row:type_name -> bighive.v1.Row
-	28, // 5: bighive.v1.ScanRowsRequest.range:type_name -> bighive.v1.RowRange
-	26, // 6: bighive.v1.ScanRowsRequest.filter:type_name -> bighive.v1.ReadFilter
-	27, // 7: bighive.v1.ScanRowsResponse.rows:type_name -> bighive.v1.Row
-	28, // 8: bighive.v1.TabletStatus.range:type_name -> bighive.v1.RowRange
+	27, // 0: bighive.v1.MutateRowRequest.row:type_name -> bighive.v1.RowMutation
+	27, // 1: bighive.v1.MutateRowsRequest.rows:type_name -> bighive.v1.RowMutation
+	28, // 2: bighive.v1.MutateRowsResponse.statuses:type_name -> bighive.v1.RowStatus
+	29, // 3: bighive.v1.ReadRowRequest.filter:type_name -> bighive.v1.ReadFilter
+	30, // 4: bighive.v1.ReadRowResponse.row:type_name -> bighive.v1.Row
+	31, // 5: bighive.v1.ScanRowsRequest.range:type_name -> bighive.v1.RowRange
+	29, // 6: bighive.v1.ScanRowsRequest.filter:type_name -> bighive.v1.ReadFilter
+	30, // 7: bighive.v1.ScanRowsResponse.rows:type_name -> bighive.v1.Row
+	31, // 8: bighive.v1.TabletStatus.range:type_name -> bighive.v1.RowRange
 	15, // 9: bighive.v1.StatusResponse.tablets:type_name -> bighive.v1.TabletStatus
-	29, // 10: bighive.v1.StatusResponse.log_position:type_name -> bighive.v1.LogPosition
-	23, // 11: bighive.v1.StatusResponse.counters:type_name -> bighive.v1.StatusResponse.CountersEntry
-	30, // 12: bighive.v1.AssignTabletsRequest.assign:type_name -> bighive.v1.TabletAssignment
-	31, // 13: bighive.v1.AssignTabletsRequest.unassign:type_name -> bighive.v1.TabletUnassignment
-	32, // 14: bighive.v1.UpdateSchemaRequest.schema:type_name -> bighive.v1.TableSchema
-	28, // 15: bighive.v1.DropRowsRequest.range:type_name -> bighive.v1.RowRange
-	0,  // 16: bighive.v1.TServer.MutateRow:input_type -> bighive.v1.MutateRowRequest
-	2,  // 17: bighive.v1.TServer.MutateRows:input_type -> bighive.v1.MutateRowsRequest
-	4,  // 18: bighive.v1.TServer.ReadRow:input_type -> bighive.v1.ReadRowRequest
-	6,  // 19: bighive.v1.TServer.ScanRows:input_type -> bighive.v1.ScanRowsRequest
-	8,  // 20: bighive.v1.TServer.Checkpoint:input_type -> bighive.v1.CheckpointRequest
-	10, // 21: bighive.v1.TServer.Compact:input_type -> bighive.v1.CompactRequest
-	12, // 22: bighive.v1.TServer.Split:input_type -> bighive.v1.SplitRequest
-	14, // 23: bighive.v1.TServer.Status:input_type -> bighive.v1.StatusRequest
-	17, // 24: bighive.v1.TServer.AssignTablets:input_type -> bighive.v1.AssignTabletsRequest
-	33, // 25: bighive.v1.TServer.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
-	19, // 26: bighive.v1.TServer.UpdateSchema:input_type -> bighive.v1.UpdateSchemaRequest
-	21, // 27: bighive.v1.TServer.DropRows:input_type -> bighive.v1.DropRowsRequest
-	1,  // 28: bighive.v1.TServer.MutateRow:output_type -> bighive.v1.MutateRowResponse
-	3,  // 29: bighive.v1.TServer.MutateRows:output_type -> bighive.v1.MutateRowsResponse
-	5,  // 30: bighive.v1.TServer.ReadRow:output_type -> bighive.v1.ReadRowResponse
-	7,  // 31: bighive.v1.TServer.ScanRows:output_type -> bighive.v1.ScanRowsResponse
-	9,  // 32: bighive.v1.TServer.Checkpoint:output_type -> bighive.v1.CheckpointResponse
-	11, // 33: bighive.v1.TServer.Compact:output_type -> bighive.v1.CompactResponse
-	13, // 34: bighive.v1.TServer.Split:output_type -> bighive.v1.SplitResponse
-	16, // 35: bighive.v1.TServer.Status:output_type -> bighive.v1.StatusResponse
-	18, // 36: bighive.v1.TServer.AssignTablets:output_type -> bighive.v1.AssignTabletsResponse
-	34, // 37: bighive.v1.TServer.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
-	20, // 38: bighive.v1.TServer.UpdateSchema:output_type -> bighive.v1.UpdateSchemaResponse
-	22, // 39: bighive.v1.TServer.DropRows:output_type -> bighive.v1.DropRowsResponse
-	28, // [28:40] is the sub-list for method output_type
-	16, // [16:28] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	32, // 10: bighive.v1.StatusResponse.log_position:type_name -> bighive.v1.LogPosition
+	26, // 11: bighive.v1.StatusResponse.counters:type_name -> bighive.v1.StatusResponse.CountersEntry
+	33, // 12: bighive.v1.AssignTabletsRequest.assign:type_name -> bighive.v1.TabletAssignment
+	34, // 13: bighive.v1.AssignTabletsRequest.unassign:type_name -> bighive.v1.TabletUnassignment
+	35, // 14: bighive.v1.UpdateSchemaRequest.schema:type_name -> bighive.v1.TableSchema
+	31, // 15: bighive.v1.DropRowsRequest.range:type_name -> bighive.v1.RowRange
+	23, // 16: bighive.v1.ReadModifyWriteRowRequest.rules:type_name -> bighive.v1.ReadModifyWriteRule
+	30, // 17: bighive.v1.ReadModifyWriteRowResponse.row:type_name -> bighive.v1.Row
+	0,  // 18: bighive.v1.TServer.MutateRow:input_type -> bighive.v1.MutateRowRequest
+	2,  // 19: bighive.v1.TServer.MutateRows:input_type -> bighive.v1.MutateRowsRequest
+	4,  // 20: bighive.v1.TServer.ReadRow:input_type -> bighive.v1.ReadRowRequest
+	6,  // 21: bighive.v1.TServer.ScanRows:input_type -> bighive.v1.ScanRowsRequest
+	8,  // 22: bighive.v1.TServer.Checkpoint:input_type -> bighive.v1.CheckpointRequest
+	10, // 23: bighive.v1.TServer.Compact:input_type -> bighive.v1.CompactRequest
+	12, // 24: bighive.v1.TServer.Split:input_type -> bighive.v1.SplitRequest
+	14, // 25: bighive.v1.TServer.Status:input_type -> bighive.v1.StatusRequest
+	17, // 26: bighive.v1.TServer.AssignTablets:input_type -> bighive.v1.AssignTabletsRequest
+	36, // 27: bighive.v1.TServer.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
+	19, // 28: bighive.v1.TServer.UpdateSchema:input_type -> bighive.v1.UpdateSchemaRequest
+	21, // 29: bighive.v1.TServer.DropRows:input_type -> bighive.v1.DropRowsRequest
+	24, // 30: bighive.v1.TServer.ReadModifyWriteRow:input_type -> bighive.v1.ReadModifyWriteRowRequest
+	1,  // 31: bighive.v1.TServer.MutateRow:output_type -> bighive.v1.MutateRowResponse
+	3,  // 32: bighive.v1.TServer.MutateRows:output_type -> bighive.v1.MutateRowsResponse
+	5,  // 33: bighive.v1.TServer.ReadRow:output_type -> bighive.v1.ReadRowResponse
+	7,  // 34: bighive.v1.TServer.ScanRows:output_type -> bighive.v1.ScanRowsResponse
+	9,  // 35: bighive.v1.TServer.Checkpoint:output_type -> bighive.v1.CheckpointResponse
+	11, // 36: bighive.v1.TServer.Compact:output_type -> bighive.v1.CompactResponse
+	13, // 37: bighive.v1.TServer.Split:output_type -> bighive.v1.SplitResponse
+	16, // 38: bighive.v1.TServer.Status:output_type -> bighive.v1.StatusResponse
+	18, // 39: bighive.v1.TServer.AssignTablets:output_type -> bighive.v1.AssignTabletsResponse
+	37, // 40: bighive.v1.TServer.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
+	20, // 41: bighive.v1.TServer.UpdateSchema:output_type -> bighive.v1.UpdateSchemaResponse
+	22, // 42: bighive.v1.TServer.DropRows:output_type -> bighive.v1.DropRowsResponse
+	25, // 43: bighive.v1.TServer.ReadModifyWriteRow:output_type -> bighive.v1.ReadModifyWriteRowResponse
+	31, // [31:44] is the sub-list for method output_type
+	18, // [18:31] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_bighivepb_tserver_proto_init() }
@@ -1453,13 +1692,17 @@ func file_bighivepb_tserver_proto_init() {
 	}
 	file_bighivepb_common_proto_init()
 	file_bighivepb_master_proto_init()
+	file_bighivepb_tserver_proto_msgTypes[23].OneofWrappers = []any{
+		(*ReadModifyWriteRule_AppendValue)(nil),
+		(*ReadModifyWriteRule_IncrementAmount)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bighivepb_tserver_proto_rawDesc), len(file_bighivepb_tserver_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,18 +23,19 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	TServer_MutateRow_FullMethodName        = "/bighive.v1.TServer/MutateRow"
-	TServer_MutateRows_FullMethodName       = "/bighive.v1.TServer/MutateRows"
-	TServer_ReadRow_FullMethodName          = "/bighive.v1.TServer/ReadRow"
-	TServer_ScanRows_FullMethodName         = "/bighive.v1.TServer/ScanRows"
-	TServer_Checkpoint_FullMethodName       = "/bighive.v1.TServer/Checkpoint"
-	TServer_Compact_FullMethodName          = "/bighive.v1.TServer/Compact"
-	TServer_Split_FullMethodName            = "/bighive.v1.TServer/Split"
-	TServer_Status_FullMethodName           = "/bighive.v1.TServer/Status"
-	TServer_AssignTablets_FullMethodName    = "/bighive.v1.TServer/AssignTablets"
-	TServer_SetCachePriority_FullMethodName = "/bighive.v1.TServer/SetCachePriority"
-	TServer_UpdateSchema_FullMethodName     = "/bighive.v1.TServer/UpdateSchema"
-	TServer_DropRows_FullMethodName         = "/bighive.v1.TServer/DropRows"
+	TServer_MutateRow_FullMethodName          = "/bighive.v1.TServer/MutateRow"
+	TServer_MutateRows_FullMethodName         = "/bighive.v1.TServer/MutateRows"
+	TServer_ReadRow_FullMethodName            = "/bighive.v1.TServer/ReadRow"
+	TServer_ScanRows_FullMethodName           = "/bighive.v1.TServer/ScanRows"
+	TServer_Checkpoint_FullMethodName         = "/bighive.v1.TServer/Checkpoint"
+	TServer_Compact_FullMethodName            = "/bighive.v1.TServer/Compact"
+	TServer_Split_FullMethodName              = "/bighive.v1.TServer/Split"
+	TServer_Status_FullMethodName             = "/bighive.v1.TServer/Status"
+	TServer_AssignTablets_FullMethodName      = "/bighive.v1.TServer/AssignTablets"
+	TServer_SetCachePriority_FullMethodName   = "/bighive.v1.TServer/SetCachePriority"
+	TServer_UpdateSchema_FullMethodName       = "/bighive.v1.TServer/UpdateSchema"
+	TServer_DropRows_FullMethodName           = "/bighive.v1.TServer/DropRows"
+	TServer_ReadModifyWriteRow_FullMethodName = "/bighive.v1.TServer/ReadModifyWriteRow"
 )
 
 // TServerClient is the client API for TServer service.
@@ -62,6 +63,11 @@ type TServerClient interface {
 	// Deletes the rows of a tablet in [start_row, end_row) through the write
 	// path (a delete-row tombstone per row); called by the master.
 	DropRows(ctx context.Context, in *DropRowsRequest, opts ...grpc.CallOption) (*DropRowsResponse, error)
+	// Applies append and increment rules to the latest cells of one row,
+	// atomically with respect to every other write of the row, and returns
+	// the new cells. Not idempotent: a client must not retry it after it
+	// may have reached the tserver.
+	ReadModifyWriteRow(ctx context.Context, in *ReadModifyWriteRowRequest, opts ...grpc.CallOption) (*ReadModifyWriteRowResponse, error)
 }
 
 type tServerClient struct {
@@ -201,6 +207,16 @@ func (c *tServerClient) DropRows(ctx context.Context, in *DropRowsRequest, opts 
 	return out, nil
 }
 
+func (c *tServerClient) ReadModifyWriteRow(ctx context.Context, in *ReadModifyWriteRowRequest, opts ...grpc.CallOption) (*ReadModifyWriteRowResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReadModifyWriteRowResponse)
+	err := c.cc.Invoke(ctx, TServer_ReadModifyWriteRow_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TServerServer is the server API for TServer service.
 // All implementations must embed UnimplementedTServerServer
 // for forward compatibility.
@@ -226,6 +242,11 @@ type TServerServer interface {
 	// Deletes the rows of a tablet in [start_row, end_row) through the write
 	// path (a delete-row tombstone per row); called by the master.
 	DropRows(context.Context, *DropRowsRequest) (*DropRowsResponse, error)
+	// Applies append and increment rules to the latest cells of one row,
+	// atomically with respect to every other write of the row, and returns
+	// the new cells. Not idempotent: a client must not retry it after it
+	// may have reached the tserver.
+	ReadModifyWriteRow(context.Context, *ReadModifyWriteRowRequest) (*ReadModifyWriteRowResponse, error)
 	mustEmbedUnimplementedTServerServer()
 }
 
@@ -271,6 +292,9 @@ func (UnimplementedTServerServer) UpdateSchema(context.Context, *UpdateSchemaReq
 }
 func (UnimplementedTServerServer) DropRows(context.Context, *DropRowsRequest) (*DropRowsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DropRows not implemented")
+}
+func (UnimplementedTServerServer) ReadModifyWriteRow(context.Context, *ReadModifyWriteRowRequest) (*ReadModifyWriteRowResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReadModifyWriteRow not implemented")
 }
 func (UnimplementedTServerServer) mustEmbedUnimplementedTServerServer() {}
 func (UnimplementedTServerServer) testEmbeddedByValue()                 {}
@@ -502,6 +526,24 @@ func _TServer_DropRows_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _TServer_ReadModifyWriteRow_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReadModifyWriteRowRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TServerServer).ReadModifyWriteRow(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TServer_ReadModifyWriteRow_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TServerServer).ReadModifyWriteRow(ctx, req.(*ReadModifyWriteRowRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // TServer_ServiceDesc is the grpc.ServiceDesc for TServer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -552,6 +594,10 @@ var TServer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DropRows",
 			Handler:    _TServer_DropRows_Handler,
+		},
+		{
+			MethodName: "ReadModifyWriteRow",
+			Handler:    _TServer_ReadModifyWriteRow_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
