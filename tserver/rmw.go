@@ -56,11 +56,6 @@ func (s *Server) ReadModifyWriteRow(ctx context.Context, req *pb.ReadModifyWrite
 // rmwErr maps an error of a read-modify-write to its status.
 func (s *Server) rmwErr(r *replica, row []byte, err error) error {
 	switch {
-	case errors.Is(err, rp.ErrUnknownOutcome), errors.Is(err, rp.ErrLog):
-		// Not a routing error (those tell the client that nothing was
-		// applied and that it may retry anywhere): the increment may be
-		// in the log, and a retry could apply it twice.
-		return apierr.Wrap(codes.Unavailable, err, "tserver %s: the read-modify-write of row %q may have been applied; its outcome is unknown", s.addr, row)
 	case errors.Is(err, rp.ErrNotCounter):
 		return apierr.Wrap(codes.FailedPrecondition, err, "tablet %s", r.ID())
 	case errors.Is(err, rp.ErrInvalidRule):

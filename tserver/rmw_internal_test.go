@@ -12,10 +12,11 @@ import (
 	"bighive/tablet"
 )
 
-// TestReadModifyWriteErrorStatus: a read-modify-write that may have been
-// logged must not come back as a routing error (TabletError), which the
-// client retries as "nothing applied": a retried increment would count
-// twice. Errors before the append keep their routing detail.
+// TestReadModifyWriteErrorStatus: a write or read-modify-write that may
+// have been logged must not come back as a routing error (TabletError),
+// which the client retries as "nothing applied": a retried increment, or
+// server-timestamped put, would count twice. Errors before the append
+// keep their routing detail.
 func TestReadModifyWriteErrorStatus(t *testing.T) {
 	s := &Server{addr: "ts1"}
 	r := &replica{rp.New(rp.Options{ID: "t1", Epoch: 3, Server: "ts1"})}
@@ -39,7 +40,15 @@ func TestReadModifyWriteErrorStatus(t *testing.T) {
 			err := s.rmwErr(r, []byte("row"), tc.err)
 			_, routing := apierr.TabletReason(err)
 			if code := apierr.CodeOf(err); code != tc.code || routing != tc.routing {
-				t.Fatalf("%v: code %v routing %v, want %v routing %v", err, code, routing, tc.code, tc.routing)
+				t.Fatalf("read-modify-write: %v: code %v routing %v, want %v routing %v", err, code, routing, tc.code, tc.routing)
+			}
+			if errors.Is(tc.err, rp.ErrNotCounter) || errors.Is(tc.err, rp.ErrInvalidRule) {
+				return // only read-modify-writes have these
+			}
+			err = s.writeErr(r, tc.err)
+			_, routing = apierr.TabletReason(err)
+			if code := apierr.CodeOf(err); code != tc.code || routing != tc.routing {
+				t.Fatalf("write: %v: code %v routing %v, want %v routing %v", err, code, routing, tc.code, tc.routing)
 			}
 		})
 	}

@@ -26,10 +26,12 @@ func (s *Server) writeErr(r *replica, err error) error {
 		return apierr.Tablet(pb.TabletError_NOT_SERVING, r.ID(), r.Epoch(), "%v", err)
 	case errors.Is(err, rp.ErrSplitting):
 		return apierr.Tablet(pb.TabletError_WRONG_TABLET, r.ID(), r.Epoch(), "tablet %s is splitting; refresh its location", r.ID())
-	case errors.Is(err, rp.ErrLeaseLost):
-		return apierr.Tablet(pb.TabletError_NOT_SERVING, r.ID(), r.Epoch(), "tserver %s lost its lease during the write; its outcome is unknown", s.addr)
-	case errors.Is(err, rp.ErrLog):
-		return apierr.Wrap(codes.Unavailable, err, "tserver %s: log append", s.addr)
+	case errors.Is(err, rp.ErrUnknownOutcome), errors.Is(err, rp.ErrLog):
+		// Not a routing error (a TabletError tells the client that nothing
+		// was applied and that it may retry anywhere): the write may be in
+		// the log, so only an idempotent one may be retried — a retried
+		// server-timestamped write would be applied twice.
+		return apierr.Wrap(codes.Unavailable, err, "tserver %s: the write may have been applied; its outcome is unknown", s.addr)
 	}
 	return engineErr(r, err)
 }
