@@ -100,9 +100,12 @@ func ValueFilter(pattern string) Filter {
 }
 
 // ColumnRangeFilter keeps cells of family with a qualifier in [start, end);
-// end "" is unbounded.
+// start "" is unbounded below and end "" unbounded above.
 func ColumnRangeFilter(family, start, end string) Filter {
-	r := &btpb.ColumnRange{FamilyName: family, StartQualifier: &btpb.ColumnRange_StartQualifierClosed{StartQualifierClosed: []byte(start)}}
+	r := &btpb.ColumnRange{FamilyName: family}
+	if start != "" {
+		r.StartQualifier = &btpb.ColumnRange_StartQualifierClosed{StartQualifierClosed: []byte(start)}
+	}
 	if end != "" {
 		r.EndQualifier = &btpb.ColumnRange_EndQualifierOpen{EndQualifierOpen: []byte(end)}
 	}
@@ -110,11 +113,14 @@ func ColumnRangeFilter(family, start, end string) Filter {
 		Filter: &btpb.RowFilter_ColumnRangeFilter{ColumnRangeFilter: r}}}
 }
 
-// ValueRangeFilter keeps cells with a value in [start, end); an empty end
-// is unbounded.
+// ValueRangeFilter keeps cells with a value in [start, end); a nil start
+// or end is unbounded (a non-nil empty end matches nothing).
 func ValueRangeFilter(start, end []byte) Filter {
-	r := &btpb.ValueRange{StartValue: &btpb.ValueRange_StartValueClosed{StartValueClosed: start}}
-	if len(end) > 0 {
+	r := &btpb.ValueRange{}
+	if start != nil {
+		r.StartValue = &btpb.ValueRange_StartValueClosed{StartValueClosed: start}
+	}
+	if end != nil {
 		r.EndValue = &btpb.ValueRange_EndValueOpen{EndValueOpen: end}
 	}
 	return protoFilter{fmt.Sprintf("valueRangeFilter(%q,%q)", start, end), &btpb.RowFilter{
@@ -136,8 +142,10 @@ func TimestampRangeFilter(startTime, endTime time.Time) Filter {
 }
 
 // TimestampRangeFilterMicros keeps cells with a timestamp in [start, end)
-// microseconds; end 0 is unbounded.
+// microseconds, both truncated to milliseconds as in the Cloud Bigtable
+// client; end 0 is unbounded.
 func TimestampRangeFilterMicros(start, end int64) Filter {
+	start, end = start-start%1000, end-end%1000
 	return protoFilter{fmt.Sprintf("timestamp_range(%d,%d)", start, end), &btpb.RowFilter{
 		Filter: &btpb.RowFilter_TimestampRangeFilter{TimestampRangeFilter: &btpb.TimestampRange{
 			StartTimestampMicros: start, EndTimestampMicros: end}}}}
