@@ -1,7 +1,12 @@
 // Package client is the Go client library of Bighive. Its shape follows the
 // Cloud Bigtable Go client: a Client for the cluster (tables, admin calls),
 // a Table for rows (Put, Get, Scan, Apply, ApplyBulk), Mutations built of
-// sets and deletes applied atomically to one row.
+// sets and deletes applied atomically to one row. Server-side row filters
+// have the Cloud Bigtable client's constructors (ChainFilters,
+// InterleaveFilters, ConditionFilter, RowKeyFilter, ColumnFilter,
+// StripValueFilter, LatestNFilter, ...) and apply to Get and Scan through
+// the RowFilter read option, after the Families, Column, TimeRange and
+// LatestN selection.
 //
 //	c, err := client.Dial(ctx, []string{"127.0.0.1:7100"})
 //	defer c.Close()

@@ -30,6 +30,8 @@ type Cell struct {
 	// Timestamp in microseconds since the Unix epoch.
 	Timestamp int64
 	Value     []byte
+	// Labels are set by a LabelFilter.
+	Labels []string
 }
 
 // Value returns the newest value of the column, if the row has one.
@@ -47,7 +49,7 @@ func rowFromProto(p *pb.Row) Row {
 	if len(p.GetCells()) > 0 {
 		r.Cells = make([]Cell, len(p.Cells))
 		for i, c := range p.Cells {
-			r.Cells[i] = Cell{Family: c.Family, Qualifier: string(c.Qualifier), Timestamp: c.TimestampMicros, Value: c.Value}
+			r.Cells[i] = Cell{Family: c.Family, Qualifier: string(c.Qualifier), Timestamp: c.TimestampMicros, Value: c.Value, Labels: c.Labels}
 		}
 	}
 	return r
@@ -57,9 +59,11 @@ func rowFromProto(p *pb.Row) Row {
 type ReadOption interface{ apply(*readSettings) }
 
 type readSettings struct {
-	filter *pb.ReadFilter
-	limit  int64
-	err    error
+	filter    *pb.ReadFilter
+	rowFilter Filter
+	rowProto  []byte // rowFilter serialized
+	limit     int64
+	err       error
 }
 
 type readOptionFunc func(*readSettings)
@@ -126,6 +130,9 @@ func readSettingsOf(opts []ReadOption) (readSettings, error) {
 	for _, o := range opts {
 		o.apply(&s)
 	}
+	if s.err == nil {
+		s.rowProto, s.err = marshalFilter(s.rowFilter)
+	}
 	return s, s.err
 }
 
@@ -152,6 +159,7 @@ func (t *Table) Get(ctx context.Context, row string, opts ...ReadOption) (Row, e
 		}
 		resp, err := ts.ReadRow(ctx, &pb.ReadRowRequest{
 			TabletId: loc.tabletID, Epoch: loc.epoch, RowKey: []byte(row), Filter: s.filter,
+			RowFilter: s.rowProto,
 		}, grpc.Peer(p))
 		if err != nil {
 			return t.failed(loc, err)
@@ -196,7 +204,7 @@ func (t *Table) Scan(ctx context.Context, start, end string, fn func(Row) bool, 
 		return nil
 	}
 	st := streak{timeout: t.c.opts.retryTimeout}
-	sc := &scan{t: t, filter: s.filter, remaining: s.limit, end: end, cur: start, fn: fn}
+	sc := &scan{t: t, filter: s.filter, rowFilter: s.rowProto, remaining: s.limit, end: end, cur: start, fn: fn}
 	bo := newBackoff(t.c.opts.minBackoff, t.c.opts.maxBackoff)
 	var last error
 	for attempt := 1; ; attempt++ {
@@ -241,7 +249,8 @@ func (t *Table) Scan(ctx context.Context, start, end string, fn func(Row) bool, 
 type scan struct {
 	t         *Table
 	filter    *pb.ReadFilter
-	remaining int64 // rows still wanted; 0 is unlimited
+	rowFilter []byte // a serialized RowFilter, or nil
+	remaining int64  // rows still wanted; 0 is unlimited
 	end       string
 	cur       string // the next row key that may be delivered
 	delivered bool
@@ -269,9 +278,10 @@ func (sc *scan) tablet(ctx context.Context, loc *location) (done bool, err error
 	defer timer.Stop()
 	stream, err := ts.ScanRows(sctx, &pb.ScanRowsRequest{
 		TabletId: loc.tabletID, Epoch: loc.epoch,
-		Range:  &pb.RowRange{StartRow: []byte(sc.cur), EndRow: []byte(segEnd)},
-		Limit:  sc.remaining,
-		Filter: sc.filter,
+		Range:     &pb.RowRange{StartRow: []byte(sc.cur), EndRow: []byte(segEnd)},
+		Limit:     sc.remaining,
+		Filter:    sc.filter,
+		RowFilter: sc.rowFilter,
 	})
 	if err != nil {
 		return false, idleErr(sctx, err)

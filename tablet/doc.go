@@ -81,7 +81,10 @@
 //     MaxAge. Cells of a family not in the schema (deleted) are never
 //     returned;
 //  3. the read's selection: families/columns, TimeRange, then the newest
-//     MaxVersions of what is left, per column.
+//     MaxVersions of what is left, per column;
+//  4. the read's RowFilter (ReadOptions.Filter, a compiled Cloud Bigtable
+//     RowFilter, package filter) on the row's remaining cells, one row at
+//     a time; compactions never apply it.
 //
 // Get consults each TSFile's bloom filter first. Scan returns rows of
 // [start, end) in order, with a row limit; TSFile scans read pages ahead.

@@ -7,6 +7,7 @@ import (
 
 	"bighive/internal/mutation"
 	"bighive/memstore"
+	"bighive/tablet/filter"
 )
 
 // Column names one column.
@@ -32,15 +33,17 @@ type ReadOptions struct {
 	// MaxVersions returns at most the newest N versions of each column
 	// (after TimeRange); 0 means all.
 	MaxVersions int
+	// Filter, when set, is a compiled Bigtable RowFilter evaluated on each
+	// row after the selection above (families, columns, time range,
+	// versions) and after deletes and the GC policy: it sees the cells the
+	// read would otherwise return. A row the filter leaves with no cell is
+	// not returned.
+	Filter *filter.Filter
 }
 
-// Cell is one returned version.
-type Cell struct {
-	Family    string
-	Qualifier []byte
-	Timestamp int64
-	Value     []byte
-}
+// Cell is one returned version; Labels are set only by a RowFilter's
+// apply-label transformer.
+type Cell = filter.Cell
 
 // Row is a row's returned cells, in (family, qualifier, timestamp
 // descending) order. The slices are shared with the engine: do not modify.
@@ -160,6 +163,9 @@ func (t *Tablet) Get(ctx context.Context, row []byte, opts ReadOptions) (Row, bo
 	if err := it.Err(); err != nil {
 		return Row{}, false, fmt.Errorf("tablet %s: get %q: %w", t.opts.ID, row, err)
 	}
+	if err := r.filter(); err != nil {
+		return Row{}, false, fmt.Errorf("tablet %s: get %q: %w", t.opts.ID, row, err)
+	}
 	if len(r.row.Cells) == 0 {
 		return Row{}, false, nil
 	}
@@ -197,6 +203,9 @@ func (t *Tablet) Scan(ctx context.Context, start, end []byte, limit int, opts Re
 		default:
 		}
 		r.readRow(it)
+		if err := r.filter(); err != nil {
+			return fmt.Errorf("tablet %s: scan: %w", t.opts.ID, err)
+		}
 		if len(r.row.Cells) == 0 {
 			continue
 		}
@@ -312,6 +321,19 @@ func (r *rowReader) readRow(it memstore.Iterator) {
 		}
 		r.row.Cells = append(r.row.Cells, Cell{Family: e.Family, Qualifier: e.Qualifier, Timestamp: e.Timestamp, Value: e.Value})
 	}
+}
+
+// filter runs the read's RowFilter, if any, on the row just read.
+func (r *rowReader) filter() error {
+	if r.opts.Filter == nil || len(r.row.Cells) == 0 {
+		return nil
+	}
+	cells, err := r.opts.Filter.Apply(r.row.Key, r.row.Cells)
+	if err != nil {
+		return err
+	}
+	r.row.Cells = cells
+	return nil
 }
 
 func (r *rowReader) keep(e *memstore.Entry) {

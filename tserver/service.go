@@ -6,12 +6,15 @@ import (
 	"sync"
 	"time"
 
+	btpb "cloud.google.com/go/bigtable/apiv2/bigtablepb"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 
 	"bighive/internal/apierr"
 	pb "bighive/proto/bighivepb"
 	rp "bighive/replica"
 	"bighive/tablet"
+	"bighive/tablet/filter"
 )
 
 // writeErr maps an error of the write path and the reads (package
@@ -32,6 +35,8 @@ func (s *Server) writeErr(r *replica, err error) error {
 		// the log, so only an idempotent one may be retried — a retried
 		// server-timestamped write would be applied twice.
 		return apierr.Wrap(codes.Unavailable, err, "tserver %s: the write may have been applied; its outcome is unknown", s.addr)
+	case errors.Is(err, filter.ErrInvalid):
+		return apierr.InvalidArgument("%v", err)
 	}
 	return engineErr(r, err)
 }
@@ -108,8 +113,22 @@ func rowStatus(err error) *pb.RowStatus {
 	return &pb.RowStatus{Code: int32(st.Code()), Message: st.Message()}
 }
 
-func readOptions(f *pb.ReadFilter) (tablet.ReadOptions, error) {
+// readOptions turns a request's selection and its serialized RowFilter
+// (empty: none) into tablet read options, the RowFilter compiled once for
+// the request.
+func readOptions(f *pb.ReadFilter, rowFilter []byte) (tablet.ReadOptions, error) {
 	var o tablet.ReadOptions
+	if len(rowFilter) > 0 {
+		var rf btpb.RowFilter
+		if err := proto.Unmarshal(rowFilter, &rf); err != nil {
+			return o, apierr.InvalidArgument("row_filter is not a serialized google.bigtable.v2.RowFilter: %v", err)
+		}
+		cf, err := filter.Compile(&rf)
+		if err != nil {
+			return o, apierr.InvalidArgument("%v", err)
+		}
+		o.Filter = cf
+	}
 	if f == nil {
 		return o, nil
 	}
@@ -151,11 +170,17 @@ func rowToPB(row tablet.Row) *pb.Row {
 }
 
 func cellToPB(c tablet.Cell) *pb.Cell {
-	return &pb.Cell{Family: c.Family, Qualifier: c.Qualifier, TimestampMicros: c.Timestamp, Value: c.Value}
+	return &pb.Cell{Family: c.Family, Qualifier: c.Qualifier, TimestampMicros: c.Timestamp, Value: c.Value, Labels: c.Labels}
 }
 
 // cellSize estimates a cell's bytes in a message.
-func cellSize(c tablet.Cell) int { return len(c.Family) + len(c.Qualifier) + len(c.Value) + 16 }
+func cellSize(c tablet.Cell) int {
+	n := len(c.Family) + len(c.Qualifier) + len(c.Value) + 16
+	for _, l := range c.Labels {
+		n += len(l) + 2
+	}
+	return n
+}
 
 // maxReadRowBytes bounds the cells ReadRow returns in its one message; a
 // larger row is answered with chunked set, and the client reads it with
@@ -166,7 +191,7 @@ func (s *Server) ReadRow(ctx context.Context, req *pb.ReadRowRequest) (*pb.ReadR
 	if len(req.RowKey) == 0 {
 		return nil, apierr.InvalidArgument("row key is empty")
 	}
-	opts, err := readOptions(req.Filter)
+	opts, err := readOptions(req.Filter, req.RowFilter)
 	if err != nil {
 		return nil, err
 	}
@@ -199,7 +224,7 @@ func (s *Server) ReadRow(ctx context.Context, req *pb.ReadRowRequest) (*pb.ReadR
 const scanChunkBytes = 1 << 20
 
 func (s *Server) ScanRows(req *pb.ScanRowsRequest, stream pb.TServer_ScanRowsServer) error {
-	opts, err := readOptions(req.Filter)
+	opts, err := readOptions(req.Filter, req.RowFilter)
 	if err != nil {
 		return err
 	}

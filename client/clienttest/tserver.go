@@ -7,9 +7,13 @@ import (
 	"sort"
 	"time"
 
+	btpb "cloud.google.com/go/bigtable/apiv2/bigtablepb"
+	"google.golang.org/protobuf/proto"
+
 	"bighive/internal/apierr"
 	"bighive/internal/limits"
 	pb "bighive/proto/bighivepb"
+	"bighive/tablet/filter"
 )
 
 type tserver struct {
@@ -242,7 +246,15 @@ func (s *tserver) ReadRow(ctx context.Context, req *pb.ReadRowRequest) (*pb.Read
 	if err := checkFilter(t, req.Filter); err != nil {
 		return nil, err
 	}
-	return &pb.ReadRowResponse{Row: readLocked(t, string(req.RowKey), req.Filter)}, nil
+	rf, err := compileRowFilter(req.RowFilter)
+	if err != nil {
+		return nil, err
+	}
+	row, err := applyRowFilter(rf, readLocked(t, string(req.RowKey), req.Filter))
+	if err != nil {
+		return nil, err
+	}
+	return &pb.ReadRowResponse{Row: row}, nil
 }
 
 // scanBatch is the number of rows per ScanRows message, small so tests
@@ -261,6 +273,11 @@ func (s *tserver) ScanRows(req *pb.ScanRowsRequest, stream pb.TServer_ScanRowsSe
 		s.c.mu.Unlock()
 		return err
 	}
+	rf, err := compileRowFilter(req.RowFilter)
+	if err != nil {
+		s.c.mu.Unlock()
+		return err
+	}
 	start, end := string(req.GetRange().GetStartRow()), string(req.GetRange().GetEndRow())
 	var keys []string
 	for k := range t.rows {
@@ -271,7 +288,12 @@ func (s *tserver) ScanRows(req *pb.ScanRowsRequest, stream pb.TServer_ScanRowsSe
 	sort.Strings(keys)
 	var rows []*pb.Row
 	for _, k := range keys {
-		if r := readLocked(t, k, req.Filter); len(r.Cells) > 0 {
+		r, err := applyRowFilter(rf, readLocked(t, k, req.Filter))
+		if err != nil {
+			s.c.mu.Unlock()
+			return err
+		}
+		if len(r.Cells) > 0 {
 			rows = append(rows, r)
 		}
 		if req.Limit > 0 && int64(len(rows)) == req.Limit {
@@ -311,4 +333,42 @@ func (s *tserver) Compact(ctx context.Context, req *pb.CompactRequest) (*pb.Comp
 
 func (s *tserver) Status(ctx context.Context, req *pb.StatusRequest) (*pb.StatusResponse, error) {
 	return &pb.StatusResponse{Uuid: s.addr, Address: s.addr}, nil
+}
+
+// compileRowFilter decodes and compiles a request's serialized RowFilter
+// with the tserver's own evaluator (nil: none).
+func compileRowFilter(b []byte) (*filter.Filter, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	var rf btpb.RowFilter
+	if err := proto.Unmarshal(b, &rf); err != nil {
+		return nil, apierr.InvalidArgument("row_filter is not a serialized google.bigtable.v2.RowFilter: %v", err)
+	}
+	f, err := filter.Compile(&rf)
+	if err != nil {
+		return nil, apierr.InvalidArgument("%v", err)
+	}
+	return f, nil
+}
+
+// applyRowFilter evaluates f on a selected row, as the tserver does after
+// the ReadFilter selection.
+func applyRowFilter(f *filter.Filter, r *pb.Row) (*pb.Row, error) {
+	if f == nil || len(r.Cells) == 0 {
+		return r, nil
+	}
+	in := make([]filter.Cell, len(r.Cells))
+	for i, c := range r.Cells {
+		in[i] = filter.Cell{Family: c.Family, Qualifier: c.Qualifier, Timestamp: c.TimestampMicros, Value: c.Value}
+	}
+	out, err := f.Apply(r.Key, in)
+	if err != nil {
+		return nil, apierr.InvalidArgument("%v", err)
+	}
+	row := &pb.Row{Key: r.Key, Cells: make([]*pb.Cell, len(out))}
+	for i, c := range out {
+		row.Cells[i] = &pb.Cell{Family: c.Family, Qualifier: c.Qualifier, TimestampMicros: c.Timestamp, Value: c.Value, Labels: c.Labels}
+	}
+	return row, nil
 }

@@ -260,35 +260,75 @@ func runPut(ctx context.Context, env *Env, args []string) error {
 	return env.result(map[string]any{"put": pos[1], "column": pos[2]}, "ok")
 }
 
-func readFlags(fs flagSet, families *string, versions *int) {
-	fs.StringVar(families, "families", "", "only these comma-separated column families")
-	fs.IntVar(versions, "versions", 0, "at most this many versions per column (0: the families' policy)")
+// readArgs are the flags get and scan share.
+type readArgs struct {
+	families, columns string
+	versions          int
+	keysOnly          bool
 }
 
-func readOptions(families string, versions int) []client.ReadOption {
+func readFlags(fs flagSet, a *readArgs) {
+	fs.StringVar(&a.families, "families", "", "only these comma-separated column families")
+	fs.StringVar(&a.columns, "columns", "", "only these comma-separated columns, each FAMILY:QUALIFIER or FAMILY (with --families: the union)")
+	fs.IntVar(&a.versions, "versions", 0, "at most this many versions per column (0: the families' policy)")
+	fs.BoolVar(&a.keysOnly, "keys-only", false, "return cells without their values (a server-side strip-value filter)")
+}
+
+func readOptions(a readArgs) ([]client.ReadOption, error) {
 	var opts []client.ReadOption
-	if fams := splitList(families); len(fams) > 0 {
+	if fams := splitList(a.families); len(fams) > 0 {
 		opts = append(opts, client.Families(fams...))
 	}
-	if versions != 0 {
-		opts = append(opts, client.LatestN(versions))
+	for _, col := range splitList(a.columns) {
+		fam, qual, ok := strings.Cut(col, ":")
+		if fam == "" {
+			return nil, Usagef("--columns: %q has no family (want FAMILY:QUALIFIER or FAMILY)", col)
+		}
+		if ok {
+			opts = append(opts, client.Column(fam, qual))
+		} else {
+			opts = append(opts, client.Families(fam))
+		}
 	}
-	return opts
+	if a.versions != 0 {
+		opts = append(opts, client.LatestN(a.versions))
+	}
+	if a.keysOnly {
+		opts = append(opts, client.RowFilter(client.StripValueFilter()))
+	}
+	return opts, nil
+}
+
+// prefixEnd returns the first key after every key with prefix p ("" if
+// none: p is empty or all 0xff bytes).
+func prefixEnd(p string) string {
+	b := []byte(p)
+	for len(b) > 0 && b[len(b)-1] == 0xff {
+		b = b[:len(b)-1]
+	}
+	if len(b) == 0 {
+		return ""
+	}
+	b[len(b)-1]++
+	return string(b)
 }
 
 func runGet(ctx context.Context, env *Env, args []string) error {
-	var families string
-	var versions int
-	ctx, done, c, pos, err := env.session(ctx, args, 2, 2, func(fs flagSet) { readFlags(fs, &families, &versions) })
+	var ra readArgs
+	ctx, done, c, pos, err := env.session(ctx, args, 2, 2, func(fs flagSet) { readFlags(fs, &ra) })
 	if err != nil {
 		return err
 	}
 	defer done()
+	opts, err := readOptions(ra)
+	if err != nil {
+		return err
+	}
 	tbl, err := openTable(ctx, c, pos[0])
 	if err != nil {
 		return err
 	}
-	row, err := tbl.Get(ctx, pos[1], readOptions(families, versions)...)
+	row, err := tbl.Get(ctx, pos[1], opts...)
 	if err != nil {
 		return err
 	}
@@ -306,14 +346,16 @@ func runGet(ctx context.Context, env *Env, args []string) error {
 }
 
 func runScan(ctx context.Context, env *Env, args []string) error {
-	var start, end, families string
+	var start, end, prefix, regex string
 	var limit int64
-	var versions int
+	var ra readArgs
 	ctx, done, c, pos, err := env.session(ctx, args, 1, 1, func(fs flagSet) {
 		fs.StringVar(&start, "start", "", "first row (inclusive)")
 		fs.StringVar(&end, "end", "", "last row (exclusive; empty: to the end)")
+		fs.StringVar(&prefix, "prefix", "", "only rows whose key starts with this (instead of --start and --end)")
+		fs.StringVar(&regex, "regex", "", "only rows whose whole key matches this RE2 regex (a server-side row key filter)")
 		fs.Int64Var(&limit, "limit", 0, "at most this many rows (0: all)")
-		readFlags(fs, &families, &versions)
+		readFlags(fs, &ra)
 	})
 	if err != nil {
 		return err
@@ -322,11 +364,23 @@ func runScan(ctx context.Context, env *Env, args []string) error {
 	if limit < 0 {
 		return Usagef("--limit %d is negative", limit)
 	}
+	if prefix != "" {
+		if start != "" || end != "" {
+			return Usagef("--prefix cannot be combined with --start or --end")
+		}
+		start, end = prefix, prefixEnd(prefix)
+	}
+	opts, err := readOptions(ra)
+	if err != nil {
+		return err
+	}
+	if regex != "" {
+		opts = append(opts, client.RowFilter(client.RowKeyFilter(regex)))
+	}
 	tbl, err := openTable(ctx, c, pos[0])
 	if err != nil {
 		return err
 	}
-	opts := readOptions(families, versions)
 	if limit > 0 {
 		opts = append(opts, client.LimitRows(limit))
 	}

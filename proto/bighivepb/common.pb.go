@@ -953,8 +953,10 @@ type Cell struct {
 	Qualifier       []byte                 `protobuf:"bytes,2,opt,name=qualifier,proto3" json:"qualifier,omitempty"`
 	TimestampMicros int64                  `protobuf:"varint,3,opt,name=timestamp_micros,json=timestampMicros,proto3" json:"timestamp_micros,omitempty"`
 	Value           []byte                 `protobuf:"bytes,4,opt,name=value,proto3" json:"value,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Set by a RowFilter's apply_label_transformer (at most one label).
+	Labels        []string `protobuf:"bytes,5,rep,name=labels,proto3" json:"labels,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Cell) Reset() {
@@ -1011,6 +1013,13 @@ func (x *Cell) GetTimestampMicros() int64 {
 func (x *Cell) GetValue() []byte {
 	if x != nil {
 		return x.Value
+	}
+	return nil
+}
+
+func (x *Cell) GetLabels() []string {
+	if x != nil {
+		return x.Labels
 	}
 	return nil
 }
@@ -1796,12 +1805,13 @@ const file_bighivepb_common_proto_rawDesc = "" +
 	"\bmutation\"Z\n" +
 	"\vRowMutation\x12\x17\n" +
 	"\arow_key\x18\x01 \x01(\fR\x06rowKey\x122\n" +
-	"\tmutations\x18\x02 \x03(\v2\x14.bighive.v1.MutationR\tmutations\"}\n" +
+	"\tmutations\x18\x02 \x03(\v2\x14.bighive.v1.MutationR\tmutations\"\x95\x01\n" +
 	"\x04Cell\x12\x16\n" +
 	"\x06family\x18\x01 \x01(\tR\x06family\x12\x1c\n" +
 	"\tqualifier\x18\x02 \x01(\fR\tqualifier\x12)\n" +
 	"\x10timestamp_micros\x18\x03 \x01(\x03R\x0ftimestampMicros\x12\x14\n" +
-	"\x05value\x18\x04 \x01(\fR\x05value\"?\n" +
+	"\x05value\x18\x04 \x01(\fR\x05value\x12\x16\n" +
+	"\x06labels\x18\x05 \x03(\tR\x06labels\"?\n" +
 	"\x03Row\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12&\n" +
 	"\x05cells\x18\x02 \x03(\v2\x10.bighive.v1.CellR\x05cells\">\n" +

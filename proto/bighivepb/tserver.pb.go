@@ -227,11 +227,14 @@ func (x *MutateRowsResponse) GetStatuses() []*RowStatus {
 }
 
 type ReadRowRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TabletId      string                 `protobuf:"bytes,1,opt,name=tablet_id,json=tabletId,proto3" json:"tablet_id,omitempty"`
-	Epoch         int64                  `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	RowKey        []byte                 `protobuf:"bytes,3,opt,name=row_key,json=rowKey,proto3" json:"row_key,omitempty"`
-	Filter        *ReadFilter            `protobuf:"bytes,4,opt,name=filter,proto3" json:"filter,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TabletId string                 `protobuf:"bytes,1,opt,name=tablet_id,json=tabletId,proto3" json:"tablet_id,omitempty"`
+	Epoch    int64                  `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	RowKey   []byte                 `protobuf:"bytes,3,opt,name=row_key,json=rowKey,proto3" json:"row_key,omitempty"`
+	Filter   *ReadFilter            `protobuf:"bytes,4,opt,name=filter,proto3" json:"filter,omitempty"`
+	// A serialized google.bigtable.v2.RowFilter, evaluated on the row after
+	// filter's selection; empty passes every selected cell.
+	RowFilter     []byte `protobuf:"bytes,5,opt,name=row_filter,json=rowFilter,proto3" json:"row_filter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -290,6 +293,13 @@ func (x *ReadRowRequest) GetRowKey() []byte {
 func (x *ReadRowRequest) GetFilter() *ReadFilter {
 	if x != nil {
 		return x.Filter
+	}
+	return nil
+}
+
+func (x *ReadRowRequest) GetRowFilter() []byte {
+	if x != nil {
+		return x.RowFilter
 	}
 	return nil
 }
@@ -356,8 +366,11 @@ type ScanRowsRequest struct {
 	Epoch    int64                  `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	Range    *RowRange              `protobuf:"bytes,3,opt,name=range,proto3" json:"range,omitempty"`
 	// At most this many rows; 0 is unlimited.
-	Limit         int64       `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
-	Filter        *ReadFilter `protobuf:"bytes,5,opt,name=filter,proto3" json:"filter,omitempty"`
+	Limit  int64       `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	Filter *ReadFilter `protobuf:"bytes,5,opt,name=filter,proto3" json:"filter,omitempty"`
+	// A serialized google.bigtable.v2.RowFilter, evaluated on each row after
+	// filter's selection; rows it leaves empty are not returned.
+	RowFilter     []byte `protobuf:"bytes,6,opt,name=row_filter,json=rowFilter,proto3" json:"row_filter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -423,6 +436,13 @@ func (x *ScanRowsRequest) GetLimit() int64 {
 func (x *ScanRowsRequest) GetFilter() *ReadFilter {
 	if x != nil {
 		return x.Filter
+	}
+	return nil
+}
+
+func (x *ScanRowsRequest) GetRowFilter() []byte {
+	if x != nil {
+		return x.RowFilter
 	}
 	return nil
 }
@@ -1486,21 +1506,25 @@ const file_bighivepb_tserver_proto_rawDesc = "" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12+\n" +
 	"\x04rows\x18\x03 \x03(\v2\x17.bighive.v1.RowMutationR\x04rows\"G\n" +
 	"\x12MutateRowsResponse\x121\n" +
-	"\bstatuses\x18\x01 \x03(\v2\x15.bighive.v1.RowStatusR\bstatuses\"\x8c\x01\n" +
+	"\bstatuses\x18\x01 \x03(\v2\x15.bighive.v1.RowStatusR\bstatuses\"\xab\x01\n" +
 	"\x0eReadRowRequest\x12\x1b\n" +
 	"\ttablet_id\x18\x01 \x01(\tR\btabletId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12\x17\n" +
 	"\arow_key\x18\x03 \x01(\fR\x06rowKey\x12.\n" +
-	"\x06filter\x18\x04 \x01(\v2\x16.bighive.v1.ReadFilterR\x06filter\"N\n" +
+	"\x06filter\x18\x04 \x01(\v2\x16.bighive.v1.ReadFilterR\x06filter\x12\x1d\n" +
+	"\n" +
+	"row_filter\x18\x05 \x01(\fR\trowFilter\"N\n" +
 	"\x0fReadRowResponse\x12!\n" +
 	"\x03row\x18\x01 \x01(\v2\x0f.bighive.v1.RowR\x03row\x12\x18\n" +
-	"\achunked\x18\x02 \x01(\bR\achunked\"\xb6\x01\n" +
+	"\achunked\x18\x02 \x01(\bR\achunked\"\xd5\x01\n" +
 	"\x0fScanRowsRequest\x12\x1b\n" +
 	"\ttablet_id\x18\x01 \x01(\tR\btabletId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12*\n" +
 	"\x05range\x18\x03 \x01(\v2\x14.bighive.v1.RowRangeR\x05range\x12\x14\n" +
 	"\x05limit\x18\x04 \x01(\x03R\x05limit\x12.\n" +
-	"\x06filter\x18\x05 \x01(\v2\x16.bighive.v1.ReadFilterR\x06filter\"e\n" +
+	"\x06filter\x18\x05 \x01(\v2\x16.bighive.v1.ReadFilterR\x06filter\x12\x1d\n" +
+	"\n" +
+	"row_filter\x18\x06 \x01(\fR\trowFilter\"e\n" +
 	"\x10ScanRowsResponse\x12#\n" +
 	"\x04rows\x18\x01 \x03(\v2\x0f.bighive.v1.RowR\x04rows\x12,\n" +
 	"\x12last_row_continues\x18\x02 \x01(\bR\x10lastRowContinues\"\x13\n" +
