@@ -143,16 +143,8 @@ func (m *Master) AddFamily(ctx context.Context, req *pb.AddFamilyRequest) (*pb.A
 	if err := meta.ValidateFamily(req.Family); err != nil {
 		return nil, err
 	}
-	if _, err := m.apply(ctx, &spb.MetaCommand{Cmd: &spb.MetaCommand_AddFamily{AddFamily: &spb.MetaAddFamily{
-		Table: req.Table, Family: req.Family}}}); err != nil {
-		if apierr.CodeOf(err) == codes.AlreadyExists {
-			// Perhaps added by an attempt of this call whose reply was
-			// lost before its push finished: push again, then answer.
-			_ = m.pushSchema(ctx, req.Table)
-		}
-		return nil, err
-	}
-	if err := m.pushSchema(ctx, req.Table); err != nil {
+	if err := m.changeSchema(ctx, req.Table, &spb.MetaCommand{Cmd: &spb.MetaCommand_AddFamily{AddFamily: &spb.MetaAddFamily{
+		Table: req.Table, Family: req.Family}}}, codes.AlreadyExists); err != nil {
 		return nil, err
 	}
 	return &pb.AddFamilyResponse{}, nil

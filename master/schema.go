@@ -118,6 +118,21 @@ func (m *Master) callTServer(ctx context.Context, addr string, fn func(context.C
 	}
 }
 
+// changeSchema commits a schema command and pushes the table's new schema
+// to the tservers serving it. done is the code the command fails with when
+// an earlier attempt of the same call already committed it and only its
+// reply was lost, perhaps before its push finished: the schema is pushed
+// again before that error is answered (codes.OK: no such code).
+func (m *Master) changeSchema(ctx context.Context, table string, cmd *spb.MetaCommand, done codes.Code) error {
+	if _, err := m.apply(ctx, cmd); err != nil {
+		if done != codes.OK && apierr.CodeOf(err) == done {
+			_ = m.pushSchema(ctx, table)
+		}
+		return err
+	}
+	return m.pushSchema(ctx, table)
+}
+
 func retryable(err error) bool {
 	switch apierr.CodeOf(err) {
 	case codes.Unavailable, codes.DeadlineExceeded, codes.Aborted:
@@ -139,16 +154,8 @@ func (m *Master) DeleteFamily(ctx context.Context, req *pb.DeleteFamilyRequest) 
 	if err := limits.ValidateFamilyName(req.Family); err != nil {
 		return nil, err
 	}
-	if _, err := m.apply(ctx, &spb.MetaCommand{Cmd: &spb.MetaCommand_DeleteFamily{DeleteFamily: &spb.MetaDeleteFamily{
-		Table: req.Table, Family: req.Family}}}); err != nil {
-		if apierr.CodeOf(err) == codes.NotFound {
-			// Perhaps deleted by an attempt of this call whose reply was
-			// lost before its push finished: push again, then answer.
-			_ = m.pushSchema(ctx, req.Table)
-		}
-		return nil, err
-	}
-	if err := m.pushSchema(ctx, req.Table); err != nil {
+	if err := m.changeSchema(ctx, req.Table, &spb.MetaCommand{Cmd: &spb.MetaCommand_DeleteFamily{DeleteFamily: &spb.MetaDeleteFamily{
+		Table: req.Table, Family: req.Family}}}, codes.NotFound); err != nil {
 		return nil, err
 	}
 	m.log.Info("column family deleted", "table", req.Table, "family", req.Family)
@@ -170,11 +177,9 @@ func (m *Master) SetGCRule(ctx context.Context, req *pb.SetGCRuleRequest) (*pb.S
 	if err := meta.ValidateGCRule(req.Family, req.GcRule); err != nil {
 		return nil, err
 	}
-	if _, err := m.apply(ctx, &spb.MetaCommand{Cmd: &spb.MetaCommand_SetGcRule{SetGcRule: &spb.MetaSetGCRule{
-		Table: req.Table, Family: req.Family, GcRule: req.GcRule}}}); err != nil {
-		return nil, err
-	}
-	if err := m.pushSchema(ctx, req.Table); err != nil {
+	// Setting a rule again is harmless: no code marks an earlier attempt.
+	if err := m.changeSchema(ctx, req.Table, &spb.MetaCommand{Cmd: &spb.MetaCommand_SetGcRule{SetGcRule: &spb.MetaSetGCRule{
+		Table: req.Table, Family: req.Family, GcRule: req.GcRule}}}, codes.OK); err != nil {
 		return nil, err
 	}
 	return &pb.SetGCRuleResponse{}, nil

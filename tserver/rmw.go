@@ -48,13 +48,13 @@ func (s *Server) ReadModifyWriteRow(ctx context.Context, req *pb.ReadModifyWrite
 	}
 	row, err := r.ReadModifyWrite(ctx, req.RowKey, rules)
 	if err != nil {
-		return nil, s.rmwErr(r, req.RowKey, err)
+		return nil, s.rmwErr(r, err)
 	}
 	return &pb.ReadModifyWriteRowResponse{Row: rowToPB(row)}, nil
 }
 
 // rmwErr maps an error of a read-modify-write to its status.
-func (s *Server) rmwErr(r *replica, row []byte, err error) error {
+func (s *Server) rmwErr(r *replica, err error) error {
 	switch {
 	case errors.Is(err, rp.ErrNotCounter):
 		return apierr.Wrap(codes.FailedPrecondition, err, "tablet %s", r.ID())

@@ -37,7 +37,7 @@ func TestReadModifyWriteErrorStatus(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			err := s.rmwErr(r, []byte("row"), tc.err)
+			err := s.rmwErr(r, tc.err)
 			_, routing := apierr.TabletReason(err)
 			if code := apierr.CodeOf(err); code != tc.code || routing != tc.routing {
 				t.Fatalf("read-modify-write: %v: code %v routing %v, want %v routing %v", err, code, routing, tc.code, tc.routing)
