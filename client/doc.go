@@ -65,10 +65,11 @@
 //   - ApplyReadModifyWrite (increment, append) is never idempotent and
 //     follows the rule of a ServerTime mutation: retried only after a
 //     routing error or a request that never reached a server. The tserver
-//     answers a read-modify-write that may have been logged (lease lost,
-//     log failure) with Unavailable, never with a routing error, so it is
-//     not retried; Unavailable, DeadlineExceeded or Canceled from it mean
-//     its outcome is unknown.
+//     answers any write that may have been logged (lease lost after the
+//     append, log failure) with Unavailable, never with a routing error, so
+//     neither a ServerTime mutation nor a read-modify-write is retried
+//     after it; Unavailable, DeadlineExceeded or Canceled from them mean
+//     their outcome is unknown.
 //   - InvalidArgument, NotFound, AlreadyExists, FailedPrecondition (without
 //     a TabletError), ResourceExhausted and Internal are never retried.
 //     Input is validated on the client with package limits first, so bad
