@@ -21,6 +21,7 @@ var benchCommand = cli.Command{
 	Args: "[--duration D] [--ops N] [--concurrency N] [--value-size B] [--keys N] [--tablets N] " +
 		"[--phases put,bulk,get,scan] [--runs N] [--cache-bytes B] [--mem-limit B] [--dir DIR]",
 	Summary: "benchmark Put, ApplyBulk, Get (warm and cold block cache) and Scan; a local 1+1 cluster unless --masters",
+	Example: "bench --duration 5s --phases put,get\nbench --masters 127.0.0.1:7100 --concurrency 16",
 	Run:     runBench,
 }
 

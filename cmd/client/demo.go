@@ -13,6 +13,7 @@ var demoCommand = cli.Command{
 	Name:    "demo",
 	Args:    "[--rows N] [--dir DIR] [--keep]",
 	Summary: "a scripted tour on a temporary local cluster: load, read, checkpoint, restart, verify",
+	Example: "demo\ndemo --rows 10000 --keep",
 	Run:     runDemo,
 }
 

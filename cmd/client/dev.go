@@ -22,6 +22,7 @@ var devCommand = cli.Command{
 	Name:    "dev",
 	Args:    "[--dir DIR] [--port N]",
 	Summary: "run a local cluster (1 master, 3 tservers) in this process until Ctrl-C; data persists in --dir",
+	Example: "dev --dir ./bighive-data",
 	Run:     runDev,
 }
 

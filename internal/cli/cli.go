@@ -36,6 +36,9 @@ type Command struct {
 	// Args is the synopsis after the name, e.g. "TABLE ROW [--limit N]".
 	Args    string
 	Summary string
+	// Example is one or more example invocations, without the leading
+	// "bighive ", one per line; `bighive COMMAND --help` prints them.
+	Example string
 	// Run runs the command; its flags are parsed by env.Parse.
 	Run func(ctx context.Context, env *Env, args []string) error
 }
@@ -95,7 +98,8 @@ func (e *Env) Parse(fs *flag.FlagSet, args []string, min, max int) ([]string, er
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				return nil, &ExitError{Code: 0, Err: err}
+				e.help(fs)
+				return nil, &ExitError{Code: 0, Err: errHelpShown}
 			}
 			return nil, Usagef("%v\nusage: %s", err, e.usage())
 		}
@@ -115,6 +119,28 @@ func (e *Env) Parse(fs *flag.FlagSet, args []string, min, max int) ([]string, er
 		return nil, Usagef("usage: %s", e.usage())
 	}
 	return pos, nil
+}
+
+// errHelpShown ends a command whose --help has been printed.
+var errHelpShown = errors.New("help shown")
+
+// help prints the running command's synopsis, summary, flags and examples.
+func (e *Env) help(fs *flag.FlagSet) {
+	w := e.Stdout
+	fmt.Fprintf(w, "usage: %s\n", e.usage())
+	if e.cmd == nil {
+		return
+	}
+	fmt.Fprintf(w, "\n%s\n\nflags:\n", e.cmd.Summary)
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+	if e.cmd.Example != "" {
+		fmt.Fprintln(w, "\nexample:")
+		for _, line := range strings.Split(strings.TrimSpace(e.cmd.Example), "\n") {
+			fmt.Fprintf(w, "  bighive %s\n", strings.TrimSpace(line))
+		}
+	}
 }
 
 func (e *Env) usage() string {
@@ -155,20 +181,20 @@ func splitList(s string) []string {
 // Commands returns the built-in commands.
 func Commands() []Command {
 	return append([]Command{
-		{Name: "create", Args: "TABLE --families CF[:maxversions=N][:maxage=DUR],... [--splits K1,K2,...]", Summary: "create a table", Run: runCreate},
-		{Name: "drop", Args: "TABLE", Summary: "delete a table and its data", Run: runDrop},
-		{Name: "tables", Summary: "list the tables", Run: runTables},
-		{Name: "tablets", Args: "TABLE", Summary: "list a table's tablets: ranges, servers, sizes", Run: runTablets},
-		{Name: "tservers", Summary: "list the tservers", Run: runTServers},
-		{Name: "put", Args: "TABLE ROW FAMILY:QUALIFIER VALUE [--timestamp MICROS]", Summary: "write one cell", Run: runPut},
-		{Name: "get", Args: "TABLE ROW [--families F1,F2] [--columns F:Q,...] [--versions N] [--keys-only]", Summary: "read one row", Run: runGet},
-		{Name: "scan", Args: "TABLE [--start ROW] [--end ROW] [--prefix P] [--regex RE] [--limit N] [--families F1,F2] [--columns F:Q,...] [--versions N] [--keys-only]", Summary: "read rows in [start, end)", Run: runScan},
-		{Name: "read", Args: "TABLE [--start ROW] [--end ROW] [--prefix P] [--regex RE] [--limit N] [--families F1,F2] [--columns F:Q,...] [--versions N] [--keys-only]", Summary: "read rows in [start, end) (the same as scan)", Run: runScan},
-		{Name: "incr", Args: "TABLE ROW FAMILY:QUALIFIER [DELTA]", Summary: "add DELTA (default 1) to a 64-bit big-endian counter cell, atomically; prints the new value", Run: runIncr},
-		{Name: "append", Args: "TABLE ROW FAMILY:QUALIFIER VALUE", Summary: "append VALUE to a cell's latest value, atomically; prints the new cell", Run: runAppend},
-		{Name: "delete", Args: "TABLE ROW [FAMILY[:QUALIFIER]]", Summary: "delete a row, a family of it, or a column of it", Run: runDelete},
-		{Name: "checkpoint", Args: "[TSERVER...]", Summary: "checkpoint the given tservers (default: every live one)", Run: runCheckpoint},
-		{Name: "split", Args: "TABLE ROW", Summary: "split the tablet holding ROW at ROW", Run: runSplit},
+		{Name: "create", Args: "TABLE --families CF[:maxversions=N][:maxage=DUR],... [--splits K1,K2,...]", Summary: "create a table", Example: "create t --families cf:maxversions=3,meta --splits user#5,user#9", Run: runCreate},
+		{Name: "drop", Args: "TABLE", Summary: "delete a table and its data", Example: "drop t", Run: runDrop},
+		{Name: "tables", Summary: "list the tables", Example: "tables --json", Run: runTables},
+		{Name: "tablets", Args: "TABLE", Summary: "list a table's tablets: ranges, servers, sizes", Example: "tablets t", Run: runTablets},
+		{Name: "tservers", Summary: "list the tservers", Example: "tservers", Run: runTServers},
+		{Name: "put", Args: "TABLE ROW FAMILY:QUALIFIER VALUE [--timestamp MICROS]", Summary: "write one cell", Example: "put t user#1 cf:name alice\nput t user#1 cf:name bob --timestamp 1700000000000000", Run: runPut},
+		{Name: "get", Args: "TABLE ROW [--families F1,F2] [--columns F:Q,...] [--versions N] [--keys-only]", Summary: "read one row", Example: "get t user#1\nget t user#1 --columns cf:name --versions 2", Run: runGet},
+		{Name: "scan", Args: "TABLE [--start ROW] [--end ROW] [--prefix P] [--regex RE] [--limit N] [--families F1,F2] [--columns F:Q,...] [--versions N] [--keys-only]", Summary: "read rows in [start, end)", Example: "scan t --prefix user# --limit 10\nscan t --start a --end m --columns cf:name --keys-only", Run: runScan},
+		{Name: "read", Args: "TABLE [--start ROW] [--end ROW] [--prefix P] [--regex RE] [--limit N] [--families F1,F2] [--columns F:Q,...] [--versions N] [--keys-only]", Summary: "read rows in [start, end) (the same as scan)", Example: "read t --prefix user# --regex \"user#[0-9]+\" --versions 1", Run: runScan},
+		{Name: "incr", Args: "TABLE ROW FAMILY:QUALIFIER [DELTA]", Summary: "add DELTA (default 1) to a 64-bit big-endian counter cell, atomically; prints the new value", Example: "incr t page#home cf:hits\nincr t page#home cf:hits -3", Run: runIncr},
+		{Name: "append", Args: "TABLE ROW FAMILY:QUALIFIER VALUE", Summary: "append VALUE to a cell's latest value, atomically; prints the new cell", Example: "append t log#1 cf:events \",login\"", Run: runAppend},
+		{Name: "delete", Args: "TABLE ROW [FAMILY[:QUALIFIER]]", Summary: "delete a row, a family of it, or a column of it", Example: "delete t user#1\ndelete t user#1 cf\ndelete t user#1 cf:name", Run: runDelete},
+		{Name: "checkpoint", Args: "[TSERVER...]", Summary: "checkpoint the given tservers (default: every live one)", Example: "checkpoint\ncheckpoint 127.0.0.1:7201", Run: runCheckpoint},
+		{Name: "split", Args: "TABLE ROW", Summary: "split the tablet holding ROW at ROW", Example: "split t user#5", Run: runSplit},
 	}, schemaCommands()...)
 }
 
@@ -222,7 +248,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...
 	var ee *ExitError
 	if errors.As(err, &ee) {
 		if ee.Code == 0 {
-			fmt.Fprintf(stdout, "usage: %s\n", env.usage())
+			if !errors.Is(ee.Err, errHelpShown) {
+				fmt.Fprintf(stdout, "usage: %s\n", env.usage())
+			}
 			return 0
 		}
 		fmt.Fprintf(stderr, "bighive %s: %v\n", name, ee.Err)

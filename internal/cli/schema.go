@@ -11,12 +11,12 @@ import (
 // schemaCommands are the live schema changes and row-range drops.
 func schemaCommands() []Command {
 	return []Command{
-		{Name: "createfamily", Args: "TABLE FAMILY", Summary: "add a column family (writable as soon as this returns); e.g. createfamily t cf2", Run: runCreateFamily},
-		{Name: "deletefamily", Args: "TABLE FAMILY", Summary: "delete a column family: its data is unreadable at once; e.g. deletefamily t cf2", Run: runDeleteFamily},
+		{Name: "createfamily", Args: "TABLE FAMILY", Summary: "add a column family (writable as soon as this returns)", Example: "createfamily t cf2", Run: runCreateFamily},
+		{Name: "deletefamily", Args: "TABLE FAMILY", Summary: "delete a column family: its data is unreadable at once", Example: "deletefamily t cf2", Run: runDeleteFamily},
 		{Name: "setgcpolicy", Args: "TABLE FAMILY maxversions=N | maxage=DUR | never | (POLICY and|or POLICY ...)",
-			Summary: "set a family's GC policy; e.g. setgcpolicy t cf \"(maxage=7d and maxversions=2) or maxversions=10\"", Run: runSetGCPolicy},
-		{Name: "deleteallrows", Args: "TABLE", Summary: "delete every row of a table; e.g. deleteallrows t", Run: runDeleteAllRows},
-		{Name: "droprowrange", Args: "TABLE PREFIX", Summary: "delete every row whose key starts with PREFIX; e.g. droprowrange t user#42#", Run: runDropRowRange},
+			Summary: "set a family's GC policy", Example: "setgcpolicy t cf maxversions=2\nsetgcpolicy t cf \"(maxage=7d and maxversions=2) or maxversions=10\"", Run: runSetGCPolicy},
+		{Name: "deleteallrows", Args: "TABLE", Summary: "delete every row of a table", Example: "deleteallrows t", Run: runDeleteAllRows},
+		{Name: "droprowrange", Args: "TABLE PREFIX", Summary: "delete every row whose key starts with PREFIX", Example: "droprowrange t user#42#", Run: runDropRowRange},
 	}
 }
 
