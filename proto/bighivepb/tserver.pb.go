@@ -1490,6 +1490,142 @@ func (x *ReadModifyWriteRowResponse) GetRow() *Row {
 	return nil
 }
 
+type CheckAndMutateRowRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TabletId string                 `protobuf:"bytes,1,opt,name=tablet_id,json=tabletId,proto3" json:"tablet_id,omitempty"`
+	Epoch    int64                  `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	RowKey   []byte                 `protobuf:"bytes,3,opt,name=row_key,json=rowKey,proto3" json:"row_key,omitempty"`
+	// A serialized google.bigtable.v2.RowFilter evaluated on the row (every
+	// cell, after deletes and GC); empty: the row has any cell. Labels it
+	// applies are ignored.
+	PredicateFilter []byte `protobuf:"bytes,4,opt,name=predicate_filter,json=predicateFilter,proto3" json:"predicate_filter,omitempty"`
+	// Applied, in order and atomically, if the predicate yields at least one
+	// cell; false_mutations otherwise. Either may be empty, not both; at
+	// most 100000 in all. Both lists are validated (families included)
+	// before the predicate is evaluated.
+	TrueMutations  []*Mutation `protobuf:"bytes,5,rep,name=true_mutations,json=trueMutations,proto3" json:"true_mutations,omitempty"`
+	FalseMutations []*Mutation `protobuf:"bytes,6,rep,name=false_mutations,json=falseMutations,proto3" json:"false_mutations,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *CheckAndMutateRowRequest) Reset() {
+	*x = CheckAndMutateRowRequest{}
+	mi := &file_bighivepb_tserver_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckAndMutateRowRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckAndMutateRowRequest) ProtoMessage() {}
+
+func (x *CheckAndMutateRowRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_tserver_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckAndMutateRowRequest.ProtoReflect.Descriptor instead.
+func (*CheckAndMutateRowRequest) Descriptor() ([]byte, []int) {
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *CheckAndMutateRowRequest) GetTabletId() string {
+	if x != nil {
+		return x.TabletId
+	}
+	return ""
+}
+
+func (x *CheckAndMutateRowRequest) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *CheckAndMutateRowRequest) GetRowKey() []byte {
+	if x != nil {
+		return x.RowKey
+	}
+	return nil
+}
+
+func (x *CheckAndMutateRowRequest) GetPredicateFilter() []byte {
+	if x != nil {
+		return x.PredicateFilter
+	}
+	return nil
+}
+
+func (x *CheckAndMutateRowRequest) GetTrueMutations() []*Mutation {
+	if x != nil {
+		return x.TrueMutations
+	}
+	return nil
+}
+
+func (x *CheckAndMutateRowRequest) GetFalseMutations() []*Mutation {
+	if x != nil {
+		return x.FalseMutations
+	}
+	return nil
+}
+
+type CheckAndMutateRowResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The predicate yielded at least one cell (true_mutations were applied).
+	PredicateMatched bool `protobuf:"varint,1,opt,name=predicate_matched,json=predicateMatched,proto3" json:"predicate_matched,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *CheckAndMutateRowResponse) Reset() {
+	*x = CheckAndMutateRowResponse{}
+	mi := &file_bighivepb_tserver_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckAndMutateRowResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckAndMutateRowResponse) ProtoMessage() {}
+
+func (x *CheckAndMutateRowResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_tserver_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckAndMutateRowResponse.ProtoReflect.Descriptor instead.
+func (*CheckAndMutateRowResponse) Descriptor() ([]byte, []int) {
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *CheckAndMutateRowResponse) GetPredicateMatched() bool {
+	if x != nil {
+		return x.PredicateMatched
+	}
+	return false
+}
+
 var File_bighivepb_tserver_proto protoreflect.FileDescriptor
 
 const file_bighivepb_tserver_proto_rawDesc = "" +
@@ -1586,7 +1722,16 @@ const file_bighivepb_tserver_proto_rawDesc = "" +
 	"\arow_key\x18\x03 \x01(\fR\x06rowKey\x125\n" +
 	"\x05rules\x18\x04 \x03(\v2\x1f.bighive.v1.ReadModifyWriteRuleR\x05rules\"?\n" +
 	"\x1aReadModifyWriteRowResponse\x12!\n" +
-	"\x03row\x18\x01 \x01(\v2\x0f.bighive.v1.RowR\x03row2\xf1\a\n" +
+	"\x03row\x18\x01 \x01(\v2\x0f.bighive.v1.RowR\x03row\"\x8d\x02\n" +
+	"\x18CheckAndMutateRowRequest\x12\x1b\n" +
+	"\ttablet_id\x18\x01 \x01(\tR\btabletId\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12\x17\n" +
+	"\arow_key\x18\x03 \x01(\fR\x06rowKey\x12)\n" +
+	"\x10predicate_filter\x18\x04 \x01(\fR\x0fpredicateFilter\x12;\n" +
+	"\x0etrue_mutations\x18\x05 \x03(\v2\x14.bighive.v1.MutationR\rtrueMutations\x12=\n" +
+	"\x0ffalse_mutations\x18\x06 \x03(\v2\x14.bighive.v1.MutationR\x0efalseMutations\"H\n" +
+	"\x19CheckAndMutateRowResponse\x12+\n" +
+	"\x11predicate_matched\x18\x01 \x01(\bR\x10predicateMatched2\xd3\b\n" +
 	"\aTServer\x12H\n" +
 	"\tMutateRow\x12\x1c.bighive.v1.MutateRowRequest\x1a\x1d.bighive.v1.MutateRowResponse\x12K\n" +
 	"\n" +
@@ -1602,7 +1747,8 @@ const file_bighivepb_tserver_proto_rawDesc = "" +
 	"\x10SetCachePriority\x12#.bighive.v1.SetCachePriorityRequest\x1a$.bighive.v1.SetCachePriorityResponse\x12Q\n" +
 	"\fUpdateSchema\x12\x1f.bighive.v1.UpdateSchemaRequest\x1a .bighive.v1.UpdateSchemaResponse\x12E\n" +
 	"\bDropRows\x12\x1b.bighive.v1.DropRowsRequest\x1a\x1c.bighive.v1.DropRowsResponse\x12c\n" +
-	"\x12ReadModifyWriteRow\x12%.bighive.v1.ReadModifyWriteRowRequest\x1a&.bighive.v1.ReadModifyWriteRowResponseB\x19Z\x17bighive/proto/bighivepbb\x06proto3"
+	"\x12ReadModifyWriteRow\x12%.bighive.v1.ReadModifyWriteRowRequest\x1a&.bighive.v1.ReadModifyWriteRowResponse\x12`\n" +
+	"\x11CheckAndMutateRow\x12$.bighive.v1.CheckAndMutateRowRequest\x1a%.bighive.v1.CheckAndMutateRowResponseB\x19Z\x17bighive/proto/bighivepbb\x06proto3"
 
 var (
 	file_bighivepb_tserver_proto_rawDescOnce sync.Once
@@ -1616,7 +1762,7 @@ func file_bighivepb_tserver_proto_rawDescGZIP() []byte {
 	return file_bighivepb_tserver_proto_rawDescData
 }
 
-var file_bighivepb_tserver_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_bighivepb_tserver_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_bighivepb_tserver_proto_goTypes = []any{
 	(*MutateRowRequest)(nil),           // 0: bighive.v1.MutateRowRequest
 	(*MutateRowResponse)(nil),          // 1: bighive.v1.MutateRowResponse
@@ -1644,69 +1790,76 @@ var file_bighivepb_tserver_proto_goTypes = []any{
 	(*ReadModifyWriteRule)(nil),        // 23: bighive.v1.ReadModifyWriteRule
 	(*ReadModifyWriteRowRequest)(nil),  // 24: bighive.v1.ReadModifyWriteRowRequest
 	(*ReadModifyWriteRowResponse)(nil), // 25: bighive.v1.ReadModifyWriteRowResponse
-	nil,                                // 26: bighive.v1.StatusResponse.CountersEntry
-	(*RowMutation)(nil),                // 27: bighive.v1.RowMutation
-	(*RowStatus)(nil),                  // 28: bighive.v1.RowStatus
-	(*ReadFilter)(nil),                 // 29: bighive.v1.ReadFilter
-	(*Row)(nil),                        // 30: bighive.v1.Row
-	(*RowRange)(nil),                   // 31: bighive.v1.RowRange
-	(*LogPosition)(nil),                // 32: bighive.v1.LogPosition
-	(*TabletAssignment)(nil),           // 33: bighive.v1.TabletAssignment
-	(*TabletUnassignment)(nil),         // 34: bighive.v1.TabletUnassignment
-	(*TableSchema)(nil),                // 35: bighive.v1.TableSchema
-	(*SetCachePriorityRequest)(nil),    // 36: bighive.v1.SetCachePriorityRequest
-	(*SetCachePriorityResponse)(nil),   // 37: bighive.v1.SetCachePriorityResponse
+	(*CheckAndMutateRowRequest)(nil),   // 26: bighive.v1.CheckAndMutateRowRequest
+	(*CheckAndMutateRowResponse)(nil),  // 27: bighive.v1.CheckAndMutateRowResponse
+	nil,                                // 28: bighive.v1.StatusResponse.CountersEntry
+	(*RowMutation)(nil),                // 29: bighive.v1.RowMutation
+	(*RowStatus)(nil),                  // 30: bighive.v1.RowStatus
+	(*ReadFilter)(nil),                 // 31: bighive.v1.ReadFilter
+	(*Row)(nil),                        // 32: bighive.v1.Row
+	(*RowRange)(nil),                   // 33: bighive.v1.RowRange
+	(*LogPosition)(nil),                // 34: bighive.v1.LogPosition
+	(*TabletAssignment)(nil),           // 35: bighive.v1.TabletAssignment
+	(*TabletUnassignment)(nil),         // 36: bighive.v1.TabletUnassignment
+	(*TableSchema)(nil),                // 37: bighive.v1.TableSchema
+	(*Mutation)(nil),                   // 38: bighive.v1.Mutation
+	(*SetCachePriorityRequest)(nil),    // 39: bighive.v1.SetCachePriorityRequest
+	(*SetCachePriorityResponse)(nil),   // 40: bighive.v1.SetCachePriorityResponse
 }
 var file_bighivepb_tserver_proto_depIdxs = []int32{
-	27, // 0: bighive.v1.MutateRowRequest.row:type_name -> bighive.v1.RowMutation
-	27, // 1: bighive.v1.MutateRowsRequest.rows:type_name -> bighive.v1.RowMutation
-	28, // 2: bighive.v1.MutateRowsResponse.statuses:type_name -> bighive.v1.RowStatus
-	29, // 3: bighive.v1.ReadRowRequest.filter:type_name -> bighive.v1.ReadFilter
-	30, // 4: bighive.v1.ReadRowResponse.row:type_name -> bighive.v1.Row
-	31, // 5: bighive.v1.ScanRowsRequest.range:type_name -> bighive.v1.RowRange
-	29, // 6: bighive.v1.ScanRowsRequest.filter:type_name -> bighive.v1.ReadFilter
-	30, // 7: bighive.v1.ScanRowsResponse.rows:type_name -> bighive.v1.Row
-	31, // 8: bighive.v1.TabletStatus.range:type_name -> bighive.v1.RowRange
+	29, // 0: bighive.v1.MutateRowRequest.row:type_name -> bighive.v1.RowMutation
+	29, // 1: bighive.v1.MutateRowsRequest.rows:type_name -> bighive.v1.RowMutation
+	30, // 2: bighive.v1.MutateRowsResponse.statuses:type_name -> bighive.v1.RowStatus
+	31, // 3: bighive.v1.ReadRowRequest.filter:type_name -> bighive.v1.ReadFilter
+	32, // 4: bighive.v1.ReadRowResponse.row:type_name -> bighive.v1.Row
+	33, // 5: bighive.v1.ScanRowsRequest.range:type_name -> bighive.v1.RowRange
+	31, // 6: bighive.v1.ScanRowsRequest.filter:type_name -> bighive.v1.ReadFilter
+	32, // 7: bighive.v1.ScanRowsResponse.rows:type_name -> bighive.v1.Row
+	33, // 8: bighive.v1.TabletStatus.range:type_name -> bighive.v1.RowRange
 	15, // 9: bighive.v1.StatusResponse.tablets:type_name -> bighive.v1.TabletStatus
-	32, // 10: bighive.v1.StatusResponse.log_position:type_name -> bighive.v1.LogPosition
-	26, // 11: bighive.v1.StatusResponse.counters:type_name -> bighive.v1.StatusResponse.CountersEntry
-	33, // 12: bighive.v1.AssignTabletsRequest.assign:type_name -> bighive.v1.TabletAssignment
-	34, // 13: bighive.v1.AssignTabletsRequest.unassign:type_name -> bighive.v1.TabletUnassignment
-	35, // 14: bighive.v1.UpdateSchemaRequest.schema:type_name -> bighive.v1.TableSchema
-	31, // 15: bighive.v1.DropRowsRequest.range:type_name -> bighive.v1.RowRange
+	34, // 10: bighive.v1.StatusResponse.log_position:type_name -> bighive.v1.LogPosition
+	28, // 11: bighive.v1.StatusResponse.counters:type_name -> bighive.v1.StatusResponse.CountersEntry
+	35, // 12: bighive.v1.AssignTabletsRequest.assign:type_name -> bighive.v1.TabletAssignment
+	36, // 13: bighive.v1.AssignTabletsRequest.unassign:type_name -> bighive.v1.TabletUnassignment
+	37, // 14: bighive.v1.UpdateSchemaRequest.schema:type_name -> bighive.v1.TableSchema
+	33, // 15: bighive.v1.DropRowsRequest.range:type_name -> bighive.v1.RowRange
 	23, // 16: bighive.v1.ReadModifyWriteRowRequest.rules:type_name -> bighive.v1.ReadModifyWriteRule
-	30, // 17: bighive.v1.ReadModifyWriteRowResponse.row:type_name -> bighive.v1.Row
-	0,  // 18: bighive.v1.TServer.MutateRow:input_type -> bighive.v1.MutateRowRequest
-	2,  // 19: bighive.v1.TServer.MutateRows:input_type -> bighive.v1.MutateRowsRequest
-	4,  // 20: bighive.v1.TServer.ReadRow:input_type -> bighive.v1.ReadRowRequest
-	6,  // 21: bighive.v1.TServer.ScanRows:input_type -> bighive.v1.ScanRowsRequest
-	8,  // 22: bighive.v1.TServer.Checkpoint:input_type -> bighive.v1.CheckpointRequest
-	10, // 23: bighive.v1.TServer.Compact:input_type -> bighive.v1.CompactRequest
-	12, // 24: bighive.v1.TServer.Split:input_type -> bighive.v1.SplitRequest
-	14, // 25: bighive.v1.TServer.Status:input_type -> bighive.v1.StatusRequest
-	17, // 26: bighive.v1.TServer.AssignTablets:input_type -> bighive.v1.AssignTabletsRequest
-	36, // 27: bighive.v1.TServer.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
-	19, // 28: bighive.v1.TServer.UpdateSchema:input_type -> bighive.v1.UpdateSchemaRequest
-	21, // 29: bighive.v1.TServer.DropRows:input_type -> bighive.v1.DropRowsRequest
-	24, // 30: bighive.v1.TServer.ReadModifyWriteRow:input_type -> bighive.v1.ReadModifyWriteRowRequest
-	1,  // 31: bighive.v1.TServer.MutateRow:output_type -> bighive.v1.MutateRowResponse
-	3,  // 32: bighive.v1.TServer.MutateRows:output_type -> bighive.v1.MutateRowsResponse
-	5,  // 33: bighive.v1.TServer.ReadRow:output_type -> bighive.v1.ReadRowResponse
-	7,  // 34: bighive.v1.TServer.ScanRows:output_type -> bighive.v1.ScanRowsResponse
-	9,  // 35: bighive.v1.TServer.Checkpoint:output_type -> bighive.v1.CheckpointResponse
-	11, // 36: bighive.v1.TServer.Compact:output_type -> bighive.v1.CompactResponse
-	13, // 37: bighive.v1.TServer.Split:output_type -> bighive.v1.SplitResponse
-	16, // 38: bighive.v1.TServer.Status:output_type -> bighive.v1.StatusResponse
-	18, // 39: bighive.v1.TServer.AssignTablets:output_type -> bighive.v1.AssignTabletsResponse
-	37, // 40: bighive.v1.TServer.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
-	20, // 41: bighive.v1.TServer.UpdateSchema:output_type -> bighive.v1.UpdateSchemaResponse
-	22, // 42: bighive.v1.TServer.DropRows:output_type -> bighive.v1.DropRowsResponse
-	25, // 43: bighive.v1.TServer.ReadModifyWriteRow:output_type -> bighive.v1.ReadModifyWriteRowResponse
-	31, // [31:44] is the sub-list for method output_type
-	18, // [18:31] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	32, // 17: bighive.v1.ReadModifyWriteRowResponse.row:type_name -> bighive.v1.Row
+	38, // 18: bighive.v1.CheckAndMutateRowRequest.true_mutations:type_name -> bighive.v1.Mutation
+	38, // 19: bighive.v1.CheckAndMutateRowRequest.false_mutations:type_name -> bighive.v1.Mutation
+	0,  // 20: bighive.v1.TServer.MutateRow:input_type -> bighive.v1.MutateRowRequest
+	2,  // 21: bighive.v1.TServer.MutateRows:input_type -> bighive.v1.MutateRowsRequest
+	4,  // 22: bighive.v1.TServer.ReadRow:input_type -> bighive.v1.ReadRowRequest
+	6,  // 23: bighive.v1.TServer.ScanRows:input_type -> bighive.v1.ScanRowsRequest
+	8,  // 24: bighive.v1.TServer.Checkpoint:input_type -> bighive.v1.CheckpointRequest
+	10, // 25: bighive.v1.TServer.Compact:input_type -> bighive.v1.CompactRequest
+	12, // 26: bighive.v1.TServer.Split:input_type -> bighive.v1.SplitRequest
+	14, // 27: bighive.v1.TServer.Status:input_type -> bighive.v1.StatusRequest
+	17, // 28: bighive.v1.TServer.AssignTablets:input_type -> bighive.v1.AssignTabletsRequest
+	39, // 29: bighive.v1.TServer.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
+	19, // 30: bighive.v1.TServer.UpdateSchema:input_type -> bighive.v1.UpdateSchemaRequest
+	21, // 31: bighive.v1.TServer.DropRows:input_type -> bighive.v1.DropRowsRequest
+	24, // 32: bighive.v1.TServer.ReadModifyWriteRow:input_type -> bighive.v1.ReadModifyWriteRowRequest
+	26, // 33: bighive.v1.TServer.CheckAndMutateRow:input_type -> bighive.v1.CheckAndMutateRowRequest
+	1,  // 34: bighive.v1.TServer.MutateRow:output_type -> bighive.v1.MutateRowResponse
+	3,  // 35: bighive.v1.TServer.MutateRows:output_type -> bighive.v1.MutateRowsResponse
+	5,  // 36: bighive.v1.TServer.ReadRow:output_type -> bighive.v1.ReadRowResponse
+	7,  // 37: bighive.v1.TServer.ScanRows:output_type -> bighive.v1.ScanRowsResponse
+	9,  // 38: bighive.v1.TServer.Checkpoint:output_type -> bighive.v1.CheckpointResponse
+	11, // 39: bighive.v1.TServer.Compact:output_type -> bighive.v1.CompactResponse
+	13, // 40: bighive.v1.TServer.Split:output_type -> bighive.v1.SplitResponse
+	16, // 41: bighive.v1.TServer.Status:output_type -> bighive.v1.StatusResponse
+	18, // 42: bighive.v1.TServer.AssignTablets:output_type -> bighive.v1.AssignTabletsResponse
+	40, // 43: bighive.v1.TServer.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
+	20, // 44: bighive.v1.TServer.UpdateSchema:output_type -> bighive.v1.UpdateSchemaResponse
+	22, // 45: bighive.v1.TServer.DropRows:output_type -> bighive.v1.DropRowsResponse
+	25, // 46: bighive.v1.TServer.ReadModifyWriteRow:output_type -> bighive.v1.ReadModifyWriteRowResponse
+	27, // 47: bighive.v1.TServer.CheckAndMutateRow:output_type -> bighive.v1.CheckAndMutateRowResponse
+	34, // [34:48] is the sub-list for method output_type
+	20, // [20:34] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_bighivepb_tserver_proto_init() }
@@ -1726,7 +1879,7 @@ func file_bighivepb_tserver_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bighivepb_tserver_proto_rawDesc), len(file_bighivepb_tserver_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   27,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

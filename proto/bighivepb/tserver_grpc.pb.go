@@ -36,6 +36,7 @@ const (
 	TServer_UpdateSchema_FullMethodName       = "/bighive.v1.TServer/UpdateSchema"
 	TServer_DropRows_FullMethodName           = "/bighive.v1.TServer/DropRows"
 	TServer_ReadModifyWriteRow_FullMethodName = "/bighive.v1.TServer/ReadModifyWriteRow"
+	TServer_CheckAndMutateRow_FullMethodName  = "/bighive.v1.TServer/CheckAndMutateRow"
 )
 
 // TServerClient is the client API for TServer service.
@@ -68,6 +69,11 @@ type TServerClient interface {
 	// the new cells. Not idempotent: a client must not retry it after it
 	// may have reached the tserver.
 	ReadModifyWriteRow(ctx context.Context, in *ReadModifyWriteRowRequest, opts ...grpc.CallOption) (*ReadModifyWriteRowResponse, error)
+	// Evaluates a predicate RowFilter on one row and applies the true or
+	// the false mutations, atomically with respect to every other write of
+	// the row. Not idempotent: a client must not retry it after it may have
+	// reached the tserver.
+	CheckAndMutateRow(ctx context.Context, in *CheckAndMutateRowRequest, opts ...grpc.CallOption) (*CheckAndMutateRowResponse, error)
 }
 
 type tServerClient struct {
@@ -217,6 +223,16 @@ func (c *tServerClient) ReadModifyWriteRow(ctx context.Context, in *ReadModifyWr
 	return out, nil
 }
 
+func (c *tServerClient) CheckAndMutateRow(ctx context.Context, in *CheckAndMutateRowRequest, opts ...grpc.CallOption) (*CheckAndMutateRowResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckAndMutateRowResponse)
+	err := c.cc.Invoke(ctx, TServer_CheckAndMutateRow_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TServerServer is the server API for TServer service.
 // All implementations must embed UnimplementedTServerServer
 // for forward compatibility.
@@ -247,6 +263,11 @@ type TServerServer interface {
 	// the new cells. Not idempotent: a client must not retry it after it
 	// may have reached the tserver.
 	ReadModifyWriteRow(context.Context, *ReadModifyWriteRowRequest) (*ReadModifyWriteRowResponse, error)
+	// Evaluates a predicate RowFilter on one row and applies the true or
+	// the false mutations, atomically with respect to every other write of
+	// the row. Not idempotent: a client must not retry it after it may have
+	// reached the tserver.
+	CheckAndMutateRow(context.Context, *CheckAndMutateRowRequest) (*CheckAndMutateRowResponse, error)
 	mustEmbedUnimplementedTServerServer()
 }
 
@@ -295,6 +316,9 @@ func (UnimplementedTServerServer) DropRows(context.Context, *DropRowsRequest) (*
 }
 func (UnimplementedTServerServer) ReadModifyWriteRow(context.Context, *ReadModifyWriteRowRequest) (*ReadModifyWriteRowResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReadModifyWriteRow not implemented")
+}
+func (UnimplementedTServerServer) CheckAndMutateRow(context.Context, *CheckAndMutateRowRequest) (*CheckAndMutateRowResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CheckAndMutateRow not implemented")
 }
 func (UnimplementedTServerServer) mustEmbedUnimplementedTServerServer() {}
 func (UnimplementedTServerServer) testEmbeddedByValue()                 {}
@@ -544,6 +568,24 @@ func _TServer_ReadModifyWriteRow_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _TServer_CheckAndMutateRow_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckAndMutateRowRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TServerServer).CheckAndMutateRow(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TServer_CheckAndMutateRow_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TServerServer).CheckAndMutateRow(ctx, req.(*CheckAndMutateRowRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // TServer_ServiceDesc is the grpc.ServiceDesc for TServer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -598,6 +640,10 @@ var TServer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReadModifyWriteRow",
 			Handler:    _TServer_ReadModifyWriteRow_Handler,
+		},
+		{
+			MethodName: "CheckAndMutateRow",
+			Handler:    _TServer_CheckAndMutateRow_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
