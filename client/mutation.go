@@ -16,6 +16,12 @@ const ServerTime int64 = -1
 type Mutation struct {
 	ops        []*pb.Mutation
 	serverTime bool
+
+	// A conditional mutation (NewCondMutation) has no operations of its
+	// own: cond picks mtrue or mfalse on the tserver.
+	isConditional bool
+	cond          Filter
+	mtrue, mfalse *Mutation
 }
 
 // NewMutation returns an empty mutation.
@@ -62,8 +68,9 @@ func (m *Mutation) DeleteRow() {
 }
 
 // idempotent reports whether applying m twice gives the same state as
-// once: true unless a Set asks for ServerTime.
-func (m *Mutation) idempotent() bool { return !m.serverTime }
+// once: true unless a Set asks for ServerTime or m is conditional (its
+// first application may change what its predicate sees).
+func (m *Mutation) idempotent() bool { return !m.serverTime && !m.isConditional }
 
 // proto is m applied to row as a wire message. The operations are shared,
 // not copied; the client never modifies them.

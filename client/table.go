@@ -85,7 +85,18 @@ func (t *Table) Put(ctx context.Context, row, family, qualifier string, value []
 // Apply applies m to row atomically: readers see all of it or none, before
 // and after a crash. It returns once the mutation is durable. See the
 // package documentation for when a failed Apply is retried.
-func (t *Table) Apply(ctx context.Context, row string, m *Mutation) error {
+//
+// A conditional mutation (NewCondMutation) is applied with one
+// CheckAndMutateRow: its predicate and the chosen mutation are atomic
+// with respect to every other write of the row. It is never coalesced
+// with other writes, and, not being idempotent, never retried after it
+// may have reached a tserver (as ApplyReadModifyWrite); opts
+// (GetCondMutationResult) receive its outcome. opts do nothing for a
+// plain mutation.
+func (t *Table) Apply(ctx context.Context, row string, m *Mutation, opts ...ApplyOption) error {
+	if m != nil && m.isConditional {
+		return t.applyCond(ctx, row, m, opts)
+	}
 	return t.apply(ctx, func() string { return errorPrefix("table %q: apply to row %q", t.name, row) }, row, m)
 }
 
@@ -94,6 +105,9 @@ func (t *Table) Apply(ctx context.Context, row string, m *Mutation) error {
 func (t *Table) apply(ctx context.Context, prefix func() string, row string, m *Mutation) error {
 	if m == nil {
 		return status.Error(codes.InvalidArgument, prefix()+": mutation is nil")
+	}
+	if m.isConditional {
+		return status.Error(codes.InvalidArgument, prefix()+": a conditional mutation is applied only by Apply")
 	}
 	rm := m.proto(row)
 	if err := limits.ValidateRowMutation(rm); err != nil {
@@ -147,6 +161,9 @@ func (t *Table) ApplyBulk(ctx context.Context, rows []string, ms []*Mutation) ([
 		if ms[i] == nil {
 			errs[i], failed = status.Error(codes.InvalidArgument, rp+": mutation is nil"), true
 			continue
+		}
+		if ms[i].isConditional {
+			return nil, status.Errorf(codes.InvalidArgument, "%s: conditional mutations cannot be applied in bulk (row %q)", prefix, row)
 		}
 		b.rms[i] = ms[i].proto(row)
 		b.idem[i] = ms[i].idempotent()

@@ -91,7 +91,8 @@ func (s *tserver) MutateRows(ctx context.Context, req *pb.MutateRowsRequest) (*p
 	return resp, nil
 }
 
-func (c *Cluster) applyLocked(t *table, rm *pb.RowMutation) error {
+// checkFamilies fails if an operation of rm names a family t lacks.
+func checkFamilies(t *table, rm *pb.RowMutation) error {
 	fam := func(name string) error {
 		for _, f := range t.schema.Families {
 			if f.Name == name {
@@ -113,6 +114,13 @@ func (c *Cluster) applyLocked(t *table, rm *pb.RowMutation) error {
 		if err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+func (c *Cluster) applyLocked(t *table, rm *pb.RowMutation) error {
+	if err := checkFamilies(t, rm); err != nil {
+		return err
 	}
 	row := string(rm.RowKey)
 	cells := t.rows[row]
@@ -371,4 +379,54 @@ func applyRowFilter(f *filter.Filter, r *pb.Row) (*pb.Row, error) {
 		row.Cells[i] = &pb.Cell{Family: c.Family, Qualifier: c.Qualifier, TimestampMicros: c.Timestamp, Value: c.Value, Labels: c.Labels}
 	}
 	return row, nil
+}
+
+// CheckAndMutateRow evaluates the predicate on the row under the
+// cluster's lock, as the tserver does under the row's lock, and applies
+// the chosen list. Both lists are validated first.
+func (s *tserver) CheckAndMutateRow(ctx context.Context, req *pb.CheckAndMutateRowRequest) (*pb.CheckAndMutateRowResponse, error) {
+	if err := limits.ValidateRowKey(req.RowKey); err != nil {
+		return nil, err
+	}
+	if len(req.TrueMutations)+len(req.FalseMutations) == 0 {
+		return nil, apierr.InvalidArgument("check-and-mutate of row %q has neither true_mutations nor false_mutations", req.RowKey)
+	}
+	lists := []*pb.RowMutation{{RowKey: req.RowKey, Mutations: req.TrueMutations}, {RowKey: req.RowKey, Mutations: req.FalseMutations}}
+	for _, rm := range lists {
+		if len(rm.Mutations) == 0 {
+			continue
+		}
+		if err := limits.ValidateRowMutation(rm); err != nil {
+			return nil, err
+		}
+	}
+	pred, err := compileRowFilter(req.PredicateFilter)
+	if err != nil {
+		return nil, err
+	}
+	t, _, err := s.serving(req.TabletId, req.Epoch, req.RowKey)
+	if err != nil {
+		return nil, err
+	}
+	defer s.c.mu.Unlock()
+	for _, rm := range lists {
+		if err := checkFamilies(t, rm); err != nil {
+			return nil, err
+		}
+	}
+	row, err := applyRowFilter(pred, readLocked(t, string(req.RowKey), nil))
+	if err != nil {
+		return nil, err
+	}
+	matched := len(row.Cells) > 0
+	chosen := lists[1]
+	if matched {
+		chosen = lists[0]
+	}
+	if len(chosen.Mutations) > 0 {
+		if err := s.c.applyLocked(t, chosen); err != nil {
+			return nil, err
+		}
+	}
+	return &pb.CheckAndMutateRowResponse{PredicateMatched: matched}, nil
 }
