@@ -64,7 +64,9 @@ func TestCheckAndMutateSemantics(t *testing.T) {
 	block := &btpb.RowFilter{Filter: &btpb.RowFilter_BlockAllFilter{BlockAllFilter: true}}
 	strip := &btpb.RowFilter{Filter: &btpb.RowFilter_StripValueTransformer{StripValueTransformer: true}}
 	delRow := mutation.Op{Kind: mutation.DeleteRow, Timestamp: mutation.ServerTime}
-	delCol := func(q string) mutation.Op { return mutation.Op{Kind: mutation.DeleteColumn, Family: "cf", Qualifier: []byte(q)} }
+	delCol := func(q string) mutation.Op {
+		return mutation.Op{Kind: mutation.DeleteColumn, Family: "cf", Qualifier: []byte(q)}
+	}
 	cases := []struct {
 		name            string
 		setup           []mutation.Op
