@@ -65,11 +65,11 @@ func (t *Table) applyCond(ctx context.Context, row string, m *Mutation, opts []A
 		m    *Mutation
 		dst  *[]*pb.Mutation
 	}{{"true", m.mtrue, &req.TrueMutations}, {"false", m.mfalse, &req.FalseMutations}} {
+		if b.m != nil && b.m.isConditional {
+			return status.Errorf(codes.InvalidArgument, "%s: conditional mutations cannot be nested (the %s mutation is conditional)", prefix, b.name)
+		}
 		if b.m == nil || len(b.m.ops) == 0 {
 			continue
-		}
-		if b.m.isConditional {
-			return status.Errorf(codes.InvalidArgument, "%s: conditional mutations cannot be nested (the %s mutation is conditional)", prefix, b.name)
 		}
 		if err := limits.ValidateRowMutation(b.m.proto(row)); err != nil {
 			return statusError(err, prefix+": "+b.name+" mutation")

@@ -391,6 +391,9 @@ func (s *tserver) CheckAndMutateRow(ctx context.Context, req *pb.CheckAndMutateR
 	if len(req.TrueMutations)+len(req.FalseMutations) == 0 {
 		return nil, apierr.InvalidArgument("check-and-mutate of row %q has neither true_mutations nor false_mutations", req.RowKey)
 	}
+	if n := len(req.TrueMutations) + len(req.FalseMutations); n > 100000 {
+		return nil, apierr.InvalidArgument("check-and-mutate of row %q has %d mutations, more than the limit of 100000", req.RowKey, n)
+	}
 	lists := []*pb.RowMutation{{RowKey: req.RowKey, Mutations: req.TrueMutations}, {RowKey: req.RowKey, Mutations: req.FalseMutations}}
 	for _, rm := range lists {
 		if len(rm.Mutations) == 0 {
