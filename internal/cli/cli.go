@@ -192,6 +192,7 @@ func Commands() []Command {
 		{Name: "read", Args: "TABLE [--start ROW] [--end ROW] [--prefix P] [--regex RE] [--limit N] [--families F1,F2] [--columns F:Q,...] [--versions N] [--keys-only]", Summary: "read rows in [start, end) (the same as scan)", Example: "read t --prefix user# --regex \"user#[0-9]+\" --versions 1", Run: runScan},
 		{Name: "incr", Args: "TABLE ROW FAMILY:QUALIFIER [DELTA]", Summary: "add DELTA (default 1) to a 64-bit big-endian counter cell, atomically; prints the new value", Example: "incr t page#home cf:hits\nincr t page#home cf:hits -3", Run: runIncr},
 		{Name: "append", Args: "TABLE ROW FAMILY:QUALIFIER VALUE", Summary: "append VALUE to a cell's latest value, atomically; prints the new cell", Example: "append t log#1 cf:events \",login\"", Run: runAppend},
+		checkAndPutCommand,
 		{Name: "delete", Args: "TABLE ROW [FAMILY[:QUALIFIER]]", Summary: "delete a row, a family of it, or a column of it", Example: "delete t user#1\ndelete t user#1 cf\ndelete t user#1 cf:name", Run: runDelete},
 		{Name: "checkpoint", Args: "[TSERVER...]", Summary: "checkpoint the given tservers (default: every live one)", Example: "checkpoint\ncheckpoint 127.0.0.1:7201", Run: runCheckpoint},
 		{Name: "split", Args: "TABLE ROW", Summary: "split the tablet holding ROW at ROW", Example: "split t user#5", Run: runSplit},
