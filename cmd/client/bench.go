@@ -19,9 +19,9 @@ import (
 var benchCommand = cli.Command{
 	Name: "bench",
 	Args: "[--duration D] [--ops N] [--concurrency N] [--value-size B] [--keys N] [--tablets N] " +
-		"[--phases put,bulk,get,scan] [--runs N] [--cache-bytes B] [--mem-limit B] [--dir DIR]",
-	Summary: "benchmark Put, ApplyBulk, Get (warm and cold block cache) and Scan; a local 1+1 cluster unless --masters",
-	Example: "bench --duration 5s --phases put,get\nbench --masters 127.0.0.1:7100 --concurrency 16",
+		"[--phases put,bulk,get,scan,increment,checkandmutate] [--counters N] [--runs N] [--cache-bytes B] [--mem-limit B] [--dir DIR]",
+	Summary: "benchmark Put, ApplyBulk, Get (warm and cold block cache), Scan, ReadModifyWrite increments and CheckAndMutate; a local 1+1 cluster unless --masters",
+	Example: "bench --duration 5s --phases put,get\nbench --duration 5s --phases put,increment,checkandmutate\nbench --masters 127.0.0.1:7100 --concurrency 16",
 	Run:     runBench,
 }
 
@@ -36,6 +36,7 @@ func runBench(ctx context.Context, env *cli.Env, args []string) error {
 	fs.IntVar(&o.Tablets, "tablets", 8, "tablets the table is pre-split into")
 	fs.IntVar(&o.BatchSize, "batch", 100, "rows per ApplyBulk")
 	fs.IntVar(&o.Scanners, "scanners", 4, "concurrent scanners of the second scan (1: skip it)")
+	fs.IntVar(&o.Counters, "counters", 1024, "rows the increment and checkandmutate phases work on")
 	fs.Uint64Var(&o.Seed, "seed", 0, "seed of the key choices (0: the time)")
 	phases := fs.String("phases", strings.Join(bench.AllPhases, ","), "phases to run")
 	runs := fs.Int("runs", 1, "runs (each on a fresh cluster when local); more than one prints the medians too")

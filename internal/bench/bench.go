@@ -19,11 +19,16 @@ const (
 	PhaseGetWarm = "get-warm"
 	PhaseGetCold = "get-cold"
 	PhaseScan    = "scan"
+	// PhaseIncrement and PhaseCheckAndMutate run last: ReadModifyWrite
+	// increments and compare-and-set conditional mutations of
+	// Options.Counters rows.
+	PhaseIncrement      = "increment"
+	PhaseCheckAndMutate = "checkandmutate"
 )
 
 // AllPhases are the phase groups Options.Phases may name; "get" selects
 // both Get phases.
-var AllPhases = []string{PhasePut, PhaseBulk, "get", PhaseScan}
+var AllPhases = []string{PhasePut, PhaseBulk, "get", PhaseScan, PhaseIncrement, PhaseCheckAndMutate}
 
 // Errors of the package.
 var (
@@ -62,6 +67,9 @@ type Options struct {
 	// Scanners is the number of concurrent scanners of the second scan
 	// (default 4; 1 skips it).
 	Scanners int
+	// Counters is the number of rows the increment and checkandmutate
+	// phases work on (default 1024, at most Keys).
+	Counters int
 	// CacheBytes is the tserver's block cache capacity; it sizes the hot
 	// range of get-warm (default 256 MiB, the tserver's default).
 	CacheBytes int64
@@ -102,6 +110,9 @@ func (o *Options) defaults() error {
 	}
 	if o.Scanners <= 0 {
 		o.Scanners = 4
+	}
+	if o.Counters <= 0 {
+		o.Counters = 1024
 	}
 	if o.CacheBytes <= 0 {
 		o.CacheBytes = 256 << 20
@@ -259,9 +270,27 @@ func (r *runner) run(ctx context.Context) error {
 			return err
 		}
 	}
-	if !reads {
-		return nil
+	if reads {
+		if err := r.reads(ctx); err != nil {
+			return err
+		}
 	}
+	if o.has(PhaseIncrement) {
+		if err := r.record(r.increment(ctx)); err != nil {
+			return err
+		}
+	}
+	if o.has(PhaseCheckAndMutate) {
+		if err := r.record(r.checkAndMutate(ctx)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// reads checkpoints and runs the selected read phases.
+func (r *runner) reads(ctx context.Context) error {
+	o := &r.opts
 	if err := r.checkpoint(ctx); err != nil {
 		return err
 	}

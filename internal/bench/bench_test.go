@@ -87,7 +87,8 @@ func TestTinyRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, phase := range []string{bench.PhasePut, bench.PhaseBulk, bench.PhaseGetWarm, bench.PhaseGetCold, bench.PhaseScan, "scan-2"} {
+	for _, phase := range []string{bench.PhasePut, bench.PhaseBulk, bench.PhaseGetWarm, bench.PhaseGetCold, bench.PhaseScan, "scan-2",
+		bench.PhaseIncrement, bench.PhaseCheckAndMutate} {
 		res, ok := rep.Result(phase)
 		if !ok {
 			t.Errorf("no result for phase %s", phase)

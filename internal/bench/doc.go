@@ -19,10 +19,20 @@
 //	          the other users of the machine)
 //	scan      full scans by one scanner, then by Scanners scanners over
 //	          disjoint ranges, repeated until the phase time is up
+//	increment ReadModifyWrite +1 of a random one of Counters counter rows
+//	          (row key = a data row's key + "#c", column "cf:n"); afterwards
+//	          the counters must sum to the acknowledged increments
+//	checkandmutate
+//	          one CheckAndMutate per call on a random one of the same rows,
+//	          compare-and-set locking of column "cf:owner": a goroutine
+//	          releases a lock it holds (owner is me → free; it must match)
+//	          or tries to take one (owner is a goroutine → nothing; else
+//	          owner = me)
 //
 // Every phase checks what it reads (row present, value size) and stops at
 // the first error: a benchmark that returned errors measures nothing.
-// Latencies are per call (a Put, a Get, an ApplyBulk of a batch); a scan
+// Latencies are per call (a Put, a Get, an ApplyBulk of a batch, an
+// increment, a conditional mutation); a scan
 // reports throughput only. MB/s counts row key + qualifier + value bytes.
 //
 // The figures depend on the machine's other load; each Result carries the

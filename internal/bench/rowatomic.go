@@ -1,0 +1,118 @@
+package bench
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+
+	"bighive/client"
+)
+
+const (
+	counterQualifier = "n"
+	lockQualifier    = "owner"
+	lockFree         = "free"
+)
+
+// counterKey is atomic row j of the increment and checkandmutate phases:
+// next to data row permute(j), so the rows spread over the tablets.
+func (r *runner) counterKey(j int) string { return Key(permute(j, r.opts.Keys)) + "#c" }
+
+// counters is the number of rows the atomic phases work on.
+func (r *runner) counters() int { return min(r.opts.Counters, r.opts.Keys) }
+
+// increment: ReadModifyWrite increments of random counters by 1. After
+// the phase every counter is read back: their sum must be the number of
+// acknowledged increments.
+func (r *runner) increment(ctx context.Context) (Result, error) {
+	n := r.counters()
+	r.logf("increment: ReadModifyWrite +1 of %d counters, %d goroutines", n, r.opts.Concurrency)
+	res, err := r.timed(PhaseIncrement, ctx, func(ctx context.Context, w *worker, _ int64) (int64, int64, error) {
+		k := r.counterKey(w.rng.IntN(n))
+		m := client.NewReadModifyWrite()
+		m.Increment(family, counterQualifier, 1)
+		if _, err := r.tbl.ApplyReadModifyWrite(ctx, k, m); err != nil {
+			return 0, 0, fmt.Errorf("increment %s: %w", k, err)
+		}
+		return 1, int64(len(k) + len(counterQualifier) + 8), nil
+	})
+	if err != nil {
+		return res, err
+	}
+	var sum int64
+	for j := range n {
+		k := r.counterKey(j)
+		row, err := r.tbl.Get(ctx, k, client.Column(family, counterQualifier))
+		if err != nil {
+			return res, fmt.Errorf("get counter %s: %w", k, err)
+		}
+		if v, ok := row.Value(family, counterQualifier); ok {
+			if len(v) != 8 {
+				return res, fmt.Errorf("%w: counter %s holds %d bytes", ErrMismatch, k, len(v))
+			}
+			sum += int64(binary.BigEndian.Uint64(v))
+		}
+	}
+	if sum != res.Calls {
+		return res, fmt.Errorf("%w: the counters sum to %d after %d acknowledged increments", ErrMismatch, sum, res.Calls)
+	}
+	return res, nil
+}
+
+// checkAndMutate: each call is one conditional mutation of a random lock
+// row, compare-and-set style: a goroutine that holds the lock releases it
+// (if the owner is me, set it free; this must always match, or another
+// goroutine took a held lock), otherwise it tries to take it (if the
+// owner is a goroutine, nothing; else set the owner to me).
+func (r *runner) checkAndMutate(ctx context.Context) (Result, error) {
+	n := r.counters()
+	r.logf("checkandmutate: compare-and-set lock/unlock of %d rows, %d goroutines", n, r.opts.Concurrency)
+	held := make([]map[int]bool, r.opts.Concurrency)
+	for i := range held {
+		held[i] = map[int]bool{}
+	}
+	busy := client.ChainFilters(client.ColumnFilter(lockQualifier), client.LatestNFilter(1), client.ValueFilter("w[0-9]+"))
+	var taken, refused atomic.Int64
+	res, err := r.timed(PhaseCheckAndMutate, ctx, func(ctx context.Context, w *worker, _ int64) (int64, int64, error) {
+		j := w.rng.IntN(n)
+		k := r.counterKey(j)
+		me := "w" + strconv.Itoa(w.id)
+		var cm *client.Mutation
+		var value string
+		if held[w.id][j] {
+			value = lockFree
+			cm = client.NewCondMutation(
+				client.ChainFilters(client.ColumnFilter(lockQualifier), client.LatestNFilter(1), client.ValueFilter(me)),
+				setOwner(value), nil)
+		} else {
+			value = me
+			cm = client.NewCondMutation(busy, nil, setOwner(value))
+		}
+		var matched bool
+		if err := r.tbl.Apply(ctx, k, cm, client.GetCondMutationResult(&matched)); err != nil {
+			return 0, 0, fmt.Errorf("check and mutate %s: %w", k, err)
+		}
+		switch {
+		case held[w.id][j] && !matched:
+			return 0, 0, fmt.Errorf("%w: %s held the lock of %s, yet its release did not match", ErrMismatch, me, k)
+		case held[w.id][j]:
+			delete(held[w.id], j)
+		case !matched:
+			held[w.id][j] = true
+			taken.Add(1)
+		default:
+			refused.Add(1)
+		}
+		return 1, int64(len(k) + len(lockQualifier) + len(value)), nil
+	})
+	r.logf("checkandmutate: %d locks taken, %d refused (held by another goroutine)", taken.Load(), refused.Load())
+	return res, err
+}
+
+func setOwner(v string) *client.Mutation {
+	m := client.NewMutation()
+	m.Set(family, lockQualifier, client.ServerTime, []byte(v))
+	return m
+}
