@@ -25,9 +25,9 @@
 //	checkandmutate
 //	          one CheckAndMutate per call on a random one of the same rows,
 //	          compare-and-set locking of column "cf:owner": a goroutine
-//	          releases a lock it holds (owner is me → free; it must match)
-//	          or tries to take one (owner is a goroutine → nothing; else
-//	          owner = me)
+//	          releases the one lock it holds (owner is me → free; it must
+//	          match) or tries to take a random one (owner is a goroutine →
+//	          nothing; else owner = me)
 //
 // Every phase checks what it reads (row present, value size) and stops at
 // the first error: a benchmark that returned errors measures nothing.

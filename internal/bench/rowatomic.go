@@ -61,46 +61,47 @@ func (r *runner) increment(ctx context.Context) (Result, error) {
 	return res, nil
 }
 
-// checkAndMutate: each call is one conditional mutation of a random lock
-// row, compare-and-set style: a goroutine that holds the lock releases it
-// (if the owner is me, set it free; this must always match, or another
-// goroutine took a held lock), otherwise it tries to take it (if the
-// owner is a goroutine, nothing; else set the owner to me).
+// checkAndMutate: each call is one conditional mutation of a lock row,
+// compare-and-set style. A goroutine holds at most one lock: if it holds
+// one it releases it (if the owner is me, set it free; this must match,
+// or another goroutine took a held lock), otherwise it tries to take a
+// random one (if the owner is a goroutine, nothing; else set the owner to
+// me). Most calls write; a refused take writes nothing.
 func (r *runner) checkAndMutate(ctx context.Context) (Result, error) {
 	n := r.counters()
 	r.logf("checkandmutate: compare-and-set lock/unlock of %d rows, %d goroutines", n, r.opts.Concurrency)
-	held := make([]map[int]bool, r.opts.Concurrency)
+	held := make([]int, r.opts.Concurrency) // the lock row goroutine i holds, or -1
 	for i := range held {
-		held[i] = map[int]bool{}
+		held[i] = -1
 	}
 	busy := client.ChainFilters(client.ColumnFilter(lockQualifier), client.LatestNFilter(1), client.ValueFilter("w[0-9]+"))
 	var taken, refused atomic.Int64
 	res, err := r.timed(PhaseCheckAndMutate, ctx, func(ctx context.Context, w *worker, _ int64) (int64, int64, error) {
-		j := w.rng.IntN(n)
-		k := r.counterKey(j)
 		me := "w" + strconv.Itoa(w.id)
+		release := held[w.id] >= 0
+		j := held[w.id]
 		var cm *client.Mutation
-		var value string
-		if held[w.id][j] {
-			value = lockFree
+		value := lockFree
+		if release {
 			cm = client.NewCondMutation(
 				client.ChainFilters(client.ColumnFilter(lockQualifier), client.LatestNFilter(1), client.ValueFilter(me)),
 				setOwner(value), nil)
 		} else {
-			value = me
+			j, value = w.rng.IntN(n), me
 			cm = client.NewCondMutation(busy, nil, setOwner(value))
 		}
+		k := r.counterKey(j)
 		var matched bool
 		if err := r.tbl.Apply(ctx, k, cm, client.GetCondMutationResult(&matched)); err != nil {
 			return 0, 0, fmt.Errorf("check and mutate %s: %w", k, err)
 		}
 		switch {
-		case held[w.id][j] && !matched:
+		case release && !matched:
 			return 0, 0, fmt.Errorf("%w: %s held the lock of %s, yet its release did not match", ErrMismatch, me, k)
-		case held[w.id][j]:
-			delete(held[w.id], j)
+		case release:
+			held[w.id] = -1
 		case !matched:
-			held[w.id][j] = true
+			held[w.id] = j
 			taken.Add(1)
 		default:
 			refused.Add(1)
