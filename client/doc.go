@@ -1,7 +1,10 @@
 // Package client is the Go client library of Bighive. Its shape follows the
 // Cloud Bigtable Go client: a Client for the cluster (tables, admin calls),
 // a Table for rows (Put, Get, Scan, Apply, ApplyBulk), Mutations built of
-// sets and deletes applied atomically to one row. Server-side row filters
+// sets and deletes applied atomically to one row, conditional mutations
+// (NewCondMutation: a predicate filter picks the true or the false
+// mutation on the tserver, atomically) and read-modify-writes
+// (NewReadModifyWrite). Server-side row filters
 // have the Cloud Bigtable client's constructors (ChainFilters,
 // InterleaveFilters, ConditionFilter, RowKeyFilter, ColumnFilter,
 // StripValueFilter, LatestNFilter, ...) and apply to Get and Scan through
@@ -62,14 +65,14 @@
 //     (the tserver checks the tablet and epoch first), or a request that
 //     never reached a server (no transport stream was opened). Any other
 //     failure is returned to the caller, who cannot know whether it applied.
-//   - ApplyReadModifyWrite (increment, append) is never idempotent and
-//     follows the rule of a ServerTime mutation: retried only after a
-//     routing error or a request that never reached a server. The tserver
-//     answers any write that may have been logged (lease lost after the
-//     append, log failure) with Unavailable, never with a routing error, so
-//     neither a ServerTime mutation nor a read-modify-write is retried
-//     after it; Unavailable, DeadlineExceeded or Canceled from them mean
-//     their outcome is unknown.
+//   - ApplyReadModifyWrite (increment, append) and a conditional mutation
+//     (Apply of NewCondMutation) are never idempotent and follow the rule
+//     of a ServerTime mutation: retried only after a routing error or a
+//     request that never reached a server. The tserver answers any write
+//     that may have been logged (lease lost after the append, log failure)
+//     with Unavailable, never with a routing error, so none of them is
+//     retried after it; Unavailable, DeadlineExceeded or Canceled from them
+//     mean their outcome is unknown.
 //   - InvalidArgument, NotFound, AlreadyExists, FailedPrecondition (without
 //     a TabletError), ResourceExhausted and Internal are never retried.
 //     Input is validated on the client with package limits first, so bad

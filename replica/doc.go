@@ -45,9 +45,9 @@
 //
 // # Row locks and read-modify-write
 //
-// ReadModifyWrite (increment, append) runs through WriteRowLocked, which
-// a conditional write can use in the same way (lock, read, decide,
-// write). It reads a row, computes new
+// ReadModifyWrite (increment, append) runs through WriteRowLocked, and so
+// does CheckAndMutate (lock, evaluate the predicate on the row, write the
+// chosen operations as an ordinary row mutation). It reads a row, computes new
 // cells from it and writes them. It must be atomic with respect to every
 // other write of the row: the result must be what some serial order of
 // the writes produces. Reads see a prefix of write-sequence order, and a

@@ -18,8 +18,9 @@
 //   - 8: every handler returns apierr statuses: InvalidArgument for bad
 //     input, NOT_SERVING/WRONG_TABLET/RECOVERING details for routing;
 //     ReadModifyWriteRow answers FailedPrecondition for an increment of a
-//     cell that is not 8 bytes, and Unavailable (never a routing detail,
-//     which tells a client that nothing was applied) when the write may
+//     cell that is not 8 bytes; every write (ReadModifyWriteRow and
+//     CheckAndMutateRow included) answers Unavailable (never a routing
+//     detail, which tells a client that nothing was applied) when it may
 //     have been logged but is not acknowledged;
 //   - 9: a loaded tablet serves only after the master committed this
 //     tserver's log position into the tablet's list (ReportTabletLoad);
