@@ -301,6 +301,38 @@ func TestMasterLeaderFollowing(t *testing.T) {
 	}
 }
 
+// TestApplyBulkRowRefusedWhileSplitting: a row of a bulk write that the
+// tserver refused because its tablet is splitting (a per-row status with
+// a TabletError detail) is looked up again and retried, not failed: a
+// bulk load into a table that splits as it grows must succeed.
+func TestApplyBulkRowRefusedWhileSplitting(t *testing.T) {
+	fc, _, tbl := setup(t, clienttest.Options{})
+	ctx := ctxT(t)
+	var rows []string
+	var ms []*client.Mutation
+	for i := range 10 {
+		m := client.NewMutation()
+		m.Set("cf", "q", 7, []byte(fmt.Sprint(i)))
+		rows, ms = append(rows, rowKey(i)), append(ms, m)
+	}
+	// The refused row is server-timestamped: only a routing refusal makes
+	// retrying it safe.
+	ms[5] = client.NewMutation()
+	ms[5].Set("cf", "q", client.ServerTime, []byte("5"))
+	fc.Inject(clienttest.Fault{Method: "MutateRows", Row: rowKey(5),
+		Err: apierr.Tablet(pb.TabletError_WRONG_TABLET, "t1", 1, "tablet t1 is splitting; refresh its location")})
+	errs, err := tbl.ApplyBulk(ctx, rows, ms)
+	if err != nil || errs != nil {
+		t.Fatalf("ApplyBulk: %v %v", errs, err)
+	}
+	for i := range 10 {
+		r, err := tbl.Get(ctx, rowKey(i))
+		if v, _ := r.Value("cf", "q"); err != nil || string(v) != fmt.Sprint(i) {
+			t.Errorf("row %d: %q %v", i, v, err)
+		}
+	}
+}
+
 // TestApplyBulkRoutingRetries: rows whose tablet answered NOT_SERVING are
 // looked up again and retried; a bad row fails alone (the contract checks
 // bulk writes without faults).

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"bighive/internal/apierr"
 	pb "bighive/proto/bighivepb"
 )
 
@@ -211,8 +212,7 @@ func (co *coalescer) sendBatch(loc *location, batch []*queuedWrite) {
 		case resp.Statuses[i].Code == int32(codes.OK):
 			w.done <- writeOutcome{sent: true}
 		default:
-			st := resp.Statuses[i]
-			w.done <- writeOutcome{err: status.Error(codes.Code(st.Code), st.Message), sent: true, rowStatus: true}
+			w.done <- writeOutcome{err: apierr.FromRowStatus(resp.Statuses[i]), sent: true, rowStatus: true}
 		}
 	}
 }

@@ -323,14 +323,15 @@ func (b *bulk) send(ctx context.Context, loc *location, idx []int) (retry []int)
 		return nil
 	}
 	for j, i := range idx {
-		st := resp.Statuses[j]
-		if st.Code == int32(codes.OK) {
+		err := apierr.FromRowStatus(resp.Statuses[j])
+		if err == nil {
 			b.errs[i] = nil
 			delete(b.last, i)
 			continue
 		}
-		err := status.Error(codes.Code(st.Code), st.Message)
-		// The row reached the tserver, so only idempotent rows are retried.
+		// The row reached the tserver, so only idempotent rows are retried,
+		// unless it was refused for routing (its TabletError detail says
+		// nothing of it was applied).
 		if classify(ctx, err, true).retry(b.idem[i]) {
 			t.lc.invalidate(loc)
 			b.last[i] = err

@@ -105,13 +105,7 @@ func (s *Server) MutateRows(ctx context.Context, req *pb.MutateRowsRequest) (*pb
 	return &pb.MutateRowsResponse{Statuses: statuses}, nil
 }
 
-func rowStatus(err error) *pb.RowStatus {
-	if err == nil {
-		return &pb.RowStatus{}
-	}
-	st := apierr.ToStatus(err)
-	return &pb.RowStatus{Code: int32(st.Code()), Message: st.Message()}
-}
+func rowStatus(err error) *pb.RowStatus { return apierr.RowStatus(err) }
 
 // readOptions turns a request's selection and its serialized RowFilter
 // (empty: none) into tablet read options, the RowFilter compiled once for

@@ -283,7 +283,8 @@ func rowFault(ctx context.Context, req any, h grpc.UnaryHandler, f *Fault) (any,
 		return nil, err
 	}
 	resp := out.(*pb.MutateRowsResponse)
-	st := &pb.RowStatus{Code: int32(apierr.CodeOf(f.Err)), Message: f.Err.Error()}
+	st := apierr.RowStatus(f.Err)
+	st.Message = f.Err.Error()
 	if f.Applied {
 		resp.Statuses[j] = st
 	} else {

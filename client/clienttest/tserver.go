@@ -82,9 +82,9 @@ func (s *tserver) MutateRows(ctx context.Context, req *pb.MutateRowsRequest) (*p
 		if err == nil {
 			err = s.c.applyLocked(t, rm)
 		}
-		st := &pb.RowStatus{}
+		st := apierr.RowStatus(err)
 		if err != nil {
-			st.Code, st.Message = int32(apierr.CodeOf(err)), err.Error()
+			st.Message = err.Error()
 		}
 		resp.Statuses = append(resp.Statuses, st)
 	}

@@ -209,3 +209,35 @@ func convert(log *slog.Logger, method string, err error) error {
 	}
 	return st.Err()
 }
+
+// RowStatus is the per-row status of a batched write: OK for nil, else
+// err's code and message, and its TabletError detail if it has one (so a
+// client can tell a routing refusal, safe to retry anywhere, from a
+// failure of the row itself).
+func RowStatus(err error) *pb.RowStatus {
+	if err == nil {
+		return &pb.RowStatus{}
+	}
+	st := ToStatus(err)
+	rs := &pb.RowStatus{Code: int32(st.Code()), Message: st.Message()}
+	if te, ok := TabletReason(err); ok {
+		rs.TabletError = te
+	}
+	return rs
+}
+
+// FromRowStatus is the error a per-row status stands for: nil for OK, a
+// gRPC status error with its TabletError detail otherwise.
+func FromRowStatus(rs *pb.RowStatus) error {
+	c := codes.Code(rs.GetCode())
+	if c == codes.OK {
+		return nil
+	}
+	st := status.New(c, rs.GetMessage())
+	if te := rs.GetTabletError(); te != nil {
+		if d, err := st.WithDetails(te); err == nil {
+			st = d
+		}
+	}
+	return st.Err()
+}

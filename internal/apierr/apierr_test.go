@@ -107,3 +107,42 @@ func TestOverGRPC(t *testing.T) {
 		t.Fatalf("oversized request: %v, want ResourceExhausted", err)
 	}
 }
+
+// TestRowStatusRoundTrip: a per-row status keeps the code, the message and
+// the TabletError detail, so a client still sees a routing refusal.
+func TestRowStatusRoundTrip(t *testing.T) {
+	tests := []struct {
+		name   string
+		err    error
+		reason pb.TabletError_Reason // REASON_UNSPECIFIED: no detail
+	}{
+		{"ok", nil, pb.TabletError_REASON_UNSPECIFIED},
+		{"plain", apierr.InvalidArgument("unknown family %q", "x"), pb.TabletError_REASON_UNSPECIFIED},
+		{"splitting", apierr.Tablet(pb.TabletError_WRONG_TABLET, "t1", 3, "tablet t1 is splitting"), pb.TabletError_WRONG_TABLET},
+		{"wrapped", fmt.Errorf("replica: %w", apierr.Tablet(pb.TabletError_NOT_SERVING, "t2", 1, "moved")), pb.TabletError_NOT_SERVING},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := apierr.FromRowStatus(apierr.RowStatus(tc.err))
+			if apierr.CodeOf(got) != apierr.CodeOf(tc.err) {
+				t.Fatalf("code %v, want %v", apierr.CodeOf(got), apierr.CodeOf(tc.err))
+			}
+			if tc.err == nil {
+				return
+			}
+			if !strings.Contains(status.Convert(got).Message(), status.Convert(apierr.ToStatus(tc.err).Err()).Message()) {
+				t.Errorf("message %q lost %q", status.Convert(got).Message(), tc.err)
+			}
+			te, ok := apierr.TabletReason(got)
+			if tc.reason == pb.TabletError_REASON_UNSPECIFIED {
+				if ok {
+					t.Errorf("unexpected detail %v", te)
+				}
+				return
+			}
+			if !ok || te.Reason != tc.reason {
+				t.Errorf("detail %v %v, want reason %v", te, ok, tc.reason)
+			}
+		})
+	}
+}

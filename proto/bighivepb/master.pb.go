@@ -2523,8 +2523,12 @@ func (x *GetGCReferencesResponse) GetLogPositions() []*LogPosition {
 type RowStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// A google.golang.org/grpc/codes value; 0 is OK.
-	Code          int32  `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
-	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	Code    int32  `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// Set when the row was refused for tablet routing (the tablet is
+	// splitting, moved, or does not hold the row): nothing of the row was
+	// applied, and a client looks its tablet up again and retries it.
+	TabletError   *TabletError `protobuf:"bytes,3,opt,name=tablet_error,json=tabletError,proto3" json:"tablet_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2571,6 +2575,13 @@ func (x *RowStatus) GetMessage() string {
 		return x.Message
 	}
 	return ""
+}
+
+func (x *RowStatus) GetTabletError() *TabletError {
+	if x != nil {
+		return x.TabletError
+	}
+	return nil
 }
 
 type DeleteFamilyRequest struct {
@@ -3059,10 +3070,11 @@ const file_bighivepb_master_proto_rawDesc = "" +
 	"wal_prefix\x18\x02 \x01(\tR\twalPrefix\"o\n" +
 	"\x17GetGCReferencesResponse\x12\x16\n" +
 	"\x06blocks\x18\x01 \x03(\x06R\x06blocks\x12<\n" +
-	"\rlog_positions\x18\x02 \x03(\v2\x17.bighive.v1.LogPositionR\flogPositions\"9\n" +
+	"\rlog_positions\x18\x02 \x03(\v2\x17.bighive.v1.LogPositionR\flogPositions\"u\n" +
 	"\tRowStatus\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"C\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12:\n" +
+	"\ftablet_error\x18\x03 \x01(\v2\x17.bighive.v1.TabletErrorR\vtabletError\"C\n" +
 	"\x13DeleteFamilyRequest\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x16\n" +
 	"\x06family\x18\x02 \x01(\tR\x06family\"\x16\n" +
@@ -3178,7 +3190,8 @@ var file_bighivepb_master_proto_goTypes = []any{
 	(*LogPosition)(nil),               // 60: bighive.v1.LogPosition
 	(*TSFileRef)(nil),                 // 61: bighive.v1.TSFileRef
 	(*DataDirGroup)(nil),              // 62: bighive.v1.DataDirGroup
-	(*GcRule)(nil),                    // 63: bighive.v1.GcRule
+	(*TabletError)(nil),               // 63: bighive.v1.TabletError
+	(*GcRule)(nil),                    // 64: bighive.v1.GcRule
 }
 var file_bighivepb_master_proto_depIdxs = []int32{
 	54, // 0: bighive.v1.TableInfo.schema:type_name -> bighive.v1.TableSchema
@@ -3222,52 +3235,53 @@ var file_bighivepb_master_proto_depIdxs = []int32{
 	56, // 38: bighive.v1.ReportSplitResponse.children:type_name -> bighive.v1.TabletMeta
 	53, // 39: bighive.v1.ReportLogSplitRequest.recovery_files:type_name -> bighive.v1.ReportLogSplitRequest.RecoveryFilesEntry
 	60, // 40: bighive.v1.GetGCReferencesResponse.log_positions:type_name -> bighive.v1.LogPosition
-	63, // 41: bighive.v1.SetGCRuleRequest.gc_rule:type_name -> bighive.v1.GcRule
-	1,  // 42: bighive.v1.Master.CreateTable:input_type -> bighive.v1.CreateTableRequest
-	3,  // 43: bighive.v1.Master.DeleteTable:input_type -> bighive.v1.DeleteTableRequest
-	5,  // 44: bighive.v1.Master.ListTables:input_type -> bighive.v1.ListTablesRequest
-	7,  // 45: bighive.v1.Master.DescribeTable:input_type -> bighive.v1.DescribeTableRequest
-	9,  // 46: bighive.v1.Master.AddFamily:input_type -> bighive.v1.AddFamilyRequest
-	11, // 47: bighive.v1.Master.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
-	13, // 48: bighive.v1.Master.GetTableLocations:input_type -> bighive.v1.GetTableLocationsRequest
-	17, // 49: bighive.v1.Master.ListTServers:input_type -> bighive.v1.ListTServersRequest
-	19, // 50: bighive.v1.Master.RegisterTServer:input_type -> bighive.v1.RegisterTServerRequest
-	23, // 51: bighive.v1.Master.Heartbeat:input_type -> bighive.v1.HeartbeatRequest
-	29, // 52: bighive.v1.Master.ReportTabletLoad:input_type -> bighive.v1.ReportTabletLoadRequest
-	32, // 53: bighive.v1.Master.ReportCheckpoint:input_type -> bighive.v1.ReportCheckpointRequest
-	34, // 54: bighive.v1.Master.AllocateTabletIds:input_type -> bighive.v1.AllocateTabletIdsRequest
-	37, // 55: bighive.v1.Master.ReportSplit:input_type -> bighive.v1.ReportSplitRequest
-	39, // 56: bighive.v1.Master.SplitTablet:input_type -> bighive.v1.SplitTabletRequest
-	41, // 57: bighive.v1.Master.ReportLogSplit:input_type -> bighive.v1.ReportLogSplitRequest
-	43, // 58: bighive.v1.Master.GetGCReferences:input_type -> bighive.v1.GetGCReferencesRequest
-	46, // 59: bighive.v1.Master.DeleteFamily:input_type -> bighive.v1.DeleteFamilyRequest
-	48, // 60: bighive.v1.Master.SetGCRule:input_type -> bighive.v1.SetGCRuleRequest
-	50, // 61: bighive.v1.Master.DropRowRange:input_type -> bighive.v1.DropRowRangeRequest
-	2,  // 62: bighive.v1.Master.CreateTable:output_type -> bighive.v1.CreateTableResponse
-	4,  // 63: bighive.v1.Master.DeleteTable:output_type -> bighive.v1.DeleteTableResponse
-	6,  // 64: bighive.v1.Master.ListTables:output_type -> bighive.v1.ListTablesResponse
-	8,  // 65: bighive.v1.Master.DescribeTable:output_type -> bighive.v1.DescribeTableResponse
-	10, // 66: bighive.v1.Master.AddFamily:output_type -> bighive.v1.AddFamilyResponse
-	12, // 67: bighive.v1.Master.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
-	15, // 68: bighive.v1.Master.GetTableLocations:output_type -> bighive.v1.GetTableLocationsResponse
-	18, // 69: bighive.v1.Master.ListTServers:output_type -> bighive.v1.ListTServersResponse
-	20, // 70: bighive.v1.Master.RegisterTServer:output_type -> bighive.v1.RegisterTServerResponse
-	28, // 71: bighive.v1.Master.Heartbeat:output_type -> bighive.v1.HeartbeatResponse
-	30, // 72: bighive.v1.Master.ReportTabletLoad:output_type -> bighive.v1.ReportTabletLoadResponse
-	33, // 73: bighive.v1.Master.ReportCheckpoint:output_type -> bighive.v1.ReportCheckpointResponse
-	35, // 74: bighive.v1.Master.AllocateTabletIds:output_type -> bighive.v1.AllocateTabletIdsResponse
-	38, // 75: bighive.v1.Master.ReportSplit:output_type -> bighive.v1.ReportSplitResponse
-	40, // 76: bighive.v1.Master.SplitTablet:output_type -> bighive.v1.SplitTabletResponse
-	42, // 77: bighive.v1.Master.ReportLogSplit:output_type -> bighive.v1.ReportLogSplitResponse
-	44, // 78: bighive.v1.Master.GetGCReferences:output_type -> bighive.v1.GetGCReferencesResponse
-	47, // 79: bighive.v1.Master.DeleteFamily:output_type -> bighive.v1.DeleteFamilyResponse
-	49, // 80: bighive.v1.Master.SetGCRule:output_type -> bighive.v1.SetGCRuleResponse
-	51, // 81: bighive.v1.Master.DropRowRange:output_type -> bighive.v1.DropRowRangeResponse
-	62, // [62:82] is the sub-list for method output_type
-	42, // [42:62] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	63, // 41: bighive.v1.RowStatus.tablet_error:type_name -> bighive.v1.TabletError
+	64, // 42: bighive.v1.SetGCRuleRequest.gc_rule:type_name -> bighive.v1.GcRule
+	1,  // 43: bighive.v1.Master.CreateTable:input_type -> bighive.v1.CreateTableRequest
+	3,  // 44: bighive.v1.Master.DeleteTable:input_type -> bighive.v1.DeleteTableRequest
+	5,  // 45: bighive.v1.Master.ListTables:input_type -> bighive.v1.ListTablesRequest
+	7,  // 46: bighive.v1.Master.DescribeTable:input_type -> bighive.v1.DescribeTableRequest
+	9,  // 47: bighive.v1.Master.AddFamily:input_type -> bighive.v1.AddFamilyRequest
+	11, // 48: bighive.v1.Master.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
+	13, // 49: bighive.v1.Master.GetTableLocations:input_type -> bighive.v1.GetTableLocationsRequest
+	17, // 50: bighive.v1.Master.ListTServers:input_type -> bighive.v1.ListTServersRequest
+	19, // 51: bighive.v1.Master.RegisterTServer:input_type -> bighive.v1.RegisterTServerRequest
+	23, // 52: bighive.v1.Master.Heartbeat:input_type -> bighive.v1.HeartbeatRequest
+	29, // 53: bighive.v1.Master.ReportTabletLoad:input_type -> bighive.v1.ReportTabletLoadRequest
+	32, // 54: bighive.v1.Master.ReportCheckpoint:input_type -> bighive.v1.ReportCheckpointRequest
+	34, // 55: bighive.v1.Master.AllocateTabletIds:input_type -> bighive.v1.AllocateTabletIdsRequest
+	37, // 56: bighive.v1.Master.ReportSplit:input_type -> bighive.v1.ReportSplitRequest
+	39, // 57: bighive.v1.Master.SplitTablet:input_type -> bighive.v1.SplitTabletRequest
+	41, // 58: bighive.v1.Master.ReportLogSplit:input_type -> bighive.v1.ReportLogSplitRequest
+	43, // 59: bighive.v1.Master.GetGCReferences:input_type -> bighive.v1.GetGCReferencesRequest
+	46, // 60: bighive.v1.Master.DeleteFamily:input_type -> bighive.v1.DeleteFamilyRequest
+	48, // 61: bighive.v1.Master.SetGCRule:input_type -> bighive.v1.SetGCRuleRequest
+	50, // 62: bighive.v1.Master.DropRowRange:input_type -> bighive.v1.DropRowRangeRequest
+	2,  // 63: bighive.v1.Master.CreateTable:output_type -> bighive.v1.CreateTableResponse
+	4,  // 64: bighive.v1.Master.DeleteTable:output_type -> bighive.v1.DeleteTableResponse
+	6,  // 65: bighive.v1.Master.ListTables:output_type -> bighive.v1.ListTablesResponse
+	8,  // 66: bighive.v1.Master.DescribeTable:output_type -> bighive.v1.DescribeTableResponse
+	10, // 67: bighive.v1.Master.AddFamily:output_type -> bighive.v1.AddFamilyResponse
+	12, // 68: bighive.v1.Master.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
+	15, // 69: bighive.v1.Master.GetTableLocations:output_type -> bighive.v1.GetTableLocationsResponse
+	18, // 70: bighive.v1.Master.ListTServers:output_type -> bighive.v1.ListTServersResponse
+	20, // 71: bighive.v1.Master.RegisterTServer:output_type -> bighive.v1.RegisterTServerResponse
+	28, // 72: bighive.v1.Master.Heartbeat:output_type -> bighive.v1.HeartbeatResponse
+	30, // 73: bighive.v1.Master.ReportTabletLoad:output_type -> bighive.v1.ReportTabletLoadResponse
+	33, // 74: bighive.v1.Master.ReportCheckpoint:output_type -> bighive.v1.ReportCheckpointResponse
+	35, // 75: bighive.v1.Master.AllocateTabletIds:output_type -> bighive.v1.AllocateTabletIdsResponse
+	38, // 76: bighive.v1.Master.ReportSplit:output_type -> bighive.v1.ReportSplitResponse
+	40, // 77: bighive.v1.Master.SplitTablet:output_type -> bighive.v1.SplitTabletResponse
+	42, // 78: bighive.v1.Master.ReportLogSplit:output_type -> bighive.v1.ReportLogSplitResponse
+	44, // 79: bighive.v1.Master.GetGCReferences:output_type -> bighive.v1.GetGCReferencesResponse
+	47, // 80: bighive.v1.Master.DeleteFamily:output_type -> bighive.v1.DeleteFamilyResponse
+	49, // 81: bighive.v1.Master.SetGCRule:output_type -> bighive.v1.SetGCRuleResponse
+	51, // 82: bighive.v1.Master.DropRowRange:output_type -> bighive.v1.DropRowRangeResponse
+	63, // [63:83] is the sub-list for method output_type
+	43, // [43:63] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_bighivepb_master_proto_init() }
