@@ -1490,6 +1490,283 @@ func (x *ReadModifyWriteRowResponse) GetRow() *Row {
 	return nil
 }
 
+type PurgeFamilyRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TabletId string                 `protobuf:"bytes,1,opt,name=tablet_id,json=tabletId,proto3" json:"tablet_id,omitempty"`
+	Epoch    int64                  `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// The table's committed schema, without the family; the tserver applies
+	// it before it lists the rows.
+	Schema        *TableSchema `protobuf:"bytes,3,opt,name=schema,proto3" json:"schema,omitempty"`
+	Family        string       `protobuf:"bytes,4,opt,name=family,proto3" json:"family,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeFamilyRequest) Reset() {
+	*x = PurgeFamilyRequest{}
+	mi := &file_bighivepb_tserver_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeFamilyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeFamilyRequest) ProtoMessage() {}
+
+func (x *PurgeFamilyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_tserver_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeFamilyRequest.ProtoReflect.Descriptor instead.
+func (*PurgeFamilyRequest) Descriptor() ([]byte, []int) {
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *PurgeFamilyRequest) GetTabletId() string {
+	if x != nil {
+		return x.TabletId
+	}
+	return ""
+}
+
+func (x *PurgeFamilyRequest) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *PurgeFamilyRequest) GetSchema() *TableSchema {
+	if x != nil {
+		return x.Schema
+	}
+	return nil
+}
+
+func (x *PurgeFamilyRequest) GetFamily() string {
+	if x != nil {
+		return x.Family
+	}
+	return ""
+}
+
+type PurgeFamilyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RowsPurged    int64                  `protobuf:"varint,1,opt,name=rows_purged,json=rowsPurged,proto3" json:"rows_purged,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeFamilyResponse) Reset() {
+	*x = PurgeFamilyResponse{}
+	mi := &file_bighivepb_tserver_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeFamilyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeFamilyResponse) ProtoMessage() {}
+
+func (x *PurgeFamilyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_tserver_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeFamilyResponse.ProtoReflect.Descriptor instead.
+func (*PurgeFamilyResponse) Descriptor() ([]byte, []int) {
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *PurgeFamilyResponse) GetRowsPurged() int64 {
+	if x != nil {
+		return x.RowsPurged
+	}
+	return 0
+}
+
+type SampleRowKeysRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TabletId string                 `protobuf:"bytes,1,opt,name=tablet_id,json=tabletId,proto3" json:"tablet_id,omitempty"`
+	Epoch    int64                  `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// Roughly the bytes between two samples; 0: the server's default.
+	SampleBytes   int64 `protobuf:"varint,3,opt,name=sample_bytes,json=sampleBytes,proto3" json:"sample_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SampleRowKeysRequest) Reset() {
+	*x = SampleRowKeysRequest{}
+	mi := &file_bighivepb_tserver_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SampleRowKeysRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SampleRowKeysRequest) ProtoMessage() {}
+
+func (x *SampleRowKeysRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_tserver_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SampleRowKeysRequest.ProtoReflect.Descriptor instead.
+func (*SampleRowKeysRequest) Descriptor() ([]byte, []int) {
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *SampleRowKeysRequest) GetTabletId() string {
+	if x != nil {
+		return x.TabletId
+	}
+	return ""
+}
+
+func (x *SampleRowKeysRequest) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *SampleRowKeysRequest) GetSampleBytes() int64 {
+	if x != nil {
+		return x.SampleBytes
+	}
+	return 0
+}
+
+// One sample: offset_bytes is the approximate size of the tablet's rows
+// before row_key.
+type RowKeySample struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RowKey        []byte                 `protobuf:"bytes,1,opt,name=row_key,json=rowKey,proto3" json:"row_key,omitempty"`
+	OffsetBytes   int64                  `protobuf:"varint,2,opt,name=offset_bytes,json=offsetBytes,proto3" json:"offset_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RowKeySample) Reset() {
+	*x = RowKeySample{}
+	mi := &file_bighivepb_tserver_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RowKeySample) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RowKeySample) ProtoMessage() {}
+
+func (x *RowKeySample) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_tserver_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RowKeySample.ProtoReflect.Descriptor instead.
+func (*RowKeySample) Descriptor() ([]byte, []int) {
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *RowKeySample) GetRowKey() []byte {
+	if x != nil {
+		return x.RowKey
+	}
+	return nil
+}
+
+func (x *RowKeySample) GetOffsetBytes() int64 {
+	if x != nil {
+		return x.OffsetBytes
+	}
+	return 0
+}
+
+type SampleRowKeysResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Sorted, strictly increasing keys inside the tablet's range, each but
+	// the last with an offset below the tablet's size; the last is the
+	// tablet's end row (empty: the end of the table) with the tablet's
+	// estimated size.
+	Samples       []*RowKeySample `protobuf:"bytes,1,rep,name=samples,proto3" json:"samples,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SampleRowKeysResponse) Reset() {
+	*x = SampleRowKeysResponse{}
+	mi := &file_bighivepb_tserver_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SampleRowKeysResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SampleRowKeysResponse) ProtoMessage() {}
+
+func (x *SampleRowKeysResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_tserver_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SampleRowKeysResponse.ProtoReflect.Descriptor instead.
+func (*SampleRowKeysResponse) Descriptor() ([]byte, []int) {
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *SampleRowKeysResponse) GetSamples() []*RowKeySample {
+	if x != nil {
+		return x.Samples
+	}
+	return nil
+}
+
 var File_bighivepb_tserver_proto protoreflect.FileDescriptor
 
 const file_bighivepb_tserver_proto_rawDesc = "" +
@@ -1586,7 +1863,24 @@ const file_bighivepb_tserver_proto_rawDesc = "" +
 	"\arow_key\x18\x03 \x01(\fR\x06rowKey\x125\n" +
 	"\x05rules\x18\x04 \x03(\v2\x1f.bighive.v1.ReadModifyWriteRuleR\x05rules\"?\n" +
 	"\x1aReadModifyWriteRowResponse\x12!\n" +
-	"\x03row\x18\x01 \x01(\v2\x0f.bighive.v1.RowR\x03row2\xf1\a\n" +
+	"\x03row\x18\x01 \x01(\v2\x0f.bighive.v1.RowR\x03row\"\x90\x01\n" +
+	"\x12PurgeFamilyRequest\x12\x1b\n" +
+	"\ttablet_id\x18\x01 \x01(\tR\btabletId\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12/\n" +
+	"\x06schema\x18\x03 \x01(\v2\x17.bighive.v1.TableSchemaR\x06schema\x12\x16\n" +
+	"\x06family\x18\x04 \x01(\tR\x06family\"6\n" +
+	"\x13PurgeFamilyResponse\x12\x1f\n" +
+	"\vrows_purged\x18\x01 \x01(\x03R\n" +
+	"rowsPurged\"l\n" +
+	"\x14SampleRowKeysRequest\x12\x1b\n" +
+	"\ttablet_id\x18\x01 \x01(\tR\btabletId\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12!\n" +
+	"\fsample_bytes\x18\x03 \x01(\x03R\vsampleBytes\"J\n" +
+	"\fRowKeySample\x12\x17\n" +
+	"\arow_key\x18\x01 \x01(\fR\x06rowKey\x12!\n" +
+	"\foffset_bytes\x18\x02 \x01(\x03R\voffsetBytes\"K\n" +
+	"\x15SampleRowKeysResponse\x122\n" +
+	"\asamples\x18\x01 \x03(\v2\x18.bighive.v1.RowKeySampleR\asamples2\x97\t\n" +
 	"\aTServer\x12H\n" +
 	"\tMutateRow\x12\x1c.bighive.v1.MutateRowRequest\x1a\x1d.bighive.v1.MutateRowResponse\x12K\n" +
 	"\n" +
@@ -1602,7 +1896,9 @@ const file_bighivepb_tserver_proto_rawDesc = "" +
 	"\x10SetCachePriority\x12#.bighive.v1.SetCachePriorityRequest\x1a$.bighive.v1.SetCachePriorityResponse\x12Q\n" +
 	"\fUpdateSchema\x12\x1f.bighive.v1.UpdateSchemaRequest\x1a .bighive.v1.UpdateSchemaResponse\x12E\n" +
 	"\bDropRows\x12\x1b.bighive.v1.DropRowsRequest\x1a\x1c.bighive.v1.DropRowsResponse\x12c\n" +
-	"\x12ReadModifyWriteRow\x12%.bighive.v1.ReadModifyWriteRowRequest\x1a&.bighive.v1.ReadModifyWriteRowResponseB\x19Z\x17bighive/proto/bighivepbb\x06proto3"
+	"\x12ReadModifyWriteRow\x12%.bighive.v1.ReadModifyWriteRowRequest\x1a&.bighive.v1.ReadModifyWriteRowResponse\x12N\n" +
+	"\vPurgeFamily\x12\x1e.bighive.v1.PurgeFamilyRequest\x1a\x1f.bighive.v1.PurgeFamilyResponse\x12T\n" +
+	"\rSampleRowKeys\x12 .bighive.v1.SampleRowKeysRequest\x1a!.bighive.v1.SampleRowKeysResponseB\x19Z\x17bighive/proto/bighivepbb\x06proto3"
 
 var (
 	file_bighivepb_tserver_proto_rawDescOnce sync.Once
@@ -1616,7 +1912,7 @@ func file_bighivepb_tserver_proto_rawDescGZIP() []byte {
 	return file_bighivepb_tserver_proto_rawDescData
 }
 
-var file_bighivepb_tserver_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_bighivepb_tserver_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_bighivepb_tserver_proto_goTypes = []any{
 	(*MutateRowRequest)(nil),           // 0: bighive.v1.MutateRowRequest
 	(*MutateRowResponse)(nil),          // 1: bighive.v1.MutateRowResponse
@@ -1644,69 +1940,80 @@ var file_bighivepb_tserver_proto_goTypes = []any{
 	(*ReadModifyWriteRule)(nil),        // 23: bighive.v1.ReadModifyWriteRule
 	(*ReadModifyWriteRowRequest)(nil),  // 24: bighive.v1.ReadModifyWriteRowRequest
 	(*ReadModifyWriteRowResponse)(nil), // 25: bighive.v1.ReadModifyWriteRowResponse
-	nil,                                // 26: bighive.v1.StatusResponse.CountersEntry
-	(*RowMutation)(nil),                // 27: bighive.v1.RowMutation
-	(*RowStatus)(nil),                  // 28: bighive.v1.RowStatus
-	(*ReadFilter)(nil),                 // 29: bighive.v1.ReadFilter
-	(*Row)(nil),                        // 30: bighive.v1.Row
-	(*RowRange)(nil),                   // 31: bighive.v1.RowRange
-	(*LogPosition)(nil),                // 32: bighive.v1.LogPosition
-	(*TabletAssignment)(nil),           // 33: bighive.v1.TabletAssignment
-	(*TabletUnassignment)(nil),         // 34: bighive.v1.TabletUnassignment
-	(*TableSchema)(nil),                // 35: bighive.v1.TableSchema
-	(*SetCachePriorityRequest)(nil),    // 36: bighive.v1.SetCachePriorityRequest
-	(*SetCachePriorityResponse)(nil),   // 37: bighive.v1.SetCachePriorityResponse
+	(*PurgeFamilyRequest)(nil),         // 26: bighive.v1.PurgeFamilyRequest
+	(*PurgeFamilyResponse)(nil),        // 27: bighive.v1.PurgeFamilyResponse
+	(*SampleRowKeysRequest)(nil),       // 28: bighive.v1.SampleRowKeysRequest
+	(*RowKeySample)(nil),               // 29: bighive.v1.RowKeySample
+	(*SampleRowKeysResponse)(nil),      // 30: bighive.v1.SampleRowKeysResponse
+	nil,                                // 31: bighive.v1.StatusResponse.CountersEntry
+	(*RowMutation)(nil),                // 32: bighive.v1.RowMutation
+	(*RowStatus)(nil),                  // 33: bighive.v1.RowStatus
+	(*ReadFilter)(nil),                 // 34: bighive.v1.ReadFilter
+	(*Row)(nil),                        // 35: bighive.v1.Row
+	(*RowRange)(nil),                   // 36: bighive.v1.RowRange
+	(*LogPosition)(nil),                // 37: bighive.v1.LogPosition
+	(*TabletAssignment)(nil),           // 38: bighive.v1.TabletAssignment
+	(*TabletUnassignment)(nil),         // 39: bighive.v1.TabletUnassignment
+	(*TableSchema)(nil),                // 40: bighive.v1.TableSchema
+	(*SetCachePriorityRequest)(nil),    // 41: bighive.v1.SetCachePriorityRequest
+	(*SetCachePriorityResponse)(nil),   // 42: bighive.v1.SetCachePriorityResponse
 }
 var file_bighivepb_tserver_proto_depIdxs = []int32{
-	27, // 0: bighive.v1.MutateRowRequest.row:type_name -> bighive.v1.RowMutation
-	27, // 1: bighive.v1.MutateRowsRequest.rows:type_name -> bighive.v1.RowMutation
-	28, // 2: bighive.v1.MutateRowsResponse.statuses:type_name -> bighive.v1.RowStatus
-	29, // 3: bighive.v1.ReadRowRequest.filter:type_name -> bighive.v1.ReadFilter
-	30, // 4: bighive.v1.ReadRowResponse.row:type_name -> bighive.v1.Row
-	31, // 5: bighive.v1.ScanRowsRequest.range:type_name -> bighive.v1.RowRange
-	29, // 6: bighive.v1.ScanRowsRequest.filter:type_name -> bighive.v1.ReadFilter
-	30, // 7: bighive.v1.ScanRowsResponse.rows:type_name -> bighive.v1.Row
-	31, // 8: bighive.v1.TabletStatus.range:type_name -> bighive.v1.RowRange
+	32, // 0: bighive.v1.MutateRowRequest.row:type_name -> bighive.v1.RowMutation
+	32, // 1: bighive.v1.MutateRowsRequest.rows:type_name -> bighive.v1.RowMutation
+	33, // 2: bighive.v1.MutateRowsResponse.statuses:type_name -> bighive.v1.RowStatus
+	34, // 3: bighive.v1.ReadRowRequest.filter:type_name -> bighive.v1.ReadFilter
+	35, // 4: bighive.v1.ReadRowResponse.row:type_name -> bighive.v1.Row
+	36, // 5: bighive.v1.ScanRowsRequest.range:type_name -> bighive.v1.RowRange
+	34, // 6: bighive.v1.ScanRowsRequest.filter:type_name -> bighive.v1.ReadFilter
+	35, // 7: bighive.v1.ScanRowsResponse.rows:type_name -> bighive.v1.Row
+	36, // 8: bighive.v1.TabletStatus.range:type_name -> bighive.v1.RowRange
 	15, // 9: bighive.v1.StatusResponse.tablets:type_name -> bighive.v1.TabletStatus
-	32, // 10: bighive.v1.StatusResponse.log_position:type_name -> bighive.v1.LogPosition
-	26, // 11: bighive.v1.StatusResponse.counters:type_name -> bighive.v1.StatusResponse.CountersEntry
-	33, // 12: bighive.v1.AssignTabletsRequest.assign:type_name -> bighive.v1.TabletAssignment
-	34, // 13: bighive.v1.AssignTabletsRequest.unassign:type_name -> bighive.v1.TabletUnassignment
-	35, // 14: bighive.v1.UpdateSchemaRequest.schema:type_name -> bighive.v1.TableSchema
-	31, // 15: bighive.v1.DropRowsRequest.range:type_name -> bighive.v1.RowRange
+	37, // 10: bighive.v1.StatusResponse.log_position:type_name -> bighive.v1.LogPosition
+	31, // 11: bighive.v1.StatusResponse.counters:type_name -> bighive.v1.StatusResponse.CountersEntry
+	38, // 12: bighive.v1.AssignTabletsRequest.assign:type_name -> bighive.v1.TabletAssignment
+	39, // 13: bighive.v1.AssignTabletsRequest.unassign:type_name -> bighive.v1.TabletUnassignment
+	40, // 14: bighive.v1.UpdateSchemaRequest.schema:type_name -> bighive.v1.TableSchema
+	36, // 15: bighive.v1.DropRowsRequest.range:type_name -> bighive.v1.RowRange
 	23, // 16: bighive.v1.ReadModifyWriteRowRequest.rules:type_name -> bighive.v1.ReadModifyWriteRule
-	30, // 17: bighive.v1.ReadModifyWriteRowResponse.row:type_name -> bighive.v1.Row
-	0,  // 18: bighive.v1.TServer.MutateRow:input_type -> bighive.v1.MutateRowRequest
-	2,  // 19: bighive.v1.TServer.MutateRows:input_type -> bighive.v1.MutateRowsRequest
-	4,  // 20: bighive.v1.TServer.ReadRow:input_type -> bighive.v1.ReadRowRequest
-	6,  // 21: bighive.v1.TServer.ScanRows:input_type -> bighive.v1.ScanRowsRequest
-	8,  // 22: bighive.v1.TServer.Checkpoint:input_type -> bighive.v1.CheckpointRequest
-	10, // 23: bighive.v1.TServer.Compact:input_type -> bighive.v1.CompactRequest
-	12, // 24: bighive.v1.TServer.Split:input_type -> bighive.v1.SplitRequest
-	14, // 25: bighive.v1.TServer.Status:input_type -> bighive.v1.StatusRequest
-	17, // 26: bighive.v1.TServer.AssignTablets:input_type -> bighive.v1.AssignTabletsRequest
-	36, // 27: bighive.v1.TServer.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
-	19, // 28: bighive.v1.TServer.UpdateSchema:input_type -> bighive.v1.UpdateSchemaRequest
-	21, // 29: bighive.v1.TServer.DropRows:input_type -> bighive.v1.DropRowsRequest
-	24, // 30: bighive.v1.TServer.ReadModifyWriteRow:input_type -> bighive.v1.ReadModifyWriteRowRequest
-	1,  // 31: bighive.v1.TServer.MutateRow:output_type -> bighive.v1.MutateRowResponse
-	3,  // 32: bighive.v1.TServer.MutateRows:output_type -> bighive.v1.MutateRowsResponse
-	5,  // 33: bighive.v1.TServer.ReadRow:output_type -> bighive.v1.ReadRowResponse
-	7,  // 34: bighive.v1.TServer.ScanRows:output_type -> bighive.v1.ScanRowsResponse
-	9,  // 35: bighive.v1.TServer.Checkpoint:output_type -> bighive.v1.CheckpointResponse
-	11, // 36: bighive.v1.TServer.Compact:output_type -> bighive.v1.CompactResponse
-	13, // 37: bighive.v1.TServer.Split:output_type -> bighive.v1.SplitResponse
-	16, // 38: bighive.v1.TServer.Status:output_type -> bighive.v1.StatusResponse
-	18, // 39: bighive.v1.TServer.AssignTablets:output_type -> bighive.v1.AssignTabletsResponse
-	37, // 40: bighive.v1.TServer.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
-	20, // 41: bighive.v1.TServer.UpdateSchema:output_type -> bighive.v1.UpdateSchemaResponse
-	22, // 42: bighive.v1.TServer.DropRows:output_type -> bighive.v1.DropRowsResponse
-	25, // 43: bighive.v1.TServer.ReadModifyWriteRow:output_type -> bighive.v1.ReadModifyWriteRowResponse
-	31, // [31:44] is the sub-list for method output_type
-	18, // [18:31] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	35, // 17: bighive.v1.ReadModifyWriteRowResponse.row:type_name -> bighive.v1.Row
+	40, // 18: bighive.v1.PurgeFamilyRequest.schema:type_name -> bighive.v1.TableSchema
+	29, // 19: bighive.v1.SampleRowKeysResponse.samples:type_name -> bighive.v1.RowKeySample
+	0,  // 20: bighive.v1.TServer.MutateRow:input_type -> bighive.v1.MutateRowRequest
+	2,  // 21: bighive.v1.TServer.MutateRows:input_type -> bighive.v1.MutateRowsRequest
+	4,  // 22: bighive.v1.TServer.ReadRow:input_type -> bighive.v1.ReadRowRequest
+	6,  // 23: bighive.v1.TServer.ScanRows:input_type -> bighive.v1.ScanRowsRequest
+	8,  // 24: bighive.v1.TServer.Checkpoint:input_type -> bighive.v1.CheckpointRequest
+	10, // 25: bighive.v1.TServer.Compact:input_type -> bighive.v1.CompactRequest
+	12, // 26: bighive.v1.TServer.Split:input_type -> bighive.v1.SplitRequest
+	14, // 27: bighive.v1.TServer.Status:input_type -> bighive.v1.StatusRequest
+	17, // 28: bighive.v1.TServer.AssignTablets:input_type -> bighive.v1.AssignTabletsRequest
+	41, // 29: bighive.v1.TServer.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
+	19, // 30: bighive.v1.TServer.UpdateSchema:input_type -> bighive.v1.UpdateSchemaRequest
+	21, // 31: bighive.v1.TServer.DropRows:input_type -> bighive.v1.DropRowsRequest
+	24, // 32: bighive.v1.TServer.ReadModifyWriteRow:input_type -> bighive.v1.ReadModifyWriteRowRequest
+	26, // 33: bighive.v1.TServer.PurgeFamily:input_type -> bighive.v1.PurgeFamilyRequest
+	28, // 34: bighive.v1.TServer.SampleRowKeys:input_type -> bighive.v1.SampleRowKeysRequest
+	1,  // 35: bighive.v1.TServer.MutateRow:output_type -> bighive.v1.MutateRowResponse
+	3,  // 36: bighive.v1.TServer.MutateRows:output_type -> bighive.v1.MutateRowsResponse
+	5,  // 37: bighive.v1.TServer.ReadRow:output_type -> bighive.v1.ReadRowResponse
+	7,  // 38: bighive.v1.TServer.ScanRows:output_type -> bighive.v1.ScanRowsResponse
+	9,  // 39: bighive.v1.TServer.Checkpoint:output_type -> bighive.v1.CheckpointResponse
+	11, // 40: bighive.v1.TServer.Compact:output_type -> bighive.v1.CompactResponse
+	13, // 41: bighive.v1.TServer.Split:output_type -> bighive.v1.SplitResponse
+	16, // 42: bighive.v1.TServer.Status:output_type -> bighive.v1.StatusResponse
+	18, // 43: bighive.v1.TServer.AssignTablets:output_type -> bighive.v1.AssignTabletsResponse
+	42, // 44: bighive.v1.TServer.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
+	20, // 45: bighive.v1.TServer.UpdateSchema:output_type -> bighive.v1.UpdateSchemaResponse
+	22, // 46: bighive.v1.TServer.DropRows:output_type -> bighive.v1.DropRowsResponse
+	25, // 47: bighive.v1.TServer.ReadModifyWriteRow:output_type -> bighive.v1.ReadModifyWriteRowResponse
+	27, // 48: bighive.v1.TServer.PurgeFamily:output_type -> bighive.v1.PurgeFamilyResponse
+	30, // 49: bighive.v1.TServer.SampleRowKeys:output_type -> bighive.v1.SampleRowKeysResponse
+	35, // [35:50] is the sub-list for method output_type
+	20, // [20:35] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_bighivepb_tserver_proto_init() }
@@ -1726,7 +2033,7 @@ func file_bighivepb_tserver_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bighivepb_tserver_proto_rawDesc), len(file_bighivepb_tserver_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   27,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -36,6 +36,8 @@ const (
 	TServer_UpdateSchema_FullMethodName       = "/bighive.v1.TServer/UpdateSchema"
 	TServer_DropRows_FullMethodName           = "/bighive.v1.TServer/DropRows"
 	TServer_ReadModifyWriteRow_FullMethodName = "/bighive.v1.TServer/ReadModifyWriteRow"
+	TServer_PurgeFamily_FullMethodName        = "/bighive.v1.TServer/PurgeFamily"
+	TServer_SampleRowKeys_FullMethodName      = "/bighive.v1.TServer/SampleRowKeys"
 )
 
 // TServerClient is the client API for TServer service.
@@ -68,6 +70,15 @@ type TServerClient interface {
 	// the new cells. Not idempotent: a client must not retry it after it
 	// may have reached the tserver.
 	ReadModifyWriteRow(ctx context.Context, in *ReadModifyWriteRowRequest, opts ...grpc.CallOption) (*ReadModifyWriteRowResponse, error)
+	// Writes a delete-family tombstone of a deleted family, through the
+	// write path, for every row of the tablet holding an entry of it; called
+	// by the master after the family left the schema (the request's schema),
+	// so that a family created again under the name starts empty.
+	PurgeFamily(ctx context.Context, in *PurgeFamilyRequest, opts ...grpc.CallOption) (*PurgeFamilyResponse, error)
+	// Row keys splitting the tablet into pieces of roughly equal size, with
+	// the approximate bytes of the tablet before each, estimated from its
+	// TSFiles' page indexes and its write buffers.
+	SampleRowKeys(ctx context.Context, in *SampleRowKeysRequest, opts ...grpc.CallOption) (*SampleRowKeysResponse, error)
 }
 
 type tServerClient struct {
@@ -217,6 +228,26 @@ func (c *tServerClient) ReadModifyWriteRow(ctx context.Context, in *ReadModifyWr
 	return out, nil
 }
 
+func (c *tServerClient) PurgeFamily(ctx context.Context, in *PurgeFamilyRequest, opts ...grpc.CallOption) (*PurgeFamilyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PurgeFamilyResponse)
+	err := c.cc.Invoke(ctx, TServer_PurgeFamily_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *tServerClient) SampleRowKeys(ctx context.Context, in *SampleRowKeysRequest, opts ...grpc.CallOption) (*SampleRowKeysResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SampleRowKeysResponse)
+	err := c.cc.Invoke(ctx, TServer_SampleRowKeys_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TServerServer is the server API for TServer service.
 // All implementations must embed UnimplementedTServerServer
 // for forward compatibility.
@@ -247,6 +278,15 @@ type TServerServer interface {
 	// the new cells. Not idempotent: a client must not retry it after it
 	// may have reached the tserver.
 	ReadModifyWriteRow(context.Context, *ReadModifyWriteRowRequest) (*ReadModifyWriteRowResponse, error)
+	// Writes a delete-family tombstone of a deleted family, through the
+	// write path, for every row of the tablet holding an entry of it; called
+	// by the master after the family left the schema (the request's schema),
+	// so that a family created again under the name starts empty.
+	PurgeFamily(context.Context, *PurgeFamilyRequest) (*PurgeFamilyResponse, error)
+	// Row keys splitting the tablet into pieces of roughly equal size, with
+	// the approximate bytes of the tablet before each, estimated from its
+	// TSFiles' page indexes and its write buffers.
+	SampleRowKeys(context.Context, *SampleRowKeysRequest) (*SampleRowKeysResponse, error)
 	mustEmbedUnimplementedTServerServer()
 }
 
@@ -295,6 +335,12 @@ func (UnimplementedTServerServer) DropRows(context.Context, *DropRowsRequest) (*
 }
 func (UnimplementedTServerServer) ReadModifyWriteRow(context.Context, *ReadModifyWriteRowRequest) (*ReadModifyWriteRowResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReadModifyWriteRow not implemented")
+}
+func (UnimplementedTServerServer) PurgeFamily(context.Context, *PurgeFamilyRequest) (*PurgeFamilyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PurgeFamily not implemented")
+}
+func (UnimplementedTServerServer) SampleRowKeys(context.Context, *SampleRowKeysRequest) (*SampleRowKeysResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SampleRowKeys not implemented")
 }
 func (UnimplementedTServerServer) mustEmbedUnimplementedTServerServer() {}
 func (UnimplementedTServerServer) testEmbeddedByValue()                 {}
@@ -544,6 +590,42 @@ func _TServer_ReadModifyWriteRow_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _TServer_PurgeFamily_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PurgeFamilyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TServerServer).PurgeFamily(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TServer_PurgeFamily_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TServerServer).PurgeFamily(ctx, req.(*PurgeFamilyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TServer_SampleRowKeys_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SampleRowKeysRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TServerServer).SampleRowKeys(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TServer_SampleRowKeys_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TServerServer).SampleRowKeys(ctx, req.(*SampleRowKeysRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // TServer_ServiceDesc is the grpc.ServiceDesc for TServer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -598,6 +680,14 @@ var TServer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReadModifyWriteRow",
 			Handler:    _TServer_ReadModifyWriteRow_Handler,
+		},
+		{
+			MethodName: "PurgeFamily",
+			Handler:    _TServer_PurgeFamily_Handler,
+		},
+		{
+			MethodName: "SampleRowKeys",
+			Handler:    _TServer_SampleRowKeys_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
