@@ -1608,7 +1608,8 @@ type SampleRowKeysRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	TabletId string                 `protobuf:"bytes,1,opt,name=tablet_id,json=tabletId,proto3" json:"tablet_id,omitempty"`
 	Epoch    int64                  `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	// Roughly the bytes between two samples; 0: the server's default.
+	// Roughly the bytes between two samples; 0: the server's default
+	// (16 MiB); otherwise at least 16 KiB (INVALID_ARGUMENT below).
 	SampleBytes   int64 `protobuf:"varint,3,opt,name=sample_bytes,json=sampleBytes,proto3" json:"sample_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
