@@ -128,6 +128,7 @@ func contract(t *testing.T, e env) {
 		{"errors of the servers", contractServerErrors},
 		{"DDL and admin", contractDDL},
 		{"closed client", contractClosedClient},
+		{"sample row keys", contractSampleRowKeys},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, e, c) })
