@@ -20,7 +20,11 @@ func familyCells(t *testing.T, tbl *client.Table, fam string) []string {
 	err := tbl.Scan(ctxT(t), "", "", func(r client.Row) bool {
 		for _, c := range r.Cells {
 			if c.Family == fam {
-				out = append(out, fmt.Sprintf("%s/%s@%d=%s", r.Key, c.Qualifier, c.Timestamp, c.Value))
+				v := string(c.Value)
+				if len(v) > 16 {
+					v = fmt.Sprintf("<%d bytes>", len(v))
+				}
+				out = append(out, fmt.Sprintf("%s/%s@%d=%s", r.Key, c.Qualifier, c.Timestamp, v))
 			}
 		}
 		return true
@@ -205,5 +209,61 @@ func waitTablets(t *testing.T, cl *client.Client, table string, n int) {
 			t.Fatalf("table %s: want %d serving tablets: %+v %v", table, n, tablets, err)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestRecreatedFamilyCompactionReclaims: after a family is deleted and
+// created again, a major compaction drops the old family's cells (the
+// table's estimated size, from SampleRowKeyOffsets, falls from the old
+// cells' bytes to little).
+func TestRecreatedFamilyCompactionReclaims(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{TServers: 1})
+	ctx := ctxT(t)
+	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "cf"}, {Name: "f"}}}); err != nil {
+		t.Fatal(err)
+	}
+	cl := c.Client()
+	tbl, err := cl.Open(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rows, value = 100, 4 << 10
+	for i := 0; i < rows; i++ {
+		if err := tbl.Put(ctx, fmt.Sprintf("r%03d", i), "f", "q", []byte(strings.Repeat("v", value))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	size := func() int64 {
+		t.Helper()
+		s, err := tbl.SampleRowKeyOffsets(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s[len(s)-1].OffsetBytes
+	}
+	if _, err := cl.CheckpointAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := size()
+	if before < rows*value {
+		t.Fatalf("table size %d before, want at least %d", before, rows*value)
+	}
+	if err := cl.DeleteColumnFamily(ctx, "t", "f"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.CreateColumnFamily(ctx, "t", "f"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.CheckpointAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Compact(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if got := familyCells(t, tbl, "f"); len(got) != 0 {
+		t.Fatalf("family f = %q, want empty", got)
+	}
+	if after := size(); after > before/10 {
+		t.Fatalf("table size %d after the major compaction, %d before: the old cells were not dropped", after, before)
 	}
 }
