@@ -21,8 +21,9 @@
 // MaxAgePolicy, UnionPolicy, IntersectionPolicy, NoGcPolicy, nested to any
 // depth), DropRowRange (by a non-empty key prefix) and DropAllRows return
 // once every tserver serving the table applies the change: a write to a
-// new family succeeds at once, a deleted family is unreadable at once, and
-// rows written after a drop returns are kept.
+// new family succeeds at once, a deleted family is unreadable at once (and
+// a family created again under its name starts empty), and rows written
+// after a drop returns are kept.
 //
 //	err = c.CreateColumnFamily(ctx, "t", "cf2")
 //	err = c.SetGCPolicy(ctx, "t", "cf", client.UnionPolicy(
