@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sort"
@@ -265,5 +266,51 @@ func TestRecreatedFamilyCompactionReclaims(t *testing.T) {
 	}
 	if after := size(); after > before/10 {
 		t.Fatalf("table size %d after the major compaction, %d before: the old cells were not dropped", after, before)
+	}
+}
+
+// TestRecreateFinishesInterruptedDelete: a DeleteColumnFamily that fails
+// before every tablet masked the family (one tserver is gone, its tablet
+// not yet recovered elsewhere, and the call's deadline short) leaves the
+// family deleted; CreateColumnFamily of the name first finishes masking
+// the old cells (once the tablet serves again), so the new family is
+// empty.
+func TestRecreateFinishesInterruptedDelete(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{TServers: 2, Lease: time.Second})
+	ctx := ctxT(t)
+	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "cf"}, {Name: "f"}}, SplitKeys: []string{"m"}}); err != nil {
+		t.Fatal(err)
+	}
+	cl := c.Client(client.WithBackoff(5*time.Millisecond, 100*time.Millisecond))
+	tbl, err := cl.Open(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range []string{"a", "z"} {
+		if err := tbl.Put(ctx, row, "f", "q", []byte("old")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tablets, err := cl.Tablets(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < c.TServers(); i++ {
+		if c.TServerAddr(i) == tablets[1].TServer {
+			if err := c.StopTServer(i); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if err := cl.DeleteColumnFamily(short, "t", "f"); err == nil {
+		t.Fatal("DeleteColumnFamily returned with a tablet that cannot mask the family")
+	}
+	if err := cl.CreateColumnFamily(ctx, "t", "f"); err != nil {
+		t.Fatal(err)
+	}
+	if got := familyCells(t, tbl, "f"); len(got) != 0 {
+		t.Fatalf("after the interrupted delete and the re-create, family f = %q, want empty", got)
 	}
 }
