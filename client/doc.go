@@ -34,6 +34,17 @@
 // A retry of CreateColumnFamily (DeleteColumnFamily) after a lost reply
 // that finds the family present (absent) succeeds.
 //
+// # Sample row keys
+//
+// Table.SampleRowKeys returns row keys splitting the table into pieces of
+// about equal size (every tablet boundary among them, the last one empty:
+// the end of the table), as Cloud Bigtable's client does;
+// SampleRowKeyOffsets adds the estimated bytes before each and takes the
+// spacing. Each tablet estimates from its TSFiles' page indexes and write
+// buffers, reading no data.
+//
+//	keys, err := tbl.SampleRowKeys(ctx) // e.g. ["user#5", ""]
+//
 // # Routing
 //
 // A Table asks the master for tablet locations once per row range and keeps
