@@ -17,7 +17,7 @@ import (
 // rows are uniform, so near its key's rank times the row size) and
 // consecutive samples of a tablet are about the asked spacing apart. The
 // same holds with the rows in write buffers, after a checkpoint (in
-// TSFiles) and after a major compaction.
+// TSFiles), after a major compaction and after a split.
 func TestSampleRowKeysReal(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{TServers: 2})
 	ctx := ctxT(t)
@@ -102,6 +102,14 @@ func TestSampleRowKeysReal(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("after a major compaction")
+	// Split children read their parent's TSFiles: each counts only the
+	// pages of its own range.
+	if err := cl.SplitTablet(ctx, "t", "r0250"); err != nil {
+		t.Fatal(err)
+	}
+	splits = []string{"r0250", "r0500", "r1000", "r1500"}
+	waitTablets(t, cl, "t", 5)
+	check("after a split at r0250")
 	if _, err := tbl.SampleRowKeyOffsets(ctx, 100); err == nil {
 		t.Fatal("a spacing of 100 bytes was accepted")
 	}
