@@ -129,6 +129,7 @@ func contract(t *testing.T, e env) {
 		{"DDL and admin", contractDDL},
 		{"closed client", contractClosedClient},
 		{"conditional mutations", contractCondMutation},
+		{"sample row keys", contractSampleRowKeys},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, e, c) })

@@ -24,8 +24,9 @@
 // MaxAgePolicy, UnionPolicy, IntersectionPolicy, NoGcPolicy, nested to any
 // depth), DropRowRange (by a non-empty key prefix) and DropAllRows return
 // once every tserver serving the table applies the change: a write to a
-// new family succeeds at once, a deleted family is unreadable at once, and
-// rows written after a drop returns are kept.
+// new family succeeds at once, a deleted family is unreadable at once (and
+// a family created again under its name starts empty), and rows written
+// after a drop returns are kept.
 //
 //	err = c.CreateColumnFamily(ctx, "t", "cf2")
 //	err = c.SetGCPolicy(ctx, "t", "cf", client.UnionPolicy(
@@ -35,6 +36,17 @@
 //
 // A retry of CreateColumnFamily (DeleteColumnFamily) after a lost reply
 // that finds the family present (absent) succeeds.
+//
+// # Sample row keys
+//
+// Table.SampleRowKeys returns row keys splitting the table into pieces of
+// about equal size (every tablet boundary among them, the last one empty:
+// the end of the table), as Cloud Bigtable's client does;
+// SampleRowKeyOffsets adds the estimated bytes before each and takes the
+// spacing. Each tablet estimates from its TSFiles' page indexes and write
+// buffers, reading no data.
+//
+//	keys, err := tbl.SampleRowKeys(ctx) // e.g. ["user#5", ""]
 //
 // # Routing
 //

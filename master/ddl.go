@@ -143,6 +143,11 @@ func (m *Master) AddFamily(ctx context.Context, req *pb.AddFamilyRequest) (*pb.A
 	if err := meta.ValidateFamily(req.Family); err != nil {
 		return nil, err
 	}
+	// A deletion of the name that a failure interrupted is finished
+	// first: the new family must not show the old one's cells.
+	if err := m.purgeFamily(ctx, req.Table, req.Family.GetName()); err != nil {
+		return nil, err
+	}
 	if err := m.changeSchema(ctx, req.Table, &spb.MetaCommand{Cmd: &spb.MetaCommand_AddFamily{AddFamily: &spb.MetaAddFamily{
 		Table: req.Table, Family: req.Family}}}, codes.AlreadyExists); err != nil {
 		return nil, err

@@ -26,7 +26,13 @@
 // each acknowledged; heartbeat replies carry changed schemas as well.
 // DropRowRange has each overlapping tablet's owner write a delete-row
 // tombstone per row through its write path (TServer.DropRows), looking
-// tablets up again when they split or move (schema.go).
+// tablets up again when they split or move (schema.go). DeleteFamily then
+// has each tablet's owner mask the family's cells the same way
+// (TServer.PurgeFamily: a delete-family tombstone per row holding it) and
+// records FamilyPurged; until then the name stays in the schema's
+// purging_families and cannot be created again, and a new DeleteFamily or
+// an AddFamily of the name finishes the purge first (a master failing in
+// the middle leaves it resumable).
 //
 // # What goes through raft
 //

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc"
@@ -141,9 +142,23 @@ func retryable(err error) bool {
 	return false
 }
 
-// DeleteFamily removes a column family from a table's schema. Once it
-// returns, reads never show the family's cells and writes to it are
-// InvalidArgument on every tserver; major compactions drop its cells.
+// DeleteFamily removes a column family from a table's schema and masks
+// its cells. First the schema change commits (it also lists the family in
+// the schema's purging_families) and is pushed: from then on reads never
+// show the family's cells and writes to it are InvalidArgument on every
+// tserver. Then the owner of each tablet writes a delete-family tombstone
+// on every row holding an entry of the family (TServer.PurgeFamily,
+// through the write path like DropRows), and a last command removes the
+// name from purging_families; only then does DeleteFamily return. The
+// tombstones make a family created again under the name start empty, on
+// every tablet and after restarts, failovers and splits, and let major
+// compactions drop the old cells.
+//
+// A master that fails in the middle leaves the name in purging_families:
+// AddFamily refuses it until the purge is finished, which a new call of
+// DeleteFamily (the family is gone: it only finishes the purge) or an
+// AddFamily of the name (it finishes the purge first) does. Purging twice
+// is harmless.
 func (m *Master) DeleteFamily(ctx context.Context, req *pb.DeleteFamilyRequest) (*pb.DeleteFamilyResponse, error) {
 	if _, err := m.ready(); err != nil {
 		return nil, err
@@ -156,10 +171,68 @@ func (m *Master) DeleteFamily(ctx context.Context, req *pb.DeleteFamilyRequest) 
 	}
 	if err := m.changeSchema(ctx, req.Table, &spb.MetaCommand{Cmd: &spb.MetaCommand_DeleteFamily{DeleteFamily: &spb.MetaDeleteFamily{
 		Table: req.Table, Family: req.Family}}}, codes.NotFound); err != nil {
+		purging, perr := m.purging(req.Table, req.Family)
+		if apierr.CodeOf(err) != codes.NotFound || perr != nil || !purging {
+			return nil, err
+		}
+		// An earlier call deleted it and did not finish the purge.
+	}
+	if err := m.purgeFamily(ctx, req.Table, req.Family); err != nil {
 		return nil, err
 	}
 	m.log.Info("column family deleted", "table", req.Table, "family", req.Family)
 	return &pb.DeleteFamilyResponse{}, nil
+}
+
+// purging reports whether family is in the table's purging_families.
+func (m *Master) purging(table, family string) (bool, error) {
+	var out bool
+	err := m.view(func(r *meta.Reader) error {
+		s, err := r.Table(table)
+		if err != nil {
+			return err
+		}
+		out = slices.Contains(s.PurgingFamilies, family)
+		return nil
+	})
+	return out, err
+}
+
+// purgeFamily masks the cells of a deleted family on every tablet of the
+// table (TServer.PurgeFamily) and then removes it from purging_families.
+// It does nothing if the family is not listed there.
+func (m *Master) purgeFamily(ctx context.Context, table, family string) error {
+	var schema *pb.TableSchema
+	if err := m.view(func(r *meta.Reader) error {
+		var err error
+		schema, err = r.Table(table)
+		return err
+	}); err != nil {
+		return err
+	}
+	if !slices.Contains(schema.PurgingFamilies, family) {
+		return nil
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 10*pushTimeout)
+		defer cancel()
+	}
+	var rows int64
+	err := m.eachTablet(ctx, table, nil, nil, "delete column family "+family, func(ctx context.Context, c pb.TServerClient, t *pb.TabletMeta, _ []byte) error {
+		resp, err := c.PurgeFamily(ctx, &pb.PurgeFamilyRequest{TabletId: t.TabletId, Epoch: t.Epoch, Schema: schema, Family: family})
+		rows += resp.GetRowsPurged()
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if _, err := m.apply(ctx, &spb.MetaCommand{Cmd: &spb.MetaCommand_FamilyPurged{FamilyPurged: &spb.MetaFamilyPurged{
+		Table: table, Family: family}}}); err != nil {
+		return err
+	}
+	m.log.Info("column family purged", "table", table, "family", family, "rows", rows)
+	return nil
 }
 
 // SetGCRule replaces a family's GC rule (its max_versions and
@@ -224,43 +297,57 @@ func (m *Master) DropRowRange(ctx context.Context, req *pb.DropRowRangeRequest) 
 		defer cancel()
 	}
 	var deleted int64
+	err := m.eachTablet(ctx, req.Table, start, end, "drop row range", func(ctx context.Context, c pb.TServerClient, t *pb.TabletMeta, from []byte) error {
+		resp, err := c.DropRows(ctx, &pb.DropRowsRequest{TabletId: t.TabletId, Epoch: t.Epoch,
+			Range: &pb.RowRange{StartRow: from, EndRow: end}})
+		deleted += resp.GetRowsDeleted()
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	m.log.Info("row range dropped", "table", req.Table, "prefix", start, "rows", deleted)
+	return &pb.DropRowRangeResponse{}, nil
+}
+
+// eachTablet calls call on the owner of each tablet of table overlapping
+// [start, end) (end nil: unbounded), in row order, from is where the
+// tablet's part of the range starts. A tablet that is not serving, moved
+// or split (a routing error, or a retryable one) is looked up again and
+// its part retried until ctx ends: call must be idempotent. what names the
+// operation in errors.
+func (m *Master) eachTablet(ctx context.Context, table string, start, end []byte, what string,
+	call func(ctx context.Context, c pb.TServerClient, t *pb.TabletMeta, from []byte) error) error {
 	cur := start
 	for wait := 20 * time.Millisecond; ; {
-		t, addr, err := m.tabletAt(req.Table, cur)
+		t, addr, err := m.tabletAt(table, cur)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		var n int64
 		if addr != "" {
 			err = m.callTServer(ctx, addr, func(ctx context.Context, c pb.TServerClient) error {
-				resp, err := c.DropRows(ctx, &pb.DropRowsRequest{TabletId: t.TabletId, Epoch: t.Epoch,
-					Range: &pb.RowRange{StartRow: cur, EndRow: end}})
-				n = resp.GetRowsDeleted()
-				return err
+				return call(ctx, c, t, cur)
 			})
 		}
 		if addr == "" || err != nil {
 			if _, routing := apierr.TabletReason(err); err != nil && !routing && !retryable(err) {
-				return nil, err
+				return err
 			}
 			select { // not serving yet, moved or split: look it up again
 			case <-ctx.Done():
-				return nil, apierr.Wrap(codes.Unavailable, ctx.Err(), "drop row range of table %q: tablet %s (from row %q) is not serving (last error: %v); retry, dropping again is harmless",
-					req.Table, t.TabletId, cur, err)
+				return apierr.Wrap(codes.Unavailable, ctx.Err(), "%s of table %q: tablet %s (from row %q) is not serving (last error: %v); retry, doing it again is harmless",
+					what, table, t.TabletId, cur, err)
 			case <-time.After(wait):
 			}
 			wait = min(2*wait, time.Second)
 			continue
 		}
-		deleted += n
 		tend := t.Range.GetEndRow()
 		if len(tend) == 0 || (end != nil && bytes.Compare(tend, end) >= 0) {
-			break
+			return nil
 		}
 		cur = tend
 	}
-	m.log.Info("row range dropped", "table", req.Table, "prefix", start, "rows", deleted)
-	return &pb.DropRowRangeResponse{}, nil
 }
 
 // tabletAt returns the tablet of table holding row and its owner's address

@@ -47,6 +47,8 @@ func (w *writer) dispatch(cmd *spb.MetaCommand) (*Result, error) {
 		return w.deleteFamily(c.DeleteFamily)
 	case *spb.MetaCommand_SetGcRule:
 		return w.setGCRule(c.SetGcRule)
+	case *spb.MetaCommand_FamilyPurged:
+		return w.familyPurged(c.FamilyPurged)
 	case *spb.MetaCommand_RegisterTserver:
 		return w.registerTServer(c.RegisterTserver)
 	case *spb.MetaCommand_Assign:
@@ -312,6 +314,9 @@ func (w *writer) addFamily(c *spb.MetaAddFamily) (*Result, error) {
 		if f.Name == c.Family.Name {
 			return nil, apierr.AlreadyExists("table %q already has column family %q", c.Table, f.Name)
 		}
+	}
+	if slices.Contains(s.PurgingFamilies, c.Family.Name) {
+		return nil, apierr.FailedPrecondition("column family %q of table %q was deleted and its old cells are not yet masked on every tablet; call DeleteColumnFamily again to finish", c.Family.Name, c.Table)
 	}
 	s.Families = append(s.Families, c.Family)
 	return w.putSchema(s)
@@ -607,9 +612,27 @@ func (w *writer) deleteFamily(c *spb.MetaDeleteFamily) (*Result, error) {
 			return nil, apierr.FailedPrecondition("column family %q is the last of table %q; a table keeps at least one", c.Family, c.Table)
 		}
 		s.Families = append(s.Families[:i], s.Families[i+1:]...)
+		if !slices.Contains(s.PurgingFamilies, c.Family) {
+			s.PurgingFamilies = append(s.PurgingFamilies, c.Family)
+		}
 		return w.putSchema(s)
 	}
 	return nil, apierr.NotFound("table %q has no column family %q", c.Table, c.Family)
+}
+
+// familyPurged ends the deletion of a family: every tablet masks its old
+// cells, so the name may be created again.
+func (w *writer) familyPurged(c *spb.MetaFamilyPurged) (*Result, error) {
+	s, err := w.Table(c.Table)
+	if err != nil {
+		return nil, err
+	}
+	i := slices.Index(s.PurgingFamilies, c.Family)
+	if i < 0 {
+		return &Result{}, nil // an earlier attempt recorded it
+	}
+	s.PurgingFamilies = slices.Delete(s.PurgingFamilies, i, i+1)
+	return w.putSchema(s)
 }
 
 func (w *writer) setGCRule(c *spb.MetaSetGCRule) (*Result, error) {

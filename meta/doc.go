@@ -63,7 +63,10 @@
 // delete and a create. Tservers keep the highest version they have seen.
 // SetGCRule stores the rule in FamilySpec.gc_rule and clears max_versions
 // and max_age_micros (a set gc_rule wins over them anyway). DeleteFamily
-// refuses to remove a table's last family.
+// refuses to remove a table's last family, and adds the name to
+// TableSchema.purging_families until FamilyPurged (the master has masked
+// the family's old cells on every tablet) removes it; AddFamily of a name
+// still listed there is FailedPrecondition.
 //
 // Log splitting (recovery.go): LogSplitDone replaces an UNASSIGNED
 // tablet's positions of a dead prefix by its recovery files, only if the

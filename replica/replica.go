@@ -167,7 +167,20 @@ func (r *Replica) Write(ctx context.Context, m *mutation.RowMutation) error {
 	mu := r.rows.of(m.Row)
 	mu.RLock()
 	defer mu.RUnlock()
-	return r.write(ctx, m, nil)
+	return r.write(ctx, m, nil, false)
+}
+
+// WriteInternal is Write for a mutation of the server itself, which may
+// name families absent from the schema: the delete-family tombstones that
+// mask a deleted family's old cells (tablet.BeginInternalWrite).
+func (r *Replica) WriteInternal(ctx context.Context, m *mutation.RowMutation) error {
+	if err := r.enter(ctx, m.Row); err != nil {
+		return err
+	}
+	mu := r.rows.of(m.Row)
+	mu.RLock()
+	defer mu.RUnlock()
+	return r.write(ctx, m, nil, true)
 }
 
 // enter checks the row against the range and waits for buffer memory
@@ -187,8 +200,9 @@ func (r *Replica) enter(ctx context.Context, row []byte) error {
 // write runs steps 3 to 9 for a caller that holds m's row lock (shared or
 // exclusive). assigned, if not nil, is called after BeginWrite gave m its
 // sequence and timestamps and before the append: it may change the ops'
-// timestamps and values, not their number or kinds.
-func (r *Replica) write(ctx context.Context, m *mutation.RowMutation, assigned func(*mutation.RowMutation)) error {
+// timestamps and values, not their number or kinds. internal accepts
+// families absent from the schema (WriteInternal).
+func (r *Replica) write(ctx context.Context, m *mutation.RowMutation, assigned func(*mutation.RowMutation), internal bool) error {
 	r.ops.RLock()
 	defer r.ops.RUnlock()
 	if r.stopped || !r.o.Engine.Serving() {
@@ -203,7 +217,11 @@ func (r *Replica) write(ctx context.Context, m *mutation.RowMutation, assigned f
 	defer adm.Done()
 	// The sequence is assigned inside the admitted section: a checkpoint
 	// swaps buffers only when no write is between here and its apply.
-	if err := r.o.Engine.BeginWrite(m); err != nil {
+	begin := r.o.Engine.BeginWrite
+	if internal {
+		begin = r.o.Engine.BeginInternalWrite
+	}
+	if err := begin(m); err != nil {
 		return fmt.Errorf("replica: tablet %s: %w", r.o.ID, err)
 	}
 	if assigned != nil {

@@ -110,7 +110,7 @@ func (r *Replica) WriteRowLocked(ctx context.Context, row []byte,
 	if !bytes.Equal(m.Row, row) {
 		return fmt.Errorf("%w: the mutation of row %q is for row %q", ErrInvalidRule, row, m.Row)
 	}
-	return r.write(ctx, m, assigned)
+	return r.write(ctx, m, assigned, false)
 }
 
 // modify reads the latest cells of cols and applies rules to them: the

@@ -11,7 +11,15 @@
 // the active buffer as one batch, so no reader sees half a row mutation.
 // Because the WAL holds the sequence and concrete timestamps, and an entry
 // of the same key and sequence applied again changes nothing, replay is
-// idempotent.
+// idempotent. Apply does not check families against the schema (a logged
+// record of a family deleted since still replays; its cells stay hidden),
+// and BeginInternalWrite accepts an absent family: the server masks a
+// deleted family's cells with delete-family tombstones on the rows
+// FamilyRowKeys lists. After SetSchema, WaitWrites waits for every write
+// validated against the old schema.
+//
+// SampleRowKeys estimates sizes of row ranges from the TSFiles' page
+// indexes (tsfile.Reader.Pages) and the write buffers, reading no data.
 //
 // # Write sequence and delete semantics
 //

@@ -393,3 +393,45 @@ func (t *Tablet) RowKeys(ctx context.Context, start, end []byte, limit int) ([][
 	}
 	return keys, nil
 }
+
+// FamilyRowKeys returns the keys of the rows in [start, end) (end nil: to
+// the end of the tablet) that hold any entry of family, visible or not,
+// in order, at most limit (0: no limit). The family need not be in the
+// schema: deleting a family masks its cells with a delete-family tombstone
+// on each of these rows.
+func (t *Tablet) FamilyRowKeys(ctx context.Context, family string, start, end []byte, limit int) ([][]byte, error) {
+	s, err := t.snapshot()
+	if err != nil {
+		return nil, err
+	}
+	defer s.release()
+	it, err := s.iterator(&ReadOptions{Families: []string{family}}, nil, true)
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var keys [][]byte
+	for it.SeekGE(memstore.RowStart(start)); it.Valid(); {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		e := it.Entry()
+		if end != nil && bytes.Compare(e.Row, end) >= 0 {
+			break
+		}
+		if e.Kind == mutation.DeleteRow || e.Family != family {
+			it.Next()
+			continue
+		}
+		key := bytes.Clone(e.Row)
+		keys = append(keys, key)
+		if limit > 0 && len(keys) >= limit {
+			break
+		}
+		it.SeekGE(memstore.RowStart(append(bytes.Clone(key), 0))) // the next row
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("tablet %s: row keys of family %q: %w", t.opts.ID, family, err)
+	}
+	return keys, nil
+}

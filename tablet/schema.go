@@ -47,8 +47,9 @@ var (
 )
 
 // validate checks m against the schema. assigned says whether ServerTime
-// must already have been replaced.
-func (s *Schema) validate(m *mutation.RowMutation, assigned bool) error {
+// must already have been replaced; anyFamily accepts families absent from
+// the schema.
+func (s *Schema) validate(m *mutation.RowMutation, assigned, anyFamily bool) error {
 	if len(m.Row) == 0 {
 		return fmt.Errorf("%w: empty row key", ErrInvalidMutation)
 	}
@@ -59,7 +60,7 @@ func (s *Schema) validate(m *mutation.RowMutation, assigned bool) error {
 		op := &m.Ops[i]
 		switch op.Kind {
 		case mutation.SetCell, mutation.DeleteColumn, mutation.DeleteFamily:
-			if _, ok := s.Families[op.Family]; !ok {
+			if _, ok := s.Families[op.Family]; !ok && !anyFamily {
 				return fmt.Errorf("%w %q (op %d on row %q)", ErrUnknownFamily, op.Family, i, m.Row)
 			}
 		case mutation.DeleteRow:

@@ -1,6 +1,7 @@
 package tablet
 
 import (
+	"context"
 	"slices"
 
 	"bighive/internal/mutation"
@@ -54,7 +55,38 @@ func (t *Tablet) publishLocked() {
 // of higher sequence before this one (see the comment above). Every
 // successful BeginWrite must be followed by exactly one Apply or Abandon.
 func (t *Tablet) BeginWrite(m *mutation.RowMutation) error {
-	return t.assign(m, true)
+	return t.assign(m, true, false)
+}
+
+// BeginInternalWrite is BeginWrite for a write of the server itself that
+// may name families absent from the schema: the delete-family tombstones
+// that mask a deleted family's cells.
+func (t *Tablet) BeginInternalWrite(m *mutation.RowMutation) error {
+	return t.assign(m, true, true)
+}
+
+// WaitWrites waits until every write that had its sequence assigned when
+// it was called has finished (applied or abandoned). After SetSchema, it
+// is a barrier: no write validated against the old schema is still on its
+// way to the buffer when it returns.
+func (t *Tablet) WaitWrites(ctx context.Context) error {
+	t.clockMu.Lock()
+	seq := t.lastSeq
+	t.clockMu.Unlock()
+	if t.visible.Load() >= seq {
+		return nil
+	}
+	done := make(chan struct{})
+	go func() {
+		t.waitVisible(seq)
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Abandon finishes a write begun by BeginWrite that will not be applied

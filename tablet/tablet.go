@@ -274,16 +274,18 @@ func (t *Tablet) ObserveMutation(m *mutation.RowMutation) {
 // append, so the log holds the sequence and concrete timestamps and replay
 // is idempotent.
 func (t *Tablet) AssignTimestamps(m *mutation.RowMutation) error {
-	return t.assign(m, false)
+	return t.assign(m, false, false)
 }
 
 // assign is AssignTimestamps; track keeps the sequence in flight
-// (BeginWrite).
-func (t *Tablet) assign(m *mutation.RowMutation, track bool) error {
+// (BeginWrite); anyFamily accepts families absent from the schema.
+func (t *Tablet) assign(m *mutation.RowMutation, track, anyFamily bool) error {
+	// The schema stays read-locked until the sequence is assigned: once
+	// SetSchema returns, every write validated against the old schema has
+	// its sequence (WaitWrites relies on it).
 	t.mu.RLock()
-	err := t.schema.validate(m, false)
-	t.mu.RUnlock()
-	if err != nil {
+	defer t.mu.RUnlock()
+	if err := t.schema.validate(m, false, anyFamily); err != nil {
 		return err
 	}
 	need := 0
@@ -327,12 +329,15 @@ func (t *Tablet) assign(m *mutation.RowMutation, track bool) error {
 func (t *Tablet) Validate(m *mutation.RowMutation) error {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	return t.schema.validate(m, true)
+	return t.schema.validate(m, true, false)
 }
 
 // Apply applies a mutation with an assigned sequence and timestamps to the
 // active buffer, atomically: a concurrent reader sees all of its ops or
-// none. Applying the same mutation again changes nothing visible (replay
+// none. It does not check the families against the schema: the write path
+// did when it assigned the sequence, and a logged record replayed after
+// its family was deleted must still apply (reads hide cells of families
+// the schema lacks, and major compactions drop them). Applying the same mutation again changes nothing visible (replay
 // is idempotent: the entries have the same keys and sequence). A write
 // begun by BeginWrite is finished by Apply, whatever its outcome, and Apply
 // returns nil only once the write is visible to reads, i.e. once every
@@ -346,7 +351,10 @@ func (t *Tablet) Apply(m *mutation.RowMutation) error {
 }
 
 func (t *Tablet) apply(m *mutation.RowMutation) error {
-	if err := t.Validate(m); err != nil {
+	t.mu.RLock()
+	err := t.schema.validate(m, true, true)
+	t.mu.RUnlock()
+	if err != nil {
 		return err
 	}
 	if m.Seq == 0 {

@@ -41,6 +41,11 @@
 //     from an assignment that carried an older version (schema.go);
 //     DropRows writes a delete-row tombstone per row present in a range
 //     through the replica's write path, so it is logged and ordered;
+//     PurgeFamily applies a schema without a deleted family, waits for
+//     the writes validated before, and writes a delete-family tombstone
+//     per row holding the family the same way (replica.WriteInternal);
+//   - SampleRowKeys answers a tablet's sample keys and estimated size
+//     (sample.go);
 //   - a read-only store of another tserver is open only while some TSFile
 //     of a tablet here is read through it (stores.go): it closes with the
 //     last such file and is opened again on demand.

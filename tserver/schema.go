@@ -7,8 +7,10 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
+	"bighive/internal/apierr"
 	"bighive/internal/limits"
 	pb "bighive/proto/bighivepb"
 	"bighive/tablet"
@@ -222,6 +224,74 @@ func (s *Server) DropRows(ctx context.Context, req *pb.DropRowsRequest) (*pb.Dro
 		}
 		resp.RowsDeleted += int64(len(keys))
 		if len(keys) < dropBatch {
+			return resp, nil
+		}
+		start = append(bytes.Clone(keys[len(keys)-1]), 0)
+	}
+}
+
+// PurgeFamily masks the cells of a deleted family on one tablet: it
+// applies the request's schema (which lacks the family: from then on
+// writes to it are refused), waits for the writes validated against the
+// older schema, then writes a delete-family tombstone for every row of the
+// tablet holding an entry of the family, through the write path like
+// DropRows. A family created again under the name afterwards starts empty,
+// since each tombstone hides every older entry of its row's family, also
+// after a restart, a failover or a split. Writing the tombstones twice is
+// harmless.
+func (s *Server) PurgeFamily(ctx context.Context, req *pb.PurgeFamilyRequest) (*pb.PurgeFamilyResponse, error) {
+	r, err := s.serving(req.TabletId, req.Epoch)
+	if err != nil {
+		return nil, err
+	}
+	if err := limits.ValidateFamilyName(req.Family); err != nil {
+		return nil, err
+	}
+	if req.GetSchema().GetName() != r.Table() {
+		return nil, apierr.InvalidArgument("purge family %q of tablet %s: the request's schema is of table %q, the tablet's is %q",
+			req.Family, r.ID(), req.GetSchema().GetName(), r.Table())
+	}
+	s.learnSchema(proto.Clone(req.Schema).(*pb.TableSchema))
+	for _, f := range s.schemas.get(r.Table()).GetFamilies() {
+		if f.Name == req.Family {
+			return nil, apierr.FailedPrecondition("purge family %q of tablet %s: table %q has the family again (schema version %d)",
+				req.Family, r.ID(), r.Table(), s.schemas.get(r.Table()).GetVersion())
+		}
+	}
+	if err := r.Engine().WaitWrites(ctx); err != nil {
+		return nil, apierr.Wrap(codes.DeadlineExceeded, err, "purge family %q of tablet %s: waiting for writes in flight", req.Family, r.ID())
+	}
+	start, end := r.Start(), r.End()
+	if len(end) == 0 {
+		end = nil
+	}
+	resp := &pb.PurgeFamilyResponse{}
+	for {
+		keys, err := r.Engine().FamilyRowKeys(ctx, req.Family, start, end, dropBatch)
+		if err != nil {
+			return nil, engineErr(r, err)
+		}
+		sem := make(chan struct{}, maxBatchParallel)
+		var wg sync.WaitGroup
+		errs := make([]error, len(keys))
+		for i, k := range keys {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				m := &mutation.RowMutation{Row: k, Ops: []mutation.Op{{Kind: mutation.DeleteFamily, Family: req.Family, Timestamp: mutation.ServerTime}}}
+				errs[i] = r.WriteInternal(ctx, m)
+			}()
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				return nil, s.writeErr(r, err)
+			}
+		}
+		resp.RowsPurged += int64(len(keys))
+		if len(keys) < dropBatch {
+			s.log.Info("family purged", "tablet", r.ID(), "family", req.Family, "rows", resp.RowsPurged)
 			return resp, nil
 		}
 		start = append(bytes.Clone(keys[len(keys)-1]), 0)

@@ -433,3 +433,42 @@ func (s *tserver) CheckAndMutateRow(ctx context.Context, req *pb.CheckAndMutateR
 	}
 	return &pb.CheckAndMutateRowResponse{PredicateMatched: matched}, nil
 }
+
+// SampleRowKeys samples the tablet's rows by the size of their cells (key,
+// qualifier, family, value and 16 bytes each), at the first row at or past
+// every sample_bytes (default 16 MiB), then the tablet's end row.
+func (s *tserver) SampleRowKeys(ctx context.Context, req *pb.SampleRowKeysRequest) (*pb.SampleRowKeysResponse, error) {
+	every := req.SampleBytes
+	switch {
+	case every == 0:
+		every = 16 << 20
+	case every < 16<<10:
+		return nil, apierr.InvalidArgument("sample_bytes is %d, want 0 or at least 16 KiB", every)
+	}
+	t, tb, err := s.serving(req.TabletId, req.Epoch, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer s.c.mu.Unlock()
+	var keys []string
+	for k := range t.rows {
+		if tb.contains(k) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	resp := &pb.SampleRowKeysResponse{}
+	var total int64
+	next := every
+	for _, k := range keys {
+		if total >= next {
+			resp.Samples = append(resp.Samples, &pb.RowKeySample{RowKey: []byte(k), OffsetBytes: total})
+			next = total + every
+		}
+		for _, c := range t.rows[k] {
+			total += int64(len(k)+len(c.Family)+len(c.Qualifier)+len(c.Value)) + 16
+		}
+	}
+	resp.Samples = append(resp.Samples, &pb.RowKeySample{RowKey: []byte(tb.end), OffsetBytes: total})
+	return resp, nil
+}

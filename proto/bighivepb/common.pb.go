@@ -267,9 +267,14 @@ type TableSchema struct {
 	Families []*FamilySpec          `protobuf:"bytes,2,rep,name=families,proto3" json:"families,omitempty"`
 	// Incremented by the master at every change of the table's schema (0 at
 	// creation); a tserver keeps the highest version it has seen.
-	Version       int64 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Version int64 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	// Families deleted whose old cells have not yet been masked on every
+	// tablet (the master writes a delete-family tombstone on each row that
+	// holds one); a family of one of these names cannot be created until
+	// that is done.
+	PurgingFamilies []string `protobuf:"bytes,4,rep,name=purging_families,json=purgingFamilies,proto3" json:"purging_families,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *TableSchema) Reset() {
@@ -321,6 +326,13 @@ func (x *TableSchema) GetVersion() int64 {
 		return x.Version
 	}
 	return 0
+}
+
+func (x *TableSchema) GetPurgingFamilies() []string {
+	if x != nil {
+		return x.PurgingFamilies
+	}
+	return nil
 }
 
 // A half-open row range [start_row, end_row); an empty end_row is unbounded.
@@ -1739,11 +1751,12 @@ const file_bighivepb_common_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
 	"\fmax_versions\x18\x02 \x01(\rR\vmaxVersions\x12$\n" +
 	"\x0emax_age_micros\x18\x03 \x01(\x03R\fmaxAgeMicros\x12+\n" +
-	"\agc_rule\x18\x04 \x01(\v2\x12.bighive.v1.GcRuleR\x06gcRule\"o\n" +
+	"\agc_rule\x18\x04 \x01(\v2\x12.bighive.v1.GcRuleR\x06gcRule\"\x9a\x01\n" +
 	"\vTableSchema\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
 	"\bfamilies\x18\x02 \x03(\v2\x16.bighive.v1.FamilySpecR\bfamilies\x12\x18\n" +
-	"\aversion\x18\x03 \x01(\x03R\aversion\"@\n" +
+	"\aversion\x18\x03 \x01(\x03R\aversion\x12)\n" +
+	"\x10purging_families\x18\x04 \x03(\tR\x0fpurgingFamilies\"@\n" +
 	"\bRowRange\x12\x1b\n" +
 	"\tstart_row\x18\x01 \x01(\fR\bstartRow\x12\x17\n" +
 	"\aend_row\x18\x02 \x01(\fR\x06endRow\"R\n" +

@@ -1626,6 +1626,284 @@ func (x *CheckAndMutateRowResponse) GetPredicateMatched() bool {
 	return false
 }
 
+type PurgeFamilyRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TabletId string                 `protobuf:"bytes,1,opt,name=tablet_id,json=tabletId,proto3" json:"tablet_id,omitempty"`
+	Epoch    int64                  `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// The table's committed schema, without the family; the tserver applies
+	// it before it lists the rows.
+	Schema        *TableSchema `protobuf:"bytes,3,opt,name=schema,proto3" json:"schema,omitempty"`
+	Family        string       `protobuf:"bytes,4,opt,name=family,proto3" json:"family,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeFamilyRequest) Reset() {
+	*x = PurgeFamilyRequest{}
+	mi := &file_bighivepb_tserver_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeFamilyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeFamilyRequest) ProtoMessage() {}
+
+func (x *PurgeFamilyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_tserver_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeFamilyRequest.ProtoReflect.Descriptor instead.
+func (*PurgeFamilyRequest) Descriptor() ([]byte, []int) {
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *PurgeFamilyRequest) GetTabletId() string {
+	if x != nil {
+		return x.TabletId
+	}
+	return ""
+}
+
+func (x *PurgeFamilyRequest) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *PurgeFamilyRequest) GetSchema() *TableSchema {
+	if x != nil {
+		return x.Schema
+	}
+	return nil
+}
+
+func (x *PurgeFamilyRequest) GetFamily() string {
+	if x != nil {
+		return x.Family
+	}
+	return ""
+}
+
+type PurgeFamilyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RowsPurged    int64                  `protobuf:"varint,1,opt,name=rows_purged,json=rowsPurged,proto3" json:"rows_purged,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeFamilyResponse) Reset() {
+	*x = PurgeFamilyResponse{}
+	mi := &file_bighivepb_tserver_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeFamilyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeFamilyResponse) ProtoMessage() {}
+
+func (x *PurgeFamilyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_tserver_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeFamilyResponse.ProtoReflect.Descriptor instead.
+func (*PurgeFamilyResponse) Descriptor() ([]byte, []int) {
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *PurgeFamilyResponse) GetRowsPurged() int64 {
+	if x != nil {
+		return x.RowsPurged
+	}
+	return 0
+}
+
+type SampleRowKeysRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TabletId string                 `protobuf:"bytes,1,opt,name=tablet_id,json=tabletId,proto3" json:"tablet_id,omitempty"`
+	Epoch    int64                  `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// Roughly the bytes between two samples; 0: the server's default
+	// (16 MiB); otherwise at least 16 KiB (INVALID_ARGUMENT below).
+	SampleBytes   int64 `protobuf:"varint,3,opt,name=sample_bytes,json=sampleBytes,proto3" json:"sample_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SampleRowKeysRequest) Reset() {
+	*x = SampleRowKeysRequest{}
+	mi := &file_bighivepb_tserver_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SampleRowKeysRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SampleRowKeysRequest) ProtoMessage() {}
+
+func (x *SampleRowKeysRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_tserver_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SampleRowKeysRequest.ProtoReflect.Descriptor instead.
+func (*SampleRowKeysRequest) Descriptor() ([]byte, []int) {
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *SampleRowKeysRequest) GetTabletId() string {
+	if x != nil {
+		return x.TabletId
+	}
+	return ""
+}
+
+func (x *SampleRowKeysRequest) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *SampleRowKeysRequest) GetSampleBytes() int64 {
+	if x != nil {
+		return x.SampleBytes
+	}
+	return 0
+}
+
+// One sample: offset_bytes is the approximate size of the tablet's rows
+// before row_key.
+type RowKeySample struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RowKey        []byte                 `protobuf:"bytes,1,opt,name=row_key,json=rowKey,proto3" json:"row_key,omitempty"`
+	OffsetBytes   int64                  `protobuf:"varint,2,opt,name=offset_bytes,json=offsetBytes,proto3" json:"offset_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RowKeySample) Reset() {
+	*x = RowKeySample{}
+	mi := &file_bighivepb_tserver_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RowKeySample) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RowKeySample) ProtoMessage() {}
+
+func (x *RowKeySample) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_tserver_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RowKeySample.ProtoReflect.Descriptor instead.
+func (*RowKeySample) Descriptor() ([]byte, []int) {
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *RowKeySample) GetRowKey() []byte {
+	if x != nil {
+		return x.RowKey
+	}
+	return nil
+}
+
+func (x *RowKeySample) GetOffsetBytes() int64 {
+	if x != nil {
+		return x.OffsetBytes
+	}
+	return 0
+}
+
+type SampleRowKeysResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Sorted, strictly increasing keys inside the tablet's range, each but
+	// the last with an offset below the tablet's size; the last is the
+	// tablet's end row (empty: the end of the table) with the tablet's
+	// estimated size.
+	Samples       []*RowKeySample `protobuf:"bytes,1,rep,name=samples,proto3" json:"samples,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SampleRowKeysResponse) Reset() {
+	*x = SampleRowKeysResponse{}
+	mi := &file_bighivepb_tserver_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SampleRowKeysResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SampleRowKeysResponse) ProtoMessage() {}
+
+func (x *SampleRowKeysResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_tserver_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SampleRowKeysResponse.ProtoReflect.Descriptor instead.
+func (*SampleRowKeysResponse) Descriptor() ([]byte, []int) {
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *SampleRowKeysResponse) GetSamples() []*RowKeySample {
+	if x != nil {
+		return x.Samples
+	}
+	return nil
+}
+
 var File_bighivepb_tserver_proto protoreflect.FileDescriptor
 
 const file_bighivepb_tserver_proto_rawDesc = "" +
@@ -1731,7 +2009,24 @@ const file_bighivepb_tserver_proto_rawDesc = "" +
 	"\x0etrue_mutations\x18\x05 \x03(\v2\x14.bighive.v1.MutationR\rtrueMutations\x12=\n" +
 	"\x0ffalse_mutations\x18\x06 \x03(\v2\x14.bighive.v1.MutationR\x0efalseMutations\"H\n" +
 	"\x19CheckAndMutateRowResponse\x12+\n" +
-	"\x11predicate_matched\x18\x01 \x01(\bR\x10predicateMatched2\xd3\b\n" +
+	"\x11predicate_matched\x18\x01 \x01(\bR\x10predicateMatched\"\x90\x01\n" +
+	"\x12PurgeFamilyRequest\x12\x1b\n" +
+	"\ttablet_id\x18\x01 \x01(\tR\btabletId\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12/\n" +
+	"\x06schema\x18\x03 \x01(\v2\x17.bighive.v1.TableSchemaR\x06schema\x12\x16\n" +
+	"\x06family\x18\x04 \x01(\tR\x06family\"6\n" +
+	"\x13PurgeFamilyResponse\x12\x1f\n" +
+	"\vrows_purged\x18\x01 \x01(\x03R\n" +
+	"rowsPurged\"l\n" +
+	"\x14SampleRowKeysRequest\x12\x1b\n" +
+	"\ttablet_id\x18\x01 \x01(\tR\btabletId\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12!\n" +
+	"\fsample_bytes\x18\x03 \x01(\x03R\vsampleBytes\"J\n" +
+	"\fRowKeySample\x12\x17\n" +
+	"\arow_key\x18\x01 \x01(\fR\x06rowKey\x12!\n" +
+	"\foffset_bytes\x18\x02 \x01(\x03R\voffsetBytes\"K\n" +
+	"\x15SampleRowKeysResponse\x122\n" +
+	"\asamples\x18\x01 \x03(\v2\x18.bighive.v1.RowKeySampleR\asamples2\xf9\t\n" +
 	"\aTServer\x12H\n" +
 	"\tMutateRow\x12\x1c.bighive.v1.MutateRowRequest\x1a\x1d.bighive.v1.MutateRowResponse\x12K\n" +
 	"\n" +
@@ -1748,7 +2043,9 @@ const file_bighivepb_tserver_proto_rawDesc = "" +
 	"\fUpdateSchema\x12\x1f.bighive.v1.UpdateSchemaRequest\x1a .bighive.v1.UpdateSchemaResponse\x12E\n" +
 	"\bDropRows\x12\x1b.bighive.v1.DropRowsRequest\x1a\x1c.bighive.v1.DropRowsResponse\x12c\n" +
 	"\x12ReadModifyWriteRow\x12%.bighive.v1.ReadModifyWriteRowRequest\x1a&.bighive.v1.ReadModifyWriteRowResponse\x12`\n" +
-	"\x11CheckAndMutateRow\x12$.bighive.v1.CheckAndMutateRowRequest\x1a%.bighive.v1.CheckAndMutateRowResponseB\x19Z\x17bighive/proto/bighivepbb\x06proto3"
+	"\x11CheckAndMutateRow\x12$.bighive.v1.CheckAndMutateRowRequest\x1a%.bighive.v1.CheckAndMutateRowResponse\x12N\n" +
+	"\vPurgeFamily\x12\x1e.bighive.v1.PurgeFamilyRequest\x1a\x1f.bighive.v1.PurgeFamilyResponse\x12T\n" +
+	"\rSampleRowKeys\x12 .bighive.v1.SampleRowKeysRequest\x1a!.bighive.v1.SampleRowKeysResponseB\x19Z\x17bighive/proto/bighivepbb\x06proto3"
 
 var (
 	file_bighivepb_tserver_proto_rawDescOnce sync.Once
@@ -1762,7 +2059,7 @@ func file_bighivepb_tserver_proto_rawDescGZIP() []byte {
 	return file_bighivepb_tserver_proto_rawDescData
 }
 
-var file_bighivepb_tserver_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_bighivepb_tserver_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_bighivepb_tserver_proto_goTypes = []any{
 	(*MutateRowRequest)(nil),           // 0: bighive.v1.MutateRowRequest
 	(*MutateRowResponse)(nil),          // 1: bighive.v1.MutateRowResponse
@@ -1792,74 +2089,85 @@ var file_bighivepb_tserver_proto_goTypes = []any{
 	(*ReadModifyWriteRowResponse)(nil), // 25: bighive.v1.ReadModifyWriteRowResponse
 	(*CheckAndMutateRowRequest)(nil),   // 26: bighive.v1.CheckAndMutateRowRequest
 	(*CheckAndMutateRowResponse)(nil),  // 27: bighive.v1.CheckAndMutateRowResponse
-	nil,                                // 28: bighive.v1.StatusResponse.CountersEntry
-	(*RowMutation)(nil),                // 29: bighive.v1.RowMutation
-	(*RowStatus)(nil),                  // 30: bighive.v1.RowStatus
-	(*ReadFilter)(nil),                 // 31: bighive.v1.ReadFilter
-	(*Row)(nil),                        // 32: bighive.v1.Row
-	(*RowRange)(nil),                   // 33: bighive.v1.RowRange
-	(*LogPosition)(nil),                // 34: bighive.v1.LogPosition
-	(*TabletAssignment)(nil),           // 35: bighive.v1.TabletAssignment
-	(*TabletUnassignment)(nil),         // 36: bighive.v1.TabletUnassignment
-	(*TableSchema)(nil),                // 37: bighive.v1.TableSchema
-	(*Mutation)(nil),                   // 38: bighive.v1.Mutation
-	(*SetCachePriorityRequest)(nil),    // 39: bighive.v1.SetCachePriorityRequest
-	(*SetCachePriorityResponse)(nil),   // 40: bighive.v1.SetCachePriorityResponse
+	(*PurgeFamilyRequest)(nil),         // 28: bighive.v1.PurgeFamilyRequest
+	(*PurgeFamilyResponse)(nil),        // 29: bighive.v1.PurgeFamilyResponse
+	(*SampleRowKeysRequest)(nil),       // 30: bighive.v1.SampleRowKeysRequest
+	(*RowKeySample)(nil),               // 31: bighive.v1.RowKeySample
+	(*SampleRowKeysResponse)(nil),      // 32: bighive.v1.SampleRowKeysResponse
+	nil,                                // 33: bighive.v1.StatusResponse.CountersEntry
+	(*RowMutation)(nil),                // 34: bighive.v1.RowMutation
+	(*RowStatus)(nil),                  // 35: bighive.v1.RowStatus
+	(*ReadFilter)(nil),                 // 36: bighive.v1.ReadFilter
+	(*Row)(nil),                        // 37: bighive.v1.Row
+	(*RowRange)(nil),                   // 38: bighive.v1.RowRange
+	(*LogPosition)(nil),                // 39: bighive.v1.LogPosition
+	(*TabletAssignment)(nil),           // 40: bighive.v1.TabletAssignment
+	(*TabletUnassignment)(nil),         // 41: bighive.v1.TabletUnassignment
+	(*TableSchema)(nil),                // 42: bighive.v1.TableSchema
+	(*Mutation)(nil),                   // 43: bighive.v1.Mutation
+	(*SetCachePriorityRequest)(nil),    // 44: bighive.v1.SetCachePriorityRequest
+	(*SetCachePriorityResponse)(nil),   // 45: bighive.v1.SetCachePriorityResponse
 }
 var file_bighivepb_tserver_proto_depIdxs = []int32{
-	29, // 0: bighive.v1.MutateRowRequest.row:type_name -> bighive.v1.RowMutation
-	29, // 1: bighive.v1.MutateRowsRequest.rows:type_name -> bighive.v1.RowMutation
-	30, // 2: bighive.v1.MutateRowsResponse.statuses:type_name -> bighive.v1.RowStatus
-	31, // 3: bighive.v1.ReadRowRequest.filter:type_name -> bighive.v1.ReadFilter
-	32, // 4: bighive.v1.ReadRowResponse.row:type_name -> bighive.v1.Row
-	33, // 5: bighive.v1.ScanRowsRequest.range:type_name -> bighive.v1.RowRange
-	31, // 6: bighive.v1.ScanRowsRequest.filter:type_name -> bighive.v1.ReadFilter
-	32, // 7: bighive.v1.ScanRowsResponse.rows:type_name -> bighive.v1.Row
-	33, // 8: bighive.v1.TabletStatus.range:type_name -> bighive.v1.RowRange
+	34, // 0: bighive.v1.MutateRowRequest.row:type_name -> bighive.v1.RowMutation
+	34, // 1: bighive.v1.MutateRowsRequest.rows:type_name -> bighive.v1.RowMutation
+	35, // 2: bighive.v1.MutateRowsResponse.statuses:type_name -> bighive.v1.RowStatus
+	36, // 3: bighive.v1.ReadRowRequest.filter:type_name -> bighive.v1.ReadFilter
+	37, // 4: bighive.v1.ReadRowResponse.row:type_name -> bighive.v1.Row
+	38, // 5: bighive.v1.ScanRowsRequest.range:type_name -> bighive.v1.RowRange
+	36, // 6: bighive.v1.ScanRowsRequest.filter:type_name -> bighive.v1.ReadFilter
+	37, // 7: bighive.v1.ScanRowsResponse.rows:type_name -> bighive.v1.Row
+	38, // 8: bighive.v1.TabletStatus.range:type_name -> bighive.v1.RowRange
 	15, // 9: bighive.v1.StatusResponse.tablets:type_name -> bighive.v1.TabletStatus
-	34, // 10: bighive.v1.StatusResponse.log_position:type_name -> bighive.v1.LogPosition
-	28, // 11: bighive.v1.StatusResponse.counters:type_name -> bighive.v1.StatusResponse.CountersEntry
-	35, // 12: bighive.v1.AssignTabletsRequest.assign:type_name -> bighive.v1.TabletAssignment
-	36, // 13: bighive.v1.AssignTabletsRequest.unassign:type_name -> bighive.v1.TabletUnassignment
-	37, // 14: bighive.v1.UpdateSchemaRequest.schema:type_name -> bighive.v1.TableSchema
-	33, // 15: bighive.v1.DropRowsRequest.range:type_name -> bighive.v1.RowRange
+	39, // 10: bighive.v1.StatusResponse.log_position:type_name -> bighive.v1.LogPosition
+	33, // 11: bighive.v1.StatusResponse.counters:type_name -> bighive.v1.StatusResponse.CountersEntry
+	40, // 12: bighive.v1.AssignTabletsRequest.assign:type_name -> bighive.v1.TabletAssignment
+	41, // 13: bighive.v1.AssignTabletsRequest.unassign:type_name -> bighive.v1.TabletUnassignment
+	42, // 14: bighive.v1.UpdateSchemaRequest.schema:type_name -> bighive.v1.TableSchema
+	38, // 15: bighive.v1.DropRowsRequest.range:type_name -> bighive.v1.RowRange
 	23, // 16: bighive.v1.ReadModifyWriteRowRequest.rules:type_name -> bighive.v1.ReadModifyWriteRule
-	32, // 17: bighive.v1.ReadModifyWriteRowResponse.row:type_name -> bighive.v1.Row
-	38, // 18: bighive.v1.CheckAndMutateRowRequest.true_mutations:type_name -> bighive.v1.Mutation
-	38, // 19: bighive.v1.CheckAndMutateRowRequest.false_mutations:type_name -> bighive.v1.Mutation
-	0,  // 20: bighive.v1.TServer.MutateRow:input_type -> bighive.v1.MutateRowRequest
-	2,  // 21: bighive.v1.TServer.MutateRows:input_type -> bighive.v1.MutateRowsRequest
-	4,  // 22: bighive.v1.TServer.ReadRow:input_type -> bighive.v1.ReadRowRequest
-	6,  // 23: bighive.v1.TServer.ScanRows:input_type -> bighive.v1.ScanRowsRequest
-	8,  // 24: bighive.v1.TServer.Checkpoint:input_type -> bighive.v1.CheckpointRequest
-	10, // 25: bighive.v1.TServer.Compact:input_type -> bighive.v1.CompactRequest
-	12, // 26: bighive.v1.TServer.Split:input_type -> bighive.v1.SplitRequest
-	14, // 27: bighive.v1.TServer.Status:input_type -> bighive.v1.StatusRequest
-	17, // 28: bighive.v1.TServer.AssignTablets:input_type -> bighive.v1.AssignTabletsRequest
-	39, // 29: bighive.v1.TServer.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
-	19, // 30: bighive.v1.TServer.UpdateSchema:input_type -> bighive.v1.UpdateSchemaRequest
-	21, // 31: bighive.v1.TServer.DropRows:input_type -> bighive.v1.DropRowsRequest
-	24, // 32: bighive.v1.TServer.ReadModifyWriteRow:input_type -> bighive.v1.ReadModifyWriteRowRequest
-	26, // 33: bighive.v1.TServer.CheckAndMutateRow:input_type -> bighive.v1.CheckAndMutateRowRequest
-	1,  // 34: bighive.v1.TServer.MutateRow:output_type -> bighive.v1.MutateRowResponse
-	3,  // 35: bighive.v1.TServer.MutateRows:output_type -> bighive.v1.MutateRowsResponse
-	5,  // 36: bighive.v1.TServer.ReadRow:output_type -> bighive.v1.ReadRowResponse
-	7,  // 37: bighive.v1.TServer.ScanRows:output_type -> bighive.v1.ScanRowsResponse
-	9,  // 38: bighive.v1.TServer.Checkpoint:output_type -> bighive.v1.CheckpointResponse
-	11, // 39: bighive.v1.TServer.Compact:output_type -> bighive.v1.CompactResponse
-	13, // 40: bighive.v1.TServer.Split:output_type -> bighive.v1.SplitResponse
-	16, // 41: bighive.v1.TServer.Status:output_type -> bighive.v1.StatusResponse
-	18, // 42: bighive.v1.TServer.AssignTablets:output_type -> bighive.v1.AssignTabletsResponse
-	40, // 43: bighive.v1.TServer.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
-	20, // 44: bighive.v1.TServer.UpdateSchema:output_type -> bighive.v1.UpdateSchemaResponse
-	22, // 45: bighive.v1.TServer.DropRows:output_type -> bighive.v1.DropRowsResponse
-	25, // 46: bighive.v1.TServer.ReadModifyWriteRow:output_type -> bighive.v1.ReadModifyWriteRowResponse
-	27, // 47: bighive.v1.TServer.CheckAndMutateRow:output_type -> bighive.v1.CheckAndMutateRowResponse
-	34, // [34:48] is the sub-list for method output_type
-	20, // [20:34] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	37, // 17: bighive.v1.ReadModifyWriteRowResponse.row:type_name -> bighive.v1.Row
+	43, // 18: bighive.v1.CheckAndMutateRowRequest.true_mutations:type_name -> bighive.v1.Mutation
+	43, // 19: bighive.v1.CheckAndMutateRowRequest.false_mutations:type_name -> bighive.v1.Mutation
+	42, // 20: bighive.v1.PurgeFamilyRequest.schema:type_name -> bighive.v1.TableSchema
+	31, // 21: bighive.v1.SampleRowKeysResponse.samples:type_name -> bighive.v1.RowKeySample
+	0,  // 22: bighive.v1.TServer.MutateRow:input_type -> bighive.v1.MutateRowRequest
+	2,  // 23: bighive.v1.TServer.MutateRows:input_type -> bighive.v1.MutateRowsRequest
+	4,  // 24: bighive.v1.TServer.ReadRow:input_type -> bighive.v1.ReadRowRequest
+	6,  // 25: bighive.v1.TServer.ScanRows:input_type -> bighive.v1.ScanRowsRequest
+	8,  // 26: bighive.v1.TServer.Checkpoint:input_type -> bighive.v1.CheckpointRequest
+	10, // 27: bighive.v1.TServer.Compact:input_type -> bighive.v1.CompactRequest
+	12, // 28: bighive.v1.TServer.Split:input_type -> bighive.v1.SplitRequest
+	14, // 29: bighive.v1.TServer.Status:input_type -> bighive.v1.StatusRequest
+	17, // 30: bighive.v1.TServer.AssignTablets:input_type -> bighive.v1.AssignTabletsRequest
+	44, // 31: bighive.v1.TServer.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
+	19, // 32: bighive.v1.TServer.UpdateSchema:input_type -> bighive.v1.UpdateSchemaRequest
+	21, // 33: bighive.v1.TServer.DropRows:input_type -> bighive.v1.DropRowsRequest
+	24, // 34: bighive.v1.TServer.ReadModifyWriteRow:input_type -> bighive.v1.ReadModifyWriteRowRequest
+	26, // 35: bighive.v1.TServer.CheckAndMutateRow:input_type -> bighive.v1.CheckAndMutateRowRequest
+	28, // 36: bighive.v1.TServer.PurgeFamily:input_type -> bighive.v1.PurgeFamilyRequest
+	30, // 37: bighive.v1.TServer.SampleRowKeys:input_type -> bighive.v1.SampleRowKeysRequest
+	1,  // 38: bighive.v1.TServer.MutateRow:output_type -> bighive.v1.MutateRowResponse
+	3,  // 39: bighive.v1.TServer.MutateRows:output_type -> bighive.v1.MutateRowsResponse
+	5,  // 40: bighive.v1.TServer.ReadRow:output_type -> bighive.v1.ReadRowResponse
+	7,  // 41: bighive.v1.TServer.ScanRows:output_type -> bighive.v1.ScanRowsResponse
+	9,  // 42: bighive.v1.TServer.Checkpoint:output_type -> bighive.v1.CheckpointResponse
+	11, // 43: bighive.v1.TServer.Compact:output_type -> bighive.v1.CompactResponse
+	13, // 44: bighive.v1.TServer.Split:output_type -> bighive.v1.SplitResponse
+	16, // 45: bighive.v1.TServer.Status:output_type -> bighive.v1.StatusResponse
+	18, // 46: bighive.v1.TServer.AssignTablets:output_type -> bighive.v1.AssignTabletsResponse
+	45, // 47: bighive.v1.TServer.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
+	20, // 48: bighive.v1.TServer.UpdateSchema:output_type -> bighive.v1.UpdateSchemaResponse
+	22, // 49: bighive.v1.TServer.DropRows:output_type -> bighive.v1.DropRowsResponse
+	25, // 50: bighive.v1.TServer.ReadModifyWriteRow:output_type -> bighive.v1.ReadModifyWriteRowResponse
+	27, // 51: bighive.v1.TServer.CheckAndMutateRow:output_type -> bighive.v1.CheckAndMutateRowResponse
+	29, // 52: bighive.v1.TServer.PurgeFamily:output_type -> bighive.v1.PurgeFamilyResponse
+	32, // 53: bighive.v1.TServer.SampleRowKeys:output_type -> bighive.v1.SampleRowKeysResponse
+	38, // [38:54] is the sub-list for method output_type
+	22, // [22:38] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_bighivepb_tserver_proto_init() }
@@ -1879,7 +2187,7 @@ func file_bighivepb_tserver_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bighivepb_tserver_proto_rawDesc), len(file_bighivepb_tserver_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   29,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

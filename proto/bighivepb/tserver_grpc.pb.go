@@ -37,6 +37,8 @@ const (
 	TServer_DropRows_FullMethodName           = "/bighive.v1.TServer/DropRows"
 	TServer_ReadModifyWriteRow_FullMethodName = "/bighive.v1.TServer/ReadModifyWriteRow"
 	TServer_CheckAndMutateRow_FullMethodName  = "/bighive.v1.TServer/CheckAndMutateRow"
+	TServer_PurgeFamily_FullMethodName        = "/bighive.v1.TServer/PurgeFamily"
+	TServer_SampleRowKeys_FullMethodName      = "/bighive.v1.TServer/SampleRowKeys"
 )
 
 // TServerClient is the client API for TServer service.
@@ -74,6 +76,15 @@ type TServerClient interface {
 	// the row. Not idempotent: a client must not retry it after it may have
 	// reached the tserver.
 	CheckAndMutateRow(ctx context.Context, in *CheckAndMutateRowRequest, opts ...grpc.CallOption) (*CheckAndMutateRowResponse, error)
+	// Writes a delete-family tombstone of a deleted family, through the
+	// write path, for every row of the tablet holding an entry of it; called
+	// by the master after the family left the schema (the request's schema),
+	// so that a family created again under the name starts empty.
+	PurgeFamily(ctx context.Context, in *PurgeFamilyRequest, opts ...grpc.CallOption) (*PurgeFamilyResponse, error)
+	// Row keys splitting the tablet into pieces of roughly equal size, with
+	// the approximate bytes of the tablet before each, estimated from its
+	// TSFiles' page indexes and its write buffers.
+	SampleRowKeys(ctx context.Context, in *SampleRowKeysRequest, opts ...grpc.CallOption) (*SampleRowKeysResponse, error)
 }
 
 type tServerClient struct {
@@ -233,6 +244,26 @@ func (c *tServerClient) CheckAndMutateRow(ctx context.Context, in *CheckAndMutat
 	return out, nil
 }
 
+func (c *tServerClient) PurgeFamily(ctx context.Context, in *PurgeFamilyRequest, opts ...grpc.CallOption) (*PurgeFamilyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PurgeFamilyResponse)
+	err := c.cc.Invoke(ctx, TServer_PurgeFamily_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *tServerClient) SampleRowKeys(ctx context.Context, in *SampleRowKeysRequest, opts ...grpc.CallOption) (*SampleRowKeysResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SampleRowKeysResponse)
+	err := c.cc.Invoke(ctx, TServer_SampleRowKeys_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TServerServer is the server API for TServer service.
 // All implementations must embed UnimplementedTServerServer
 // for forward compatibility.
@@ -268,6 +299,15 @@ type TServerServer interface {
 	// the row. Not idempotent: a client must not retry it after it may have
 	// reached the tserver.
 	CheckAndMutateRow(context.Context, *CheckAndMutateRowRequest) (*CheckAndMutateRowResponse, error)
+	// Writes a delete-family tombstone of a deleted family, through the
+	// write path, for every row of the tablet holding an entry of it; called
+	// by the master after the family left the schema (the request's schema),
+	// so that a family created again under the name starts empty.
+	PurgeFamily(context.Context, *PurgeFamilyRequest) (*PurgeFamilyResponse, error)
+	// Row keys splitting the tablet into pieces of roughly equal size, with
+	// the approximate bytes of the tablet before each, estimated from its
+	// TSFiles' page indexes and its write buffers.
+	SampleRowKeys(context.Context, *SampleRowKeysRequest) (*SampleRowKeysResponse, error)
 	mustEmbedUnimplementedTServerServer()
 }
 
@@ -319,6 +359,12 @@ func (UnimplementedTServerServer) ReadModifyWriteRow(context.Context, *ReadModif
 }
 func (UnimplementedTServerServer) CheckAndMutateRow(context.Context, *CheckAndMutateRowRequest) (*CheckAndMutateRowResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CheckAndMutateRow not implemented")
+}
+func (UnimplementedTServerServer) PurgeFamily(context.Context, *PurgeFamilyRequest) (*PurgeFamilyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PurgeFamily not implemented")
+}
+func (UnimplementedTServerServer) SampleRowKeys(context.Context, *SampleRowKeysRequest) (*SampleRowKeysResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SampleRowKeys not implemented")
 }
 func (UnimplementedTServerServer) mustEmbedUnimplementedTServerServer() {}
 func (UnimplementedTServerServer) testEmbeddedByValue()                 {}
@@ -586,6 +632,42 @@ func _TServer_CheckAndMutateRow_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _TServer_PurgeFamily_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PurgeFamilyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TServerServer).PurgeFamily(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TServer_PurgeFamily_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TServerServer).PurgeFamily(ctx, req.(*PurgeFamilyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TServer_SampleRowKeys_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SampleRowKeysRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TServerServer).SampleRowKeys(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TServer_SampleRowKeys_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TServerServer).SampleRowKeys(ctx, req.(*SampleRowKeysRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // TServer_ServiceDesc is the grpc.ServiceDesc for TServer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -644,6 +726,14 @@ var TServer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CheckAndMutateRow",
 			Handler:    _TServer_CheckAndMutateRow_Handler,
+		},
+		{
+			MethodName: "PurgeFamily",
+			Handler:    _TServer_PurgeFamily_Handler,
+		},
+		{
+			MethodName: "SampleRowKeys",
+			Handler:    _TServer_SampleRowKeys_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

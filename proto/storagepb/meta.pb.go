@@ -49,6 +49,7 @@ type MetaCommand struct {
 	//	*MetaCommand_RecoveryFilesDeleted
 	//	*MetaCommand_DeleteFamily
 	//	*MetaCommand_SetGcRule
+	//	*MetaCommand_FamilyPurged
 	Cmd           isMetaCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -224,6 +225,15 @@ func (x *MetaCommand) GetSetGcRule() *MetaSetGCRule {
 	return nil
 }
 
+func (x *MetaCommand) GetFamilyPurged() *MetaFamilyPurged {
+	if x != nil {
+		if x, ok := x.Cmd.(*MetaCommand_FamilyPurged); ok {
+			return x.FamilyPurged
+		}
+	}
+	return nil
+}
+
 type isMetaCommand_Cmd interface {
 	isMetaCommand_Cmd()
 }
@@ -284,6 +294,10 @@ type MetaCommand_SetGcRule struct {
 	SetGcRule *MetaSetGCRule `protobuf:"bytes,15,opt,name=set_gc_rule,json=setGcRule,proto3,oneof"`
 }
 
+type MetaCommand_FamilyPurged struct {
+	FamilyPurged *MetaFamilyPurged `protobuf:"bytes,16,opt,name=family_purged,json=familyPurged,proto3,oneof"`
+}
+
 func (*MetaCommand_CreateTable) isMetaCommand_Cmd() {}
 
 func (*MetaCommand_DeleteTable) isMetaCommand_Cmd() {}
@@ -311,6 +325,8 @@ func (*MetaCommand_RecoveryFilesDeleted) isMetaCommand_Cmd() {}
 func (*MetaCommand_DeleteFamily) isMetaCommand_Cmd() {}
 
 func (*MetaCommand_SetGcRule) isMetaCommand_Cmd() {}
+
+func (*MetaCommand_FamilyPurged) isMetaCommand_Cmd() {}
 
 // Creates a table and its initial tablets [“”, k1), …, [kn, “”), all
 // UNASSIGNED at epoch 0. The leader validated names and keys; the FSM
@@ -1135,6 +1151,61 @@ func (x *MetaSetGCRule) GetGcRule() *bighivepb.GcRule {
 	return nil
 }
 
+// Removes a name from TableSchema.purging_families: every tablet of the
+// table has a delete-family tombstone on each row that held a cell of the
+// deleted family. Gives the schema a new version like every change.
+type MetaFamilyPurged struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Table         string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	Family        string                 `protobuf:"bytes,2,opt,name=family,proto3" json:"family,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetaFamilyPurged) Reset() {
+	*x = MetaFamilyPurged{}
+	mi := &file_storagepb_meta_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaFamilyPurged) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaFamilyPurged) ProtoMessage() {}
+
+func (x *MetaFamilyPurged) ProtoReflect() protoreflect.Message {
+	mi := &file_storagepb_meta_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaFamilyPurged.ProtoReflect.Descriptor instead.
+func (*MetaFamilyPurged) Descriptor() ([]byte, []int) {
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *MetaFamilyPurged) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *MetaFamilyPurged) GetFamily() string {
+	if x != nil {
+		return x.Family
+	}
+	return ""
+}
+
 type MetaAssign_Item struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TabletId      string                 `protobuf:"bytes,1,opt,name=tablet_id,json=tabletId,proto3" json:"tablet_id,omitempty"`
@@ -1146,7 +1217,7 @@ type MetaAssign_Item struct {
 
 func (x *MetaAssign_Item) Reset() {
 	*x = MetaAssign_Item{}
-	mi := &file_storagepb_meta_proto_msgTypes[16]
+	mi := &file_storagepb_meta_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1158,7 +1229,7 @@ func (x *MetaAssign_Item) String() string {
 func (*MetaAssign_Item) ProtoMessage() {}
 
 func (x *MetaAssign_Item) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[16]
+	mi := &file_storagepb_meta_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1206,7 +1277,7 @@ type MetaUnassign_Item struct {
 
 func (x *MetaUnassign_Item) Reset() {
 	*x = MetaUnassign_Item{}
-	mi := &file_storagepb_meta_proto_msgTypes[17]
+	mi := &file_storagepb_meta_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1218,7 +1289,7 @@ func (x *MetaUnassign_Item) String() string {
 func (*MetaUnassign_Item) ProtoMessage() {}
 
 func (x *MetaUnassign_Item) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[17]
+	mi := &file_storagepb_meta_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1267,7 +1338,7 @@ type MetaLogSplitDone_Item struct {
 
 func (x *MetaLogSplitDone_Item) Reset() {
 	*x = MetaLogSplitDone_Item{}
-	mi := &file_storagepb_meta_proto_msgTypes[18]
+	mi := &file_storagepb_meta_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1279,7 +1350,7 @@ func (x *MetaLogSplitDone_Item) String() string {
 func (*MetaLogSplitDone_Item) ProtoMessage() {}
 
 func (x *MetaLogSplitDone_Item) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[18]
+	mi := &file_storagepb_meta_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1327,7 +1398,7 @@ var File_storagepb_meta_proto protoreflect.FileDescriptor
 
 const file_storagepb_meta_proto_rawDesc = "" +
 	"\n" +
-	"\x14storagepb/meta.proto\x12\x12bighive.storage.v1\x1a\x16bighivepb/common.proto\x1a\x16bighivepb/master.proto\"\xaa\b\n" +
+	"\x14storagepb/meta.proto\x12\x12bighive.storage.v1\x1a\x16bighivepb/common.proto\x1a\x16bighivepb/master.proto\"\xf7\b\n" +
 	"\vMetaCommand\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12H\n" +
 	"\fcreate_table\x18\x02 \x01(\v2#.bighive.storage.v1.MetaCreateTableH\x00R\vcreateTable\x12H\n" +
@@ -1348,7 +1419,8 @@ const file_storagepb_meta_proto_rawDesc = "" +
 	"\x0elog_split_done\x18\f \x01(\v2$.bighive.storage.v1.MetaLogSplitDoneH\x00R\flogSplitDone\x12d\n" +
 	"\x16recovery_files_deleted\x18\r \x01(\v2,.bighive.storage.v1.MetaRecoveryFilesDeletedH\x00R\x14recoveryFilesDeleted\x12K\n" +
 	"\rdelete_family\x18\x0e \x01(\v2$.bighive.storage.v1.MetaDeleteFamilyH\x00R\fdeleteFamily\x12C\n" +
-	"\vset_gc_rule\x18\x0f \x01(\v2!.bighive.storage.v1.MetaSetGCRuleH\x00R\tsetGcRuleB\x05\n" +
+	"\vset_gc_rule\x18\x0f \x01(\v2!.bighive.storage.v1.MetaSetGCRuleH\x00R\tsetGcRule\x12K\n" +
+	"\rfamily_purged\x18\x10 \x01(\v2$.bighive.storage.v1.MetaFamilyPurgedH\x00R\ffamilyPurgedB\x05\n" +
 	"\x03cmd\"a\n" +
 	"\x0fMetaCreateTable\x12/\n" +
 	"\x06schema\x18\x01 \x01(\v2\x17.bighive.v1.TableSchemaR\x06schema\x12\x1d\n" +
@@ -1412,7 +1484,10 @@ const file_storagepb_meta_proto_rawDesc = "" +
 	"\rMetaSetGCRule\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x16\n" +
 	"\x06family\x18\x02 \x01(\tR\x06family\x12+\n" +
-	"\agc_rule\x18\x03 \x01(\v2\x12.bighive.v1.GcRuleR\x06gcRuleB\x19Z\x17bighive/proto/storagepbb\x06proto3"
+	"\agc_rule\x18\x03 \x01(\v2\x12.bighive.v1.GcRuleR\x06gcRule\"@\n" +
+	"\x10MetaFamilyPurged\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x16\n" +
+	"\x06family\x18\x02 \x01(\tR\x06familyB\x19Z\x17bighive/proto/storagepbb\x06proto3"
 
 var (
 	file_storagepb_meta_proto_rawDescOnce sync.Once
@@ -1426,7 +1501,7 @@ func file_storagepb_meta_proto_rawDescGZIP() []byte {
 	return file_storagepb_meta_proto_rawDescData
 }
 
-var file_storagepb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_storagepb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_storagepb_meta_proto_goTypes = []any{
 	(*MetaCommand)(nil),                // 0: bighive.storage.v1.MetaCommand
 	(*MetaCreateTable)(nil),            // 1: bighive.storage.v1.MetaCreateTable
@@ -1444,15 +1519,16 @@ var file_storagepb_meta_proto_goTypes = []any{
 	(*MetaRecoveryFilesDeleted)(nil),   // 13: bighive.storage.v1.MetaRecoveryFilesDeleted
 	(*MetaDeleteFamily)(nil),           // 14: bighive.storage.v1.MetaDeleteFamily
 	(*MetaSetGCRule)(nil),              // 15: bighive.storage.v1.MetaSetGCRule
-	(*MetaAssign_Item)(nil),            // 16: bighive.storage.v1.MetaAssign.Item
-	(*MetaUnassign_Item)(nil),          // 17: bighive.storage.v1.MetaUnassign.Item
-	(*MetaLogSplitDone_Item)(nil),      // 18: bighive.storage.v1.MetaLogSplitDone.Item
-	(*bighivepb.TableSchema)(nil),      // 19: bighive.v1.TableSchema
-	(*bighivepb.FamilySpec)(nil),       // 20: bighive.v1.FamilySpec
-	(*bighivepb.LogPosition)(nil),      // 21: bighive.v1.LogPosition
-	(*bighivepb.CheckpointReport)(nil), // 22: bighive.v1.CheckpointReport
-	(*bighivepb.SplitChild)(nil),       // 23: bighive.v1.SplitChild
-	(*bighivepb.GcRule)(nil),           // 24: bighive.v1.GcRule
+	(*MetaFamilyPurged)(nil),           // 16: bighive.storage.v1.MetaFamilyPurged
+	(*MetaAssign_Item)(nil),            // 17: bighive.storage.v1.MetaAssign.Item
+	(*MetaUnassign_Item)(nil),          // 18: bighive.storage.v1.MetaUnassign.Item
+	(*MetaLogSplitDone_Item)(nil),      // 19: bighive.storage.v1.MetaLogSplitDone.Item
+	(*bighivepb.TableSchema)(nil),      // 20: bighive.v1.TableSchema
+	(*bighivepb.FamilySpec)(nil),       // 21: bighive.v1.FamilySpec
+	(*bighivepb.LogPosition)(nil),      // 22: bighive.v1.LogPosition
+	(*bighivepb.CheckpointReport)(nil), // 23: bighive.v1.CheckpointReport
+	(*bighivepb.SplitChild)(nil),       // 24: bighive.v1.SplitChild
+	(*bighivepb.GcRule)(nil),           // 25: bighive.v1.GcRule
 }
 var file_storagepb_meta_proto_depIdxs = []int32{
 	1,  // 0: bighive.storage.v1.MetaCommand.create_table:type_name -> bighive.storage.v1.MetaCreateTable
@@ -1469,21 +1545,22 @@ var file_storagepb_meta_proto_depIdxs = []int32{
 	13, // 11: bighive.storage.v1.MetaCommand.recovery_files_deleted:type_name -> bighive.storage.v1.MetaRecoveryFilesDeleted
 	14, // 12: bighive.storage.v1.MetaCommand.delete_family:type_name -> bighive.storage.v1.MetaDeleteFamily
 	15, // 13: bighive.storage.v1.MetaCommand.set_gc_rule:type_name -> bighive.storage.v1.MetaSetGCRule
-	19, // 14: bighive.storage.v1.MetaCreateTable.schema:type_name -> bighive.v1.TableSchema
-	20, // 15: bighive.storage.v1.MetaAddFamily.family:type_name -> bighive.v1.FamilySpec
-	5,  // 16: bighive.storage.v1.MetaRegisterTServer.tserver:type_name -> bighive.storage.v1.MetaTServer
-	16, // 17: bighive.storage.v1.MetaAssign.items:type_name -> bighive.storage.v1.MetaAssign.Item
-	17, // 18: bighive.storage.v1.MetaUnassign.items:type_name -> bighive.storage.v1.MetaUnassign.Item
-	21, // 19: bighive.storage.v1.MetaTabletLoad.position:type_name -> bighive.v1.LogPosition
-	22, // 20: bighive.storage.v1.MetaCheckpoint.reports:type_name -> bighive.v1.CheckpointReport
-	23, // 21: bighive.storage.v1.MetaSplit.children:type_name -> bighive.v1.SplitChild
-	18, // 22: bighive.storage.v1.MetaLogSplitDone.items:type_name -> bighive.storage.v1.MetaLogSplitDone.Item
-	24, // 23: bighive.storage.v1.MetaSetGCRule.gc_rule:type_name -> bighive.v1.GcRule
-	24, // [24:24] is the sub-list for method output_type
-	24, // [24:24] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	16, // 14: bighive.storage.v1.MetaCommand.family_purged:type_name -> bighive.storage.v1.MetaFamilyPurged
+	20, // 15: bighive.storage.v1.MetaCreateTable.schema:type_name -> bighive.v1.TableSchema
+	21, // 16: bighive.storage.v1.MetaAddFamily.family:type_name -> bighive.v1.FamilySpec
+	5,  // 17: bighive.storage.v1.MetaRegisterTServer.tserver:type_name -> bighive.storage.v1.MetaTServer
+	17, // 18: bighive.storage.v1.MetaAssign.items:type_name -> bighive.storage.v1.MetaAssign.Item
+	18, // 19: bighive.storage.v1.MetaUnassign.items:type_name -> bighive.storage.v1.MetaUnassign.Item
+	22, // 20: bighive.storage.v1.MetaTabletLoad.position:type_name -> bighive.v1.LogPosition
+	23, // 21: bighive.storage.v1.MetaCheckpoint.reports:type_name -> bighive.v1.CheckpointReport
+	24, // 22: bighive.storage.v1.MetaSplit.children:type_name -> bighive.v1.SplitChild
+	19, // 23: bighive.storage.v1.MetaLogSplitDone.items:type_name -> bighive.storage.v1.MetaLogSplitDone.Item
+	25, // 24: bighive.storage.v1.MetaSetGCRule.gc_rule:type_name -> bighive.v1.GcRule
+	25, // [25:25] is the sub-list for method output_type
+	25, // [25:25] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_storagepb_meta_proto_init() }
@@ -1506,6 +1583,7 @@ func file_storagepb_meta_proto_init() {
 		(*MetaCommand_RecoveryFilesDeleted)(nil),
 		(*MetaCommand_DeleteFamily)(nil),
 		(*MetaCommand_SetGcRule)(nil),
+		(*MetaCommand_FamilyPurged)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1513,7 +1591,7 @@ func file_storagepb_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_storagepb_meta_proto_rawDesc), len(file_storagepb_meta_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -405,3 +405,28 @@ func (it *famIter) Entry() *memstore.Entry { return &it.cur }
 func (it *famIter) Next()                  { it.decode() }
 func (it *famIter) Err() error             { return it.err }
 func (it *famIter) Close() error           { it.valid = false; return nil }
+
+// Page is one data page of a TSFile, from its family's index.
+type Page struct {
+	Family   string
+	FirstRow []byte // the row of the page's first entry
+	Bytes    int64  // the page's length in its data block
+}
+
+// Pages lists the data pages of every family, each family's in row order
+// (reading the index blocks not read yet). SampleRowKeys estimates the
+// size of row ranges from them without reading data.
+func (r *Reader) Pages() ([]Page, error) {
+	var out []Page
+	for i := range r.footer.data {
+		m := &r.footer.data[i]
+		idx, err := r.index(m)
+		if err != nil {
+			return nil, err
+		}
+		for j := range idx {
+			out = append(out, Page{Family: m.family, FirstRow: idx[j].first.Row, Bytes: idx[j].length})
+		}
+	}
+	return out, nil
+}
