@@ -98,10 +98,22 @@ func (f *fakeTS) heartbeat(ctx context.Context) error {
 		return err
 	}
 	if resp.Reregister {
+		// The master declared this incarnation dead and may have moved its
+		// tablets: like a real tserver, serve nothing and come back as a
+		// new incarnation.
+		f.dropAll()
+		f.mu.Lock()
+		f.inc = time.Now().UnixNano()
+		f.mu.Unlock()
 		return f.register(ctx)
 	}
 	f.mu.Lock()
 	f.leaseTo = sent.Add(time.Duration(resp.LeaseDurationMicros) * time.Microsecond)
+	if time.Now().After(f.leaseTo) {
+		f.mu.Unlock()
+		f.dropAll()
+		return nil
+	}
 	for _, p := range resp.CachePriorities {
 		f.prios[p.Table] = p.Priority
 	}
@@ -143,23 +155,32 @@ func (f *fakeTS) load(ctx context.Context, id string, ep int64) {
 		return // unassigned meanwhile
 	}
 	delete(f.loading, id)
-	if err != nil {
+	if err != nil || time.Now().After(f.leaseTo) {
 		return // the master resends the assignment
 	}
 	f.owners.take(id, f.uuid)
 	f.tablets[id] = ep
 }
 
+// expireIfDue stops serving everything once the lease ran out (a slow
+// heartbeat reply may arrive after that: the lease runs from its send).
 func (f *fakeTS) expireIfDue() {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if !f.leaseTo.IsZero() && time.Now().After(f.leaseTo) {
-		for id := range f.tablets {
-			f.owners.drop(id, f.uuid)
-		}
-		f.tablets = map[string]int64{}
-		f.loading = map[string]int64{}
+	due := !f.leaseTo.IsZero() && time.Now().After(f.leaseTo)
+	f.mu.Unlock()
+	if due {
+		f.dropAll()
 	}
+}
+
+func (f *fakeTS) dropAll() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for id := range f.tablets {
+		f.owners.drop(id, f.uuid)
+	}
+	f.tablets = map[string]int64{}
+	f.loading = map[string]int64{}
 }
 
 func (f *fakeTS) pick() int {
