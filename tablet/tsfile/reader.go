@@ -1,6 +1,7 @@
 package tsfile
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"sort"
@@ -405,3 +406,45 @@ func (it *famIter) Entry() *memstore.Entry { return &it.cur }
 func (it *famIter) Next()                  { it.decode() }
 func (it *famIter) Err() error             { return it.err }
 func (it *famIter) Close() error           { it.valid = false; return nil }
+
+// LastRowBefore implements memstore.RowFinder: the index names the last
+// page that starts below bound; that page holds the greatest row below
+// bound, found by decoding it (without moving the iterator).
+func (it *famIter) LastRowBefore(bound []byte) ([]byte, bool, error) {
+	if it.idx == nil {
+		idx, err := it.r.index(it.m)
+		if err != nil {
+			return nil, false, err
+		}
+		it.idx = idx
+	}
+	i := len(it.idx) - 1
+	if bound != nil {
+		i = sort.Search(len(it.idx), func(i int) bool { return bytes.Compare(it.idx[i].first.Row, bound) >= 0 }) - 1
+	}
+	if i < 0 {
+		return nil, false, nil
+	}
+	body, err := it.r.page(it.m, it.idx, i, 1)
+	if err != nil {
+		return nil, false, err
+	}
+	d := decoder{b: body}
+	var e memstore.Entry
+	var last []byte
+	for n := 0; n < it.idx[i].count; n++ {
+		start := d.pos
+		if !d.entry(&e, true, it.m.family == "") {
+			return nil, false, corrupt(it.m.data, it.idx[i].off+int64(start), "malformed entry in page %d", i)
+		}
+		if bound != nil && bytes.Compare(e.Row, bound) >= 0 {
+			break
+		}
+		last = e.Row
+	}
+	if last == nil {
+		// The index said the page starts below bound.
+		return nil, false, corrupt(it.m.data, it.idx[i].off, "page %d starts at or after its index key", i)
+	}
+	return bytes.Clone(last), true, nil
+}
