@@ -182,3 +182,29 @@ func (lc *locCache) size() int {
 	defer lc.unlock()
 	return len(lc.locs)
 }
+
+// lookupBelow returns the location of the tablet that holds the rows just
+// below end ("": the last tablet), for a reverse read of rows in
+// [lo, end), lo < end. Tablets are found by start row, so it walks
+// forward from lo, or from a cached tablet between lo and end, through
+// the cache.
+func (lc *locCache) lookupBelow(ctx context.Context, lo, end string) (*location, error) {
+	row := lo
+	lc.lock()
+	for _, l := range lc.locs {
+		if l.start > row && (end == "" || l.start < end) {
+			row = l.start
+		}
+	}
+	lc.unlock()
+	for {
+		l, err := lc.lookup(ctx, row)
+		if err != nil {
+			return nil, err
+		}
+		if l.end == "" || end != "" && l.end >= end {
+			return l, nil
+		}
+		row = l.end
+	}
+}

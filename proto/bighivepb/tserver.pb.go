@@ -370,7 +370,17 @@ type ScanRowsRequest struct {
 	Filter *ReadFilter `protobuf:"bytes,5,opt,name=filter,proto3" json:"filter,omitempty"`
 	// A serialized google.bigtable.v2.RowFilter, evaluated on each row after
 	// filter's selection; rows it leaves empty are not returned.
-	RowFilter     []byte `protobuf:"bytes,6,opt,name=row_filter,json=rowFilter,proto3" json:"row_filter,omitempty"`
+	RowFilter []byte `protobuf:"bytes,6,opt,name=row_filter,json=rowFilter,proto3" json:"row_filter,omitempty"`
+	// A row set: when non-empty, the rows of these half-open ranges are read
+	// instead of range's. They must be sorted by start_row and disjoint (an
+	// empty end_row, unbounded, only last), else InvalidArgument; each is
+	// clipped to the tablet's rows. A single row k is [k, k+"\x00"). The
+	// limit counts rows across all of them.
+	Ranges []*RowRange `protobuf:"bytes,7,rep,name=ranges,proto3" json:"ranges,omitempty"`
+	// Rows in descending key order (the ranges are still given ascending);
+	// the cells of a row keep their usual order. The limit keeps the last
+	// rows.
+	Reversed      bool `protobuf:"varint,8,opt,name=reversed,proto3" json:"reversed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -445,6 +455,20 @@ func (x *ScanRowsRequest) GetRowFilter() []byte {
 		return x.RowFilter
 	}
 	return nil
+}
+
+func (x *ScanRowsRequest) GetRanges() []*RowRange {
+	if x != nil {
+		return x.Ranges
+	}
+	return nil
+}
+
+func (x *ScanRowsRequest) GetReversed() bool {
+	if x != nil {
+		return x.Reversed
+	}
+	return false
 }
 
 type ScanRowsResponse struct {
@@ -1516,7 +1540,7 @@ const file_bighivepb_tserver_proto_rawDesc = "" +
 	"row_filter\x18\x05 \x01(\fR\trowFilter\"N\n" +
 	"\x0fReadRowResponse\x12!\n" +
 	"\x03row\x18\x01 \x01(\v2\x0f.bighive.v1.RowR\x03row\x12\x18\n" +
-	"\achunked\x18\x02 \x01(\bR\achunked\"\xd5\x01\n" +
+	"\achunked\x18\x02 \x01(\bR\achunked\"\x9f\x02\n" +
 	"\x0fScanRowsRequest\x12\x1b\n" +
 	"\ttablet_id\x18\x01 \x01(\tR\btabletId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12*\n" +
@@ -1524,7 +1548,9 @@ const file_bighivepb_tserver_proto_rawDesc = "" +
 	"\x05limit\x18\x04 \x01(\x03R\x05limit\x12.\n" +
 	"\x06filter\x18\x05 \x01(\v2\x16.bighive.v1.ReadFilterR\x06filter\x12\x1d\n" +
 	"\n" +
-	"row_filter\x18\x06 \x01(\fR\trowFilter\"e\n" +
+	"row_filter\x18\x06 \x01(\fR\trowFilter\x12,\n" +
+	"\x06ranges\x18\a \x03(\v2\x14.bighive.v1.RowRangeR\x06ranges\x12\x1a\n" +
+	"\breversed\x18\b \x01(\bR\breversed\"e\n" +
 	"\x10ScanRowsResponse\x12#\n" +
 	"\x04rows\x18\x01 \x03(\v2\x0f.bighive.v1.RowR\x04rows\x12,\n" +
 	"\x12last_row_continues\x18\x02 \x01(\bR\x10lastRowContinues\"\x13\n" +
@@ -1665,48 +1691,49 @@ var file_bighivepb_tserver_proto_depIdxs = []int32{
 	30, // 4: bighive.v1.ReadRowResponse.row:type_name -> bighive.v1.Row
 	31, // 5: bighive.v1.ScanRowsRequest.range:type_name -> bighive.v1.RowRange
 	29, // 6: bighive.v1.ScanRowsRequest.filter:type_name -> bighive.v1.ReadFilter
-	30, // 7: bighive.v1.ScanRowsResponse.rows:type_name -> bighive.v1.Row
-	31, // 8: bighive.v1.TabletStatus.range:type_name -> bighive.v1.RowRange
-	15, // 9: bighive.v1.StatusResponse.tablets:type_name -> bighive.v1.TabletStatus
-	32, // 10: bighive.v1.StatusResponse.log_position:type_name -> bighive.v1.LogPosition
-	26, // 11: bighive.v1.StatusResponse.counters:type_name -> bighive.v1.StatusResponse.CountersEntry
-	33, // 12: bighive.v1.AssignTabletsRequest.assign:type_name -> bighive.v1.TabletAssignment
-	34, // 13: bighive.v1.AssignTabletsRequest.unassign:type_name -> bighive.v1.TabletUnassignment
-	35, // 14: bighive.v1.UpdateSchemaRequest.schema:type_name -> bighive.v1.TableSchema
-	31, // 15: bighive.v1.DropRowsRequest.range:type_name -> bighive.v1.RowRange
-	23, // 16: bighive.v1.ReadModifyWriteRowRequest.rules:type_name -> bighive.v1.ReadModifyWriteRule
-	30, // 17: bighive.v1.ReadModifyWriteRowResponse.row:type_name -> bighive.v1.Row
-	0,  // 18: bighive.v1.TServer.MutateRow:input_type -> bighive.v1.MutateRowRequest
-	2,  // 19: bighive.v1.TServer.MutateRows:input_type -> bighive.v1.MutateRowsRequest
-	4,  // 20: bighive.v1.TServer.ReadRow:input_type -> bighive.v1.ReadRowRequest
-	6,  // 21: bighive.v1.TServer.ScanRows:input_type -> bighive.v1.ScanRowsRequest
-	8,  // 22: bighive.v1.TServer.Checkpoint:input_type -> bighive.v1.CheckpointRequest
-	10, // 23: bighive.v1.TServer.Compact:input_type -> bighive.v1.CompactRequest
-	12, // 24: bighive.v1.TServer.Split:input_type -> bighive.v1.SplitRequest
-	14, // 25: bighive.v1.TServer.Status:input_type -> bighive.v1.StatusRequest
-	17, // 26: bighive.v1.TServer.AssignTablets:input_type -> bighive.v1.AssignTabletsRequest
-	36, // 27: bighive.v1.TServer.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
-	19, // 28: bighive.v1.TServer.UpdateSchema:input_type -> bighive.v1.UpdateSchemaRequest
-	21, // 29: bighive.v1.TServer.DropRows:input_type -> bighive.v1.DropRowsRequest
-	24, // 30: bighive.v1.TServer.ReadModifyWriteRow:input_type -> bighive.v1.ReadModifyWriteRowRequest
-	1,  // 31: bighive.v1.TServer.MutateRow:output_type -> bighive.v1.MutateRowResponse
-	3,  // 32: bighive.v1.TServer.MutateRows:output_type -> bighive.v1.MutateRowsResponse
-	5,  // 33: bighive.v1.TServer.ReadRow:output_type -> bighive.v1.ReadRowResponse
-	7,  // 34: bighive.v1.TServer.ScanRows:output_type -> bighive.v1.ScanRowsResponse
-	9,  // 35: bighive.v1.TServer.Checkpoint:output_type -> bighive.v1.CheckpointResponse
-	11, // 36: bighive.v1.TServer.Compact:output_type -> bighive.v1.CompactResponse
-	13, // 37: bighive.v1.TServer.Split:output_type -> bighive.v1.SplitResponse
-	16, // 38: bighive.v1.TServer.Status:output_type -> bighive.v1.StatusResponse
-	18, // 39: bighive.v1.TServer.AssignTablets:output_type -> bighive.v1.AssignTabletsResponse
-	37, // 40: bighive.v1.TServer.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
-	20, // 41: bighive.v1.TServer.UpdateSchema:output_type -> bighive.v1.UpdateSchemaResponse
-	22, // 42: bighive.v1.TServer.DropRows:output_type -> bighive.v1.DropRowsResponse
-	25, // 43: bighive.v1.TServer.ReadModifyWriteRow:output_type -> bighive.v1.ReadModifyWriteRowResponse
-	31, // [31:44] is the sub-list for method output_type
-	18, // [18:31] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	31, // 7: bighive.v1.ScanRowsRequest.ranges:type_name -> bighive.v1.RowRange
+	30, // 8: bighive.v1.ScanRowsResponse.rows:type_name -> bighive.v1.Row
+	31, // 9: bighive.v1.TabletStatus.range:type_name -> bighive.v1.RowRange
+	15, // 10: bighive.v1.StatusResponse.tablets:type_name -> bighive.v1.TabletStatus
+	32, // 11: bighive.v1.StatusResponse.log_position:type_name -> bighive.v1.LogPosition
+	26, // 12: bighive.v1.StatusResponse.counters:type_name -> bighive.v1.StatusResponse.CountersEntry
+	33, // 13: bighive.v1.AssignTabletsRequest.assign:type_name -> bighive.v1.TabletAssignment
+	34, // 14: bighive.v1.AssignTabletsRequest.unassign:type_name -> bighive.v1.TabletUnassignment
+	35, // 15: bighive.v1.UpdateSchemaRequest.schema:type_name -> bighive.v1.TableSchema
+	31, // 16: bighive.v1.DropRowsRequest.range:type_name -> bighive.v1.RowRange
+	23, // 17: bighive.v1.ReadModifyWriteRowRequest.rules:type_name -> bighive.v1.ReadModifyWriteRule
+	30, // 18: bighive.v1.ReadModifyWriteRowResponse.row:type_name -> bighive.v1.Row
+	0,  // 19: bighive.v1.TServer.MutateRow:input_type -> bighive.v1.MutateRowRequest
+	2,  // 20: bighive.v1.TServer.MutateRows:input_type -> bighive.v1.MutateRowsRequest
+	4,  // 21: bighive.v1.TServer.ReadRow:input_type -> bighive.v1.ReadRowRequest
+	6,  // 22: bighive.v1.TServer.ScanRows:input_type -> bighive.v1.ScanRowsRequest
+	8,  // 23: bighive.v1.TServer.Checkpoint:input_type -> bighive.v1.CheckpointRequest
+	10, // 24: bighive.v1.TServer.Compact:input_type -> bighive.v1.CompactRequest
+	12, // 25: bighive.v1.TServer.Split:input_type -> bighive.v1.SplitRequest
+	14, // 26: bighive.v1.TServer.Status:input_type -> bighive.v1.StatusRequest
+	17, // 27: bighive.v1.TServer.AssignTablets:input_type -> bighive.v1.AssignTabletsRequest
+	36, // 28: bighive.v1.TServer.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
+	19, // 29: bighive.v1.TServer.UpdateSchema:input_type -> bighive.v1.UpdateSchemaRequest
+	21, // 30: bighive.v1.TServer.DropRows:input_type -> bighive.v1.DropRowsRequest
+	24, // 31: bighive.v1.TServer.ReadModifyWriteRow:input_type -> bighive.v1.ReadModifyWriteRowRequest
+	1,  // 32: bighive.v1.TServer.MutateRow:output_type -> bighive.v1.MutateRowResponse
+	3,  // 33: bighive.v1.TServer.MutateRows:output_type -> bighive.v1.MutateRowsResponse
+	5,  // 34: bighive.v1.TServer.ReadRow:output_type -> bighive.v1.ReadRowResponse
+	7,  // 35: bighive.v1.TServer.ScanRows:output_type -> bighive.v1.ScanRowsResponse
+	9,  // 36: bighive.v1.TServer.Checkpoint:output_type -> bighive.v1.CheckpointResponse
+	11, // 37: bighive.v1.TServer.Compact:output_type -> bighive.v1.CompactResponse
+	13, // 38: bighive.v1.TServer.Split:output_type -> bighive.v1.SplitResponse
+	16, // 39: bighive.v1.TServer.Status:output_type -> bighive.v1.StatusResponse
+	18, // 40: bighive.v1.TServer.AssignTablets:output_type -> bighive.v1.AssignTabletsResponse
+	37, // 41: bighive.v1.TServer.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
+	20, // 42: bighive.v1.TServer.UpdateSchema:output_type -> bighive.v1.UpdateSchemaResponse
+	22, // 43: bighive.v1.TServer.DropRows:output_type -> bighive.v1.DropRowsResponse
+	25, // 44: bighive.v1.TServer.ReadModifyWriteRow:output_type -> bighive.v1.ReadModifyWriteRowResponse
+	32, // [32:45] is the sub-list for method output_type
+	19, // [19:32] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_bighivepb_tserver_proto_init() }
