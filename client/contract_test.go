@@ -621,6 +621,9 @@ func badInputCases(ctx context.Context, c *client.Client, tbl *client.Table) []b
 		{"split empty row", func() error { return c.SplitTablet(ctx, "badinput", "") }, "row key is empty"},
 		{"empty row list", func() error { return tbl.ReadRows(ctx, client.RowList{}, func(client.Row) bool { return true }) }, "empty row set"},
 		{"empty range list", func() error { return tbl.ReadRows(ctx, client.RowRangeList{}, func(client.Row) bool { return true }) }, "empty row set"},
+		{"inverted range beside others", func() error {
+			return tbl.ReadRows(ctx, client.RowRangeList{client.NewRange("a", "b"), client.NewRange("d", "c")}, func(client.Row) bool { return true })
+		}, "start is after end"},
 		{"empty key in row list", func() error {
 			return tbl.ReadRows(ctx, client.RowList{"a", ""}, func(client.Row) bool { return true })
 		}, "row key is empty"},

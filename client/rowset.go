@@ -178,7 +178,8 @@ func (r RowRange) spans() ([]span, error) {
 
 // RowRangeList is the union of its ranges, which may overlap and come in
 // any order: each row is read once, in key order. An empty list is an
-// error ("empty row set").
+// error ("empty row set"); so is a range whose start is after its end
+// beside ranges that hold rows.
 type RowRangeList []RowRange
 
 func (r RowRangeList) spans() ([]span, error) {
@@ -186,10 +187,19 @@ func (r RowRangeList) spans() ([]span, error) {
 		return nil, apierr.InvalidArgument("empty row set: a RowRangeList with no ranges")
 	}
 	var out []span
-	for _, rr := range r {
+	var inverted *RowRange
+	for i, rr := range r {
 		if s, ok := rr.span(); ok {
 			out = append(out, s)
+		} else if rr.startBound != unbounded && rr.endBound != unbounded && rr.start > rr.end {
+			inverted = &r[i]
 		}
+	}
+	// As with Cloud Bigtable: a list of ranges none of which holds a row
+	// reads nothing, but a range whose start is after its end beside
+	// others is refused.
+	if inverted != nil && len(out) > 0 {
+		return nil, apierr.InvalidArgument("row range %v: start is after end", *inverted)
 	}
 	return normalize(out), nil
 }
