@@ -337,6 +337,11 @@ func (sc *scan) tablet(ctx context.Context, loc *location) (done bool, err error
 		}
 		ranges = append(ranges, &pb.RowRange{StartRow: []byte(s.start), EndRow: []byte(s.end)})
 	}
+	if len(ranges) == 0 {
+		// Not reached: locate returns a tablet holding rows of the set.
+		// A request without ranges would read the whole tablet.
+		return false, apierr.Unavailable("tablet %s [%q, %q) holds none of the rows %s", loc.tabletID, loc.start, loc.end, describeSpans(sc.spans))
+	}
 	ts, err := sc.t.c.tserver(loc.addr)
 	if err != nil {
 		return false, err

@@ -271,13 +271,22 @@ func inSpans(spans []span, row string) bool {
 	return i >= 0 && spans[i].contains(row)
 }
 
+// describeSpans names spans in an error message: the first few of them.
 func describeSpans(spans []span) string {
+	const most = 3
 	var b strings.Builder
 	for i, s := range spans {
+		if i == most {
+			fmt.Fprintf(&b, " and %d more", len(spans)-most)
+			break
+		}
 		if i > 0 {
 			b.WriteString(" ")
 		}
 		fmt.Fprintf(&b, "[%q, %q)", s.start, s.end)
+	}
+	if len(spans) == 0 {
+		return "(none)"
 	}
 	return b.String()
 }

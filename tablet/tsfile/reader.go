@@ -319,6 +319,10 @@ type famIter struct {
 	cur    memstore.Entry
 	valid  bool
 	err    error
+
+	// revPage's distinct rows, for LastRowBefore (revRows nil: none yet).
+	revPage int
+	revRows [][]byte
 }
 
 func (it *famIter) fail(err error) {
@@ -409,7 +413,9 @@ func (it *famIter) Close() error           { it.valid = false; return nil }
 
 // LastRowBefore implements memstore.RowFinder: the index names the last
 // page that starts below bound; that page holds the greatest row below
-// bound, found by decoding it (without moving the iterator).
+// bound. The page's distinct rows are decoded once and kept, so a reverse
+// walk through a page costs one decode and a binary search per row. It
+// does not move the iterator.
 func (it *famIter) LastRowBefore(bound []byte) ([]byte, bool, error) {
 	if it.idx == nil {
 		idx, err := it.r.index(it.m)
@@ -425,26 +431,44 @@ func (it *famIter) LastRowBefore(bound []byte) ([]byte, bool, error) {
 	if i < 0 {
 		return nil, false, nil
 	}
-	body, err := it.r.page(it.m, it.idx, i, 1)
-	if err != nil {
-		return nil, false, err
-	}
-	d := decoder{b: body}
-	var e memstore.Entry
-	var last []byte
-	for n := 0; n < it.idx[i].count; n++ {
-		start := d.pos
-		if !d.entry(&e, true, it.m.family == "") {
-			return nil, false, corrupt(it.m.data, it.idx[i].off+int64(start), "malformed entry in page %d", i)
+	if it.revRows == nil || it.revPage != i {
+		rows, err := it.pageRows(i)
+		if err != nil {
+			return nil, false, err
 		}
-		if bound != nil && bytes.Compare(e.Row, bound) >= 0 {
-			break
-		}
-		last = e.Row
+		it.revPage, it.revRows = i, rows
 	}
-	if last == nil {
+	j := len(it.revRows)
+	if bound != nil {
+		j = sort.Search(len(it.revRows), func(j int) bool { return bytes.Compare(it.revRows[j], bound) >= 0 })
+	}
+	if j == 0 {
 		// The index said the page starts below bound.
 		return nil, false, corrupt(it.m.data, it.idx[i].off, "page %d starts at or after its index key", i)
 	}
-	return bytes.Clone(last), true, nil
+	return bytes.Clone(it.revRows[j-1]), true, nil
+}
+
+// pageRows decodes page i and returns its distinct rows, in order.
+func (it *famIter) pageRows(i int) ([][]byte, error) {
+	body, err := it.r.page(it.m, it.idx, i, 1)
+	if err != nil {
+		return nil, err
+	}
+	d := decoder{b: body}
+	var e memstore.Entry
+	var rows [][]byte
+	for n := 0; n < it.idx[i].count; n++ {
+		start := d.pos
+		if !d.entry(&e, true, it.m.family == "") {
+			return nil, corrupt(it.m.data, it.idx[i].off+int64(start), "malformed entry in page %d", i)
+		}
+		if k := len(rows); k == 0 || !bytes.Equal(rows[k-1], e.Row) {
+			if k > 0 && bytes.Compare(rows[k-1], e.Row) > 0 {
+				return nil, corrupt(it.m.data, it.idx[i].off+int64(start), "rows out of order in page %d", i)
+			}
+			rows = append(rows, bytes.Clone(e.Row))
+		}
+	}
+	return rows, nil
 }
