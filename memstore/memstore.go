@@ -267,6 +267,9 @@ func (it *iter) LastRowBefore(bound []byte) ([]byte, bool, error) {
 			return nil, false, nil
 		}
 		row := n.e.Row
+		if n.seq <= it.snap && n.e.Seq <= it.maxSeq {
+			return bytes.Clone(row), true, nil
+		}
 		// The row's first visible entry, if any: entries of one row are
 		// contiguous, so settle from its start stays in it or passes it.
 		if v := it.settle(it.m.seekGE(RowStart(row))); v != nil && bytes.Equal(v.e.Row, row) {

@@ -78,7 +78,8 @@ type rangeScan struct {
 	limit int
 	n     int
 	fn    func(Row) bool
-	stop  bool // fn said stop or the limit is reached
+	stop  bool           // fn said stop or the limit is reached
+	key   memstore.Entry // the seek key of a reverse step, reused
 }
 
 // row resolves the row at the iterator and hands it to fn if visible.
@@ -128,7 +129,9 @@ func (sc *rangeScan) backward(f memstore.RowFinder, kr KeyRange) error {
 		if !ok || bytes.Compare(row, kr.Start) < 0 {
 			return nil
 		}
-		f.SeekGE(memstore.RowStart(row))
+		sc.key = *memstore.RowStart(nil)
+		sc.key.Row = row
+		f.SeekGE(&sc.key)
 		if err := f.Err(); err != nil {
 			return err
 		}

@@ -320,9 +320,20 @@ type famIter struct {
 	valid  bool
 	err    error
 
-	// revPage's distinct rows, for LastRowBefore (revRows nil: none yet).
-	revPage int
-	revRows [][]byte
+	// rev is the page LastRowBefore decoded last, kept for a reverse walk:
+	// the next LastRowBefore searches its rows, and SeekGE into it starts
+	// at the row's first entry instead of decoding from the page start.
+	rev revPage
+}
+
+// revPage is one decoded page: its distinct rows, where each row's first
+// entry starts (byte offset, entry number), and the page bytes.
+type revPage struct {
+	page  int
+	body  []byte // nil: none
+	rows  [][]byte
+	off   []int
+	entry []int
 }
 
 func (it *famIter) fail(err error) {
@@ -399,7 +410,19 @@ func (it *famIter) SeekGE(key *memstore.Entry) {
 	if i > 0 {
 		i--
 	}
-	it.loadPage(i)
+	if rp := &it.rev; rp.body != nil && rp.page == i {
+		// A reverse walk seeks into the page it decoded: start at the
+		// first entry of the first row at or after key's row (the last row
+		// if none; decode then moves on to the next page).
+		j := sort.Search(len(rp.rows), func(j int) bool { return bytes.Compare(rp.rows[j], key.Row) >= 0 })
+		j = min(j, len(rp.rows)-1)
+		it.pageNo = i
+		it.d = decoder{b: rp.body, pos: rp.off[j]}
+		it.left = it.idx[i].count - rp.entry[j]
+		it.decode()
+	} else {
+		it.loadPage(i)
+	}
 	for it.valid && memstore.CompareKey(&it.cur, key) < 0 {
 		it.decode()
 	}
@@ -431,44 +454,50 @@ func (it *famIter) LastRowBefore(bound []byte) ([]byte, bool, error) {
 	if i < 0 {
 		return nil, false, nil
 	}
-	if it.revRows == nil || it.revPage != i {
-		rows, err := it.pageRows(i)
-		if err != nil {
+	if it.rev.body == nil || it.rev.page != i {
+		if err := it.decodeRev(i); err != nil {
 			return nil, false, err
 		}
-		it.revPage, it.revRows = i, rows
 	}
-	j := len(it.revRows)
+	rows := it.rev.rows
+	j := len(rows)
 	if bound != nil {
-		j = sort.Search(len(it.revRows), func(j int) bool { return bytes.Compare(it.revRows[j], bound) >= 0 })
+		j = sort.Search(len(rows), func(j int) bool { return bytes.Compare(rows[j], bound) >= 0 })
 	}
 	if j == 0 {
 		// The index said the page starts below bound.
 		return nil, false, corrupt(it.m.data, it.idx[i].off, "page %d starts at or after its index key", i)
 	}
-	return bytes.Clone(it.revRows[j-1]), true, nil
+	return bytes.Clone(rows[j-1]), true, nil
 }
 
-// pageRows decodes page i and returns its distinct rows, in order.
-func (it *famIter) pageRows(i int) ([][]byte, error) {
+// decodeRev decodes page i into it.rev.
+func (it *famIter) decodeRev(i int) error {
 	body, err := it.r.page(it.m, it.idx, i, 1)
 	if err != nil {
-		return nil, err
+		return err
 	}
+	rp := revPage{page: i}
 	d := decoder{b: body}
 	var e memstore.Entry
-	var rows [][]byte
 	for n := 0; n < it.idx[i].count; n++ {
 		start := d.pos
 		if !d.entry(&e, true, it.m.family == "") {
-			return nil, corrupt(it.m.data, it.idx[i].off+int64(start), "malformed entry in page %d", i)
+			return corrupt(it.m.data, it.idx[i].off+int64(start), "malformed entry in page %d", i)
 		}
-		if k := len(rows); k == 0 || !bytes.Equal(rows[k-1], e.Row) {
-			if k > 0 && bytes.Compare(rows[k-1], e.Row) > 0 {
-				return nil, corrupt(it.m.data, it.idx[i].off+int64(start), "rows out of order in page %d", i)
+		if k := len(rp.rows); k == 0 || !bytes.Equal(rp.rows[k-1], e.Row) {
+			if k > 0 && bytes.Compare(rp.rows[k-1], e.Row) > 0 {
+				return corrupt(it.m.data, it.idx[i].off+int64(start), "rows out of order in page %d", i)
 			}
-			rows = append(rows, bytes.Clone(e.Row))
+			rp.rows = append(rp.rows, bytes.Clone(e.Row))
+			rp.off = append(rp.off, start)
+			rp.entry = append(rp.entry, n)
 		}
 	}
-	return rows, nil
+	if len(rp.rows) == 0 {
+		return corrupt(it.m.data, it.idx[i].off, "page %d has no entries", i)
+	}
+	rp.body = body
+	it.rev = rp
+	return nil
 }
