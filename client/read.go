@@ -116,7 +116,8 @@ func LatestN(n int) ReadOption {
 	})
 }
 
-// LimitRows stops a Scan after n rows. Get ignores it.
+// LimitRows stops a Scan or ReadRows after n delivered rows (with
+// ReverseScan: the last n rows). Get ignores it.
 func LimitRows(n int64) ReadOption {
 	return readOptionFunc(func(s *readSettings) {
 		if n < 1 && s.err == nil {
