@@ -1,7 +1,10 @@
 package client_test
 
 import (
+	"context"
+	"log/slog"
 	"slices"
+	"sync/atomic"
 	"testing"
 
 	"bighive/client"
@@ -80,8 +83,9 @@ func TestReadRowsResumes(t *testing.T) {
 }
 
 // TestReadRowsResumesOnRealCluster: forward and reverse ReadRows over
-// several tablets of a real cluster, while a tablet splits and a tserver
-// restarts under the read, deliver every row once, in order.
+// several tablets of a real cluster, while tablets ahead of the read split
+// and the tserver serving the rows still to come restarts, deliver every
+// row once, in order; the read does resume (the client logs its retries).
 func TestReadRowsResumesOnRealCluster(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{TServers: 2})
 	ctx := ctxT(t)
@@ -91,7 +95,8 @@ func TestReadRowsResumesOnRealCluster(t *testing.T) {
 	if err := c.WaitServing(ctx, "t"); err != nil {
 		t.Fatal(err)
 	}
-	cl := c.Client()
+	retries := &countHandler{msg: "client: retrying scan"}
+	cl := c.Client(client.WithLogger(slog.New(retries)))
 	tbl, err := cl.Open(ctx, "t")
 	if err != nil {
 		t.Fatal(err)
@@ -107,28 +112,52 @@ func TestReadRowsResumesOnRealCluster(t *testing.T) {
 	if errs, err := tbl.ApplyBulk(ctx, rows, ms); errs != nil || err != nil {
 		t.Fatal(errs, err)
 	}
-	splits := []string{"row050", "row150", "row250", "row270", "row030", "row130"}
+	// restartOwner restarts the tserver serving row.
+	restartOwner := func(row string) {
+		tablets, err := cl.Tablets(ctx, "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tb := range tablets {
+			if tb.StartRow <= row && (tb.EndRow == "" || row < tb.EndRow) {
+				for i := range c.TServers() {
+					if c.TServerAddr(i) == tb.TServer {
+						if err := c.RestartTServer(i); err != nil {
+							t.Fatal(err)
+						}
+						return
+					}
+				}
+			}
+		}
+		t.Fatalf("no tserver serves %s", row)
+	}
 	for _, reversed := range []bool{false, true} {
 		var opts []client.ReadOption
 		want := slices.Clone(rows)
+		// Rows ahead of the read at 20 and 120 rows read: tablets split
+		// there before the read reaches them; at 200 rows the tserver of
+		// the rest restarts.
+		ahead := func(i int) string { return rowKey(i) }
+		splits := map[int]string{20: ahead(150 + 5), 120: ahead(250 + 5)}
+		restart := ahead(280)
 		if reversed {
 			opts = append(opts, client.ReverseScan())
 			slices.Reverse(want)
+			splits = map[int]string{20: ahead(150 - 5), 120: ahead(50 - 5)}
+			restart = ahead(20)
 		}
+		before := retries.count.Load()
 		var got []string
 		err := tbl.ReadRows(ctx, client.RowRangeList{client.InfiniteRange("")}, func(r client.Row) bool {
 			got = append(got, r.Key)
-			switch len(got) {
-			case 20, 120:
-				row := splits[0]
-				splits = splits[1:]
+			if row, ok := splits[len(got)]; ok {
 				if err := cl.SplitTablet(ctx, "t", row); err != nil {
 					t.Errorf("split at %s: %v", row, err)
 				}
-			case 200:
-				if err := c.RestartTServer(0); err != nil {
-					t.Errorf("restart: %v", err)
-				}
+			}
+			if len(got) == 200 {
+				restartOwner(restart)
 			}
 			return true
 		}, opts...)
@@ -138,5 +167,24 @@ func TestReadRowsResumesOnRealCluster(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Fatalf("reversed %v: delivered %d rows, want %d in order:\n%v", reversed, len(got), len(want), got)
 		}
+		if retries.count.Load() == before {
+			t.Errorf("reversed %v: the read never retried: the splits and the restart did not reach it", reversed)
+		}
 	}
 }
+
+// countHandler is a slog handler counting the records with one message.
+type countHandler struct {
+	msg   string
+	count atomic.Int64
+}
+
+func (h *countHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *countHandler) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.count.Add(1)
+	}
+	return nil
+}
+func (h *countHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *countHandler) WithGroup(string) slog.Handler      { return h }
