@@ -239,3 +239,39 @@ func (g *rowSetGen) set() (client.RowSet, bigtable.RowSet, string) {
 		return ours, theirs, "RowRangeList{" + strings.Join(ds, " ") + "}"
 	}
 }
+
+// TestRowRangeMatchesOfficial: every RowRange constructor gives the same
+// String and Contains as the official client's, over keys around the
+// bounds.
+func TestRowRangeMatchesOfficial(t *testing.T) {
+	keys := []string{"", "a", "a\x00", "ab", "b", "b\x00", "ba", "c", "\xff", "\xff\xff"}
+	probe := append(slices.Clone(keys), "0", "aa", "bb", "zz", "\xfe")
+	for _, a := range keys {
+		for _, b := range keys {
+			pairs := []struct {
+				name   string
+				ours   client.RowRange
+				theirs bigtable.RowRange
+			}{
+				{"NewRange", client.NewRange(a, b), bigtable.NewRange(a, b)},
+				{"NewClosedOpenRange", client.NewClosedOpenRange(a, b), bigtable.NewClosedOpenRange(a, b)},
+				{"NewOpenClosedRange", client.NewOpenClosedRange(a, b), bigtable.NewOpenClosedRange(a, b)},
+				{"NewOpenRange", client.NewOpenRange(a, b), bigtable.NewOpenRange(a, b)},
+				{"NewClosedRange", client.NewClosedRange(a, b), bigtable.NewClosedRange(a, b)},
+				{"PrefixRange", client.PrefixRange(a), bigtable.PrefixRange(a)},
+				{"InfiniteRange", client.InfiniteRange(a), bigtable.InfiniteRange(a)},
+				{"InfiniteReverseRange", client.InfiniteReverseRange(b), bigtable.InfiniteReverseRange(b)},
+			}
+			for _, p := range pairs {
+				if p.ours.String() != p.theirs.String() || p.ours.Unbounded() != p.theirs.Unbounded() {
+					t.Errorf("%s(%q, %q): String %s Unbounded %v, official %s %v", p.name, a, b, p.ours, p.ours.Unbounded(), p.theirs, p.theirs.Unbounded())
+				}
+				for _, k := range probe {
+					if p.ours.Contains(k) != p.theirs.Contains(k) {
+						t.Errorf("%s(%q, %q).Contains(%q) = %v, official %v", p.name, a, b, k, p.ours.Contains(k), p.theirs.Contains(k))
+					}
+				}
+			}
+		}
+	}
+}
