@@ -122,6 +122,7 @@ func contract(t *testing.T, e env) {
 		{"deletes hide only earlier writes", contractDeletes},
 		{"server timestamps", contractServerTime},
 		{"scan filters and limits", contractScanFilters},
+		{"row sets and reverse scans", contractRowSets},
 		{"bulk writes", contractBulk},
 		{"bad input refused by the client", contractClientBadInput},
 		{"bad input refused by the servers", contractServerBadInput},
@@ -620,6 +621,14 @@ func badInputCases(ctx context.Context, c *client.Client, tbl *client.Table) []b
 		{"bad time range", func() error { _, err := tbl.Get(ctx, "r", client.TimeRange(5, 2)); return err }, "timestamp range"},
 		{"bad table", func() error { _, err := c.Open(ctx, "a/b"); return err }, "table name"},
 		{"split empty row", func() error { return c.SplitTablet(ctx, "badinput", "") }, "row key is empty"},
+		{"empty row list", func() error { return tbl.ReadRows(ctx, client.RowList{}, func(client.Row) bool { return true }) }, "empty row set"},
+		{"empty range list", func() error { return tbl.ReadRows(ctx, client.RowRangeList{}, func(client.Row) bool { return true }) }, "empty row set"},
+		{"inverted range beside others", func() error {
+			return tbl.ReadRows(ctx, client.RowRangeList{client.NewRange("a", "b"), client.NewRange("d", "c")}, func(client.Row) bool { return true })
+		}, "start is after end"},
+		{"empty key in row list", func() error {
+			return tbl.ReadRows(ctx, client.RowList{"a", ""}, func(client.Row) bool { return true })
+		}, "row key is empty"},
 	}
 }
 
@@ -697,6 +706,8 @@ func contractServerBadInput(t *testing.T, e env, c *client.Client) {
 		{"read negative time range", read("a", &pb.ReadFilter{TimeRange: &pb.TimestampRange{StartMicros: -5}}), codes.InvalidArgument, 0, "range"},
 		{"scan negative limit", scan(&pb.ScanRowsRequest{TabletId: first.ID, Epoch: first.Epoch, Limit: -1}), codes.InvalidArgument, 0, "limit"},
 		{"scan unknown family", scan(&pb.ScanRowsRequest{TabletId: first.ID, Epoch: first.Epoch, Filter: &pb.ReadFilter{Families: []string{"nofam"}}}), codes.InvalidArgument, 0, `"nofam"`},
+		{"scan overlapping ranges", scan(&pb.ScanRowsRequest{TabletId: first.ID, Epoch: first.Epoch, Ranges: []*pb.RowRange{{StartRow: []byte("a"), EndRow: []byte("c")}, {StartRow: []byte("b"), EndRow: []byte("d")}}}), codes.InvalidArgument, 0, "sorted and disjoint"},
+		{"scan ranges out of order", scan(&pb.ScanRowsRequest{TabletId: first.ID, Epoch: first.Epoch, Ranges: []*pb.RowRange{{StartRow: []byte("c"), EndRow: []byte("d")}, {StartRow: []byte("a"), EndRow: []byte("b")}}}), codes.InvalidArgument, 0, "sorted and disjoint"},
 		{"scan wrong epoch", scan(&pb.ScanRowsRequest{TabletId: first.ID, Epoch: first.Epoch + 100}), codes.Unavailable, pb.TabletError_NOT_SERVING, "epoch"},
 	}
 	for _, tc := range tests {

@@ -1,9 +1,9 @@
 // Package client is the Go client library of Bighive. Its shape follows the
 // Cloud Bigtable Go client: a Client for the cluster (tables, admin calls),
-// a Table for rows (Put, Get, Scan, Apply, ApplyBulk), Mutations built of
-// sets and deletes applied atomically to one row, conditional mutations
-// (NewCondMutation: a predicate filter picks the true or the false
-// mutation on the tserver, atomically) and read-modify-writes
+// a Table for rows (Put, Get, Scan, ReadRows, Apply, ApplyBulk), Mutations
+// built of sets and deletes applied atomically to one row, conditional
+// mutations (NewCondMutation: a predicate filter picks the true or the
+// false mutation on the tserver, atomically) and read-modify-writes
 // (NewReadModifyWrite). Server-side row filters
 // have the Cloud Bigtable client's constructors (ChainFilters,
 // InterleaveFilters, ConditionFilter, RowKeyFilter, ColumnFilter,
@@ -112,10 +112,15 @@
 //     that the row was not logged, and resending is safe only because the
 //     mutation is idempotent.
 //
-// Scan walks the tablets of [start, end) in row order, streaming each
-// tablet's rows; a retried scan resumes just after the last row it
-// delivered, so fn never sees a row twice and rows arrive in strictly
-// increasing key order.
+// ReadRows reads a RowSet (RowList, RowRange with open, closed or
+// unbounded bounds, RowRangeList; an empty list is InvalidArgument, "empty
+// row set") with the official client's shapes; Scan is ReadRows of one
+// range. Both walk the tablets in row order (in reverse order with
+// ReverseScan, which returns rows in descending key order), sending each
+// tablet one request with all of its part of the set, and LimitRows counts
+// the rows delivered. A retried read resumes just after (reverse: before)
+// the last row it delivered, so fn never sees a row twice and rows arrive
+// in strictly increasing (decreasing) key order.
 //
 // Every error a caller gets is a gRPC status (status.Code works on it) with
 // a message that names the table, the row or the tablet concerned. When the

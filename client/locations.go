@@ -182,3 +182,38 @@ func (lc *locCache) size() int {
 	defer lc.unlock()
 	return len(lc.locs)
 }
+
+// lookupBelow returns the location of the tablet that holds the rows just
+// below end ("": the last tablet), for a reverse read of rows in
+// [lo, end), lo < end: the tablet holding end if it starts below end,
+// else (end is a tablet boundary, or unbounded) the one found by walking
+// forward, through the cache, from lo or from a cached tablet between lo
+// and end.
+func (lc *locCache) lookupBelow(ctx context.Context, lo, end string) (*location, error) {
+	if end != "" {
+		// Most often the tablet holding end holds the rows below it too.
+		if l, err := lc.lookup(ctx, end); err == nil && l.start < end {
+			return l, nil
+		} else if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+	row := lo
+	lc.lock()
+	for _, l := range lc.locs {
+		if l.start > row && (end == "" || l.start < end) {
+			row = l.start
+		}
+	}
+	lc.unlock()
+	for {
+		l, err := lc.lookup(ctx, row)
+		if err != nil {
+			return nil, err
+		}
+		if l.end == "" || end != "" && l.end >= end {
+			return l, nil
+		}
+		row = l.end
+	}
+}

@@ -63,6 +63,7 @@ type readSettings struct {
 	rowFilter Filter
 	rowProto  []byte // rowFilter serialized
 	limit     int64
+	reversed  bool
 	err       error
 }
 
@@ -115,7 +116,8 @@ func LatestN(n int) ReadOption {
 	})
 }
 
-// LimitRows stops a Scan after n rows. Get ignores it.
+// LimitRows stops a Scan or ReadRows after n delivered rows (with
+// ReverseScan: the last n rows). Get ignores it.
 func LimitRows(n int64) ReadOption {
 	return readOptionFunc(func(s *readSettings) {
 		if n < 1 && s.err == nil {
@@ -123,6 +125,14 @@ func LimitRows(n int64) ReadOption {
 		}
 		s.limit = n
 	})
+}
+
+// ReverseScan returns the rows in descending key order; the cells of each
+// row keep their usual order. The row set is still given in ascending
+// terms ([a, c) with a <= c). With LimitRows it reads the last N rows of
+// the set.
+func ReverseScan() ReadOption {
+	return readOptionFunc(func(s *readSettings) { s.reversed = true })
 }
 
 func readSettingsOf(opts []ReadOption) (readSettings, error) {
@@ -189,11 +199,12 @@ func (t *Table) failed(loc *location, err error) error {
 
 // Scan calls fn for each row of [start, end) in row order (end "" scans to
 // the end of the table) until fn returns false, the rows run out, or the
-// LimitRows option's count is reached. Rows without matching cells are
-// not delivered. A scan crosses tablets and rides through tablet moves and
-// splits: on a retryable failure it resumes after the last row it
-// delivered, so fn sees every row at most once, in strictly increasing
-// key order. fn runs on the calling goroutine.
+// LimitRows option's count is reached: ReadRows of NewRange(start, end).
+// Rows without matching cells are not delivered. A scan crosses tablets
+// and rides through tablet moves and splits: on a retryable failure it
+// resumes after the last row it delivered, so fn sees every row at most
+// once, in strictly increasing key order (decreasing with ReverseScan).
+// fn runs on the calling goroutine.
 func (t *Table) Scan(ctx context.Context, start, end string, fn func(Row) bool, opts ...ReadOption) error {
 	prefix := errorPrefix("table %q: scan [%q, %q)", t.name, start, end)
 	s, err := readSettingsOf(opts)
@@ -203,13 +214,53 @@ func (t *Table) Scan(ctx context.Context, start, end string, fn func(Row) bool, 
 	if end != "" && end <= start {
 		return nil
 	}
+	return t.read(ctx, prefix, &s, []span{{start, end}}, fn)
+}
+
+// ReadRows calls fn for each row of rows that has matching cells, in key
+// order (descending with ReverseScan), until fn returns false, the rows
+// run out, or the LimitRows option's count is reached. A nil rows reads
+// the whole table; an empty RowList or RowRangeList is InvalidArgument
+// ("empty row set") and reads nothing. Each tablet gets one request with
+// all of its part of the set; on a retryable failure the read resumes
+// after the last row delivered, so fn sees every row at most once and in
+// order, and the limit counts delivered rows. fn runs on the calling
+// goroutine.
+func (t *Table) ReadRows(ctx context.Context, rows RowSet, fn func(Row) bool, opts ...ReadOption) error {
+	spans := []span{{}}
+	var err error
+	if rows != nil {
+		spans, err = rows.spans()
+	}
+	prefix := errorPrefix("table %q: read rows %s", t.name, describeSpans(spans))
+	if err != nil {
+		return statusError(err, prefix)
+	}
+	s, err := readSettingsOf(opts)
+	if err != nil {
+		return statusError(err, prefix)
+	}
+	if len(spans) == 0 {
+		return nil
+	}
+	return t.read(ctx, prefix, &s, spans, fn)
+}
+
+// ReadRow reads one row: Get under the official client's name.
+func (t *Table) ReadRow(ctx context.Context, row string, opts ...ReadOption) (Row, error) {
+	return t.Get(ctx, row, opts...)
+}
+
+// read runs a scan of spans (sorted, disjoint, not empty) across tablets
+// and retries.
+func (t *Table) read(ctx context.Context, prefix string, s *readSettings, spans []span, fn func(Row) bool) error {
 	st := streak{timeout: t.c.opts.retryTimeout}
-	sc := &scan{t: t, filter: s.filter, rowFilter: s.rowProto, remaining: s.limit, end: end, cur: start, fn: fn}
+	sc := &scan{t: t, filter: s.filter, rowFilter: s.rowProto, remaining: s.limit, reversed: s.reversed, spans: spans, fn: fn}
 	bo := newBackoff(t.c.opts.minBackoff, t.c.opts.maxBackoff)
 	var last error
 	for attempt := 1; ; attempt++ {
-		from := sc.cur
-		loc, err := t.lc.lookup(ctx, sc.cur)
+		from := sc.progress
+		loc, err := sc.locate(ctx)
 		if err == nil {
 			var done bool
 			done, err = sc.tablet(ctx, loc)
@@ -231,41 +282,66 @@ func (t *Table) Scan(ctx context.Context, start, end string, fn func(Row) bool, 
 		if !classify(ctx, err, true).retry(true) {
 			return statusError(err, prefix)
 		}
-		if sc.cur != from {
+		if sc.progress != from {
 			st.progress()
 		}
 		if st.expired(ctx) {
 			return statusError(apierr.Wrap(codes.DeadlineExceeded, err, "failing for over %v", st.timeout), prefix)
 		}
 		last = err
-		t.c.opts.log.Debug("client: retrying scan", "table", t.name, "from", sc.cur, "attempt", attempt, "err", err)
+		t.c.opts.log.Debug("client: retrying scan", "table", t.name, "rows", describeSpans(sc.spans), "attempt", attempt, "err", err)
 		if sleep(ctx, bo.next()) != nil {
 			return deadlineError(ctx, prefix, attempt, last)
 		}
 	}
 }
 
-// scan is the state of one Table.Scan across tablets and retries.
+// scan is the state of one read across tablets and retries.
 type scan struct {
 	t         *Table
 	filter    *pb.ReadFilter
 	rowFilter []byte // a serialized RowFilter, or nil
 	remaining int64  // rows still wanted; 0 is unlimited
-	end       string
-	cur       string // the next row key that may be delivered
-	delivered bool
-	last      string // the last row key delivered, if delivered
-	fn        func(Row) bool
+	reversed  bool
+	// spans are the rows not read yet, sorted and disjoint: each row
+	// delivered and each tablet finished trims them (from the front, or
+	// from the back when reversed).
+	spans    []span
+	progress int // rows delivered and tablets finished
+	fn       func(Row) bool
 }
 
-// tablet streams the rows of [sc.cur, end) that loc holds. done reports
-// that the scan is over (fn said stop, the limit was reached, or this was
-// the last tablet of the range); otherwise sc.cur is the start of the next
-// tablet.
+// locate returns the tablet to read next: the one holding the first row
+// of spans, or, reversed, the one holding the greatest row below their
+// end.
+func (sc *scan) locate(ctx context.Context) (*location, error) {
+	if !sc.reversed {
+		return sc.t.lc.lookup(ctx, sc.spans[0].start)
+	}
+	return sc.t.lc.lookupBelow(ctx, sc.spans[0].start, sc.spans[len(sc.spans)-1].end)
+}
+
+// tablet streams the rows of spans that loc holds, in one request. done
+// reports that the read is over (fn said stop, the limit was reached, or
+// no span is left); otherwise the spans have lost the tablet's rows.
 func (sc *scan) tablet(ctx context.Context, loc *location) (done bool, err error) {
-	segEnd := loc.end
-	if sc.end != "" && (segEnd == "" || sc.end < segEnd) {
-		segEnd = sc.end
+	var ranges []*pb.RowRange
+	for _, s := range sc.spans {
+		if s.end != "" && s.end <= loc.start || loc.end != "" && s.start >= loc.end {
+			continue
+		}
+		if s.start < loc.start {
+			s.start = loc.start
+		}
+		if loc.end != "" && (s.end == "" || s.end > loc.end) {
+			s.end = loc.end
+		}
+		ranges = append(ranges, &pb.RowRange{StartRow: []byte(s.start), EndRow: []byte(s.end)})
+	}
+	if len(ranges) == 0 {
+		// Not reached: locate returns a tablet holding rows of the set.
+		// A request without ranges would read the whole tablet.
+		return false, apierr.Unavailable("tablet %s [%q, %q) holds none of the rows %s", loc.tabletID, loc.start, loc.end, describeSpans(sc.spans))
 	}
 	ts, err := sc.t.c.tserver(loc.addr)
 	if err != nil {
@@ -276,13 +352,19 @@ func (sc *scan) tablet(ctx context.Context, loc *location) (done bool, err error
 	defer cancel(nil)
 	timer := time.AfterFunc(idle, func() { cancel(errIdle) })
 	defer timer.Stop()
-	stream, err := ts.ScanRows(sctx, &pb.ScanRowsRequest{
+	req := &pb.ScanRowsRequest{
 		TabletId: loc.tabletID, Epoch: loc.epoch,
-		Range:     &pb.RowRange{StartRow: []byte(sc.cur), EndRow: []byte(segEnd)},
 		Limit:     sc.remaining,
 		Filter:    sc.filter,
 		RowFilter: sc.rowFilter,
-	})
+		Reversed:  sc.reversed,
+	}
+	if len(ranges) == 1 && !sc.reversed {
+		req.Range = ranges[0] // what a tserver without row sets understands
+	} else {
+		req.Ranges = ranges
+	}
+	stream, err := ts.ScanRows(sctx, req)
 	if err != nil {
 		return false, idleErr(sctx, err)
 	}
@@ -313,15 +395,18 @@ func (sc *scan) tablet(ctx context.Context, loc *location) (done bool, err error
 		}
 		for _, pr := range rows {
 			key := string(pr.Key)
-			if sc.delivered && key <= sc.last || key < sc.cur || segEnd != "" && key >= segEnd {
-				// Never deliver a row twice or out of order, whatever the server sends.
+			// Never deliver a row twice, out of order or outside the set,
+			// whatever the server sends: the spans hold only rows after
+			// (reversed: before) the last one delivered.
+			if !loc.contains(key) || !inSpans(sc.spans, key) || len(pr.Cells) == 0 {
 				continue
 			}
-			if len(pr.Cells) == 0 {
-				continue
+			if sc.reversed {
+				sc.spans = before(sc.spans, key)
+			} else {
+				sc.spans = after(sc.spans, key+"\x00")
 			}
-			sc.delivered, sc.last = true, key
-			sc.cur = key + "\x00"
+			sc.progress++
 			if !sc.fn(rowFromProto(pr)) {
 				return true, nil
 			}
@@ -336,11 +421,19 @@ func (sc *scan) tablet(ctx context.Context, loc *location) (done bool, err error
 	if part != nil {
 		return false, apierr.Unavailable("tserver %s: scan stream ended inside row %q", loc.addr, part.Key)
 	}
-	if loc.end == "" || sc.end != "" && loc.end >= sc.end {
-		return true, nil
+	sc.progress++
+	if sc.reversed {
+		if loc.start == "" {
+			return true, nil
+		}
+		sc.spans = before(sc.spans, loc.start)
+	} else {
+		if loc.end == "" {
+			return true, nil
+		}
+		sc.spans = after(sc.spans, loc.end)
 	}
-	sc.cur = loc.end
-	return false, nil
+	return len(sc.spans) == 0, nil
 }
 
 // idleErr turns the failure of a stream the idle timer cancelled into a

@@ -39,6 +39,14 @@
 // applied as one batch is seen whole or not at all, and an iterator is a
 // stable snapshot even while writes continue.
 //
+// # Walking backwards
+//
+// The skiplist has no back pointers. A reverse scan walks rows backwards
+// through RowFinder: LastRowBefore(bound) is a predecessor search from the
+// head (the last node whose row is below bound, O(log n)), skipping rows
+// the iterator cannot see; a Merge answers the greatest of its sources'
+// answers. The caller then reads the row forwards with SeekGE.
+//
 // # Memory accounting
 //
 // MemoryUsage is the sum over every linked entry (overwritten ones included:

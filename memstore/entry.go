@@ -170,3 +170,17 @@ type Iterator interface {
 	Err() error
 	Close() error
 }
+
+// RowFinder is an Iterator that can also find the row before a bound, for
+// reverse scans: a reader walks rows backwards by finding the row below
+// the last one, then reads that row forwards with SeekGE.
+type RowFinder interface {
+	Iterator
+	// LastRowBefore returns the greatest row key below bound (nil: the
+	// greatest row key) that holds an entry, or ok false if none does. It
+	// may return a row whose entries are all invisible to the iterator (a
+	// caller that seeks to it then lands past it), but it never passes
+	// over a row with a visible entry. It does not move the iterator; the
+	// returned slice is the caller's.
+	LastRowBefore(bound []byte) (row []byte, ok bool, err error)
+}

@@ -1,6 +1,7 @@
 package memstore
 
 import (
+	"bytes"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -230,4 +231,50 @@ func (it *iter) Next() {
 		n = it.settle(n.next[0].Load())
 	}
 	it.cur = n
+}
+
+// lastBefore returns the last node whose row is below bound (nil: the last
+// node), or nil: a predecessor search from the head, top level down.
+func (m *Memstore) lastBefore(bound []byte) *node {
+	x := m.head
+	var key *Entry
+	var kp rowPrefix
+	if bound != nil {
+		key = RowStart(bound)
+		kp = prefixOf(bound)
+	}
+	for l := int(m.height.Load()) - 1; l >= 0; l-- {
+		for {
+			nx := x.next[l].Load()
+			if nx == nil || key != nil && compareNodeKey(nx, key, kp) >= 0 {
+				break
+			}
+			x = nx
+		}
+	}
+	if x == m.head {
+		return nil
+	}
+	return x
+}
+
+// LastRowBefore implements RowFinder in O(log n). Of the rows below bound
+// it skips those with no entry the iterator sees.
+func (it *iter) LastRowBefore(bound []byte) ([]byte, bool, error) {
+	for {
+		n := it.m.lastBefore(bound)
+		if n == nil {
+			return nil, false, nil
+		}
+		row := n.e.Row
+		if n.seq <= it.snap && n.e.Seq <= it.maxSeq {
+			return bytes.Clone(row), true, nil
+		}
+		// The row's first visible entry, if any: entries of one row are
+		// contiguous, so settle from its start stays in it or passes it.
+		if v := it.settle(it.m.seekGE(RowStart(row))); v != nil && bytes.Equal(v.e.Row, row) {
+			return bytes.Clone(row), true, nil
+		}
+		bound = row
+	}
 }

@@ -1,6 +1,10 @@
 package memstore
 
-import "errors"
+import (
+	"bytes"
+	"errors"
+	"fmt"
+)
 
 // Merge returns an iterator over the union of iters, newest first: iters[0]
 // is the newest source. Of the entries of one key (CompareKey) only the
@@ -128,4 +132,25 @@ func (m *merging) Close() error {
 	}
 	m.heap = nil
 	return errors.Join(errs...)
+}
+
+// LastRowBefore implements RowFinder: the greatest of the sources' answers.
+// Every source must be a RowFinder.
+func (m *merging) LastRowBefore(bound []byte) ([]byte, bool, error) {
+	var best []byte
+	found := false
+	for _, it := range m.iters {
+		f, ok := it.(RowFinder)
+		if !ok {
+			return nil, false, fmt.Errorf("memstore: %T cannot find rows backwards", it)
+		}
+		row, ok, err := f.LastRowBefore(bound)
+		if err != nil {
+			return nil, false, err
+		}
+		if ok && (!found || bytes.Compare(row, best) > 0) {
+			best, found = row, true
+		}
+	}
+	return best, found, nil
 }

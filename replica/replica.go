@@ -280,20 +280,35 @@ func (r *Replica) Get(ctx context.Context, row []byte, opts tablet.ReadOptions) 
 // range (empty start: from the tablet's start; empty end: to its end), in
 // row order, at most limit rows (0: no limit), until fn returns false.
 func (r *Replica) Scan(ctx context.Context, start, end []byte, limit int, opts tablet.ReadOptions, fn func(tablet.Row) bool) error {
+	return r.ScanRanges(ctx, []tablet.KeyRange{{Start: start, End: end}}, false, limit, opts, fn)
+}
+
+// ScanRanges is the engine's ScanRanges with each range clipped to the
+// tablet's rows (an empty Start or End is unbounded); ranges left empty
+// are dropped.
+func (r *Replica) ScanRanges(ctx context.Context, ranges []tablet.KeyRange, reversed bool, limit int, opts tablet.ReadOptions, fn func(tablet.Row) bool) error {
 	if !r.Serving() {
 		return fmt.Errorf("%w: tablet %s", ErrNotServing, r.o.ID)
 	}
-	if len(start) == 0 || bytes.Compare(start, r.o.Start) < 0 {
-		start = r.o.Start
+	clipped := make([]tablet.KeyRange, 0, len(ranges))
+	for _, kr := range ranges {
+		start, end := kr.Start, kr.End
+		if len(start) == 0 || bytes.Compare(start, r.o.Start) < 0 {
+			start = r.o.Start
+		}
+		if r.o.End != nil && (len(end) == 0 || bytes.Compare(end, r.o.End) > 0) {
+			end = r.o.End
+		}
+		if len(end) == 0 {
+			end = nil
+		}
+		if end != nil && bytes.Compare(start, end) >= 0 {
+			continue
+		}
+		clipped = append(clipped, tablet.KeyRange{Start: start, End: end})
 	}
-	if r.o.End != nil && (len(end) == 0 || bytes.Compare(end, r.o.End) > 0) {
-		end = r.o.End
-	}
-	if len(end) == 0 {
-		end = nil
-	}
-	if end != nil && bytes.Compare(start, end) >= 0 {
+	if len(clipped) == 0 {
 		return nil
 	}
-	return r.o.Engine.Scan(ctx, start, end, limit, opts, fn)
+	return r.o.Engine.ScanRanges(ctx, clipped, reversed, limit, opts, fn)
 }

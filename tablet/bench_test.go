@@ -131,7 +131,10 @@ func BenchmarkGetTSFile(b *testing.B) {
 
 // benchScan scans every row b.N times; open gives the tablet of one round
 // and whether to close it after.
-func benchScan(b *testing.B, open func() (*Tablet, bool)) {
+func benchScan(b *testing.B, open func() (*Tablet, bool)) { benchScanDir(b, false, open) }
+
+// benchScanDir is benchScan forward or reversed.
+func benchScanDir(b *testing.B, reversed bool, open func() (*Tablet, bool)) {
 	b.Helper()
 	ctx := context.Background()
 	var rows, bytes int64
@@ -141,7 +144,7 @@ func benchScan(b *testing.B, open func() (*Tablet, bool)) {
 		b.StopTimer()
 		tb, closeAfter := open()
 		b.StartTimer()
-		err := tb.Scan(ctx, nil, nil, 0, ReadOptions{}, func(r Row) bool {
+		err := tb.ScanRanges(ctx, []KeyRange{{}}, reversed, 0, ReadOptions{}, func(r Row) bool {
 			rows++
 			for _, c := range r.Cells {
 				bytes += int64(len(r.Key) + len(c.Qualifier) + len(c.Value))
@@ -178,5 +181,25 @@ func BenchmarkScan(b *testing.B) {
 	cache := blockcache.New(blockcache.Options{Capacity: 256 << 20})
 	b.Run("tsfile-warm-cache", func(b *testing.B) {
 		benchScan(b, func() (*Tablet, bool) { return benchTablet(b, store, cache, files), true })
+	})
+}
+
+// BenchmarkReverseScan is BenchmarkScan in descending row order.
+func BenchmarkReverseScan(b *testing.B) {
+	b.Run("buffer", func(b *testing.B) {
+		tb := benchTablet(b, nil, nil, nil)
+		loadRows(b, tb)
+		defer tb.Close()
+		benchScanDir(b, true, func() (*Tablet, bool) { return tb, false })
+	})
+	store, files := flushed(b)
+	b.Run("tsfile-cold-cache", func(b *testing.B) {
+		benchScanDir(b, true, func() (*Tablet, bool) {
+			return benchTablet(b, store, blockcache.New(blockcache.Options{Capacity: 256 << 20}), files), true
+		})
+	})
+	cache := blockcache.New(blockcache.Options{Capacity: 256 << 20})
+	b.Run("tsfile-warm-cache", func(b *testing.B) {
+		benchScanDir(b, true, func() (*Tablet, bool) { return benchTablet(b, store, cache, files), true })
 	})
 }

@@ -96,6 +96,14 @@
 //
 // Get consults each TSFile's bloom filter first. Scan returns rows of
 // [start, end) in order, with a row limit; TSFile scans read pages ahead.
+// ScanRanges reads several sorted, disjoint ranges from one snapshot, with
+// one limit over all, forward or reversed. A reverse scan returns rows in
+// descending key order, each row's cells in the usual order, and sees what
+// a forward scan sees: it walks back one row at a time, asking every
+// source for the greatest row below the last one read (the skiplist's
+// predecessor search; a TSFile's page index and one decoded page; the
+// merge takes the greatest, see memstore.RowFinder), then reads that row
+// forwards through steps 1 to 4. It holds one row, never a range.
 // Rows with no visible cell are not returned. A scan checks its context
 // once per row examined (visible or not), so a cancelled scan over deleted
 // or filtered-out rows stops at the next row.

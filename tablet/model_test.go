@@ -430,6 +430,29 @@ func TestModel(t *testing.T) {
 				}
 				check(step, fmt.Sprintf("Scan[%s,%q) limit %d %+v row %d (%s)", a, end, limit, o, i, want[i].Key), got[i], want[i], true, true)
 			}
+			// The same range reversed: the model's rows in descending
+			// order, the limit keeping the last ones.
+			var gotRev []Row
+			if err := tb.ScanRanges(ctx, []KeyRange{{Start: []byte(a), End: end}}, true, limit, o, func(r Row) bool { gotRev = append(gotRev, r); return true }); err != nil {
+				t.Fatal(err)
+			}
+			var wantRev []Row
+			rowsDesc := ref.rows()
+			for i := len(rowsDesc) - 1; i >= 0; i-- {
+				row := rowsDesc[i]
+				if row < a || (end != nil && row >= b) || (limit > 0 && len(wantRev) >= limit) {
+					continue
+				}
+				if r, ok := ref.get(row, o, clock.us.Load()); ok {
+					wantRev = append(wantRev, r)
+				}
+			}
+			if len(gotRev) != len(wantRev) {
+				t.Fatalf("seed %d step %d: reverse Scan[%s,%q) limit %d %+v: %d rows, want %d", seed, step, a, end, limit, o, len(gotRev), len(wantRev))
+			}
+			for i := range gotRev {
+				check(step, fmt.Sprintf("reverse Scan[%s,%q) limit %d %+v row %d (%s)", a, end, limit, o, i, wantRev[i].Key), gotRev[i], wantRev[i], true, true)
+			}
 			stats[7]++
 		}
 	}

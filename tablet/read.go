@@ -176,48 +176,7 @@ func (t *Tablet) Get(ctx context.Context, row []byte, opts ReadOptions) (Row, bo
 // to the end of the tablet), in row order, at most limit rows (0: no
 // limit), until fn returns false. The rows reflect one snapshot.
 func (t *Tablet) Scan(ctx context.Context, start, end []byte, limit int, opts ReadOptions, fn func(Row) bool) error {
-	s, err := t.snapshot()
-	if err != nil {
-		return err
-	}
-	defer s.release()
-	it, err := s.iterator(&opts, nil, true)
-	if err != nil {
-		return err
-	}
-	defer it.Close()
-	var r rowReader
-	r.init(&s.schema, &opts, t.opts.Now().UnixMicro())
-	defer func() { t.rowsExamined.Add(r.examined) }()
-	done := ctx.Done()
-	n := 0
-	for it.SeekGE(memstore.RowStart(start)); it.Valid(); {
-		if end != nil && bytes.Compare(it.Entry().Row, end) >= 0 {
-			break
-		}
-		// Per row examined, not per row returned: a scan over rows that
-		// are all deleted or filtered out must stop too.
-		select {
-		case <-done:
-			return ctx.Err()
-		default:
-		}
-		r.readRow(it)
-		if err := r.filter(); err != nil {
-			return fmt.Errorf("tablet %s: scan: %w", t.opts.ID, err)
-		}
-		if len(r.row.Cells) == 0 {
-			continue
-		}
-		n++
-		if !fn(r.row) || (limit > 0 && n >= limit) {
-			return nil
-		}
-	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("tablet %s: scan: %w", t.opts.ID, err)
-	}
-	return nil
+	return t.ScanRanges(ctx, []KeyRange{{Start: start, End: end}}, false, limit, opts, fn)
 }
 
 // rowReader resolves one row's merged entries into visible cells.

@@ -15,7 +15,7 @@ import (
 // TestRowLargerThanAMessageReadsBack writes one row of 70 MiB (seven
 // values of 10 MiB, each its own mutation), more than one gRPC message
 // may carry (64 MiB), between two small rows, and reads it back whole
-// through the client's Get and Scan: the tserver streams a large row in
+// through the client's Get, Scan and reverse ReadRows: the tserver streams a large row in
 // chunks of cells and the client merges them.
 func TestRowLargerThanAMessageReadsBack(t *testing.T) {
 	n := startNode(t, 1, 5*time.Second, func(_ int, o *tserver.Options) { o.MemLimit = 32 << 20 })
@@ -74,6 +74,21 @@ func TestRowLargerThanAMessageReadsBack(t *testing.T) {
 		}
 		if fmt.Sprint(keys) != "[a big c]" {
 			t.Fatalf("round %d: scan saw rows %v, want [a big c]", round, keys)
+		}
+		// Reversed: the rows descend, the big row's chunks still merge in
+		// cell order.
+		keys = nil
+		if err := tbl.ReadRows(ctx, nil, func(r client.Row) bool {
+			keys = append(keys, r.Key)
+			if r.Key == "big" {
+				check("reverse scan", r)
+			}
+			return true
+		}, client.ReverseScan()); err != nil {
+			t.Fatalf("round %d: reverse scan: %v", round, err)
+		}
+		if fmt.Sprint(keys) != "[c big a]" {
+			t.Fatalf("round %d: reverse scan saw rows %v, want [c big a]", round, keys)
 		}
 		if round == 0 { // the second round reads from TSFiles
 			if _, err := c.CheckpointAll(ctx); err != nil {

@@ -1,6 +1,7 @@
 package tserver
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"sync"
@@ -217,6 +218,37 @@ func (s *Server) ReadRow(ctx context.Context, req *pb.ReadRowRequest) (*pb.ReadR
 // more).
 const scanChunkBytes = 1 << 20
 
+// scanRanges returns the row set of a scan: ranges if given, else range.
+// The ranges must be sorted by start and disjoint, and only the last may
+// be unbounded; a range that is empty (start at or after a bounded end)
+// is dropped. Each is clipped to the tablet by the replica.
+func scanRanges(req *pb.ScanRowsRequest) ([]tablet.KeyRange, error) {
+	if len(req.Ranges) == 0 {
+		return []tablet.KeyRange{{Start: req.GetRange().GetStartRow(), End: req.GetRange().GetEndRow()}}, nil
+	}
+	if req.Range != nil {
+		return nil, apierr.InvalidArgument("scan: both range and ranges are set")
+	}
+	out := make([]tablet.KeyRange, 0, len(req.Ranges))
+	for i, pr := range req.Ranges {
+		kr := tablet.KeyRange{Start: pr.StartRow, End: pr.EndRow}
+		if len(kr.End) == 0 {
+			kr.End = nil
+		}
+		if kr.End != nil && bytes.Compare(kr.Start, kr.End) >= 0 {
+			continue
+		}
+		if len(out) > 0 {
+			p := out[len(out)-1]
+			if p.End == nil || bytes.Compare(p.End, kr.Start) > 0 {
+				return nil, apierr.InvalidArgument("scan: range %d [%q, %q) overlaps or precedes the range before it [%q, %q): ranges must be sorted and disjoint", i, kr.Start, kr.End, p.Start, p.End)
+			}
+		}
+		out = append(out, kr)
+	}
+	return out, nil
+}
+
 func (s *Server) ScanRows(req *pb.ScanRowsRequest, stream pb.TServer_ScanRowsServer) error {
 	opts, err := readOptions(req.Filter, req.RowFilter)
 	if err != nil {
@@ -224,6 +256,10 @@ func (s *Server) ScanRows(req *pb.ScanRowsRequest, stream pb.TServer_ScanRowsSer
 	}
 	if req.Limit < 0 {
 		return apierr.InvalidArgument("scan limit %d is negative", req.Limit)
+	}
+	ranges, err := scanRanges(req)
+	if err != nil {
+		return err
 	}
 	r, err := s.serving(req.TabletId, req.Epoch)
 	if err != nil {
@@ -247,7 +283,7 @@ func (s *Server) ScanRows(req *pb.ScanRowsRequest, stream pb.TServer_ScanRowsSer
 		batch, size = nil, 0
 		return err
 	}
-	err = r.Scan(stream.Context(), req.GetRange().GetStartRow(), req.GetRange().GetEndRow(), int(req.Limit), opts, func(row tablet.Row) bool {
+	err = r.ScanRanges(stream.Context(), ranges, req.Reversed, int(req.Limit), opts, func(row tablet.Row) bool {
 		// A row is cut between cells where the message would pass
 		// scanChunkBytes, so no message exceeds that bound by more than
 		// one cell (a value is at most 10 MiB), however large the row.

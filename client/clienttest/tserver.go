@@ -286,14 +286,45 @@ func (s *tserver) ScanRows(req *pb.ScanRowsRequest, stream pb.TServer_ScanRowsSe
 		s.c.mu.Unlock()
 		return err
 	}
-	start, end := string(req.GetRange().GetStartRow()), string(req.GetRange().GetEndRow())
+	ranges := req.Ranges
+	if len(ranges) == 0 {
+		ranges = []*pb.RowRange{req.GetRange()}
+	} else if req.Range != nil {
+		s.c.mu.Unlock()
+		return apierr.InvalidArgument("scan: both range and ranges are set")
+	}
+	// The ranges must be sorted and disjoint, as the real tserver demands.
+	var prevEnd *string
+	for i, r := range ranges {
+		start, end := string(r.GetStartRow()), string(r.GetEndRow())
+		if end != "" && start >= end {
+			continue
+		}
+		if prevEnd != nil && (*prevEnd == "" || *prevEnd > start) {
+			s.c.mu.Unlock()
+			return apierr.InvalidArgument("scan: range %d [%q, %q) overlaps or precedes the range before it: ranges must be sorted and disjoint", i, start, end)
+		}
+		prevEnd = &end
+	}
+	in := func(k string) bool {
+		for _, r := range ranges {
+			start, end := string(r.GetStartRow()), string(r.GetEndRow())
+			if k >= start && (end == "" || k < end) {
+				return true
+			}
+		}
+		return false
+	}
 	var keys []string
 	for k := range t.rows {
-		if tb.contains(k) && k >= start && (end == "" || k < end) {
+		if tb.contains(k) && in(k) {
 			keys = append(keys, k)
 		}
 	}
 	sort.Strings(keys)
+	if req.Reversed {
+		slices.Reverse(keys)
+	}
 	var rows []*pb.Row
 	for _, k := range keys {
 		r, err := applyRowFilter(rf, readLocked(t, k, req.Filter))

@@ -346,15 +346,19 @@ func runGet(ctx context.Context, env *Env, args []string) error {
 }
 
 func runScan(ctx context.Context, env *Env, args []string) error {
-	var start, end, prefix, regex string
+	var start, end, prefix, regex, keys string
 	var limit int64
+	var reverse, count bool
 	var ra readArgs
 	ctx, done, c, pos, err := env.session(ctx, args, 1, 1, func(fs flagSet) {
 		fs.StringVar(&start, "start", "", "first row (inclusive)")
 		fs.StringVar(&end, "end", "", "last row (exclusive; empty: to the end)")
 		fs.StringVar(&prefix, "prefix", "", "only rows whose key starts with this (instead of --start and --end)")
 		fs.StringVar(&regex, "regex", "", "only rows whose whole key matches this RE2 regex (a server-side row key filter)")
-		fs.Int64Var(&limit, "limit", 0, "at most this many rows (0: all)")
+		fs.Int64Var(&limit, "limit", 0, "at most this many rows (0: all; with --reverse: the last rows)")
+		fs.StringVar(&keys, "keys", "", "only these comma-separated rows (a row list; instead of --start, --end and --prefix)")
+		fs.BoolVar(&reverse, "reverse", false, "rows in descending key order")
+		fs.BoolVar(&count, "count", false, "print only the number of rows that match (a key-only scan: one cell per row, no values)")
 		readFlags(fs, &ra)
 	})
 	if err != nil {
@@ -370,12 +374,27 @@ func runScan(ctx context.Context, env *Env, args []string) error {
 		}
 		start, end = prefix, prefixEnd(prefix)
 	}
+	var rs client.RowSet = client.NewRange(start, end)
+	if keys != "" {
+		if start != "" || end != "" {
+			return Usagef("--keys cannot be combined with --start, --end or --prefix")
+		}
+		rs = client.RowList(splitList(keys))
+	}
 	opts, err := readOptions(ra)
 	if err != nil {
 		return err
 	}
 	if regex != "" {
 		opts = append(opts, client.RowFilter(client.RowKeyFilter(regex)))
+	}
+	if reverse {
+		opts = append(opts, client.ReverseScan())
+	}
+	if count {
+		// The rows are counted, not shown: the tserver sends each one's
+		// key and one empty cell.
+		opts = append(opts, client.RowFilter(client.CellsPerRowLimitFilter(1)), client.RowFilter(client.StripValueFilter()))
 	}
 	tbl, err := openTable(ctx, c, pos[0])
 	if err != nil {
@@ -387,8 +406,11 @@ func runScan(ctx context.Context, env *Env, args []string) error {
 	var rows [][]string
 	var werr error
 	n := 0
-	err = tbl.Scan(ctx, start, end, func(r client.Row) bool {
+	err = tbl.ReadRows(ctx, rs, func(r client.Row) bool {
 		n++
+		if count {
+			return true
+		}
 		if env.JSON {
 			werr = env.object(rowObject(r))
 			return werr == nil
@@ -398,6 +420,9 @@ func runScan(ctx context.Context, env *Env, args []string) error {
 	}, opts...)
 	if err != nil {
 		return err
+	}
+	if count {
+		return env.result(map[string]any{"count": n}, "%d", n)
 	}
 	if werr != nil || env.JSON {
 		return werr

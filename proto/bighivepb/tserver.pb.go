@@ -370,7 +370,17 @@ type ScanRowsRequest struct {
 	Filter *ReadFilter `protobuf:"bytes,5,opt,name=filter,proto3" json:"filter,omitempty"`
 	// A serialized google.bigtable.v2.RowFilter, evaluated on each row after
 	// filter's selection; rows it leaves empty are not returned.
-	RowFilter     []byte `protobuf:"bytes,6,opt,name=row_filter,json=rowFilter,proto3" json:"row_filter,omitempty"`
+	RowFilter []byte `protobuf:"bytes,6,opt,name=row_filter,json=rowFilter,proto3" json:"row_filter,omitempty"`
+	// A row set: when non-empty, the rows of these half-open ranges are read
+	// instead of range's. They must be sorted by start_row and disjoint (an
+	// empty end_row, unbounded, only last), else InvalidArgument; each is
+	// clipped to the tablet's rows. A single row k is [k, k+"\x00"). The
+	// limit counts rows across all of them.
+	Ranges []*RowRange `protobuf:"bytes,7,rep,name=ranges,proto3" json:"ranges,omitempty"`
+	// Rows in descending key order (the ranges are still given ascending);
+	// the cells of a row keep their usual order. The limit keeps the last
+	// rows.
+	Reversed      bool `protobuf:"varint,8,opt,name=reversed,proto3" json:"reversed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -445,6 +455,20 @@ func (x *ScanRowsRequest) GetRowFilter() []byte {
 		return x.RowFilter
 	}
 	return nil
+}
+
+func (x *ScanRowsRequest) GetRanges() []*RowRange {
+	if x != nil {
+		return x.Ranges
+	}
+	return nil
+}
+
+func (x *ScanRowsRequest) GetReversed() bool {
+	if x != nil {
+		return x.Reversed
+	}
+	return false
 }
 
 type ScanRowsResponse struct {
@@ -1930,7 +1954,7 @@ const file_bighivepb_tserver_proto_rawDesc = "" +
 	"row_filter\x18\x05 \x01(\fR\trowFilter\"N\n" +
 	"\x0fReadRowResponse\x12!\n" +
 	"\x03row\x18\x01 \x01(\v2\x0f.bighive.v1.RowR\x03row\x12\x18\n" +
-	"\achunked\x18\x02 \x01(\bR\achunked\"\xd5\x01\n" +
+	"\achunked\x18\x02 \x01(\bR\achunked\"\x9f\x02\n" +
 	"\x0fScanRowsRequest\x12\x1b\n" +
 	"\ttablet_id\x18\x01 \x01(\tR\btabletId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12*\n" +
@@ -1938,7 +1962,9 @@ const file_bighivepb_tserver_proto_rawDesc = "" +
 	"\x05limit\x18\x04 \x01(\x03R\x05limit\x12.\n" +
 	"\x06filter\x18\x05 \x01(\v2\x16.bighive.v1.ReadFilterR\x06filter\x12\x1d\n" +
 	"\n" +
-	"row_filter\x18\x06 \x01(\fR\trowFilter\"e\n" +
+	"row_filter\x18\x06 \x01(\fR\trowFilter\x12,\n" +
+	"\x06ranges\x18\a \x03(\v2\x14.bighive.v1.RowRangeR\x06ranges\x12\x1a\n" +
+	"\breversed\x18\b \x01(\bR\breversed\"e\n" +
 	"\x10ScanRowsResponse\x12#\n" +
 	"\x04rows\x18\x01 \x03(\v2\x0f.bighive.v1.RowR\x04rows\x12,\n" +
 	"\x12last_row_continues\x18\x02 \x01(\bR\x10lastRowContinues\"\x13\n" +
@@ -2116,58 +2142,59 @@ var file_bighivepb_tserver_proto_depIdxs = []int32{
 	37, // 4: bighive.v1.ReadRowResponse.row:type_name -> bighive.v1.Row
 	38, // 5: bighive.v1.ScanRowsRequest.range:type_name -> bighive.v1.RowRange
 	36, // 6: bighive.v1.ScanRowsRequest.filter:type_name -> bighive.v1.ReadFilter
-	37, // 7: bighive.v1.ScanRowsResponse.rows:type_name -> bighive.v1.Row
-	38, // 8: bighive.v1.TabletStatus.range:type_name -> bighive.v1.RowRange
-	15, // 9: bighive.v1.StatusResponse.tablets:type_name -> bighive.v1.TabletStatus
-	39, // 10: bighive.v1.StatusResponse.log_position:type_name -> bighive.v1.LogPosition
-	33, // 11: bighive.v1.StatusResponse.counters:type_name -> bighive.v1.StatusResponse.CountersEntry
-	40, // 12: bighive.v1.AssignTabletsRequest.assign:type_name -> bighive.v1.TabletAssignment
-	41, // 13: bighive.v1.AssignTabletsRequest.unassign:type_name -> bighive.v1.TabletUnassignment
-	42, // 14: bighive.v1.UpdateSchemaRequest.schema:type_name -> bighive.v1.TableSchema
-	38, // 15: bighive.v1.DropRowsRequest.range:type_name -> bighive.v1.RowRange
-	23, // 16: bighive.v1.ReadModifyWriteRowRequest.rules:type_name -> bighive.v1.ReadModifyWriteRule
-	37, // 17: bighive.v1.ReadModifyWriteRowResponse.row:type_name -> bighive.v1.Row
-	43, // 18: bighive.v1.CheckAndMutateRowRequest.true_mutations:type_name -> bighive.v1.Mutation
-	43, // 19: bighive.v1.CheckAndMutateRowRequest.false_mutations:type_name -> bighive.v1.Mutation
-	42, // 20: bighive.v1.PurgeFamilyRequest.schema:type_name -> bighive.v1.TableSchema
-	31, // 21: bighive.v1.SampleRowKeysResponse.samples:type_name -> bighive.v1.RowKeySample
-	0,  // 22: bighive.v1.TServer.MutateRow:input_type -> bighive.v1.MutateRowRequest
-	2,  // 23: bighive.v1.TServer.MutateRows:input_type -> bighive.v1.MutateRowsRequest
-	4,  // 24: bighive.v1.TServer.ReadRow:input_type -> bighive.v1.ReadRowRequest
-	6,  // 25: bighive.v1.TServer.ScanRows:input_type -> bighive.v1.ScanRowsRequest
-	8,  // 26: bighive.v1.TServer.Checkpoint:input_type -> bighive.v1.CheckpointRequest
-	10, // 27: bighive.v1.TServer.Compact:input_type -> bighive.v1.CompactRequest
-	12, // 28: bighive.v1.TServer.Split:input_type -> bighive.v1.SplitRequest
-	14, // 29: bighive.v1.TServer.Status:input_type -> bighive.v1.StatusRequest
-	17, // 30: bighive.v1.TServer.AssignTablets:input_type -> bighive.v1.AssignTabletsRequest
-	44, // 31: bighive.v1.TServer.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
-	19, // 32: bighive.v1.TServer.UpdateSchema:input_type -> bighive.v1.UpdateSchemaRequest
-	21, // 33: bighive.v1.TServer.DropRows:input_type -> bighive.v1.DropRowsRequest
-	24, // 34: bighive.v1.TServer.ReadModifyWriteRow:input_type -> bighive.v1.ReadModifyWriteRowRequest
-	26, // 35: bighive.v1.TServer.CheckAndMutateRow:input_type -> bighive.v1.CheckAndMutateRowRequest
-	28, // 36: bighive.v1.TServer.PurgeFamily:input_type -> bighive.v1.PurgeFamilyRequest
-	30, // 37: bighive.v1.TServer.SampleRowKeys:input_type -> bighive.v1.SampleRowKeysRequest
-	1,  // 38: bighive.v1.TServer.MutateRow:output_type -> bighive.v1.MutateRowResponse
-	3,  // 39: bighive.v1.TServer.MutateRows:output_type -> bighive.v1.MutateRowsResponse
-	5,  // 40: bighive.v1.TServer.ReadRow:output_type -> bighive.v1.ReadRowResponse
-	7,  // 41: bighive.v1.TServer.ScanRows:output_type -> bighive.v1.ScanRowsResponse
-	9,  // 42: bighive.v1.TServer.Checkpoint:output_type -> bighive.v1.CheckpointResponse
-	11, // 43: bighive.v1.TServer.Compact:output_type -> bighive.v1.CompactResponse
-	13, // 44: bighive.v1.TServer.Split:output_type -> bighive.v1.SplitResponse
-	16, // 45: bighive.v1.TServer.Status:output_type -> bighive.v1.StatusResponse
-	18, // 46: bighive.v1.TServer.AssignTablets:output_type -> bighive.v1.AssignTabletsResponse
-	45, // 47: bighive.v1.TServer.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
-	20, // 48: bighive.v1.TServer.UpdateSchema:output_type -> bighive.v1.UpdateSchemaResponse
-	22, // 49: bighive.v1.TServer.DropRows:output_type -> bighive.v1.DropRowsResponse
-	25, // 50: bighive.v1.TServer.ReadModifyWriteRow:output_type -> bighive.v1.ReadModifyWriteRowResponse
-	27, // 51: bighive.v1.TServer.CheckAndMutateRow:output_type -> bighive.v1.CheckAndMutateRowResponse
-	29, // 52: bighive.v1.TServer.PurgeFamily:output_type -> bighive.v1.PurgeFamilyResponse
-	32, // 53: bighive.v1.TServer.SampleRowKeys:output_type -> bighive.v1.SampleRowKeysResponse
-	38, // [38:54] is the sub-list for method output_type
-	22, // [22:38] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	38, // 7: bighive.v1.ScanRowsRequest.ranges:type_name -> bighive.v1.RowRange
+	37, // 8: bighive.v1.ScanRowsResponse.rows:type_name -> bighive.v1.Row
+	38, // 9: bighive.v1.TabletStatus.range:type_name -> bighive.v1.RowRange
+	15, // 10: bighive.v1.StatusResponse.tablets:type_name -> bighive.v1.TabletStatus
+	39, // 11: bighive.v1.StatusResponse.log_position:type_name -> bighive.v1.LogPosition
+	33, // 12: bighive.v1.StatusResponse.counters:type_name -> bighive.v1.StatusResponse.CountersEntry
+	40, // 13: bighive.v1.AssignTabletsRequest.assign:type_name -> bighive.v1.TabletAssignment
+	41, // 14: bighive.v1.AssignTabletsRequest.unassign:type_name -> bighive.v1.TabletUnassignment
+	42, // 15: bighive.v1.UpdateSchemaRequest.schema:type_name -> bighive.v1.TableSchema
+	38, // 16: bighive.v1.DropRowsRequest.range:type_name -> bighive.v1.RowRange
+	23, // 17: bighive.v1.ReadModifyWriteRowRequest.rules:type_name -> bighive.v1.ReadModifyWriteRule
+	37, // 18: bighive.v1.ReadModifyWriteRowResponse.row:type_name -> bighive.v1.Row
+	43, // 19: bighive.v1.CheckAndMutateRowRequest.true_mutations:type_name -> bighive.v1.Mutation
+	43, // 20: bighive.v1.CheckAndMutateRowRequest.false_mutations:type_name -> bighive.v1.Mutation
+	42, // 21: bighive.v1.PurgeFamilyRequest.schema:type_name -> bighive.v1.TableSchema
+	31, // 22: bighive.v1.SampleRowKeysResponse.samples:type_name -> bighive.v1.RowKeySample
+	0,  // 23: bighive.v1.TServer.MutateRow:input_type -> bighive.v1.MutateRowRequest
+	2,  // 24: bighive.v1.TServer.MutateRows:input_type -> bighive.v1.MutateRowsRequest
+	4,  // 25: bighive.v1.TServer.ReadRow:input_type -> bighive.v1.ReadRowRequest
+	6,  // 26: bighive.v1.TServer.ScanRows:input_type -> bighive.v1.ScanRowsRequest
+	8,  // 27: bighive.v1.TServer.Checkpoint:input_type -> bighive.v1.CheckpointRequest
+	10, // 28: bighive.v1.TServer.Compact:input_type -> bighive.v1.CompactRequest
+	12, // 29: bighive.v1.TServer.Split:input_type -> bighive.v1.SplitRequest
+	14, // 30: bighive.v1.TServer.Status:input_type -> bighive.v1.StatusRequest
+	17, // 31: bighive.v1.TServer.AssignTablets:input_type -> bighive.v1.AssignTabletsRequest
+	44, // 32: bighive.v1.TServer.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
+	19, // 33: bighive.v1.TServer.UpdateSchema:input_type -> bighive.v1.UpdateSchemaRequest
+	21, // 34: bighive.v1.TServer.DropRows:input_type -> bighive.v1.DropRowsRequest
+	24, // 35: bighive.v1.TServer.ReadModifyWriteRow:input_type -> bighive.v1.ReadModifyWriteRowRequest
+	26, // 36: bighive.v1.TServer.CheckAndMutateRow:input_type -> bighive.v1.CheckAndMutateRowRequest
+	28, // 37: bighive.v1.TServer.PurgeFamily:input_type -> bighive.v1.PurgeFamilyRequest
+	30, // 38: bighive.v1.TServer.SampleRowKeys:input_type -> bighive.v1.SampleRowKeysRequest
+	1,  // 39: bighive.v1.TServer.MutateRow:output_type -> bighive.v1.MutateRowResponse
+	3,  // 40: bighive.v1.TServer.MutateRows:output_type -> bighive.v1.MutateRowsResponse
+	5,  // 41: bighive.v1.TServer.ReadRow:output_type -> bighive.v1.ReadRowResponse
+	7,  // 42: bighive.v1.TServer.ScanRows:output_type -> bighive.v1.ScanRowsResponse
+	9,  // 43: bighive.v1.TServer.Checkpoint:output_type -> bighive.v1.CheckpointResponse
+	11, // 44: bighive.v1.TServer.Compact:output_type -> bighive.v1.CompactResponse
+	13, // 45: bighive.v1.TServer.Split:output_type -> bighive.v1.SplitResponse
+	16, // 46: bighive.v1.TServer.Status:output_type -> bighive.v1.StatusResponse
+	18, // 47: bighive.v1.TServer.AssignTablets:output_type -> bighive.v1.AssignTabletsResponse
+	45, // 48: bighive.v1.TServer.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
+	20, // 49: bighive.v1.TServer.UpdateSchema:output_type -> bighive.v1.UpdateSchemaResponse
+	22, // 50: bighive.v1.TServer.DropRows:output_type -> bighive.v1.DropRowsResponse
+	25, // 51: bighive.v1.TServer.ReadModifyWriteRow:output_type -> bighive.v1.ReadModifyWriteRowResponse
+	27, // 52: bighive.v1.TServer.CheckAndMutateRow:output_type -> bighive.v1.CheckAndMutateRowResponse
+	29, // 53: bighive.v1.TServer.PurgeFamily:output_type -> bighive.v1.PurgeFamilyResponse
+	32, // 54: bighive.v1.TServer.SampleRowKeys:output_type -> bighive.v1.SampleRowKeysResponse
+	39, // [39:55] is the sub-list for method output_type
+	23, // [23:39] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_bighivepb_tserver_proto_init() }

@@ -1,6 +1,7 @@
 package tsfile
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"sort"
@@ -318,6 +319,21 @@ type famIter struct {
 	cur    memstore.Entry
 	valid  bool
 	err    error
+
+	// rev is the page LastRowBefore decoded last, kept for a reverse walk:
+	// the next LastRowBefore searches its rows, and SeekGE into it starts
+	// at the row's first entry instead of decoding from the page start.
+	rev revPage
+}
+
+// revPage is one decoded page: its distinct rows, where each row's first
+// entry starts (byte offset, entry number), and the page bytes.
+type revPage struct {
+	page  int
+	body  []byte // nil: none
+	rows  [][]byte
+	off   []int
+	entry []int
 }
 
 func (it *famIter) fail(err error) {
@@ -394,7 +410,19 @@ func (it *famIter) SeekGE(key *memstore.Entry) {
 	if i > 0 {
 		i--
 	}
-	it.loadPage(i)
+	if rp := &it.rev; rp.body != nil && rp.page == i {
+		// A reverse walk seeks into the page it decoded: start at the
+		// first entry of the first row at or after key's row (the last row
+		// if none; decode then moves on to the next page).
+		j := sort.Search(len(rp.rows), func(j int) bool { return bytes.Compare(rp.rows[j], key.Row) >= 0 })
+		j = min(j, len(rp.rows)-1)
+		it.pageNo = i
+		it.d = decoder{b: rp.body, pos: rp.off[j]}
+		it.left = it.idx[i].count - rp.entry[j]
+		it.decode()
+	} else {
+		it.loadPage(i)
+	}
 	for it.valid && memstore.CompareKey(&it.cur, key) < 0 {
 		it.decode()
 	}
@@ -429,4 +457,72 @@ func (r *Reader) Pages() ([]Page, error) {
 		}
 	}
 	return out, nil
+}
+
+// LastRowBefore implements memstore.RowFinder: the index names the last
+// page that starts below bound; that page holds the greatest row below
+// bound. The page's distinct rows are decoded once and kept, so a reverse
+// walk through a page costs one decode and a binary search per row. It
+// does not move the iterator.
+func (it *famIter) LastRowBefore(bound []byte) ([]byte, bool, error) {
+	if it.idx == nil {
+		idx, err := it.r.index(it.m)
+		if err != nil {
+			return nil, false, err
+		}
+		it.idx = idx
+	}
+	i := len(it.idx) - 1
+	if bound != nil {
+		i = sort.Search(len(it.idx), func(i int) bool { return bytes.Compare(it.idx[i].first.Row, bound) >= 0 }) - 1
+	}
+	if i < 0 {
+		return nil, false, nil
+	}
+	if it.rev.body == nil || it.rev.page != i {
+		if err := it.decodeRev(i); err != nil {
+			return nil, false, err
+		}
+	}
+	rows := it.rev.rows
+	j := len(rows)
+	if bound != nil {
+		j = sort.Search(len(rows), func(j int) bool { return bytes.Compare(rows[j], bound) >= 0 })
+	}
+	if j == 0 {
+		// The index said the page starts below bound.
+		return nil, false, corrupt(it.m.data, it.idx[i].off, "page %d starts at or after its index key", i)
+	}
+	return bytes.Clone(rows[j-1]), true, nil
+}
+
+// decodeRev decodes page i into it.rev.
+func (it *famIter) decodeRev(i int) error {
+	body, err := it.r.page(it.m, it.idx, i, 1)
+	if err != nil {
+		return err
+	}
+	rp := revPage{page: i}
+	d := decoder{b: body}
+	var e memstore.Entry
+	for n := 0; n < it.idx[i].count; n++ {
+		start := d.pos
+		if !d.entry(&e, true, it.m.family == "") {
+			return corrupt(it.m.data, it.idx[i].off+int64(start), "malformed entry in page %d", i)
+		}
+		if k := len(rp.rows); k == 0 || !bytes.Equal(rp.rows[k-1], e.Row) {
+			if k > 0 && bytes.Compare(rp.rows[k-1], e.Row) > 0 {
+				return corrupt(it.m.data, it.idx[i].off+int64(start), "rows out of order in page %d", i)
+			}
+			rp.rows = append(rp.rows, bytes.Clone(e.Row))
+			rp.off = append(rp.off, start)
+			rp.entry = append(rp.entry, n)
+		}
+	}
+	if len(rp.rows) == 0 {
+		return corrupt(it.m.data, it.idx[i].off, "page %d has no entries", i)
+	}
+	rp.body = body
+	it.rev = rp
+	return nil
 }
