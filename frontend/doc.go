@@ -1,0 +1,22 @@
+// Package frontend serves the Cloud Bigtable API — the data service
+// google.bigtable.v2.Bigtable and the table admin service
+// google.bigtable.admin.v2.BigtableTableAdmin — over a Bighive cluster, so
+// that Bigtable clients in any language talk to Bighive unchanged (for
+// example through BIGTABLE_EMULATOR_HOST).
+//
+// Placement: a frontend is stateless. It holds one Bighive client
+// (package client), whose location cache routes every row to the tserver
+// of its tablet and whose retry rules ride through moves, splits and
+// failovers; the frontend never keeps a second copy of locations or
+// retries of its own. Cloud Bigtable likewise puts a routing frontend
+// before its tablet servers. Any number of frontends may run (one per
+// `bighive dev`, one per host, several behind a TCP load balancer): they
+// share nothing but the cluster.
+//
+// Resource names are projects/{p}/instances/{i}/tables/{t}; any project and
+// instance are accepted, like Google's emulator, and the table ID is the
+// Bighive table. The messages are the official generated packages
+// cloud.google.com/go/bigtable/apiv2/bigtablepb and
+// cloud.google.com/go/bigtable/admin/apiv2/adminpb; no second copy of
+// google.bigtable.* is generated here.
+package frontend
