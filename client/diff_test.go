@@ -209,6 +209,7 @@ func (d *diffRun) pick(ss ...string) string { return ss[d.rng.IntN(len(ss))] }
 var (
 	diffQuals = []string{"a", "b", "c", "ab", "q1"}
 	diffVals  = []string{"", "x", "y", "zz", "v1", "v22", "abc",
+		"é", "a\xff", // bytes above 0x7f, matched by regexes as one character each
 		"\x00\x00\x00\x00\x00\x00\x00\x02", "\x00\x00\x00\x00\x00\x00\x01\x00", "\xff\xff\xff\xff\xff\xff\xff\xfe"}
 )
 
