@@ -36,8 +36,8 @@ var (
 // single-row mutations of every kind, bulk writes, read-modify-writes,
 // and reads of one row or of a range with random read options and
 // RowFilter trees. Every -diff.round operations it checkpoints, runs a
-// minor or major compaction or splits a tablet, and compares the whole
-// table. The keyspace is small (30 keys, 3 families, 5 qualifiers,
+// minor or major compaction, restarts the tserver or splits a tablet,
+// and compares the whole table. The keyspace is small (30 keys, 3 families, 5 qualifiers,
 // explicit timestamps 1000..8000 µs) so that operations collide. On a
 // mismatch it stops with the seed, the operation's index and both
 // answers; rerun with -diff.seed=SEED (and -diff.ops) to reproduce.
@@ -97,7 +97,9 @@ func TestDifferential(t *testing.T) {
 	}
 	slices.Sort(d.keys)
 
-	d.c = clustertest.Start(t, clustertest.Options{})
+	// A small write buffer: the tserver also checkpoints on its own, while
+	// the operations run.
+	d.c = clustertest.Start(t, clustertest.Options{MemLimit: 16 << 10})
 	spec := client.TableSpec{Name: "t"}
 	for _, f := range diffFamilies {
 		spec.Families = append(spec.Families, client.FamilySpec{Name: f})
@@ -704,13 +706,15 @@ func renderRow(key *string, cells []diffCellOf, labels bool) string {
 }
 
 // maintain runs one of the between-round actions on Bighive: a
-// checkpoint, a minor or a major compaction, or a split of the tablet of
-// a random key at that key (at most 8 splits a run).
+// checkpoint, a minor or a major compaction, a restart of the tserver, or
+// a split of the tablet of a random key at that key (at most 8 splits a
+// run).
 func (d *diffRun) maintain() {
-	what := d.pick("checkpoint", "minor compaction", "major compaction", "split", "split")
+	what := d.pick("checkpoint", "minor compaction", "major compaction", "split", "split", "restart")
 	if what == "split" && len(d.splits) >= 8 {
 		what = "major compaction"
 	}
+	began := time.Now()
 	var err error
 	switch what {
 	case "checkpoint":
@@ -719,6 +723,11 @@ func (d *diffRun) maintain() {
 		err = d.c.Compact(d.ctx, false)
 	case "major compaction":
 		err = d.c.Compact(d.ctx, true)
+	case "restart":
+		// The tserver reloads its tablets from TSFiles and replays its log.
+		if err = d.c.RestartTServer(0); err == nil {
+			err = d.c.WaitServing(d.ctx, "t")
+		}
 	case "split":
 		var at string
 		for at == "" || d.splits[at] || at == d.keys[0] {
@@ -748,5 +757,5 @@ func (d *diffRun) maintain() {
 	if err != nil {
 		d.failf("%s: %v", what, err)
 	}
-	d.maintained = append(d.maintained, what)
+	d.maintained = append(d.maintained, fmt.Sprintf("%s %v", what, time.Since(began).Round(time.Millisecond)))
 }
