@@ -135,7 +135,7 @@ func TestDifferential(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	btc, err := bigtable.NewClient(ctx, "p", "i", option.WithGRPCConn(conn))
+	btc, err := bigtable.NewClientWithConfig(ctx, "p", "i", bigtable.ClientConfig{MetricsProvider: bigtable.NoopMetricsProvider{}}, option.WithGRPCConn(conn))
 	if err != nil {
 		t.Fatal(err)
 	}
