@@ -37,10 +37,11 @@ var (
 // and reads of one row or of a range with random read options and
 // RowFilter trees. Every -diff.round operations it checkpoints, runs a
 // minor or major compaction, restarts the tserver or splits a tablet,
-// and compares the whole table. The keyspace is small (30 keys, 3 families, 5 qualifiers,
-// explicit timestamps 1000..8000 µs) so that operations collide. On a
-// mismatch it stops with the seed, the operation's index and both
-// answers; rerun with -diff.seed=SEED (and -diff.ops) to reproduce.
+// and compares the whole table. The keyspace is small (30 keys, 3
+// families, 6 qualifiers including the empty one, explicit timestamps
+// 0..8000 µs) so that operations collide. On a mismatch it stops with the
+// seed, the operation's index and both answers; rerun with
+// -diff.seed=SEED (and -diff.ops) to reproduce.
 //
 // Adding an operation kind is one entry in diffOpKinds: a name, a weight
 // (its share of the random picks) and a method of diffRun that builds the
@@ -217,15 +218,15 @@ func (d *diffRun) key() string { return d.keys[d.rng.IntN(len(d.keys))] }
 func (d *diffRun) pick(ss ...string) string { return ss[d.rng.IntN(len(ss))] }
 
 var (
-	diffQuals = []string{"a", "b", "c", "ab", "q1"}
+	diffQuals = []string{"a", "b", "c", "ab", "q1", ""}
 	diffVals  = []string{"", "x", "y", "zz", "v1", "v22", "abc",
 		"é", "a\xff", // bytes above 0x7f, matched by regexes as one character each
 		"\x00\x00\x00\x00\x00\x00\x00\x02", "\x00\x00\x00\x00\x00\x00\x01\x00", "\xff\xff\xff\xff\xff\xff\xff\xfe"}
 )
 
 // explicitTS is a random explicit timestamp: a multiple of 1000 µs
-// (bttest's table granularity), small, so that writes collide.
-func (d *diffRun) explicitTS() int64 { return int64(1+d.rng.IntN(8)) * 1000 }
+// (bttest's table granularity) in [0, 8000], so that writes collide.
+func (d *diffRun) explicitTS() int64 { return int64(d.rng.IntN(9)) * 1000 }
 
 // serverTime waits until bttest's clock (this process's, truncated to
 // milliseconds) has moved past the last server timestamp it assigned.
