@@ -123,7 +123,14 @@ func (r *bytesRegexp) Match(b []byte) bool {
 	return r.re.Match(b)
 }
 
-func (r *bytesRegexp) MatchString(s string) bool { return r.Match([]byte(s)) }
+func (r *bytesRegexp) MatchString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return r.re.Match(latin1([]byte(s)))
+		}
+	}
+	return r.re.MatchString(s)
+}
 
 // latin1 returns b with every byte as the UTF-8 encoding of the rune of
 // its value (bytes below 0x80 stay as they are).
