@@ -466,7 +466,16 @@ func (d *diffRun) opReadModifyWrite() {
 // refuse the read with InvalidArgument.
 func (d *diffRun) readOpts() (opts []client.ReadOption, chain []bigtable.Filter, desc string, labels, invalid bool) {
 	var ds []string
-	switch d.rng.IntN(6) {
+	switch d.rng.IntN(7) {
+	case 2:
+		// A family and a column of another family: the union.
+		fs := slices.Clone(diffFamilies)
+		d.rng.Shuffle(len(fs), func(i, j int) { fs[i], fs[j] = fs[j], fs[i] })
+		q := d.pick(diffQuals...)
+		opts = append(opts, client.Families(fs[0]), client.Column(fs[1], q))
+		chain = append(chain, bigtable.InterleaveFilters(bigtable.FamilyFilter(fs[0]),
+			bigtable.ChainFilters(bigtable.FamilyFilter(fs[1]), bigtable.ColumnFilter(regexp.QuoteMeta(q)))))
+		ds = append(ds, fmt.Sprintf("Families(%s) Column(%s:%s)", fs[0], fs[1], q))
 	case 0:
 		fs := slices.Clone(diffFamilies)
 		d.rng.Shuffle(len(fs), func(i, j int) { fs[i], fs[j] = fs[j], fs[i] })
