@@ -100,7 +100,7 @@ func TestDifferential(t *testing.T) {
 
 	// A small write buffer: the tserver also checkpoints on its own, while
 	// the operations run.
-	d.c = clustertest.Start(t, clustertest.Options{MemLimit: 16 << 10})
+	d.c = clustertest.Start(t, clustertest.Options{TServers: 2, MemLimit: 16 << 10})
 	spec := client.TableSpec{Name: "t"}
 	for _, f := range diffFamilies {
 		spec.Families = append(spec.Families, client.FamilySpec{Name: f})
@@ -734,8 +734,12 @@ func (d *diffRun) maintain() {
 	case "major compaction":
 		err = d.c.Compact(d.ctx, true)
 	case "restart":
-		// The tserver reloads its tablets from TSFiles and replays its log.
-		if err = d.c.RestartTServer(0); err == nil {
+		// The tserver reloads its tablets from TSFiles and replays its log
+		// (or the master moves them to the other one, which replays its
+		// part of the log).
+		i := d.rng.IntN(d.c.TServers())
+		what += fmt.Sprint(" ", i)
+		if err = d.c.RestartTServer(i); err == nil {
 			err = d.c.WaitServing(d.ctx, "t")
 		}
 	case "split":
