@@ -288,7 +288,7 @@ func (d *diffRun) opApply() {
 	err := d.bh.Apply(d.ctx, key, m)
 	berr := d.bt.Apply(d.ctx, key, bm)
 	if err != nil || berr != nil {
-		d.failf("apply to %s [%s]: bighive err %v, bttest err %v", key, desc, err, berr)
+		d.failf("bighive err %v, bttest err %v", err, berr)
 	}
 	if server {
 		d.serverTime()
@@ -311,10 +311,11 @@ func (d *diffRun) opBulk() {
 		m, bm, desc, s := d.mutation()
 		ms, bms, descs, server = append(ms, m), append(bms, bm), append(descs, k+": "+desc), server || s
 	}
+	d.desc = strings.Join(descs, " | ")
 	errs, err := d.bh.ApplyBulk(d.ctx, keys, ms)
 	berrs, berr := d.bt.ApplyBulk(d.ctx, keys, bms)
 	if err != nil || berr != nil || errs != nil || berrs != nil {
-		d.failf("apply bulk [%s]: bighive %v %v, bttest %v %v", strings.Join(descs, " | "), errs, err, berrs, berr)
+		d.failf("bighive %v %v, bttest %v %v", errs, err, berrs, berr)
 	}
 	if server {
 		d.serverTime()
