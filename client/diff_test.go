@@ -38,7 +38,7 @@ var (
 // RowFilter trees. Every -diff.round operations it checkpoints, runs a
 // minor or major compaction, restarts the tserver or splits a tablet,
 // and compares the whole table. The keyspace is small (30 keys, 3
-// families, 6 qualifiers including the empty one, explicit timestamps
+// families, 7 qualifiers including the empty one, explicit timestamps
 // 0..8000 µs) so that operations collide. On a mismatch it stops with the
 // seed, the operation's index and both answers; rerun with
 // -diff.seed=SEED (and -diff.ops) to reproduce.
@@ -56,13 +56,23 @@ var (
 // Where bttest is not a faithful oracle, the comparison is restricted:
 //   - Server timestamps (ServerTime sets, read-modify-write cells) come
 //     from two clocks; they are compared by rank within their column (a
-//     server timestamp is newer than every explicit one here), never by
-//     value. bttest truncates them to the table's millisecond granularity,
-//     so two in one millisecond would replace each other there while
-//     Bighive's are distinct microseconds: after every operation that
-//     assigns one the test waits for the next millisecond, and a mutation
-//     sets at most one ServerTime cell per column (Bighive gives op i of a
-//     mutation base+i µs).
+//     server timestamp is newer than every explicit one in its column),
+//     never by value. bttest truncates them to the table's millisecond
+//     granularity, so two in one millisecond would replace each other
+//     there while Bighive's are distinct microseconds: after every
+//     operation that assigns one the test waits for the next millisecond,
+//     and a mutation sets at most one ServerTime cell per column (Bighive
+//     gives op i of a mutation base+i µs).
+//   - Explicit timestamps beyond the clock (futureTS) are written only to
+//     the qualifier futureQual, which no ServerTime set or
+//     read-modify-write names. Bighive deviates from Bigtable there: a
+//     tablet opened (restart, move, split) continues its server clock
+//     above the largest timestamp of its TSFiles and log records, client
+//     timestamps included, so after a reopen a ServerTime write lands
+//     above a future client cell of its column (and a read-modify-write of
+//     that column adds a version instead of replacing the future cell),
+//     while before the reopen, as in Bigtable, it lands at the clock,
+//     below it.
 //   - Explicit timestamps are multiples of 1000: bttest, like Bigtable's
 //     default millisecond granularity, refuses others.
 //   - bttest applies a failing mutation or read-modify-write partially
@@ -218,15 +228,37 @@ func (d *diffRun) key() string { return d.keys[d.rng.IntN(len(d.keys))] }
 func (d *diffRun) pick(ss ...string) string { return ss[d.rng.IntN(len(ss))] }
 
 var (
-	diffQuals = []string{"a", "b", "c", "ab", "q1", ""}
+	diffQuals = []string{"a", "b", "c", "ab", "q1", "", futureQual}
 	diffVals  = []string{"", "x", "y", "zz", "v1", "v22", "abc",
 		"é", "a\xff", // bytes above 0x7f, matched by regexes as one character each
 		"\x00\x00\x00\x00\x00\x00\x00\x02", "\x00\x00\x00\x00\x00\x00\x01\x00", "\xff\xff\xff\xff\xff\xff\xff\xfe"}
 )
 
-// explicitTS is a random explicit timestamp: a multiple of 1000 µs
-// (bttest's table granularity) in [0, 8000], so that writes collide.
-func (d *diffRun) explicitTS() int64 { return int64(d.rng.IntN(9)) * 1000 }
+// futureTS is an explicit timestamp beyond the clocks (in 2096), written
+// only to qualifier futureQual (see TestDifferential's comment).
+const (
+	futureTS   = int64(4e15)
+	futureQual = "ft"
+)
+
+// explicitTS is a random explicit timestamp of qualifier q: a multiple of
+// 1000 µs (bttest's table granularity) in [0, 8000], so that writes
+// collide, or for futureQual sometimes futureTS.
+func (d *diffRun) explicitTS(q string) int64 {
+	if q == futureQual && d.rng.IntN(3) == 0 {
+		return futureTS
+	}
+	return int64(d.rng.IntN(9)) * 1000
+}
+
+// serverQual is a random qualifier for a server timestamp: not futureQual.
+func (d *diffRun) serverQual() string {
+	for {
+		if q := d.pick(diffQuals...); q != futureQual {
+			return q
+		}
+	}
+}
 
 // serverTime waits until bttest's clock (this process's, truncated to
 // milliseconds) has moved past the last server timestamp it assigned.
@@ -268,8 +300,8 @@ func (d *diffRun) mutation() (m *client.Mutation, bm *bigtable.Mutation, desc st
 			bm.DeleteRow()
 			ops = append(ops, "DeleteRow()")
 		default:
-			ts := d.explicitTS()
-			if r < 36 && !serverCols[fam+":"+q] {
+			ts := d.explicitTS(q)
+			if r < 36 && q != futureQual && !serverCols[fam+":"+q] {
 				serverCols[fam+":"+q], server, ts = true, true, client.ServerTime
 			}
 			v := d.pick(diffVals...)
@@ -341,7 +373,7 @@ func (d *diffRun) opReadModifyWrite() {
 	key := d.key()
 	var rules []rmwRule
 	for range 1 + d.rng.IntN(3) {
-		r := rmwRule{fam: d.pick(diffFamilies...), qual: d.pick(diffQuals...)}
+		r := rmwRule{fam: d.pick(diffFamilies...), qual: d.serverQual()}
 		if d.rng.IntN(2) == 0 {
 			r.incr, r.delta = true, int64(d.rng.IntN(9)-3)
 		} else {
@@ -680,7 +712,8 @@ func bttestCells(r bigtable.Row) []diffCellOf {
 }
 
 // minServerTS separates server timestamps (this century's clock, in µs)
-// from the test's small explicit ones.
+// from the test's small explicit ones; futureTS, above it, ranks the same
+// in both (its column has no server timestamps).
 const minServerTS = int64(1e15)
 
 // renderRow renders a row's cells canonically: sorted (so the families'
