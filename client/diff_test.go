@@ -419,15 +419,15 @@ func (d *diffRun) opReadModifyWrite() {
 	// of one column a millisecond apart leave two new versions there,
 	// where Bigtable (and Bighive) write one cell per column. Note the
 	// latest timestamp of each column before, to delete bttest's extra
-	// versions after.
+	// versions after: before is the column's latest timestamp + 1 ms.
 	brow, err := d.bt.ReadRow(d.ctx, key)
 	if err != nil {
 		d.failf("bttest read %s: %v", key, err)
 	}
 	before := map[string]int64{}
 	for _, c := range bttestCells(brow) {
-		if col := c.fam + ":" + c.qual; c.ts > before[col] {
-			before[col] = c.ts
+		if col := c.fam + ":" + c.qual; c.ts >= before[col] {
+			before[col] = c.ts + 1000
 		}
 	}
 	m, bm := client.NewReadModifyWrite(), bigtable.NewReadModifyWrite()
@@ -457,10 +457,7 @@ func (d *diffRun) opReadModifyWrite() {
 					n++
 				}
 			}
-			start := int64(0) // the column was empty
-			if b := before[c.fam+":"+c.qual]; b > 0 {
-				start = b + 1000
-			}
+			start := before[c.fam+":"+c.qual] // 0 if the column was empty
 			if n > 1 && start < c.ts {
 				fix.DeleteTimestampRange(c.fam, c.qual, bigtable.Timestamp(start), bigtable.Timestamp(c.ts))
 				fixes++
