@@ -27,7 +27,7 @@ import (
 var (
 	dSeed   = flag.Uint64("diff.seed", 0, "seed of TestDifferential (0: random)")
 	dOps    = flag.Int("diff.ops", 3000, "random operations TestDifferential runs")
-	dRounds = flag.Int("diff.round", 150, "operations of one TestDifferential round; a checkpoint, compaction or split and a full comparison follow each")
+	dRounds = flag.Int("diff.round", 150, "operations of one TestDifferential round; a checkpoint, compaction, restart or split and a whole-table comparison follow each")
 )
 
 // TestDifferential drives the same seeded random operations through a
