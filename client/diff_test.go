@@ -746,6 +746,19 @@ func renderRow(key *string, cells []diffCellOf, labels bool) string {
 	return s
 }
 
+// unavailableRetry calls fn again while it fails with Unavailable: a
+// tablet moving between the tservers (the master rebalances them) or a
+// tserver restarting refuses a checkpoint or a split for a moment.
+func (d *diffRun) unavailableRetry(fn func() error) error {
+	for {
+		err := fn()
+		if status.Code(err) != codes.Unavailable || d.ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // maintain runs one of the between-round actions on Bighive: a
 // checkpoint, a minor or a major compaction, a restart of the tserver, or
 // a split of the tablet of a random key at that key (at most 8 splits a
@@ -759,7 +772,7 @@ func (d *diffRun) maintain() {
 	var err error
 	switch what {
 	case "checkpoint":
-		_, err = d.cl.CheckpointAll(d.ctx)
+		err = d.unavailableRetry(func() error { _, err := d.cl.CheckpointAll(d.ctx); return err })
 	case "minor compaction":
 		err = d.c.Compact(d.ctx, false)
 	case "major compaction":
@@ -784,7 +797,7 @@ func (d *diffRun) maintain() {
 		if lerr != nil {
 			d.failf("tablets: %v", lerr)
 		}
-		if err = d.cl.SplitTablet(d.ctx, "t", at); err != nil {
+		if err = d.unavailableRetry(func() error { return d.cl.SplitTablet(d.ctx, "t", at) }); err != nil {
 			break
 		}
 		for {
