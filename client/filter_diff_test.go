@@ -299,7 +299,8 @@ func (g *filterGen) leaf() (client.Filter, bigtable.Filter) {
 			}
 			return client.ColumnFilter(p), bigtable.ColumnFilter(p)
 		case 3:
-			p := g.pick("", "x|y", "v.*", "z+", "abc", ".")
+			// The last ones see values' raw bytes: each byte is one character.
+			p := g.pick("", "x|y", "v.*", "z+", "abc", ".", "..", ".{8}", ".*\xfe", `\xff.*`, "é", `a\C`)
 			return client.ValueFilter(p), bigtable.ValueFilter(p)
 		case 4:
 			f, s, e := g.pick(diffFamilies...), g.pick("", "a", "ab", "b"), g.pick("", "b", "c", "q1")

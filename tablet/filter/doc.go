@@ -32,6 +32,10 @@
 // inside a condition, a boolean leaf set to false, and filter types this
 // server does not implement (value bitmask).
 //
-// Regexes run on Go's regexp, which reads the field as UTF-8: a pattern
-// over non-UTF-8 bytes matches invalid bytes as U+FFFD.
+// Regexes have Bigtable's RE2 raw byte mode (RE2::Latin1): each byte of
+// the pattern and of the field is one character, so "." matches any one
+// byte but "\n", \C any byte, \xHH the byte HH, and a UTF-8 literal its
+// bytes. They run on Go's regexp (which reads UTF-8) over a rewritten
+// pattern and fields whose bytes above 0x7f are re-encoded as the runes of
+// their values.
 package filter

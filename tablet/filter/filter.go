@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"regexp"
 	"slices"
+	"strings"
+	"unicode/utf8"
 
 	btpb "cloud.google.com/go/bigtable/apiv2/bigtablepb"
 )
@@ -62,7 +64,7 @@ const (
 type node struct {
 	kind kind
 	subs []*node // chain, interleave; condition: predicate, true, false (nil: absent)
-	re   *regexp.Regexp
+	re   *bytesRegexp
 	// family for a column range; label for apply label.
 	str string
 	// lo/hi bound a column or value range; hasLo/hasHi false: unbounded.
@@ -93,14 +95,122 @@ func invalid(path, format string, args ...any) error {
 	return fmt.Errorf("%w: %s: %s", ErrInvalid, path, fmt.Sprintf(format, args...))
 }
 
-// anchored compiles a Bigtable regex: RE2 syntax, matched against the
-// whole field.
-func anchored(path string, pat []byte) (*regexp.Regexp, error) {
-	re, err := regexp.Compile(`\A(?:` + string(pat) + `)\z`)
-	if err != nil {
-		return nil, invalid(path, "regex %q does not compile: %v", pat, err)
+// anchored compiles a Bigtable regex: RE2 syntax in raw byte mode
+// (RE2::Latin1: each byte of the pattern and of the field is one
+// character), matched against the whole field. Go's regexp reads UTF-8,
+// so the pattern is rewritten by latin1Pattern and fields are matched
+// through latin1 (each byte becomes the rune of its value).
+func anchored(path string, pat []byte) (*bytesRegexp, error) {
+	p, err := latin1Pattern(pat)
+	if err == nil {
+		var re *regexp.Regexp
+		if re, err = regexp.Compile(`\A(?:` + p + `)\z`); err == nil {
+			return &bytesRegexp{re}, nil
+		}
 	}
-	return re, nil
+	return nil, invalid(path, "regex %q does not compile: %v", pat, err)
+}
+
+// bytesRegexp matches a Latin-1 regex against raw bytes.
+type bytesRegexp struct{ re *regexp.Regexp }
+
+func (r *bytesRegexp) Match(b []byte) bool {
+	for _, c := range b {
+		if c >= utf8.RuneSelf {
+			return r.re.Match(latin1(b))
+		}
+	}
+	return r.re.Match(b)
+}
+
+func (r *bytesRegexp) MatchString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return r.re.Match(latin1([]byte(s)))
+		}
+	}
+	return r.re.MatchString(s)
+}
+
+// latin1 returns b with every byte as the UTF-8 encoding of the rune of
+// its value (bytes below 0x80 stay as they are).
+func latin1(b []byte) []byte {
+	out := make([]byte, 0, 2*len(b))
+	for _, c := range b {
+		out = utf8.AppendRune(out, rune(c))
+	}
+	return out
+}
+
+// latin1Pattern rewrites an RE2 pattern read as Latin-1 into the Go
+// regexp that matches the latin1 form of the same fields: a byte above
+// 0x7f becomes \x{HH} (inside \Q...\E it leaves the quote for it), and
+// \C (any byte) becomes (?s:.). A backslash before a byte above 0x7f
+// (an unknown escape) is an error, as in RE2; \C inside a character
+// class is left for regexp to refuse, as RE2 does.
+func latin1Pattern(pat []byte) (string, error) {
+	var b strings.Builder
+	quoted, class := false, false
+	for i := 0; i < len(pat); i++ {
+		c := pat[i]
+		switch {
+		case quoted:
+			if c == '\\' && i+1 < len(pat) && pat[i+1] == 'E' {
+				quoted = false
+				b.WriteString(`\E`)
+				i++
+			} else if c >= utf8.RuneSelf {
+				fmt.Fprintf(&b, `\E\x{%02X}\Q`, c)
+			} else {
+				b.WriteByte(c)
+			}
+		case c == '\\' && i+1 < len(pat):
+			next := pat[i+1]
+			i++
+			switch {
+			case next >= utf8.RuneSelf:
+				return "", fmt.Errorf("invalid escape sequence: a backslash before byte 0x%02x", next)
+			case next == 'Q' && !class:
+				quoted = true
+				b.WriteString(`\Q`)
+			case next == 'C' && !class:
+				b.WriteString(`(?s:.)`)
+			default:
+				b.WriteByte(c)
+				b.WriteByte(next)
+			}
+		case c >= utf8.RuneSelf:
+			fmt.Fprintf(&b, `\x{%02X}`, c)
+		case class:
+			if c == '[' && i+1 < len(pat) && pat[i+1] == ':' {
+				// A POSIX class [:name:] inside a class: copy it whole.
+				if end := bytes.Index(pat[i+2:], []byte(":]")); end >= 0 {
+					b.Write(pat[i : i+2+end+2])
+					i += 2 + end + 1
+					continue
+				}
+			}
+			if c == ']' {
+				class = false
+			}
+			b.WriteByte(c)
+		case c == '[':
+			class = true
+			b.WriteByte(c)
+			// A ']' first in the class (after an optional '^') is literal.
+			if i+1 < len(pat) && pat[i+1] == '^' {
+				b.WriteByte('^')
+				i++
+			}
+			if i+1 < len(pat) && pat[i+1] == ']' {
+				b.WriteByte(']')
+				i++
+			}
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String(), nil
 }
 
 var labelRE = regexp.MustCompile(`\A[a-z0-9\-]+\z`)
