@@ -34,8 +34,10 @@ var (
 // real in-process Bighive cluster and through Google's emulator bttest
 // (via the official Cloud Bigtable Go client) and compares every answer:
 // single-row mutations of every kind, bulk writes, read-modify-writes,
-// and reads of one row or of a range with random read options and
-// RowFilter trees. Every -diff.round operations it checkpoints, runs a
+// conditional mutations (CheckAndMutateRow), reads of one row or of a
+// range with random read options and RowFilter trees, and ReadRows over
+// random row sets (keys and ranges with every bound kind) with row limits
+// and reverse scans. Every -diff.round operations it checkpoints, runs a
 // minor or major compaction, restarts the tserver or splits a tablet,
 // and compares the whole table. The keyspace is small (30 keys, 3
 // families, 7 qualifiers including the empty one, explicit timestamps
@@ -191,6 +193,114 @@ var diffOpKinds = []struct {
 	{"read-modify-write", 10, (*diffRun).opReadModifyWrite},
 	{"get", 12, (*diffRun).opGet},
 	{"scan", 12, (*diffRun).opScan},
+	{"check-and-mutate", 10, (*diffRun).opCheckAndMutate},
+	{"read rows", 12, (*diffRun).opReadRows},
+	{"sample row keys", 1, (*diffRun).opSampleRowKeys},
+}
+
+// opCheckAndMutate runs one conditional mutation on both: a random
+// predicate (nil a sixth of the time) and random true and false mutations
+// (either may be absent; with both absent Bighive must refuse it, as
+// Bigtable does, while bttest accepts it). The predicate's match and the
+// row afterwards are compared.
+func (d *diffRun) opCheckAndMutate() {
+	key := d.key()
+	var pred client.Filter
+	var bpred bigtable.Filter
+	pdesc := "nil predicate"
+	g := &filterGen{rng: d.rng}
+	if d.rng.IntN(6) != 0 {
+		pred, bpred = g.tree(3)
+		pdesc = pred.String()
+	}
+	branch := func() (*client.Mutation, *bigtable.Mutation, string, bool) {
+		if d.rng.IntN(3) == 0 {
+			return nil, nil, "none", false
+		}
+		return d.mutation()
+	}
+	mt, bmt, dt, st := branch()
+	mf, bmf, df, sf := branch()
+	d.desc = fmt.Sprintf("on %s: if %s then [%s] else [%s]", key, pdesc, dt, df)
+	var matched, bmatched bool
+	err := d.bh.Apply(d.ctx, key, client.NewCondMutation(pred, mt, mf), client.GetCondMutationResult(&matched))
+	if g.invalid > 0 || mt == nil && mf == nil {
+		if status.Code(err) != codes.InvalidArgument {
+			d.failf("bighive err %v, want InvalidArgument", err)
+		}
+		d.reread(key) // nothing was written
+		return
+	}
+	berr := d.bt.Apply(d.ctx, key, bigtable.NewCondMutation(bpred, bmt, bmf), bigtable.GetCondMutationResult(&bmatched))
+	if err != nil || berr != nil {
+		d.failf("bighive err %v, bttest err %v", err, berr)
+	}
+	if matched != bmatched {
+		d.failf("bighive matched %v, bttest %v", matched, bmatched)
+	}
+	if matched && st || !matched && sf {
+		d.serverTime()
+	}
+	d.reread(key)
+}
+
+// opReadRows reads a random row set (keys, a range, or several ranges
+// with every bound kind) from both, with random read options, a row
+// limit a third of the time and in reverse a third of the time.
+func (d *diffRun) opReadRows() {
+	rs, brs, sdesc := (&rowSetGen{rng: d.rng, keys: d.keys}).set()
+	opts, chain, odesc, labels, invalid := d.readOpts()
+	bopts := btFilter(chain)
+	var limit int64
+	if d.rng.IntN(3) == 0 {
+		limit = int64(1 + d.rng.IntN(5))
+		opts, bopts = append(opts, client.LimitRows(limit)), append(bopts, bigtable.LimitRows(limit))
+	}
+	reverse := d.rng.IntN(3) == 0
+	if reverse {
+		opts, bopts = append(opts, client.ReverseScan()), append(bopts, bigtable.ReverseScan())
+	}
+	if invalid {
+		// An empty row set sends no request (in the official client too),
+		// so nothing checks the filter: read the whole table instead.
+		rs, brs, sdesc = client.InfiniteRange(""), bigtable.InfiniteRange(""), "Infinite(\"\")"
+	}
+	d.desc = fmt.Sprintf("%s limit %d reverse %v %s", sdesc, limit, reverse, odesc)
+	var got []client.Row
+	err := d.bh.ReadRows(d.ctx, rs, func(r client.Row) bool { got = append(got, r); return true }, opts...)
+	if invalid {
+		if status.Code(err) != codes.InvalidArgument {
+			d.failf("an invalid filter: bighive err %v, want InvalidArgument", err)
+		}
+		return
+	}
+	var want []bigtable.Row
+	berr := d.bt.ReadRows(d.ctx, brs, func(r bigtable.Row) bool { want = append(want, r); return true }, bopts...)
+	if err != nil || berr != nil {
+		d.failf("bighive err %v, bttest err %v", err, berr)
+	}
+	d.sameRows(d.desc, got, want, labels)
+}
+
+// opSampleRowKeys checks the shape of Bighive's samples only: bttest's
+// are not a size estimate (it samples every few rows), so the keys
+// cannot be compared. They must be strictly increasing and end with ""
+// (the end of the table), with offsets that never decrease.
+func (d *diffRun) opSampleRowKeys() {
+	d.desc = "SampleRowKeyOffsets(16 KiB)"
+	samples, err := d.bh.SampleRowKeyOffsets(d.ctx, 16<<10)
+	if err != nil {
+		d.failf("bighive err %v", err)
+	}
+	if len(samples) == 0 || samples[len(samples)-1].Key != "" {
+		d.failf("samples %+v: want the last one to be the end of the table", samples)
+	}
+	for i := 1; i < len(samples); i++ {
+		p, c := samples[i-1], samples[i]
+		if c.Key != "" && c.Key <= p.Key || c.OffsetBytes < p.OffsetBytes {
+			d.failf("samples %+v: not increasing at %d", samples, i)
+		}
+	}
 }
 
 // diffRun is the state of one TestDifferential.
