@@ -3,6 +3,7 @@ package frontend
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"bighive/client"
 	"bighive/internal/clustertest"
@@ -213,4 +215,205 @@ func mapsEqual(a, b map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// TestAdminRaw checks what the official client does not reach: views,
+// paging, several modifications in one call, resource names and the error
+// codes of bad requests.
+func TestAdminRaw(t *testing.T) {
+	f := startAdmin(t)
+	ctx := testCtx(t)
+	const parent = "projects/p/instances/i"
+	keep := &adminpb.ColumnFamily{GcRule: &adminpb.GcRule{}}
+	for _, id := range []string{"a", "b", "c"} {
+		_, err := f.raw.CreateTable(ctx, &adminpb.CreateTableRequest{Parent: parent, TableId: id,
+			Table: &adminpb.Table{ColumnFamilies: map[string]*adminpb.ColumnFamily{"cf": keep}}})
+		if err != nil {
+			t.Fatalf("CreateTable(%s): %v", id, err)
+		}
+	}
+
+	// Views.
+	got, err := f.raw.GetTable(ctx, &adminpb.GetTableRequest{Name: parent + "/tables/a", View: adminpb.Table_NAME_ONLY})
+	if err != nil || got.Name != parent+"/tables/a" || got.ColumnFamilies != nil {
+		t.Errorf("GetTable NAME_ONLY = %v, %v; want the name alone", got, err)
+	}
+	for _, view := range []adminpb.Table_View{adminpb.Table_VIEW_UNSPECIFIED, adminpb.Table_SCHEMA_VIEW, adminpb.Table_FULL} {
+		got, err := f.raw.GetTable(ctx, &adminpb.GetTableRequest{Name: parent + "/tables/a", View: view})
+		if err != nil || got.Name != parent+"/tables/a" || len(got.ColumnFamilies) != 1 || got.ColumnFamilies["cf"] == nil {
+			t.Errorf("GetTable %v = %v, %v; want the name and family cf", view, got, err)
+		}
+	}
+	list, err := f.raw.ListTables(ctx, &adminpb.ListTablesRequest{Parent: "projects/other/instances/x"})
+	if err != nil || len(list.Tables) != 3 || list.Tables[0].Name != "projects/other/instances/x/tables/a" || list.Tables[0].ColumnFamilies != nil {
+		t.Errorf("ListTables = %v, %v; want 3 names under the request's instance", list, err)
+	}
+	list, err = f.raw.ListTables(ctx, &adminpb.ListTablesRequest{Parent: parent, View: adminpb.Table_SCHEMA_VIEW})
+	if err != nil || len(list.Tables) != 3 || len(list.Tables[2].ColumnFamilies) != 1 {
+		t.Errorf("ListTables SCHEMA_VIEW = %v, %v; want 3 tables with families", list, err)
+	}
+	// Paging: two pages of 2 and 1.
+	var names []string
+	token := ""
+	for pages := 0; ; pages++ {
+		if pages > 3 {
+			t.Fatal("ListTables paging does not end")
+		}
+		page, err := f.raw.ListTables(ctx, &adminpb.ListTablesRequest{Parent: parent, PageSize: 2, PageToken: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tb := range page.Tables {
+			names = append(names, tb.Name[len(parent)+len("/tables/"):])
+		}
+		if token = page.NextPageToken; token == "" {
+			break
+		}
+	}
+	if !slices.Equal(names, []string{"a", "b", "c"}) {
+		t.Errorf("ListTables pages = %q, want [a b c]", names)
+	}
+
+	// Several modifications in one call, applied in order: create x, set
+	// its rule, create y, drop cf.
+	ver2 := &adminpb.GcRule{Rule: &adminpb.GcRule_MaxNumVersions{MaxNumVersions: 2}}
+	tbl, err := f.raw.ModifyColumnFamilies(ctx, &adminpb.ModifyColumnFamiliesRequest{Name: parent + "/tables/a",
+		Modifications: []*adminpb.ModifyColumnFamiliesRequest_Modification{
+			{Id: "x", Mod: &adminpb.ModifyColumnFamiliesRequest_Modification_Create{Create: &adminpb.ColumnFamily{}}},
+			{Id: "x", Mod: &adminpb.ModifyColumnFamiliesRequest_Modification_Update{Update: &adminpb.ColumnFamily{GcRule: ver2}}},
+			{Id: "y", Mod: &adminpb.ModifyColumnFamiliesRequest_Modification_Create{Create: &adminpb.ColumnFamily{GcRule: ver2}}},
+			{Id: "cf", Mod: &adminpb.ModifyColumnFamiliesRequest_Modification_Drop{Drop: true}},
+		}})
+	if err != nil {
+		t.Fatalf("ModifyColumnFamilies: %v", err)
+	}
+	if len(tbl.ColumnFamilies) != 2 || tbl.ColumnFamilies["x"].GetGcRule().GetMaxNumVersions() != 2 ||
+		tbl.ColumnFamilies["y"].GetGcRule().GetMaxNumVersions() != 2 {
+		t.Errorf("after ModifyColumnFamilies, families = %v; want x and y keeping 2 versions", tbl.ColumnFamilies)
+	}
+	// A failing modification is found before any is applied.
+	_, err = f.raw.ModifyColumnFamilies(ctx, &adminpb.ModifyColumnFamiliesRequest{Name: parent + "/tables/a",
+		Modifications: []*adminpb.ModifyColumnFamiliesRequest_Modification{
+			{Id: "z", Mod: &adminpb.ModifyColumnFamiliesRequest_Modification_Create{Create: &adminpb.ColumnFamily{}}},
+			{Id: "cf", Mod: &adminpb.ModifyColumnFamiliesRequest_Modification_Drop{Drop: true}},
+		}})
+	wantCode(t, "ModifyColumnFamilies dropping a dropped family", err, codes.NotFound)
+	if got, _ := f.raw.GetTable(ctx, &adminpb.GetTableRequest{Name: parent + "/tables/a"}); got.GetColumnFamilies()["z"] != nil {
+		t.Error("a ModifyColumnFamilies that failed its check created a family")
+	}
+
+	// Consistency tokens.
+	tok, err := f.raw.GenerateConsistencyToken(ctx, &adminpb.GenerateConsistencyTokenRequest{Name: parent + "/tables/a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := f.raw.CheckConsistency(ctx, &adminpb.CheckConsistencyRequest{Name: parent + "/tables/a", ConsistencyToken: tok.ConsistencyToken})
+	if err != nil || !cons.Consistent {
+		t.Errorf("CheckConsistency = %v, %v; want consistent", cons, err)
+	}
+
+	// Errors.
+	bad := []struct {
+		what string
+		call func() error
+		code codes.Code
+	}{
+		{"GetTable with a malformed name", func() error {
+			_, err := f.raw.GetTable(ctx, &adminpb.GetTableRequest{Name: "projects/p/tables/a"})
+			return err
+		}, codes.InvalidArgument},
+		{"GetTable with an empty table ID", func() error {
+			_, err := f.raw.GetTable(ctx, &adminpb.GetTableRequest{Name: parent + "/tables/"})
+			return err
+		}, codes.InvalidArgument},
+		{"GetTable of a missing table", func() error {
+			_, err := f.raw.GetTable(ctx, &adminpb.GetTableRequest{Name: parent + "/tables/nope"})
+			return err
+		}, codes.NotFound},
+		{"ListTables with a malformed parent", func() error {
+			_, err := f.raw.ListTables(ctx, &adminpb.ListTablesRequest{Parent: "projects/p"})
+			return err
+		}, codes.InvalidArgument},
+		{"CreateTable with a malformed parent", func() error {
+			_, err := f.raw.CreateTable(ctx, &adminpb.CreateTableRequest{Parent: "p/i", TableId: "d",
+				Table: &adminpb.Table{ColumnFamilies: map[string]*adminpb.ColumnFamily{"cf": keep}}})
+			return err
+		}, codes.InvalidArgument},
+		{"CreateTable with an empty table ID", func() error {
+			_, err := f.raw.CreateTable(ctx, &adminpb.CreateTableRequest{Parent: parent,
+				Table: &adminpb.Table{ColumnFamilies: map[string]*adminpb.ColumnFamily{"cf": keep}}})
+			return err
+		}, codes.InvalidArgument},
+		{"CreateTable with a duplicated split", func() error {
+			_, err := f.raw.CreateTable(ctx, &adminpb.CreateTableRequest{Parent: parent, TableId: "d",
+				Table:         &adminpb.Table{ColumnFamilies: map[string]*adminpb.ColumnFamily{"cf": keep}},
+				InitialSplits: []*adminpb.CreateTableRequest_Split{{Key: []byte("k")}, {Key: []byte("k")}}})
+			return err
+		}, codes.InvalidArgument},
+		{"DeleteTable of a missing table", func() error {
+			_, err := f.raw.DeleteTable(ctx, &adminpb.DeleteTableRequest{Name: parent + "/tables/nope"})
+			return err
+		}, codes.NotFound},
+		{"ModifyColumnFamilies of a missing table", func() error {
+			_, err := f.raw.ModifyColumnFamilies(ctx, &adminpb.ModifyColumnFamiliesRequest{Name: parent + "/tables/nope",
+				Modifications: []*adminpb.ModifyColumnFamiliesRequest_Modification{
+					{Id: "x", Mod: &adminpb.ModifyColumnFamiliesRequest_Modification_Drop{Drop: true}}}})
+			return err
+		}, codes.NotFound},
+		{"ModifyColumnFamilies without a modification", func() error {
+			_, err := f.raw.ModifyColumnFamilies(ctx, &adminpb.ModifyColumnFamiliesRequest{Name: parent + "/tables/a"})
+			return err
+		}, codes.InvalidArgument},
+		{"ModifyColumnFamilies creating an existing family", func() error {
+			_, err := f.raw.ModifyColumnFamilies(ctx, &adminpb.ModifyColumnFamiliesRequest{Name: parent + "/tables/a",
+				Modifications: []*adminpb.ModifyColumnFamiliesRequest_Modification{
+					{Id: "x", Mod: &adminpb.ModifyColumnFamiliesRequest_Modification_Create{Create: &adminpb.ColumnFamily{}}}}})
+			return err
+		}, codes.AlreadyExists},
+		{"ModifyColumnFamilies with a bad GC rule", func() error {
+			_, err := f.raw.ModifyColumnFamilies(ctx, &adminpb.ModifyColumnFamiliesRequest{Name: parent + "/tables/a",
+				Modifications: []*adminpb.ModifyColumnFamiliesRequest_Modification{
+					{Id: "x", Mod: &adminpb.ModifyColumnFamiliesRequest_Modification_Update{Update: &adminpb.ColumnFamily{
+						GcRule: &adminpb.GcRule{Rule: &adminpb.GcRule_MaxNumVersions{MaxNumVersions: -1}}}}}}})
+			return err
+		}, codes.InvalidArgument},
+		{"ModifyColumnFamilies updating the value type", func() error {
+			_, err := f.raw.ModifyColumnFamilies(ctx, &adminpb.ModifyColumnFamiliesRequest{Name: parent + "/tables/a",
+				Modifications: []*adminpb.ModifyColumnFamiliesRequest_Modification{
+					{Id: "x", Mod: &adminpb.ModifyColumnFamiliesRequest_Modification_Update{Update: &adminpb.ColumnFamily{}},
+						UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"value_type"}}}}})
+			return err
+		}, codes.InvalidArgument},
+		{"DropRowRange without a target", func() error {
+			_, err := f.raw.DropRowRange(ctx, &adminpb.DropRowRangeRequest{Name: parent + "/tables/a"})
+			return err
+		}, codes.InvalidArgument},
+		{"DropRowRange with an empty prefix", func() error {
+			_, err := f.raw.DropRowRange(ctx, &adminpb.DropRowRangeRequest{Name: parent + "/tables/a",
+				Target: &adminpb.DropRowRangeRequest_RowKeyPrefix{}})
+			return err
+		}, codes.InvalidArgument},
+		{"DropRowRange of a missing table", func() error {
+			_, err := f.raw.DropRowRange(ctx, &adminpb.DropRowRangeRequest{Name: parent + "/tables/nope",
+				Target: &adminpb.DropRowRangeRequest_DeleteAllDataFromTable{DeleteAllDataFromTable: true}})
+			return err
+		}, codes.NotFound},
+		{"GenerateConsistencyToken of a missing table", func() error {
+			_, err := f.raw.GenerateConsistencyToken(ctx, &adminpb.GenerateConsistencyTokenRequest{Name: parent + "/tables/nope"})
+			return err
+		}, codes.NotFound},
+		{"CheckConsistency with a foreign token", func() error {
+			_, err := f.raw.CheckConsistency(ctx, &adminpb.CheckConsistencyRequest{Name: parent + "/tables/a", ConsistencyToken: "x"})
+			return err
+		}, codes.InvalidArgument},
+	}
+	for _, b := range bad {
+		wantCode(t, b.what, b.call(), b.code)
+	}
+
+	// Methods not served name themselves.
+	_, err = f.raw.CreateBackup(ctx, &adminpb.CreateBackupRequest{Parent: parent})
+	if status.Code(err) != codes.Unimplemented || !strings.Contains(status.Convert(err).Message(), "CreateBackup") {
+		t.Errorf("CreateBackup: got %v, want Unimplemented naming the method", err)
+	}
 }
