@@ -12,6 +12,7 @@ import (
 
 	"bighive/client"
 	"bighive/internal/apierr"
+	"bighive/meta"
 )
 
 // The table admin service maps each method onto the Bighive client's
@@ -342,18 +343,19 @@ func familyRule(f client.FamilySpec) *adminpb.GcRule {
 	}
 }
 
-// maxRuleDepth bounds the nesting of a GC rule taken from a request.
-const maxRuleDepth = 16
+// maxRuleDepth bounds the nesting of a GC rule taken from a request (the
+// top rule is level 1), as the master does.
+const maxRuleDepth = meta.MaxGCRuleDepth
 
 // policyFromAdmin is the client policy of an admin GC rule (validated again
 // by the master: positive versions and ages, and the nesting depth).
 func policyFromAdmin(r *adminpb.GcRule) (client.GCPolicy, error) {
-	return policyFromAdminDepth(r, 0)
+	return policyFromAdminDepth(r, 1)
 }
 
 func policyFromAdminDepth(r *adminpb.GcRule, depth int) (client.GCPolicy, error) {
 	if depth > maxRuleDepth {
-		return nil, apierr.InvalidArgument("GC rule nested deeper than %d", maxRuleDepth)
+		return nil, apierr.InvalidArgument("GC rule nests deeper than %d levels", maxRuleDepth)
 	}
 	subs := func(rs []*adminpb.GcRule) ([]client.GCPolicy, error) {
 		out := make([]client.GCPolicy, len(rs))

@@ -62,12 +62,19 @@ func TestGCRuleRoundTrip(t *testing.T) {
 	}
 }
 
-// TestGCRuleBad: rules too deep or with an invalid duration are refused
+// TestGCRuleBad: rules deeper than the master allows or with an invalid duration are refused
 // with InvalidArgument.
 func TestGCRuleBad(t *testing.T) {
-	deep := vers(1)
-	for range maxRuleDepth + 1 {
+	deep := vers(1) // maxRuleDepth+1 levels: refused
+	for range maxRuleDepth {
 		deep = union(deep)
+	}
+	ok := vers(1) // maxRuleDepth levels: allowed
+	for range maxRuleDepth - 1 {
+		ok = union(ok)
+	}
+	if _, err := policyFromAdmin(ok); err != nil {
+		t.Errorf("a rule of %d levels: %v", maxRuleDepth, err)
 	}
 	bad := &adminpb.GcRule{Rule: &adminpb.GcRule_MaxAge{MaxAge: &durationpb.Duration{Seconds: 1, Nanos: -5}}}
 	for _, r := range []*adminpb.GcRule{deep, bad, union(vers(1), bad)} {
