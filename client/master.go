@@ -106,9 +106,6 @@ func createTableRequest(spec TableSpec) (*pb.CreateTableRequest, error) {
 	if err := limits.ValidateTableName(spec.Name); err != nil {
 		return nil, err
 	}
-	if len(spec.Families) == 0 {
-		return nil, apierr.InvalidArgument("table %q has no column family; declare at least one", spec.Name)
-	}
 	schema := &pb.TableSchema{Name: spec.Name}
 	seen := map[string]bool{}
 	for _, f := range spec.Families {

@@ -30,8 +30,7 @@ import (
 const consistencyToken = "bighive-consistent-on-ack"
 
 // CreateTable creates a table with its column families (and their GC
-// rules) and initial splits. A table without a column family is refused:
-// a Bighive table keeps at least one.
+// rules), if any, and initial splits.
 func (a *adminServer) CreateTable(ctx context.Context, req *adminpb.CreateTableRequest) (*adminpb.Table, error) {
 	parent, err := parseInstance(req.GetParent())
 	if err != nil {
@@ -55,9 +54,6 @@ func (a *adminServer) CreateTable(ctx context.Context, req *adminpb.CreateTableR
 			}
 		}
 		spec.Families = append(spec.Families, f)
-	}
-	if len(spec.Families) == 0 {
-		return nil, apierr.InvalidArgument("frontend: create table %q: no column family given; a Bighive table needs at least one (set table.column_families)", n.table)
 	}
 	for _, s := range req.GetInitialSplits() {
 		spec.SplitKeys = append(spec.SplitKeys, string(s.GetKey()))

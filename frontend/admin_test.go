@@ -106,10 +106,32 @@ func TestAdminOfficialClient(t *testing.T) {
 		t.Errorf("TableInfo families = %q, want %q", got, want)
 	}
 
-	if err := f.adm.CreateTable(ctx, "t0"); err == nil {
-		t.Error("CreateTable without families succeeded; a Bighive table needs one")
-	} else {
-		wantCode(t, "CreateTable without families", err, codes.InvalidArgument)
+	// The Go quick start: a table without families, then a family; its
+	// last family can go again.
+	if err := f.adm.CreateTable(ctx, "t0"); err != nil {
+		t.Fatalf("CreateTable without families: %v", err)
+	}
+	if got := familyPolicies(t, ctx, f.adm, "t0"); len(got) != 0 {
+		t.Errorf("a table created without families has %q", got)
+	}
+	if err := f.adm.CreateColumnFamily(ctx, "t0", "cf"); err != nil {
+		t.Fatalf("CreateColumnFamily on a table without families: %v", err)
+	}
+	t0, err := f.c.Open(ctx, "t0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := t0.Put(ctx, "r", "cf", "q", []byte("v")); err != nil {
+		t.Fatalf("write to the family created after the table: %v", err)
+	}
+	if err := f.adm.DeleteColumnFamily(ctx, "t0", "cf"); err != nil {
+		t.Fatalf("DeleteColumnFamily of the last family: %v", err)
+	}
+	if err := t0.Put(ctx, "r", "cf", "q", []byte("v")); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("write to a deleted family: %v, want InvalidArgument", err)
+	}
+	if err := f.adm.DeleteTable(ctx, "t0"); err != nil {
+		t.Fatal(err)
 	}
 	wantCode(t, "CreateTable of an existing table",
 		f.adm.CreateTableFromConf(ctx, &bigtable.TableConf{TableID: "t1", Families: map[string]bigtable.GCPolicy{"x": bigtable.NoGcPolicy()}}),
