@@ -56,6 +56,12 @@ type FamilySpec struct {
 	MaxVersions int
 	// MaxAge drops cells older than this; 0 keeps them forever.
 	MaxAge time.Duration
+	// GCPolicy, when set, is the family's whole garbage-collection policy:
+	// MaxVersions and MaxAge are then ignored (and must be 0 when creating).
+	// Without it the policy is the union of MaxVersions and MaxAge. Tables
+	// describes a family whose policy was set by SetGCPolicy (or given here)
+	// with this field.
+	GCPolicy GCPolicy
 }
 
 // CreateTable creates a table. It fails with AlreadyExists if the table
@@ -100,9 +106,6 @@ func createTableRequest(spec TableSpec) (*pb.CreateTableRequest, error) {
 	if err := limits.ValidateTableName(spec.Name); err != nil {
 		return nil, err
 	}
-	if len(spec.Families) == 0 {
-		return nil, apierr.InvalidArgument("table %q has no column family; declare at least one", spec.Name)
-	}
 	schema := &pb.TableSchema{Name: spec.Name}
 	seen := map[string]bool{}
 	for _, f := range spec.Families {
@@ -119,9 +122,14 @@ func createTableRequest(spec TableSpec) (*pb.CreateTableRequest, error) {
 		if err := limits.ValidateFamilyMaxAge(f.Name, f.MaxAge.Microseconds()); err != nil {
 			return nil, err
 		}
-		schema.Families = append(schema.Families, &pb.FamilySpec{
-			Name: f.Name, MaxVersions: uint32(f.MaxVersions), MaxAgeMicros: f.MaxAge.Microseconds(),
-		})
+		fs := &pb.FamilySpec{Name: f.Name, MaxVersions: uint32(f.MaxVersions), MaxAgeMicros: f.MaxAge.Microseconds()}
+		if f.GCPolicy != nil {
+			if f.MaxVersions != 0 || f.MaxAge != 0 {
+				return nil, apierr.InvalidArgument("column family %q gives both a GC policy and max versions or max age; give one", f.Name)
+			}
+			fs.GcRule = f.GCPolicy.proto()
+		}
+		schema.Families = append(schema.Families, fs)
 	}
 	if len(spec.SplitKeys) > limits.MaxSplitKeys {
 		return nil, apierr.InvalidArgument("%d split keys, over the limit of %d", len(spec.SplitKeys), limits.MaxSplitKeys)
@@ -250,9 +258,11 @@ func tableInfo(t *pb.TableInfo) TableInfo {
 		CachePriority: priorityFromProto(t.CachePriority),
 	}
 	for _, f := range t.GetSchema().GetFamilies() {
-		info.Families = append(info.Families, FamilySpec{
-			Name: f.Name, MaxVersions: int(f.MaxVersions), MaxAge: time.Duration(f.MaxAgeMicros) * time.Microsecond,
-		})
+		fs := FamilySpec{Name: f.Name, GCPolicy: policyFromProto(f.GcRule)}
+		if fs.GCPolicy == nil {
+			fs.MaxVersions, fs.MaxAge = int(f.MaxVersions), time.Duration(f.MaxAgeMicros)*time.Microsecond
+		}
+		info.Families = append(info.Families, fs)
 	}
 	return info
 }

@@ -22,45 +22,53 @@ type GCPolicy interface {
 	proto() *pb.GcRule
 }
 
-type maxVersionsPolicy int
+// MaxVersionsGCPolicy keeps the newest versions of each column; made by
+// MaxVersionsPolicy.
+type MaxVersionsGCPolicy int
 
 // MaxVersionsPolicy keeps the newest n versions of each column.
-func MaxVersionsPolicy(n int) GCPolicy { return maxVersionsPolicy(n) }
+func MaxVersionsPolicy(n int) GCPolicy { return MaxVersionsGCPolicy(n) }
 
-func (p maxVersionsPolicy) String() string { return fmt.Sprintf("versions() > %d", int(p)) }
-func (p maxVersionsPolicy) proto() *pb.GcRule {
+func (p MaxVersionsGCPolicy) String() string { return fmt.Sprintf("versions() > %d", int(p)) }
+func (p MaxVersionsGCPolicy) proto() *pb.GcRule {
 	return &pb.GcRule{Rule: &pb.GcRule_MaxNumVersions{MaxNumVersions: int32(p)}}
 }
 
-type maxAgePolicy time.Duration
+// MaxAgeGCPolicy makes cells older than its age garbage; made by
+// MaxAgePolicy.
+type MaxAgeGCPolicy time.Duration
 
 // MaxAgePolicy makes cells older than d (by their timestamp, relative to
 // now) garbage.
-func MaxAgePolicy(d time.Duration) GCPolicy { return maxAgePolicy(d) }
+func MaxAgePolicy(d time.Duration) GCPolicy { return MaxAgeGCPolicy(d) }
 
-func (p maxAgePolicy) String() string { return fmt.Sprintf("age() > %v", time.Duration(p)) }
-func (p maxAgePolicy) proto() *pb.GcRule {
+func (p MaxAgeGCPolicy) String() string { return fmt.Sprintf("age() > %v", time.Duration(p)) }
+func (p MaxAgeGCPolicy) proto() *pb.GcRule {
 	return &pb.GcRule{Rule: &pb.GcRule_MaxAgeMicros{MaxAgeMicros: time.Duration(p).Microseconds()}}
 }
 
-type unionPolicy []GCPolicy
+// UnionGCPolicy makes a cell garbage if any of its children does; made by
+// UnionPolicy.
+type UnionGCPolicy struct{ Children []GCPolicy }
 
 // UnionPolicy makes a cell garbage if any of the policies does.
-func UnionPolicy(sub ...GCPolicy) GCPolicy { return unionPolicy(sub) }
+func UnionPolicy(sub ...GCPolicy) GCPolicy { return UnionGCPolicy{sub} }
 
-func (p unionPolicy) String() string { return joinPolicies(p, " || ") }
-func (p unionPolicy) proto() *pb.GcRule {
-	return &pb.GcRule{Rule: &pb.GcRule_Union_{Union: &pb.GcRule_Union{Rules: protos(p)}}}
+func (p UnionGCPolicy) String() string { return joinPolicies(p.Children, " || ") }
+func (p UnionGCPolicy) proto() *pb.GcRule {
+	return &pb.GcRule{Rule: &pb.GcRule_Union_{Union: &pb.GcRule_Union{Rules: protos(p.Children)}}}
 }
 
-type intersectionPolicy []GCPolicy
+// IntersectionGCPolicy makes a cell garbage if all of its children do; made
+// by IntersectionPolicy.
+type IntersectionGCPolicy struct{ Children []GCPolicy }
 
 // IntersectionPolicy makes a cell garbage if all of the policies do.
-func IntersectionPolicy(sub ...GCPolicy) GCPolicy { return intersectionPolicy(sub) }
+func IntersectionPolicy(sub ...GCPolicy) GCPolicy { return IntersectionGCPolicy{sub} }
 
-func (p intersectionPolicy) String() string { return joinPolicies(p, " && ") }
-func (p intersectionPolicy) proto() *pb.GcRule {
-	return &pb.GcRule{Rule: &pb.GcRule_Intersection_{Intersection: &pb.GcRule_Intersection{Rules: protos(p)}}}
+func (p IntersectionGCPolicy) String() string { return joinPolicies(p.Children, " && ") }
+func (p IntersectionGCPolicy) proto() *pb.GcRule {
+	return &pb.GcRule{Rule: &pb.GcRule_Intersection_{Intersection: &pb.GcRule_Intersection{Rules: protos(p.Children)}}}
 }
 
 type noGCPolicy struct{}
@@ -77,6 +85,33 @@ func joinPolicies(ps []GCPolicy, sep string) string {
 		parts[i] = "(" + p.String() + ")"
 	}
 	return strings.Join(parts, sep)
+}
+
+// policyFromProto is the policy of a stored rule; nil for nil.
+func policyFromProto(r *pb.GcRule) GCPolicy {
+	if r == nil {
+		return nil
+	}
+	switch r := r.Rule.(type) {
+	case *pb.GcRule_MaxNumVersions:
+		return MaxVersionsGCPolicy(r.MaxNumVersions)
+	case *pb.GcRule_MaxAgeMicros:
+		return MaxAgeGCPolicy(time.Duration(r.MaxAgeMicros) * time.Microsecond)
+	case *pb.GcRule_Union_:
+		return UnionGCPolicy{policiesFromProto(r.Union.GetRules())}
+	case *pb.GcRule_Intersection_:
+		return IntersectionGCPolicy{policiesFromProto(r.Intersection.GetRules())}
+	default:
+		return noGCPolicy{}
+	}
+}
+
+func policiesFromProto(rs []*pb.GcRule) []GCPolicy {
+	out := make([]GCPolicy, len(rs))
+	for i, r := range rs {
+		out[i] = policyFromProto(r)
+	}
+	return out
 }
 
 func protos(ps []GCPolicy) []*pb.GcRule {

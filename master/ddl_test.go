@@ -52,7 +52,6 @@ func TestDDLErrors(t *testing.T) {
 		{"empty name", create(schema("", "cf")), codes.InvalidArgument},
 		{"name too long", create(schema(strings.Repeat("x", 129), "cf")), codes.InvalidArgument},
 		{"no schema", create(nil), codes.InvalidArgument},
-		{"no families", create(schema("nofam")), codes.InvalidArgument},
 		{"bad family name", create(schema("badfam", "c:f")), codes.InvalidArgument},
 		{"duplicate family", create(schema("dupfam", "cf", "cf")), codes.InvalidArgument},
 		{"unsorted split keys", create(schema("u1", "cf"), "b", "a"), codes.InvalidArgument},

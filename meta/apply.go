@@ -121,17 +121,15 @@ func (w *writer) nextIDs(n int) ([]string, error) {
 	return ids, w.tx.Bucket(bucketMeta).Put(keyNextTabletID, u64(next+uint64(n)))
 }
 
-// ValidateSchema checks a table schema: the name, at least one family,
-// valid and distinct family names, non-negative policies.
+// ValidateSchema checks a table schema: the name, valid and distinct
+// family names, non-negative policies. A table may have no family (as in
+// Cloud Bigtable, whose clients create a table and then its families).
 func ValidateSchema(s *pb.TableSchema) error {
 	if s == nil {
 		return apierr.InvalidArgument("table schema is missing")
 	}
 	if err := limits.ValidateTableName(s.Name); err != nil {
 		return err
-	}
-	if len(s.Families) == 0 {
-		return apierr.InvalidArgument("table %q declares no column family; give at least one", s.Name)
 	}
 	seen := map[string]bool{}
 	for _, f := range s.Families {
@@ -607,9 +605,6 @@ func (w *writer) deleteFamily(c *spb.MetaDeleteFamily) (*Result, error) {
 	for i, f := range s.Families {
 		if f.Name != c.Family {
 			continue
-		}
-		if len(s.Families) == 1 {
-			return nil, apierr.FailedPrecondition("column family %q is the last of table %q; a table keeps at least one", c.Family, c.Table)
 		}
 		s.Families = append(s.Families[:i], s.Families[i+1:]...)
 		if !slices.Contains(s.PurgingFamilies, c.Family) {

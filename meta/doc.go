@@ -62,8 +62,9 @@
 // (TableSchema.version), so versions of a name only grow, even across a
 // delete and a create. Tservers keep the highest version they have seen.
 // SetGCRule stores the rule in FamilySpec.gc_rule and clears max_versions
-// and max_age_micros (a set gc_rule wins over them anyway). DeleteFamily
-// refuses to remove a table's last family, and adds the name to
+// and max_age_micros (a set gc_rule wins over them anyway). A table may
+// have no family (created without one, or its last one deleted), as in
+// Cloud Bigtable. DeleteFamily adds the name to
 // TableSchema.purging_families until FamilyPurged (the master has masked
 // the family's old cells on every tablet) removes it; AddFamily of a name
 // still listed there is FailedPrecondition.

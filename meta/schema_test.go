@@ -62,12 +62,17 @@ func TestSchemaChanges(t *testing.T) {
 	if s := schema(); s.Version != 4 || len(s.Families) != 1 || s.Families[0].Name != "cf" {
 		t.Fatalf("after delete: %v", s)
 	}
+	// The last family goes too (Cloud Bigtable allows a table without).
+	f.mustApply(delFamCmd("t1", "cf"))
+	if s := schema(); s.Version != 5 || len(s.Families) != 0 {
+		t.Fatalf("after deleting the last family: %v", s)
+	}
 	// A table created again under the name has a higher version than any
 	// its namesake had.
 	f.mustApply(&spb.MetaCommand{Cmd: &spb.MetaCommand_DeleteTable{DeleteTable: &spb.MetaDeleteTable{Name: "t1"}}})
 	f.mustApply(createCmd("t1"))
-	if v := schema().Version; v != 5 {
-		t.Fatalf("version %d after creating the table again, want 5", v)
+	if v := schema().Version; v != 6 {
+		t.Fatalf("version %d after creating the table again, want 6", v)
 	}
 }
 
@@ -84,7 +89,6 @@ func TestSchemaChangeErrors(t *testing.T) {
 		want codes.Code
 	}{
 		{"delete unknown family", delFamCmd("t1", "nope"), codes.NotFound},
-		{"delete the last family", delFamCmd("t1", "cf"), codes.FailedPrecondition},
 		{"delete family of unknown table", delFamCmd("nope", "cf"), codes.NotFound},
 		{"rule of unknown family", gcCmd("t1", "nope", maxVer(1)), codes.InvalidArgument},
 		{"max versions 0", gcCmd("t1", "cf", maxVer(0)), codes.InvalidArgument},

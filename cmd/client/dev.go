@@ -10,19 +10,23 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
+	"bighive/client"
+	"bighive/frontend"
 	"bighive/internal/cli"
 	"bighive/master"
 	"bighive/tserver"
 )
 
 // devCommand runs a local cluster in one process: one master and three
-// tservers on loopback with real gRPC and real storage under --dir.
+// tservers on loopback with real gRPC and real storage under --dir, and the
+// Cloud Bigtable API on --bigtable (the emulator's port by default).
 var devCommand = cli.Command{
 	Name:    "dev",
-	Args:    "[--dir DIR] [--port N]",
-	Summary: "run a local cluster (1 master, 3 tservers) in this process until Ctrl-C; data persists in --dir",
-	Example: "dev --dir ./bighive-data",
+	Args:    "[--dir DIR] [--port N] [--bigtable ADDR]",
+	Summary: "run a local cluster (1 master, 3 tservers, the Cloud Bigtable API on 127.0.0.1:8086) in this process until Ctrl-C; data persists in --dir",
+	Example: "dev --dir ./bighive-data\ndev --bigtable 127.0.0.1:9000\ndev --bigtable \"\"",
 	Run:     runDev,
 }
 
@@ -30,6 +34,7 @@ func runDev(ctx context.Context, env *cli.Env, args []string) error {
 	fs := env.FlagSet()
 	dir := fs.String("dir", "./bighive-data", "data directory (reused when started again)")
 	port := fs.Int("port", 7100, "master gRPC port; raft uses port+1, tservers port+101..port+103")
+	btAddr := fs.String("bigtable", frontend.DefaultAddr, "address of the Cloud Bigtable API (for BIGTABLE_EMULATOR_HOST); empty: do not serve it")
 	verbose := fs.Bool("v", false, "log at info level (default: warnings only)")
 	if _, err := env.Parse(fs, args, 0, 0); err != nil {
 		return err
@@ -71,14 +76,35 @@ func runDev(ctx context.Context, env *cli.Env, args []string) error {
 		}
 		servers = append(servers, s)
 	}
+	var api *frontend.Listener
+	var apiClient *client.Client
+	if *btAddr != "" {
+		apiClient, err = client.Dial(ctx, []string{m.Addr()}, client.WithLogger(log))
+		if err != nil {
+			return err
+		}
+		defer apiClient.Close()
+		api, err = frontend.Listen(*btAddr, apiClient, log)
+		if err != nil {
+			return fmt.Errorf("dev: Bigtable API: %w (is another dev cluster or emulator running? --bigtable changes the address)", err)
+		}
+	}
 	fmt.Fprintf(env.Stdout, "bighive dev cluster, data in %s\n  master   %s\n", abs, m.Addr())
 	for _, s := range servers {
 		fmt.Fprintf(env.Stdout, "  tserver  %s\n", s.Addr())
+	}
+	if api != nil {
+		fmt.Fprintf(env.Stdout, "  bigtable %s    (Cloud Bigtable API: BIGTABLE_EMULATOR_HOST=%s)\n", api.Addr(), api.Addr())
 	}
 	fmt.Fprintf(env.Stdout, "try: BIGHIVE_MASTERS=%s bighive tables    (Ctrl-C stops the cluster)\n", m.Addr())
 	<-ctx.Done()
 	fmt.Fprintln(env.Stdout, "stopping")
 	var errs []error
+	if api != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		errs = append(errs, api.Stop(sctx))
+		cancel()
+	}
 	for _, s := range servers {
 		errs = append(errs, s.Close())
 	}

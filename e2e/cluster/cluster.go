@@ -47,6 +47,8 @@ type Cluster struct {
 	masters  []*master
 	tservers []*proc
 	tsAddrs  []string
+	frontend *proc // serves the Cloud Bigtable API on btAddr
+	btAddr   string
 
 	mu      sync.Mutex
 	conns   map[string]*grpc.ClientConn
@@ -85,12 +87,16 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 			return nil, err
 		}
 	}
+	fbin, err := Binary("frontend")
+	if err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	var errs []error
 	for attempt := 1; attempt <= 3; attempt++ {
-		c, err := start(ctx, opts, mbin, tbin)
+		c, err := start(ctx, opts, mbin, tbin, fbin)
 		if err == nil {
 			return c, nil
 		}
@@ -107,7 +113,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 
 var errEarlyExit = errors.New("a process exited during start-up")
 
-func start(ctx context.Context, opts Options, mbin, tbin string) (*Cluster, error) {
+func start(ctx context.Context, opts Options, mbin, tbin, fbin string) (*Cluster, error) {
 	c := &Cluster{opts: opts, conns: map[string]*grpc.ClientConn{}}
 	for i := 0; i < opts.Masters; i++ {
 		addr, err := freePort()
@@ -153,6 +159,13 @@ func start(ctx context.Context, opts Options, mbin, tbin string) (*Cluster, erro
 		c.tservers = append(c.tservers, &proc{name: name, bin: tbin, args: args, env: opts.Env, logPath: filepath.Join(opts.Dir, name+".log")})
 		c.tsAddrs = append(c.tsAddrs, addr)
 	}
+	btAddr, err := freePort()
+	if err != nil {
+		return c, err
+	}
+	c.btAddr = btAddr
+	c.frontend = &proc{name: "frontend", bin: fbin, env: opts.Env, logPath: filepath.Join(opts.Dir, "frontend.log"),
+		args: []string{"--listen", btAddr, "--masters", strings.Join(c.MasterAddrs(), ",")}}
 	for _, m := range c.masters {
 		if err := m.start(); err != nil {
 			c.Close()
@@ -169,12 +182,28 @@ func start(ctx context.Context, opts Options, mbin, tbin string) (*Cluster, erro
 			return c, err
 		}
 	}
+	if err := c.frontend.start(); err != nil {
+		c.Close()
+		return c, err
+	}
+	if err := c.frontend.waitListening(c.btAddr, restartWait); err != nil {
+		if c.frontend.exitedNow() {
+			err = fmt.Errorf("%w: %w", errEarlyExit, err) // its port was taken: retry
+		}
+		c.Close()
+		return c, err
+	}
 	if err := c.waitTServers(ctx); err != nil {
 		c.Close()
 		return c, err
 	}
 	return c, nil
 }
+
+// BigtableAddr is the address of the frontend process serving the Cloud
+// Bigtable API (data and table admin) over the cluster, for
+// BIGTABLE_EMULATOR_HOST or option.WithGRPCConn.
+func (c *Cluster) BigtableAddr() string { return c.btAddr }
 
 // peersFlag is the masters' --peers value: id=raftaddr=grpcaddr,
 // comma-separated, every master included (master.ParsePeers).
@@ -201,6 +230,9 @@ func (c *Cluster) wipe() {
 		os.RemoveAll(filepath.Join(c.opts.Dir, ts.name))
 		os.Rename(ts.logPath, ts.logPath+".failed-start")
 	}
+	if c.frontend != nil {
+		os.Rename(c.frontend.logPath, c.frontend.logPath+".failed-start")
+	}
 	os.RemoveAll(filepath.Join(c.opts.Dir, "root"))
 }
 
@@ -225,7 +257,11 @@ func (c *Cluster) procs() []*proc {
 			out = append(out, m.proc)
 		}
 	}
-	return append(out, c.tservers...)
+	out = append(out, c.tservers...)
+	if c.frontend != nil {
+		out = append(out, c.frontend)
+	}
+	return out
 }
 
 // Dir is the cluster's directory.
@@ -327,7 +363,13 @@ func (c *Cluster) Close() error {
 			mu.Unlock()
 		}
 	}
-	// Tservers first, so their last reports reach a live master.
+	// The frontend first (its calls need the servers), then the tservers,
+	// so their last reports reach a live master.
+	if c.frontend != nil {
+		wg.Add(1)
+		go stop(c.frontend)
+		wg.Wait()
+	}
 	for _, p := range c.tservers {
 		wg.Add(1)
 		go stop(p)

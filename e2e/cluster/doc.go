@@ -3,7 +3,7 @@
 // tools. It is an ordinary (non-test) package so any test binary, and the
 // CLI, can import it.
 //
-// Start builds ./cmd/master and ./cmd/tserver once per process (go build,
+// Start builds ./cmd/master, ./cmd/tserver and ./cmd/frontend once per process (go build,
 // using the build cache; the binaries live in
 // $TMPDIR/bighive-e2e-bin-<uid>/ and are replaced atomically, so parallel
 // test binaries share them safely), picks free loopback ports, and starts
@@ -14,6 +14,8 @@
 //	<Dir>/ts0.log, ts1.log, …   each tserver's stdout and stderr
 //	<Dir>/root/                 the shared --fs-root of every tserver
 //	<Dir>/ts0/data0/            each tserver's --fs-data-dirs
+//	<Dir>/frontend.log          the frontend's output: it serves the Cloud
+//	                            Bigtable API on BigtableAddr, always started
 //
 // A process keeps its address and its directories across Kill/Stop and
 // Restart, so a restarted tserver sees its own data. Close stops every

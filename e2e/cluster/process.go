@@ -186,6 +186,20 @@ func freePort() (string, error) {
 	return l.Addr().String(), nil
 }
 
+// exitedNow reports whether the process was started and has exited.
+func (p *proc) exitedNow() bool {
+	ch := p.exited()
+	if ch == nil {
+		return false
+	}
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
 // waitListening waits until addr accepts a TCP connection, the process
 // exits, or d passes.
 func (p *proc) waitListening(addr string, d time.Duration) error {

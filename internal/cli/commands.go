@@ -127,7 +127,7 @@ func runTables(ctx context.Context, env *Env, args []string) error {
 		var jf []map[string]any
 		for _, f := range t.Families {
 			fams = append(fams, familyString(f))
-			jf = append(jf, map[string]any{"name": f.Name, "max_versions": f.MaxVersions, "max_age": f.MaxAge.String()})
+			jf = append(jf, map[string]any{"name": f.Name, "max_versions": f.MaxVersions, "max_age": f.MaxAge.String(), "gc_policy": gcPolicyJSON(f.GCPolicy)})
 		}
 		if env.JSON {
 			if err := env.object(map[string]any{"name": t.Name, "tablets": t.TabletCount, "families": jf, "cache_priority": t.CachePriority.String()}); err != nil {
@@ -143,6 +143,14 @@ func runTables(ctx context.Context, env *Env, args []string) error {
 	return env.Table([]string{"TABLE", "TABLETS", "FAMILIES", "CACHE"}, rows)
 }
 
+// gcPolicyJSON is a family's GC policy set by setgcpolicy, "" for none.
+func gcPolicyJSON(p client.GCPolicy) string {
+	if p == nil {
+		return ""
+	}
+	return p.String()
+}
+
 func familyString(f client.FamilySpec) string {
 	s := f.Name
 	if f.MaxVersions > 0 {
@@ -150,6 +158,9 @@ func familyString(f client.FamilySpec) string {
 	}
 	if f.MaxAge > 0 {
 		s += ":maxage=" + f.MaxAge.String()
+	}
+	if f.GCPolicy != nil {
+		s += ":gc=" + policyString(f.GCPolicy)
 	}
 	return s
 }

@@ -1,0 +1,76 @@
+// Command frontend serves the Cloud Bigtable API (the data and table admin
+// services) over a Bighive cluster.
+//
+//	frontend --masters 10.0.0.1:7100,10.0.0.2:7100,10.0.0.3:7100 --listen :8086
+//
+// It is stateless: it routes each row through the Bighive client's
+// location cache, so any number may run, each on its own host or several
+// behind a TCP load balancer. It stops cleanly on SIGTERM or SIGINT: it
+// stops accepting calls and waits (up to --stop-timeout) for the running
+// ones.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"bighive/client"
+	"bighive/frontend"
+)
+
+func main() {
+	var (
+		listen   = flag.String("listen", ":8086", "`host:port` of the Cloud Bigtable API")
+		masters  = flag.String("masters", "127.0.0.1:7100", "comma-separated master gRPC addresses")
+		stopWait = flag.Duration("stop-timeout", 10*time.Second, "how long a stop waits for running calls")
+		logLevel = flag.String("log-level", "info", "debug, info, warn or error")
+	)
+	flag.Parse()
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(os.Stderr, "frontend: --log-level: %v\n", err)
+		os.Exit(2)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	slog.SetDefault(log)
+	var ms []string
+	for _, m := range strings.Split(*masters, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			ms = append(ms, m)
+		}
+	}
+	if len(ms) == 0 {
+		fmt.Fprintln(os.Stderr, "frontend: --masters is empty")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	c, err := client.Dial(ctx, ms, client.WithLogger(log))
+	if err != nil {
+		log.Error("frontend: dial the masters", "masters", ms, "err", err)
+		os.Exit(1)
+	}
+	defer c.Close()
+	l, err := frontend.Listen(*listen, c, log)
+	if err != nil {
+		log.Error("frontend: start", "err", err)
+		os.Exit(1)
+	}
+	log.Info("frontend: started", "addr", l.Addr(), "masters", ms)
+	<-ctx.Done()
+	log.Info("frontend: stopping")
+	sctx, cancel := context.WithTimeout(context.Background(), *stopWait)
+	defer cancel()
+	if err := l.Stop(sctx); err != nil {
+		log.Error("frontend: stop", "err", err)
+		os.Exit(1)
+	}
+	log.Info("frontend: stopped")
+}
