@@ -5,6 +5,7 @@ import (
 	"time"
 
 	btpb "cloud.google.com/go/bigtable/apiv2/bigtablepb"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -12,12 +13,23 @@ import (
 
 	"bighive/client"
 	"bighive/internal/apierr"
+	"bighive/internal/limits"
 )
 
-// maxResponseBytes bounds the cell data of one ReadRowsResponse, far under
-// the 4 MiB a gRPC client accepts by default: a larger row goes out across
-// several responses, and a larger value is split into value_size chunks.
+// maxResponseBytes is where a ReadRowsResponse is cut: after the row that
+// takes its cell data to 1 MiB or more. A response always ends on a row
+// boundary, because the official Go client's reader checks after each
+// response that no row is left half read; so a row larger than that goes
+// alone in one response (Bigtable clients accept responses up to 256 MiB,
+// Bigtable's row size limit).
 const maxResponseBytes = 1 << 20
+
+// ServerOptions are the gRPC server options the API needs beside
+// Register: requests up to Bighive's request size limit (a 10 MiB value
+// fits), where gRPC's default stops at 4 MiB.
+func ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.MaxRecvMsgSize(limits.MaxRequestBytes + 1<<20)}
+}
 
 // viewNamed is a data request that may name an authorized or materialized
 // view instead of a table.
@@ -109,8 +121,8 @@ func (d *dataServer) ReadRows(req *btpb.ReadRowsRequest, stream btpb.Bigtable_Re
 	return nil
 }
 
-// chunkWriter turns rows into ReadRowsResponses of at most about
-// maxResponseBytes of cell data each.
+// chunkWriter turns rows into ReadRowsResponses of whole rows, cut after
+// about maxResponseBytes of cell data.
 type chunkWriter struct {
 	stream btpb.Bigtable_ReadRowsServer
 	resp   *btpb.ReadRowsResponse
@@ -118,17 +130,6 @@ type chunkWriter struct {
 	err    error
 
 	rows, cells int64
-}
-
-func (w *chunkWriter) add(c *btpb.ReadRowsResponse_CellChunk, n int) {
-	if w.resp == nil {
-		w.resp = &btpb.ReadRowsResponse{}
-	}
-	w.resp.Chunks = append(w.resp.Chunks, c)
-	w.size += n
-	if w.size >= maxResponseBytes {
-		w.err = w.flush()
-	}
 }
 
 func (w *chunkWriter) flush() error {
@@ -141,12 +142,14 @@ func (w *chunkWriter) flush() error {
 }
 
 // row writes one row: its first chunk names the row key, a chunk names
-// the family when it changes and the qualifier of every cell, a value
-// over the response bound goes in pieces (value_size on all but the last)
-// and the row's last chunk carries commit_row.
+// the family when it changes and the qualifier of every cell, and the
+// row's last chunk carries commit_row. Values are never split.
 func (w *chunkWriter) row(r client.Row) {
 	if len(r.Cells) == 0 {
 		return
+	}
+	if w.resp == nil {
+		w.resp = &btpb.ReadRowsResponse{}
 	}
 	w.rows++
 	fam := ""
@@ -156,6 +159,7 @@ func (w *chunkWriter) row(r client.Row) {
 			Qualifier:       wrapperspb.Bytes([]byte(c.Qualifier)),
 			TimestampMicros: c.Timestamp,
 			Labels:          c.Labels,
+			Value:           c.Value,
 		}
 		if i == 0 {
 			ch.RowKey = []byte(r.Key)
@@ -164,27 +168,15 @@ func (w *chunkWriter) row(r client.Row) {
 			ch.FamilyName = wrapperspb.String(c.Family)
 			fam = c.Family
 		}
-		last := i == len(r.Cells)-1
-		v := c.Value
-		head := len(r.Key) + len(c.Family) + len(c.Qualifier) + 16
-		for {
-			piece := min(len(v), max(maxResponseBytes-w.size-head, 64<<10))
-			ch.Value = v[:piece]
-			v = v[piece:]
-			if len(v) > 0 {
-				ch.ValueSize = int32(len(c.Value))
-			} else if last {
-				ch.RowStatus = &btpb.ReadRowsResponse_CellChunk_CommitRow{CommitRow: true}
-			}
-			w.add(ch, head+piece)
-			if w.err != nil || len(v) == 0 {
-				break
-			}
-			ch, head = &btpb.ReadRowsResponse_CellChunk{}, 16
+		if i == len(r.Cells)-1 {
+			ch.RowStatus = &btpb.ReadRowsResponse_CellChunk_CommitRow{CommitRow: true}
 		}
-		if w.err != nil {
-			return
-		}
+		w.resp.Chunks = append(w.resp.Chunks, ch)
+		w.size += len(c.Family) + len(c.Qualifier) + len(c.Value) + 16
+	}
+	w.size += len(r.Key)
+	if w.size >= maxResponseBytes {
+		w.err = w.flush()
 	}
 }
 
