@@ -289,6 +289,9 @@ func (g *apiGen) step(ctx context.Context, ours, theirs *bigtable.Table) (desc, 
 	case n < 10:
 		k := g.key()
 		f, df := g.filter()
+		if g.rng.IntN(5) == 0 {
+			f, df = nil, "the row has a cell"
+		}
 		mt, dt := g.mutation()
 		mf, dff := g.mutation()
 		desc = fmt.Sprintf("CheckAndMutate %s if %s then %s else %s", k, df, dt, dff)
