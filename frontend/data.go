@@ -102,11 +102,13 @@ func (d *dataServer) ReadRows(req *btpb.ReadRowsRequest, stream btpb.Bigtable_Re
 	if w.err != nil {
 		return w.err
 	}
+	// The rows read before a failure go out first: a Bigtable client
+	// resumes after the last row it received.
+	if ferr := w.flush(); ferr != nil {
+		return ferr
+	}
 	if err != nil {
 		return apiErr(err)
-	}
-	if err := w.flush(); err != nil {
-		return err
 	}
 	if req.GetRequestStatsView() == btpb.ReadRowsRequest_REQUEST_STATS_FULL {
 		// Rows and cells seen before filtering happen on the tservers and
