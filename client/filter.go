@@ -6,6 +6,7 @@ import (
 	"time"
 
 	btpb "cloud.google.com/go/bigtable/apiv2/bigtablepb"
+	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -229,3 +230,19 @@ func marshalFilter(f Filter) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// ProtoFilter is a Filter from a Cloud Bigtable RowFilter message, as a
+// Bigtable API request carries it; the tserver validates it. It is for
+// servers that pass a caller's filter through (the Bigtable API frontend);
+// a nil p is nil.
+func ProtoFilter(p *btpb.RowFilter) Filter {
+	if p == nil {
+		return nil
+	}
+	return rawFilter{p}
+}
+
+type rawFilter struct{ p *btpb.RowFilter }
+
+func (f rawFilter) String() string         { return prototext.MarshalOptions{}.Format(f.p) }
+func (f rawFilter) proto() *btpb.RowFilter { return f.p }

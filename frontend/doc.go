@@ -19,4 +19,14 @@
 // cloud.google.com/go/bigtable/apiv2/bigtablepb and
 // cloud.google.com/go/bigtable/admin/apiv2/adminpb; no second copy of
 // google.bigtable.* is generated here.
+//
+// The data service converts each request into client library calls
+// (ReadRows with a row set and the request's RowFilter passed through to
+// the tservers, Apply, ApplyBulk, conditional mutations, ReadModifyWrite,
+// SampleRowKeyOffsets) and keeps the client's gRPC codes. A ReadRows
+// response holds whole rows, cut after about 1 MiB of cell data, because
+// the official Go client's reader refuses a response that ends inside a
+// row; a larger row goes alone in one response. What Bighive does not have
+// (aggregate families, views, change streams, SQL queries) answers
+// Unimplemented.
 package frontend

@@ -31,10 +31,10 @@ func Listen(addr string, c *client.Client, log *slog.Logger) (*Listener, error) 
 	if err != nil {
 		return nil, fmt.Errorf("frontend: listen on %s: %w", addr, err)
 	}
-	g := grpc.NewServer(
+	g := grpc.NewServer(append(ServerOptions(),
 		grpc.ChainUnaryInterceptor(apierr.UnaryServerInterceptor(log)),
 		grpc.ChainStreamInterceptor(apierr.StreamServerInterceptor(log)),
-	)
+	)...)
 	New(c, log).Register(g)
 	l := &Listener{g: g, lis: lis, log: log, done: make(chan error, 1)}
 	go func() { l.done <- g.Serve(lis) }()

@@ -1,0 +1,425 @@
+package frontend
+
+import (
+	"context"
+	"time"
+
+	btpb "cloud.google.com/go/bigtable/apiv2/bigtablepb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"bighive/client"
+	"bighive/internal/apierr"
+	"bighive/internal/limits"
+)
+
+// maxResponseBytes is where a ReadRowsResponse is cut: after the row that
+// takes its cell data to 1 MiB or more. A response always ends on a row
+// boundary, because the official Go client's reader checks after each
+// response that no row is left half read; so a row larger than that goes
+// alone in one response (Bigtable clients accept responses up to 256 MiB,
+// Bigtable's row size limit).
+const maxResponseBytes = 1 << 20
+
+// ServerOptions are the gRPC server options the API needs beside
+// Register: requests up to Bighive's request size limit (a 10 MiB value
+// fits), where gRPC's default stops at 4 MiB.
+func ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.MaxRecvMsgSize(limits.MaxRequestBytes + 1<<20)}
+}
+
+// viewNamed is a data request that may name an authorized or materialized
+// view instead of a table.
+type viewNamed interface {
+	GetAuthorizedViewName() string
+}
+
+type matViewNamed interface {
+	GetMaterializedViewName() string
+}
+
+// target returns the client table a data request names; a request naming
+// a view is Unimplemented (Bighive has no views).
+func (d *dataServer) target(ctx context.Context, method, table string, req any) (*client.Table, error) {
+	if v, ok := req.(viewNamed); ok && v.GetAuthorizedViewName() != "" {
+		return nil, status.Errorf(codes.Unimplemented, "frontend: %s: authorized views are not served (authorized_view_name %q)", method, v.GetAuthorizedViewName())
+	}
+	if v, ok := req.(matViewNamed); ok && v.GetMaterializedViewName() != "" {
+		return nil, status.Errorf(codes.Unimplemented, "frontend: %s: materialized views are not served (materialized_view_name %q)", method, v.GetMaterializedViewName())
+	}
+	t, err := d.s.table(ctx, table)
+	if err != nil {
+		return nil, apiErr(err)
+	}
+	return t, nil
+}
+
+// apiErr is err as the gRPC status a Bigtable client expects. The client
+// library's errors already are statuses with their codes (NotFound for an
+// unknown table, Unavailable, Aborted and DeadlineExceeded for what a
+// Bigtable client retries), which are kept; context errors become Canceled
+// or DeadlineExceeded.
+func apiErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return apierr.ToStatus(err).Err()
+}
+
+// ReadRows streams the rows of a row set in CellChunk form.
+func (d *dataServer) ReadRows(req *btpb.ReadRowsRequest, stream btpb.Bigtable_ReadRowsServer) error {
+	start := time.Now()
+	ctx := stream.Context()
+	t, err := d.target(ctx, "ReadRows", req.GetTableName(), req)
+	if err != nil {
+		return err
+	}
+	rs, err := rowSet(req.GetRows())
+	if err != nil {
+		return err
+	}
+	if req.GetRowsLimit() < 0 {
+		return status.Errorf(codes.InvalidArgument, "frontend: ReadRows: rows_limit %d is negative", req.GetRowsLimit())
+	}
+	var opts []client.ReadOption
+	if f := req.GetFilter(); f != nil {
+		opts = append(opts, client.RowFilter(client.ProtoFilter(f)))
+	}
+	if n := req.GetRowsLimit(); n > 0 {
+		opts = append(opts, client.LimitRows(n))
+	}
+	if req.GetReversed() {
+		opts = append(opts, client.ReverseScan())
+	}
+	w := &chunkWriter{stream: stream}
+	err = t.ReadRows(ctx, rs, func(r client.Row) bool {
+		w.row(r)
+		return w.err == nil
+	}, opts...)
+	if w.err != nil {
+		return w.err
+	}
+	// The rows read before a failure go out first: a Bigtable client
+	// resumes after the last row it received.
+	if ferr := w.flush(); ferr != nil {
+		return ferr
+	}
+	if err != nil {
+		return apiErr(err)
+	}
+	if req.GetRequestStatsView() == btpb.ReadRowsRequest_REQUEST_STATS_FULL {
+		// Rows and cells seen before filtering happen on the tservers and
+		// are not reported back; the returned counts are exact.
+		return stream.Send(&btpb.ReadRowsResponse{RequestStats: &btpb.RequestStats{
+			StatsView: &btpb.RequestStats_FullReadStatsView{FullReadStatsView: &btpb.FullReadStatsView{
+				ReadIterationStats:  &btpb.ReadIterationStats{RowsReturnedCount: w.rows, CellsReturnedCount: w.cells},
+				RequestLatencyStats: &btpb.RequestLatencyStats{FrontendServerLatency: durationpb.New(time.Since(start))},
+			}},
+		}})
+	}
+	return nil
+}
+
+// chunkWriter turns rows into ReadRowsResponses of whole rows, cut after
+// about maxResponseBytes of cell data.
+type chunkWriter struct {
+	stream btpb.Bigtable_ReadRowsServer
+	resp   *btpb.ReadRowsResponse
+	size   int
+	err    error
+
+	rows, cells int64
+}
+
+func (w *chunkWriter) flush() error {
+	if w.resp == nil {
+		return nil
+	}
+	resp := w.resp
+	w.resp, w.size = nil, 0
+	return w.stream.Send(resp)
+}
+
+// row writes one row: its first chunk names the row key, a chunk names
+// the family when it changes and the qualifier of every cell, and the
+// row's last chunk carries commit_row. Values are never split.
+func (w *chunkWriter) row(r client.Row) {
+	if len(r.Cells) == 0 {
+		return
+	}
+	if w.resp == nil {
+		w.resp = &btpb.ReadRowsResponse{}
+	}
+	w.rows++
+	fam := ""
+	for i, c := range r.Cells {
+		w.cells++
+		ch := &btpb.ReadRowsResponse_CellChunk{
+			Qualifier:       wrapperspb.Bytes([]byte(c.Qualifier)),
+			TimestampMicros: c.Timestamp,
+			Labels:          c.Labels,
+			Value:           c.Value,
+		}
+		if i == 0 {
+			ch.RowKey = []byte(r.Key)
+		}
+		if i == 0 || c.Family != fam {
+			ch.FamilyName = wrapperspb.String(c.Family)
+			fam = c.Family
+		}
+		if i == len(r.Cells)-1 {
+			ch.RowStatus = &btpb.ReadRowsResponse_CellChunk_CommitRow{CommitRow: true}
+		}
+		w.resp.Chunks = append(w.resp.Chunks, ch)
+		w.size += len(c.Family) + len(c.Qualifier) + len(c.Value) + 16
+	}
+	w.size += len(r.Key)
+	if w.size >= maxResponseBytes {
+		w.err = w.flush()
+	}
+}
+
+// rowSet is the request's row set: its keys and ranges as one list of
+// ranges; no keys and no ranges is the whole table.
+func rowSet(p *btpb.RowSet) (client.RowSet, error) {
+	if len(p.GetRowKeys()) == 0 && len(p.GetRowRanges()) == 0 {
+		return client.InfiniteRange(""), nil
+	}
+	var out client.RowRangeList
+	for _, k := range p.GetRowKeys() {
+		if len(k) == 0 {
+			return nil, status.Error(codes.InvalidArgument, "frontend: row set: a row key is empty")
+		}
+		out = append(out, client.NewClosedRange(string(k), string(k)))
+	}
+	for _, r := range p.GetRowRanges() {
+		// An empty bound is unbounded, as in Bigtable. An open start is the
+		// closed start of its successor (the key with a zero byte added).
+		var start string
+		switch s := r.GetStartKey().(type) {
+		case *btpb.RowRange_StartKeyClosed:
+			start = string(s.StartKeyClosed)
+		case *btpb.RowRange_StartKeyOpen:
+			if len(s.StartKeyOpen) > 0 {
+				start = string(s.StartKeyOpen) + "\x00"
+			}
+		}
+		var rr client.RowRange
+		switch e := r.GetEndKey().(type) {
+		case *btpb.RowRange_EndKeyClosed:
+			rr = client.NewClosedRange(start, string(e.EndKeyClosed))
+		case *btpb.RowRange_EndKeyOpen:
+			rr = client.NewRange(start, string(e.EndKeyOpen))
+		default:
+			rr = client.InfiniteRange(start)
+		}
+		out = append(out, rr)
+	}
+	return out, nil
+}
+
+// mutation converts the API's mutations of one row.
+func mutation(method string, ms []*btpb.Mutation) (*client.Mutation, error) {
+	if len(ms) == 0 {
+		return nil, status.Errorf(codes.InvalidArgument, "frontend: %s: no mutations", method)
+	}
+	m := client.NewMutation()
+	for i, op := range ms {
+		switch x := op.GetMutation().(type) {
+		case *btpb.Mutation_SetCell_:
+			// timestamp_micros -1 is the server's time, client.ServerTime.
+			m.Set(x.SetCell.GetFamilyName(), string(x.SetCell.GetColumnQualifier()), x.SetCell.GetTimestampMicros(), x.SetCell.GetValue())
+		case *btpb.Mutation_DeleteFromColumn_:
+			dc := x.DeleteFromColumn
+			if tr := dc.GetTimeRange(); tr != nil {
+				m.DeleteTimestampRange(dc.GetFamilyName(), string(dc.GetColumnQualifier()), tr.GetStartTimestampMicros(), tr.GetEndTimestampMicros())
+			} else {
+				m.DeleteCellsInColumn(dc.GetFamilyName(), string(dc.GetColumnQualifier()))
+			}
+		case *btpb.Mutation_DeleteFromFamily_:
+			m.DeleteCellsInFamily(x.DeleteFromFamily.GetFamilyName())
+		case *btpb.Mutation_DeleteFromRow_:
+			m.DeleteRow()
+		case *btpb.Mutation_AddToCell_:
+			return nil, status.Errorf(codes.Unimplemented, "frontend: %s: mutation %d: AddToCell is not supported (Bighive has no aggregate column families)", method, i)
+		case *btpb.Mutation_MergeToCell_:
+			return nil, status.Errorf(codes.Unimplemented, "frontend: %s: mutation %d: MergeToCell is not supported (Bighive has no aggregate column families)", method, i)
+		case nil:
+			return nil, status.Errorf(codes.InvalidArgument, "frontend: %s: mutation %d sets no operation", method, i)
+		default:
+			return nil, status.Errorf(codes.Unimplemented, "frontend: %s: mutation %d: %T is not supported", method, i, x)
+		}
+	}
+	return m, nil
+}
+
+// MutateRow applies one row's mutations atomically.
+func (d *dataServer) MutateRow(ctx context.Context, req *btpb.MutateRowRequest) (*btpb.MutateRowResponse, error) {
+	t, err := d.target(ctx, "MutateRow", req.GetTableName(), req)
+	if err != nil {
+		return nil, err
+	}
+	m, err := mutation("MutateRow", req.GetMutations())
+	if err != nil {
+		return nil, err
+	}
+	if err := t.Apply(ctx, string(req.GetRowKey()), m); err != nil {
+		return nil, apiErr(err)
+	}
+	return &btpb.MutateRowResponse{}, nil
+}
+
+// MutateRows applies each entry atomically on its row and answers one
+// status per entry, by index.
+func (d *dataServer) MutateRows(req *btpb.MutateRowsRequest, stream btpb.Bigtable_MutateRowsServer) error {
+	ctx := stream.Context()
+	t, err := d.target(ctx, "MutateRows", req.GetTableName(), req)
+	if err != nil {
+		return err
+	}
+	entries := req.GetEntries()
+	if len(entries) == 0 {
+		return status.Error(codes.InvalidArgument, "frontend: MutateRows: no entries")
+	}
+	statuses := make([]error, len(entries))
+	var rows []string
+	var ms []*client.Mutation
+	var idx []int
+	for i, e := range entries {
+		m, err := mutation("MutateRows", e.GetMutations())
+		if err != nil {
+			statuses[i] = err
+			continue
+		}
+		rows, ms, idx = append(rows, string(e.GetRowKey())), append(ms, m), append(idx, i)
+	}
+	if len(rows) > 0 {
+		errs, err := t.ApplyBulk(ctx, rows, ms)
+		if err != nil {
+			return apiErr(err)
+		}
+		for j, err := range errs {
+			statuses[idx[j]] = err
+		}
+	}
+	resp := &btpb.MutateRowsResponse{Entries: make([]*btpb.MutateRowsResponse_Entry, len(entries))}
+	for i, err := range statuses {
+		st := status.New(codes.OK, "")
+		if err != nil {
+			st = apierr.ToStatus(err)
+		}
+		resp.Entries[i] = &btpb.MutateRowsResponse_Entry{Index: int64(i), Status: st.Proto()}
+	}
+	return stream.Send(resp)
+}
+
+// CheckAndMutateRow applies the true or the false mutations depending on
+// whether the predicate filter yields a cell of the row.
+func (d *dataServer) CheckAndMutateRow(ctx context.Context, req *btpb.CheckAndMutateRowRequest) (*btpb.CheckAndMutateRowResponse, error) {
+	t, err := d.target(ctx, "CheckAndMutateRow", req.GetTableName(), req)
+	if err != nil {
+		return nil, err
+	}
+	var mtrue, mfalse *client.Mutation
+	if len(req.GetTrueMutations()) > 0 {
+		if mtrue, err = mutation("CheckAndMutateRow true_mutations", req.GetTrueMutations()); err != nil {
+			return nil, err
+		}
+	}
+	if len(req.GetFalseMutations()) > 0 {
+		if mfalse, err = mutation("CheckAndMutateRow false_mutations", req.GetFalseMutations()); err != nil {
+			return nil, err
+		}
+	}
+	if mtrue == nil && mfalse == nil {
+		return nil, status.Error(codes.InvalidArgument, "frontend: CheckAndMutateRow: true_mutations and false_mutations are both empty")
+	}
+	var matched bool
+	cm := client.NewCondMutation(client.ProtoFilter(req.GetPredicateFilter()), mtrue, mfalse)
+	if err := t.Apply(ctx, string(req.GetRowKey()), cm, client.GetCondMutationResult(&matched)); err != nil {
+		return nil, apiErr(err)
+	}
+	return &btpb.CheckAndMutateRowResponse{PredicateMatched: matched}, nil
+}
+
+// ReadModifyWriteRow applies append and increment rules and answers the
+// new cells.
+func (d *dataServer) ReadModifyWriteRow(ctx context.Context, req *btpb.ReadModifyWriteRowRequest) (*btpb.ReadModifyWriteRowResponse, error) {
+	t, err := d.target(ctx, "ReadModifyWriteRow", req.GetTableName(), req)
+	if err != nil {
+		return nil, err
+	}
+	if len(req.GetRules()) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "frontend: ReadModifyWriteRow: no rules")
+	}
+	m := client.NewReadModifyWrite()
+	for i, r := range req.GetRules() {
+		switch x := r.GetRule().(type) {
+		case *btpb.ReadModifyWriteRule_AppendValue:
+			m.AppendValue(r.GetFamilyName(), string(r.GetColumnQualifier()), x.AppendValue)
+		case *btpb.ReadModifyWriteRule_IncrementAmount:
+			m.Increment(r.GetFamilyName(), string(r.GetColumnQualifier()), x.IncrementAmount)
+		default:
+			return nil, status.Errorf(codes.InvalidArgument, "frontend: ReadModifyWriteRow: rule %d sets neither append_value nor increment_amount", i)
+		}
+	}
+	row, err := t.ApplyReadModifyWrite(ctx, string(req.GetRowKey()), m)
+	if err != nil {
+		return nil, apiErr(err)
+	}
+	return &btpb.ReadModifyWriteRowResponse{Row: rowProto(row)}, nil
+}
+
+// rowProto is a row as the API's nested Row (cells come ordered by
+// family then qualifier).
+func rowProto(r client.Row) *btpb.Row {
+	out := &btpb.Row{Key: []byte(r.Key)}
+	var fam *btpb.Family
+	var col *btpb.Column
+	for _, c := range r.Cells {
+		if fam == nil || fam.Name != c.Family {
+			fam = &btpb.Family{Name: c.Family}
+			out.Families = append(out.Families, fam)
+			col = nil
+		}
+		if col == nil || string(col.Qualifier) != c.Qualifier {
+			col = &btpb.Column{Qualifier: []byte(c.Qualifier)}
+			fam.Columns = append(fam.Columns, col)
+		}
+		col.Cells = append(col.Cells, &btpb.Cell{TimestampMicros: c.Timestamp, Value: c.Value, Labels: c.Labels})
+	}
+	return out
+}
+
+// SampleRowKeys streams row keys splitting the table into pieces of
+// roughly equal size, with the table's size before each; the last key is
+// empty (the end of the table).
+func (d *dataServer) SampleRowKeys(req *btpb.SampleRowKeysRequest, stream btpb.Bigtable_SampleRowKeysServer) error {
+	ctx := stream.Context()
+	t, err := d.target(ctx, "SampleRowKeys", req.GetTableName(), req)
+	if err != nil {
+		return err
+	}
+	samples, err := t.SampleRowKeyOffsets(ctx, 0)
+	if err != nil {
+		return apiErr(err)
+	}
+	for _, s := range samples {
+		if err := stream.Send(&btpb.SampleRowKeysResponse{RowKey: []byte(s.Key), OffsetBytes: s.OffsetBytes}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PingAndWarm checks the instance name and answers OK: a frontend has no
+// connections to warm beyond its client's, which dial on first use.
+func (d *dataServer) PingAndWarm(ctx context.Context, req *btpb.PingAndWarmRequest) (*btpb.PingAndWarmResponse, error) {
+	if _, err := parseInstance(req.GetName()); err != nil {
+		return nil, err
+	}
+	return &btpb.PingAndWarmResponse{}, nil
+}

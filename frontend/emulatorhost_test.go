@@ -1,0 +1,59 @@
+package frontend
+
+import (
+	"bytes"
+	"net"
+	"testing"
+
+	"cloud.google.com/go/bigtable"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"bighive/client"
+	"bighive/internal/clustertest"
+)
+
+// TestDataEmulatorHost: the official Go client reaches the frontend
+// through BIGTABLE_EMULATOR_HOST with no options at all. It dials that
+// address with gRPC's default 4 MiB receive limit, so a row of 3 MiB reads
+// back and one of 5 MiB fails with ResourceExhausted (as with Google's
+// emulator): ReadRows responses hold whole rows.
+func TestDataEmulatorHost(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{})
+	ctx := ctxT(t)
+	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "f"}}}); err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer(ServerOptions()...)
+	New(c.Client(), nil).Register(g)
+	go g.Serve(lis)
+	t.Cleanup(g.Stop)
+
+	t.Setenv("BIGTABLE_EMULATOR_HOST", lis.Addr().String())
+	bt, err := bigtable.NewClient(ctx, "p", "i")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bt.Close()
+	tbl := bt.Open("t")
+	for _, tt := range []struct {
+		row  string
+		size int
+		code codes.Code
+	}{{"small", 10, codes.OK}, {"three", 3 << 20, codes.OK}, {"five", 5 << 20, codes.ResourceExhausted}} {
+		m := bigtable.NewMutation()
+		m.Set("f", "q", 1000, bytes.Repeat([]byte("v"), tt.size))
+		if err := tbl.Apply(ctx, tt.row, m); err != nil {
+			t.Fatalf("Apply %s: %v", tt.row, err)
+		}
+		r, err := tbl.ReadRow(ctx, tt.row)
+		if status.Code(err) != tt.code || err == nil && (len(r["f"]) != 1 || len(r["f"][0].Value) != tt.size) {
+			t.Errorf("ReadRow %s = %d cells, %v; want %v", tt.row, len(r["f"]), err, tt.code)
+		}
+	}
+}
