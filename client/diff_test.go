@@ -13,11 +13,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/bigtable"
-	"cloud.google.com/go/bigtable/bttest"
-	"google.golang.org/api/option"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"bighive/client"
@@ -113,47 +109,9 @@ func TestDifferential(t *testing.T) {
 	// A small write buffer: the tserver also checkpoints on its own, while
 	// the operations run.
 	d.c = clustertest.Start(t, clustertest.Options{TServers: 2, MemLimit: 16 << 10})
-	spec := client.TableSpec{Name: "t"}
-	for _, f := range diffFamilies {
-		spec.Families = append(spec.Families, client.FamilySpec{Name: f})
-	}
-	if err := d.c.CreateTable(ctx, spec); err != nil {
-		t.Fatal(err)
-	}
 	d.cl = d.c.Client()
-	var err error
-	if d.bh, err = d.cl.Open(ctx, "t"); err != nil {
-		t.Fatal(err)
-	}
-
-	srv, err := bttest.NewServer("localhost:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	conn, err := grpc.NewClient(srv.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	adm, err := bigtable.NewAdminClient(ctx, "p", "i", option.WithGRPCConn(conn))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := adm.CreateTable(ctx, "t"); err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range diffFamilies {
-		if err := adm.CreateColumnFamily(ctx, "t", f); err != nil {
-			t.Fatal(err)
-		}
-	}
-	btc, err := bigtable.NewClientWithConfig(ctx, "p", "i", bigtable.ClientConfig{MetricsProvider: bigtable.NoopMetricsProvider{}}, option.WithGRPCConn(conn))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer btc.Close()
-	d.bt = btc.Open("t")
+	d.bh = bighiveTable(t, ctx, d.c)
+	d.bt = bttestTable(t, ctx)
 
 	total := 0
 	for _, k := range diffOpKinds {

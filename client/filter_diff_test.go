@@ -11,11 +11,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/bigtable"
-	"cloud.google.com/go/bigtable/bttest"
-	"google.golang.org/api/option"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"bighive/client"
@@ -64,49 +60,9 @@ func TestFilterDifferential(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
-	// Bighive.
 	c := clustertest.Start(t, clustertest.Options{})
-	spec := client.TableSpec{Name: "t", SplitKeys: []string{"r2"}}
-	for _, f := range diffFamilies {
-		spec.Families = append(spec.Families, client.FamilySpec{Name: f})
-	}
-	if err := c.CreateTable(ctx, spec); err != nil {
-		t.Fatal(err)
-	}
-	bh, err := c.Client().Open(ctx, "t")
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	// bttest through the official client.
-	srv, err := bttest.NewServer("localhost:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	conn, err := grpc.NewClient(srv.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	adm, err := bigtable.NewAdminClient(ctx, "p", "i", option.WithGRPCConn(conn))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := adm.CreateTable(ctx, "t"); err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range diffFamilies {
-		if err := adm.CreateColumnFamily(ctx, "t", f); err != nil {
-			t.Fatal(err)
-		}
-	}
-	btc, err := bigtable.NewClient(ctx, "p", "i", option.WithGRPCConn(conn))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer btc.Close()
-	bt := btc.Open("t")
+	bh := bighiveTable(t, ctx, c, "r2")
+	bt := bttestTable(t, ctx)
 
 	writeRandomRows(ctx, t, rng, bh, bt, *diffRows)
 

@@ -11,10 +11,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/bigtable"
-	"cloud.google.com/go/bigtable/bttest"
-	"google.golang.org/api/option"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"bighive/client"
 	"bighive/internal/clustertest"
@@ -49,45 +45,8 @@ func TestRowSetDifferential(t *testing.T) {
 	defer cancel()
 
 	c := clustertest.Start(t, clustertest.Options{})
-	spec := client.TableSpec{Name: "t", SplitKeys: []string{"r1", "r2", "r3"}}
-	for _, f := range diffFamilies {
-		spec.Families = append(spec.Families, client.FamilySpec{Name: f})
-	}
-	if err := c.CreateTable(ctx, spec); err != nil {
-		t.Fatal(err)
-	}
-	bh, err := c.Client().Open(ctx, "t")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := bttest.NewServer("localhost:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	conn, err := grpc.NewClient(srv.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	adm, err := bigtable.NewAdminClient(ctx, "p", "i", option.WithGRPCConn(conn))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := adm.CreateTable(ctx, "t"); err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range diffFamilies {
-		if err := adm.CreateColumnFamily(ctx, "t", f); err != nil {
-			t.Fatal(err)
-		}
-	}
-	btc, err := bigtable.NewClient(ctx, "p", "i", option.WithGRPCConn(conn))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer btc.Close()
-	bt := btc.Open("t")
+	bh := bighiveTable(t, ctx, c, "r1", "r2", "r3")
+	bt := bttestTable(t, ctx)
 
 	const rows = 48
 	writeRandomRows(ctx, t, rng, bh, bt, rows)
