@@ -44,8 +44,14 @@ const (
 
 // Options configure a run.
 type Options struct {
-	// Client is the connected client (required).
+	// Client is the connected client (required): it creates, checkpoints
+	// and drops the table, and with API native it makes the data calls.
 	Client *client.Client
+	// API is what the phases' data calls go through: APINative (the
+	// default) or APIBigtable, the official Cloud Bigtable Go client
+	// through the frontend at BigtableAddr.
+	API          string
+	BigtableAddr string
 	// Table is created by the run and dropped afterwards (default "bench").
 	// An existing table of that name is dropped first.
 	Table string
@@ -86,6 +92,17 @@ type Options struct {
 func (o *Options) defaults() error {
 	if o.Client == nil {
 		return fmt.Errorf("%w: Client is required", ErrOptions)
+	}
+	switch o.API {
+	case "":
+		o.API = APINative
+	case APINative:
+	case APIBigtable:
+		if o.BigtableAddr == "" {
+			return fmt.Errorf("%w: API %s needs BigtableAddr, the frontend's address", ErrOptions, APIBigtable)
+		}
+	default:
+		return fmt.Errorf("%w: unknown API %q (want %s or %s)", ErrOptions, o.API, APINative, APIBigtable)
 	}
 	if o.Table == "" {
 		o.Table = "bench"
@@ -165,15 +182,15 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
-	r := &runner{opts: opts, rep: &Report{Seed: opts.Seed, Keys: opts.Keys, ValueSize: opts.ValueSize,
+	r := &runner{opts: opts, rep: &Report{API: opts.API, Seed: opts.Seed, Keys: opts.Keys, ValueSize: opts.ValueSize,
 		Concurrency: opts.Concurrency, Tablets: opts.Tablets, CacheBytes: opts.CacheBytes}}
 	r.value = make([]byte, opts.ValueSize)
 	rng := rand.New(rand.NewPCG(opts.Seed, 0))
 	for i := range r.value {
 		r.value[i] = byte(rng.Uint32())
 	}
-	r.logf("seed %d; %d keys of %d-byte values, %d tablets, %d goroutines, %v per phase",
-		opts.Seed, opts.Keys, opts.ValueSize, opts.Tablets, opts.Concurrency, opts.Duration)
+	r.logf("api %s; seed %d; %d keys of %d-byte values, %d tablets, %d goroutines, %v per phase",
+		opts.API, opts.Seed, opts.Keys, opts.ValueSize, opts.Tablets, opts.Concurrency, opts.Duration)
 	if err := r.createTable(ctx); err != nil {
 		return nil, err
 	}
@@ -184,6 +201,12 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 			r.logf("drop table %s: %v", opts.Table, err)
 		}
 	}()
+	st, err := r.openStore(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	r.st = st
 	if err := r.run(ctx); err != nil {
 		return r.rep, err
 	}
@@ -193,7 +216,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 type runner struct {
 	opts  Options
 	rep   *Report
-	tbl   *client.Table
+	st    store
 	value []byte
 }
 
@@ -221,15 +244,7 @@ func (r *runner) createTable(ctx context.Context) error {
 	if err := c.CreateTable(ctx, spec); err != nil {
 		return fmt.Errorf("bench: create table: %w", err)
 	}
-	if err := waitServing(ctx, c, r.opts.Table); err != nil {
-		return err
-	}
-	tbl, err := c.Open(ctx, r.opts.Table)
-	if err != nil {
-		return fmt.Errorf("bench: open table: %w", err)
-	}
-	r.tbl = tbl
-	return nil
+	return waitServing(ctx, c, r.opts.Table)
 }
 
 // waitServing polls until every tablet of table is served.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"bighive/client"
+	"bighive/frontend"
 	"bighive/internal/bench"
 	"bighive/master"
 	"bighive/tserver"
@@ -74,18 +75,40 @@ func inProcess(tb testing.TB, cacheBytes int64) *client.Client {
 	return c
 }
 
-// TestTinyRun runs every phase briefly and checks each produced a
-// plausible result; the phases verify what they read themselves.
+// TestTinyRun runs every phase briefly, through each API, and checks
+// each produced a plausible result; the phases verify what they read
+// themselves (a Get of the wrong size, a scan out of order or short, a
+// counter sum that is not the acknowledged increments, a lock release
+// that does not match all fail the run).
 func TestTinyRun(t *testing.T) {
+	for _, api := range []string{bench.APINative, bench.APIBigtable} {
+		t.Run(api, func(t *testing.T) { tinyRun(t, api) })
+	}
+}
+
+func tinyRun(t *testing.T, api string) {
 	c := inProcess(t, 1<<20)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	o := bench.Options{Client: c, API: api, Keys: 600, Tablets: 3, Concurrency: 8, ValueSize: 100,
+		Duration: 300 * time.Millisecond, Ops: 200, BatchSize: 10, Scanners: 2, CacheBytes: 1 << 20, Seed: 1}
+	if api == bench.APIBigtable {
+		fe, err := frontend.Listen("127.0.0.1:0", c, quiet())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { fe.Stop(context.Background()) })
+		o.BigtableAddr = fe.Addr()
+	}
 	var out strings.Builder
-	rep, err := bench.Run(ctx, bench.Options{Client: c, Keys: 600, Tablets: 3, Concurrency: 8, ValueSize: 100,
-		Duration: 300 * time.Millisecond, Ops: 200, BatchSize: 10, Scanners: 2, CacheBytes: 1 << 20, Seed: 1, Out: &out})
+	o.Out = &out
+	rep, err := bench.Run(ctx, o)
 	t.Log(out.String())
 	if err != nil {
 		t.Fatal(err)
+	}
+	if rep.API != api {
+		t.Errorf("report of API %q, want %q", rep.API, api)
 	}
 	for _, phase := range []string{bench.PhasePut, bench.PhaseBulk, bench.PhaseGetWarm, bench.PhaseGetCold, bench.PhaseScan, "scan-2",
 		bench.PhaseIncrement, bench.PhaseCheckAndMutate} {
@@ -123,6 +146,8 @@ func TestOptionErrors(t *testing.T) {
 		{},
 		{Client: c, Phases: []string{"nope"}},
 		{Client: c, Keys: 4, Tablets: 8},
+		{Client: c, API: "grpc"},
+		{Client: c, API: bench.APIBigtable}, // no BigtableAddr
 	} {
 		if _, err := bench.Run(context.Background(), o); err == nil {
 			t.Errorf("Run(%+v) succeeded", o)

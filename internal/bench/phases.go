@@ -7,8 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"bighive/client"
 )
 
 // worker is one client goroutine's state.
@@ -80,7 +78,7 @@ func (r *runner) put(ctx context.Context) (Result, error) {
 	r.logf("put: random rows, %d goroutines", r.opts.Concurrency)
 	return r.timed(PhasePut, ctx, func(ctx context.Context, w *worker, _ int64) (int64, int64, error) {
 		k := Key(w.rng.IntN(r.opts.Keys))
-		if err := r.tbl.Put(ctx, k, family, qualifier, r.value); err != nil {
+		if err := r.st.Put(ctx, k, r.value); err != nil {
 			return 0, 0, fmt.Errorf("put %s: %w", k, err)
 		}
 		return 1, int64(len(k) + len(qualifier) + len(r.value)), nil
@@ -108,23 +106,13 @@ func (r *runner) bulk(ctx context.Context, timed bool) (Result, error) {
 	op := func(ctx context.Context, _ *worker, _ int64) (int64, int64, error) {
 		b := cursor.Add(1) - 1
 		rows := make([]string, o.BatchSize)
-		ms := make([]*client.Mutation, o.BatchSize)
-		ts := time.Now().UnixMicro()
 		var n int64
 		for j := range rows {
 			rows[j] = Key(permute(int((b*int64(o.BatchSize)+int64(j))%int64(o.Keys)), o.Keys))
-			ms[j] = client.NewMutation()
-			ms[j].Set(family, qualifier, ts, r.value)
 			n += int64(len(rows[j]) + len(qualifier) + len(r.value))
 		}
-		errs, err := r.tbl.ApplyBulk(ctx, rows, ms)
-		if err != nil {
+		if err := r.st.Bulk(ctx, rows, time.Now().UnixMicro(), r.value); err != nil {
 			return 0, 0, fmt.Errorf("apply bulk: %w", err)
-		}
-		for j, e := range errs {
-			if e != nil {
-				return 0, 0, fmt.Errorf("apply bulk, row %s: %w", rows[j], e)
-			}
 		}
 		return int64(len(rows)), n, nil
 	}
@@ -148,22 +136,14 @@ func (r *runner) bulk(ctx context.Context, timed bool) (Result, error) {
 }
 
 func (r *runner) getOne(ctx context.Context, k string) (int64, error) {
-	row, err := r.tbl.Get(ctx, k)
+	cells, vlen, n, err := r.st.Get(ctx, k)
 	if err != nil {
 		return 0, fmt.Errorf("get %s: %w", k, err)
 	}
-	if len(row.Cells) != 1 || len(row.Cells[0].Value) != len(r.value) {
-		return 0, fmt.Errorf("%w: get %s: %d cells, want 1 of %d bytes", ErrMismatch, k, len(row.Cells), len(r.value))
+	if cells != 1 || vlen != len(r.value) {
+		return 0, fmt.Errorf("%w: get %s: %d cells, want 1 of %d bytes", ErrMismatch, k, cells, len(r.value))
 	}
-	return rowBytes(row), nil
-}
-
-func rowBytes(row client.Row) int64 {
-	n := int64(len(row.Key))
-	for _, c := range row.Cells {
-		n += int64(len(c.Qualifier) + len(c.Value))
-	}
-	return n
+	return n, nil
 }
 
 // hotRows is the size of get-warm's hot range: rows whose TSFile bytes
@@ -230,14 +210,14 @@ func (r *runner) scan(ctx context.Context, n int) (Result, error) {
 		var rows, bytes int64
 		want := lo
 		var bad error
-		err := r.tbl.Scan(ctx, start, end, func(row client.Row) bool {
-			if row.Key != Key(want) || len(row.Cells) != 1 {
-				bad = fmt.Errorf("%w: scan: row %q with %d cells, want %q", ErrMismatch, row.Key, len(row.Cells), Key(want))
+		err := r.st.Scan(ctx, start, end, func(key string, cells int, n int64) bool {
+			if key != Key(want) || cells != 1 {
+				bad = fmt.Errorf("%w: scan: row %q with %d cells, want %q", ErrMismatch, key, cells, Key(want))
 				return false
 			}
 			want++
 			rows++
-			bytes += rowBytes(row)
+			bytes += n
 			return true
 		})
 		if err == nil {

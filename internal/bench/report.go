@@ -72,6 +72,9 @@ func round(d time.Duration) time.Duration {
 
 // Report is one run's results plus what shaped them.
 type Report struct {
+	// API is the client the data calls went through (APINative or
+	// APIBigtable).
+	API         string `json:"api"`
 	Seed        uint64 `json:"seed"`
 	Keys        int    `json:"keys"`
 	ValueSize   int    `json:"value_size"`
@@ -165,8 +168,8 @@ var targets = map[string]string{
 
 // Print writes the report as an aligned table.
 func (r *Report) Print(w io.Writer, title string) error {
-	fmt.Fprintf(w, "\n%s: %d keys × %d B values, %d tablets, %d goroutines, block cache %.0f MB; table %.0f MB in %d TSFiles\n",
-		title, r.Keys, r.ValueSize, r.Tablets, r.Concurrency, mb(r.CacheBytes), mb(r.TSFileBytes), r.TSFiles)
+	fmt.Fprintf(w, "\n%s, api %s: %d keys × %d B values, %d tablets, %d goroutines, block cache %.0f MB; table %.0f MB in %d TSFiles\n",
+		title, r.API, r.Keys, r.ValueSize, r.Tablets, r.Concurrency, mb(r.CacheBytes), mb(r.TSFileBytes), r.TSFiles)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "phase\trows/s\tMB/s\tp50\tp99\tp99.9\tload\ttarget\t")
 	for _, x := range r.Results {

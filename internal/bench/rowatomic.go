@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"sync/atomic"
-
-	"bighive/client"
 )
 
 const (
@@ -31,9 +29,7 @@ func (r *runner) increment(ctx context.Context) (Result, error) {
 	r.logf("increment: ReadModifyWrite +1 of %d counters, %d goroutines", n, r.opts.Concurrency)
 	res, err := r.timed(PhaseIncrement, ctx, func(ctx context.Context, w *worker, _ int64) (int64, int64, error) {
 		k := r.counterKey(w.rng.IntN(n))
-		m := client.NewReadModifyWrite()
-		m.Increment(family, counterQualifier, 1)
-		if _, err := r.tbl.ApplyReadModifyWrite(ctx, k, m); err != nil {
+		if err := r.st.Increment(ctx, k); err != nil {
 			return 0, 0, fmt.Errorf("increment %s: %w", k, err)
 		}
 		return 1, int64(len(k) + len(counterQualifier) + 8), nil
@@ -44,11 +40,11 @@ func (r *runner) increment(ctx context.Context) (Result, error) {
 	var sum int64
 	for j := range n {
 		k := r.counterKey(j)
-		row, err := r.tbl.Get(ctx, k, client.Column(family, counterQualifier))
+		v, ok, err := r.st.Counter(ctx, k)
 		if err != nil {
 			return res, fmt.Errorf("get counter %s: %w", k, err)
 		}
-		if v, ok := row.Value(family, counterQualifier); ok {
+		if ok {
 			if len(v) != 8 {
 				return res, fmt.Errorf("%w: counter %s holds %d bytes", ErrMismatch, k, len(v))
 			}
@@ -74,25 +70,20 @@ func (r *runner) checkAndMutate(ctx context.Context) (Result, error) {
 	for i := range held {
 		held[i] = -1
 	}
-	busy := client.ChainFilters(client.ColumnFilter(lockQualifier), client.LatestNFilter(1), client.ValueFilter("w[0-9]+"))
 	var taken, refused atomic.Int64
 	res, err := r.timed(PhaseCheckAndMutate, ctx, func(ctx context.Context, w *worker, _ int64) (int64, int64, error) {
 		me := "w" + strconv.Itoa(w.id)
 		release := held[w.id] >= 0
 		j := held[w.id]
-		var cm *client.Mutation
-		value := lockFree
-		if release {
-			cm = client.NewCondMutation(
-				client.ChainFilters(client.ColumnFilter(lockQualifier), client.LatestNFilter(1), client.ValueFilter(me)),
-				setOwner(value), nil)
-		} else {
-			j, value = w.rng.IntN(n), me
-			cm = client.NewCondMutation(busy, nil, setOwner(value))
+		// Release: if the owner is me, set it free. Take: unless the
+		// owner is a goroutine, set it to me.
+		owner, value := me, lockFree
+		if !release {
+			j, owner, value = w.rng.IntN(n), "w[0-9]+", me
 		}
 		k := r.counterKey(j)
-		var matched bool
-		if err := r.tbl.Apply(ctx, k, cm, client.GetCondMutationResult(&matched)); err != nil {
+		matched, err := r.st.CheckAndSet(ctx, k, owner, release, value)
+		if err != nil {
 			return 0, 0, fmt.Errorf("check and mutate %s: %w", k, err)
 		}
 		switch {
@@ -110,10 +101,4 @@ func (r *runner) checkAndMutate(ctx context.Context) (Result, error) {
 	})
 	r.logf("checkandmutate: %d locks taken, %d refused (held by another goroutine)", taken.Load(), refused.Load())
 	return res, err
-}
-
-func setOwner(v string) *client.Mutation {
-	m := client.NewMutation()
-	m.Set(family, lockQualifier, client.ServerTime, []byte(v))
-	return m
 }
