@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,9 +20,9 @@ import (
 var benchCommand = cli.Command{
 	Name: "bench",
 	Args: "[--duration D] [--ops N] [--concurrency N] [--value-size B] [--keys N] [--tablets N] " +
-		"[--phases put,bulk,get,scan,increment,checkandmutate] [--counters N] [--runs N] [--cache-bytes B] [--mem-limit B] [--dir DIR]",
-	Summary: "benchmark Put, ApplyBulk, Get (warm and cold block cache), Scan, ReadModifyWrite increments and CheckAndMutate; a local 1+1 cluster unless --masters",
-	Example: "bench --duration 5s --phases put,get\nbench --duration 5s --phases put,increment,checkandmutate\nbench --masters 127.0.0.1:7100 --concurrency 16",
+		"[--api native,bigtable] [--bigtable ADDR] [--phases put,bulk,get,scan,increment,checkandmutate] [--counters N] [--runs N] [--cache-bytes B] [--mem-limit B] [--dir DIR]",
+	Summary: "benchmark Put, ApplyBulk, Get (warm and cold block cache), Scan, ReadModifyWrite increments and CheckAndMutate, through the native client and/or the official Cloud Bigtable Go client via a frontend; a local 1+1 cluster unless --masters",
+	Example: "bench --duration 5s --phases put,get\nbench --api native,bigtable --duration 5s --runs 3\nbench --masters 127.0.0.1:7100 --api bigtable --bigtable 127.0.0.1:8086\nbench --duration 5s --phases put,increment,checkandmutate\nbench --masters 127.0.0.1:7100 --concurrency 16",
 	Run:     runBench,
 }
 
@@ -43,6 +44,8 @@ func runBench(ctx context.Context, env *cli.Env, args []string) error {
 	cache := fs.Int64("cache-bytes", 64<<20, "the tserver's block cache `bytes` (local: passed as --cache-bytes; remote: what it is)")
 	memLimit := fs.Int64("mem-limit", 0, "local tserver's --mem-limit `bytes` (0: its default)")
 	dir := fs.String("dir", "", "directory of the local cluster, kept afterwards (default: a temporary one, removed)")
+	apis := fs.String("api", bench.APINative, "client(s) of the data calls, comma-separated: native (Bighive's client) and/or bigtable (the official Cloud Bigtable Go client through a frontend); both print the ratios too")
+	btAddr := fs.String("bigtable", "", "with --masters and --api bigtable: the frontend's `address`")
 	quiet := fs.Bool("q", false, "no progress lines")
 	if _, err := env.Parse(fs, args, 0, 0); err != nil {
 		return err
@@ -55,29 +58,58 @@ func runBench(ctx context.Context, env *cli.Env, args []string) error {
 	remote := os.Getenv("BIGHIVE_MASTERS") != ""
 	fs.Visit(func(f *flag.Flag) { remote = remote || f.Name == "masters" })
 
-	var reports []*bench.Report
-	for run := 1; run <= max(*runs, 1); run++ {
-		if o.Out != nil {
-			fmt.Fprintf(o.Out, "\n=== run %d of %d ===\n", run, *runs)
-		}
-		var rep *bench.Report
-		var err error
-		if remote {
-			rep, err = benchRemote(ctx, env, o)
-		} else {
-			rep, err = benchLocal(ctx, o, *dir, run, *cache, *memLimit)
-		}
-		if err != nil {
-			return err
-		}
-		o.Seed = rep.Seed + 1
-		reports = append(reports, rep)
-		if err := printReport(env, rep, fmt.Sprintf("run %d", run)); err != nil {
-			return err
+	apiList := strings.Split(*apis, ",")
+	for _, a := range apiList {
+		if a != bench.APINative && a != bench.APIBigtable {
+			return fmt.Errorf("bench: unknown --api %q (want %s, %s or both)", a, bench.APINative, bench.APIBigtable)
 		}
 	}
-	if len(reports) > 1 {
-		return printReport(env, bench.Median(reports), fmt.Sprintf("median of %d runs", len(reports)))
+	if remote && *btAddr == "" && slices.Contains(apiList, bench.APIBigtable) {
+		return fmt.Errorf("bench: --api bigtable against --masters needs --bigtable, the frontend's address")
+	}
+	o.BigtableAddr = *btAddr
+	if o.Seed == 0 { // one seed for the APIs of a run
+		o.Seed = uint64(time.Now().UnixNano())
+	}
+
+	// Each run measures every API, each on a fresh cluster when local,
+	// one after the other, so that the APIs see the same machine load.
+	reports := map[string][]*bench.Report{}
+	for run := 1; run <= max(*runs, 1); run++ {
+		for _, api := range apiList {
+			o.API = api
+			if o.Out != nil {
+				fmt.Fprintf(o.Out, "\n=== run %d of %d, api %s ===\n", run, *runs, api)
+			}
+			var rep *bench.Report
+			var err error
+			if remote {
+				rep, err = benchRemote(ctx, env, o)
+			} else {
+				rep, err = benchLocal(ctx, o, *dir, run, *cache, *memLimit)
+			}
+			if err != nil {
+				return err
+			}
+			reports[api] = append(reports[api], rep)
+			if err := printReport(env, rep, fmt.Sprintf("run %d", run)); err != nil {
+				return err
+			}
+		}
+		o.Seed++
+	}
+	final := map[string]*bench.Report{}
+	for _, api := range apiList {
+		final[api] = reports[api][len(reports[api])-1]
+		if len(reports[api]) > 1 {
+			final[api] = bench.Median(reports[api])
+			if err := printReport(env, final[api], fmt.Sprintf("median of %d runs", len(reports[api]))); err != nil {
+				return err
+			}
+		}
+	}
+	if len(apiList) > 1 && !env.JSON {
+		return bench.PrintRatios(env.Stdout, final[bench.APINative], final[bench.APIBigtable])
 	}
 	return nil
 }
@@ -95,7 +127,7 @@ func benchRemote(ctx context.Context, env *cli.Env, o bench.Options) (*bench.Rep
 func benchLocal(ctx context.Context, o bench.Options, dir string, run int, cache, memLimit int64) (*bench.Report, error) {
 	runDir := ""
 	if dir != "" {
-		runDir = fmt.Sprintf("%s/run%d", dir, run)
+		runDir = fmt.Sprintf("%s/run%d-%s", dir, run, o.API)
 	} else {
 		tmp, err := os.MkdirTemp("", "bighive-bench-")
 		if err != nil {
@@ -118,6 +150,7 @@ func benchLocal(ctx context.Context, o bench.Options, dir string, run int, cache
 	}
 	defer cl.Close()
 	o.Client = cl
+	o.BigtableAddr = c.BigtableAddr() // the cluster's frontend process
 	return bench.Run(ctx, o)
 }
 

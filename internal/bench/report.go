@@ -214,3 +214,48 @@ func loadAvg() float64 {
 	}
 	return v
 }
+
+// apiTargets are the Bigtable API's goals as a fraction of the native
+// client's rate: rows/s for Put and Get, MB/s for scans.
+var apiTargets = map[string]float64{
+	PhasePut:     0.8,
+	PhaseGetWarm: 0.8,
+	PhaseGetCold: 0.8,
+	PhaseScan:    0.9,
+}
+
+// PrintRatios writes the two APIs' rates side by side with the ratio
+// bigtable/native of each phase (MB/s for scans, rows/s otherwise) and
+// the target ratio where there is one.
+func PrintRatios(w io.Writer, native, bt *Report) error {
+	if native == nil || bt == nil {
+		return nil
+	}
+	fmt.Fprintf(w, "\nbigtable API vs native client\n")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "phase\tunit\tnative\tbigtable\tratio\ttarget\tmet\t")
+	for _, n := range native.Results {
+		b, ok := bt.Result(n.Phase)
+		if !ok {
+			continue
+		}
+		unit, nv, bv := "rows/s", n.RowsPerSec(), b.RowsPerSec()
+		if strings.HasPrefix(n.Phase, PhaseScan) {
+			unit, nv, bv = "MB/s", n.MBPerSec(), b.MBPerSec()
+		}
+		ratio := 0.0
+		if nv > 0 {
+			ratio = bv / nv
+		}
+		target, met := "", ""
+		if t, ok := apiTargets[n.Phase]; ok {
+			target = fmt.Sprintf("≥ %.1f×", t)
+			met = "yes"
+			if ratio < t {
+				met = "NO"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.2f×\t%s\t%s\t\n", n.Phase, unit, thousands(nv), thousands(bv), ratio, target, met)
+	}
+	return tw.Flush()
+}
