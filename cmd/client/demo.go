@@ -12,7 +12,7 @@ import (
 var demoCommand = cli.Command{
 	Name:    "demo",
 	Args:    "[--rows N] [--dir DIR] [--keep]",
-	Summary: "a scripted tour on a temporary local cluster: load, read, checkpoint, restart, verify",
+	Summary: "a scripted tour on a temporary local cluster: load, read, checkpoint, restart, verify, the Cloud Bigtable API, failover, splits",
 	Example: "demo\ndemo --rows 10000 --keep",
 	Run:     runDemo,
 }

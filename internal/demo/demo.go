@@ -196,6 +196,10 @@ func Run(ctx context.Context, opts Options) (err error) {
 	t.printf("%d rows, in order", n)
 	done()
 
+	if err := bigtableChapter(ctx, t, c); err != nil {
+		return err
+	}
+
 	if err := failoverChapter(ctx, t, c, cl, tbl, table, opts.Rows); err != nil {
 		return err
 	}
