@@ -35,6 +35,12 @@
 // increment, a conditional mutation); a scan
 // reports throughput only. MB/s counts row key + qualifier + value bytes.
 //
+// The data calls go through Options.API: Bighive's client (APINative) or
+// the official Cloud Bigtable Go client through a frontend serving the
+// Bigtable API (APIBigtable), behind one small interface (store), so the
+// phases are the same code for both. Creating, checkpointing and dropping
+// the table use the native client either way.
+//
 // The figures depend on the machine's other load; each Result carries the
 // 1-minute load average at the end of its phase.
 //
