@@ -80,6 +80,18 @@ async function main() {
   const [c3] = await table.row('counter').increment('cf:hits', -2);
   out.increments = [Number(c1), Number(c2), Number(c3)];
 
+  // Appends, cell and row deletes, a server-assigned timestamp, a new family.
+  await table.row('mango').createRules([{column: 'cf:name', append: '-ripe'}]);
+  await table.row('cherry').deleteCells(['cf:size']);
+  await table.row('zebra').delete();
+  out.edited = rows((await table.getRows({keys: ['cherry', 'mango', 'zebra'], filter: {family: 'cf'}}))[0]);
+  await table.mutate({key: 'servertime', method: 'insert', data: {cf: {t: {value: 'now', timestamp: -1}}}});
+  const [st] = await table.row('servertime').get();
+  out.serverTimestamp = String(st.data.cf.t[0].timestamp);
+  await table.createFamily('extra', {rule: {versions: 2}});
+  out.familiesAfterCreate = (await table.getFamilies())[0].map(f => f.id).sort();
+  await table.row('servertime').delete();
+
   const [samples] = await table.sampleRowKeys();
   out.samples = samples.map(s => ({key: Buffer.from(s.key).toString(), offset: Number(s.offset)}));
 
