@@ -55,7 +55,10 @@ func TestBigtableNodeClient(t *testing.T) {
 	}
 	cmd := exec.CommandContext(ctx, "node", script)
 	cmd.Dir = modules
-	cmd.Env = append(os.Environ(), "BIGTABLE_EMULATOR_HOST="+c.BigtableAddr())
+	// METADATA_SERVER_DETECTION=none: Google's auth library must not probe
+	// for a GCE metadata server (link-local 169.254.169.254); the script
+	// reaches the frontend on loopback only.
+	cmd.Env = append(os.Environ(), "BIGTABLE_EMULATOR_HOST="+c.BigtableAddr(), "METADATA_SERVER_DETECTION=none")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
