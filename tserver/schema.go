@@ -198,36 +198,12 @@ func (s *Server) DropRows(ctx context.Context, req *pb.DropRowsRequest) (*pb.Dro
 	if len(end) == 0 {
 		end = nil
 	}
-	resp := &pb.DropRowsResponse{}
-	for {
-		keys, err := r.Engine().RowKeys(ctx, start, end, dropBatch)
-		if err != nil {
-			return nil, engineErr(r, err)
-		}
-		sem := make(chan struct{}, maxBatchParallel)
-		var wg sync.WaitGroup
-		errs := make([]error, len(keys))
-		for i, k := range keys {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer func() { <-sem; wg.Done() }()
-				m := &mutation.RowMutation{Row: k, Ops: []mutation.Op{{Kind: mutation.DeleteRow, Timestamp: mutation.ServerTime}}}
-				errs[i] = r.Write(ctx, m)
-			}()
-		}
-		wg.Wait()
-		for _, err := range errs {
-			if err != nil {
-				return nil, s.writeErr(r, err)
-			}
-		}
-		resp.RowsDeleted += int64(len(keys))
-		if len(keys) < dropBatch {
-			return resp, nil
-		}
-		start = append(bytes.Clone(keys[len(keys)-1]), 0)
+	n, err := s.tombstoneRows(ctx, r, start, end, r.Engine().RowKeys,
+		mutation.Op{Kind: mutation.DeleteRow, Timestamp: mutation.ServerTime}, r.Write)
+	if err != nil {
+		return nil, err
 	}
+	return &pb.DropRowsResponse{RowsDeleted: n}, nil
 }
 
 // PurgeFamily masks the cells of a deleted family on one tablet: it
@@ -265,11 +241,30 @@ func (s *Server) PurgeFamily(ctx context.Context, req *pb.PurgeFamilyRequest) (*
 	if len(end) == 0 {
 		end = nil
 	}
-	resp := &pb.PurgeFamilyResponse{}
+	list := func(ctx context.Context, start, end []byte, limit int) ([][]byte, error) {
+		return r.Engine().FamilyRowKeys(ctx, req.Family, start, end, limit)
+	}
+	n, err := s.tombstoneRows(ctx, r, start, end, list,
+		mutation.Op{Kind: mutation.DeleteFamily, Family: req.Family, Timestamp: mutation.ServerTime}, r.WriteInternal)
+	if err != nil {
+		return nil, err
+	}
+	s.log.Info("family purged", "tablet", r.ID(), "family", req.Family, "rows", n)
+	return &pb.PurgeFamilyResponse{RowsPurged: n}, nil
+}
+
+// tombstoneRows writes the tombstone op on every row of [start, end) that
+// list names, dropBatch rows at a time and up to maxBatchParallel at once,
+// each through write (the tablet's write path), and returns how many rows
+// it wrote. DropRows and PurgeFamily use it.
+func (s *Server) tombstoneRows(ctx context.Context, r *replica, start, end []byte,
+	list func(ctx context.Context, start, end []byte, limit int) ([][]byte, error),
+	op mutation.Op, write func(context.Context, *mutation.RowMutation) error) (int64, error) {
+	var n int64
 	for {
-		keys, err := r.Engine().FamilyRowKeys(ctx, req.Family, start, end, dropBatch)
+		keys, err := list(ctx, start, end, dropBatch)
 		if err != nil {
-			return nil, engineErr(r, err)
+			return n, engineErr(r, err)
 		}
 		sem := make(chan struct{}, maxBatchParallel)
 		var wg sync.WaitGroup
@@ -279,20 +274,18 @@ func (s *Server) PurgeFamily(ctx context.Context, req *pb.PurgeFamilyRequest) (*
 			sem <- struct{}{}
 			go func() {
 				defer func() { <-sem; wg.Done() }()
-				m := &mutation.RowMutation{Row: k, Ops: []mutation.Op{{Kind: mutation.DeleteFamily, Family: req.Family, Timestamp: mutation.ServerTime}}}
-				errs[i] = r.WriteInternal(ctx, m)
+				errs[i] = write(ctx, &mutation.RowMutation{Row: k, Ops: []mutation.Op{op}})
 			}()
 		}
 		wg.Wait()
 		for _, err := range errs {
 			if err != nil {
-				return nil, s.writeErr(r, err)
+				return n, s.writeErr(r, err)
 			}
 		}
-		resp.RowsPurged += int64(len(keys))
+		n += int64(len(keys))
 		if len(keys) < dropBatch {
-			s.log.Info("family purged", "tablet", r.ID(), "family", req.Family, "rows", resp.RowsPurged)
-			return resp, nil
+			return n, nil
 		}
 		start = append(bytes.Clone(keys[len(keys)-1]), 0)
 	}
