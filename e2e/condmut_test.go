@@ -80,45 +80,7 @@ func TestCompareAndSetAcrossSplitAndKill(t *testing.T) {
 			}
 		}()
 	}
-	waitFor := func(n int64) {
-		t.Helper()
-		for acked.Load() < n {
-			if ctx.Err() != nil {
-				t.Fatalf("only %d wins acknowledged, waiting for %d", acked.Load(), n)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-	waitFor(50)
-	if err := cl.SplitTablet(ctx, "cas", row); err != nil {
-		t.Fatalf("split: %v", err)
-	}
-	waitFor(acked.Load() + 50)
-	holder := ""
-	tabs, err := cl.Tablets(ctx, "cas")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tb := range tabs {
-		if tb.StartRow <= row && (tb.EndRow == "" || row < tb.EndRow) {
-			holder = tb.TServer
-		}
-	}
-	victim := -1
-	for i := 0; i < c.NumTServers(); i++ {
-		if c.TServerAddr(i) == holder {
-			victim = i
-		}
-	}
-	if victim < 0 {
-		t.Fatalf("no tserver serves row %q (tablets %+v)", row, tabs)
-	}
-	killed := time.Now()
-	if err := c.KillTServer(victim); err != nil {
-		t.Fatal(err)
-	}
-	waitServedElsewhere(t, ctx, cl, "cas", killed, holder)
-	waitFor(acked.Load() + 50) // compare-and-set goes on after the recovery
+	splitThenKillRowOwner(t, ctx, c, cl, "cas", row, &acked, 50, "wins")
 	close(stop)
 	wg.Wait()
 	got, err := read(ctx)

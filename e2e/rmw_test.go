@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"bighive/client"
+	"bighive/e2e/cluster"
 )
 
 // TestIncrementAcrossSplitAndKill: goroutines increment one counter
@@ -50,22 +51,47 @@ func TestIncrementAcrossSplitAndKill(t *testing.T) {
 			}
 		}()
 	}
+	splitThenKillRowOwner(t, ctx, c, cl, "ctr", row, &acked, 100, "increments")
+	close(stop)
+	wg.Wait()
+	r, err := tbl.Get(ctx, row, client.LatestN(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, ok := r.Value("cf", "n")
+	if !ok || len(v) != 8 {
+		t.Fatalf("counter cell %x (present %v)", v, ok)
+	}
+	got, a, u := int64(binary.BigEndian.Uint64(v)), acked.Load(), unknown.Load()
+	t.Logf("counter %d, acknowledged %d, unknown %d", got, a, u)
+	if got < a || got > a+u {
+		t.Fatalf("counter %d, want within [acknowledged %d, acknowledged+unknown %d]", got, a, a+u)
+	}
+}
+
+// splitThenKillRowOwner is the disruption of the single-row atomicity
+// tests: once step more calls are acknowledged it splits table's tablet
+// at row; after step more it SIGKILLs the tserver serving row and waits
+// until every tablet of the table serves elsewhere; then it waits for step
+// more (the calls go on after the recovery). what names the calls.
+func splitThenKillRowOwner(t *testing.T, ctx context.Context, c *cluster.Cluster, cl *client.Client, table, row string, acked *atomic.Int64, step int64, what string) {
+	t.Helper()
 	waitFor := func(n int64) {
 		t.Helper()
 		for acked.Load() < n {
 			if ctx.Err() != nil {
-				t.Fatalf("only %d increments acknowledged, waiting for %d", acked.Load(), n)
+				t.Fatalf("only %d %s acknowledged, waiting for %d", acked.Load(), what, n)
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	waitFor(100)
-	if err := cl.SplitTablet(ctx, "ctr", row); err != nil {
+	waitFor(step)
+	if err := cl.SplitTablet(ctx, table, row); err != nil {
 		t.Fatalf("split: %v", err)
 	}
-	waitFor(acked.Load() + 100)
+	waitFor(acked.Load() + step)
 	holder := ""
-	tabs, err := cl.Tablets(ctx, "ctr")
+	tabs, err := cl.Tablets(ctx, table)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,21 +113,6 @@ func TestIncrementAcrossSplitAndKill(t *testing.T) {
 	if err := c.KillTServer(victim); err != nil {
 		t.Fatal(err)
 	}
-	waitServedElsewhere(t, ctx, cl, "ctr", killed, holder)
-	waitFor(acked.Load() + 100) // increments go on after the recovery
-	close(stop)
-	wg.Wait()
-	r, err := tbl.Get(ctx, row, client.LatestN(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, ok := r.Value("cf", "n")
-	if !ok || len(v) != 8 {
-		t.Fatalf("counter cell %x (present %v)", v, ok)
-	}
-	got, a, u := int64(binary.BigEndian.Uint64(v)), acked.Load(), unknown.Load()
-	t.Logf("counter %d, acknowledged %d, unknown %d", got, a, u)
-	if got < a || got > a+u {
-		t.Fatalf("counter %d, want within [acknowledged %d, acknowledged+unknown %d]", got, a, a+u)
-	}
+	waitServedElsewhere(t, ctx, cl, table, killed, holder)
+	waitFor(acked.Load() + step)
 }
