@@ -275,26 +275,7 @@ func TestReverseScanRandom(t *testing.T) {
 // TestCancelledReverseScanStopsOverHiddenRows: a reverse scan checks its
 // context per row examined, not per row returned.
 func TestCancelledReverseScanStopsOverHiddenRows(t *testing.T) {
-	clock := &fakeClock{}
-	clock.us.Store(1_000)
-	tb := openTablet(t, clock)
-	apply := func(row string, op mutation.Op) {
-		t.Helper()
-		m := mutation.RowMutation{Row: []byte(row), Ops: []mutation.Op{op}}
-		if err := tb.AssignTimestamps(&m); err != nil {
-			t.Fatal(err)
-		}
-		if err := tb.Apply(&m); err != nil {
-			t.Fatal(err)
-		}
-	}
-	apply("z", mutation.Op{Kind: mutation.SetCell, Family: "c", Qualifier: []byte("q"), Timestamp: 1, Value: []byte("v")})
-	const hidden = 2000
-	for i := 0; i < hidden; i++ {
-		row := fmt.Sprintf("b%05d", i)
-		apply(row, mutation.Op{Kind: mutation.SetCell, Family: "c", Qualifier: []byte("q"), Timestamp: 1, Value: []byte("v")})
-		apply(row, mutation.Op{Kind: mutation.DeleteRow, Timestamp: mutation.ServerTime})
-	}
+	tb, hidden := hiddenRowsTablet(t, "z")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	before := tb.RowsExamined()

@@ -406,26 +406,7 @@ func TestClockContinuesAboveFiles(t *testing.T) {
 // and then meets only deleted rows must notice its cancelled context at
 // the next row it examines, not read on to the tablet's end.
 func TestCancelledScanStopsOverHiddenRows(t *testing.T) {
-	clock := &fakeClock{}
-	clock.us.Store(1_000)
-	tb := openTablet(t, clock)
-	apply := func(row string, op mutation.Op) {
-		t.Helper()
-		m := mutation.RowMutation{Row: []byte(row), Ops: []mutation.Op{op}}
-		if err := tb.AssignTimestamps(&m); err != nil {
-			t.Fatal(err)
-		}
-		if err := tb.Apply(&m); err != nil {
-			t.Fatal(err)
-		}
-	}
-	apply("a", mutation.Op{Kind: mutation.SetCell, Family: "c", Qualifier: []byte("q"), Timestamp: 1, Value: []byte("v")})
-	const hidden = 2000
-	for i := 0; i < hidden; i++ {
-		row := fmt.Sprintf("b%05d", i)
-		apply(row, mutation.Op{Kind: mutation.SetCell, Family: "c", Qualifier: []byte("q"), Timestamp: 1, Value: []byte("v")})
-		apply(row, mutation.Op{Kind: mutation.DeleteRow, Timestamp: mutation.ServerTime})
-	}
+	tb, hidden := hiddenRowsTablet(t, "a")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	before := tb.RowsExamined()
@@ -441,4 +422,32 @@ func TestCancelledScanStopsOverHiddenRows(t *testing.T) {
 	if n := tb.RowsExamined() - before; n > 2 {
 		t.Fatalf("cancelled scan examined %d rows of %d, want at most 2", n, hidden+1)
 	}
+}
+
+// hiddenRowsTablet opens a tablet holding one visible row and 2000 hidden
+// rows b00000… (each written, then deleted): a scan from a visible row
+// before or after "b" meets only hidden rows next.
+func hiddenRowsTablet(t *testing.T, visible string) (tb *Tablet, hidden int) {
+	t.Helper()
+	clock := &fakeClock{}
+	clock.us.Store(1_000)
+	tb = openTablet(t, clock)
+	apply := func(row string, op mutation.Op) {
+		t.Helper()
+		m := mutation.RowMutation{Row: []byte(row), Ops: []mutation.Op{op}}
+		if err := tb.AssignTimestamps(&m); err != nil {
+			t.Fatal(err)
+		}
+		if err := tb.Apply(&m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply(visible, mutation.Op{Kind: mutation.SetCell, Family: "c", Qualifier: []byte("q"), Timestamp: 1, Value: []byte("v")})
+	hidden = 2000
+	for i := 0; i < hidden; i++ {
+		row := fmt.Sprintf("b%05d", i)
+		apply(row, mutation.Op{Kind: mutation.SetCell, Family: "c", Qualifier: []byte("q"), Timestamp: 1, Value: []byte("v")})
+		apply(row, mutation.Op{Kind: mutation.DeleteRow, Timestamp: mutation.ServerTime})
+	}
+	return tb, hidden
 }
