@@ -130,6 +130,18 @@ func protos(ps []GCPolicy) []*pb.GcRule {
 // new schema to every tserver serving the table before answering.
 func (c *Client) CreateColumnFamily(ctx context.Context, table, family string) error {
 	prefix := errorPrefix("create column family %q of table %q", family, table)
+	// AlreadyExists on a retry: an earlier attempt whose reply was lost
+	// created it.
+	return c.familyCall(ctx, prefix, table, family, codes.AlreadyExists, func(ctx context.Context, m pb.MasterClient) error {
+		_, err := m.AddFamily(ctx, &pb.AddFamilyRequest{Table: table, Family: &pb.FamilySpec{Name: family}})
+		return err
+	})
+}
+
+// familyCall validates table and family and runs call on the master with
+// callMaster's retries. A retry that fails with lostReply (codes.OK: none)
+// is a success: an earlier attempt whose reply was lost did the change.
+func (c *Client) familyCall(ctx context.Context, prefix, table, family string, lostReply codes.Code, call func(ctx context.Context, m pb.MasterClient) error) error {
 	if err := limits.ValidateTableName(table); err != nil {
 		return statusError(err, prefix)
 	}
@@ -139,9 +151,9 @@ func (c *Client) CreateColumnFamily(ctx context.Context, table, family string) e
 	attempts := 0
 	return c.callMaster(ctx, prefix, func(ctx context.Context, m pb.MasterClient) error {
 		attempts++
-		_, err := m.AddFamily(ctx, &pb.AddFamilyRequest{Table: table, Family: &pb.FamilySpec{Name: family}})
-		if attempts > 1 && apierr.CodeOf(err) == codes.AlreadyExists {
-			return nil // an earlier attempt whose reply was lost created it
+		err := call(ctx, m)
+		if attempts > 1 && lostReply != codes.OK && apierr.CodeOf(err) == lostReply {
+			return nil
 		}
 		return err
 	})
@@ -152,19 +164,9 @@ func (c *Client) CreateColumnFamily(ctx context.Context, table, family string) e
 // reclaim its data.
 func (c *Client) DeleteColumnFamily(ctx context.Context, table, family string) error {
 	prefix := errorPrefix("delete column family %q of table %q", family, table)
-	if err := limits.ValidateTableName(table); err != nil {
-		return statusError(err, prefix)
-	}
-	if err := limits.ValidateFamilyName(family); err != nil {
-		return statusError(err, prefix)
-	}
-	attempts := 0
-	return c.callMaster(ctx, prefix, func(ctx context.Context, m pb.MasterClient) error {
-		attempts++
+	// NotFound on a retry: an earlier attempt whose reply was lost deleted it.
+	return c.familyCall(ctx, prefix, table, family, codes.NotFound, func(ctx context.Context, m pb.MasterClient) error {
 		_, err := m.DeleteFamily(ctx, &pb.DeleteFamilyRequest{Table: table, Family: family})
-		if attempts > 1 && apierr.CodeOf(err) == codes.NotFound {
-			return nil // an earlier attempt whose reply was lost deleted it
-		}
 		return err
 	})
 }
@@ -173,17 +175,11 @@ func (c *Client) DeleteColumnFamily(ctx context.Context, table, family string) e
 // apply it as soon as it returns.
 func (c *Client) SetGCPolicy(ctx context.Context, table, family string, policy GCPolicy) error {
 	prefix := errorPrefix("set the GC policy of column family %q of table %q", family, table)
-	if err := limits.ValidateTableName(table); err != nil {
-		return statusError(err, prefix)
-	}
-	if err := limits.ValidateFamilyName(family); err != nil {
-		return statusError(err, prefix)
-	}
 	if policy == nil {
 		return statusError(apierr.InvalidArgument("the policy is nil; use NoGcPolicy to keep every cell"), prefix)
 	}
 	rule := policy.proto()
-	return c.callMaster(ctx, prefix, func(ctx context.Context, m pb.MasterClient) error {
+	return c.familyCall(ctx, prefix, table, family, codes.OK, func(ctx context.Context, m pb.MasterClient) error {
 		_, err := m.SetGCRule(ctx, &pb.SetGCRuleRequest{Table: table, Family: family, GcRule: rule})
 		return err
 	})
