@@ -170,7 +170,7 @@ func TestTableLifecycle(t *testing.T) {
 // TestCreateTable1000SplitKeys measures creating a table with 1 000 split
 // keys (one raft command, one bbolt transaction) and assigning its 1 001
 // tablets over 4 tservers (one more command). The figures are logged for
-// README ("Master"), not asserted.
+// docs/performance.md ("Master"), not asserted.
 func TestCreateTable1000SplitKeys(t *testing.T) {
 	c := startCluster(t, 1, func(cfg *Config) { cfg.Lease, cfg.Heartbeat = 3*time.Second, 100*time.Millisecond })
 	c.leader(10 * time.Second)

@@ -60,7 +60,7 @@
 //	maxFlush bounds the bytes of one flush (MaxBatchBytes + header), for torn-tail detection.
 //
 // Records follow the header back to back (flushes are not padded: padding
-// to 4 KiB measured slower here, README, "Write-ahead log"):
+// to 4 KiB measured slower here, docs/performance.md, "Write-ahead log"):
 //
 //	+----------+----------+---------------------------------------------------+
 //	| length L | crc      | payload (L bytes)                                 |

@@ -35,7 +35,7 @@ func (l *Log) flushLoop() {
 			// Let the appenders just released run before the next take,
 			// so that they join the next batch instead of forming a
 			// third cohort behind it: batches at 16-64 appenders grow
-			// from about n/2 to about 3n/4 records (README, "Write-ahead log"). A
+			// from about n/2 to about 3n/4 records (docs/internals.md, "Write-ahead log"). A
 			// yield, not a timer: a lone appender never pays it.
 			runtime.Gosched()
 		}

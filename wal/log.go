@@ -22,7 +22,7 @@ const (
 	// PreallocZero writes the whole file with zeros and syncs it, so that
 	// appends overwrite blocks that are already allocated and written. The
 	// default: fdatasync on such a file is about twice as fast as on a
-	// fallocated one (README, "Write-ahead log").
+	// fallocated one (docs/performance.md, "Write-ahead log").
 	PreallocZero Prealloc = iota
 	// PreallocFallocate reserves the file with fallocate. The blocks stay
 	// "unwritten" extents whose conversion costs journal writes at every
