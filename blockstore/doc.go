@@ -1,5 +1,6 @@
 // Package blockstore is Bighive's block layer, after Apache Kudu's
-// (seed 001): immutable, append-only blocks named by a BlockID, written by a
+// (docs/design.md 'Where the design comes from' sums it up): immutable,
+// append-only blocks named by a BlockID, written by a
 // WritableBlock (CLEAN → DIRTY → FINALIZED → CLOSED), read concurrently by a
 // ReadableBlock, committed in groups by a CreationTransaction and deleted by
 // a DeletionTransaction. Open(Options{Dirs: []string{dir}}) gives the

@@ -8,7 +8,7 @@
 //   - Every raft command is one storagepb.MetaCommand and is applied in one
 //     bbolt read-write transaction: a command changes all it names or
 //     nothing (a split replaces the parent by its children atomically,
-//     DESIGN.md invariant 5).
+//     invariant 5 in docs/design.md, 'a split commits in one transaction').
 //   - Apply is deterministic: it reads only the command and the current
 //     state, never the clock or randomness. Decisions (who gets a tablet)
 //     are made by the leader and carried in the command.

@@ -1,5 +1,6 @@
 // Package tsfile writes and reads TSFiles: the immutable sorted files of a
-// tablet, stored as a set of blocks in the block store (DESIGN.md 'TSFile').
+// tablet, stored as a set of blocks in the block store (docs/design.md
+// 'TSFiles and compaction').
 //
 // # Blocks
 //
