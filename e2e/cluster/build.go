@@ -67,8 +67,15 @@ func defaultLocator() locator {
 	} else {
 		exe = ""
 	}
+	binDir := os.Getenv(BinDirEnv)
+	if binDir != "" {
+		// Absolute, so that a process started in another directory finds it.
+		if abs, err := filepath.Abs(binDir); err == nil {
+			binDir = abs
+		}
+	}
 	return locator{
-		binDir:     os.Getenv(BinDirEnv),
+		binDir:     binDir,
 		executable: exe,
 		lookPath:   exec.LookPath,
 		moduleRoot: moduleRoot,
