@@ -23,8 +23,9 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// Cache priority of a table's blocks in the tservers' block caches (seed
-// 002). A hint pushed to the tservers, not persisted.
+// Cache priority of a table's blocks in the tservers' block caches
+// (docs/design.md 'Read path and read cache'). A hint pushed to the
+// tservers, not persisted.
 type CachePriority int32
 
 const (
