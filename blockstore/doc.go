@@ -1,5 +1,6 @@
 // Package blockstore is Bighive's block layer, after Apache Kudu's
-// (seed 001): immutable, append-only blocks named by a BlockID, written by a
+// (docs/design.md 'Where the design comes from' sums it up): immutable,
+// append-only blocks named by a BlockID, written by a
 // WritableBlock (CLEAN → DIRTY → FINALIZED → CLOSED), read concurrently by a
 // ReadableBlock, committed in groups by a CreationTransaction and deleted by
 // a DeletionTransaction. Open(Options{Dirs: []string{dir}}) gives the
@@ -35,21 +36,33 @@
 //	                       unknown); preallocated with fallocate in steps
 //	                       (PreallocateStep, 32 MiB); holes punched for
 //	                       deleted blocks (FALLOC_FL_PUNCH_HOLE|KEEP_SIZE)
+//	                       over coalesced ranges
 //	<dir>/<uuid>.metadata  header + records:
 //
 //	header (16 bytes, version 1):
-//	+--------------------------+-------------+-------------------------+
-//	| magic "bhblkmd\x00" (8)  | version u32 | crc32c(bytes 0..12) u32 |
-//	+--------------------------+-------------+-------------------------+
+//	+--------------------------+-----------------+---------------------------------+
+//	| magic "bhblkmd\x00" (8)  | version u32 (4) | crc32c of bytes [0, 12) u32 (4) |
+//	+--------------------------+-----------------+---------------------------------+
+//	the checksum covers the 12 bytes before it: magic ‖ version
+//
 //	record (repeated, appended):
 //	+------------+------------------------------+--------------------------+
 //	| length u32 | crc32c(length ‖ payload) u32 | payload: storagepb.Block- |
 //	|            |                              | Record (proto, ≤ 4096 B)  |
 //	+------------+------------------------------+--------------------------+
+//	the record checksum covers the 4 length bytes, then the payload
 //
-// Integers are little-endian; crc32c is Castagnoli. BlockRecord holds the
-// block id, CREATE or DELETE, a timestamp in µs and, for CREATE, the offset
-// and length in the data file. A container is checked out by one writer from
+// Integers are little-endian; crc32c is Castagnoli. BlockRecord
+// (proto/storagepb/blockstore.proto) holds block_id (fixed64), op (CREATE
+// or DELETE), timestamp_us and, for CREATE only, the offset and length of
+// the block in the data file. On replay a frame cut by the end of the file,
+// or a bad checksum in the very last frame, is a torn append
+// (PartialRecord, repaired by truncation); a bad header, a bad checksum
+// before the last frame or a length over 4096 is CorruptRecord; a
+// well-framed record that makes no sense (undecodable payload, a range
+// outside .data, a duplicate CREATE, a DELETE without CREATE) is
+// MalformedRecord. Both are fatal and name the file and the offset of the
+// frame. A container is checked out by one writer from
 // CreateBlock to Finalize; past MaxContainerSize (10 GiB) it is full and its
 // data file is truncated to its cursor. A full container with no live,
 // written or read block is dead: both files are removed.
@@ -93,11 +106,18 @@
 //	                                UUIDs, kind, filesystem block size
 //	<dir>/block_manager.lock        flock(LOCK_EX) of the read-write owner; its pid
 //
-//	instance file (both kinds):
-//	+---------------------+-------------+------------+----------------------+---------+
-//	| magic (8) "bhfsinst"| version u32 | length u32 | crc32c(bytes 0..16 ‖ | payload |
-//	|   or "bhdirins"     |    = 1      | of payload |   payload) u32       | (proto) |
-//	+---------------------+-------------+------------+----------------------+---------+
+//	instance file (both kinds; 20-byte header, then the payload):
+//	+---------------------+-------------+------------+--------------------------+---------+
+//	| magic (8) "bhfsinst"| version u32 | length u32 | crc32c(bytes [0, 16) ‖   | payload |
+//	|   or "bhdirins"     |    = 1      | of payload |   payload) u32           | (proto) |
+//	+---------------------+-------------+------------+--------------------------+---------+
+//
+// The instance checksum covers magic ‖ version ‖ length, then the payload;
+// the length must equal the file size minus 20 and be at most 1 MiB.
+// Payloads are storagepb.FsInstance and storagepb.FsDirInstance
+// (proto/storagepb/fs.proto). Both files are written with
+// vfs.WriteFileAtomic (temp file, fsync, rename, fsync of the directory);
+// any framing failure is a *CorruptionError naming the file and offset.
 //
 // Invariants of the FsManager:
 //

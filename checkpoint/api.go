@@ -108,8 +108,9 @@ type Update struct {
 // in tserver/.
 type Metadata interface {
 	// Commit records every update, atomically per tablet. It is called
-	// only after the TSFiles' creation transactions committed (DESIGN.md
-	// invariant 3). When it returns nil the updates are durable. An update
+	// only after the TSFiles' creation transactions committed (invariant 3
+	// in docs/design.md, 'metadata names only committed TSFiles'). When it
+	// returns nil the updates are durable. An update
 	// with a stale epoch fails with ErrStaleEpoch and changes nothing for
 	// that tablet; implementations may refuse the whole batch.
 	Commit(ctx context.Context, updates []Update) error
@@ -117,8 +118,8 @@ type Metadata interface {
 
 // References answers which log positions and blocks any tablet still
 // needs. In the cluster the master answers, because tablets that moved to
-// another tserver may still need this tserver's logs and blocks (DESIGN.md
-// 'Ownership crosses servers'); localmeta answers for single-node use.
+// another tserver may still need this tserver's logs and blocks
+// (docs/design.md 'Ownership crosses servers'); localmeta answers for single-node use.
 type References interface {
 	// LogPositions returns every position of prefix that any tablet's
 	// metadata lists.

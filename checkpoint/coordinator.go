@@ -332,7 +332,7 @@ type Result struct {
 	Flush, Commit time.Duration
 }
 
-// Checkpoint runs the seven steps of seed 002 once:
+// Checkpoint runs the seven steps of a checkpoint (doc.go) once:
 //
 //  1. wait until no split runs (and the previous checkpoint finished);
 //  2. take the state lock exclusively;

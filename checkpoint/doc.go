@@ -1,5 +1,5 @@
 // Package checkpoint turns a tserver's tablets into a durable store: the
-// seven-step checkpoint of seed 002 (DESIGN.md 'Checkpoint'), merging and
+// seven-step checkpoint (docs/design.md 'Checkpoint'), merging and
 // major compactions of TSFiles, log garbage collection, orphan block
 // collection and restart recovery.
 //
@@ -29,7 +29,8 @@
 // unflushed data. The invariants:
 //
 //   - Metadata names a TSFile only after its creation transaction
-//     committed (DESIGN.md invariant 3): step 7 runs after step 6.
+//     committed (invariant 3 in docs/design.md, 'metadata names only
+//     committed TSFiles'): step 7 runs after step 6.
 //   - A failure before step 7 changes no metadata: the old positions still
 //     cover the data. A standby whose flush failed stays and is flushed by
 //     the next checkpoint, which then records the position of the roll that
@@ -50,7 +51,7 @@
 //     lists (References: the master in the cluster), never the current
 //     file; orphan collection deletes only blocks of Options.Store that no
 //     tablet anywhere names and no local tablet uses, after a grace period
-//     (invariant 9).
+//     (invariant 9 in docs/design.md, 'nothing named is deleted').
 //
 // # Recovery
 //
@@ -58,7 +59,7 @@
 // each of its log positions — that file and every later file of the
 // prefix — reading each log file once for all tablets, and reports
 // progress and time. RecoverTablet does the same for one tablet a tserver
-// loads. Replay is idempotent (invariant 4): a record already in a TSFile
+// loads. Replay is idempotent (invariant 4 in docs/design.md): a record already in a TSFile
 // rewrites the same cell.
 //
 // The package writes no files of its own: TSFiles are the engine's

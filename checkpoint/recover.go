@@ -12,8 +12,8 @@ import (
 	"bighive/wal"
 )
 
-// TabletMeta is what a tablet's metadata records (DESIGN.md 'Log
-// positions', 'TSFile'), as a Metadata implementation stores it.
+// TabletMeta is what a tablet's metadata records (docs/design.md 'Log
+// positions', 'TSFiles and compaction'), as a Metadata implementation stores it.
 type TabletMeta struct {
 	TabletID     string
 	Epoch        int64
@@ -30,7 +30,7 @@ type Replayer interface {
 	ID() string
 	// Replay applies one logged row mutation to the active write buffer,
 	// without logging it again. Applying a record twice is the same as
-	// once (DESIGN.md invariant 4).
+	// once (invariant 4 in docs/design.md, 'replay is idempotent').
 	Replay(rec *wal.Record) error
 }
 

@@ -33,7 +33,8 @@ type tableOptions struct {
 }
 
 // WithCachePriority asks the master to give the table's blocks this
-// priority in the tservers' block caches (seed 002: a hint, not metadata).
+// priority in the tservers' block caches (a hint held in the master's
+// memory, not stored as table metadata).
 func WithCachePriority(p CachePriority) TableOption {
 	return func(o *tableOptions) { o.priority, o.setPriority = p, true }
 }

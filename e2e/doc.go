@@ -1,6 +1,7 @@
 // Package e2e holds Bighive's multi-process tests: real master and tserver
 // processes started by the cluster harness (e2e/cluster) on loopback, driven
 // through the client library, killed with real signals. Each test asserts
-// that every acknowledged write reads back — DESIGN.md invariants 1, 4, 6
-// and 8 seen from outside.
+// that every acknowledged write reads back — invariants 1, 4, 6 and 8 of
+// docs/design.md (durable before acknowledged, idempotent replay, one
+// server per tablet, clear statuses for bad input) seen from outside.
 package e2e

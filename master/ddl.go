@@ -156,7 +156,7 @@ func (m *Master) AddFamily(ctx context.Context, req *pb.AddFamilyRequest) (*pb.A
 }
 
 // SetCachePriority records a table's cache priority in the leader's memory
-// (not persisted, seed 002) and pushes it to the tservers holding its
+// (not persisted: a priority is a hint, not table metadata) and pushes it to the tservers holding its
 // tablets in their next heartbeat replies.
 func (m *Master) SetCachePriority(ctx context.Context, req *pb.SetCachePriorityRequest) (*pb.SetCachePriorityResponse, error) {
 	ls, err := m.ready()

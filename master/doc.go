@@ -65,7 +65,8 @@
 //     the spread is within one of even.
 //   - When the spread exceeds one (a tserver joined), at most
 //     Config.MaxMoves tablets move at a time. A move never makes two
-//     owners (DESIGN.md invariant 6): the leader first tells the old owner
+//     owners (invariant 6 in docs/design.md, 'one tserver serves a tablet
+//     at a time'): the leader first tells the old owner
 //     to unassign the tablet in a heartbeat reply, and commits the new
 //     assignment (new epoch) only after a later heartbeat of the old owner
 //     no longer lists the tablet, or after the old owner is dead.
@@ -83,7 +84,8 @@
 // Every error is an internal/apierr error: InvalidArgument (bad names,
 // duplicate families, unsorted, duplicate or empty split keys, no
 // families), AlreadyExists, NotFound, FailedPrecondition (stale epoch or
-// not the owner), Unavailable (no leader, leadership lost), per invariant 8.
+// not the owner), Unavailable (no leader, leadership lost), per invariant 8
+// in docs/design.md, 'bad input gets a clear status'.
 //
 // Log splitting of dead tservers' logs before their tablets are assigned
 // again, and garbage collection of recovery files: logsplit.go.

@@ -11,7 +11,8 @@ import (
 )
 
 // owners is the fleet-wide view of who serves what; adding a tablet some
-// other fake serves is a violation of invariant 6.
+// other fake serves is a violation of invariant 6 (docs/design.md: one
+// tserver serves a tablet at a time).
 type owners struct {
 	mu         sync.Mutex
 	by         map[string]string // tablet → tserver

@@ -12,8 +12,9 @@ import (
 	"bighive/wal"
 )
 
-// Log splitting (issue 10, seed 002's cure for recovery reading m × b
-// bytes): before an UNASSIGNED tablet whose metadata lists a log position
+// Log splitting (issue 10; docs/design.md 'Log splitting'): recovering b
+// tablets from a dead log of m bytes would read m × b bytes if every new
+// owner read the whole log. So before an UNASSIGNED tablet whose metadata lists a log position
 // is assigned again, the leader has the logs of that position's prefix
 // split by tablet, so the dead log is read once in total and each new
 // owner replays only its tablets' share.

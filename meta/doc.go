@@ -8,7 +8,7 @@
 //   - Every raft command is one storagepb.MetaCommand and is applied in one
 //     bbolt read-write transaction: a command changes all it names or
 //     nothing (a split replaces the parent by its children atomically,
-//     DESIGN.md invariant 5).
+//     invariant 5 in docs/design.md, 'a split commits in one transaction').
 //   - Apply is deterministic: it reads only the command and the current
 //     state, never the clock or randomness. Decisions (who gets a tablet)
 //     are made by the leader and carried in the command.
@@ -47,10 +47,13 @@
 //	          "next_tablet_id" → uint64 BE  (the next id to hand out, from 1)
 //	          "schema_version" → uint64 BE  (the last TableSchema.version handed out)
 //	tables    <name>                       → bighive.v1.TableSchema (protobuf)
-//	tablets   <tablet id>                  → bighive.v1.TabletMeta  (protobuf)
+//	tablets   <tablet id>                  → bighive.v1.TabletMeta  (protobuf: table, range,
+//	                                         state, tserver, epoch, log positions, TSFiles,
+//	                                         data-dir group, split logs, recovery files)
 //	ranges    <table> 0x00 <start row>     → <tablet id>   (location lookups, row order)
 //	owners    <tserver uuid> 0x00 <tablet> → empty         (uuid "" = UNASSIGNED)
-//	tservers  <uuid>                       → bighive.storage.v1.MetaTServer (protobuf)
+//	tservers  <uuid>                       → bighive.storage.v1.MetaTServer (protobuf: address,
+//	                                         incarnation, WAL prefix, block store UUID)
 //	recoverygc <recovery file path>        → empty (a file a checkpoint stopped naming; deleted by the master's GC)
 //
 // The recoverygc bucket was added without a version change: an older
@@ -83,5 +86,6 @@
 //
 // A snapshot is the whole bbolt file written by a read transaction
 // (bbolt Tx.WriteTo); restore writes it to meta.db.restore, fsyncs it,
-// checks it opens with a known version, and renames it over meta.db.
+// checks it opens with a known version, renames it over meta.db and
+// fsyncs the directory.
 package meta

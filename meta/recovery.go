@@ -9,7 +9,7 @@ import (
 	spb "bighive/proto/storagepb"
 )
 
-// Recovery files (DESIGN.md 'Failover and recovery'): when the master has
+// Recovery files (docs/design.md 'Log splitting'): when the master has
 // split a dead tserver's log by tablet, LogSplitDone replaces each
 // tablet's positions of that prefix by its recovery files. A checkpoint
 // that replaces the positions (or the table's deletion) moves them to the

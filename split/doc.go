@@ -1,5 +1,5 @@
-// Package split is the tserver side of a tablet split (seed 002
-// 'Tablet分裂', DESIGN.md 'Split', invariant 5): one tablet (the parent)
+// Package split is the tserver side of a tablet split (docs/design.md
+// 'Split'; invariant 5 there, 'a split commits in one transaction'): one tablet (the parent)
 // becomes two (the children) without losing or blocking a write, and a
 // crash at any step leaves either the parent intact or the split done.
 //
@@ -69,7 +69,7 @@
 // split log, but replaying a split log twice, or one whose writes a later
 // checkpoint of the child flushed, is harmless) replays idempotently: the
 // triple (row, column, timestamp) is unique and its timestamp is in the
-// record (DESIGN.md invariant 4). Hence the children need no log position
+// record (invariant 4 in docs/design.md, 'replay is idempotent'). Hence the children need no log position
 // of the parent; each child's loader adds its own position before its
 // first write, as for any load.
 //

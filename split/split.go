@@ -47,7 +47,7 @@ var (
 // step's work.
 type Step int
 
-// The six steps of seed 002, plus the point right after the commit.
+// The six steps of a split (doc.go; docs/design.md 'Split'), plus the point right after the commit.
 const (
 	StepPrepare   Step = 1 // preparing state entered: no checkpoint runs
 	StepAllocate  Step = 2 // child ids allocated at the master
@@ -159,7 +159,7 @@ type Result struct {
 // split log.
 func SplitLogPath(childID string) string { return filepath.Join("splitlog", childID+".log") }
 
-// Run splits one tablet, following the six steps of seed 002 (doc.go).
+// Run splits one tablet, following the six steps in doc.go.
 // A nil error means the master committed the split: the caller unloads
 // the parent and loads the children. On any other error the parent is
 // intact; unless the error wraps ErrOutcomeUnknown (then the parent stays

@@ -1,6 +1,7 @@
 // Package tablet is one tablet's storage engine on a tserver: two write
 // buffers (memstore), the tablet's TSFiles (tsfile), and reads merged over
-// them (DESIGN.md 'Data model', 'Write path', 'TSFile', 'Read cache').
+// them (docs/design.md: 'Data model', 'Write path', 'TSFiles and
+// compaction', 'Read path and read cache').
 //
 // # Write path
 //

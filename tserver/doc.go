@@ -6,7 +6,7 @@
 // package replica's: the service decodes and validates a request, finds
 // the replica, calls it and maps its errors to statuses.
 //
-// Invariants kept here (DESIGN.md):
+// Invariants kept here (numbered as in docs/design.md, 'Invariants'):
 //   - 1: a write is acknowledged only after wal.Append returned, i.e. after
 //     its record's fdatasync;
 //   - 6: a tablet is served only at the epoch the master gave, and only

@@ -13,7 +13,7 @@ import (
 	"bighive/wal"
 )
 
-// Shared-root layout (DESIGN.md 'Storage layout') beyond wal/ and splitlog/:
+// Shared-root layout (docs/design.md 'Storage layout') beyond wal/ and splitlog/:
 //
 //	<root>/tservers/<prefix>         the UUID of the tserver at that address
 //	<root>/blocks/<uuid>/            its block store's default data dir

@@ -88,8 +88,8 @@ func (s *Server) open(a *pb.TabletAssignment) (*replica, error) {
 }
 
 // recover replays a tablet's logs, records this tserver's log position in
-// its metadata and only then serves it (DESIGN.md 'Log positions',
-// invariant 9).
+// its metadata and only then serves it (docs/design.md 'Log positions';
+// invariant 9 there, 'metadata names every log a tablet needs').
 func (s *Server) recover(ctx context.Context, r *replica, m *pb.TabletMeta) error {
 	began := time.Now()
 	if err := s.replayRecoveryFiles(ctx, r, m); err != nil {

@@ -34,7 +34,7 @@ type Options struct {
 	Advertise string
 	// Masters are the masters' gRPC addresses.
 	Masters []string
-	// Root is the shared root (DESIGN.md 'Storage layout').
+	// Root is the shared root (docs/design.md 'Storage layout').
 	Root string
 	// DataDirs are the block store's data dirs (default <Root>/blocks/<uuid>).
 	DataDirs []string

@@ -1,5 +1,7 @@
 // Package wal is Bighive's write-ahead log: one log per tserver, shared by
-// all its tablets (seed 002 'WriteLog'), group-committed (seed 003).
+// all its tablets (so a tserver with many tablets still makes one stream of
+// appends), group-committed: concurrent appends share one write and one
+// fdatasync (docs/design.md 'Write path').
 //
 // # Files
 //

@@ -11,7 +11,8 @@ import (
 // DeleteBefore deletes the log files of pos.Prefix that lie wholly before
 // pos: those with a timestamp below pos.FileTS. The file pos names, and
 // every later one, is never deleted. pos must be the oldest position any
-// tablet still names for the prefix (DESIGN.md invariant 9); the caller
+// tablet still names for the prefix (invariant 9 in docs/design.md,
+// 'nothing named is deleted'); the caller
 // learns it from the master. It returns the deleted positions; the
 // deletions are durable when it returns nil.
 func DeleteBefore(fsys vfs.FS, root string, pos Position) ([]Position, error) {

@@ -411,7 +411,7 @@ func (l *Log) fail(err error) {
 
 // Position is the file that every record appended from now on goes to, or
 // a later file. A tserver records it in a tablet's metadata before it
-// acknowledges the tablet's first write (DESIGN.md 'Log positions').
+// acknowledges the tablet's first write (docs/design.md 'Log positions').
 func (l *Log) Position() Position {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -14,8 +14,9 @@ import (
 	"bighive/internal/vfs"
 )
 
-// Recovery files: a dead tserver's log split by tablet (DESIGN.md 'Failover
-// and recovery', seed 002's cure for m × b replay reads). A splitter reads
+// Recovery files: a dead tserver's log split by tablet (docs/design.md 'Log
+// splitting'), so that recovering b tablets reads the log once instead of
+// once per tablet (m × b bytes for a log of m bytes). A splitter reads
 // every log file of a SplitRange once and writes one recovery file per
 // tablet with that tablet's records; the tablet's next owner replays only
 // its own recovery files.

@@ -15,7 +15,7 @@ import (
 )
 
 // A single-file log in this package's format, for split logs
-// (<root>/splitlog/<tablet-id>.log, DESIGN.md 'Split'): the same file
+// (<root>/splitlog/<tablet-id>.log, docs/design.md 'Split'): the same file
 // header (version 1) and the same record frames, so ReplayFile reads it
 // and tells a torn tail from corruption exactly as for a tserver's log.
 // The header's prefix is the file's owner tag (the child tablet id), its

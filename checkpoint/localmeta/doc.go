@@ -12,9 +12,11 @@
 //     epoch than the stored one changes nothing (checkpoint.ErrStaleEpoch,
 //     reported per tablet in a *checkpoint.RefusedError).
 //   - The coordinator calls Commit only after the TSFiles it names were
-//     committed in the block store (DESIGN.md invariant 3); log GC and
+//     committed in the block store (invariant 3 in docs/design.md,
+//     'metadata names only committed TSFiles'); log GC and
 //     orphan collection ask LogPositions and ReferencedBlocks, so a log
-//     file or block a record names is never deleted (invariant 9).
+//     file or block a record names is never deleted (invariant 9 there,
+//     'nothing named is deleted').
 //
 // # File and schema, format version 2
 //
@@ -37,7 +39,8 @@
 // version 1 database is refused.
 //
 // bbolt checksums only its meta pages, so every record carries its own
-// CRC-32C (DESIGN.md invariant 7); a record that fails it, does not parse
+// CRC-32C (invariant 7 in docs/design.md, 'every on-disk record is
+// checksummed'); a record that fails it, does not parse
 // or names another tablet than its key is a *CorruptionError naming the
 // file and the key.
 package localmeta

@@ -239,7 +239,7 @@ func (d *DB) List() ([]checkpoint.TabletMeta, error) {
 
 // AddLogPosition appends pos to the tablet's log positions unless it is
 // listed already: what a tserver does when it loads a tablet, before the
-// tablet's first write (DESIGN.md 'Log positions'). Epoch-fenced like
+// tablet's first write (docs/design.md 'Log positions'). Epoch-fenced like
 // Commit. Durable when it returns nil.
 func (d *DB) AddLogPosition(ctx context.Context, id string, epoch int64, pos wal.Position) error {
 	if err := ctx.Err(); err != nil {

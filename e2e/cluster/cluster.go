@@ -77,19 +77,17 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if opts.StopGrace <= 0 {
 		opts.StopGrace = 30 * time.Second
 	}
-	mbin, err := Binary("master")
-	if err != nil {
-		return nil, err
-	}
-	tbin := ""
+	names := []string{"master", "frontend"}
 	if opts.TServers > 0 {
-		if tbin, err = Binary("tserver"); err != nil {
-			return nil, err
-		}
+		names = append(names, "tserver")
 	}
-	fbin, err := Binary("frontend")
+	bins, err := Binaries(names...)
 	if err != nil {
 		return nil, err
+	}
+	mbin, fbin, tbin := bins[0], bins[1], ""
+	if opts.TServers > 0 {
+		tbin = bins[2]
 	}
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)

@@ -3,11 +3,17 @@
 // tools. It is an ordinary (non-test) package so any test binary, and the
 // CLI, can import it.
 //
-// Start builds ./cmd/master, ./cmd/tserver and ./cmd/frontend once per process (go build,
-// using the build cache; the binaries live in
+// Start gets the master, tserver and frontend binaries from Binaries, the
+// one function that decides where they come from: $BIGHIVE_BIN_DIR when it
+// is set; inside a checkout of the bighive module (the default for tests,
+// `bighive demo` and `bighive bench`), go build of ./cmd/<name> once per
+// process (using the build cache; the binaries live in
 // $TMPDIR/bighive-e2e-bin-<uid>/ and are replaced atomically, so parallel
-// test binaries share them safely), picks free loopback ports, and starts
-// the processes with their output in the caller's directory:
+// test binaries share them safely); otherwise beside the running
+// executable, then on PATH. A missing binary is an error naming it, the
+// places searched and how to provide it. Start then picks free loopback
+// ports and starts the processes with their output in the caller's
+// directory:
 //
 //	<Dir>/m1.log, m2.log, …     each master's stdout and stderr (appended across restarts)
 //	<Dir>/m1/                   each master's --data directory

@@ -1,5 +1,5 @@
 // Package apierr is the one place where Bighive's errors become gRPC
-// statuses (DESIGN.md invariant 8).
+// statuses (invariant 8 in docs/design.md, 'bad input gets a clear status').
 //
 // Code anywhere below the gRPC layer returns an *Error made by one of the
 // constructors (InvalidArgument, NotFound, …) or wraps one with %w; the

@@ -13,7 +13,7 @@ import (
 )
 
 // splitChapter: a table that starts as one tablet grows under write load
-// into several by automatic splits (seed 002's six steps on the tserver,
+// into several by automatic splits (the six steps of package split on the tserver,
 // one metadata transaction at the master). It runs its own small cluster
 // with a 1 MiB split threshold, so the main tour's tablets stay as they are.
 func splitChapter(ctx context.Context, t *tour, dir string) error {

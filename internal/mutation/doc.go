@@ -3,7 +3,7 @@
 // applies them, and their compact binary encoding.
 //
 // A RowMutation is atomic: the WAL logs it as one record and the engine
-// applies all of its ops or none (DESIGN.md 'Data model').
+// applies all of its ops or none (docs/design.md 'Data model').
 //
 // Encoding (little-endian, uvarint = unsigned LEB128; it must not change
 // without a new format version in the files that embed it):

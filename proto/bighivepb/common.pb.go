@@ -23,8 +23,9 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// Cache priority of a table's blocks in the tservers' block caches (seed
-// 002). A hint pushed to the tservers, not persisted.
+// Cache priority of a table's blocks in the tservers' block caches
+// (docs/design.md 'Read path and read cache'). A hint pushed to the
+// tservers, not persisted.
 type CachePriority int32
 
 const (
@@ -444,7 +445,7 @@ func (x *TimestampRange) GetEndMicros() int64 {
 
 // A position in a tserver's log: the log file (prefix + its creation
 // timestamp). Replay of a tablet from a position reads that file and every
-// later file of the same prefix (DESIGN.md 'Log positions').
+// later file of the same prefix (docs/design.md 'Log positions').
 type LogPosition struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Prefix        string                 `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`

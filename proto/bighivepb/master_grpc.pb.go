@@ -65,14 +65,14 @@ type MasterClient interface {
 	// with FailedPrecondition when the epoch is stale.
 	ReportTabletLoad(ctx context.Context, in *ReportTabletLoadRequest, opts ...grpc.CallOption) (*ReportTabletLoadResponse, error)
 	ReportCheckpoint(ctx context.Context, in *ReportCheckpointRequest, opts ...grpc.CallOption) (*ReportCheckpointResponse, error)
-	// Split (DESIGN.md 'Split'): step 2 and step 6.
+	// Split (docs/design.md 'Split'): step 2 (two new ids) and step 6 (the report).
 	AllocateTabletIds(ctx context.Context, in *AllocateTabletIdsRequest, opts ...grpc.CallOption) (*AllocateTabletIdsResponse, error)
 	ReportSplit(ctx context.Context, in *ReportSplitRequest, opts ...grpc.CallOption) (*ReportSplitResponse, error)
 	// Asks the tserver serving the tablet that holds row to split there.
 	SplitTablet(ctx context.Context, in *SplitTabletRequest, opts ...grpc.CallOption) (*SplitTabletResponse, error)
 	// Recovery: the pieces of a dead tserver's log split by tablet.
 	ReportLogSplit(ctx context.Context, in *ReportLogSplitRequest, opts ...grpc.CallOption) (*ReportLogSplitResponse, error)
-	// Garbage collection by reference (DESIGN.md 'Ownership crosses servers').
+	// Garbage collection by reference (docs/design.md 'Ownership crosses servers').
 	GetGCReferences(ctx context.Context, in *GetGCReferencesRequest, opts ...grpc.CallOption) (*GetGCReferencesResponse, error)
 	// Live schema changes; each returns once every tserver serving the table
 	// acknowledged the new schema.
@@ -312,14 +312,14 @@ type MasterServer interface {
 	// with FailedPrecondition when the epoch is stale.
 	ReportTabletLoad(context.Context, *ReportTabletLoadRequest) (*ReportTabletLoadResponse, error)
 	ReportCheckpoint(context.Context, *ReportCheckpointRequest) (*ReportCheckpointResponse, error)
-	// Split (DESIGN.md 'Split'): step 2 and step 6.
+	// Split (docs/design.md 'Split'): step 2 (two new ids) and step 6 (the report).
 	AllocateTabletIds(context.Context, *AllocateTabletIdsRequest) (*AllocateTabletIdsResponse, error)
 	ReportSplit(context.Context, *ReportSplitRequest) (*ReportSplitResponse, error)
 	// Asks the tserver serving the tablet that holds row to split there.
 	SplitTablet(context.Context, *SplitTabletRequest) (*SplitTabletResponse, error)
 	// Recovery: the pieces of a dead tserver's log split by tablet.
 	ReportLogSplit(context.Context, *ReportLogSplitRequest) (*ReportLogSplitResponse, error)
-	// Garbage collection by reference (DESIGN.md 'Ownership crosses servers').
+	// Garbage collection by reference (docs/design.md 'Ownership crosses servers').
 	GetGCReferences(context.Context, *GetGCReferencesRequest) (*GetGCReferencesResponse, error)
 	// Live schema changes; each returns once every tserver serving the table
 	// acknowledged the new schema.

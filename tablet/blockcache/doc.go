@@ -1,5 +1,6 @@
 // Package blockcache is the tserver's read cache of TSFile pages: memory
-// bounded, sharded, with three priority classes (seed 002 '緩存管理').
+// bounded, sharded, with three priority classes (docs/design.md 'Read path
+// and read cache').
 //
 // Every cached page belongs to an Owner — in practice one per table — whose
 // Priority (High, Medium, Low; default Medium) may change at run time. When a

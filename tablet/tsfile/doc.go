@@ -1,5 +1,6 @@
 // Package tsfile writes and reads TSFiles: the immutable sorted files of a
-// tablet, stored as a set of blocks in the block store (DESIGN.md 'TSFile').
+// tablet, stored as a set of blocks in the block store (docs/design.md
+// 'TSFiles and compaction').
 //
 // # Blocks
 //
@@ -52,6 +53,11 @@
 // without seq and value) are unique in a file. Version 1 had no seq and no
 // maxSeq; readers of version 2 reject it.
 //
+// The trailing crc32c (Castagnoli) of an index, bloom or footer block
+// covers every byte of the block before it, magic included; a page's
+// covers its entries and count. The bloom filter's false-positive rate is
+// measured by TestBloomFalsePositives (bound 1 %).
+//
 // The family of an entry is implied by its block. The magic strings and
 // FormatVersion must not change for this layout; a new layout takes a new
 // version, and readers reject versions they do not know.
@@ -68,5 +74,7 @@
 //     family; the bloom filter on the first point read), seeks by the sparse
 //     index, and caches verified pages in a blockcache.Cache under
 //     (data block, offset). A scan that misses reads the next uncached
-//     pages in the same I/O (read-ahead).
+//     pages in the same I/O (read-ahead: ReaderOptions.ReadAhead, default 4).
+//   - A checksum failure of a whole block is reported at offset 0; one of
+//     a page at the page's offset in its data block.
 package tsfile
