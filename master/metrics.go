@@ -1,12 +1,14 @@
 package master
 
 import (
+	"context"
 	"strconv"
 	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"bighive/internal/obs"
 	"bighive/meta"
 	pb "bighive/proto/bighivepb"
 	spb "bighive/proto/storagepb"
@@ -166,4 +168,20 @@ func stateName(s raft.RaftState) string {
 		return "candidate"
 	}
 	return "shutdown"
+}
+
+// GetMasterStatus answers with this master's own view of raft; it is
+// never forwarded.
+func (m *Master) GetMasterStatus(ctx context.Context, _ *pb.GetMasterStatusRequest) (*pb.GetMasterStatusResponse, error) {
+	r := m.node.Raft
+	_, id := r.LeaderWithID()
+	resp := &pb.GetMasterStatusResponse{
+		Id: m.cfg.ID, Address: m.grpcAddr, RaftState: r.State().String(),
+		LeaderId: string(id), LeaderAddress: m.fwd.grpcAddrOf(id),
+		AppliedIndex: r.AppliedIndex(), Version: obs.Version("master"),
+	}
+	stats := r.Stats()
+	resp.Term, _ = strconv.ParseUint(stats["term"], 10, 64)
+	resp.CommitIndex, _ = strconv.ParseUint(stats["commit_index"], 10, 64)
+	return resp, nil
 }
