@@ -19,6 +19,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	rpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 
+	"bighive/client"
 	"bighive/e2e/cluster"
 	"bighive/internal/cli"
 )
@@ -164,6 +165,10 @@ func TestObservability(t *testing.T) {
 			t.Fatalf("get: %v", err)
 		}
 	}
+	scanned := 0
+	if err := tbl.Scan(ctx, "", "", func(client.Row) bool { scanned++; return true }); err != nil || scanned != 200 {
+		t.Fatalf("scan: %d rows, %v", scanned, err)
+	}
 	if _, err := cl.CheckpointAll(ctx); err != nil {
 		t.Fatalf("checkpoint: %v", err)
 	}
@@ -203,6 +208,7 @@ func TestObservability(t *testing.T) {
 		"bighive_tserver_lease_valid":                                                                 equals(1),
 		`bighive_grpc_server_requests_total{code="OK",method="/bighive.v1.TServer/Checkpoint"}`:       equals(1),
 		`bighive_grpc_server_request_duration_seconds_count{method="/bighive.v1.TServer/Checkpoint"}`: equals(1),
+		`bighive_grpc_server_requests_total{code="OK",method="/bighive.v1.TServer/ScanRows"}`:         positive,
 		"go_goroutines":    positive,
 		"process_open_fds": positive,
 	})
