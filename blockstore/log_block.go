@@ -131,6 +131,8 @@ func (b *logWritable) Abort() error {
 				if !c.maybeRemoveDead() && !c.readOnly.Load() {
 					if err := c.data.PunchHole(iv.off, iv.end-iv.off); err != nil {
 						c.fail(err)
+					} else {
+						c.m.punches.Add(1)
 					}
 				}
 			})

@@ -255,6 +255,7 @@ func (c *container) freeBlocks(blocks []*logBlock) {
 			c.fail(fmt.Errorf("punch hole %s [%d,%d): %w", c.dataPath(), iv.off, iv.end, err))
 			return
 		}
+		c.m.punches.Add(1)
 	}
 }
 

@@ -25,6 +25,8 @@ type logManager struct {
 
 	cmu        sync.Mutex
 	containers map[string]*container
+
+	punches atomic.Int64 // hole punches done (Stats)
 }
 
 var _ Manager = (*logManager)(nil)

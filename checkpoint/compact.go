@@ -137,6 +137,9 @@ func (c *Coordinator) Compact(ctx context.Context, t Tablet, major bool) error {
 			s.MajorCompacts++
 		}
 	})
+	if c.opts.OnCompaction != nil {
+		c.opts.OnCompaction(major, inBytes, info.Size, time.Since(start))
+	}
 	c.deleteFiles(files)
 	c.log.Debug("compaction done", "tablet", t.ID(), "major", major, "files", len(footers), "in_bytes", inBytes, "out_bytes", info.Size, "took", time.Since(start))
 	c.pace(ctx, inBytes, time.Since(start))

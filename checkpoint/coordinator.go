@@ -76,6 +76,13 @@ type Options struct {
 	// Logger receives progress and errors. Default slog.Default().
 	Logger *slog.Logger
 
+	// OnCheckpoint, if set, is called after each checkpoint whose metadata
+	// commit succeeded, with its result and its whole duration (metrics).
+	OnCheckpoint func(res Result, took time.Duration)
+	// OnCompaction, if set, is called after each committed compaction with
+	// the bytes of the files it read and of the file it wrote (metrics).
+	OnCompaction func(major bool, inBytes, outBytes int64, took time.Duration)
+
 	// hook, when set (tests), is called after each step of Checkpoint
 	// with the step's number; an error stops the checkpoint there.
 	hook func(step int) error
@@ -330,6 +337,8 @@ type Result struct {
 	LockWait, LockHeld time.Duration
 	// Flush is the duration of step 6, Commit that of step 7.
 	Flush, Commit time.Duration
+	// FlushedBytes is the size of the TSFiles step 6 wrote.
+	FlushedBytes int64
 }
 
 // Checkpoint runs the seven steps of a checkpoint (doc.go) once:
@@ -348,6 +357,7 @@ type Result struct {
 // first by the next checkpoint; a failed step 7 is retried by the next one.
 func (c *Coordinator) Checkpoint(ctx context.Context) (Result, error) {
 	var res Result
+	began := time.Now()
 	if err := c.acquire(ctx); err != nil {
 		return res, err
 	}
@@ -457,6 +467,7 @@ func (c *Coordinator) Checkpoint(ctx context.Context) (Result, error) {
 			}
 			c.metaMu.Lock()
 			c.stateOf(p.t.ID()).flushed = &info
+			res.FlushedBytes += info.Size
 			c.metaMu.Unlock()
 		}()
 	}
@@ -529,6 +540,9 @@ func (c *Coordinator) Checkpoint(ctx context.Context) (Result, error) {
 		return res, errors.Join(errs...)
 	}
 	c.count(func(s *Stats) { s.Checkpoints++ })
+	if c.opts.OnCheckpoint != nil {
+		c.opts.OnCheckpoint(res, time.Since(began))
+	}
 	if err := c.step(7); err != nil {
 		errs = append(errs, err)
 	}

@@ -7,23 +7,39 @@ import (
 	"log/slog"
 	"net"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
 	"bighive/client"
 	"bighive/internal/apierr"
+	"bighive/internal/obs"
 )
 
 // Listener is a frontend serving the Bigtable API on a TCP address.
 type Listener struct {
-	g    *grpc.Server
-	lis  net.Listener
-	log  *slog.Logger
-	done chan error
+	g      *grpc.Server
+	lis    net.Listener
+	log    *slog.Logger
+	health *obs.Health
+	done   chan error
+}
+
+// ListenOptions are the optional parts of ListenWith.
+type ListenOptions struct {
+	// Metrics, if set, receives the gRPC request metrics.
+	Metrics prometheus.Registerer
 }
 
 // Listen serves the Bigtable API on addr (host:port; port 0 picks one)
 // through c, which it does not close, until Stop.
 func Listen(addr string, c *client.Client, log *slog.Logger) (*Listener, error) {
+	return ListenWith(addr, c, log, ListenOptions{})
+}
+
+// ListenWith is Listen with options. Besides the Bigtable API it serves
+// the gRPC health service (SERVING from start until Stop) and server
+// reflection.
+func ListenWith(addr string, c *client.Client, log *slog.Logger, o ListenOptions) (*Listener, error) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -31,12 +47,21 @@ func Listen(addr string, c *client.Client, log *slog.Logger) (*Listener, error) 
 	if err != nil {
 		return nil, fmt.Errorf("frontend: listen on %s: %w", addr, err)
 	}
+	unary := []grpc.UnaryServerInterceptor{apierr.UnaryServerInterceptor(log)}
+	stream := []grpc.StreamServerInterceptor{apierr.StreamServerInterceptor(log)}
+	if o.Metrics != nil {
+		gm := obs.NewGRPCMetrics(o.Metrics)
+		unary = append([]grpc.UnaryServerInterceptor{gm.UnaryInterceptor()}, unary...)
+		stream = append([]grpc.StreamServerInterceptor{gm.StreamInterceptor()}, stream...)
+	}
 	g := grpc.NewServer(append(ServerOptions(),
-		grpc.ChainUnaryInterceptor(apierr.UnaryServerInterceptor(log)),
-		grpc.ChainStreamInterceptor(apierr.StreamServerInterceptor(log)),
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(stream...),
 	)...)
 	New(c, log).Register(g)
-	l := &Listener{g: g, lis: lis, log: log, done: make(chan error, 1)}
+	h := obs.RegisterHealthAndReflection(g, "google.bigtable.v2.Bigtable", "google.bigtable.admin.v2.BigtableTableAdmin")
+	h.Set(true)
+	l := &Listener{g: g, lis: lis, log: log, health: h, done: make(chan error, 1)}
 	go func() { l.done <- g.Serve(lis) }()
 	log.Info("frontend: serving the Bigtable API", "addr", l.Addr())
 	return l, nil
@@ -48,6 +73,7 @@ func (l *Listener) Addr() string { return l.lis.Addr().String() }
 // Stop stops accepting calls and waits for the running ones to finish, or
 // cancels them when ctx ends first.
 func (l *Listener) Stop(ctx context.Context) error {
+	l.health.Shutdown()
 	stopped := make(chan struct{})
 	go func() {
 		l.g.GracefulStop()

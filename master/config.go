@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
 
 	pb "bighive/proto/bighivepb"
 )
@@ -78,6 +79,12 @@ type Config struct {
 	Raft *raft.Config
 	// Logger; nil is slog.Default().
 	Logger *slog.Logger
+	// HTTPListen is the address of the HTTP port (/metrics,
+	// /debug/pprof/); empty: no HTTP port.
+	HTTPListen string
+	// Metrics is the registry the master's metrics go to (default: a new
+	// one with the Go runtime and process collectors).
+	Metrics *prometheus.Registry
 
 	// heartbeatHook (tests) runs in Heartbeat between reading the
 	// metadata and granting the lease.

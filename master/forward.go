@@ -22,6 +22,9 @@ const forwardedKey = "bighive-forwarded-by"
 
 const masterService = "/bighive.v1.Master/"
 
+// localMethod is answered by every master itself: its own view of raft.
+const localMethod = masterService + "GetMasterStatus"
+
 // forwarder relays calls that reach a follower to the leader, through one
 // leader-following masterconn.Conn over every master (this one included:
 // a call forwarded to itself is answered by its handler if it has become
@@ -79,7 +82,7 @@ func (f *forwarder) grpcAddrOf(id raft.ServerID) string {
 // intercept forwards a Master call to the leader when this master is not
 // the leader; the leader (even one still catching up) handles it itself.
 func (f *forwarder) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-	if !strings.HasPrefix(info.FullMethod, masterService) || f.m.node.Raft.State() == raft.Leader {
+	if !strings.HasPrefix(info.FullMethod, masterService) || info.FullMethod == localMethod || f.m.node.Raft.State() == raft.Leader {
 		return h(ctx, req)
 	}
 	leader := f.leaderAddr()

@@ -10,11 +10,13 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
 	"bighive/internal/apierr"
 	"bighive/internal/limits"
+	"bighive/internal/obs"
 	"bighive/meta"
 	pb "bighive/proto/bighivepb"
 	spb "bighive/proto/storagepb"
@@ -31,6 +33,9 @@ type Master struct {
 	srv      *grpc.Server
 	grpcAddr string
 	fwd      *forwarder
+	metrics  *metrics
+	health   *obs.Health
+	http     *obs.HTTPServer
 
 	notify chan bool
 	stop   chan struct{}
@@ -88,13 +93,29 @@ func Start(cfg Config, lis net.Listener) (*Master, error) {
 		return nil, err
 	}
 
+	reg := cfg.Metrics
+	if reg == nil {
+		reg = obs.NewRegistry()
+	}
+	m.metrics = newMetrics(m, reg)
+	gm := obs.NewGRPCMetrics(reg)
 	opts := append(append(limits.GRPCServerOptions(), limits.GRPCKeepaliveServerOptions()...),
-		grpc.ChainUnaryInterceptor(apierr.UnaryServerInterceptor(m.log), m.fwd.intercept))
+		grpc.ChainUnaryInterceptor(gm.UnaryInterceptor(), apierr.UnaryServerInterceptor(m.log), m.fwd.intercept),
+		grpc.ChainStreamInterceptor(gm.StreamInterceptor()))
 	m.srv = grpc.NewServer(opts...)
 	pb.RegisterMasterServer(m.srv, m)
+	m.health = obs.RegisterHealthAndReflection(m.srv, pb.Master_ServiceDesc.ServiceName)
+	if cfg.HTTPListen != "" {
+		if m.http, err = obs.ListenHTTP(cfg.HTTPListen, reg, m.log); err != nil {
+			m.fwd.close()
+			_ = node.Close()
+			return nil, fmt.Errorf("master: %w", err)
+		}
+	}
 
-	m.wg.Add(2)
+	m.wg.Add(3)
 	go m.watchLeadership()
+	go m.watchHealth()
 	go func() {
 		defer m.wg.Done()
 		if err := m.srv.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
@@ -121,6 +142,38 @@ func (m *Master) LeaderID() string {
 	return string(id)
 }
 
+// HTTPAddr is the address of the HTTP port, "" without one.
+func (m *Master) HTTPAddr() string {
+	if m.http == nil {
+		return ""
+	}
+	return m.http.Addr()
+}
+
+// HTTP is the HTTP port (nil without one): a status page is added to it
+// with one Handle call.
+func (m *Master) HTTP() *obs.HTTPServer { return m.http }
+
+// Registry is the registry of the master's metrics.
+func (m *Master) Registry() *prometheus.Registry { return m.metrics.reg }
+
+// watchHealth keeps the health service SERVING while raft knows a leader
+// (this master or another: a follower forwards), NOT_SERVING otherwise.
+func (m *Master) watchHealth() {
+	defer m.wg.Done()
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		addr, _ := m.node.Raft.LeaderWithID()
+		m.health.Set(addr != "")
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
 // Raft exposes the raft member (for tests and operational tooling: stats,
 // snapshots).
 func (m *Master) Raft() *raft.Raft { return m.node.Raft }
@@ -129,6 +182,7 @@ func (m *Master) Raft() *raft.Raft { return m.node.Raft }
 func (m *Master) Close() error {
 	m.closeOnce.Do(func() {
 		close(m.stop)
+		m.health.Shutdown()
 		stopped := make(chan struct{})
 		go func() { m.srv.GracefulStop(); close(stopped) }()
 		select {
@@ -138,7 +192,7 @@ func (m *Master) Close() error {
 		}
 		m.wg.Wait()
 		m.fwd.close()
-		m.closeErr = m.node.Close()
+		m.closeErr = errors.Join(m.node.Close(), m.http.Close())
 		m.log.Info("master stopped")
 	})
 	return m.closeErr
@@ -218,6 +272,7 @@ func (m *Master) readyRead() (*leaderState, error) {
 // returned as the error.
 func (m *Master) apply(ctx context.Context, cmd *spb.MetaCommand) (*meta.Result, error) {
 	res, err := m.node.Apply(ctx, cmd)
+	m.metrics.command(cmd, res, err)
 	if err != nil {
 		return nil, err
 	}

@@ -80,6 +80,7 @@ func (m *Master) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.H
 	if err != nil {
 		return nil, err
 	}
+	defer func(began time.Time) { m.metrics.heartbeat.Observe(time.Since(began).Seconds()) }(time.Now())
 	if err := validUUID("tserver uuid", req.Uuid); err != nil {
 		return nil, err
 	}

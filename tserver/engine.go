@@ -40,6 +40,9 @@ func newEngineState(s *Server) *engineState {
 		Refs:     masterRefs{s},
 		LogGC:    s.wal,
 		Logger:   s.log,
+
+		OnCheckpoint: s.metrics.onCheckpoint,
+		OnCompaction: s.metrics.onCompaction,
 	})
 	return e
 }

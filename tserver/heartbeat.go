@@ -93,6 +93,10 @@ func (s *Server) heartbeat(ctx context.Context) (reregister bool) {
 		resp, err = m.Heartbeat(ctx, req)
 		return err
 	})
+	since(s.metrics.heartbeat, sent)
+	// A lease that ran out while the heartbeat was on its way (or the
+	// process was stopped) is reported before the reply renews it.
+	s.updateHealth()
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("heartbeat failed", "err", err, "lease_left", s.lease.remaining(time.Now()))
@@ -105,6 +109,7 @@ func (s *Server) heartbeat(ctx context.Context) (reregister bool) {
 		// and start over as a new incarnation, which the master gives new
 		// tablets only.
 		s.lease.revoke()
+		s.updateHealth()
 		for _, r := range s.tablets.all() {
 			s.unload(r, "the master asked this tserver to register again")
 		}
@@ -117,6 +122,7 @@ func (s *Server) heartbeat(ctx context.Context) (reregister bool) {
 	s.applyAssignments(ctx, nil, resp.Unassign)
 	if d := time.Duration(resp.LeaseDurationMicros) * time.Microsecond; d > 0 {
 		s.lease.renew(sent, d)
+		s.updateHealth()
 	}
 	for _, ts := range resp.Schemas {
 		s.learnSchema(ts)

@@ -1,6 +1,7 @@
 package tserver
 
 import (
+	"context"
 	"sync/atomic"
 	"time"
 )
@@ -51,4 +52,34 @@ func (l *lease) remaining(now time.Time) time.Duration {
 		return 0
 	}
 	return exp.Sub(now)
+}
+
+// updateHealth sets the health service from the lease: SERVING only
+// while the lease is valid (and the log has not failed).
+func (s *Server) updateHealth() {
+	s.healthMu.Lock()
+	defer s.healthMu.Unlock()
+	s.health.Set(s.leaseValid())
+}
+
+// watchLease keeps the health service true when the lease runs out with
+// nobody renewing it (the master unreachable, the process stopped): it
+// wakes at the expiry, and at least every second. Renewals and revocations
+// update the health service themselves.
+func (s *Server) watchLease(ctx context.Context) {
+	defer s.wg.Done()
+	for {
+		s.updateHealth()
+		wait := time.Second
+		if left := s.lease.remaining(time.Now()); left > 0 && left < wait {
+			wait = left + time.Millisecond
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
 }

@@ -121,6 +121,7 @@ func (s *Server) recover(ctx context.Context, r *replica, m *pb.TabletMeta) erro
 		return fmt.Errorf("tserver: report load of tablet %s: %w", r.ID(), err)
 	}
 	r.Engine().SetServing(true)
+	since(s.metrics.recoveries, began)
 	s.log.Info("tablet serving", "tablet", r.ID(), "epoch", r.Epoch(), "tsfiles", len(m.Tsfiles),
 		"log_files", len(rep.Files), "records", rep.Records, "took", time.Since(began))
 	s.nudgeHeartbeat()
@@ -163,6 +164,7 @@ func (s *Server) openStoreFor(footer blockstore.BlockRef) (blockstore.Manager, f
 }
 
 func (s *Server) failLoad(r *replica, err error) {
+	s.metrics.recoveryFailed.Inc()
 	s.unload(r, "load failed: "+err.Error())
 }
 

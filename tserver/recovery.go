@@ -74,6 +74,7 @@ func (s *Server) runLogSplitTask(ctx context.Context, t *pb.LogSplitTask) error 
 		}
 		req.RecoveryFiles = files
 		req.BytesRead = rep.BytesRead
+		since(s.metrics.logSplits, began)
 		s.log.Info("log split task done", "task", t.TaskId, "tablets", len(t.TabletIds), "log_files", len(rep.Files),
 			"bytes_read", rep.BytesRead, "log_data_bytes", rep.DataBytes, "records", rep.Records,
 			"recovery_files", len(files), "recovery_bytes", written, "read", read, "took", time.Since(began))

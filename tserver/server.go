@@ -11,12 +11,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
 	"bighive/blockstore"
 	"bighive/internal/apierr"
 	"bighive/internal/limits"
 	"bighive/internal/masterconn"
+	"bighive/internal/obs"
 	"bighive/internal/vfs"
 	pb "bighive/proto/bighivepb"
 	"bighive/split"
@@ -60,6 +62,12 @@ type Options struct {
 	// FS is the filesystem (default vfs.Default).
 	FS     vfs.FS
 	Logger *slog.Logger
+	// HTTPListen is the address of the HTTP port (/metrics, /debug/pprof/);
+	// empty: no HTTP port.
+	HTTPListen string
+	// Metrics is the registry the tserver's metrics go to (default: a new
+	// one with the Go runtime and process collectors).
+	Metrics *prometheus.Registry
 }
 
 func (o *Options) defaults() {
@@ -101,6 +109,10 @@ type Server struct {
 	stores *stores
 
 	lease          lease
+	health         *obs.Health
+	healthMu       sync.Mutex // orders updateHealth's read of the lease with its Set
+	metrics        *metrics
+	http           *obs.HTTPServer
 	heartbeatEvery atomic.Int64 // nanoseconds
 	heartbeatNow   chan struct{}
 
@@ -198,12 +210,26 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 		s.wal.Close()
 		return nil, err
 	}
+	reg := opts.Metrics
+	if reg == nil {
+		reg = obs.NewRegistry()
+	}
+	s.metrics = newMetrics(s, reg)
 	s.eng = newEngineState(s)
 
+	gm := obs.NewGRPCMetrics(reg)
 	s.grpc = grpc.NewServer(append(append(limits.GRPCServerOptions(), limits.GRPCKeepaliveServerOptions()...),
-		grpc.UnaryInterceptor(apierr.UnaryServerInterceptor(s.log)),
-		grpc.StreamInterceptor(apierr.StreamServerInterceptor(s.log)))...)
+		grpc.ChainUnaryInterceptor(gm.UnaryInterceptor(), apierr.UnaryServerInterceptor(s.log)),
+		grpc.ChainStreamInterceptor(gm.StreamInterceptor(), apierr.StreamServerInterceptor(s.log)))...)
 	pb.RegisterTServerServer(s.grpc, s)
+	s.health = obs.RegisterHealthAndReflection(s.grpc, pb.TServer_ServiceDesc.ServiceName)
+	if opts.HTTPListen != "" {
+		if s.http, err = obs.ListenHTTP(opts.HTTPListen, reg, s.log); err != nil {
+			s.wal.Close()
+			s.master.Close()
+			return nil, fmt.Errorf("tserver: %w", err)
+		}
+	}
 
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.wg.Add(1)
@@ -213,8 +239,9 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 			s.log.Error("grpc serve", "err", err)
 		}
 	}()
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go s.heartbeatLoop(s.ctx)
+	go s.watchLease(s.ctx)
 	s.eng.start(s.ctx)
 	s.watchLog()
 	s.split = newSplitter(s)
@@ -225,6 +252,21 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 
 // Addr is the address the tserver serves on.
 func (s *Server) Addr() string { return s.addr }
+
+// HTTPAddr is the address of the HTTP port, "" without one.
+func (s *Server) HTTPAddr() string {
+	if s.http == nil {
+		return ""
+	}
+	return s.http.Addr()
+}
+
+// HTTP is the HTTP port (nil without one): a status page is added to it
+// with one Handle call.
+func (s *Server) HTTP() *obs.HTTPServer { return s.http }
+
+// Registry is the registry of the tserver's metrics.
+func (s *Server) Registry() *prometheus.Registry { return s.metrics.reg }
 
 // UUID is the tserver's (and its block store's) identity.
 func (s *Server) UUID() string { return s.uuid }
@@ -255,6 +297,7 @@ func (s *Server) logFailed(err error) {
 	s.failOnce.Do(func() {
 		s.failed.Store(true)
 		s.lease.revoke()
+		s.updateHealth()
 		for _, r := range s.tablets.all() {
 			r.Engine().SetServing(false)
 		}
@@ -299,6 +342,7 @@ func (s *Server) Close() error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return nil
 	}
+	s.health.Shutdown()
 	done := make(chan struct{})
 	go func() { s.grpc.GracefulStop(); close(done) }()
 	select {
@@ -315,5 +359,6 @@ func (s *Server) Close() error {
 	errs = append(errs, s.stores.close())
 	errs = append(errs, s.blocks.Close())
 	errs = append(errs, s.master.Close())
+	errs = append(errs, s.http.Close())
 	return errors.Join(errs...)
 }

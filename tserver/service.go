@@ -49,6 +49,7 @@ func (s *Server) waitForMemory(ctx context.Context) error {
 	if !s.eng.coord.Throttled() {
 		return nil // the common case: no timer, no context
 	}
+	s.metrics.throttled.Inc()
 	wctx, cancel := context.WithTimeout(ctx, memoryWait)
 	defer cancel()
 	err := s.eng.coord.Throttle(wctx)
@@ -387,6 +388,21 @@ func (s *Server) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusRes
 	resp.Counters["lock_window_p50_ns"] = int64(p50)
 	resp.Counters["lock_window_p99_ns"] = int64(p99)
 	resp.Counters["lock_window_max_ns"] = int64(mx)
+	ws := s.wal.Stats()
+	resp.Counters["wal_appends"] = int64(ws.Records)
+	resp.Counters["wal_bytes"] = int64(ws.Bytes)
+	resp.Counters["wal_syncs"] = int64(ws.Syncs)
+	resp.Counters["wal_files_started"] = int64(ws.Files)
+	bc := s.cache.Stats()
+	resp.Counters["cache_hits"] = bc.Hits
+	resp.Counters["cache_misses"] = bc.Misses
+	resp.Counters["cache_evictions"] = bc.Evictions
+	resp.Counters["cache_bytes"] = bc.Charge
+	resp.Counters["cache_capacity_bytes"] = bc.Capacity
+	resp.Counters["lease_valid"] = 0
+	if s.leaseValid() {
+		resp.Counters["lease_valid"] = 1
+	}
 	return resp, nil
 }
 

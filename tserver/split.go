@@ -150,12 +150,20 @@ func (sp *splitter) release(id string) {
 
 // run splits r (at row, or the middle row when nil). On success the
 // parent is unloaded and the children are loading here.
-func (sp *splitter) run(ctx context.Context, r *replica, row []byte) (*split.Result, error) {
+func (sp *splitter) run(ctx context.Context, r *replica, row []byte) (_ *split.Result, err error) {
 	s := sp.s
 	defer sp.release(r.ID())
 	if !r.Engine().Serving() {
 		return nil, errNotServingSplit
 	}
+	began := time.Now()
+	defer func() {
+		if err != nil {
+			s.metrics.splitFailed.Inc()
+		} else {
+			since(s.metrics.splits, began)
+		}
+	}()
 	var committed []*pb.TabletMeta
 	// The parent's files are read through their stores until split.Run
 	// returns (it closes its readers first).

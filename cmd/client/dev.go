@@ -24,7 +24,7 @@ import (
 // Cloud Bigtable API on --bigtable (the emulator's port by default).
 var devCommand = cli.Command{
 	Name:    "dev",
-	Args:    "[--dir DIR] [--port N] [--bigtable ADDR]",
+	Args:    "[--dir DIR] [--port N] [--bigtable ADDR] [--http=false]",
 	Summary: "run a local cluster (1 master, 3 tservers, the Cloud Bigtable API on 127.0.0.1:8086) in this process until Ctrl-C; data persists in --dir",
 	Example: "dev --dir ./bighive-data\ndev --bigtable 127.0.0.1:9000\ndev --bigtable \"\"",
 	Run:     runDev,
@@ -36,6 +36,7 @@ func runDev(ctx context.Context, env *cli.Env, args []string) error {
 	port := fs.Int("port", 7100, "master gRPC port; raft uses port+1, tservers port+101..port+103")
 	btAddr := fs.String("bigtable", frontend.DefaultAddr, "address of the Cloud Bigtable API (for BIGTABLE_EMULATOR_HOST); empty: do not serve it")
 	verbose := fs.Bool("v", false, "log at info level (default: warnings only)")
+	withHTTP := fs.Bool("http", true, "serve /metrics and /debug/pprof/ on each server's gRPC port + 1000")
 	if _, err := env.Parse(fs, args, 0, 0); err != nil {
 		return err
 	}
@@ -52,11 +53,18 @@ func runDev(ctx context.Context, env *cli.Env, args []string) error {
 	defer stop()
 
 	addr := func(p int) string { return fmt.Sprintf("127.0.0.1:%d", p) }
+	httpAddr := func(p int) string {
+		if !*withHTTP {
+			return ""
+		}
+		return addr(p + 1000)
+	}
 	lis, err := net.Listen("tcp", addr(*port))
 	if err != nil {
 		return fmt.Errorf("dev: master port: %w (is another dev cluster running?)", err)
 	}
-	m, err := master.Start(master.Config{ID: "dev", Dir: filepath.Join(abs, "master"), RaftAddr: addr(*port + 1), Logger: log}, lis)
+	m, err := master.Start(master.Config{ID: "dev", Dir: filepath.Join(abs, "master"), RaftAddr: addr(*port + 1), Logger: log,
+		HTTPListen: httpAddr(*port)}, lis)
 	if err != nil {
 		lis.Close()
 		return err
@@ -70,7 +78,7 @@ func runDev(ctx context.Context, env *cli.Env, args []string) error {
 	}()
 	for i := 1; i <= 3; i++ {
 		s, err := tserver.Start(ctx, tserver.Options{Listen: addr(*port + 100 + i), Masters: []string{m.Addr()},
-			Root: filepath.Join(abs, "root"), Logger: log})
+			Root: filepath.Join(abs, "root"), Logger: log, HTTPListen: httpAddr(*port + 100 + i)})
 		if err != nil {
 			return err
 		}
@@ -89,9 +97,15 @@ func runDev(ctx context.Context, env *cli.Env, args []string) error {
 			return fmt.Errorf("dev: Bigtable API: %w (is another dev cluster or emulator running? --bigtable changes the address)", err)
 		}
 	}
-	fmt.Fprintf(env.Stdout, "bighive dev cluster, data in %s\n  master   %s\n", abs, m.Addr())
+	withMetrics := func(grpcAddr, httpAddr string) string {
+		if httpAddr == "" {
+			return grpcAddr
+		}
+		return grpcAddr + "    (metrics http://" + httpAddr + "/metrics)"
+	}
+	fmt.Fprintf(env.Stdout, "bighive dev cluster, data in %s\n  master   %s\n", abs, withMetrics(m.Addr(), m.HTTPAddr()))
 	for _, s := range servers {
-		fmt.Fprintf(env.Stdout, "  tserver  %s\n", s.Addr())
+		fmt.Fprintf(env.Stdout, "  tserver  %s\n", withMetrics(s.Addr(), s.HTTPAddr()))
 	}
 	if api != nil {
 		fmt.Fprintf(env.Stdout, "  bigtable %s    (Cloud Bigtable API: BIGTABLE_EMULATOR_HOST=%s)\n", api.Addr(), api.Addr())

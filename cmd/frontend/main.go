@@ -23,6 +23,7 @@ import (
 
 	"bighive/client"
 	"bighive/frontend"
+	"bighive/internal/obs"
 )
 
 func main() {
@@ -30,15 +31,11 @@ func main() {
 		listen   = flag.String("listen", ":8086", "`host:port` of the Cloud Bigtable API")
 		masters  = flag.String("masters", "127.0.0.1:7100", "comma-separated master gRPC addresses")
 		stopWait = flag.Duration("stop-timeout", 10*time.Second, "how long a stop waits for running calls")
-		logLevel = flag.String("log-level", "info", "debug, info, warn or error")
+		obsFlags = obs.AddFlags(flag.CommandLine, "frontend")
 	)
 	flag.Parse()
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		fmt.Fprintf(os.Stderr, "frontend: --log-level: %v\n", err)
-		os.Exit(2)
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	obsFlags.HandleVersion(os.Stdout)
+	log := obsFlags.Logger(os.Stderr)
 	slog.SetDefault(log)
 	var ms []string
 	for _, m := range strings.Split(*masters, ",") {
@@ -58,10 +55,19 @@ func main() {
 		os.Exit(1)
 	}
 	defer c.Close()
-	l, err := frontend.Listen(*listen, c, log)
+	reg := obs.NewRegistry()
+	l, err := frontend.ListenWith(*listen, c, log, frontend.ListenOptions{Metrics: reg})
 	if err != nil {
 		log.Error("frontend: start", "err", err)
 		os.Exit(1)
+	}
+	if addr := obsFlags.HTTPListen(*listen); addr != "" {
+		h, err := obs.ListenHTTP(addr, reg, log)
+		if err != nil {
+			log.Error("frontend: start", "err", err)
+			os.Exit(1)
+		}
+		defer h.Close()
 	}
 	log.Info("frontend: started", "addr", l.Addr(), "masters", ms)
 	<-ctx.Done()

@@ -27,6 +27,7 @@ import (
 	"syscall"
 	"time"
 
+	"bighive/internal/obs"
 	"bighive/master"
 )
 
@@ -41,15 +42,11 @@ func main() {
 		lease     = flag.Duration("lease", 5*time.Second, "tserver lease granted by each heartbeat")
 		heartbeat = flag.Duration("heartbeat", time.Second, "heartbeat interval the tservers are told to use")
 		maxMoves  = flag.Int("max-moves", 8, "rebalancing moves in flight at most")
-		logLevel  = flag.String("log-level", "info", "debug, info, warn or error")
+		obsFlags  = obs.AddFlags(flag.CommandLine, "master")
 	)
 	flag.Parse()
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		fmt.Fprintf(os.Stderr, "master: --log-level: %v\n", err)
-		os.Exit(2)
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	obsFlags.HandleVersion(os.Stdout)
+	log := obsFlags.Logger(os.Stderr)
 	slog.SetDefault(log)
 
 	ps, err := master.ParsePeers(*peers)
@@ -79,6 +76,7 @@ func main() {
 	m, err := master.Start(master.Config{
 		ID: *id, Dir: *data, RaftAddr: *raftAddr, GRPCAddr: grpcAddr, Peers: ps,
 		Lease: *lease, Heartbeat: *heartbeat, MaxMoves: *maxMoves, Logger: log,
+		HTTPListen: obsFlags.HTTPListen(*listen),
 	}, lis)
 	if err != nil {
 		log.Error("start failed", "err", err)

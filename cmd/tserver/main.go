@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"bighive/internal/obs"
 	"bighive/split"
 	"bighive/tserver"
 )
@@ -33,7 +34,7 @@ func main() {
 		dataDirs  = flag.String("fs-data-dirs", "", "comma-separated block store data dirs, one per disk (default <fs-root>/blocks/<uuid>)")
 		memLimit  = flag.Int64("mem-limit", 256<<20, "write buffer `bytes` of all tablets together that trigger a checkpoint")
 		cacheSize = flag.Int64("cache-bytes", 256<<20, "block cache capacity in `bytes`")
-		logLevel  = flag.String("log-level", "info", "debug, info, warn or error")
+		obsFlags  = obs.AddFlags(flag.CommandLine, "tserver")
 
 		splitThreshold = flag.Int64("split-threshold", 512<<20, "tablet size in `bytes` (TSFiles plus write buffers) over which it splits; negative: no automatic splits")
 		splitInterval  = flag.Duration("split-interval", 30*time.Second, "least time between two splits of one tablet")
@@ -41,12 +42,8 @@ func main() {
 		splitFault     = flag.String("split-fault-file", "", "testing only: a `file` holding a split step number; the split that reaches that step removes the file and kills this process")
 	)
 	flag.Parse()
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		fmt.Fprintf(os.Stderr, "tserver: --log-level: %v\n", err)
-		os.Exit(2)
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	obsFlags.HandleVersion(os.Stdout)
+	log := obsFlags.Logger(os.Stderr)
 	slog.SetDefault(log)
 	if *root == "" {
 		fmt.Fprintln(os.Stderr, "tserver: --fs-root is required")
@@ -63,6 +60,7 @@ func main() {
 		MemLimit:   *memLimit,
 		CacheBytes: *cacheSize,
 		Logger:     log,
+		HTTPListen: obsFlags.HTTPListen(*listen),
 
 		SplitThreshold:      *splitThreshold,
 		SplitInterval:       *splitInterval,

@@ -47,8 +47,10 @@ type Cluster struct {
 	masters  []*master
 	tservers []*proc
 	tsAddrs  []string
-	frontend *proc // serves the Cloud Bigtable API on btAddr
+	tsHTTP   []string // tservers' HTTP ports (/metrics)
+	frontend *proc    // serves the Cloud Bigtable API on btAddr
 	btAddr   string
+	btHTTP   string
 
 	mu      sync.Mutex
 	conns   map[string]*grpc.ClientConn
@@ -57,7 +59,7 @@ type Cluster struct {
 
 type master struct {
 	*proc
-	id, addr, raftAddr string
+	id, addr, raftAddr, httpAddr string
 }
 
 // Start starts the masters, waits for a leader, starts the tservers and
@@ -122,13 +124,17 @@ func start(ctx context.Context, opts Options, mbin, tbin, fbin string) (*Cluster
 		if err != nil {
 			return c, err
 		}
-		c.masters = append(c.masters, &master{id: fmt.Sprintf("m%d", i+1), addr: addr, raftAddr: raft})
+		httpAddr, err := freePort()
+		if err != nil {
+			return c, err
+		}
+		c.masters = append(c.masters, &master{id: fmt.Sprintf("m%d", i+1), addr: addr, raftAddr: raft, httpAddr: httpAddr})
 	}
 	peers := c.peersFlag()
 	for _, m := range c.masters {
 		args := []string{
 			"--id", m.id, "--listen", m.addr, "--raft-listen", m.raftAddr,
-			"--peers", peers, "--data", filepath.Join(opts.Dir, m.id),
+			"--peers", peers, "--data", filepath.Join(opts.Dir, m.id), "--http-listen", m.httpAddr,
 		}
 		if opts.Lease > 0 {
 			args = append(args, "--lease", opts.Lease.String())
@@ -144,6 +150,10 @@ func start(ctx context.Context, opts Options, mbin, tbin, fbin string) (*Cluster
 		if err != nil {
 			return c, err
 		}
+		httpAddr, err := freePort()
+		if err != nil {
+			return c, err
+		}
 		name := fmt.Sprintf("ts%d", i)
 		var dirs []string
 		for d := 0; d < opts.DataDirs; d++ {
@@ -152,18 +162,23 @@ func start(ctx context.Context, opts Options, mbin, tbin, fbin string) (*Cluster
 		args := []string{
 			"--listen", addr, "--masters", strings.Join(c.MasterAddrs(), ","),
 			"--fs-root", filepath.Join(opts.Dir, "root"), "--fs-data-dirs", strings.Join(dirs, ","),
+			"--http-listen", httpAddr,
 		}
 		args = append(args, opts.Flags...)
 		c.tservers = append(c.tservers, &proc{name: name, bin: tbin, args: args, env: opts.Env, logPath: filepath.Join(opts.Dir, name+".log")})
 		c.tsAddrs = append(c.tsAddrs, addr)
+		c.tsHTTP = append(c.tsHTTP, httpAddr)
 	}
 	btAddr, err := freePort()
 	if err != nil {
 		return c, err
 	}
 	c.btAddr = btAddr
+	if c.btHTTP, err = freePort(); err != nil {
+		return c, err
+	}
 	c.frontend = &proc{name: "frontend", bin: fbin, env: opts.Env, logPath: filepath.Join(opts.Dir, "frontend.log"),
-		args: []string{"--listen", btAddr, "--masters", strings.Join(c.MasterAddrs(), ",")}}
+		args: []string{"--listen", btAddr, "--masters", strings.Join(c.MasterAddrs(), ","), "--http-listen", c.btHTTP}}
 	for _, m := range c.masters {
 		if err := m.start(); err != nil {
 			c.Close()
@@ -273,6 +288,15 @@ func (c *Cluster) MasterAddrs() []string {
 	}
 	return out
 }
+
+// MasterHTTPAddr returns master i's HTTP address (/metrics, /debug/pprof/).
+func (c *Cluster) MasterHTTPAddr(i int) string { return c.masters[i].httpAddr }
+
+// TServerHTTPAddr returns tserver i's HTTP address.
+func (c *Cluster) TServerHTTPAddr(i int) string { return c.tsHTTP[i] }
+
+// FrontendHTTPAddr returns the frontend's HTTP address.
+func (c *Cluster) FrontendHTTPAddr() string { return c.btHTTP }
 
 // TServerAddr returns tserver i's gRPC address.
 func (c *Cluster) TServerAddr(i int) string { return c.tsAddrs[i] }

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"bighive/client"
+	"bighive/internal/obs"
 )
 
 // DefaultMasters is the master address of the local dev cluster
@@ -196,7 +197,7 @@ func Commands() []Command {
 		{Name: "delete", Args: "TABLE ROW [FAMILY[:QUALIFIER]]", Summary: "delete a row, a family of it, or a column of it", Example: "delete t user#1\ndelete t user#1 cf\ndelete t user#1 cf:name", Run: runDelete},
 		{Name: "checkpoint", Args: "[TSERVER...]", Summary: "checkpoint the given tservers (default: every live one)", Example: "checkpoint\ncheckpoint 127.0.0.1:7201", Run: runCheckpoint},
 		{Name: "split", Args: "TABLE ROW", Summary: "split the tablet holding ROW at ROW", Example: "split t user#5", Run: runSplit},
-	}, append(schemaCommands(), dataCommands()...)...)
+	}, append(append(schemaCommands(), dataCommands()...), statusCommands()...)...)
 }
 
 // Main runs the command line args (without the program name) and returns
@@ -218,6 +219,10 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...
 		masters = DefaultMasters
 	}
 	env := &Env{Stdout: stdout, Stderr: stderr, masters: masters}
+	if len(args) == 1 && (args[0] == "--version" || args[0] == "-version") {
+		fmt.Fprintln(stdout, obs.Version("bighive"))
+		return 0
+	}
 	fs := env.FlagSet()
 	if err := fs.Parse(args); err != nil || fs.NArg() == 0 {
 		if err != nil && !errors.Is(err, flag.ErrHelp) {
@@ -231,8 +236,19 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...
 	}
 	name := fs.Arg(0)
 	if name == "help" {
-		usage(stdout, cmds)
-		return 0
+		if fs.NArg() < 2 {
+			usage(stdout, cmds)
+			return 0
+		}
+		// `bighive help CMD` is `bighive CMD --help`: the command's full
+		// help, its flags and examples.
+		name = fs.Arg(1)
+		if _, ok := cmds[name]; !ok {
+			fmt.Fprintf(stderr, "bighive help: unknown command %q\n", name)
+			usage(stderr, cmds)
+			return 2
+		}
+		return Run(ctx, []string{name, "--help"}, stdout, stderr, extra...)
 	}
 	cmd, ok := cmds[name]
 	if !ok {
@@ -280,7 +296,8 @@ func describe(err error) string {
 
 func usage(w io.Writer, cmds map[string]Command) {
 	fmt.Fprintln(w, "usage: bighive [--masters ADDRS] [--json] [--timeout DUR] COMMAND ARGS")
-	fmt.Fprintf(w, "masters default to $BIGHIVE_MASTERS, else %s (the `bighive dev` cluster)\n\ncommands:\n", DefaultMasters)
+	fmt.Fprintf(w, "masters default to $BIGHIVE_MASTERS, else %s (the `bighive dev` cluster)\n", DefaultMasters)
+	fmt.Fprint(w, "`bighive help COMMAND` prints a command's full help; `bighive --version` the version\n\ncommands:\n")
 	names := make([]string, 0, len(cmds))
 	for n := range cmds {
 		names = append(names, n)

@@ -2896,6 +2896,154 @@ func (*DropRowRangeResponse) Descriptor() ([]byte, []int) {
 	return file_bighivepb_master_proto_rawDescGZIP(), []int{51}
 }
 
+type GetMasterStatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetMasterStatusRequest) Reset() {
+	*x = GetMasterStatusRequest{}
+	mi := &file_bighivepb_master_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetMasterStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetMasterStatusRequest) ProtoMessage() {}
+
+func (x *GetMasterStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetMasterStatusRequest.ProtoReflect.Descriptor instead.
+func (*GetMasterStatusRequest) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{52}
+}
+
+type GetMasterStatusResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// This master's raft id and gRPC address.
+	Id      string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	// Its raft state: "Leader", "Follower", "Candidate" or "Shutdown".
+	RaftState string `protobuf:"bytes,3,opt,name=raft_state,json=raftState,proto3" json:"raft_state,omitempty"`
+	// The leader as this master knows it (empty when it knows none).
+	LeaderId      string `protobuf:"bytes,4,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	LeaderAddress string `protobuf:"bytes,5,opt,name=leader_address,json=leaderAddress,proto3" json:"leader_address,omitempty"`
+	Term          uint64 `protobuf:"varint,6,opt,name=term,proto3" json:"term,omitempty"`
+	AppliedIndex  uint64 `protobuf:"varint,7,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	CommitIndex   uint64 `protobuf:"varint,8,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`
+	// The build version of this master's binary.
+	Version       string `protobuf:"bytes,9,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetMasterStatusResponse) Reset() {
+	*x = GetMasterStatusResponse{}
+	mi := &file_bighivepb_master_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetMasterStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetMasterStatusResponse) ProtoMessage() {}
+
+func (x *GetMasterStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetMasterStatusResponse.ProtoReflect.Descriptor instead.
+func (*GetMasterStatusResponse) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *GetMasterStatusResponse) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *GetMasterStatusResponse) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *GetMasterStatusResponse) GetRaftState() string {
+	if x != nil {
+		return x.RaftState
+	}
+	return ""
+}
+
+func (x *GetMasterStatusResponse) GetLeaderId() string {
+	if x != nil {
+		return x.LeaderId
+	}
+	return ""
+}
+
+func (x *GetMasterStatusResponse) GetLeaderAddress() string {
+	if x != nil {
+		return x.LeaderAddress
+	}
+	return ""
+}
+
+func (x *GetMasterStatusResponse) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *GetMasterStatusResponse) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *GetMasterStatusResponse) GetCommitIndex() uint64 {
+	if x != nil {
+		return x.CommitIndex
+	}
+	return 0
+}
+
+func (x *GetMasterStatusResponse) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
 var File_bighivepb_master_proto protoreflect.FileDescriptor
 
 const file_bighivepb_master_proto_rawDesc = "" +
@@ -3089,7 +3237,19 @@ const file_bighivepb_master_proto_rawDesc = "" +
 	"\x0erow_key_prefix\x18\x02 \x01(\fH\x00R\frowKeyPrefix\x12<\n" +
 	"\x1adelete_all_data_from_table\x18\x03 \x01(\bH\x00R\x16deleteAllDataFromTableB\b\n" +
 	"\x06target\"\x16\n" +
-	"\x14DropRowRangeResponse2\xb4\r\n" +
+	"\x14DropRowRangeResponse\"\x18\n" +
+	"\x16GetMasterStatusRequest\"\x9c\x02\n" +
+	"\x17GetMasterStatusResponse\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x1d\n" +
+	"\n" +
+	"raft_state\x18\x03 \x01(\tR\traftState\x12\x1b\n" +
+	"\tleader_id\x18\x04 \x01(\tR\bleaderId\x12%\n" +
+	"\x0eleader_address\x18\x05 \x01(\tR\rleaderAddress\x12\x12\n" +
+	"\x04term\x18\x06 \x01(\x04R\x04term\x12#\n" +
+	"\rapplied_index\x18\a \x01(\x04R\fappliedIndex\x12!\n" +
+	"\fcommit_index\x18\b \x01(\x04R\vcommitIndex\x12\x18\n" +
+	"\aversion\x18\t \x01(\tR\aversion2\x90\x0e\n" +
 	"\x06Master\x12N\n" +
 	"\vCreateTable\x12\x1e.bighive.v1.CreateTableRequest\x1a\x1f.bighive.v1.CreateTableResponse\x12N\n" +
 	"\vDeleteTable\x12\x1e.bighive.v1.DeleteTableRequest\x1a\x1f.bighive.v1.DeleteTableResponse\x12K\n" +
@@ -3111,7 +3271,8 @@ const file_bighivepb_master_proto_rawDesc = "" +
 	"\x0fGetGCReferences\x12\".bighive.v1.GetGCReferencesRequest\x1a#.bighive.v1.GetGCReferencesResponse\x12Q\n" +
 	"\fDeleteFamily\x12\x1f.bighive.v1.DeleteFamilyRequest\x1a .bighive.v1.DeleteFamilyResponse\x12H\n" +
 	"\tSetGCRule\x12\x1c.bighive.v1.SetGCRuleRequest\x1a\x1d.bighive.v1.SetGCRuleResponse\x12Q\n" +
-	"\fDropRowRange\x12\x1f.bighive.v1.DropRowRangeRequest\x1a .bighive.v1.DropRowRangeResponseB\x19Z\x17bighive/proto/bighivepbb\x06proto3"
+	"\fDropRowRange\x12\x1f.bighive.v1.DropRowRangeRequest\x1a .bighive.v1.DropRowRangeResponse\x12Z\n" +
+	"\x0fGetMasterStatus\x12\".bighive.v1.GetMasterStatusRequest\x1a#.bighive.v1.GetMasterStatusResponseB\x19Z\x17bighive/proto/bighivepbb\x06proto3"
 
 var (
 	file_bighivepb_master_proto_rawDescOnce sync.Once
@@ -3125,7 +3286,7 @@ func file_bighivepb_master_proto_rawDescGZIP() []byte {
 	return file_bighivepb_master_proto_rawDescData
 }
 
-var file_bighivepb_master_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
+var file_bighivepb_master_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_bighivepb_master_proto_goTypes = []any{
 	(*TableInfo)(nil),                 // 0: bighive.v1.TableInfo
 	(*CreateTableRequest)(nil),        // 1: bighive.v1.CreateTableRequest
@@ -3179,64 +3340,66 @@ var file_bighivepb_master_proto_goTypes = []any{
 	(*SetGCRuleResponse)(nil),         // 49: bighive.v1.SetGCRuleResponse
 	(*DropRowRangeRequest)(nil),       // 50: bighive.v1.DropRowRangeRequest
 	(*DropRowRangeResponse)(nil),      // 51: bighive.v1.DropRowRangeResponse
-	nil,                               // 52: bighive.v1.DescribeTableResponse.TabletSizesEntry
-	nil,                               // 53: bighive.v1.ReportLogSplitRequest.RecoveryFilesEntry
-	(*TableSchema)(nil),               // 54: bighive.v1.TableSchema
-	(CachePriority)(0),                // 55: bighive.v1.CachePriority
-	(*TabletMeta)(nil),                // 56: bighive.v1.TabletMeta
-	(*FamilySpec)(nil),                // 57: bighive.v1.FamilySpec
-	(*RowRange)(nil),                  // 58: bighive.v1.RowRange
-	(TabletState)(0),                  // 59: bighive.v1.TabletState
-	(*LogPosition)(nil),               // 60: bighive.v1.LogPosition
-	(*TSFileRef)(nil),                 // 61: bighive.v1.TSFileRef
-	(*DataDirGroup)(nil),              // 62: bighive.v1.DataDirGroup
-	(*TabletError)(nil),               // 63: bighive.v1.TabletError
-	(*GcRule)(nil),                    // 64: bighive.v1.GcRule
+	(*GetMasterStatusRequest)(nil),    // 52: bighive.v1.GetMasterStatusRequest
+	(*GetMasterStatusResponse)(nil),   // 53: bighive.v1.GetMasterStatusResponse
+	nil,                               // 54: bighive.v1.DescribeTableResponse.TabletSizesEntry
+	nil,                               // 55: bighive.v1.ReportLogSplitRequest.RecoveryFilesEntry
+	(*TableSchema)(nil),               // 56: bighive.v1.TableSchema
+	(CachePriority)(0),                // 57: bighive.v1.CachePriority
+	(*TabletMeta)(nil),                // 58: bighive.v1.TabletMeta
+	(*FamilySpec)(nil),                // 59: bighive.v1.FamilySpec
+	(*RowRange)(nil),                  // 60: bighive.v1.RowRange
+	(TabletState)(0),                  // 61: bighive.v1.TabletState
+	(*LogPosition)(nil),               // 62: bighive.v1.LogPosition
+	(*TSFileRef)(nil),                 // 63: bighive.v1.TSFileRef
+	(*DataDirGroup)(nil),              // 64: bighive.v1.DataDirGroup
+	(*TabletError)(nil),               // 65: bighive.v1.TabletError
+	(*GcRule)(nil),                    // 66: bighive.v1.GcRule
 }
 var file_bighivepb_master_proto_depIdxs = []int32{
-	54, // 0: bighive.v1.TableInfo.schema:type_name -> bighive.v1.TableSchema
-	55, // 1: bighive.v1.TableInfo.cache_priority:type_name -> bighive.v1.CachePriority
-	54, // 2: bighive.v1.CreateTableRequest.schema:type_name -> bighive.v1.TableSchema
+	56, // 0: bighive.v1.TableInfo.schema:type_name -> bighive.v1.TableSchema
+	57, // 1: bighive.v1.TableInfo.cache_priority:type_name -> bighive.v1.CachePriority
+	56, // 2: bighive.v1.CreateTableRequest.schema:type_name -> bighive.v1.TableSchema
 	0,  // 3: bighive.v1.CreateTableResponse.table:type_name -> bighive.v1.TableInfo
 	0,  // 4: bighive.v1.ListTablesResponse.tables:type_name -> bighive.v1.TableInfo
 	0,  // 5: bighive.v1.DescribeTableResponse.table:type_name -> bighive.v1.TableInfo
-	56, // 6: bighive.v1.DescribeTableResponse.tablets:type_name -> bighive.v1.TabletMeta
-	52, // 7: bighive.v1.DescribeTableResponse.tablet_sizes:type_name -> bighive.v1.DescribeTableResponse.TabletSizesEntry
-	57, // 8: bighive.v1.AddFamilyRequest.family:type_name -> bighive.v1.FamilySpec
-	55, // 9: bighive.v1.SetCachePriorityRequest.priority:type_name -> bighive.v1.CachePriority
-	58, // 10: bighive.v1.TabletLocation.range:type_name -> bighive.v1.RowRange
-	59, // 11: bighive.v1.TabletLocation.state:type_name -> bighive.v1.TabletState
-	54, // 12: bighive.v1.GetTableLocationsResponse.schema:type_name -> bighive.v1.TableSchema
+	58, // 6: bighive.v1.DescribeTableResponse.tablets:type_name -> bighive.v1.TabletMeta
+	54, // 7: bighive.v1.DescribeTableResponse.tablet_sizes:type_name -> bighive.v1.DescribeTableResponse.TabletSizesEntry
+	59, // 8: bighive.v1.AddFamilyRequest.family:type_name -> bighive.v1.FamilySpec
+	57, // 9: bighive.v1.SetCachePriorityRequest.priority:type_name -> bighive.v1.CachePriority
+	60, // 10: bighive.v1.TabletLocation.range:type_name -> bighive.v1.RowRange
+	61, // 11: bighive.v1.TabletLocation.state:type_name -> bighive.v1.TabletState
+	56, // 12: bighive.v1.GetTableLocationsResponse.schema:type_name -> bighive.v1.TableSchema
 	14, // 13: bighive.v1.GetTableLocationsResponse.locations:type_name -> bighive.v1.TabletLocation
 	16, // 14: bighive.v1.ListTServersResponse.tservers:type_name -> bighive.v1.TServerInfo
 	21, // 15: bighive.v1.HeartbeatRequest.tablets:type_name -> bighive.v1.TabletReport
 	22, // 16: bighive.v1.HeartbeatRequest.load:type_name -> bighive.v1.TServerLoad
-	56, // 17: bighive.v1.TabletAssignment.tablet:type_name -> bighive.v1.TabletMeta
-	54, // 18: bighive.v1.TabletAssignment.schema:type_name -> bighive.v1.TableSchema
-	55, // 19: bighive.v1.TabletAssignment.cache_priority:type_name -> bighive.v1.CachePriority
-	60, // 20: bighive.v1.LogSplitTask.file:type_name -> bighive.v1.LogPosition
-	55, // 21: bighive.v1.TableCachePriority.priority:type_name -> bighive.v1.CachePriority
+	58, // 17: bighive.v1.TabletAssignment.tablet:type_name -> bighive.v1.TabletMeta
+	56, // 18: bighive.v1.TabletAssignment.schema:type_name -> bighive.v1.TableSchema
+	57, // 19: bighive.v1.TabletAssignment.cache_priority:type_name -> bighive.v1.CachePriority
+	62, // 20: bighive.v1.LogSplitTask.file:type_name -> bighive.v1.LogPosition
+	57, // 21: bighive.v1.TableCachePriority.priority:type_name -> bighive.v1.CachePriority
 	24, // 22: bighive.v1.HeartbeatResponse.assign:type_name -> bighive.v1.TabletAssignment
 	25, // 23: bighive.v1.HeartbeatResponse.unassign:type_name -> bighive.v1.TabletUnassignment
 	26, // 24: bighive.v1.HeartbeatResponse.log_split_tasks:type_name -> bighive.v1.LogSplitTask
 	27, // 25: bighive.v1.HeartbeatResponse.cache_priorities:type_name -> bighive.v1.TableCachePriority
-	54, // 26: bighive.v1.HeartbeatResponse.schemas:type_name -> bighive.v1.TableSchema
-	60, // 27: bighive.v1.ReportTabletLoadRequest.position:type_name -> bighive.v1.LogPosition
-	56, // 28: bighive.v1.ReportTabletLoadResponse.tablet:type_name -> bighive.v1.TabletMeta
-	60, // 29: bighive.v1.CheckpointReport.log_positions:type_name -> bighive.v1.LogPosition
-	61, // 30: bighive.v1.CheckpointReport.tsfiles:type_name -> bighive.v1.TSFileRef
-	62, // 31: bighive.v1.CheckpointReport.data_dir_group:type_name -> bighive.v1.DataDirGroup
+	56, // 26: bighive.v1.HeartbeatResponse.schemas:type_name -> bighive.v1.TableSchema
+	62, // 27: bighive.v1.ReportTabletLoadRequest.position:type_name -> bighive.v1.LogPosition
+	58, // 28: bighive.v1.ReportTabletLoadResponse.tablet:type_name -> bighive.v1.TabletMeta
+	62, // 29: bighive.v1.CheckpointReport.log_positions:type_name -> bighive.v1.LogPosition
+	63, // 30: bighive.v1.CheckpointReport.tsfiles:type_name -> bighive.v1.TSFileRef
+	64, // 31: bighive.v1.CheckpointReport.data_dir_group:type_name -> bighive.v1.DataDirGroup
 	31, // 32: bighive.v1.ReportCheckpointRequest.reports:type_name -> bighive.v1.CheckpointReport
 	45, // 33: bighive.v1.ReportCheckpointResponse.statuses:type_name -> bighive.v1.RowStatus
-	58, // 34: bighive.v1.SplitChild.range:type_name -> bighive.v1.RowRange
-	61, // 35: bighive.v1.SplitChild.tsfiles:type_name -> bighive.v1.TSFileRef
-	60, // 36: bighive.v1.SplitChild.log_positions:type_name -> bighive.v1.LogPosition
+	60, // 34: bighive.v1.SplitChild.range:type_name -> bighive.v1.RowRange
+	63, // 35: bighive.v1.SplitChild.tsfiles:type_name -> bighive.v1.TSFileRef
+	62, // 36: bighive.v1.SplitChild.log_positions:type_name -> bighive.v1.LogPosition
 	36, // 37: bighive.v1.ReportSplitRequest.children:type_name -> bighive.v1.SplitChild
-	56, // 38: bighive.v1.ReportSplitResponse.children:type_name -> bighive.v1.TabletMeta
-	53, // 39: bighive.v1.ReportLogSplitRequest.recovery_files:type_name -> bighive.v1.ReportLogSplitRequest.RecoveryFilesEntry
-	60, // 40: bighive.v1.GetGCReferencesResponse.log_positions:type_name -> bighive.v1.LogPosition
-	63, // 41: bighive.v1.RowStatus.tablet_error:type_name -> bighive.v1.TabletError
-	64, // 42: bighive.v1.SetGCRuleRequest.gc_rule:type_name -> bighive.v1.GcRule
+	58, // 38: bighive.v1.ReportSplitResponse.children:type_name -> bighive.v1.TabletMeta
+	55, // 39: bighive.v1.ReportLogSplitRequest.recovery_files:type_name -> bighive.v1.ReportLogSplitRequest.RecoveryFilesEntry
+	62, // 40: bighive.v1.GetGCReferencesResponse.log_positions:type_name -> bighive.v1.LogPosition
+	65, // 41: bighive.v1.RowStatus.tablet_error:type_name -> bighive.v1.TabletError
+	66, // 42: bighive.v1.SetGCRuleRequest.gc_rule:type_name -> bighive.v1.GcRule
 	1,  // 43: bighive.v1.Master.CreateTable:input_type -> bighive.v1.CreateTableRequest
 	3,  // 44: bighive.v1.Master.DeleteTable:input_type -> bighive.v1.DeleteTableRequest
 	5,  // 45: bighive.v1.Master.ListTables:input_type -> bighive.v1.ListTablesRequest
@@ -3257,28 +3420,30 @@ var file_bighivepb_master_proto_depIdxs = []int32{
 	46, // 60: bighive.v1.Master.DeleteFamily:input_type -> bighive.v1.DeleteFamilyRequest
 	48, // 61: bighive.v1.Master.SetGCRule:input_type -> bighive.v1.SetGCRuleRequest
 	50, // 62: bighive.v1.Master.DropRowRange:input_type -> bighive.v1.DropRowRangeRequest
-	2,  // 63: bighive.v1.Master.CreateTable:output_type -> bighive.v1.CreateTableResponse
-	4,  // 64: bighive.v1.Master.DeleteTable:output_type -> bighive.v1.DeleteTableResponse
-	6,  // 65: bighive.v1.Master.ListTables:output_type -> bighive.v1.ListTablesResponse
-	8,  // 66: bighive.v1.Master.DescribeTable:output_type -> bighive.v1.DescribeTableResponse
-	10, // 67: bighive.v1.Master.AddFamily:output_type -> bighive.v1.AddFamilyResponse
-	12, // 68: bighive.v1.Master.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
-	15, // 69: bighive.v1.Master.GetTableLocations:output_type -> bighive.v1.GetTableLocationsResponse
-	18, // 70: bighive.v1.Master.ListTServers:output_type -> bighive.v1.ListTServersResponse
-	20, // 71: bighive.v1.Master.RegisterTServer:output_type -> bighive.v1.RegisterTServerResponse
-	28, // 72: bighive.v1.Master.Heartbeat:output_type -> bighive.v1.HeartbeatResponse
-	30, // 73: bighive.v1.Master.ReportTabletLoad:output_type -> bighive.v1.ReportTabletLoadResponse
-	33, // 74: bighive.v1.Master.ReportCheckpoint:output_type -> bighive.v1.ReportCheckpointResponse
-	35, // 75: bighive.v1.Master.AllocateTabletIds:output_type -> bighive.v1.AllocateTabletIdsResponse
-	38, // 76: bighive.v1.Master.ReportSplit:output_type -> bighive.v1.ReportSplitResponse
-	40, // 77: bighive.v1.Master.SplitTablet:output_type -> bighive.v1.SplitTabletResponse
-	42, // 78: bighive.v1.Master.ReportLogSplit:output_type -> bighive.v1.ReportLogSplitResponse
-	44, // 79: bighive.v1.Master.GetGCReferences:output_type -> bighive.v1.GetGCReferencesResponse
-	47, // 80: bighive.v1.Master.DeleteFamily:output_type -> bighive.v1.DeleteFamilyResponse
-	49, // 81: bighive.v1.Master.SetGCRule:output_type -> bighive.v1.SetGCRuleResponse
-	51, // 82: bighive.v1.Master.DropRowRange:output_type -> bighive.v1.DropRowRangeResponse
-	63, // [63:83] is the sub-list for method output_type
-	43, // [43:63] is the sub-list for method input_type
+	52, // 63: bighive.v1.Master.GetMasterStatus:input_type -> bighive.v1.GetMasterStatusRequest
+	2,  // 64: bighive.v1.Master.CreateTable:output_type -> bighive.v1.CreateTableResponse
+	4,  // 65: bighive.v1.Master.DeleteTable:output_type -> bighive.v1.DeleteTableResponse
+	6,  // 66: bighive.v1.Master.ListTables:output_type -> bighive.v1.ListTablesResponse
+	8,  // 67: bighive.v1.Master.DescribeTable:output_type -> bighive.v1.DescribeTableResponse
+	10, // 68: bighive.v1.Master.AddFamily:output_type -> bighive.v1.AddFamilyResponse
+	12, // 69: bighive.v1.Master.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
+	15, // 70: bighive.v1.Master.GetTableLocations:output_type -> bighive.v1.GetTableLocationsResponse
+	18, // 71: bighive.v1.Master.ListTServers:output_type -> bighive.v1.ListTServersResponse
+	20, // 72: bighive.v1.Master.RegisterTServer:output_type -> bighive.v1.RegisterTServerResponse
+	28, // 73: bighive.v1.Master.Heartbeat:output_type -> bighive.v1.HeartbeatResponse
+	30, // 74: bighive.v1.Master.ReportTabletLoad:output_type -> bighive.v1.ReportTabletLoadResponse
+	33, // 75: bighive.v1.Master.ReportCheckpoint:output_type -> bighive.v1.ReportCheckpointResponse
+	35, // 76: bighive.v1.Master.AllocateTabletIds:output_type -> bighive.v1.AllocateTabletIdsResponse
+	38, // 77: bighive.v1.Master.ReportSplit:output_type -> bighive.v1.ReportSplitResponse
+	40, // 78: bighive.v1.Master.SplitTablet:output_type -> bighive.v1.SplitTabletResponse
+	42, // 79: bighive.v1.Master.ReportLogSplit:output_type -> bighive.v1.ReportLogSplitResponse
+	44, // 80: bighive.v1.Master.GetGCReferences:output_type -> bighive.v1.GetGCReferencesResponse
+	47, // 81: bighive.v1.Master.DeleteFamily:output_type -> bighive.v1.DeleteFamilyResponse
+	49, // 82: bighive.v1.Master.SetGCRule:output_type -> bighive.v1.SetGCRuleResponse
+	51, // 83: bighive.v1.Master.DropRowRange:output_type -> bighive.v1.DropRowRangeResponse
+	53, // 84: bighive.v1.Master.GetMasterStatus:output_type -> bighive.v1.GetMasterStatusResponse
+	64, // [64:85] is the sub-list for method output_type
+	43, // [43:64] is the sub-list for method input_type
 	43, // [43:43] is the sub-list for extension type_name
 	43, // [43:43] is the sub-list for extension extendee
 	0,  // [0:43] is the sub-list for field type_name
@@ -3300,7 +3465,7 @@ func file_bighivepb_master_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bighivepb_master_proto_rawDesc), len(file_bighivepb_master_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   54,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -42,6 +42,7 @@ const (
 	Master_DeleteFamily_FullMethodName      = "/bighive.v1.Master/DeleteFamily"
 	Master_SetGCRule_FullMethodName         = "/bighive.v1.Master/SetGCRule"
 	Master_DropRowRange_FullMethodName      = "/bighive.v1.Master/DropRowRange"
+	Master_GetMasterStatus_FullMethodName   = "/bighive.v1.Master/GetMasterStatus"
 )
 
 // MasterClient is the client API for Master service.
@@ -81,6 +82,9 @@ type MasterClient interface {
 	// Deletes every row with a prefix (or every row); rows written after it
 	// returns are kept.
 	DropRowRange(ctx context.Context, in *DropRowRangeRequest, opts ...grpc.CallOption) (*DropRowRangeResponse, error)
+	// This master's own view of raft: answered by every master itself,
+	// never forwarded to the leader (for `bighive status`).
+	GetMasterStatus(ctx context.Context, in *GetMasterStatusRequest, opts ...grpc.CallOption) (*GetMasterStatusResponse, error)
 }
 
 type masterClient struct {
@@ -291,6 +295,16 @@ func (c *masterClient) DropRowRange(ctx context.Context, in *DropRowRangeRequest
 	return out, nil
 }
 
+func (c *masterClient) GetMasterStatus(ctx context.Context, in *GetMasterStatusRequest, opts ...grpc.CallOption) (*GetMasterStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetMasterStatusResponse)
+	err := c.cc.Invoke(ctx, Master_GetMasterStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MasterServer is the server API for Master service.
 // All implementations must embed UnimplementedMasterServer
 // for forward compatibility.
@@ -328,6 +342,9 @@ type MasterServer interface {
 	// Deletes every row with a prefix (or every row); rows written after it
 	// returns are kept.
 	DropRowRange(context.Context, *DropRowRangeRequest) (*DropRowRangeResponse, error)
+	// This master's own view of raft: answered by every master itself,
+	// never forwarded to the leader (for `bighive status`).
+	GetMasterStatus(context.Context, *GetMasterStatusRequest) (*GetMasterStatusResponse, error)
 	mustEmbedUnimplementedMasterServer()
 }
 
@@ -397,6 +414,9 @@ func (UnimplementedMasterServer) SetGCRule(context.Context, *SetGCRuleRequest) (
 }
 func (UnimplementedMasterServer) DropRowRange(context.Context, *DropRowRangeRequest) (*DropRowRangeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DropRowRange not implemented")
+}
+func (UnimplementedMasterServer) GetMasterStatus(context.Context, *GetMasterStatusRequest) (*GetMasterStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetMasterStatus not implemented")
 }
 func (UnimplementedMasterServer) mustEmbedUnimplementedMasterServer() {}
 func (UnimplementedMasterServer) testEmbeddedByValue()                {}
@@ -779,6 +799,24 @@ func _Master_DropRowRange_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Master_GetMasterStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetMasterStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).GetMasterStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_GetMasterStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).GetMasterStatus(ctx, req.(*GetMasterStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Master_ServiceDesc is the grpc.ServiceDesc for Master service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -865,6 +903,10 @@ var Master_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DropRowRange",
 			Handler:    _Master_DropRowRange_Handler,
+		},
+		{
+			MethodName: "GetMasterStatus",
+			Handler:    _Master_GetMasterStatus_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

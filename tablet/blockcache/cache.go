@@ -77,6 +77,7 @@ type Cache struct {
 	shards []shard
 
 	hits, misses, evictions, inserts atomic.Int64
+	evictedBy                        [3]atomic.Int64 // by class: Low, Medium, High
 }
 
 // Stats are the counters of a cache.
@@ -86,8 +87,11 @@ type Stats struct {
 	// Medium, High.
 	Charge     int64
 	ByPriority [3]int64
-	Entries    int64
-	Capacity   int64
+	// EvictionsByPriority splits Evictions by the evicted page's class,
+	// Low, Medium, High.
+	EvictionsByPriority [3]int64
+	Entries             int64
+	Capacity            int64
 }
 
 // New returns an empty cache.
@@ -210,6 +214,7 @@ func (c *Cache) Insert(o *Owner, k Key, value []byte) {
 		}
 		s.unlink(victim)
 		c.evictions.Add(1)
+		c.evictedBy[victim.list].Add(1)
 	}
 }
 
@@ -226,6 +231,9 @@ func (c *Cache) Erase(k Key) {
 // Stats returns the counters and the current charge.
 func (c *Cache) Stats() Stats {
 	st := Stats{Hits: c.hits.Load(), Misses: c.misses.Load(), Evictions: c.evictions.Load(), Inserts: c.inserts.Load()}
+	for j := range c.evictedBy {
+		st.EvictionsByPriority[j] = c.evictedBy[j].Load()
+	}
 	for i := range c.shards {
 		s := &c.shards[i]
 		s.mu.Lock()

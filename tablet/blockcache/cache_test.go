@@ -64,6 +64,9 @@ func TestEvictionFollowsPriority(t *testing.T) {
 			if got := resident(c, 2, per); got != per {
 				t.Fatalf("Medium pages left = %d, want %d", got, per)
 			}
+			if st := c.Stats(); st.EvictionsByPriority != [3]int64{int64(per / 2), 0, 0} {
+				t.Fatalf("evictions by priority (Low, Medium, High) = %v, want [%d 0 0]", st.EvictionsByPriority, per/2)
+			}
 		} else if resident(c, 1, per) == per {
 			t.Fatalf("shards=%d: too many Low pages left: %d", shards, resident(c, 1, per))
 		}
@@ -78,6 +81,9 @@ func TestEvictionFollowsPriority(t *testing.T) {
 		st := c.Stats()
 		if st.Charge > st.Capacity {
 			t.Fatalf("shards=%d: charge %d over capacity %d", shards, st.Charge, st.Capacity)
+		}
+		if sum := st.EvictionsByPriority[0] + st.EvictionsByPriority[1] + st.EvictionsByPriority[2]; sum != st.Evictions || st.EvictionsByPriority[2] != 0 {
+			t.Fatalf("shards=%d: evictions by priority %v do not add up to %d or include High", shards, st.EvictionsByPriority, st.Evictions)
 		}
 		if st.Evictions == 0 || st.Evictions != st.Inserts-st.Entries {
 			t.Fatalf("shards=%d: counters inconsistent: %+v", shards, st)
