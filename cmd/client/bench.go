@@ -16,7 +16,7 @@ import (
 	"bighive/internal/cli"
 )
 
-// benchCommand is issue 9's benchmark: by default on its own local cluster
+// benchCommand is the benchmark: by default on its own local cluster
 // of one master and one tserver (real processes), or against --masters.
 var benchCommand = cli.Command{
 	Name: "bench",

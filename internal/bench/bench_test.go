@@ -265,6 +265,7 @@ func TestOptionErrors(t *testing.T) {
 		{Client: c, Keys: 4, Tablets: 8},
 		{Client: c, API: "grpc"},
 		{Client: c, API: bench.APIBigtable}, // no BigtableAddr
+		{Client: c, Distribution: "pareto"},
 	} {
 		if _, err := bench.Run(context.Background(), o); err == nil {
 			t.Errorf("Run(%+v) succeeded", o)
