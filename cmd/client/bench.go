@@ -21,7 +21,7 @@ import (
 var benchCommand = cli.Command{
 	Name: "bench",
 	Args: "[--duration D] [--ops N] [--concurrency N] [--value-size B] [--keys N] [--tablets N] " +
-		"[--api native,bigtable] [--bigtable ADDR] [--phases P,…] [--distribution uniform|zipfian] [--counters N] [--runs N] [--cache-bytes B] [--mem-limit B] [--dir DIR] [-q]",
+		"[--api native,bigtable] [--bigtable ADDR] [--phases P,…] [--distribution uniform|zipfian] [--floor-probe D] [--counters N] [--runs N] [--cache-bytes B] [--mem-limit B] [--dir DIR] [-q]",
 	Summary: "benchmark against a ping floor: PerformanceEvaluation's sequentialWrite, randomWrite, sequentialRead, randomRead, scan, scanRange10/100/1000, " +
 		"bulk, increment and checkAndMutate, and YCSB workloads A-F, through the native client and/or the official Cloud Bigtable Go client via a frontend; a local 1+1 cluster unless --masters",
 	Example: "bench --duration 5s --phases randomWrite,randomRead\nbench --phases ycsb --distribution uniform\nbench --api native,bigtable --duration 5s --runs 3\n" +
@@ -43,6 +43,7 @@ func runBench(ctx context.Context, env *cli.Env, args []string) error {
 	fs.IntVar(&o.Scanners, "scanners", 4, "concurrent scanners of the second scan (1: skip it)")
 	fs.IntVar(&o.Counters, "counters", 1024, "rows the increment and checkAndMutate phases work on")
 	fs.Uint64Var(&o.Seed, "seed", 0, "seed of the key choices (0: the time)")
+	fs.DurationVar(&o.FloorProbe, "floor-probe", 0, "ping probe before each phase, the floor of its ratio (0: duration/5, at most 2s; negative: none, the ratios are to the first ping phase)")
 	fs.StringVar(&o.Distribution, "distribution", bench.DistZipfian, "key choice of YCSB workloads A, B, C, E, F: uniform or zipfian (D reads the latest rows)")
 	aliases := slices.Sorted(maps.Keys(bench.PhaseAliases))
 	phases := fs.String("phases", strings.Join(bench.AllPhases, ","),

@@ -23,8 +23,8 @@ func TestBenchJSON(t *testing.T) {
 	for _, quiet := range []bool{false, true} {
 		var stdout, stderr bytes.Buffer
 		a := args
-		if quiet {
-			a = append(a, "-q")
+		if quiet { // and without floor probes: every ratio is to the ping phase
+			a = append(a, "-q", "--floor-probe", "-1s")
 		}
 		if code := cli.Run(context.Background(), a, &stdout, &stderr, benchCommand); code != 0 {
 			t.Fatalf("bench exited %d: %s", code, stderr.String())
@@ -46,6 +46,10 @@ func TestBenchJSON(t *testing.T) {
 			}
 			if r, _ := rep.Result(bench.PhaseYCSBB); r.FloorRatio <= 0 || r.P99 <= 0 || len(r.Ops) == 0 {
 				t.Errorf("ycsbB: %+v", r)
+			}
+			ping, _ := rep.Result(bench.PhasePing)
+			if r, _ := rep.Result(bench.PhaseRandomWrite); (r.Floor == ping.Floor) != quiet || r.Floor <= 0 {
+				t.Errorf("quiet %v: randomWrite's floor %v, ping's %v: want its own probe unless --floor-probe is negative", quiet, r.Floor, ping.Floor)
 			}
 		}
 		if got := strings.Contains(stderr.String(), "ycsbB"); got == quiet {

@@ -161,6 +161,11 @@ type Options struct {
 	Distribution string
 
 	selected map[string]bool // the resolved Phases
+	// FloorProbe is the length of the ping probe before each phase after
+	// ping, whose pings/s are the floor of that phase's ratio (default
+	// Duration/5, at most 2 s; negative: no probes, every phase's ratio is
+	// to the ping phase at the start of the run).
+	FloorProbe time.Duration
 	// Run is the run's index, recorded in the report (0: not given).
 	Run int
 	// Seed seeds the key choices (default: the time).
@@ -241,6 +246,12 @@ func (o *Options) defaults() error {
 	case DistZipfian, DistUniform:
 	default:
 		return fmt.Errorf("%w: unknown distribution %q (want %s or %s)", ErrOptions, o.Distribution, DistUniform, DistZipfian)
+	}
+	switch {
+	case o.FloorProbe == 0:
+		o.FloorProbe = min(o.Duration/5, 2*time.Second)
+	case o.FloorProbe < 0:
+		o.FloorProbe = 0
 	}
 	if o.ProgressEvery <= 0 {
 		o.ProgressEvery = time.Second
@@ -378,28 +389,25 @@ type step struct {
 
 func (r *runner) run(ctx context.Context) error {
 	o := &r.opts
-	steps := []step{
-		{PhasePing, r.ping},
+	if err := r.record(r.ping(ctx)); err != nil {
+		return err
+	}
+	if err := r.steps(ctx, []step{
 		{PhaseSequentialWrite, r.sequentialWrite},
 		{PhaseRandomWrite, r.randomWrite},
-	}
-	for _, s := range steps {
-		if o.has(s.phase) {
-			if err := r.record(s.run(ctx)); err != nil {
-				return err
-			}
-		}
+	}); err != nil {
+		return err
 	}
 	reads := o.hasAny(PhaseSequentialRead, PhaseRandomReadWarm, PhaseRandomRead, PhaseScan,
 		PhaseScanRange10, PhaseScanRange100, PhaseScanRange1000,
 		PhaseYCSBA, PhaseYCSBB, PhaseYCSBC, PhaseYCSBD, PhaseYCSBE, PhaseYCSBF)
-	if o.has(PhaseBulk) || reads {
-		res, err := r.bulk(ctx, o.has(PhaseBulk))
-		if o.has(PhaseBulk) {
-			err = r.record(res, err)
-		}
-		if err != nil {
+	if o.has(PhaseBulk) {
+		if err := r.steps(ctx, []step{{PhaseBulk, func(ctx context.Context) (Result, error) { return r.bulk(ctx, true) }}}); err != nil {
 			return err
+		}
+	} else if reads {
+		if _, err := r.bulk(ctx, false); err != nil {
+			return fmt.Errorf("bench: %w", err)
 		}
 	}
 	if reads {
@@ -407,17 +415,10 @@ func (r *runner) run(ctx context.Context) error {
 			return err
 		}
 	}
-	if o.has(PhaseIncrement) {
-		if err := r.record(r.increment(ctx)); err != nil {
-			return err
-		}
-	}
-	if o.has(PhaseCheckAndMutate) {
-		if err := r.record(r.checkAndMutate(ctx)); err != nil {
-			return err
-		}
-	}
-	return nil
+	return r.steps(ctx, []step{
+		{PhaseIncrement, r.increment},
+		{PhaseCheckAndMutate, r.checkAndMutate},
+	})
 }
 
 // reads checkpoints and runs the selected read, scan and YCSB phases.
@@ -441,13 +442,37 @@ func (r *runner) reads(ctx context.Context) error {
 	for _, w := range ycsbWorkloads {
 		steps = append(steps, step{w.phase, func(ctx context.Context) (Result, error) { return r.ycsb(ctx, w) }})
 	}
+	return r.steps(ctx, steps)
+}
+
+// steps runs the selected ones of steps, each after a floor probe.
+func (r *runner) steps(ctx context.Context, steps []step) error {
 	for _, s := range steps {
-		if o.has(s.phase) {
-			if err := r.record(s.run(ctx)); err != nil {
-				return err
-			}
+		if !r.opts.has(s.phase) {
+			continue
+		}
+		if err := r.probeFloor(ctx); err != nil {
+			return err
+		}
+		if err := r.record(s.run(ctx)); err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// probeFloor measures the floor again, for FloorProbe, just before a
+// phase, so that the phase's ratio is to the floor of the same moment's
+// machine load.
+func (r *runner) probeFloor(ctx context.Context) error {
+	if r.opts.FloorProbe <= 0 {
+		return nil
+	}
+	res, err := r.drive(ctx, "ping (floor)", r.opts.Concurrency, r.opts.FloorProbe, r.opts.Ops, r.pingOp)
+	if err != nil {
+		return fmt.Errorf("bench: floor probe: %w", err)
+	}
+	r.floor = res.CallsPerSec()
 	return nil
 }
 
@@ -460,6 +485,7 @@ func (r *runner) record(res Result, err error) error {
 		r.floor = res.CallsPerSec()
 	}
 	if r.floor > 0 {
+		res.Floor = r.floor
 		res.FloorRatio = res.RowsPerSec() / r.floor
 	}
 	r.rep.Results = append(r.rep.Results, res)

@@ -134,10 +134,14 @@ func tinyRun(t *testing.T, api string) {
 		if l.P50 <= 0 || l.P50 > l.P90 || l.P90 > l.P99 || l.P99 > l.P999 || l.P999 > l.Max {
 			t.Errorf("%s: latencies %+v", phase, l)
 		}
-		// The ratio to the floor is the phase's rows/s over ping's calls/s.
+		// The ratio to the floor is the phase's rows/s over the pings/s of
+		// the probe just before it (ping's own for ping).
 		ping, _ := rep.Result(bench.PhasePing)
-		if want := res.RowsPerSec() / ping.CallsPerSec(); res.FloorRatio <= 0 || math.Abs(res.FloorRatio-want) > 1e-9*want {
-			t.Errorf("%s: floor ratio %v, want %v", phase, res.FloorRatio, want)
+		if want := res.RowsPerSec() / res.Floor; res.Floor <= 0 || math.Abs(res.FloorRatio-want) > 1e-9*want {
+			t.Errorf("%s: floor ratio %v over %v pings/s, want %v", phase, res.FloorRatio, res.Floor, want)
+		}
+		if (res.Floor == ping.CallsPerSec()) != (phase == bench.PhasePing) {
+			t.Errorf("%s: floor %v, ping phase %v: want a probe of its own", phase, res.Floor, ping.CallsPerSec())
 		}
 	}
 	// Ops bounds the calls of timed phases; a scan pass returns every row,
@@ -235,7 +239,7 @@ func checkJSON(t *testing.T, rep *bench.Report) {
 		}
 		for _, r := range results {
 			for _, f := range []string{"phase", "calls", "rows", "bytes", "elapsed_ns", "rows_per_sec", "calls_per_sec", "mb_per_sec",
-				"floor_ratio", "p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns", "load"} {
+				"floor_per_sec", "floor_ratio", "p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns", "load"} {
 				if _, ok := r[f]; !ok {
 					t.Errorf("result %s lacks %q", r["phase"], f)
 				}

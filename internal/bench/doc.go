@@ -66,11 +66,17 @@
 // scan returns exactly its rows, in order) and stops at the first error:
 // a benchmark that returned errors measures nothing. Each phase reports
 // its rows/s, MB/s (row key + qualifier + value bytes), its ratio to the
-// floor (its rows/s over ping's calls/s in the same run, so that runs on
-// machines of different load can be compared) and the latencies of one
+// floor and the latencies of one
 // call: p50, p90, p99, p99.9 and max, exact order statistics of every
 // call (every latency is kept and sorted; no histogram buckets). The YCSB
 // phases also report each kind of operation's count and latencies.
+//
+// The floor ratio is the phase's rows/s over the pings/s of a short ping
+// probe (Options.FloorProbe, by default a fifth of the phase time, at most
+// 2 s) run just before the phase at the same concurrency: the floor of the
+// same run and of the same moment's machine load, so that figures from
+// machines of different or changing load can be compared. With probes
+// off every phase's ratio is to the ping phase at the start.
 // While a phase runs, Options.Progress gets a rate line every second.
 //
 // The data calls go through Options.API: Bighive's client (APINative) or

@@ -152,13 +152,7 @@ func (r *runner) timed(phase string, ctx context.Context, op opFunc) (Result, er
 // ping: the floor, a no-op RPC to the tserver of a random row (PingAndWarm
 // through the Bigtable API) per call.
 func (r *runner) ping(ctx context.Context) (Result, error) {
-	op := func(ctx context.Context, w *worker, _ int64) (int64, int64, error) {
-		k := Key(w.rng.IntN(r.opts.Keys))
-		if err := r.st.Ping(ctx, k); err != nil {
-			return 0, 0, fmt.Errorf("ping %s: %w", k, err)
-		}
-		return 1, 0, nil
-	}
+	op := r.pingOp
 	// Untimed first: the connections and the location cache fill, so the
 	// floor is not the cost of a cold start.
 	if _, err := r.drive(ctx, "ping warm-up", r.opts.Concurrency, r.opts.Duration, 16*int64(r.opts.Concurrency), op); err != nil {
@@ -166,6 +160,15 @@ func (r *runner) ping(ctx context.Context) (Result, error) {
 	}
 	r.logf("ping: no-op RPCs, %d goroutines", r.opts.Concurrency)
 	return r.timed(PhasePing, ctx, op)
+}
+
+// pingOp is one no-op RPC to the tserver of a random row.
+func (r *runner) pingOp(ctx context.Context, w *worker, _ int64) (int64, int64, error) {
+	k := Key(w.rng.IntN(r.opts.Keys))
+	if err := r.st.Ping(ctx, k); err != nil {
+		return 0, 0, fmt.Errorf("ping %s: %w", k, err)
+	}
+	return 1, 0, nil
 }
 
 func (r *runner) putOne(ctx context.Context, k string) (int64, int64, error) {

@@ -57,9 +57,11 @@ type Result struct {
 	// Latency of one call (a YCSB read-modify-write is its Get and Put
 	// together; a full scan is one pass).
 	Latency
-	// FloorRatio is the phase's rows/s over the calls/s of the run's ping
-	// phase (the floor): 1 for ping itself, above 1 when one call moves
-	// several rows (bulk, scans). 0 if the run has no floor.
+	// Floor is the pings/s of the floor probe just before the phase (the
+	// ping phase's own rate for ping, and for every phase when probes are
+	// off); FloorRatio is the phase's rows/s over it: 1 for ping itself,
+	// above 1 when one call moves several rows (bulk, scans).
+	Floor      float64 `json:"floor_per_sec"`
 	FloorRatio float64 `json:"floor_ratio"`
 	// Ops splits a mixed phase by kind of operation (nil otherwise).
 	Ops []OpStats `json:"ops,omitempty"`
@@ -108,7 +110,7 @@ func perSec(n float64, d time.Duration) float64 {
 func (r Result) String() string {
 	s := fmt.Sprintf("%-15s %9.0f rows/s %7.1f MB/s", r.Phase, r.RowsPerSec(), r.MBPerSec())
 	if r.FloorRatio > 0 {
-		s += fmt.Sprintf(" %6.2f× floor", r.FloorRatio)
+		s += fmt.Sprintf(" %6.2f× floor (%.0f/s)", r.FloorRatio, r.Floor)
 	}
 	if r.P50 > 0 {
 		s += fmt.Sprintf("  p50 %v p90 %v p99 %v p99.9 %v max %v", round(r.P50), round(r.P90), round(r.P99), round(r.P999), round(r.Max))
@@ -188,6 +190,7 @@ func Median(runs []*Report) *Report {
 		m.Bytes = int64(median(rs, func(r Result) float64 { return r.MBPerSec() * 1e6 }))
 		m.Calls = int64(median(rs, Result.CallsPerSec))
 		m.Latency = medianLatency(rs, func(r Result) Latency { return r.Latency })
+		m.Floor = median(rs, func(r Result) float64 { return r.Floor })
 		m.FloorRatio = median(rs, func(r Result) float64 { return r.FloorRatio })
 		m.Load = median(rs, func(r Result) float64 { return r.Load })
 		for _, op := range first.Ops {
@@ -259,7 +262,7 @@ func (r *Report) Print(w io.Writer, title string) error {
 	fmt.Fprintf(w, "\n%s, api %s: %d keys × %d B values, %d tablets, %d goroutines, %s keys, block cache %.0f MB; table %.0f MB in %d TSFiles\n",
 		title, r.API, r.Keys, r.ValueSize, r.Tablets, r.Concurrency, r.Distribution, mb(r.CacheBytes), mb(r.TSFileBytes), r.TSFiles)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "phase\trows/s\tMB/s\t× floor\tp50\tp90\tp99\tp99.9\tmax\tload\ttarget\t")
+	fmt.Fprintln(tw, "phase\trows/s\tMB/s\tfloor/s\t× floor\tp50\tp90\tp99\tp99.9\tmax\tload\ttarget\t")
 	lat := func(d time.Duration) string {
 		if d == 0 {
 			return "-"
@@ -267,10 +270,10 @@ func (r *Report) Print(w io.Writer, title string) error {
 		return round(d).String()
 	}
 	for _, x := range r.Results {
-		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.2f\t%s\t%s\t%s\t%s\t%s\t%.1f\t%s\t\n", x.Phase, thousands(x.RowsPerSec()), x.MBPerSec(),
-			x.FloorRatio, lat(x.P50), lat(x.P90), lat(x.P99), lat(x.P999), lat(x.Max), x.Load, targets[x.Phase])
+		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%s\t%.2f\t%s\t%s\t%s\t%s\t%s\t%.1f\t%s\t\n", x.Phase, thousands(x.RowsPerSec()), x.MBPerSec(),
+			thousands(x.Floor), x.FloorRatio, lat(x.P50), lat(x.P90), lat(x.P99), lat(x.P999), lat(x.Max), x.Load, targets[x.Phase])
 		for _, o := range x.Ops {
-			fmt.Fprintf(tw, "  %s\t%s\t\t\t%s\t%s\t%s\t%s\t%s\t\t\t\n", o.Kind, thousands(perSec(float64(o.Count), x.Elapsed)),
+			fmt.Fprintf(tw, "  %s\t%s\t\t\t\t%s\t%s\t%s\t%s\t%s\t\t\t\n", o.Kind, thousands(perSec(float64(o.Count), x.Elapsed)),
 				lat(o.P50), lat(o.P90), lat(o.P99), lat(o.P999), lat(o.Max))
 		}
 	}
