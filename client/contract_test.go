@@ -131,6 +131,7 @@ func contract(t *testing.T, e env) {
 		{"closed client", contractClosedClient},
 		{"conditional mutations", contractCondMutation},
 		{"sample row keys", contractSampleRowKeys},
+		{"ping", contractPing},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, e, c) })

@@ -2,9 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -15,15 +16,18 @@ import (
 	"bighive/internal/cli"
 )
 
-// benchCommand is issue 9's benchmark: by default on its own local cluster
+// benchCommand is the benchmark: by default on its own local cluster
 // of one master and one tserver (real processes), or against --masters.
 var benchCommand = cli.Command{
 	Name: "bench",
 	Args: "[--duration D] [--ops N] [--concurrency N] [--value-size B] [--keys N] [--tablets N] " +
-		"[--api native,bigtable] [--bigtable ADDR] [--phases put,bulk,get,scan,increment,checkandmutate] [--counters N] [--runs N] [--cache-bytes B] [--mem-limit B] [--dir DIR]",
-	Summary: "benchmark Put, ApplyBulk, Get (warm and cold block cache), Scan, ReadModifyWrite increments and CheckAndMutate, through the native client and/or the official Cloud Bigtable Go client via a frontend; a local 1+1 cluster unless --masters",
-	Example: "bench --duration 5s --phases put,get\nbench --api native,bigtable --duration 5s --runs 3\nbench --masters 127.0.0.1:7100 --api bigtable --bigtable 127.0.0.1:8086\nbench --duration 5s --phases put,increment,checkandmutate\nbench --masters 127.0.0.1:7100 --concurrency 16",
-	Run:     runBench,
+		"[--api native,bigtable] [--bigtable ADDR] [--phases P,…] [--distribution uniform|zipfian] [--floor-probe D] [--counters N] [--runs N] [--cache-bytes B] [--mem-limit B] [--dir DIR] [-q]",
+	Summary: "benchmark against a ping floor: PerformanceEvaluation's sequentialWrite, randomWrite, sequentialRead, randomRead, scan, scanRange10/100/1000, " +
+		"bulk, increment and checkAndMutate, and YCSB workloads A-F, through the native client and/or the official Cloud Bigtable Go client via a frontend; a local 1+1 cluster unless --masters",
+	Example: "bench --duration 5s --phases randomWrite,randomRead\nbench --phases ycsb --distribution uniform\nbench --api native,bigtable --duration 5s --runs 3\n" +
+		"bench --masters 127.0.0.1:7100 --api bigtable --bigtable 127.0.0.1:8086\nbench --duration 5s --phases put,increment,checkandmutate\n" +
+		"bench --masters 127.0.0.1:7100 --concurrency 16\nbench --runs 3 --json -q",
+	Run: runBench,
 }
 
 func runBench(ctx context.Context, env *cli.Env, args []string) error {
@@ -37,9 +41,13 @@ func runBench(ctx context.Context, env *cli.Env, args []string) error {
 	fs.IntVar(&o.Tablets, "tablets", 8, "tablets the table is pre-split into")
 	fs.IntVar(&o.BatchSize, "batch", 100, "rows per ApplyBulk")
 	fs.IntVar(&o.Scanners, "scanners", 4, "concurrent scanners of the second scan (1: skip it)")
-	fs.IntVar(&o.Counters, "counters", 1024, "rows the increment and checkandmutate phases work on")
+	fs.IntVar(&o.Counters, "counters", 1024, "rows the increment and checkAndMutate phases work on")
 	fs.Uint64Var(&o.Seed, "seed", 0, "seed of the key choices (0: the time)")
-	phases := fs.String("phases", strings.Join(bench.AllPhases, ","), "phases to run")
+	fs.DurationVar(&o.FloorProbe, "floor-probe", 0, "ping probe before each phase, the floor of its ratio (0: duration/5, at most 2s; negative: none, the ratios are to the first ping phase)")
+	fs.StringVar(&o.Distribution, "distribution", bench.DistZipfian, "key choice of YCSB workloads A, B, C, E, F: uniform or zipfian (D reads the latest rows)")
+	aliases := slices.Sorted(maps.Keys(bench.PhaseAliases))
+	phases := fs.String("phases", strings.Join(bench.AllPhases, ","),
+		"phases to run (case-insensitive; ping always runs), or the groups "+strings.Join(aliases, ","))
 	runs := fs.Int("runs", 1, "runs (each on a fresh cluster when local); more than one prints the medians too")
 	cache := fs.Int64("cache-bytes", 64<<20, "the tserver's block cache `bytes` (local: passed as --cache-bytes; remote: what it is)")
 	memLimit := fs.Int64("mem-limit", 0, "local tserver's --mem-limit `bytes` (0: its default)")
@@ -52,8 +60,14 @@ func runBench(ctx context.Context, env *cli.Env, args []string) error {
 	}
 	o.CacheBytes = *cache
 	o.Phases = strings.Split(*phases, ",")
-	if !*quiet && !env.JSON {
-		o.Out = env.Stdout
+	if !*quiet {
+		// Progress goes to the terminal or log; with --json stdout holds
+		// the JSON document only, so progress goes to stderr.
+		out := env.Stdout
+		if env.JSON {
+			out = env.Stderr
+		}
+		o.Out, o.Progress, o.ProgressTTY = out, out, isTerminal(out)
 	}
 	remote := os.Getenv("BIGHIVE_MASTERS") != ""
 	fs.Visit(func(f *flag.Flag) { remote = remote || f.Name == "masters" })
@@ -75,9 +89,10 @@ func runBench(ctx context.Context, env *cli.Env, args []string) error {
 	// Each run measures every API, each on a fresh cluster when local,
 	// one after the other, so that the APIs see the same machine load.
 	reports := map[string][]*bench.Report{}
+	var doc bench.JSONOutput
 	for run := 1; run <= max(*runs, 1); run++ {
 		for _, api := range apiList {
-			o.API = api
+			o.API, o.Run = api, run
 			if o.Out != nil {
 				fmt.Fprintf(o.Out, "\n=== run %d of %d, api %s ===\n", run, *runs, api)
 			}
@@ -92,8 +107,11 @@ func runBench(ctx context.Context, env *cli.Env, args []string) error {
 				return err
 			}
 			reports[api] = append(reports[api], rep)
-			if err := printReport(env, rep, fmt.Sprintf("run %d", run)); err != nil {
-				return err
+			doc.Runs = append(doc.Runs, rep)
+			if !env.JSON {
+				if err := rep.Print(env.Stdout, fmt.Sprintf("run %d", run)); err != nil {
+					return err
+				}
 			}
 		}
 		o.Seed++
@@ -103,15 +121,31 @@ func runBench(ctx context.Context, env *cli.Env, args []string) error {
 		final[api] = reports[api][len(reports[api])-1]
 		if len(reports[api]) > 1 {
 			final[api] = bench.Median(reports[api])
-			if err := printReport(env, final[api], fmt.Sprintf("median of %d runs", len(reports[api]))); err != nil {
-				return err
+			doc.Medians = append(doc.Medians, final[api])
+			if !env.JSON {
+				if err := final[api].Print(env.Stdout, fmt.Sprintf("median of %d runs", len(reports[api]))); err != nil {
+					return err
+				}
 			}
 		}
 	}
-	if len(apiList) > 1 && !env.JSON {
+	if env.JSON {
+		return bench.WriteJSON(env.Stdout, doc)
+	}
+	if len(apiList) > 1 {
 		return bench.PrintRatios(env.Stdout, final[bench.APINative], final[bench.APIBigtable])
 	}
 	return nil
+}
+
+// isTerminal reports whether w is a terminal (a character device).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 func benchRemote(ctx context.Context, env *cli.Env, o bench.Options) (*bench.Report, error) {
@@ -152,19 +186,4 @@ func benchLocal(ctx context.Context, o bench.Options, dir string, run int, cache
 	o.Client = cl
 	o.BigtableAddr = c.BigtableAddr() // the cluster's frontend process
 	return bench.Run(ctx, o)
-}
-
-func printReport(env *cli.Env, rep *bench.Report, title string) error {
-	if env.JSON {
-		b, err := json.Marshal(struct {
-			Title string `json:"title"`
-			*bench.Report
-		}{title, rep})
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(env.Stdout, "%s\n", b)
-		return err
-	}
-	return rep.Print(env.Stdout, title)
 }

@@ -28,6 +28,10 @@ const (
 // of the two clients. Table creation, checkpoints and status stay on the
 // native client in both cases.
 type store interface {
+	// Ping is the floor of a data call: a no-op RPC over the same
+	// connections, to the tserver of row key (native) or to the frontend
+	// (Bigtable API: PingAndWarm, which the frontend answers itself).
+	Ping(ctx context.Context, key string) error
 	// Put writes value to row key's cf:v at the server's time, durably.
 	Put(ctx context.Context, key string, value []byte) error
 	// Bulk writes value at timestamp ts (µs) to every row; it fails if
@@ -56,6 +60,8 @@ type store interface {
 type nativeStore struct{ tbl *client.Table }
 
 func (s nativeStore) Close() error { return nil }
+
+func (s nativeStore) Ping(ctx context.Context, key string) error { return s.tbl.Ping(ctx, key) }
 
 func (s nativeStore) Put(ctx context.Context, key string, value []byte) error {
 	return s.tbl.Put(ctx, key, family, qualifier, value)
@@ -152,6 +158,8 @@ func dialBigtable(ctx context.Context, addr, table string) (*bigtableStore, erro
 }
 
 func (s *bigtableStore) Close() error { return s.c.Close() }
+
+func (s *bigtableStore) Ping(ctx context.Context, _ string) error { return s.c.PingAndWarm(ctx) }
 
 func (s *bigtableStore) Put(ctx context.Context, key string, value []byte) error {
 	m := bigtable.NewMutation()

@@ -5,30 +5,100 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
 	"bighive/client"
 )
 
-// Phase names, in the order a run executes them.
+// Phase names, in the order a run executes them. The write, read and
+// scan phases are named as in HBase's PerformanceEvaluation; ycsbA … ycsbF
+// are YCSB's core workloads.
 const (
-	PhasePut     = "put"
-	PhaseBulk    = "bulk"
-	PhaseGetWarm = "get-warm"
-	PhaseGetCold = "get-cold"
-	PhaseScan    = "scan"
+	// PhasePing is the floor: a no-op RPC per call (the tserver's Ping,
+	// or PingAndWarm through the Bigtable API). It always runs first.
+	PhasePing            = "ping"
+	PhaseSequentialWrite = "sequentialWrite"
+	PhaseRandomWrite     = "randomWrite"
+	PhaseBulk            = "bulk"
+	PhaseSequentialRead  = "sequentialRead"
+	PhaseRandomReadWarm  = "randomReadWarm"
+	PhaseRandomRead      = "randomRead"
+	// PhaseScan is full scans by one scanner; with Options.Scanners > 1 a
+	// second phase "scan-N" follows with N scanners.
+	PhaseScan          = "scan"
+	PhaseScanRange10   = "scanRange10"
+	PhaseScanRange100  = "scanRange100"
+	PhaseScanRange1000 = "scanRange1000"
+	PhaseYCSBA         = "ycsbA"
+	PhaseYCSBB         = "ycsbB"
+	PhaseYCSBC         = "ycsbC"
+	PhaseYCSBD         = "ycsbD"
+	PhaseYCSBE         = "ycsbE"
+	PhaseYCSBF         = "ycsbF"
 	// PhaseIncrement and PhaseCheckAndMutate run last: ReadModifyWrite
 	// increments and compare-and-set conditional mutations of
 	// Options.Counters rows.
 	PhaseIncrement      = "increment"
-	PhaseCheckAndMutate = "checkandmutate"
+	PhaseCheckAndMutate = "checkAndMutate"
 )
 
-// AllPhases are the phase groups Options.Phases may name; "get" selects
-// both Get phases.
-var AllPhases = []string{PhasePut, PhaseBulk, "get", PhaseScan, PhaseIncrement, PhaseCheckAndMutate}
+// AllPhases are the phases of a run, in order.
+var AllPhases = []string{PhasePing, PhaseSequentialWrite, PhaseRandomWrite, PhaseBulk,
+	PhaseSequentialRead, PhaseRandomReadWarm, PhaseRandomRead, PhaseScan,
+	PhaseScanRange10, PhaseScanRange100, PhaseScanRange1000,
+	PhaseYCSBA, PhaseYCSBB, PhaseYCSBC, PhaseYCSBD, PhaseYCSBE, PhaseYCSBF,
+	PhaseIncrement, PhaseCheckAndMutate}
+
+// PhaseAliases are further names Options.Phases accepts, each for a group
+// of phases; the first five are the phase names of earlier versions.
+var PhaseAliases = map[string][]string{
+	"put":       {PhaseRandomWrite},
+	"get":       {PhaseRandomReadWarm, PhaseRandomRead},
+	"get-warm":  {PhaseRandomReadWarm},
+	"get-cold":  {PhaseRandomRead},
+	"write":     {PhaseSequentialWrite, PhaseRandomWrite},
+	"read":      {PhaseSequentialRead, PhaseRandomReadWarm, PhaseRandomRead},
+	"scanRange": {PhaseScanRange10, PhaseScanRange100, PhaseScanRange1000},
+	"ycsb":      {PhaseYCSBA, PhaseYCSBB, PhaseYCSBC, PhaseYCSBD, PhaseYCSBE, PhaseYCSBF},
+}
+
+// resolvePhases turns names of phases or aliases (case-insensitive) into
+// the set of phases they select, always with ping.
+func resolvePhases(names []string) (map[string]bool, error) {
+	sel := map[string]bool{PhasePing: true}
+	for _, n := range names {
+		n = strings.TrimSpace(n)
+		found := false
+		for a, group := range PhaseAliases {
+			if strings.EqualFold(a, n) {
+				for _, p := range group {
+					sel[p] = true
+				}
+				found = true
+			}
+		}
+		for _, p := range AllPhases {
+			if strings.EqualFold(p, n) {
+				sel[p], found = true, true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("%w: unknown phase %q (want some of %s, or %s)", ErrOptions, n,
+				strings.Join(AllPhases, ","), strings.Join(slices.Sorted(maps.Keys(PhaseAliases)), ","))
+		}
+	}
+	return sel, nil
+}
+
+// isFullScan reports whether phase is a full-table scan phase (scan,
+// scan-N), whose figure is MB/s.
+func isFullScan(phase string) bool {
+	return phase == PhaseScan || strings.HasPrefix(phase, PhaseScan+"-")
+}
 
 // Errors of the package.
 var (
@@ -79,14 +149,36 @@ type Options struct {
 	// CacheBytes is the tserver's block cache capacity; it sizes the hot
 	// range of get-warm (default 256 MiB, the tserver's default).
 	CacheBytes int64
-	// Phases selects phase groups of AllPhases (default all). Reads need
-	// the data: when get or scan is selected, the keyspace is filled even
-	// if bulk is not.
+	// Phases selects phases of AllPhases or groups of PhaseAliases,
+	// case-insensitive (default all); ping always runs. Reads need the
+	// data: when a read, scan or YCSB phase is selected, the keyspace is
+	// filled even if bulk is not.
 	Phases []string
+	// Distribution is the key choice of the YCSB workloads A, B, C, E and
+	// F: DistZipfian (the default, YCSB's scrambled Zipfian) or
+	// DistUniform. Workload D always reads the latest rows (Zipfian over
+	// recency), as YCSB defines it.
+	Distribution string
+
+	selected map[string]bool // the resolved Phases
+	// FloorProbe is the length of the ping probe before each phase after
+	// ping, whose pings/s are the floor of that phase's ratio (default
+	// Duration/5, at most 2 s; negative: no probes, every phase's ratio is
+	// to the ping phase at the start of the run).
+	FloorProbe time.Duration
+	// Run is the run's index, recorded in the report (0: not given).
+	Run int
 	// Seed seeds the key choices (default: the time).
 	Seed uint64
 	// Out gets one progress line per step (nil: none).
 	Out io.Writer
+	// Progress gets a rate line every ProgressEvery (default 1 s) while a
+	// phase runs (nil: none). With ProgressTTY each line overwrites the
+	// previous one (a carriage return and an erase, for a terminal);
+	// otherwise each is a line of its own.
+	Progress      io.Writer
+	ProgressTTY   bool
+	ProgressEvery time.Duration
 }
 
 func (o *Options) defaults() error {
@@ -143,10 +235,26 @@ func (o *Options) defaults() error {
 	if len(o.Phases) == 0 {
 		o.Phases = AllPhases
 	}
-	for _, p := range o.Phases {
-		if !contains(AllPhases, p) {
-			return fmt.Errorf("%w: unknown phase %q (want %s)", ErrOptions, p, strings.Join(AllPhases, ","))
-		}
+	sel, err := resolvePhases(o.Phases)
+	if err != nil {
+		return err
+	}
+	o.selected = sel
+	switch o.Distribution {
+	case "":
+		o.Distribution = DistZipfian
+	case DistZipfian, DistUniform:
+	default:
+		return fmt.Errorf("%w: unknown distribution %q (want %s or %s)", ErrOptions, o.Distribution, DistUniform, DistZipfian)
+	}
+	switch {
+	case o.FloorProbe == 0:
+		o.FloorProbe = min(o.Duration/5, 2*time.Second)
+	case o.FloorProbe < 0:
+		o.FloorProbe = 0
+	}
+	if o.ProgressEvery <= 0 {
+		o.ProgressEvery = time.Second
 	}
 	if o.Tablets > o.Keys {
 		return fmt.Errorf("%w: %d tablets for %d keys", ErrOptions, o.Tablets, o.Keys)
@@ -163,7 +271,10 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-func (o *Options) has(phase string) bool { return contains(o.Phases, phase) }
+func (o *Options) has(phase string) bool { return o.selected[phase] }
+
+// hasAny reports whether any of phases is selected.
+func (o *Options) hasAny(phases ...string) bool { return slices.ContainsFunc(phases, o.has) }
 
 // Key is row i's key: i as 16 decimal digits, so keys sort as their
 // indexes and a range of indexes is a range of rows.
@@ -182,8 +293,8 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
-	r := &runner{opts: opts, rep: &Report{API: opts.API, Seed: opts.Seed, Keys: opts.Keys, ValueSize: opts.ValueSize,
-		Concurrency: opts.Concurrency, Tablets: opts.Tablets, CacheBytes: opts.CacheBytes}}
+	r := &runner{opts: opts, rep: &Report{API: opts.API, Run: opts.Run, Seed: opts.Seed, Keys: opts.Keys, ValueSize: opts.ValueSize,
+		Concurrency: opts.Concurrency, Tablets: opts.Tablets, CacheBytes: opts.CacheBytes, Distribution: opts.Distribution}}
 	r.value = make([]byte, opts.ValueSize)
 	rng := rand.New(rand.NewPCG(opts.Seed, 0))
 	for i := range r.value {
@@ -218,6 +329,8 @@ type runner struct {
 	rep   *Report
 	st    store
 	value []byte
+	floor float64     // the ping phase's calls/s
+	ack   *ackCounter // rows the YCSB workloads inserted
 }
 
 func (r *runner) logf(format string, args ...any) {
@@ -268,21 +381,33 @@ func waitServing(ctx context.Context, c *client.Client, table string) error {
 	}
 }
 
+// step is one phase of a run and the function that runs it.
+type step struct {
+	phase string
+	run   func(context.Context) (Result, error)
+}
+
 func (r *runner) run(ctx context.Context) error {
 	o := &r.opts
-	if o.has(PhasePut) {
-		if err := r.record(r.put(ctx)); err != nil {
-			return err
-		}
+	if err := r.record(r.ping(ctx)); err != nil {
+		return err
 	}
-	reads := o.has("get") || o.has(PhaseScan)
-	if o.has(PhaseBulk) || reads {
-		res, err := r.bulk(ctx, o.has(PhaseBulk))
-		if o.has(PhaseBulk) {
-			err = r.record(res, err)
-		}
-		if err != nil {
+	if err := r.steps(ctx, []step{
+		{PhaseSequentialWrite, r.sequentialWrite},
+		{PhaseRandomWrite, r.randomWrite},
+	}); err != nil {
+		return err
+	}
+	reads := o.hasAny(PhaseSequentialRead, PhaseRandomReadWarm, PhaseRandomRead, PhaseScan,
+		PhaseScanRange10, PhaseScanRange100, PhaseScanRange1000,
+		PhaseYCSBA, PhaseYCSBB, PhaseYCSBC, PhaseYCSBD, PhaseYCSBE, PhaseYCSBF)
+	if o.has(PhaseBulk) {
+		if err := r.steps(ctx, []step{{PhaseBulk, func(ctx context.Context) (Result, error) { return r.bulk(ctx, true) }}}); err != nil {
 			return err
+		}
+	} else if reads {
+		if _, err := r.bulk(ctx, false); err != nil {
+			return fmt.Errorf("bench: %w", err)
 		}
 	}
 	if reads {
@@ -290,43 +415,64 @@ func (r *runner) run(ctx context.Context) error {
 			return err
 		}
 	}
-	if o.has(PhaseIncrement) {
-		if err := r.record(r.increment(ctx)); err != nil {
+	return r.steps(ctx, []step{
+		{PhaseIncrement, r.increment},
+		{PhaseCheckAndMutate, r.checkAndMutate},
+	})
+}
+
+// reads checkpoints and runs the selected read, scan and YCSB phases.
+func (r *runner) reads(ctx context.Context) error {
+	o := &r.opts
+	if err := r.checkpoint(ctx); err != nil {
+		return err
+	}
+	steps := []step{
+		{PhaseSequentialRead, r.sequentialRead},
+		{PhaseRandomReadWarm, r.randomReadWarm},
+		{PhaseRandomRead, r.randomRead},
+		{PhaseScan, func(ctx context.Context) (Result, error) { return r.scan(ctx, 1) }},
+	}
+	if o.Scanners > 1 {
+		steps = append(steps, step{PhaseScan, func(ctx context.Context) (Result, error) { return r.scan(ctx, o.Scanners) }})
+	}
+	for _, n := range []int{10, 100, 1000} {
+		steps = append(steps, step{fmt.Sprintf("%s%d", PhaseScan+"Range", n), func(ctx context.Context) (Result, error) { return r.scanRange(ctx, n) }})
+	}
+	for _, w := range ycsbWorkloads {
+		steps = append(steps, step{w.phase, func(ctx context.Context) (Result, error) { return r.ycsb(ctx, w) }})
+	}
+	return r.steps(ctx, steps)
+}
+
+// steps runs the selected ones of steps, each after a floor probe.
+func (r *runner) steps(ctx context.Context, steps []step) error {
+	for _, s := range steps {
+		if !r.opts.has(s.phase) {
+			continue
+		}
+		if err := r.probeFloor(ctx); err != nil {
 			return err
 		}
-	}
-	if o.has(PhaseCheckAndMutate) {
-		if err := r.record(r.checkAndMutate(ctx)); err != nil {
+		if err := r.record(s.run(ctx)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// reads checkpoints and runs the selected read phases.
-func (r *runner) reads(ctx context.Context) error {
-	o := &r.opts
-	if err := r.checkpoint(ctx); err != nil {
-		return err
+// probeFloor measures the floor again, for FloorProbe, just before a
+// phase, so that the phase's ratio is to the floor of the same moment's
+// machine load.
+func (r *runner) probeFloor(ctx context.Context) error {
+	if r.opts.FloorProbe <= 0 {
+		return nil
 	}
-	if o.has("get") {
-		if err := r.record(r.getWarm(ctx)); err != nil {
-			return err
-		}
-		if err := r.record(r.getCold(ctx)); err != nil {
-			return err
-		}
+	res, err := r.drive(ctx, "ping (floor)", r.opts.Concurrency, r.opts.FloorProbe, r.opts.Ops, r.pingOp)
+	if err != nil {
+		return fmt.Errorf("bench: floor probe: %w", err)
 	}
-	if o.has(PhaseScan) {
-		if err := r.record(r.scan(ctx, 1)); err != nil {
-			return err
-		}
-		if o.Scanners > 1 {
-			if err := r.record(r.scan(ctx, o.Scanners)); err != nil {
-				return err
-			}
-		}
-	}
+	r.floor = res.CallsPerSec()
 	return nil
 }
 
@@ -335,6 +481,13 @@ func (r *runner) record(res Result, err error) error {
 		return fmt.Errorf("bench: phase %s: %w", res.Phase, err)
 	}
 	res.Load = loadAvg()
+	if res.Phase == PhasePing {
+		r.floor = res.CallsPerSec()
+	}
+	if r.floor > 0 {
+		res.Floor = r.floor
+		res.FloorRatio = res.RowsPerSec() / r.floor
+	}
 	r.rep.Results = append(r.rep.Results, res)
 	r.logf("%s", res.String())
 	return nil

@@ -1,12 +1,17 @@
 package bench_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"path/filepath"
+	"reflect"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -90,8 +95,10 @@ func tinyRun(t *testing.T, api string) {
 	c := inProcess(t, 1<<20)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	const ops = 200
 	o := bench.Options{Client: c, API: api, Keys: 600, Tablets: 3, Concurrency: 8, ValueSize: 100,
-		Duration: 300 * time.Millisecond, Ops: 200, BatchSize: 10, Scanners: 2, CacheBytes: 1 << 20, Seed: 1}
+		Duration: 300 * time.Millisecond, Ops: ops, BatchSize: 10, Scanners: 2, CacheBytes: 1 << 20, Seed: 1,
+		Run: 2, ProgressEvery: 20 * time.Millisecond}
 	if api == bench.APIBigtable {
 		fe, err := frontend.Listen("127.0.0.1:0", c, quiet())
 		if err != nil {
@@ -100,43 +107,157 @@ func tinyRun(t *testing.T, api string) {
 		t.Cleanup(func() { fe.Stop(context.Background()) })
 		o.BigtableAddr = fe.Addr()
 	}
-	var out strings.Builder
-	o.Out = &out
+	var out, progress strings.Builder
+	o.Out, o.Progress = &out, &progress
 	rep, err := bench.Run(ctx, o)
 	t.Log(out.String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.API != api {
-		t.Errorf("report of API %q, want %q", rep.API, api)
+	if rep.API != api || rep.Run != 2 || rep.Distribution != bench.DistZipfian {
+		t.Errorf("report of API %q run %d distribution %q, want %q, 2, %q", rep.API, rep.Run, rep.Distribution, api, bench.DistZipfian)
 	}
-	for _, phase := range []string{bench.PhasePut, bench.PhaseBulk, bench.PhaseGetWarm, bench.PhaseGetCold, bench.PhaseScan, "scan-2",
-		bench.PhaseIncrement, bench.PhaseCheckAndMutate} {
+	phases := append(slices.Clone(bench.AllPhases), "scan-2")
+	if len(rep.Results) != len(phases) {
+		t.Errorf("%d results, want %d (%v)", len(rep.Results), len(phases), phases)
+	}
+	for _, phase := range phases {
 		res, ok := rep.Result(phase)
 		if !ok {
 			t.Errorf("no result for phase %s", phase)
 			continue
 		}
-		if res.Rows == 0 || res.Bytes == 0 || res.Elapsed <= 0 {
+		if res.Rows == 0 || res.Elapsed <= 0 || (res.Bytes == 0) != (phase == bench.PhasePing) {
 			t.Errorf("%s: %+v", phase, res)
 		}
-		if !strings.HasPrefix(phase, bench.PhaseScan) && (res.P50 <= 0 || res.P50 > res.P99 || res.P99 > res.P999) {
-			t.Errorf("%s: latencies %v %v %v", phase, res.P50, res.P99, res.P999)
+		l := res.Latency
+		if l.P50 <= 0 || l.P50 > l.P90 || l.P90 > l.P99 || l.P99 > l.P999 || l.P999 > l.Max {
+			t.Errorf("%s: latencies %+v", phase, l)
+		}
+		// The ratio to the floor is the phase's rows/s over the pings/s of
+		// the probe just before it (ping's own for ping).
+		ping, _ := rep.Result(bench.PhasePing)
+		if want := res.RowsPerSec() / res.Floor; res.Floor <= 0 || math.Abs(res.FloorRatio-want) > 1e-9*want {
+			t.Errorf("%s: floor ratio %v over %v pings/s, want %v", phase, res.FloorRatio, res.Floor, want)
+		}
+		if (res.Floor == ping.CallsPerSec()) != (phase == bench.PhasePing) {
+			t.Errorf("%s: floor %v, ping phase %v: want a probe of its own", phase, res.Floor, ping.CallsPerSec())
 		}
 	}
-	// Ops bounds the calls of timed phases; a scan pass returns every row.
-	if res, _ := rep.Result(bench.PhasePut); res.Calls > 200 {
-		t.Errorf("put made %d calls, Ops is 200", res.Calls)
+	// Ops bounds the calls of timed phases; a scan pass returns every row,
+	// a ranged scan its n rows.
+	for _, phase := range []string{bench.PhaseRandomWrite, bench.PhaseYCSBA, bench.PhasePing} {
+		if res, _ := rep.Result(phase); res.Calls > ops {
+			t.Errorf("%s made %d calls, Ops is %d", phase, res.Calls, ops)
+		}
 	}
 	if res, _ := rep.Result(bench.PhaseScan); res.Rows%600 != 0 {
 		t.Errorf("scan returned %d rows, not a multiple of 600", res.Rows)
 	}
+	for phase, n := range map[string]int64{bench.PhaseScanRange10: 10, bench.PhaseScanRange100: 100, bench.PhaseScanRange1000: 600} {
+		if res, _ := rep.Result(phase); res.Rows != n*res.Calls {
+			t.Errorf("%s: %d rows in %d calls, want %d a call", phase, res.Rows, res.Calls, n)
+		}
+	}
+	checkMixes(t, rep)
 	if rep.TSFiles == 0 || rep.TSFileBytes == 0 {
 		t.Errorf("no TSFiles after the checkpoint: %+v", rep)
+	}
+	// Progress: plain rate lines (not a terminal), one per tick.
+	if p := progress.String(); !strings.Contains(p, " rows/s (") || strings.Contains(p, "\r") {
+		t.Errorf("progress output %q: want plain rate lines", p)
 	}
 	tables, err := c.ListTables(ctx)
 	if err != nil || len(tables) != 0 {
 		t.Errorf("tables after the run: %v, %v", tables, err)
+	}
+	checkJSON(t, rep)
+}
+
+// checkMixes checks the YCSB phases' operation counts: only the kinds of
+// the workload, adding up to the calls, in its proportions (within 4
+// standard deviations of a binomial count).
+func checkMixes(t *testing.T, rep *bench.Report) {
+	t.Helper()
+	mixes := map[string]map[string]float64{
+		bench.PhaseYCSBA: {"read": 0.5, "update": 0.5},
+		bench.PhaseYCSBB: {"read": 0.95, "update": 0.05},
+		bench.PhaseYCSBC: {"read": 1},
+		bench.PhaseYCSBD: {"read": 0.95, "insert": 0.05},
+		bench.PhaseYCSBE: {"scan": 0.95, "insert": 0.05},
+		bench.PhaseYCSBF: {"read": 0.5, "readModifyWrite": 0.5},
+	}
+	for phase, mix := range mixes {
+		res, _ := rep.Result(phase)
+		var sum int64
+		for _, op := range res.Ops {
+			sum += op.Count
+			p, ok := mix[op.Kind]
+			n := float64(res.Calls)
+			if tol := 4*math.Sqrt(n*p*(1-p)) + 1; !ok || math.Abs(float64(op.Count)-n*p) > tol {
+				t.Errorf("%s: %d %s of %d calls, want %.0f ± %.0f", phase, op.Count, op.Kind, res.Calls, n*p, tol)
+			}
+			if op.P50 <= 0 || op.P50 > op.Max {
+				t.Errorf("%s %s: latencies %+v", phase, op.Kind, op.Latency)
+			}
+		}
+		if sum != res.Calls || res.Calls == 0 {
+			t.Errorf("%s: ops %+v add up to %d, calls %d", phase, res.Ops, sum, res.Calls)
+		}
+	}
+}
+
+// checkJSON writes the report the way --json does and decodes it: the
+// fields a reader relies on are there under their names, and the results
+// decode back to what was written.
+func checkJSON(t *testing.T, rep *bench.Report) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := bench.WriteJSON(&buf, bench.JSONOutput{Runs: []*bench.Report{rep}, Medians: []*bench.Report{bench.Median([]*bench.Report{rep, rep})}}); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Runs []struct {
+			API     string                       `json:"api"`
+			Run     int                          `json:"run"`
+			Results []map[string]json.RawMessage `json:"results"`
+		} `json:"runs"`
+		Medians []struct {
+			Runs    int                          `json:"runs"`
+			Results []map[string]json.RawMessage `json:"results"`
+		} `json:"medians"`
+	}
+	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
+		t.Fatalf("decode %s: %v", buf.String(), err)
+	}
+	if len(doc.Runs) != 1 || doc.Runs[0].Run != 2 || doc.Runs[0].API != rep.API || len(doc.Medians) != 1 || doc.Medians[0].Runs != 2 {
+		t.Fatalf("JSON document %s", buf.String())
+	}
+	for _, results := range [][]map[string]json.RawMessage{doc.Runs[0].Results, doc.Medians[0].Results} {
+		if len(results) != len(rep.Results) {
+			t.Fatalf("%d results in JSON, want %d", len(results), len(rep.Results))
+		}
+		for _, r := range results {
+			for _, f := range []string{"phase", "calls", "rows", "bytes", "elapsed_ns", "rows_per_sec", "calls_per_sec", "mb_per_sec",
+				"floor_per_sec", "floor_ratio", "p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns", "load"} {
+				if _, ok := r[f]; !ok {
+					t.Errorf("result %s lacks %q", r["phase"], f)
+				}
+			}
+			if strings.HasPrefix(string(r["phase"]), `"ycsb`) {
+				var ops []bench.OpStats
+				if err := json.Unmarshal(r["ops"], &ops); err != nil || len(ops) == 0 || ops[0].Kind == "" || ops[0].P99 <= 0 {
+					t.Errorf("result %s: ops %s (%v)", r["phase"], r["ops"], err)
+				}
+			}
+		}
+	}
+	var back bench.JSONOutput
+	if err := json.Unmarshal(buf.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back.Runs[0], rep) {
+		t.Errorf("decoded report differs:\n%+v\nwant\n%+v", back.Runs[0], rep)
 	}
 }
 
@@ -148,6 +269,7 @@ func TestOptionErrors(t *testing.T) {
 		{Client: c, Keys: 4, Tablets: 8},
 		{Client: c, API: "grpc"},
 		{Client: c, API: bench.APIBigtable}, // no BigtableAddr
+		{Client: c, Distribution: "pareto"},
 	} {
 		if _, err := bench.Run(context.Background(), o); err == nil {
 			t.Errorf("Run(%+v) succeeded", o)
@@ -170,13 +292,34 @@ func TestKey(t *testing.T) {
 }
 
 func TestMedian(t *testing.T) {
-	run := func(rows int64, p50 time.Duration) *bench.Report {
-		return &bench.Report{Results: []bench.Result{{Phase: "put", Rows: rows, Elapsed: 2 * time.Second, P50: p50}}}
+	run := func(rows int64, p50 time.Duration, ratio float64, reads int64) *bench.Report {
+		return &bench.Report{Results: []bench.Result{{Phase: "put", Rows: rows, Elapsed: 2 * time.Second,
+			Latency: bench.Latency{P50: p50, Max: 10 * p50}, FloorRatio: ratio,
+			Ops: []bench.OpStats{{Kind: "read", Count: reads, Latency: bench.Latency{P99: p50}}}}}}
 	}
-	m := bench.Median([]*bench.Report{run(100, 3), run(300, 1), run(200, 2)})
+	m := bench.Median([]*bench.Report{run(100, 3, 0.5, 10), run(300, 1, 0.1, 30), run(200, 2, 0.3, 20)})
 	got, _ := m.Result("put")
-	if got.RowsPerSec() != 100 || got.P50 != 2 {
-		t.Errorf("median: %v rows/s, p50 %v; want 100, 2", got.RowsPerSec(), got.P50)
+	if got.RowsPerSec() != 100 || got.P50 != 2 || got.Max != 20 || got.FloorRatio != 0.3 || m.Runs != 3 {
+		t.Errorf("median: %v rows/s, p50 %v, max %v, floor ratio %v, runs %d; want 100, 2, 20, 0.3, 3",
+			got.RowsPerSec(), got.P50, got.Max, got.FloorRatio, m.Runs)
+	}
+	if op, ok := got.Op("read"); !ok || op.Count != 10 || op.P99 != 2 {
+		t.Errorf("median of the reads: %+v, want 10/s, p99 2", op)
+	}
+}
+
+// TestLatencyPercentiles: exact nearest-rank percentiles.
+func TestLatencyPercentiles(t *testing.T) {
+	lat := make([]time.Duration, 1000)
+	for i := range lat {
+		lat[i] = time.Duration(1000 - i) // 1 … 1000, unsorted
+	}
+	r := bench.LatencyOf(lat)
+	if r.P50 != 500 || r.P90 != 900 || r.P99 != 990 || r.P999 != 999 || r.Max != 1000 {
+		t.Errorf("percentiles of 1…1000: %+v", r)
+	}
+	if r := bench.LatencyOf([]time.Duration{7}); r.P50 != 7 || r.P999 != 7 || r.Max != 7 {
+		t.Errorf("percentiles of one latency: %+v", r)
 	}
 }
 
@@ -193,12 +336,12 @@ func BenchmarkPut(b *testing.B) {
 	var err error
 	pprof.Do(ctx, pprof.Labels("side", "client"), func(ctx context.Context) {
 		rep, err = bench.Run(ctx, bench.Options{Client: c, Keys: 1_000_000, Duration: time.Hour, Ops: int64(b.N),
-			Phases: []string{bench.PhasePut}})
+			Phases: []string{bench.PhaseRandomWrite}})
 	})
 	if err != nil {
 		b.Fatal(err)
 	}
-	res, _ := rep.Result(bench.PhasePut)
+	res, _ := rep.Result(bench.PhaseRandomWrite)
 	b.ReportMetric(res.RowsPerSec(), "puts/s")
 	b.ReportMetric(float64(res.P50.Microseconds()), "p50-µs")
 	b.ReportMetric(float64(res.P99.Microseconds()), "p99-µs")

@@ -1,39 +1,83 @@
-// Package bench is the load generator behind `bighive bench`: the
-// benchmark of issue 9, run through the public client library against a
-// real cluster (normally one master and one tserver on this machine).
+// Package bench is the load generator behind `bighive bench`, run
+// through the public client library against a real cluster (normally one
+// master and one tserver on this machine).
 //
 // A run is a sequence of fixed-time phases over one table of Keys rows
 // (row key = the row's index as 16 decimal digits, one family "cf", one
-// column "cf:v", values of ValueSize random bytes, MaxVersions 1):
+// column "cf:v", values of ValueSize random bytes, MaxVersions 1). The
+// write, read and scan phases are named after HBase's
+// PerformanceEvaluation; ycsbA … ycsbF are YCSB's core workloads:
 //
-//	put       Concurrency goroutines, each a durable Put of a random row
+//	ping      the floor: a no-op RPC per call at the same concurrency over
+//	          the same connections (the tserver's Ping RPC to the server
+//	          of a random row; through the Bigtable API, PingAndWarm, which
+//	          the frontend answers itself); after an untimed warm-up. It
+//	          always runs, first
+//	sequentialWrite
+//	          durable Puts, call i writing row i (mod Keys)
+//	randomWrite
+//	          durable Puts of random rows
 //	bulk      ApplyBulk of BatchSize rows (a permutation of the keyspace, so
 //	          batches span tablets); afterwards, untimed, until every row
 //	          of the keyspace has been written once (reads need them)
 //	          — then CheckpointAll, so reads find the data in TSFiles —
-//	get-warm  random Gets over a contiguous hot range that fits in half the
+//	sequentialRead
+//	          Gets, call i reading row i (mod Keys)
+//	randomReadWarm
+//	          random Gets over a contiguous hot range that fits in half the
 //	          block cache, after one read pass over it
-//	get-cold  random Gets over the whole keyspace, whose TSFiles are several
+//	randomRead
+//	          random Gets over the whole keyspace, whose TSFiles are several
 //	          times the block cache: most Gets miss the block cache (the
 //	          OS page cache is not dropped; that needs root and would hurt
 //	          the other users of the machine)
-//	scan      full scans by one scanner, then by Scanners scanners over
-//	          disjoint ranges, repeated until the phase time is up
+//	scan      full scans by one scanner, then (scan-N) by Scanners scanners
+//	          over disjoint ranges, repeated until the phase time is up
+//	scanRange10, scanRange100, scanRange1000
+//	          scans of 10, 100, 1000 rows from a random row
+//	ycsbA … ycsbF
+//	          YCSB's core workloads over the loaded rows (one record per
+//	          row, one field): A 50 % read / 50 % update, B 95/5, C read
+//	          only, D 95 % read of the latest rows / 5 % insert, E 95 %
+//	          scans of 1–100 rows / 5 % insert, F 50 % read / 50 %
+//	          read-modify-write (a Get, then a Put of the row). Keys follow
+//	          Distribution: YCSB's scrambled Zipfian (θ = 0.99, Gray et
+//	          al.'s generator, the rank hashed with FNV-1a over the rows)
+//	          or uniform; D reads the latest rows (Zipfian over recency)
+//	          whatever Distribution says. Inserts append rows after the
+//	          last, and reads and scans only choose rows below the first
+//	          insert not yet acknowledged. Rows count operations (a scan is
+//	          one), so rows/s is YCSB's operations/s
 //	increment ReadModifyWrite +1 of a random one of Counters counter rows
 //	          (row key = a data row's key + "#c", column "cf:n"); afterwards
 //	          the counters must sum to the acknowledged increments
-//	checkandmutate
+//	checkAndMutate
 //	          one CheckAndMutate per call on a random one of the same rows,
 //	          compare-and-set locking of column "cf:owner": a goroutine
 //	          releases the one lock it holds (owner is me → free; it must
 //	          match) or tries to take a random one (owner is a goroutine →
 //	          nothing; else owner = me)
 //
-// Every phase checks what it reads (row present, value size) and stops at
-// the first error: a benchmark that returned errors measures nothing.
-// Latencies are per call (a Put, a Get, an ApplyBulk of a batch, an
-// increment, a conditional mutation); a scan
-// reports throughput only. MB/s counts row key + qualifier + value bytes.
+// Options.Phases selects phases by name or by a group of PhaseAliases
+// (put, get, get-warm and get-cold are the earlier names of randomWrite,
+// randomReadWarm + randomRead, randomReadWarm and randomRead).
+//
+// Every phase checks what it reads (row present, value size; a ranged
+// scan returns exactly its rows, in order) and stops at the first error:
+// a benchmark that returned errors measures nothing. Each phase reports
+// its rows/s, MB/s (row key + qualifier + value bytes), its ratio to the
+// floor and the latencies of one
+// call: p50, p90, p99, p99.9 and max, exact order statistics of every
+// call (every latency is kept and sorted; no histogram buckets). The YCSB
+// phases also report each kind of operation's count and latencies.
+//
+// The floor ratio is the phase's rows/s over the pings/s of a short ping
+// probe (Options.FloorProbe, by default a fifth of the phase time, at most
+// 2 s) run just before the phase at the same concurrency: the floor of the
+// same run and of the same moment's machine load, so that figures from
+// machines of different or changing load can be compared. With probes
+// off every phase's ratio is to the ping phase at the start.
+// While a phase runs, Options.Progress gets a rate line every second.
 //
 // The data calls go through Options.API: Bighive's client (APINative) or
 // the official Cloud Bigtable Go client through a frontend serving the

@@ -9,11 +9,29 @@ import (
 	"time"
 )
 
+// opKind is the kind of operation a call of a mixed phase made (a YCSB
+// workload's read, update, …); single-kind phases leave it kindCall.
+type opKind uint8
+
+const (
+	kindCall opKind = iota
+	kindRead
+	kindUpdate
+	kindInsert
+	kindScan
+	kindReadModifyWrite
+	nKinds
+)
+
+var kindNames = [nKinds]string{"call", "read", "update", "insert", "scan", "readModifyWrite"}
+
 // worker is one client goroutine's state.
 type worker struct {
-	id  int
-	rng *rand.Rand
-	lat []time.Duration
+	id   int
+	rng  *rand.Rand
+	kind opKind // set by a mixed phase's op for the call it made
+	lat  [nKinds][]time.Duration
+	zipf zipfian // the worker's copy of a YCSB phase's key generator
 }
 
 // opFunc runs call number i of a phase and returns how many rows it
@@ -22,8 +40,14 @@ type opFunc func(ctx context.Context, w *worker, i int64) (rows, bytes int64, er
 
 // drive runs op on conc goroutines until d has passed or maxOps calls
 // were started (maxOps <= 0: no limit), then waits for the calls in
-// flight. It stops at the first error.
+// flight. It stops at the first error. While it runs, a rate line goes
+// to Options.Progress every ProgressEvery.
 func (r *runner) drive(ctx context.Context, phase string, conc int, d time.Duration, maxOps int64, op opFunc) (Result, error) {
+	return r.driveInit(ctx, phase, conc, d, maxOps, nil, op)
+}
+
+// driveInit is drive with init run on each worker before it starts.
+func (r *runner) driveInit(ctx context.Context, phase string, conc int, d time.Duration, maxOps int64, init func(*worker), op opFunc) (Result, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -34,10 +58,16 @@ func (r *runner) drive(ctx context.Context, phase string, conc int, d time.Durat
 		firstErr    error
 	)
 	workers := make([]*worker, conc)
-	start := time.Now()
-	stop := start.Add(d)
 	for w := range workers {
 		workers[w] = &worker{id: w, rng: rand.New(rand.NewPCG(r.opts.Seed, uint64(w)+1))}
+		if init != nil {
+			init(workers[w])
+		}
+	}
+	start := time.Now()
+	stop := start.Add(d)
+	stopProgress := r.progress(phase, start, &rows)
+	for _, w := range workers {
 		wg.Add(1)
 		go func(w *worker) {
 			defer wg.Done()
@@ -52,36 +82,117 @@ func (r *runner) drive(ctx context.Context, phase string, conc int, d time.Durat
 					errOnce.Do(func() { firstErr = err; cancel() })
 					return
 				}
-				w.lat = append(w.lat, time.Since(t0))
+				w.lat[w.kind] = append(w.lat[w.kind], time.Since(t0))
+				w.kind = kindCall
 				rows.Add(n)
 				bytes.Add(b)
 			}
-		}(workers[w])
+		}(w)
 	}
 	wg.Wait()
+	stopProgress()
 	res := Result{Phase: phase, Elapsed: time.Since(start), Rows: rows.Load(), Bytes: bytes.Load()}
-	var lat []time.Duration
-	for _, w := range workers {
-		lat = append(lat, w.lat...)
+	var all []time.Duration
+	for k := range nKinds {
+		var lat []time.Duration
+		for _, w := range workers {
+			lat = append(lat, w.lat[k]...)
+		}
+		all = append(all, lat...)
+		if k != kindCall && len(lat) > 0 {
+			res.Ops = append(res.Ops, OpStats{Kind: kindNames[k], Count: int64(len(lat)), Latency: latencyOf(lat)})
+		}
 	}
-	res.Calls = int64(len(lat))
-	res.setLatencies(lat)
+	res.Calls = int64(len(all))
+	res.Latency = latencyOf(all)
 	return res, firstErr
+}
+
+// progress prints phase's rate every ProgressEvery until the function it
+// returns is called.
+func (r *runner) progress(phase string, start time.Time, rows *atomic.Int64) (stop func()) {
+	w := r.opts.Progress
+	if w == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(r.opts.ProgressEvery)
+		defer t.Stop()
+		last, lastT := int64(0), start
+		for {
+			select {
+			case <-done:
+				if r.opts.ProgressTTY {
+					fmt.Fprint(w, "\r\033[K")
+				}
+				return
+			case now := <-t.C:
+				n := rows.Load()
+				line := fmt.Sprintf("%s  %-15s %6.1fs %10.0f rows/s (%9.0f rows/s so far, %d rows)", now.Format("15:04:05"), phase,
+					now.Sub(start).Seconds(), perSec(float64(n-last), now.Sub(lastT)), perSec(float64(n), now.Sub(start)), n)
+				last, lastT = n, now
+				if r.opts.ProgressTTY {
+					fmt.Fprint(w, "\r\033[K"+line)
+				} else {
+					fmt.Fprintln(w, line)
+				}
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
 }
 
 func (r *runner) timed(phase string, ctx context.Context, op opFunc) (Result, error) {
 	return r.drive(ctx, phase, r.opts.Concurrency, r.opts.Duration, r.opts.Ops, op)
 }
 
-// put: durable Puts of random rows.
-func (r *runner) put(ctx context.Context) (Result, error) {
-	r.logf("put: random rows, %d goroutines", r.opts.Concurrency)
-	return r.timed(PhasePut, ctx, func(ctx context.Context, w *worker, _ int64) (int64, int64, error) {
-		k := Key(w.rng.IntN(r.opts.Keys))
-		if err := r.st.Put(ctx, k, r.value); err != nil {
-			return 0, 0, fmt.Errorf("put %s: %w", k, err)
-		}
-		return 1, int64(len(k) + len(qualifier) + len(r.value)), nil
+// ping: the floor, a no-op RPC to the tserver of a random row (PingAndWarm
+// through the Bigtable API) per call.
+func (r *runner) ping(ctx context.Context) (Result, error) {
+	op := r.pingOp
+	// Untimed first: the connections and the location cache fill, so the
+	// floor is not the cost of a cold start.
+	if _, err := r.drive(ctx, "ping warm-up", r.opts.Concurrency, r.opts.Duration, 16*int64(r.opts.Concurrency), op); err != nil {
+		return Result{Phase: PhasePing}, fmt.Errorf("warm-up: %w", err)
+	}
+	r.logf("ping: no-op RPCs, %d goroutines", r.opts.Concurrency)
+	return r.timed(PhasePing, ctx, op)
+}
+
+// pingOp is one no-op RPC to the tserver of a random row.
+func (r *runner) pingOp(ctx context.Context, w *worker, _ int64) (int64, int64, error) {
+	k := Key(w.rng.IntN(r.opts.Keys))
+	if err := r.st.Ping(ctx, k); err != nil {
+		return 0, 0, fmt.Errorf("ping %s: %w", k, err)
+	}
+	return 1, 0, nil
+}
+
+func (r *runner) putOne(ctx context.Context, k string) (int64, int64, error) {
+	if err := r.st.Put(ctx, k, r.value); err != nil {
+		return 0, 0, fmt.Errorf("put %s: %w", k, err)
+	}
+	return 1, int64(len(k) + len(qualifier) + len(r.value)), nil
+}
+
+// sequentialWrite: durable Puts of the rows in key order, call i writing
+// row i (mod Keys), so concurrent calls go to neighbouring rows of one
+// tablet.
+func (r *runner) sequentialWrite(ctx context.Context) (Result, error) {
+	r.logf("%s: rows in order, %d goroutines", PhaseSequentialWrite, r.opts.Concurrency)
+	return r.timed(PhaseSequentialWrite, ctx, func(ctx context.Context, _ *worker, i int64) (int64, int64, error) {
+		return r.putOne(ctx, Key(int(i%int64(r.opts.Keys))))
+	})
+}
+
+// randomWrite: durable Puts of random rows.
+func (r *runner) randomWrite(ctx context.Context) (Result, error) {
+	r.logf("%s: random rows, %d goroutines", PhaseRandomWrite, r.opts.Concurrency)
+	return r.timed(PhaseRandomWrite, ctx, func(ctx context.Context, w *worker, _ int64) (int64, int64, error) {
+		return r.putOne(ctx, Key(w.rng.IntN(r.opts.Keys)))
 	})
 }
 
@@ -146,7 +257,7 @@ func (r *runner) getOne(ctx context.Context, k string) (int64, error) {
 	return n, nil
 }
 
-// hotRows is the size of get-warm's hot range: rows whose TSFile bytes
+// hotRows is the size of randomReadWarm's hot range: rows whose TSFile bytes
 // take at most half the block cache (and at most the keyspace).
 func (r *runner) hotRows() int {
 	perRow := int64(len(r.value) + 64) // value, key, qualifier, timestamp, index entry
@@ -156,9 +267,19 @@ func (r *runner) hotRows() int {
 	return int(min(int64(r.opts.Keys), r.opts.CacheBytes/2/perRow))
 }
 
-// getWarm: one pass over the hot range fills the block cache, then random
-// Gets within it.
-func (r *runner) getWarm(ctx context.Context) (Result, error) {
+// sequentialRead: Gets of the rows in key order, call i reading row i
+// (mod Keys).
+func (r *runner) sequentialRead(ctx context.Context) (Result, error) {
+	r.logf("%s: rows in order, %d goroutines", PhaseSequentialRead, r.opts.Concurrency)
+	return r.timed(PhaseSequentialRead, ctx, func(ctx context.Context, _ *worker, i int64) (int64, int64, error) {
+		b, err := r.getOne(ctx, Key(int(i%int64(r.opts.Keys))))
+		return 1, b, err
+	})
+}
+
+// randomReadWarm: one pass over the hot range fills the block cache, then
+// random Gets within it.
+func (r *runner) randomReadWarm(ctx context.Context) (Result, error) {
 	hot := r.hotRows()
 	r.rep.HotRows = hot
 	start := time.Now()
@@ -166,23 +287,23 @@ func (r *runner) getWarm(ctx context.Context) (Result, error) {
 		b, err := r.getOne(ctx, Key(int(i)))
 		return 1, b, err
 	}); err != nil {
-		return Result{Phase: PhaseGetWarm}, fmt.Errorf("warm-up: %w", err)
+		return Result{Phase: PhaseRandomReadWarm}, fmt.Errorf("warm-up: %w", err)
 	}
-	r.logf("get-warm: read the hot range of %d rows (%.0f MB of a %.0f MB cache) in %v", hot,
+	r.logf("%s: read the hot range of %d rows (%.0f MB of a %.0f MB cache) in %v", PhaseRandomReadWarm, hot,
 		mb(int64(hot)*int64(len(r.value)+keyLen)), mb(r.opts.CacheBytes), time.Since(start).Round(time.Millisecond))
-	return r.timed(PhaseGetWarm, ctx, func(ctx context.Context, w *worker, _ int64) (int64, int64, error) {
+	return r.timed(PhaseRandomReadWarm, ctx, func(ctx context.Context, w *worker, _ int64) (int64, int64, error) {
 		b, err := r.getOne(ctx, Key(w.rng.IntN(hot)))
 		return 1, b, err
 	})
 }
 
-// getCold: random Gets over the whole keyspace.
-func (r *runner) getCold(ctx context.Context) (Result, error) {
+// randomRead: random Gets over the whole keyspace.
+func (r *runner) randomRead(ctx context.Context) (Result, error) {
 	if r.rep.TSFileBytes > 0 {
-		r.logf("get-cold: %.0f MB of TSFiles, %.0f MB cache: at most %.0f%% of Gets can hit the block cache",
+		r.logf("%s: %.0f MB of TSFiles, %.0f MB cache: at most %.0f%% of Gets can hit the block cache", PhaseRandomRead,
 			mb(r.rep.TSFileBytes), mb(r.opts.CacheBytes), min(100, 100*float64(r.opts.CacheBytes)/float64(r.rep.TSFileBytes)))
 	}
-	return r.timed(PhaseGetCold, ctx, func(ctx context.Context, w *worker, _ int64) (int64, int64, error) {
+	return r.timed(PhaseRandomRead, ctx, func(ctx context.Context, w *worker, _ int64) (int64, int64, error) {
 		b, err := r.getOne(ctx, Key(w.rng.IntN(r.opts.Keys)))
 		return 1, b, err
 	})
@@ -228,4 +349,41 @@ func (r *runner) scan(ctx context.Context, n int) (Result, error) {
 		}
 		return rows, bytes, err
 	})
+}
+
+// scanRange: scans of n rows from a random row (PerformanceEvaluation's
+// scanRange10/100/1000); each must return exactly those rows, in order.
+func (r *runner) scanRange(ctx context.Context, n int) (Result, error) {
+	phase := fmt.Sprintf("%sRange%d", PhaseScan, n)
+	n = min(n, r.opts.Keys)
+	r.logf("%s: scans of %d rows from a random row, %d goroutines", phase, n, r.opts.Concurrency)
+	return r.timed(phase, ctx, func(ctx context.Context, w *worker, _ int64) (int64, int64, error) {
+		lo := w.rng.IntN(r.opts.Keys - n + 1)
+		return r.scanExact(ctx, lo, lo+n)
+	})
+}
+
+// scanExact scans rows [lo, hi), which must all be there, and checks it
+// got exactly them.
+func (r *runner) scanExact(ctx context.Context, lo, hi int) (int64, int64, error) {
+	start, end := Key(lo), Key(hi)
+	want := lo
+	var bytes int64
+	var bad error
+	err := r.st.Scan(ctx, start, end, func(key string, cells int, n int64) bool {
+		if want >= hi || key != Key(want) || cells != 1 {
+			bad = fmt.Errorf("%w: scan of [%s, %s): row %q with %d cells, want %q", ErrMismatch, start, end, key, cells, Key(want))
+			return false
+		}
+		want++
+		bytes += n
+		return true
+	})
+	if err == nil {
+		err = bad
+	}
+	if err == nil && want != hi {
+		err = fmt.Errorf("%w: scan of [%s, %s) ended at row %d, want %d", ErrMismatch, start, end, want, hi)
+	}
+	return int64(want - lo), bytes, err
 }

@@ -14,7 +14,7 @@ const (
 	lockFree         = "free"
 )
 
-// counterKey is atomic row j of the increment and checkandmutate phases:
+// counterKey is atomic row j of the increment and checkAndMutate phases:
 // next to data row permute(j), so the rows spread over the tablets.
 func (r *runner) counterKey(j int) string { return Key(permute(j, r.opts.Keys)) + "#c" }
 
@@ -65,7 +65,7 @@ func (r *runner) increment(ctx context.Context) (Result, error) {
 // me). Most calls write; a refused take writes nothing.
 func (r *runner) checkAndMutate(ctx context.Context) (Result, error) {
 	n := r.counters()
-	r.logf("checkandmutate: compare-and-set lock/unlock of %d rows, %d goroutines", n, r.opts.Concurrency)
+	r.logf("%s: compare-and-set lock/unlock of %d rows, %d goroutines", PhaseCheckAndMutate, n, r.opts.Concurrency)
 	held := make([]int, r.opts.Concurrency) // the lock row goroutine i holds, or -1
 	for i := range held {
 		held[i] = -1
@@ -99,6 +99,6 @@ func (r *runner) checkAndMutate(ctx context.Context) (Result, error) {
 		}
 		return 1, int64(len(k) + len(lockQualifier) + len(value)), nil
 	})
-	r.logf("checkandmutate: %d locks taken, %d refused (held by another goroutine)", taken.Load(), refused.Load())
+	r.logf("%s: %d locks taken, %d refused (held by another goroutine)", PhaseCheckAndMutate, taken.Load(), refused.Load())
 	return res, err
 }

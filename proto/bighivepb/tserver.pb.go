@@ -1928,6 +1928,79 @@ func (x *SampleRowKeysResponse) GetSamples() []*RowKeySample {
 	return nil
 }
 
+// Ping carries nothing.
+type PingRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PingRequest) Reset() {
+	*x = PingRequest{}
+	mi := &file_bighivepb_tserver_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PingRequest) ProtoMessage() {}
+
+func (x *PingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_tserver_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PingRequest.ProtoReflect.Descriptor instead.
+func (*PingRequest) Descriptor() ([]byte, []int) {
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{33}
+}
+
+type PingResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PingResponse) Reset() {
+	*x = PingResponse{}
+	mi := &file_bighivepb_tserver_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PingResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PingResponse) ProtoMessage() {}
+
+func (x *PingResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_tserver_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PingResponse.ProtoReflect.Descriptor instead.
+func (*PingResponse) Descriptor() ([]byte, []int) {
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{34}
+}
+
 var File_bighivepb_tserver_proto protoreflect.FileDescriptor
 
 const file_bighivepb_tserver_proto_rawDesc = "" +
@@ -2052,7 +2125,10 @@ const file_bighivepb_tserver_proto_rawDesc = "" +
 	"\arow_key\x18\x01 \x01(\fR\x06rowKey\x12!\n" +
 	"\foffset_bytes\x18\x02 \x01(\x03R\voffsetBytes\"K\n" +
 	"\x15SampleRowKeysResponse\x122\n" +
-	"\asamples\x18\x01 \x03(\v2\x18.bighive.v1.RowKeySampleR\asamples2\xf9\t\n" +
+	"\asamples\x18\x01 \x03(\v2\x18.bighive.v1.RowKeySampleR\asamples\"\r\n" +
+	"\vPingRequest\"\x0e\n" +
+	"\fPingResponse2\xb4\n" +
+	"\n" +
 	"\aTServer\x12H\n" +
 	"\tMutateRow\x12\x1c.bighive.v1.MutateRowRequest\x1a\x1d.bighive.v1.MutateRowResponse\x12K\n" +
 	"\n" +
@@ -2071,7 +2147,8 @@ const file_bighivepb_tserver_proto_rawDesc = "" +
 	"\x12ReadModifyWriteRow\x12%.bighive.v1.ReadModifyWriteRowRequest\x1a&.bighive.v1.ReadModifyWriteRowResponse\x12`\n" +
 	"\x11CheckAndMutateRow\x12$.bighive.v1.CheckAndMutateRowRequest\x1a%.bighive.v1.CheckAndMutateRowResponse\x12N\n" +
 	"\vPurgeFamily\x12\x1e.bighive.v1.PurgeFamilyRequest\x1a\x1f.bighive.v1.PurgeFamilyResponse\x12T\n" +
-	"\rSampleRowKeys\x12 .bighive.v1.SampleRowKeysRequest\x1a!.bighive.v1.SampleRowKeysResponseB\x19Z\x17bighive/proto/bighivepbb\x06proto3"
+	"\rSampleRowKeys\x12 .bighive.v1.SampleRowKeysRequest\x1a!.bighive.v1.SampleRowKeysResponse\x129\n" +
+	"\x04Ping\x12\x17.bighive.v1.PingRequest\x1a\x18.bighive.v1.PingResponseB\x19Z\x17bighive/proto/bighivepbb\x06proto3"
 
 var (
 	file_bighivepb_tserver_proto_rawDescOnce sync.Once
@@ -2085,7 +2162,7 @@ func file_bighivepb_tserver_proto_rawDescGZIP() []byte {
 	return file_bighivepb_tserver_proto_rawDescData
 }
 
-var file_bighivepb_tserver_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_bighivepb_tserver_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_bighivepb_tserver_proto_goTypes = []any{
 	(*MutateRowRequest)(nil),           // 0: bighive.v1.MutateRowRequest
 	(*MutateRowResponse)(nil),          // 1: bighive.v1.MutateRowResponse
@@ -2120,43 +2197,45 @@ var file_bighivepb_tserver_proto_goTypes = []any{
 	(*SampleRowKeysRequest)(nil),       // 30: bighive.v1.SampleRowKeysRequest
 	(*RowKeySample)(nil),               // 31: bighive.v1.RowKeySample
 	(*SampleRowKeysResponse)(nil),      // 32: bighive.v1.SampleRowKeysResponse
-	nil,                                // 33: bighive.v1.StatusResponse.CountersEntry
-	(*RowMutation)(nil),                // 34: bighive.v1.RowMutation
-	(*RowStatus)(nil),                  // 35: bighive.v1.RowStatus
-	(*ReadFilter)(nil),                 // 36: bighive.v1.ReadFilter
-	(*Row)(nil),                        // 37: bighive.v1.Row
-	(*RowRange)(nil),                   // 38: bighive.v1.RowRange
-	(*LogPosition)(nil),                // 39: bighive.v1.LogPosition
-	(*TabletAssignment)(nil),           // 40: bighive.v1.TabletAssignment
-	(*TabletUnassignment)(nil),         // 41: bighive.v1.TabletUnassignment
-	(*TableSchema)(nil),                // 42: bighive.v1.TableSchema
-	(*Mutation)(nil),                   // 43: bighive.v1.Mutation
-	(*SetCachePriorityRequest)(nil),    // 44: bighive.v1.SetCachePriorityRequest
-	(*SetCachePriorityResponse)(nil),   // 45: bighive.v1.SetCachePriorityResponse
+	(*PingRequest)(nil),                // 33: bighive.v1.PingRequest
+	(*PingResponse)(nil),               // 34: bighive.v1.PingResponse
+	nil,                                // 35: bighive.v1.StatusResponse.CountersEntry
+	(*RowMutation)(nil),                // 36: bighive.v1.RowMutation
+	(*RowStatus)(nil),                  // 37: bighive.v1.RowStatus
+	(*ReadFilter)(nil),                 // 38: bighive.v1.ReadFilter
+	(*Row)(nil),                        // 39: bighive.v1.Row
+	(*RowRange)(nil),                   // 40: bighive.v1.RowRange
+	(*LogPosition)(nil),                // 41: bighive.v1.LogPosition
+	(*TabletAssignment)(nil),           // 42: bighive.v1.TabletAssignment
+	(*TabletUnassignment)(nil),         // 43: bighive.v1.TabletUnassignment
+	(*TableSchema)(nil),                // 44: bighive.v1.TableSchema
+	(*Mutation)(nil),                   // 45: bighive.v1.Mutation
+	(*SetCachePriorityRequest)(nil),    // 46: bighive.v1.SetCachePriorityRequest
+	(*SetCachePriorityResponse)(nil),   // 47: bighive.v1.SetCachePriorityResponse
 }
 var file_bighivepb_tserver_proto_depIdxs = []int32{
-	34, // 0: bighive.v1.MutateRowRequest.row:type_name -> bighive.v1.RowMutation
-	34, // 1: bighive.v1.MutateRowsRequest.rows:type_name -> bighive.v1.RowMutation
-	35, // 2: bighive.v1.MutateRowsResponse.statuses:type_name -> bighive.v1.RowStatus
-	36, // 3: bighive.v1.ReadRowRequest.filter:type_name -> bighive.v1.ReadFilter
-	37, // 4: bighive.v1.ReadRowResponse.row:type_name -> bighive.v1.Row
-	38, // 5: bighive.v1.ScanRowsRequest.range:type_name -> bighive.v1.RowRange
-	36, // 6: bighive.v1.ScanRowsRequest.filter:type_name -> bighive.v1.ReadFilter
-	38, // 7: bighive.v1.ScanRowsRequest.ranges:type_name -> bighive.v1.RowRange
-	37, // 8: bighive.v1.ScanRowsResponse.rows:type_name -> bighive.v1.Row
-	38, // 9: bighive.v1.TabletStatus.range:type_name -> bighive.v1.RowRange
+	36, // 0: bighive.v1.MutateRowRequest.row:type_name -> bighive.v1.RowMutation
+	36, // 1: bighive.v1.MutateRowsRequest.rows:type_name -> bighive.v1.RowMutation
+	37, // 2: bighive.v1.MutateRowsResponse.statuses:type_name -> bighive.v1.RowStatus
+	38, // 3: bighive.v1.ReadRowRequest.filter:type_name -> bighive.v1.ReadFilter
+	39, // 4: bighive.v1.ReadRowResponse.row:type_name -> bighive.v1.Row
+	40, // 5: bighive.v1.ScanRowsRequest.range:type_name -> bighive.v1.RowRange
+	38, // 6: bighive.v1.ScanRowsRequest.filter:type_name -> bighive.v1.ReadFilter
+	40, // 7: bighive.v1.ScanRowsRequest.ranges:type_name -> bighive.v1.RowRange
+	39, // 8: bighive.v1.ScanRowsResponse.rows:type_name -> bighive.v1.Row
+	40, // 9: bighive.v1.TabletStatus.range:type_name -> bighive.v1.RowRange
 	15, // 10: bighive.v1.StatusResponse.tablets:type_name -> bighive.v1.TabletStatus
-	39, // 11: bighive.v1.StatusResponse.log_position:type_name -> bighive.v1.LogPosition
-	33, // 12: bighive.v1.StatusResponse.counters:type_name -> bighive.v1.StatusResponse.CountersEntry
-	40, // 13: bighive.v1.AssignTabletsRequest.assign:type_name -> bighive.v1.TabletAssignment
-	41, // 14: bighive.v1.AssignTabletsRequest.unassign:type_name -> bighive.v1.TabletUnassignment
-	42, // 15: bighive.v1.UpdateSchemaRequest.schema:type_name -> bighive.v1.TableSchema
-	38, // 16: bighive.v1.DropRowsRequest.range:type_name -> bighive.v1.RowRange
+	41, // 11: bighive.v1.StatusResponse.log_position:type_name -> bighive.v1.LogPosition
+	35, // 12: bighive.v1.StatusResponse.counters:type_name -> bighive.v1.StatusResponse.CountersEntry
+	42, // 13: bighive.v1.AssignTabletsRequest.assign:type_name -> bighive.v1.TabletAssignment
+	43, // 14: bighive.v1.AssignTabletsRequest.unassign:type_name -> bighive.v1.TabletUnassignment
+	44, // 15: bighive.v1.UpdateSchemaRequest.schema:type_name -> bighive.v1.TableSchema
+	40, // 16: bighive.v1.DropRowsRequest.range:type_name -> bighive.v1.RowRange
 	23, // 17: bighive.v1.ReadModifyWriteRowRequest.rules:type_name -> bighive.v1.ReadModifyWriteRule
-	37, // 18: bighive.v1.ReadModifyWriteRowResponse.row:type_name -> bighive.v1.Row
-	43, // 19: bighive.v1.CheckAndMutateRowRequest.true_mutations:type_name -> bighive.v1.Mutation
-	43, // 20: bighive.v1.CheckAndMutateRowRequest.false_mutations:type_name -> bighive.v1.Mutation
-	42, // 21: bighive.v1.PurgeFamilyRequest.schema:type_name -> bighive.v1.TableSchema
+	39, // 18: bighive.v1.ReadModifyWriteRowResponse.row:type_name -> bighive.v1.Row
+	45, // 19: bighive.v1.CheckAndMutateRowRequest.true_mutations:type_name -> bighive.v1.Mutation
+	45, // 20: bighive.v1.CheckAndMutateRowRequest.false_mutations:type_name -> bighive.v1.Mutation
+	44, // 21: bighive.v1.PurgeFamilyRequest.schema:type_name -> bighive.v1.TableSchema
 	31, // 22: bighive.v1.SampleRowKeysResponse.samples:type_name -> bighive.v1.RowKeySample
 	0,  // 23: bighive.v1.TServer.MutateRow:input_type -> bighive.v1.MutateRowRequest
 	2,  // 24: bighive.v1.TServer.MutateRows:input_type -> bighive.v1.MutateRowsRequest
@@ -2167,31 +2246,33 @@ var file_bighivepb_tserver_proto_depIdxs = []int32{
 	12, // 29: bighive.v1.TServer.Split:input_type -> bighive.v1.SplitRequest
 	14, // 30: bighive.v1.TServer.Status:input_type -> bighive.v1.StatusRequest
 	17, // 31: bighive.v1.TServer.AssignTablets:input_type -> bighive.v1.AssignTabletsRequest
-	44, // 32: bighive.v1.TServer.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
+	46, // 32: bighive.v1.TServer.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
 	19, // 33: bighive.v1.TServer.UpdateSchema:input_type -> bighive.v1.UpdateSchemaRequest
 	21, // 34: bighive.v1.TServer.DropRows:input_type -> bighive.v1.DropRowsRequest
 	24, // 35: bighive.v1.TServer.ReadModifyWriteRow:input_type -> bighive.v1.ReadModifyWriteRowRequest
 	26, // 36: bighive.v1.TServer.CheckAndMutateRow:input_type -> bighive.v1.CheckAndMutateRowRequest
 	28, // 37: bighive.v1.TServer.PurgeFamily:input_type -> bighive.v1.PurgeFamilyRequest
 	30, // 38: bighive.v1.TServer.SampleRowKeys:input_type -> bighive.v1.SampleRowKeysRequest
-	1,  // 39: bighive.v1.TServer.MutateRow:output_type -> bighive.v1.MutateRowResponse
-	3,  // 40: bighive.v1.TServer.MutateRows:output_type -> bighive.v1.MutateRowsResponse
-	5,  // 41: bighive.v1.TServer.ReadRow:output_type -> bighive.v1.ReadRowResponse
-	7,  // 42: bighive.v1.TServer.ScanRows:output_type -> bighive.v1.ScanRowsResponse
-	9,  // 43: bighive.v1.TServer.Checkpoint:output_type -> bighive.v1.CheckpointResponse
-	11, // 44: bighive.v1.TServer.Compact:output_type -> bighive.v1.CompactResponse
-	13, // 45: bighive.v1.TServer.Split:output_type -> bighive.v1.SplitResponse
-	16, // 46: bighive.v1.TServer.Status:output_type -> bighive.v1.StatusResponse
-	18, // 47: bighive.v1.TServer.AssignTablets:output_type -> bighive.v1.AssignTabletsResponse
-	45, // 48: bighive.v1.TServer.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
-	20, // 49: bighive.v1.TServer.UpdateSchema:output_type -> bighive.v1.UpdateSchemaResponse
-	22, // 50: bighive.v1.TServer.DropRows:output_type -> bighive.v1.DropRowsResponse
-	25, // 51: bighive.v1.TServer.ReadModifyWriteRow:output_type -> bighive.v1.ReadModifyWriteRowResponse
-	27, // 52: bighive.v1.TServer.CheckAndMutateRow:output_type -> bighive.v1.CheckAndMutateRowResponse
-	29, // 53: bighive.v1.TServer.PurgeFamily:output_type -> bighive.v1.PurgeFamilyResponse
-	32, // 54: bighive.v1.TServer.SampleRowKeys:output_type -> bighive.v1.SampleRowKeysResponse
-	39, // [39:55] is the sub-list for method output_type
-	23, // [23:39] is the sub-list for method input_type
+	33, // 39: bighive.v1.TServer.Ping:input_type -> bighive.v1.PingRequest
+	1,  // 40: bighive.v1.TServer.MutateRow:output_type -> bighive.v1.MutateRowResponse
+	3,  // 41: bighive.v1.TServer.MutateRows:output_type -> bighive.v1.MutateRowsResponse
+	5,  // 42: bighive.v1.TServer.ReadRow:output_type -> bighive.v1.ReadRowResponse
+	7,  // 43: bighive.v1.TServer.ScanRows:output_type -> bighive.v1.ScanRowsResponse
+	9,  // 44: bighive.v1.TServer.Checkpoint:output_type -> bighive.v1.CheckpointResponse
+	11, // 45: bighive.v1.TServer.Compact:output_type -> bighive.v1.CompactResponse
+	13, // 46: bighive.v1.TServer.Split:output_type -> bighive.v1.SplitResponse
+	16, // 47: bighive.v1.TServer.Status:output_type -> bighive.v1.StatusResponse
+	18, // 48: bighive.v1.TServer.AssignTablets:output_type -> bighive.v1.AssignTabletsResponse
+	47, // 49: bighive.v1.TServer.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
+	20, // 50: bighive.v1.TServer.UpdateSchema:output_type -> bighive.v1.UpdateSchemaResponse
+	22, // 51: bighive.v1.TServer.DropRows:output_type -> bighive.v1.DropRowsResponse
+	25, // 52: bighive.v1.TServer.ReadModifyWriteRow:output_type -> bighive.v1.ReadModifyWriteRowResponse
+	27, // 53: bighive.v1.TServer.CheckAndMutateRow:output_type -> bighive.v1.CheckAndMutateRowResponse
+	29, // 54: bighive.v1.TServer.PurgeFamily:output_type -> bighive.v1.PurgeFamilyResponse
+	32, // 55: bighive.v1.TServer.SampleRowKeys:output_type -> bighive.v1.SampleRowKeysResponse
+	34, // 56: bighive.v1.TServer.Ping:output_type -> bighive.v1.PingResponse
+	40, // [40:57] is the sub-list for method output_type
+	23, // [23:40] is the sub-list for method input_type
 	23, // [23:23] is the sub-list for extension type_name
 	23, // [23:23] is the sub-list for extension extendee
 	0,  // [0:23] is the sub-list for field type_name
@@ -2214,7 +2295,7 @@ func file_bighivepb_tserver_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bighivepb_tserver_proto_rawDesc), len(file_bighivepb_tserver_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   34,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,37 @@
+package client
+
+import (
+	"context"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/peer"
+
+	"bighive/internal/limits"
+	pb "bighive/proto/bighivepb"
+)
+
+// Ping sends one no-op call to the tserver that serves row's tablet, over
+// the client's usual connection to it and with the usual location lookup
+// and retries (it is idempotent), and returns when the reply is back. It
+// measures the floor of a data call: a Get of row costs a Ping plus the
+// tserver's work.
+func (t *Table) Ping(ctx context.Context, row string) error {
+	prefix := errorPrefix("table %q: ping the tserver of row %q", t.name, row)
+	if err := limits.ValidateRowKey([]byte(row)); err != nil {
+		return statusError(err, prefix)
+	}
+	return t.c.do(ctx, prefix, true, func(ctx context.Context, p *peer.Peer) error {
+		loc, err := t.lc.lookup(ctx, row)
+		if err != nil {
+			return unsent(err)
+		}
+		ts, err := t.c.tserver(loc.addr)
+		if err != nil {
+			return err
+		}
+		if _, err := ts.Ping(ctx, &pb.PingRequest{}, grpc.Peer(p)); err != nil {
+			return t.failed(loc, err)
+		}
+		return nil
+	})
+}

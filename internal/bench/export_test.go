@@ -1,0 +1,4 @@
+package bench
+
+// LatencyOf is latencyOf, for the external tests.
+var LatencyOf = latencyOf
