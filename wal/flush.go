@@ -26,7 +26,7 @@ func (l *Log) flushLoop() {
 			<-l.kick
 			continue
 		}
-		var prepared vfs.File
+		var prepared *preparedFile
 		if b.newFileTS != 0 {
 			prepared = l.prep.take()
 		}
@@ -71,30 +71,37 @@ func (l *Log) takeLocked() *batch {
 
 // writeBatch writes b (starting its new file first, if it names one) with
 // one write and one fdatasync, then completes it. prepared is a prepared
-// file for a new file, or nil.
-func (l *Log) writeBatch(b *batch, prepared vfs.File) {
+// file for a new file, or nil. The write ends with an end frame, which the
+// next batch overwrites: in a recycled file it is what ends the data.
+func (l *Log) writeBatch(b *batch, prepared *preparedFile) {
 	err := l.flErr
 	if err == nil && b.newFileTS != 0 {
 		err = l.activate(b.newFileTS, b.firstSeq, prepared)
 	} else if prepared != nil {
 		l.prep.discard(prepared)
 	}
+	if err == nil && b.records > 0 && b.logNum != l.seg.ts {
+		// Cannot happen: records carry the log number of the file that
+		// was current when they were sealed.
+		err = fmt.Errorf("wal: batch of log number %d for file %s", b.logNum, l.seg.path)
+	}
 	var wrote int
 	if err == nil {
 		s := l.seg
-		bufs := make([][]byte, 0, 2)
+		bufs := make([][]byte, 0, 3)
 		if s.header != nil {
 			bufs = append(bufs, s.header)
 		}
 		if len(b.buf) > 0 {
 			bufs = append(bufs, b.buf)
 		}
-		if len(bufs) > 0 {
-			wrote, err = s.f.WriteV(bufs, s.off)
-			s.off += int64(wrote)
-			if err != nil {
-				err = fmt.Errorf("wal: write %s: %w", s.path, err)
-			}
+		bufs = append(bufs, s.marker)
+		wrote, err = s.f.WriteV(bufs, s.off)
+		s.off += int64(wrote)
+		if err != nil {
+			err = fmt.Errorf("wal: write %s: %w", s.path, err)
+		} else {
+			s.off -= markerLen // the next batch starts over the end frame
 		}
 		if err == nil {
 			start := time.Now()
@@ -129,19 +136,26 @@ func (l *Log) writeBatch(b *batch, prepared vfs.File) {
 }
 
 // activate retires the current file and makes the file of ts current: the
-// prepared file renamed to its name, or a new empty file. The header and
-// the directory entry become durable with the next batch.
-func (l *Log) activate(ts int64, firstSeq uint64, prepared vfs.File) error {
+// prepared file (new or recycled) renamed to its name, or a new empty
+// file. The header and the directory entry become durable with the next
+// batch.
+func (l *Log) activate(ts int64, firstSeq uint64, prepared *preparedFile) error {
 	if old := l.seg; old != nil {
 		l.seg = nil
 		l.prep.retire(old)
 	}
 	name := FormatFileName(ts)
 	path := filepath.Join(l.dir, name)
-	f := prepared
-	if f != nil {
+	var f vfs.File
+	var flags uint32
+	if prepared != nil {
+		f = prepared.f
+		if prepared.recycled {
+			flags = flagRecycled
+		}
 		if err := l.fs.Rename(f.Name(), path); err != nil {
 			f.Close()
+			l.fs.Remove(f.Name())
 			return fmt.Errorf("wal: rename prepared file to %s: %w", path, err)
 		}
 	} else {
@@ -150,18 +164,19 @@ func (l *Log) activate(ts int64, firstSeq uint64, prepared vfs.File) error {
 			return fmt.Errorf("wal: create %s: %w", path, err)
 		}
 	}
-	h := fileHeader{Prefix: l.opts.Prefix, FileTS: ts, FirstSeq: firstSeq,
-		MaxFlush: uint32(l.opts.MaxBatchBytes) + uint32(l.headerSize)}
-	l.seg = &segment{f: f, path: path, ts: ts, header: h.appendTo(nil), dirSync: true}
+	h := fileHeader{Prefix: l.opts.Prefix, FileTS: ts, FirstSeq: firstSeq, Flags: flags,
+		MaxFlush: uint32(l.opts.MaxBatchBytes) + uint32(l.headerSize) + markerLen}
+	l.seg = &segment{f: f, path: path, ts: ts, header: h.appendTo(nil), marker: appendMarker(nil, ts), dirSync: true}
 	l.mu.Lock()
 	l.activeTS = ts
 	l.mu.Unlock()
-	l.stats.file()
+	l.stats.file(flags&flagRecycled != 0)
 	return nil
 }
 
 // retire truncates a finished file to its data (dropping the unused
-// pre-zeroed space), syncs and closes it. Every batch of it is durable
+// pre-zeroed space, the end frame and, in a recycled file, the stale
+// frames after it), syncs and closes it. Every batch of it is durable
 // already; a crash in retire leaves a file that replays the same.
 func retire(s *segment) error {
 	err := s.f.Truncate(s.off)
