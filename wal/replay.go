@@ -505,6 +505,7 @@ func frameLen(b []byte, hdr int) int {
 	}
 	return hdr + int(n)
 }
+
 // lastNonZero is the length of b without its trailing zero bytes.
 func lastNonZero(b []byte) int {
 	n := len(b)
