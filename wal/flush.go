@@ -71,8 +71,7 @@ func (l *Log) takeLocked() *batch {
 
 // writeBatch writes b (starting its new file first, if it names one) with
 // one write and one fdatasync, then completes it. prepared is a prepared
-// file for a new file, or nil. The write ends with an end frame, which the
-// next batch overwrites: in a recycled file it is what ends the data.
+// file for a new file, or nil.
 func (l *Log) writeBatch(b *batch, prepared *preparedFile) {
 	err := l.flErr
 	if err == nil && b.newFileTS != 0 {
@@ -88,20 +87,19 @@ func (l *Log) writeBatch(b *batch, prepared *preparedFile) {
 	var wrote int
 	if err == nil {
 		s := l.seg
-		bufs := make([][]byte, 0, 3)
+		bufs := make([][]byte, 0, 2)
 		if s.header != nil {
 			bufs = append(bufs, s.header)
 		}
 		if len(b.buf) > 0 {
 			bufs = append(bufs, b.buf)
 		}
-		bufs = append(bufs, s.marker)
-		wrote, err = s.f.WriteV(bufs, s.off)
-		s.off += int64(wrote)
-		if err != nil {
-			err = fmt.Errorf("wal: write %s: %w", s.path, err)
-		} else {
-			s.off -= markerLen // the next batch starts over the end frame
+		if len(bufs) > 0 {
+			wrote, err = s.f.WriteV(bufs, s.off)
+			s.off += int64(wrote)
+			if err != nil {
+				err = fmt.Errorf("wal: write %s: %w", s.path, err)
+			}
 		}
 		if err == nil {
 			start := time.Now()
@@ -165,8 +163,8 @@ func (l *Log) activate(ts int64, firstSeq uint64, prepared *preparedFile) error 
 		}
 	}
 	h := fileHeader{Prefix: l.opts.Prefix, FileTS: ts, FirstSeq: firstSeq, Flags: flags,
-		MaxFlush: uint32(l.opts.MaxBatchBytes) + uint32(l.headerSize) + markerLen}
-	l.seg = &segment{f: f, path: path, ts: ts, header: h.appendTo(nil), marker: appendMarker(nil, ts), dirSync: true}
+		MaxFlush: uint32(l.opts.MaxBatchBytes) + uint32(l.headerSize)}
+	l.seg = &segment{f: f, path: path, ts: ts, header: h.appendTo(nil), dirSync: true}
 	l.mu.Lock()
 	l.activeTS = ts
 	l.mu.Unlock()
@@ -175,8 +173,8 @@ func (l *Log) activate(ts int64, firstSeq uint64, prepared *preparedFile) error 
 }
 
 // retire truncates a finished file to its data (dropping the unused
-// pre-zeroed space, the end frame and, in a recycled file, the stale
-// frames after it), syncs and closes it. Every batch of it is durable
+// pre-zeroed space and, in a recycled file, the stale frames after it),
+// syncs and closes it. Every batch of it is durable
 // already; a crash in retire leaves a file that replays the same.
 func retire(s *segment) error {
 	err := s.f.Truncate(s.off)

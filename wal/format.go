@@ -24,8 +24,6 @@ const (
 	frameHeaderLenV1 = 8  // length u32 + crc u32
 	frameHeaderLen   = 16 // version 2: length u32 + crc u32 + log number u64
 	payloadFixedLen  = 16
-	// markerLen is a version-2 end frame: length 0, crc, log number.
-	markerLen = frameHeaderLen
 	// crcMaskV2 is XORed into every version-2 frame checksum, so that a
 	// version-1 frame left in a recycled file never checks as version 2.
 	crcMaskV2 = 0xa282ead8
@@ -219,17 +217,6 @@ func appendRecord(dst []byte, ff frameFmt, seq uint64, ts int64, tablet string, 
 	return sealFrame(dst, frame, crc, seq, ff)
 }
 
-// appendMarker appends a version-2 end frame of log number logNum: the
-// flusher writes one after every flush and overwrites it with the next.
-func appendMarker(dst []byte, logNum int64) []byte {
-	start := len(dst)
-	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0)
-	dst = binary.LittleEndian.AppendUint64(dst, uint64(logNum))
-	crc := crc32.Update(crc32.Checksum(dst[start:start+4], castagnoli), castagnoli, dst[start+8:]) ^ crcMaskV2
-	binary.LittleEndian.PutUint32(dst[start+4:], crc)
-	return dst
-}
-
 // recordSize bounds the frame length of a record (version 2).
 func recordSize(tablet string, m *mutation.RowMutation) int {
 	return frameHeaderLen + payloadFixedLen + binary.MaxVarintLen64 + len(tablet) + m.Size()
@@ -239,12 +226,11 @@ func recordSize(tablet string, m *mutation.RowMutation) int {
 type frameState int
 
 const (
-	frameOK     frameState = iota
-	frameEnd               // a zero frame header: nothing more was written here
-	frameShort             // the frame runs past the end of the file
-	frameBad               // checksum or length is wrong
-	frameMarker            // version 2: an end frame of the file's log number
-	frameStale             // version 2: a whole frame of another log number
+	frameOK    frameState = iota
+	frameEnd              // a zero frame header: nothing more was written here
+	frameShort            // the frame runs past the end of the file
+	frameBad              // checksum or length is wrong
+	frameStale            // version 2: a whole frame of another log number
 )
 
 // readFrame checks the frame at the start of b and returns its payload.
@@ -263,15 +249,6 @@ func readFrame(b []byte, ff frameFmt) ([]byte, frameState, error) {
 	}
 	if n == 0 && crc == 0 && logNum == 0 {
 		return nil, frameEnd, nil
-	}
-	if ff.v2 && n == 0 {
-		if got := crc32.Update(crc32.Checksum(b[:4], castagnoli), castagnoli, b[8:16]) ^ crcMaskV2; got != crc {
-			return nil, frameBad, fmt.Errorf("%w: end frame checksum %08x, want %08x", ErrChecksum, got, crc)
-		}
-		if logNum != ff.logNum {
-			return nil, frameStale, fmt.Errorf("%w: end frame of log number %d in the file of %d", ErrBadRecord, logNum, ff.logNum)
-		}
-		return nil, frameMarker, nil
 	}
 	if n < payloadFixedLen+1 || n > MaxRecordBytes {
 		return nil, frameBad, fmt.Errorf("%w: frame length %d", ErrBadRecord, n)

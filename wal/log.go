@@ -130,7 +130,6 @@ type segment struct {
 	ts      int64
 	off     int64  // end of written data
 	header  []byte // written with the first batch
-	marker  []byte // the end frame written after every batch
 	dirSync bool   // the directory entry still needs a SyncDir
 }
 

@@ -66,7 +66,7 @@ func writeRecycledLog(t *testing.T) *recycledLog {
 	t.Helper()
 	root := t.TempDir()
 	l := openLog(t, recycleOptions(root))
-	c := &recycledLog{root: root, maxFlush: int64(recycleOptions(root).MaxBatchBytes) + l.headerSize + markerLen}
+	c := &recycledLog{root: root, maxFlush: int64(recycleOptions(root).MaxBatchBytes) + l.headerSize}
 	first := l.Position()
 	appendN(t, l, 0, recycledStale, 60)
 	rep, err := ReplayFile(vfs.Default, FilePath(root, first), func(r *Record) error {
@@ -147,14 +147,18 @@ func TestRecycledTail(t *testing.T) {
 		corrupt func(b []byte) []byte
 		want    outcome
 	}{
-		{"intact: end frame, then stale frames", func(b []byte) []byte { return b },
+		{"intact: the data, then what the previous life left", func(b []byte) []byte { return b },
 			outcome{recycledLive, false, -1, nil}},
-		{"a whole stale frame right after the data (no end frame)", func(b []byte) []byte {
-			copy(b[end:], c.staleFrameAfter(t, end+markerLen))
+		{"a whole stale frame right after the data", func(b []byte) []byte {
+			copy(b[end:], c.staleFrameAfter(t, end))
 			return b
 		}, outcome{recycledLive, false, -1, nil}},
 		{"the inside of a stale frame right after the data", func(b []byte) []byte {
-			copy(b[end:], b[end+markerLen+37:end+markerLen+37+markerLen])
+			copy(b[end:], b[end+37:end+37+frameHeaderLen])
+			return b
+		}, outcome{recycledLive, false, -1, nil}},
+		{"zeros right after the data", func(b []byte) []byte {
+			clear(b[end : end+frameHeaderLen])
 			return b
 		}, outcome{recycledLive, false, -1, nil}},
 		{"truncated at the end of the data", func(b []byte) []byte { return b[:end] },
@@ -182,8 +186,8 @@ func TestRecycledTail(t *testing.T) {
 			copy(b[c.offs[20]:], c.staleFrameAfter(t, end+400))
 			return b
 		}, outcome{20, false, c.offs[20], ErrBadRecord}},
-		{"end frame in the middle, live frames after", func(b []byte) []byte {
-			copy(b[c.offs[20]:], appendMarker(nil, fileTS(t, c.newest)))
+		{"zeros in the middle, live frames after", func(b []byte) []byte {
+			clear(b[c.offs[20]:c.offs[21]])
 			return b
 		}, outcome{20, false, c.offs[20], ErrBadRecord}},
 	}

@@ -330,8 +330,6 @@ func scanFile(path string, data []byte, pos *Position, fn func(*Record) error) (
 			continue
 		case frameEnd:
 			ferr = fmt.Errorf("%w: zero frame header before written data", ErrBadRecord)
-		case frameMarker:
-			ferr = fmt.Errorf("%w: end frame before written data", ErrBadRecord)
 		case frameShort:
 			// The frame claims more bytes than the file has. That is what
 			// a crash leaves in the middle of a record, and also what a
@@ -357,10 +355,7 @@ func scanFile(path string, data []byte, pos *Position, fn func(*Record) error) (
 			return rep, &CorruptionError{File: path, Offset: int64(off),
 				Err: fmt.Errorf("%w, and frames of this file follow beyond the last flush", ferr)}
 		}
-		switch {
-		case fst == frameEnd && allZero(rest):
-			return rep, nil
-		case fst == frameMarker && allZero(rest[markerLen:]):
+		if fst == frameEnd && allZero(rest) {
 			return rep, nil
 		}
 		if tornTail(rest, int(h.MaxFlush), seq, ff) {
@@ -379,29 +374,22 @@ func scanFile(path string, data []byte, pos *Position, fn func(*Record) error) (
 // bytes where no live frame (a frame with a good checksum and the file's
 // log number) starts; zeros are dead too. It reports:
 //
-//   - end: the data ends cleanly here. The frame is an end frame, or no
-//     frame of this file at all (its log number field differs: zeros, a
-//     stale frame, or the inside of one), and everything after it is dead.
+//   - end: the data ends cleanly here. The frame is no frame of this file
+//     at all (its log number field differs: zeros, a stale frame, or the
+//     inside of one), and everything after it is dead.
 //   - torn (window >= 0): what a crash leaves. Everything from window on
-//     is dead; window is maxFlush, or the frame's claimed length plus an
-//     end frame when that is larger and no live frame starts inside it.
+//     is dead; window is maxFlush, or the frame's claimed length when
+//     that is larger and no live frame starts inside it.
 //   - corruption (window < 0): a live frame starts past the window, so
 //     the damage has data of this file after the last flush.
 func recycledTail(rest []byte, fst frameState, maxFlush int, ff frameFmt) (end bool, window int) {
 	ours := len(rest) >= ff.hdr && binary.LittleEndian.Uint64(rest[8:]) == ff.logNum
-	switch {
-	case fst == frameMarker:
-		if !liveFrameIn(rest, markerLen, len(rest), ff) {
-			return true, 0
-		}
-	case !ours:
-		if !liveFrameIn(rest, 0, len(rest), ff) {
-			return true, 0
-		}
+	if !ours && !liveFrameIn(rest, 0, len(rest), ff) {
+		return true, 0
 	}
 	window = maxFlush
-	if n := frameLen(rest, ff.hdr); n+markerLen > window && !liveFrameIn(rest, 1, min(n, len(rest)), ff) {
-		window = n + markerLen
+	if n := frameLen(rest, ff.hdr); n > window && !liveFrameIn(rest, 1, min(n, len(rest)), ff) {
+		window = n
 	}
 	if window >= len(rest) || !liveFrameIn(rest, window, len(rest), ff) {
 		return false, window
@@ -409,8 +397,8 @@ func recycledTail(rest []byte, fst frameState, maxFlush int, ff frameFmt) (end b
 	return false, -1
 }
 
-// liveFrameIn reports whether a live frame of ff (a record or end frame
-// with a good checksum and ff's log number) starts in b at an offset in
+// liveFrameIn reports whether a live frame of ff (a record with a good
+// checksum and ff's log number) starts in b at an offset in
 // [from, to). It looks for the log number's 8 bytes and checksums only
 // there; after checksumming a few times len(b) it gives up and says yes,
 // so crafted data costs linear time and makes replay refuse, never drop.
@@ -430,7 +418,7 @@ func liveFrameIn(b []byte, from, to int, ff frameFmt) bool {
 		if budget -= frameLen(b[q:], ff.hdr); budget < 0 {
 			return true
 		}
-		if _, st, _ := readFrame(b[q:], ff); st == frameOK || st == frameMarker {
+		if _, st, _ := readFrame(b[q:], ff); st == frameOK {
 			return true
 		}
 		p = q + 1
@@ -442,8 +430,7 @@ func liveFrameIn(b []byte, from, to int, ff frameFmt) bool {
 // whole valid record (bad checksum or length, cut off by the end of the
 // file, or a zero header before data), is what a crash can leave: damage
 // confined to the last flush. That flush started at or before the frame
-// and wrote at most maxFlush bytes, or one larger record alone (and, in
-// version 2, its end frame). So every byte past the window must be zero,
+// and wrote at most maxFlush bytes, or one larger record alone. So every byte past the window must be zero,
 // where the window is maxFlush, or the frame's claimed length if that is
 // larger. A claimed length can itself be the damage, and would then
 // swallow the valid records after it: it widens the window only if no
@@ -452,12 +439,8 @@ func liveFrameIn(b []byte, from, to int, ff frameFmt) bool {
 // frame should hold.
 func tornTail(rest []byte, maxFlush int, seq uint64, ff frameFmt) bool {
 	window := maxFlush
-	trailer := 0
-	if ff.v2 {
-		trailer = markerLen
-	}
-	if n := frameLen(rest, ff.hdr); n+trailer > window && !laterRecord(rest[:min(n, len(rest))], seq, ff) {
-		window = n + trailer
+	if n := frameLen(rest, ff.hdr); n > window && !laterRecord(rest[:min(n, len(rest))], seq, ff) {
+		window = n
 	}
 	return len(rest) <= window || allZero(rest[window:])
 }
