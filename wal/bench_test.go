@@ -283,27 +283,35 @@ func benchDir(b *testing.B) string {
 }
 
 // BenchmarkRecycle compares durable appends with and without recycling of
-// retired files, side by side: 64 appenders, 1000-byte values, 4 MiB files
-// pre-zeroed in the background (so that files roll several times a
-// second; the zeroing per byte logged is the same as with 64 MiB files),
-// and a collector that, like the checkpoint's log GC, deletes every file
-// but the last two as the log rolls. With recycling the deleted files
-// become the next ones instead of new files being zeroed. Each iteration
-// count runs both, b.N appends each, in alternating order, so that one
-// result line holds a pair measured under the same load. It reports each
+// retired files, side by side: 64 appenders, 1000-byte values, files
+// pre-zeroed in the background, and a collector that, like the
+// checkpoint's log GC, deletes every file but the last two as the log
+// rolls. With recycling the deleted files become the next ones instead of
+// new files being zeroed. Two cases: "full", 4 MiB files that roll when
+// full (several times a second; the zeroing per byte logged is that of
+// 64 MiB files), and "rolled", 64 MiB files rolled every 2 MiB logged, as
+// checkpoints roll a tserver's log long before its file is full (each
+// roll then zeroes a whole new file). Each iteration count runs both
+// settings, b.N appends each, in alternating order, so that one result
+// line holds a pair measured under the same load. It reports each
 // one's rate and the CPU time of the whole process per append (getrusage
 // user+sys, and sys alone), which includes the background preparation.
 // Run:
 //
 //	go test -run '^$' -bench BenchmarkRecycle -benchtime 3s -count 3 ./wal/
 func BenchmarkRecycle(b *testing.B) {
+	b.Run("full", func(b *testing.B) { benchRecycle(b, 4<<20, 0) })
+	b.Run("rolled", func(b *testing.B) { benchRecycle(b, 64<<20, 2<<20) })
+}
+
+func benchRecycle(b *testing.B, fileSize int64, rollEvery uint64) {
 	type result struct {
 		perSec, cpu, sys float64
 		files, recycled  uint64
 	}
 	run := func(recycle int) result {
 		b.StartTimer() // runAppenders resets it and stops it at the end
-		opts := Options{Root: benchDir(b), Prefix: testPrefix, FileSize: 4 << 20, RecycleFiles: recycle}
+		opts := Options{Root: benchDir(b), Prefix: testPrefix, FileSize: fileSize, RecycleFiles: recycle}
 		l, err := Open(context.Background(), opts)
 		if err != nil {
 			b.Fatal(err)
@@ -314,11 +322,19 @@ func BenchmarkRecycle(b *testing.B) {
 		go func() {
 			defer close(gcDone)
 			positions := []Position{l.Position()}
+			var rolledAt uint64
 			for {
 				select {
 				case <-stop:
 					return
 				case <-time.After(2 * time.Millisecond):
+				}
+				if bytes := l.Stats().Bytes; rollEvery > 0 && bytes-rolledAt >= rollEvery {
+					rolledAt = bytes
+					if _, err := l.Roll(); err != nil {
+						b.Error(err)
+						return
+					}
 				}
 				if p := l.Position(); p != positions[len(positions)-1] {
 					positions = append(positions, p)
@@ -352,7 +368,7 @@ func BenchmarkRecycle(b *testing.B) {
 			sys: float64(s1-s0) / 1e3 / float64(b.N), files: st.Files, recycled: st.Recycled}
 	}
 	var off, on result
-	if benchRecycleTurn++; benchRecycleTurn%2 == 0 {
+	if benchRecycleTurn++; benchRecycleTurn%2 == 0 { // alternate which goes first
 		off, on = run(-1), run(DefaultRecycleFiles)
 	} else {
 		on, off = run(DefaultRecycleFiles), run(-1)

@@ -51,7 +51,7 @@
 // forms while that runs; there are no timers. Files are prepared in the
 // background and renamed to their final name when the flusher starts
 // them, so a flush never allocates blocks. A finished file is truncated to
-// its data in the background.
+// its data in the background, unless recycling is on (see below).
 //
 // # Recycling
 //
@@ -61,8 +61,10 @@
 // The preparer then makes the next file from one of them rather than
 // zero-filling a new one: it zeroes the first 4 KiB (the old header, so
 // that a crash before the new header is durable leaves a file that reads
-// as unused), tops the file up to FileSize if retire truncated it
-// (Options.Prealloc, for the missing part only) and syncs it. The flusher
+// as unused) and syncs it. With recycling on, finished files keep their
+// prepared size (they are not truncated to their data), so a file rolled
+// long before it was full is reused without zeroing; a kept file smaller
+// than FileSize (one created unprepared) grows as it is written. The flusher
 // renames it to the next file's name and writes a header with the
 // recycled flag; the records then overwrite the old ones in place, and
 // the old frames stay after the live data. When no kept file is there,

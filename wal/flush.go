@@ -172,14 +172,17 @@ func (l *Log) activate(ts int64, firstSeq uint64, prepared *preparedFile) error 
 	return nil
 }
 
-// retire truncates a finished file to its data (dropping the unused
-// pre-zeroed space and, in a recycled file, the stale frames after it),
-// syncs and closes it. Every batch of it is durable
+// retire closes a finished file; with truncate, it first truncates it to
+// its data (dropping the unused pre-zeroed space and, in a recycled file,
+// the stale frames after it) and syncs it. Every batch of it is durable
 // already; a crash in retire leaves a file that replays the same.
-func retire(s *segment) error {
-	err := s.f.Truncate(s.off)
-	if err == nil {
-		err = s.f.Sync()
+func retire(s *segment, truncate bool) error {
+	var err error
+	if truncate {
+		err = s.f.Truncate(s.off)
+		if err == nil {
+			err = s.f.Sync()
+		}
 	}
 	if cerr := s.f.Close(); err == nil {
 		err = cerr

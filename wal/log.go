@@ -541,7 +541,7 @@ func (l *Log) Close() error {
 	var err error
 	if l.seg != nil {
 		if l.flErr == nil {
-			err = retire(l.seg)
+			err = retire(l.seg, true)
 		} else {
 			l.seg.f.Close()
 		}

@@ -18,8 +18,7 @@ import (
 // preparer keeps the next log file ready in the background and retires
 // finished files, so that the flusher never waits for either. The next
 // file is a kept retired file when there is one (recycled: its first page
-// zeroed, topped up to the file size if it was truncated, synced), else a
-// new one (pre-zeroed or fallocated, synced).
+// zeroed, synced), else a new one (pre-zeroed or fallocated, synced).
 type preparer struct {
 	fs    vfs.FS
 	dir   string
@@ -114,20 +113,19 @@ func (p *preparer) fill(ctx context.Context, f vfs.File, from, to int64) error {
 }
 
 // recycle prepares the kept file at path for reuse: its first page
-// zeroed (the old header), the rest topped up to the file size if retire
-// truncated it, synced. Its old frames stay: the new header says the file
-// is recycled, and replay tells them by their log number.
+// zeroed (the old header), synced. Its old frames stay: the new header
+// says the file is recycled, and replay tells them by their log number.
+// It is not topped up: a kept file smaller than the file size (one that
+// was created unprepared and grew) grows again past its end as it is
+// written, and keeps that size for its next reuse, so sizes converge
+// instead of every reuse zeroing again.
 func (p *preparer) recycle(ctx context.Context, path string) (*preparedFile, error) {
 	f, err := p.fs.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return nil, fmt.Errorf("wal: open %s: %w", path, err)
 	}
-	st, err := f.Stat()
-	if err == nil {
+	if err = ctx.Err(); err == nil {
 		_, err = f.WriteAt(make([]byte, recycleZeroLen), 0)
-	}
-	if err == nil {
-		err = p.fill(ctx, f, max(st.Size(), recycleZeroLen), p.size)
 	}
 	if err == nil {
 		err = f.Datasync()
@@ -292,8 +290,15 @@ func (p *preparer) retire(s *segment) {
 	}
 }
 
+// retireLogged retires s. With recycling it keeps the file's full size:
+// a file rolled long before it was full (a checkpoint rolls the log) then
+// needs no zeroing when it is reused; the cost is that replay reads the
+// unused space of the files left.
 func (p *preparer) retireLogged(s *segment) {
-	if err := retire(s); err != nil {
+	p.mu.Lock()
+	truncate := p.keep == 0
+	p.mu.Unlock()
+	if err := retire(s, truncate); err != nil {
 		p.log.Warn("wal: retiring a finished file failed (it replays the same)", "err", err)
 	}
 }
