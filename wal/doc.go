@@ -17,8 +17,10 @@
 // (prefix, file timestamp); replaying from it reads that file and every
 // later file of the prefix. A file's timestamp is also its log number
 // (version 2): unique per prefix over the tserver's whole life, since
-// timestamps only grow, so a recycled file gets a new name and a new
-// number, larger than every number its earlier lives wrote.
+// timestamps only grow. A recycled file gets a new name and a new number,
+// larger than every number its earlier lives wrote: files are kept for
+// reuse only within one run (Open removes them), and every timestamp a
+// run hands out is larger than those of the files it found and made.
 //
 // # Invariants
 //
@@ -50,13 +52,15 @@
 // directory; then every appender of the batch is released. The next batch
 // forms while that runs; there are no timers. Files are prepared in the
 // background and renamed to their final name when the flusher starts
-// them, so a flush never allocates blocks. A finished file is truncated to
-// its data in the background, unless recycling is on (see below).
+// them, so a flush never allocates blocks (except in a file the preparer
+// had no time for, or a recycled one smaller than FileSize: those grow).
+// A finished file is truncated to its data in the background, unless
+// recycling is on (see below).
 //
 // # Recycling
 //
 // Like RocksDB's recycle_log_file_num: up to Options.RecycleFiles
-// (default 4) files that DeleteBefore retires are renamed to
+// (default 4; negative: no recycling) files that DeleteBefore retires are renamed to
 // recycle-<n>.tmp instead of being removed, and the directory synced.
 // The preparer then makes the next file from one of them rather than
 // zero-filling a new one: it zeroes the first 4 KiB (the old header, so
