@@ -541,3 +541,31 @@ func mustRead(t *testing.T, path string) []byte {
 	}
 	return b
 }
+
+// TestUnknownVersionAndFlags: a header of an unknown version, or with
+// flags this version does not know, is corruption at offset 0 (its
+// checksum matching), never read with the wrong rules.
+func TestUnknownVersionAndFlags(t *testing.T) {
+	root := t.TempDir()
+	path, data, _ := writeTestFile(t, root, 5, 60)
+	_, size, _, _ := decodeHeader(data)
+	for _, tc := range []struct {
+		name  string
+		patch func(b []byte)
+	}{
+		{"version 3", func(b []byte) { binary.LittleEndian.PutUint16(b[8:], 3) }},
+		{"unknown flag", func(b []byte) { binary.LittleEndian.PutUint32(b[32:], 2) }},
+	} {
+		b := bytes.Clone(data)
+		tc.patch(b)
+		binary.LittleEndian.PutUint32(b[size-4:], crc32.Checksum(b[:size-4], castagnoli))
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := ReplayFile(vfs.Default, path, nil)
+		var ce *CorruptionError
+		if !errors.As(err, &ce) || !errors.Is(err, ErrBadHeader) || ce.Offset != 0 {
+			t.Fatalf("%s: %v, want a bad header at offset 0", tc.name, err)
+		}
+	}
+}
