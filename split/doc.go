@@ -8,7 +8,7 @@
 //	<root>/splitlog/<child-id>.log   one per child, created at step 4
 //
 // A split log is a single-file log in the WAL's format (wal.CreateSingle,
-// format version 1, see package wal): file header with the child id as
+// format version 2, see package wal): file header with the child id as
 // prefix, then records `seq, timestamp, tablet id (the child's), row
 // mutation`, length-prefixed and CRC-32C checksummed. The children's
 // metadata names it (TabletMeta.split_logs, relative to the root); a

@@ -26,7 +26,11 @@ import (
 const (
 	crashChildEnv = "BIGHIVE_WAL_CRASH_ROOT"
 	crashRoundEnv = "BIGHIVE_WAL_CRASH_ROUND"
-	crashWriters  = 16
+	// crashRecycleEnv makes the child collect its log as a tserver does
+	// (DeleteBefore after each roll, keeping the last files), so that it
+	// writes into recycled files; it prints "recycling" once it does.
+	crashRecycleEnv = "BIGHIVE_WAL_CRASH_RECYCLE"
+	crashWriters    = 16
 )
 
 func crashOptions(root string) Options {
@@ -34,16 +38,24 @@ func crashOptions(root string) Options {
 }
 
 // crashMutation is the record (round, writer, j) appends; its row names it,
-// so a replayed record can be checked against what was appended.
-func crashMutation(round, w, j int) (string, *mutation.RowMutation) {
+// so a replayed record can be checked against what was appended. uniform
+// records all have frames of one size, so that the frames of a recycled
+// file line up with those of its previous life: its data then ends right
+// before a whole stale frame with a good checksum.
+func crashMutation(round, w, j int, uniform bool) (string, *mutation.RowMutation) {
 	r := rand.New(rand.NewPCG(uint64(round)<<32|uint64(w), uint64(j)))
 	v := make([]byte, 1+r.IntN(1500))
+	row := fmt.Appendf(nil, "r%d-w%d-j%d", round, w, j)
+	if uniform {
+		v = make([]byte, 1000)
+		row = fmt.Appendf(nil, "r%d-w%02d-j%09d", round, w, j)
+	}
 	for i := range v {
 		v[i] = byte(r.Uint32())
 	}
 	return fmt.Sprintf("tablet-%d", w%4), &mutation.RowMutation{
-		Row: fmt.Appendf(nil, "r%d-w%d-j%d", round, w, j),
-		Ops: []mutation.Op{{Kind: mutation.SetCell, Family: "f", Qualifier: []byte("q"), Timestamp: int64(j), Value: v}},
+		Row: row,
+		Ops: []mutation.Op{{Kind: mutation.SetCell, Family: "f", Qualifier: []byte("q"), Timestamp: 1 << 40, Value: v}},
 	}
 }
 
@@ -59,11 +71,12 @@ func TestCrashChild(t *testing.T) {
 		os.Exit(3)
 	}
 	fmt.Println("ready")
+	recycle := os.Getenv(crashRecycleEnv) != ""
 	var out sync.Mutex
 	for w := 0; w < crashWriters; w++ {
 		go func() {
 			for j := 0; ; j++ {
-				tablet, m := crashMutation(round, w, j)
+				tablet, m := crashMutation(round, w, j, recycle)
 				seq, err := l.Append(context.Background(), tablet, m)
 				if err != nil {
 					fmt.Printf("append-error %v\n", err)
@@ -76,10 +89,29 @@ func TestCrashChild(t *testing.T) {
 		}()
 	}
 	go func() {
+		var positions []Position
+		said := false
 		for {
 			time.Sleep(15 * time.Millisecond)
-			if _, err := l.Roll(); err != nil {
+			p, err := l.Roll()
+			if err != nil {
 				os.Exit(5)
+			}
+			if !recycle {
+				continue
+			}
+			positions = append(positions, p)
+			if len(positions) > 3 {
+				if _, err := l.DeleteBefore(positions[len(positions)-3]); err != nil {
+					fmt.Printf("gc-error %v\n", err)
+					os.Exit(7)
+				}
+			}
+			if !said && l.Stats().Recycled > 0 {
+				said = true
+				out.Lock()
+				fmt.Println("recycling")
+				out.Unlock()
 			}
 		}
 	}()
@@ -89,7 +121,15 @@ func TestCrashChild(t *testing.T) {
 
 type crashAck struct{ round, w, j int }
 
-func TestCrashSIGKILL(t *testing.T) {
+func TestCrashSIGKILL(t *testing.T) { crashRounds(t, false) }
+
+// TestCrashSIGKILLRecycled kills the child while it writes into recycled
+// files (their bytes past the data are the previous life's frames):
+// replay still sees exactly the records appended, every acknowledged one
+// of the files not collected, and no stale record.
+func TestCrashSIGKILLRecycled(t *testing.T) { crashRounds(t, true) }
+
+func crashRounds(t *testing.T, recycle bool) {
 	if testing.Short() {
 		t.Skip("spawns child processes")
 	}
@@ -106,9 +146,14 @@ func TestCrashSIGKILL(t *testing.T) {
 	root := t.TempDir()
 	acked := map[uint64]crashAck{}
 	const rounds = 4
+	killedInRecycled := 0
 	for round := 0; round < rounds; round++ {
+		sawRecycling := false
 		cmd := exec.Command(exe, "-test.run=^TestCrashChild$", "-test.count=1")
 		cmd.Env = append(os.Environ(), crashChildEnv+"="+root, crashRoundEnv+"="+strconv.Itoa(round))
+		if recycle {
+			cmd.Env = append(cmd.Env, crashRecycleEnv+"=1")
+		}
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -132,7 +177,8 @@ func TestCrashSIGKILL(t *testing.T) {
 		n := 0
 		for line := range lines {
 			switch {
-			case line == "ready":
+			case line == "ready" && !recycle, line == "recycling":
+				sawRecycling = line == "recycling"
 				kill = time.After(delay)
 			case strings.HasPrefix(line, "ack "):
 				var seq uint64
@@ -145,7 +191,7 @@ func TestCrashSIGKILL(t *testing.T) {
 				}
 				acked[seq] = a
 				n++
-			case strings.HasPrefix(line, "open-error") || strings.HasPrefix(line, "append-error"):
+			case strings.HasPrefix(line, "open-error") || strings.HasPrefix(line, "append-error") || strings.HasPrefix(line, "gc-error"):
 				t.Fatalf("round %d: child: %s", round, line)
 			}
 			if kill != nil {
@@ -163,24 +209,69 @@ func TestCrashSIGKILL(t *testing.T) {
 			t.Fatalf("round %d: child ended without SIGKILL: %v\n%s", round, err, stderr.String())
 		}
 		t.Logf("round %d: killed after %v, %d acks", round, delay, n)
-		checkCrashLog(t, root, acked, round)
+		if recycle {
+			if !sawRecycling {
+				t.Fatalf("round %d: the child never wrote into a recycled file", round)
+			}
+			if newestRecycled(t, root) {
+				killedInRecycled++
+			}
+		}
+		checkCrashLog(t, root, acked, round, recycle)
+	}
+	if recycle {
+		t.Logf("%d of %d rounds killed while the newest file was a recycled one", killedInRecycled, rounds)
+		if killedInRecycled == 0 {
+			t.Fatal("no round was killed while writing a recycled file")
+		}
 	}
 	// A last clean Open repairs the torn tail, and nothing is lost.
 	l := openLog(t, crashOptions(root))
 	closeLog(t, l)
-	_, rep := checkCrashLog(t, root, acked, rounds)
+	_, rep := checkCrashLog(t, root, acked, rounds, recycle)
 	if rep.Torn() {
 		t.Fatalf("torn tail after repair: %+v", rep)
 	}
 }
 
-// checkCrashLog replays the whole log: sequence numbers run on from 1,
-// every record is one that was appended, byte-identical, and every
-// acknowledged one is there.
-func checkCrashLog(t *testing.T, root string, acked map[uint64]crashAck, round int) (int, ReplayReport) {
+// newestRecycled reports whether the newest log file with a header is a
+// recycled one.
+func newestRecycled(t *testing.T, root string) bool {
+	t.Helper()
+	files, err := Files(vfs.Default, root, testPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := len(files) - 1; i >= 0; i-- {
+		h, _, st, _ := decodeHeader(mustRead(t, FilePath(root, files[i])))
+		if st == headerOK {
+			return h.Flags&flagRecycled != 0
+		}
+	}
+	return false
+}
+
+// checkCrashLog replays the whole log: sequence numbers run on from the
+// first file's (1 unless files were collected), every record is one that
+// was appended, byte-identical and once, and every acknowledged one of
+// the files left is there.
+func checkCrashLog(t *testing.T, root string, acked map[uint64]crashAck, round int, recycled bool) (int, ReplayReport) {
 	t.Helper()
 	var n int
-	var next uint64 = 1
+	var first, next uint64
+	files, err := Files(vfs.Default, root, testPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range files {
+		h, _, st, _ := decodeHeader(mustRead(t, FilePath(root, p)))
+		if st == headerOK {
+			first = h.FirstSeq
+			break
+		}
+	}
+	next = first
+	seen := map[crashAck]uint64{}
 	rep, err := Replay(context.Background(), vfs.Default, root, Position{Prefix: testPrefix}, func(r *Record) error {
 		if r.Seq != next {
 			return fmt.Errorf("seq %d, want %d", r.Seq, next)
@@ -190,7 +281,11 @@ func checkCrashLog(t *testing.T, root string, acked map[uint64]crashAck, round i
 		if _, err := fmt.Sscanf(string(r.Mutation.Row), "r%d-w%d-j%d", &a.round, &a.w, &a.j); err != nil {
 			return fmt.Errorf("seq %d: row %q was never appended", r.Seq, r.Mutation.Row)
 		}
-		tablet, m := crashMutation(a.round, a.w, a.j)
+		if s, dup := seen[a]; dup {
+			return fmt.Errorf("seq %d: %v replayed again (first at seq %d)", r.Seq, a, s)
+		}
+		seen[a] = r.Seq
+		tablet, m := crashMutation(a.round, a.w, a.j, recycled)
 		if r.TabletID != tablet || !bytes.Equal(r.Mutation.Append(nil), m.Append(nil)) {
 			return fmt.Errorf("seq %d: record differs from what was appended", r.Seq)
 		}
@@ -203,8 +298,11 @@ func checkCrashLog(t *testing.T, root string, acked map[uint64]crashAck, round i
 	if err != nil {
 		t.Fatalf("after round %d: replay: %v", round, err)
 	}
+	if first > 1 && !recycled {
+		t.Fatalf("after round %d: the log starts at seq %d, but nothing was collected", round, first)
+	}
 	for seq := range acked {
-		if seq >= next {
+		if seq >= next && seq >= first {
 			t.Fatalf("after round %d: acknowledged seq %d lost (log ends at %d)", round, seq, next-1)
 		}
 	}

@@ -26,7 +26,7 @@ func (l *Log) flushLoop() {
 			<-l.kick
 			continue
 		}
-		var prepared vfs.File
+		var prepared *preparedFile
 		if b.newFileTS != 0 {
 			prepared = l.prep.take()
 		}
@@ -72,12 +72,17 @@ func (l *Log) takeLocked() *batch {
 // writeBatch writes b (starting its new file first, if it names one) with
 // one write and one fdatasync, then completes it. prepared is a prepared
 // file for a new file, or nil.
-func (l *Log) writeBatch(b *batch, prepared vfs.File) {
+func (l *Log) writeBatch(b *batch, prepared *preparedFile) {
 	err := l.flErr
 	if err == nil && b.newFileTS != 0 {
 		err = l.activate(b.newFileTS, b.firstSeq, prepared)
 	} else if prepared != nil {
 		l.prep.discard(prepared)
+	}
+	if err == nil && b.records > 0 && b.logNum != l.seg.ts {
+		// Cannot happen: records carry the log number of the file that
+		// was current when they were sealed.
+		err = fmt.Errorf("wal: batch of log number %d for file %s", b.logNum, l.seg.path)
 	}
 	var wrote int
 	if err == nil {
@@ -129,19 +134,26 @@ func (l *Log) writeBatch(b *batch, prepared vfs.File) {
 }
 
 // activate retires the current file and makes the file of ts current: the
-// prepared file renamed to its name, or a new empty file. The header and
-// the directory entry become durable with the next batch.
-func (l *Log) activate(ts int64, firstSeq uint64, prepared vfs.File) error {
+// prepared file (new or recycled) renamed to its name, or a new empty
+// file. The header and the directory entry become durable with the next
+// batch.
+func (l *Log) activate(ts int64, firstSeq uint64, prepared *preparedFile) error {
 	if old := l.seg; old != nil {
 		l.seg = nil
 		l.prep.retire(old)
 	}
 	name := FormatFileName(ts)
 	path := filepath.Join(l.dir, name)
-	f := prepared
-	if f != nil {
+	var f vfs.File
+	var flags uint32
+	if prepared != nil {
+		f = prepared.f
+		if prepared.recycled {
+			flags = flagRecycled
+		}
 		if err := l.fs.Rename(f.Name(), path); err != nil {
 			f.Close()
+			l.fs.Remove(f.Name())
 			return fmt.Errorf("wal: rename prepared file to %s: %w", path, err)
 		}
 	} else {
@@ -150,23 +162,27 @@ func (l *Log) activate(ts int64, firstSeq uint64, prepared vfs.File) error {
 			return fmt.Errorf("wal: create %s: %w", path, err)
 		}
 	}
-	h := fileHeader{Prefix: l.opts.Prefix, FileTS: ts, FirstSeq: firstSeq,
+	h := fileHeader{Prefix: l.opts.Prefix, FileTS: ts, FirstSeq: firstSeq, Flags: flags,
 		MaxFlush: uint32(l.opts.MaxBatchBytes) + uint32(l.headerSize)}
 	l.seg = &segment{f: f, path: path, ts: ts, header: h.appendTo(nil), dirSync: true}
 	l.mu.Lock()
 	l.activeTS = ts
 	l.mu.Unlock()
-	l.stats.file()
+	l.stats.file(flags&flagRecycled != 0)
 	return nil
 }
 
-// retire truncates a finished file to its data (dropping the unused
-// pre-zeroed space), syncs and closes it. Every batch of it is durable
+// retire closes a finished file; with truncate, it first truncates it to
+// its data (dropping the unused pre-zeroed space and, in a recycled file,
+// the stale frames after it) and syncs it. Every batch of it is durable
 // already; a crash in retire leaves a file that replays the same.
-func retire(s *segment) error {
-	err := s.f.Truncate(s.off)
-	if err == nil {
-		err = s.f.Sync()
+func retire(s *segment, truncate bool) error {
+	var err error
+	if truncate {
+		err = s.f.Truncate(s.off)
+		if err == nil {
+			err = s.f.Sync()
+		}
 	}
 	if cerr := s.f.Close(); err == nil {
 		err = cerr

@@ -43,6 +43,11 @@ func DeleteBefore(fsys vfs.FS, root string, pos Position) ([]Position, error) {
 // position just returned by Roll may name a file not started yet). It
 // refuses a position of another prefix or one later than Position(). A
 // live tserver deletes its own files only through this method.
+//
+// With recycling (Options.RecycleFiles), up to that many of the files are
+// not removed but renamed to temporary names and kept, to become later
+// log files: they leave the log (Files and replay no longer see them) as
+// deleted files do, and are returned with them.
 func (l *Log) DeleteBefore(pos Position) ([]Position, error) {
 	l.mu.Lock()
 	cur, active := l.pos, l.activeTS
@@ -51,5 +56,54 @@ func (l *Log) DeleteBefore(pos Position) ([]Position, error) {
 		return nil, fmt.Errorf("%w: %s is not at or before the log's position %s", ErrBadPosition, pos, cur)
 	}
 	pos.FileTS = min(pos.FileTS, active)
-	return DeleteBefore(l.fs, l.opts.Root, pos)
+	room := l.prep.room()
+	if room <= 0 {
+		return DeleteBefore(l.fs, l.opts.Root, pos)
+	}
+	files, err := Files(l.fs, l.opts.Root, pos.Prefix)
+	if err != nil {
+		return nil, err
+	}
+	var deleted []Position
+	var kept []string
+	var ferr error
+	for _, p := range files {
+		if p.FileTS >= pos.FileTS {
+			break
+		}
+		path := FilePath(l.opts.Root, p)
+		if len(kept) < room {
+			tmp := l.prep.tempPath(recyclePrefix)
+			err := l.fs.Rename(path, tmp)
+			if err == nil {
+				kept = append(kept, tmp)
+				deleted = append(deleted, p)
+				continue
+			}
+			if errors.Is(err, fs.ErrNotExist) {
+				deleted = append(deleted, p)
+				continue
+			}
+			l.log.Warn("wal: keeping a retired file for reuse failed; removing it", "file", path, "err", err)
+		}
+		if err := l.fs.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			ferr = fmt.Errorf("wal: delete %s: %w", path, err)
+			break
+		}
+		deleted = append(deleted, p)
+	}
+	if len(deleted) > 0 {
+		if err := l.fs.SyncDir(l.dir); err != nil && ferr == nil {
+			ferr = fmt.Errorf("wal: sync dir %s: %w", l.dir, err)
+		}
+	}
+	if ferr != nil {
+		// The renames may not be durable: do not reuse those files.
+		for _, tmp := range kept {
+			l.fs.Remove(tmp)
+		}
+		return deleted, ferr
+	}
+	l.prep.keepFiles(kept)
+	return deleted, nil
 }

@@ -46,14 +46,27 @@ type Options struct {
 	// FileSize is the size each file is prepared to; a file that would grow
 	// past it rolls to the next. Default 64 MiB.
 	FileSize int64
-	// Prealloc is how the next file is prepared. Default PreallocZero.
+	// Prealloc is how the next file is prepared when no retired file is
+	// there to recycle. Default PreallocZero.
 	Prealloc Prealloc
+	// RecycleFiles is how many retired log files (those DeleteBefore
+	// removes from the log) are kept, under a temporary name, to become
+	// later files instead of preparing new ones: a recycled file is
+	// renamed to the next file's name and overwritten in place, so
+	// neither zeroing nor block allocation is paid again. 0 means
+	// DefaultRecycleFiles; a negative value disables recycling. Kept files
+	// do not survive a restart (Open removes them).
+	RecycleFiles int
 	// Clock gives record and file timestamps; default time.Now.
 	Clock func() time.Time
 	// Logger receives start-up repairs and background errors; default
 	// slog.Default().
 	Logger *slog.Logger
 }
+
+// DefaultRecycleFiles is the number of retired files kept for reuse
+// when Options.RecycleFiles is 0.
+const DefaultRecycleFiles = 4
 
 const (
 	defaultMaxBatchBytes = 1 << 20
@@ -105,6 +118,7 @@ type batch struct {
 	records   int
 	firstSeq  uint64 // seq of the first record, or of the next record when empty
 	newFileTS int64  // when non-zero, start the file of this timestamp before writing
+	logNum    int64  // the log number the records carry (set with the first record)
 	done      chan struct{}
 	err       error // set before done is closed
 }
@@ -142,6 +156,9 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 	}
 	if opts.Clock == nil {
 		opts.Clock = time.Now
+	}
+	if opts.RecycleFiles == 0 {
+		opts.RecycleFiles = DefaultRecycleFiles
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -183,12 +200,12 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 	}
 	l.nextSeq = lastSeq + 1
 	l.lastTS = lastTS
-	l.prep = newPreparer(l.fs, l.dir, opts.FileSize, opts.Prealloc, l.log)
+	l.prep = newPreparer(l.fs, l.dir, opts.FileSize, opts.Prealloc, max(opts.RecycleFiles, 0), l.log)
 
 	// The first file: prepared and activated before Open returns.
 	first := l.newBatch()
 	first.newFileTS = l.allocTS()
-	var prepared vfs.File
+	var prepared *preparedFile
 	if opts.Prealloc != PreallocNone {
 		if prepared, err = l.prep.prepare(ctx); err != nil {
 			return nil, err
@@ -232,7 +249,17 @@ func (l *Log) recover(ctx context.Context) (lastSeq uint64, lastTS int64, err er
 			return 0, 0, err
 		}
 		if rep.Unused {
-			continue // no record was ever durable in it
+			// No record was ever durable in it. A recycled file whose
+			// first flush a crash cut off holds a zeroed header and its
+			// previous life's frames: drop those, so that the file reads
+			// as unused and clean from now on.
+			if rep.Torn {
+				if err := l.truncate(path, 0); err != nil {
+					return 0, 0, err
+				}
+				l.log.Warn("wal: emptied a file whose header never became durable", "file", path, "bytes", rep.Size)
+			}
+			continue
 		}
 		if rep.Size > rep.End {
 			if err := l.truncate(path, rep.End); err != nil {
@@ -251,14 +278,16 @@ func (l *Log) recover(ctx context.Context) (lastSeq uint64, lastTS int64, err er
 	return 0, lastTS, nil
 }
 
-// removeTemps removes prepared files an earlier run left behind.
+// removeTemps removes prepared and kept (recyclable) files an earlier
+// run left behind.
 func (l *Log) removeTemps() error {
 	ents, err := l.fs.ReadDir(l.dir)
 	if err != nil {
 		return fmt.Errorf("wal: list %s: %w", l.dir, err)
 	}
 	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), preparedPrefix) && strings.HasSuffix(e.Name(), vfs.TempSuffix) {
+		if (strings.HasPrefix(e.Name(), preparedPrefix) || strings.HasPrefix(e.Name(), recyclePrefix)) &&
+			strings.HasSuffix(e.Name(), vfs.TempSuffix) {
 			if err := l.fs.Remove(filepath.Join(l.dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return fmt.Errorf("wal: remove %s: %w", e.Name(), err)
 			}
@@ -314,7 +343,7 @@ func (l *Log) Append(ctx context.Context, tabletID string, m *mutation.RowMutati
 	}
 	ts := l.opts.Clock().UnixMicro()
 	sp := scratch.Get().(*[]byte)
-	frame, partial := encodeFrame((*sp)[:0], ts, tabletID, m)
+	frame, partial := encodeFrame((*sp)[:0], frameHeaderLen, ts, tabletID, m)
 	size = len(frame) + 8
 	defer func() {
 		if cap(frame) <= maxScratch {
@@ -360,7 +389,12 @@ func (l *Log) Append(ctx context.Context, tabletID string, m *mutation.RowMutati
 	}
 	seq := l.nextSeq
 	l.nextSeq++
-	b.buf = sealFrame(b.buf, frame, partial, seq)
+	// l.pos names the file the open batch goes to: its log number is
+	// what the frame carries.
+	b.buf = sealFrame(b.buf, frame, partial, seq, framesV2(l.pos.FileTS))
+	if b.records == 0 {
+		b.logNum = l.pos.FileTS
+	}
 	l.fileBytes += int64(size)
 	b.records++
 	kick := b.records == 1
@@ -507,7 +541,7 @@ func (l *Log) Close() error {
 	var err error
 	if l.seg != nil {
 		if l.flErr == nil {
-			err = retire(l.seg)
+			err = retire(l.seg, true)
 		} else {
 			l.seg.f.Close()
 		}

@@ -214,11 +214,19 @@ func TestRollTwiceWithoutAppendReturnsSamePosition(t *testing.T) {
 	}
 }
 
+// TestFileFullRolls: a full file rolls to the next. Finished files are
+// truncated to their data, except with recycling, where a finished file
+// keeps its prepared size (so that reusing it needs no zeroing) and only
+// the last one is truncated, by Close.
 func TestFileFullRolls(t *testing.T) {
-	for _, mode := range []Prealloc{PreallocZero, PreallocFallocate, PreallocNone} {
+	for _, tc := range []struct {
+		mode    Prealloc
+		recycle int
+	}{{PreallocZero, -1}, {PreallocFallocate, -1}, {PreallocNone, -1}, {PreallocZero, 0}, {PreallocNone, 0}} {
+		mode := tc.mode
 		root := t.TempDir()
 		opts := testOptions(root)
-		opts.Prealloc = mode
+		opts.Prealloc, opts.RecycleFiles = mode, tc.recycle
 		opts.FileSize = 32 << 10
 		l := openLog(t, opts)
 		appendN(t, l, 0, 100, 1000) // ~100 KiB: at least 3 files
@@ -227,10 +235,19 @@ func TestFileFullRolls(t *testing.T) {
 		if len(recs) != 100 || len(rep.Files) < 3 {
 			t.Fatalf("mode %d: %d records in %d files", mode, len(recs), len(rep.Files))
 		}
-		for _, f := range rep.Files {
-			if f.Size != f.End || f.Size > opts.FileSize {
-				t.Fatalf("mode %d: file %s size %d end %d", mode, f.Path, f.Size, f.End)
+		for i, f := range rep.Files {
+			want := f.End
+			if tc.recycle == 0 && mode != PreallocNone && i < len(rep.Files)-1 {
+				want = opts.FileSize
 			}
+			// A file the preparer had no time for is created empty and grows.
+			if f.Size != want && f.Size != f.End || f.Size > opts.FileSize || f.Torn {
+				t.Fatalf("mode %d, recycle %d: file %s size %d end %d torn %v, want size %d", mode, tc.recycle, f.Path, f.Size, f.End, f.Torn, want)
+			}
+		}
+		// Open prepares the first file itself: it keeps its size.
+		if f := rep.Files[0]; tc.recycle == 0 && mode != PreallocNone && f.Size != opts.FileSize {
+			t.Fatalf("mode %d, recycle %d: first file size %d, want %d", mode, tc.recycle, f.Size, opts.FileSize)
 		}
 		for k := range recs {
 			checkRecord(t, &recs[k], k, 1000)

@@ -31,6 +31,9 @@ const (
 	// Prepared files are named prepared-<n>.tmp until the flusher renames
 	// them; Open removes leftovers.
 	preparedPrefix = "prepared-"
+	// Retired files kept for recycling are named recycle-<n>.tmp while
+	// they wait; Open removes leftovers.
+	recyclePrefix = "recycle-"
 )
 
 // FormatPrefix turns a tserver address (host:port) into a file-name-safe

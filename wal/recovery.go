@@ -33,7 +33,7 @@ import (
 // version):
 //
 //	header:  magic "BHIVEREC" | version u16 = 1 | plen u16 | from i64 | until i64 | prefix | crc u32
-//	records: frames exactly as in a log file (length u32 | crc u32 | payload),
+//	records: frames as in a version-1 log file (length u32 | crc u32 | payload),
 //	         sequence numbers strictly increasing (not contiguous)
 //	footer:  8 zero bytes | record count u64 | crc u32 (of the 16 bytes before it)
 //
@@ -169,7 +169,7 @@ func EncodeRecoveryFile(r SplitRange, recs []*Record) ([]byte, error) {
 			return nil, fmt.Errorf("%w: recovery records out of order: seq %d after %d", ErrBadRecord, rec.Seq, last)
 		}
 		last = rec.Seq
-		buf = appendRecord(buf, rec.Seq, rec.Timestamp, rec.TabletID, &rec.Mutation)
+		buf = appendRecord(buf, framesV1, rec.Seq, rec.Timestamp, rec.TabletID, &rec.Mutation)
 	}
 	foot := make([]byte, 16, recoveryFooterLen)
 	binary.LittleEndian.PutUint64(foot[8:], uint64(len(recs)))
@@ -293,7 +293,7 @@ func scanRecoveryFile(path string, data []byte, fn func(*Record) error) error {
 	var count uint64
 	var last uint64
 	for {
-		payload, st, err := readFrame(data[off:])
+		payload, st, err := readFrame(data[off:], framesV1)
 		switch st {
 		case frameOK:
 			rec := Record{File: pos, Offset: int64(off)}
@@ -308,7 +308,7 @@ func scanRecoveryFile(path string, data []byte, fn func(*Record) error) error {
 			if err := fn(&rec); err != nil {
 				return err
 			}
-			off += frameHeaderLen + len(payload)
+			off += frameHeaderLenV1 + len(payload)
 			continue
 		case frameEnd:
 			if len(data)-off != recoveryFooterLen {

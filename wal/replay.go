@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -222,7 +223,7 @@ func readHead(fsys vfs.FS, path string) ([]byte, error) {
 		return nil, fmt.Errorf("wal: read %s: %w", path, err)
 	}
 	defer f.Close()
-	b := make([]byte, headerFixedLen+maxPrefixLen+4)
+	b := make([]byte, max(headerFixedLen, headerFixedLenV1)+maxPrefixLen+4)
 	n, err := f.ReadAt(b, 0)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("wal: read %s: %w", path, err)
@@ -299,12 +300,13 @@ func scanFile(path string, data []byte, pos *Position, fn func(*Record) error) (
 			Err: fmt.Errorf("%w: header names %s/%d, file is %s", ErrBadHeader, h.Prefix, h.FileTS, pos)}
 	}
 	filePos := Position{Prefix: h.Prefix, FileTS: h.FileTS}
+	ff := h.frames()
 	rep.FirstSeq = h.FirstSeq
 	rep.End = int64(off)
 	seq := h.FirstSeq
 	var rec Record
 	for {
-		payload, fst, ferr := readFrame(data[off:])
+		payload, fst, ferr := readFrame(data[off:], ff)
 		switch fst {
 		case frameOK:
 			rec = Record{File: filePos, Offset: int64(off)}
@@ -321,15 +323,12 @@ func scanFile(path string, data []byte, pos *Position, fn func(*Record) error) (
 				}
 			}
 			seq++
-			off += frameHeaderLen + len(payload)
+			off += ff.hdr + len(payload)
 			rep.Records++
 			rep.LastSeq = rec.Seq
 			rep.End = int64(off)
 			continue
 		case frameEnd:
-			if allZero(data[off:]) {
-				return rep, nil
-			}
 			ferr = fmt.Errorf("%w: zero frame header before written data", ErrBadRecord)
 		case frameShort:
 			// The frame claims more bytes than the file has. That is what
@@ -337,64 +336,140 @@ func scanFile(path string, data []byte, pos *Position, fn func(*Record) error) (
 			// damaged length field looks like: the window rule below
 			// tells them apart.
 			ferr = fmt.Errorf("%w: a frame of %d bytes runs past the end of the file (%d bytes)", ErrBadRecord,
-				frameLen(data[off:]), len(data))
-		}
-		rest := data[off:]
-		if tornTail(rest, int(h.MaxFlush), seq) {
-			rep.Torn = true
-			rep.TornBytes = int64(lastNonZero(rest))
-			return rep, nil
+				frameLen(data[off:], ff.hdr), len(data))
 		}
 		if ferr == nil {
 			ferr = errors.New("wal: bad frame")
 		}
+		rest := data[off:]
+		if h.Flags&flagRecycled != 0 {
+			end, window := recycledTail(rest, fst, int(h.MaxFlush), ff)
+			switch {
+			case end:
+				return rep, nil
+			case window >= 0:
+				rep.Torn = true
+				rep.TornBytes = int64(lastNonZero(rest[:min(len(rest), window)]))
+				return rep, nil
+			}
+			return rep, &CorruptionError{File: path, Offset: int64(off),
+				Err: fmt.Errorf("%w, and frames of this file follow beyond the last flush", ferr)}
+		}
+		if fst == frameEnd && allZero(rest) {
+			return rep, nil
+		}
+		if tornTail(rest, int(h.MaxFlush), seq, ff) {
+			rep.Torn = true
+			rep.TornBytes = int64(lastNonZero(rest))
+			return rep, nil
+		}
 		return rep, &CorruptionError{File: path, Offset: int64(off), Err: ferr}
 	}
+}
+
+// recycledTail judges the rest of a recycled file from the first frame
+// that is not a whole record of the file (rest starts there, fst is what
+// readFrame made of it). Past the data, a recycled file holds its
+// previous lives' frames, whose log numbers differ, so "dead" bytes are
+// bytes where no live frame (a frame with a good checksum and the file's
+// log number) starts; zeros are dead too. It reports:
+//
+//   - end: the data ends cleanly here. The frame is no frame of this file
+//     at all (its log number field differs: zeros, a stale frame, or the
+//     inside of one), and everything after it is dead.
+//   - torn (window >= 0): what a crash leaves. Everything from window on
+//     is dead; window is maxFlush, or the frame's claimed length when
+//     that is larger and no live frame starts inside it.
+//   - corruption (window < 0): a live frame starts past the window, so
+//     the damage has data of this file after the last flush.
+func recycledTail(rest []byte, fst frameState, maxFlush int, ff frameFmt) (end bool, window int) {
+	ours := len(rest) >= ff.hdr && binary.LittleEndian.Uint64(rest[8:]) == ff.logNum
+	if !ours && !liveFrameIn(rest, 0, len(rest), ff) {
+		return true, 0
+	}
+	window = maxFlush
+	if n := frameLen(rest, ff.hdr); n > window && !liveFrameIn(rest, 1, min(n, len(rest)), ff) {
+		window = n
+	}
+	if window >= len(rest) || !liveFrameIn(rest, window, len(rest), ff) {
+		return false, window
+	}
+	return false, -1
+}
+
+// liveFrameIn reports whether a live frame of ff (a record with a good
+// checksum and ff's log number) starts in b at an offset in
+// [from, to). It looks for the log number's 8 bytes and checksums only
+// there; after checksumming a few times len(b) it gives up and says yes,
+// so crafted data costs linear time and makes replay refuse, never drop.
+func liveFrameIn(b []byte, from, to int, ff frameFmt) bool {
+	var num [8]byte
+	binary.LittleEndian.PutUint64(num[:], ff.logNum)
+	budget := 4*len(b) + 1<<20
+	for p := max(from, 0); p < to && p+ff.hdr <= len(b); {
+		i := bytes.Index(b[p+8:], num[:])
+		if i < 0 {
+			return false
+		}
+		q := p + i // the frame that would hold the number at q+8
+		if q >= to {
+			return false
+		}
+		if budget -= frameLen(b[q:], ff.hdr); budget < 0 {
+			return true
+		}
+		if _, st, _ := readFrame(b[q:], ff); st == frameOK {
+			return true
+		}
+		p = q + 1
+	}
+	return false
 }
 
 // tornTail reports whether rest, which starts with a frame that is not a
 // whole valid record (bad checksum or length, cut off by the end of the
 // file, or a zero header before data), is what a crash can leave: damage
 // confined to the last flush. That flush started at or before the frame
-// and wrote at most maxFlush bytes, or one larger record alone. So every
-// byte past the window must be zero, where the window is maxFlush, or the
-// frame's claimed length if that is larger. A claimed length can itself be
-// the damage, and would then swallow the valid records after it: it
-// widens the window only if no valid record of the log's own making lies
-// inside it (laterRecord), as none can inside a lone large record. seq is
-// the sequence number the frame should hold.
-func tornTail(rest []byte, maxFlush int, seq uint64) bool {
+// and wrote at most maxFlush bytes, or one larger record alone. So every byte past the window must be zero,
+// where the window is maxFlush, or the frame's claimed length if that is
+// larger. A claimed length can itself be the damage, and would then
+// swallow the valid records after it: it widens the window only if no
+// valid record of the log's own making lies inside it (laterRecord), as
+// none can inside a lone large record. seq is the sequence number the
+// frame should hold.
+func tornTail(rest []byte, maxFlush int, seq uint64, ff frameFmt) bool {
 	window := maxFlush
-	if n := frameLen(rest); n > window && !laterRecord(rest[:min(n, len(rest))], seq) {
+	if n := frameLen(rest, ff.hdr); n > window && !laterRecord(rest[:min(n, len(rest))], seq, ff) {
 		window = n
 	}
 	return len(rest) <= window || allZero(rest[window:])
 }
 
-// laterRecord reports whether b, from its 8th byte on, holds a whole valid
-// frame carrying a sequence number v+1 > seq right after 8 bytes holding v:
-// the last field of the record before it. It looks at every offset once
-// and checksums a candidate only when those 8 bytes hold a sequence number
-// b could contain, and it gives up (false) after checksumming a few times
-// len(b), so data crafted to hold many near-matches costs linear time.
-func laterRecord(b []byte, seq uint64) bool {
-	const minFrame = frameHeaderLen + payloadFixedLen + 1
+// laterRecord reports whether b, from its frame header's end on, holds a
+// whole valid frame carrying a sequence number v+1 > seq right after 8
+// bytes holding v: the last field of the record before it. It looks at
+// every offset once and checksums a candidate only when those 8 bytes hold
+// a sequence number b could contain, and it gives up (false) after
+// checksumming a few times len(b), so data crafted to hold many
+// near-matches costs linear time.
+func laterRecord(b []byte, seq uint64, ff frameFmt) bool {
+	minFrame := ff.hdr + payloadFixedLen + 1
 	hi := seq + uint64(len(b)/minFrame) + 1
 	budget := 4*len(b) + 1<<20 // bytes checksummed
-	for q := frameHeaderLen; q+8+minFrame <= len(b); q++ {
+	for q := ff.hdr; q+8+minFrame <= len(b); q++ {
 		v := binary.LittleEndian.Uint64(b[q:])
 		if v < seq || v >= hi {
 			continue
 		}
 		e := q + 8 // where the next frame would start
-		n := frameLen(b[e:])
+		n := frameLen(b[e:], ff.hdr)
 		if n < minFrame || e+n > len(b) {
 			continue
 		}
 		if budget -= n; budget < 0 {
 			return false
 		}
-		if payload, st, _ := readFrame(b[e:]); st == frameOK && binary.LittleEndian.Uint64(payload[len(payload)-8:]) == v+1 {
+		if payload, st, _ := readFrame(b[e:], ff); st == frameOK && binary.LittleEndian.Uint64(payload[len(payload)-8:]) == v+1 {
 			return true
 		}
 	}
@@ -403,15 +478,15 @@ func laterRecord(b []byte, seq uint64) bool {
 
 // frameLen is the length a frame header claims, or 0 when it claims an
 // impossible one.
-func frameLen(b []byte) int {
-	if len(b) < frameHeaderLen {
+func frameLen(b []byte, hdr int) int {
+	if len(b) < hdr {
 		return 0
 	}
 	n := uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24
 	if n > MaxRecordBytes {
 		return 0
 	}
-	return frameHeaderLen + int(n)
+	return hdr + int(n)
 }
 
 // lastNonZero is the length of b without its trailing zero bytes.

@@ -131,7 +131,8 @@ func TestCorruption(t *testing.T) {
 		if err := decodePayload(b[off+frameHeaderLen:end], &r); err != nil {
 			t.Fatal(err)
 		}
-		frame := appendRecord(nil, r.Seq+5, r.Timestamp, r.TabletID, &r.Mutation)
+		h, _, _, _ := decodeHeader(b)
+		frame := appendRecord(nil, h.frames(), r.Seq+5, r.Timestamp, r.TabletID, &r.Mutation)
 		copy(b[off:], frame)
 	}
 	tests := []struct {
@@ -144,7 +145,7 @@ func TestCorruption(t *testing.T) {
 		{"checksum flip", func(b []byte, o []int64) { b[o[target]+5] ^= 1 }, at(target), ErrChecksum},
 		{"length grows", func(b []byte, o []int64) { b[o[target]] += 3 }, at(target), ErrChecksum},
 		{"length absurd", func(b []byte, o []int64) { b[o[target]+3] = 0xff }, at(target), ErrBadRecord},
-		{"zeroed frame header", func(b []byte, o []int64) { clear(b[o[target] : o[target]+8]) }, at(target), ErrBadRecord},
+		{"zeroed frame header", func(b []byte, o []int64) { clear(b[o[target] : o[target]+frameHeaderLen]) }, at(target), ErrBadRecord},
 		{"zeroed record", func(b []byte, o []int64) { clear(b[o[target]:o[target+1]]) }, at(target), ErrBadRecord},
 		{"wrong seq", func(b []byte, o []int64) { reseq(b, o[target], o[target+1]) }, at(target), ErrBadRecord},
 		{"header flip", func(b []byte, o []int64) { b[20] ^= 1 }, at(-1), ErrBadHeader},

@@ -16,7 +16,7 @@ import (
 
 // A single-file log in this package's format, for split logs
 // (<root>/splitlog/<tablet-id>.log, docs/design.md 'Split'): the same file
-// header (version 1) and the same record frames, so ReplayFile reads it
+// header (Version) and the same record frames, so ReplayFile reads it
 // and tells a torn tail from corruption exactly as for a tserver's log.
 // The header's prefix is the file's owner tag (the child tablet id), its
 // FileTS the creation time, FirstSeq 1.
@@ -47,8 +47,9 @@ var ErrSingleClosed = errors.New("wal: single-file log closed")
 // SingleFile is one single-file log open for appending. Its methods are
 // safe for concurrent use.
 type SingleFile struct {
-	fsys vfs.FS
-	path string
+	fsys   vfs.FS
+	path   string
+	frames frameFmt // version 2, the header's FileTS as log number
 
 	mu     sync.Mutex // guards the fields below and orders writes
 	f      vfs.File
@@ -94,7 +95,7 @@ func CreateSingle(fsys vfs.FS, path, owner string) (*SingleFile, error) {
 		fsys.Remove(path)
 		return nil, fmt.Errorf("wal: create %s: %w", path, err)
 	}
-	return &SingleFile{fsys: fsys, path: path, f: f, off: int64(len(buf)),
+	return &SingleFile{fsys: fsys, path: path, f: f, off: int64(len(buf)), frames: framesV2(h.FileTS),
 		seq: 1, synced: int64(len(buf)), durable: int64(len(buf)), room: make(chan struct{})}, nil
 }
 
@@ -119,7 +120,7 @@ func (s *SingleFile) Append(ctx context.Context, tabletID string, m *mutation.Ro
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	frame, partial := encodeFrame(nil, time.Now().UnixMicro(), tabletID, m)
+	frame, partial := encodeFrame(nil, frameHeaderLen, time.Now().UnixMicro(), tabletID, m)
 	n := int64(len(frame) + 8)
 	s.mu.Lock()
 	for {
@@ -146,7 +147,7 @@ func (s *SingleFile) Append(ctx context.Context, tabletID string, m *mutation.Ro
 		}
 		s.mu.Lock()
 	}
-	buf := sealFrame(nil, frame, partial, s.seq)
+	buf := sealFrame(nil, frame, partial, s.seq, s.frames)
 	if _, err := s.f.WriteAt(buf, s.off); err != nil {
 		s.failLocked(fmt.Errorf("%w: write %s: %w", ErrFailed, s.path, err))
 		err = s.err

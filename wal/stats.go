@@ -29,6 +29,9 @@ type Stats struct {
 	Batches uint64 // group-commit batches written
 	Syncs   uint64 // fdatasync calls
 	Files   uint64 // log files started
+	// Recycled counts the files started from a kept retired file (of
+	// Files), without preparing a new one.
+	Recycled uint64
 	// SyncTime is the total time spent in fdatasync; SyncMax the longest.
 	SyncTime, SyncMax time.Duration
 	// BatchRecords counts batches by their number of records.
@@ -60,9 +63,12 @@ func (c *statsCounters) batch(records, bytes int) {
 	c.mu.Unlock()
 }
 
-func (c *statsCounters) file() {
+func (c *statsCounters) file(recycled bool) {
 	c.mu.Lock()
 	c.s.Files++
+	if recycled {
+		c.s.Recycled++
+	}
 	c.mu.Unlock()
 }
 
