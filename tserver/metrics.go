@@ -158,11 +158,12 @@ func walHistogram(d *prometheus.Desc, h wal.Histogram, sum, unit float64) promet
 	return prometheus.MustNewConstHistogram(d, cum+h[len(h)-1], sum, buckets)
 }
 
-// walRecycleStats is the hook for the log-recycling counters (files
-// recycled and files zeroed ahead) once the log keeps them: ok is false
-// until then, and bighive_wal_recycled_files_total and
-// bighive_wal_zeroed_files_total are not exported.
-func walRecycleStats(wal.Stats) (recycled, zeroed uint64, ok bool) { return 0, 0, false }
+// walRecycleStats splits the log files started into those made from a
+// kept retired file (recycled) and the new ones, which the log zero-fills
+// before use (zeroed).
+func walRecycleStats(s wal.Stats) (recycled, zeroed uint64, ok bool) {
+	return s.Recycled, s.Files - s.Recycled, true
+}
 
 var (
 	dWALRecycled = desc("bighive_wal_recycled_files_total", "Log files recycled instead of created.")

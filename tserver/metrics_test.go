@@ -96,6 +96,8 @@ func TestMetricsCollector(t *testing.T) {
 		{"bighive_wal_group_size_records", nil, func(v float64) bool { return v > 0 }},
 		{"bighive_wal_fdatasync_duration_seconds", nil, func(v float64) bool { return v > 0 }},
 		{"bighive_wal_rolls_total", nil, func(v float64) bool { return v >= 2 }},
+		{"bighive_wal_zeroed_files_total", nil, func(v float64) bool { return v >= 1 }},
+		{"bighive_wal_recycled_files_total", nil, func(v float64) bool { return v >= 0 }},
 		{"bighive_checkpoint_runs_total", nil, func(v float64) bool { return v >= 2 }},
 		{"bighive_checkpoint_duration_seconds", nil, func(v float64) bool { return v >= 2 }},
 		{"bighive_checkpoint_flushed_bytes_total", nil, func(v float64) bool { return v > 0 }},
