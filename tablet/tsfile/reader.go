@@ -182,7 +182,7 @@ func (r *Reader) index(m *dataMeta) ([]indexEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	idx, err = decodeIndex(m.index, b, m.family, m.dataSize)
+	idx, err = decodeIndex(r.footer.version, m.index, b, m.family, m.dataSize)
 	if err != nil {
 		return nil, err
 	}
@@ -220,20 +220,48 @@ func (r *Reader) MayContainRow(row []byte) (bool, error) {
 	return true, nil
 }
 
+// entryCorrupt is the error for bad entry bytes at position pos of page
+// p's entry bytes. In a version-2 file they lie at p.off+pos of the data
+// block; a version-3 page may be compressed, so the error names the page's
+// offset and the position in its uncompressed bytes. (The page's checksum
+// passed, so only a writer's fault gets here.)
+func (r *Reader) entryCorrupt(m *dataMeta, p *indexEntry, pos int, format string, args ...any) error {
+	if r.footer.version == 2 {
+		return corrupt(m.data, p.off+int64(pos), format, args...)
+	}
+	return corrupt(m.data, p.off, "%s (at byte %d of the uncompressed page)", fmt.Sprintf(format, args...), pos)
+}
+
+// DataBytes returns the bytes of the file's data blocks as stored and as
+// their pages' entries uncompressed (raw is 0 for a version-2 file, whose
+// footer does not record it): their ratio is the file's compression
+// ratio.
+func (r *Reader) DataBytes() (stored, raw int64) {
+	for _, d := range r.footer.data {
+		stored += d.dataSize
+		raw += d.rawSize
+	}
+	return stored, raw
+}
+
+// Version returns the file's format version.
+func (r *Reader) Version() int { return int(r.footer.version) }
+
 // ref names block id of this file across stores.
 func (r *Reader) ref(id blockstore.BlockID) blockstore.BlockRef {
 	return blockstore.BlockRef{Store: r.store, ID: id}
 }
 
-// page returns the verified entry bytes of page i of a data block, from the
-// cache or the store. ahead > 1 reads up to that many following uncached
-// pages in the same I/O and caches them.
+// page returns the verified, uncompressed entry bytes of page i of a data
+// block, from the cache or the store. ahead > 1 reads up to that many
+// following uncached pages in the same I/O and caches them. The cache
+// holds entry bytes uncompressed, so a page is decompressed once per miss.
 func (r *Reader) page(m *dataMeta, idx []indexEntry, i, ahead int) ([]byte, error) {
 	p := &idx[i]
 	key := blockcache.Key{Block: r.ref(m.data), Offset: p.off}
 	if c := r.opts.Cache; c != nil {
 		if v, ok := c.Get(key); ok {
-			return v[:len(v)-trailerLen], nil
+			return v, nil
 		}
 	}
 	n := 1
@@ -257,7 +285,10 @@ func (r *Reader) page(m *dataMeta, idx []indexEntry, i, ahead int) ([]byte, erro
 	for j := 0; j < n; j++ {
 		q := &idx[i+j]
 		pg := buf[q.off-p.off : q.off-p.off+q.length : q.off-p.off+q.length]
-		body, err := checkPage(m.data, q.off, pg, q.count)
+		body, err := checkPage(r.footer.version, m.data, q.off, pg, q.count)
+		if ce, ok := err.(*CorruptionError); ok {
+			ce.File = r.ref(r.id)
+		}
 		if err != nil {
 			if j == 0 {
 				return nil, err
@@ -268,7 +299,7 @@ func (r *Reader) page(m *dataMeta, idx []indexEntry, i, ahead int) ([]byte, erro
 			first = body
 		}
 		if r.opts.Cache != nil {
-			r.opts.Cache.Insert(r.opts.Owner, blockcache.Key{Block: r.ref(m.data), Offset: q.off}, pg)
+			r.opts.Cache.Insert(r.opts.Owner, blockcache.Key{Block: r.ref(m.data), Offset: q.off}, body)
 		}
 	}
 	return first, nil
@@ -375,7 +406,7 @@ func (it *famIter) loadPage(i int) {
 func (it *famIter) decode() {
 	if it.left == 0 {
 		if !it.d.done() {
-			it.fail(corrupt(it.m.data, it.idx[it.pageNo].off+int64(it.d.pos), "trailing bytes in page"))
+			it.fail(it.r.entryCorrupt(it.m, &it.idx[it.pageNo], it.d.pos, "trailing bytes in page %d", it.pageNo))
 			return
 		}
 		it.loadPage(it.pageNo + 1)
@@ -383,7 +414,7 @@ func (it *famIter) decode() {
 	}
 	start := it.d.pos
 	if !it.d.entry(&it.cur, true, it.m.family == "") {
-		it.fail(corrupt(it.m.data, it.idx[it.pageNo].off+int64(start), "malformed entry in page %d", it.pageNo))
+		it.fail(it.r.entryCorrupt(it.m, &it.idx[it.pageNo], start, "malformed entry in page %d", it.pageNo))
 		return
 	}
 	it.cur.Family = it.m.family
@@ -508,11 +539,11 @@ func (it *famIter) decodeRev(i int) error {
 	for n := 0; n < it.idx[i].count; n++ {
 		start := d.pos
 		if !d.entry(&e, true, it.m.family == "") {
-			return corrupt(it.m.data, it.idx[i].off+int64(start), "malformed entry in page %d", i)
+			return it.r.entryCorrupt(it.m, &it.idx[i], start, "malformed entry in page %d", i)
 		}
 		if k := len(rp.rows); k == 0 || !bytes.Equal(rp.rows[k-1], e.Row) {
 			if k > 0 && bytes.Compare(rp.rows[k-1], e.Row) > 0 {
-				return corrupt(it.m.data, it.idx[i].off+int64(start), "rows out of order in page %d", i)
+				return it.r.entryCorrupt(it.m, &it.idx[i], start, "rows out of order in page %d", i)
 			}
 			rp.rows = append(rp.rows, bytes.Clone(e.Row))
 			rp.off = append(rp.off, start)

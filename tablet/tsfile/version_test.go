@@ -16,9 +16,10 @@ import (
 )
 
 // v2Fixture is a TSFile of format version 2 written by the version-2
-// writer (before pages were compressed), as its blocks: see
-// encodeFixture. The entries are fixtureEntries, in two families and row
-// tombstones, over several pages of each data block.
+// writer (before pages were compressed; the commit that adds this file
+// wrote it): Write(fixtureEntries, PageSize 1024) into a memManager, its
+// blocks serialized by encodeFixture. The entries are in two families and
+// row tombstones, over several pages of each data block.
 const v2Fixture = "testdata/v2.tsfile"
 
 // fixtureEntries is a deterministic set of entries of every kind, sorted.
@@ -81,24 +82,6 @@ func decodeFixture(t *testing.T, b []byte) (*memManager, blockstore.BlockID) {
 		t.Fatal("malformed fixture")
 	}
 	return m, footer
-}
-
-// TestWriteV2Fixture regenerates the fixture; it ran once with the
-// version-2 writer and is kept for the record (BIGHIVE_WRITE_FIXTURE=1).
-func TestWriteV2Fixture(t *testing.T) {
-	if os.Getenv("BIGHIVE_WRITE_FIXTURE") == "" {
-		t.Skip("set BIGHIVE_WRITE_FIXTURE=1 to rewrite " + v2Fixture)
-	}
-	m := newMemManager()
-	ms := memstore.New()
-	ms.Apply(fixtureEntries())
-	info, err := Write(t.Context(), m, ms.NewIterator(), WriterOptions{TabletID: "t1", PageSize: 1024})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.FromSlash(v2Fixture), encodeFixture(m, info.Footer), 0o644); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestReadV2Fixture reads the version-2 file written by the old writer:

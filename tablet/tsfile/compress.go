@@ -1,0 +1,187 @@
+package tsfile
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sync"
+
+	"github.com/klauspost/compress/s2"
+	"github.com/klauspost/compress/zstd"
+
+	"bighive/blockstore"
+)
+
+// Compression is the codec of a family's data pages. Its value is the
+// codec byte at the start of every page of format version 3 (doc.go).
+type Compression uint8
+
+// Codecs. The values are part of the format and must not change.
+const (
+	// CompressionNone stores pages raw.
+	CompressionNone Compression = 0
+	// CompressionSnappy stores pages in the Snappy block format (written
+	// by s2 in its Snappy-compatible mode; any Snappy decoder reads it).
+	CompressionSnappy Compression = 1
+	// CompressionZstd stores each page as one zstd frame.
+	CompressionZstd Compression = 2
+)
+
+// DefaultCompression is the codec of a family whose schema names none.
+const DefaultCompression = CompressionSnappy
+
+// MaxPageBytes bounds a page's uncompressed length: a page is about
+// WriterOptions.PageSize plus at most one entry (a value is at most
+// 10 MiB). The writer refuses a larger page and the reader calls a page
+// header stating a larger one corrupt, so damaged bytes never make it
+// allocate more.
+const MaxPageBytes = 64 << 20
+
+func (c Compression) String() string {
+	switch c {
+	case CompressionNone:
+		return "none"
+	case CompressionSnappy:
+		return "snappy"
+	case CompressionZstd:
+		return "zstd"
+	}
+	return fmt.Sprintf("Compression(%d)", uint8(c))
+}
+
+// ParseCompression parses "none", "snappy" or "zstd".
+func ParseCompression(s string) (Compression, error) {
+	switch s {
+	case "none":
+		return CompressionNone, nil
+	case "snappy":
+		return CompressionSnappy, nil
+	case "zstd":
+		return CompressionZstd, nil
+	}
+	return 0, fmt.Errorf("tsfile: unknown compression %q (want none, snappy or zstd)", s)
+}
+
+var (
+	zstdOnce sync.Once
+	zstdEnc  *zstd.Encoder
+	zstdDec  *zstd.Decoder
+	zstdErr  error
+)
+
+// zstdCodec returns the shared zstd encoder and decoder (both safe for
+// concurrent EncodeAll and DecodeAll). The page checksum covers the frame,
+// so the frame's own checksum is left out; DecodeAll output is limited to
+// the capacity the caller gives (the page's stated length).
+func zstdCodec() (*zstd.Encoder, *zstd.Decoder, error) {
+	zstdOnce.Do(func() {
+		zstdEnc, zstdErr = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault),
+			zstd.WithEncoderCRC(false), zstd.WithEncoderConcurrency(1))
+		if zstdErr != nil {
+			return
+		}
+		zstdDec, zstdErr = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0),
+			zstd.WithDecoderMaxMemory(MaxPageBytes), zstd.WithDecodeAllCapLimit(true))
+	})
+	if zstdErr != nil {
+		return nil, nil, fmt.Errorf("tsfile: zstd: %w", zstdErr)
+	}
+	return zstdEnc, zstdDec, nil
+}
+
+// encodePage appends to dst the stored form of a page body (entry*
+// count:u32): codec byte, uvarint raw length, payload, crc32c over all of
+// it. The payload is c's encoding of body when that is at least an eighth
+// smaller than body (smaller gains do not pay for decompressing on every
+// cache miss), else body itself under CompressionNone. scratch is a
+// reusable buffer; the grown one is returned with dst.
+func encodePage(dst, scratch, body []byte, c Compression) (page, scratchOut []byte, err error) {
+	if len(body) > MaxPageBytes {
+		return dst, scratch, fmt.Errorf("tsfile: page of %d bytes is over the limit of %d", len(body), MaxPageBytes)
+	}
+	payload := body
+	used := CompressionNone
+	switch c {
+	case CompressionNone:
+	case CompressionSnappy:
+		if need := s2.MaxEncodedLen(len(body)); cap(scratch) < need {
+			scratch = make([]byte, need)
+		}
+		scratch = s2.EncodeSnappy(scratch[:cap(scratch)], body)
+	case CompressionZstd:
+		enc, _, err := zstdCodec()
+		if err != nil {
+			return dst, scratch, err
+		}
+		scratch = enc.EncodeAll(body, scratch[:0])
+	default:
+		return dst, scratch, fmt.Errorf("tsfile: unknown compression %v", c)
+	}
+	if c != CompressionNone && len(scratch) < len(body)-len(body)/8 {
+		payload, used = scratch, c
+	}
+	start := len(dst)
+	dst = append(dst, byte(used))
+	dst = binary.AppendUvarint(dst, uint64(len(body)))
+	dst = append(dst, payload...)
+	dst = binary.LittleEndian.AppendUint32(dst, crc(dst[start:]))
+	return dst, scratch, nil
+}
+
+// decodePage verifies a stored page of format version 3 (at offset off of
+// data block id) and returns its body (entry* count:u32): the checksum
+// first, over the stored bytes, then the header, then the decompression,
+// whose output must be exactly the stated length. The body aliases page
+// when the page is stored raw.
+func decodePage(id blockstore.BlockID, off int64, page []byte) ([]byte, error) {
+	if len(page) < 2+4 {
+		return nil, corrupt(id, off, "page of %d bytes", len(page))
+	}
+	n := len(page) - 4
+	if got, want := crc(page[:n]), binary.LittleEndian.Uint32(page[n:]); got != want {
+		return nil, corrupt(id, off, "checksum mismatch in the %d-byte page (%08x != %08x)", len(page), got, want)
+	}
+	c := Compression(page[0])
+	raw, k := binary.Uvarint(page[1:n])
+	if k <= 0 {
+		return nil, corrupt(id, off+1, "malformed page header")
+	}
+	if raw < 4 || raw > MaxPageBytes {
+		return nil, corrupt(id, off+1, "page states %d uncompressed bytes (limit %d)", raw, MaxPageBytes)
+	}
+	payload := page[1+k : n : n]
+	switch c {
+	case CompressionNone:
+		if uint64(len(payload)) != raw {
+			return nil, corrupt(id, off+1, "raw page states %d bytes, holds %d", raw, len(payload))
+		}
+		return payload, nil
+	case CompressionSnappy:
+		dl, err := s2.DecodedLen(payload)
+		if err != nil || uint64(dl) != raw {
+			return nil, corrupt(id, off+1+int64(k), "snappy page of %d bytes decodes to %d, header says %d (%v)", len(payload), dl, raw, err)
+		}
+		body, err := s2.Decode(make([]byte, raw), payload)
+		if err != nil {
+			return nil, corrupt(id, off+1+int64(k), "snappy: %v", err)
+		}
+		return body, nil
+	case CompressionZstd:
+		var h zstd.Header
+		if err := h.Decode(payload); err != nil || (h.HasFCS && h.FrameContentSize != raw) {
+			return nil, corrupt(id, off+1+int64(k), "zstd page header states %d bytes, page header %d (%v)", h.FrameContentSize, raw, err)
+		}
+		_, dec, err := zstdCodec()
+		if err != nil {
+			return nil, err
+		}
+		body, err := dec.DecodeAll(payload, make([]byte, 0, raw))
+		if err != nil {
+			return nil, corrupt(id, off+1+int64(k), "zstd: %v", err)
+		}
+		if uint64(len(body)) != raw {
+			return nil, corrupt(id, off+1+int64(k), "zstd page decodes to %d bytes, header says %d", len(body), raw)
+		}
+		return body, nil
+	}
+	return nil, corrupt(id, off, "unknown page codec %d", c)
+}
