@@ -426,5 +426,5 @@ func checkPage(version uint32, id blockstore.BlockID, off int64, page []byte, wa
 		}
 		return nil, corrupt(id, off, "page holds %d entries, index says %d", c, wantCount)
 	}
-	return body[:n-4 : n-4], nil
+	return body[: n-4 : n-4], nil
 }
