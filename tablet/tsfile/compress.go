@@ -11,23 +11,35 @@ import (
 	"bighive/blockstore"
 )
 
-// Compression is the codec of a family's data pages. Its value is the
-// codec byte at the start of every page of format version 3 (doc.go).
+// Compression is the codec of a family's data pages. The zero value,
+// CompressionDefault, means DefaultCompression, so a schema that names no
+// codec gets it. (The codec byte stored in a page is another numbering:
+// see the codec* constants.)
 type Compression uint8
 
-// Codecs. The values are part of the format and must not change.
+// Codecs.
 const (
+	// CompressionDefault is DefaultCompression.
+	CompressionDefault Compression = iota
 	// CompressionNone stores pages raw.
-	CompressionNone Compression = 0
+	CompressionNone
 	// CompressionSnappy stores pages in the Snappy block format (written
 	// by s2 in its Snappy-compatible mode; any Snappy decoder reads it).
-	CompressionSnappy Compression = 1
+	CompressionSnappy
 	// CompressionZstd stores each page as one zstd frame.
-	CompressionZstd Compression = 2
+	CompressionZstd
 )
 
 // DefaultCompression is the codec of a family whose schema names none.
 const DefaultCompression = CompressionSnappy
+
+// The codec byte at the start of every page of format version 3. The
+// values are part of the format and must not change.
+const (
+	codecRaw    byte = 0
+	codecSnappy byte = 1
+	codecZstd   byte = 2
+)
 
 // MaxPageBytes bounds a page's uncompressed length: a page is about
 // WriterOptions.PageSize plus at most one entry (a value is at most
@@ -38,6 +50,8 @@ const MaxPageBytes = 64 << 20
 
 func (c Compression) String() string {
 	switch c {
+	case CompressionDefault:
+		return "default"
 	case CompressionNone:
 		return "none"
 	case CompressionSnappy:
@@ -48,9 +62,12 @@ func (c Compression) String() string {
 	return fmt.Sprintf("Compression(%d)", uint8(c))
 }
 
-// ParseCompression parses "none", "snappy" or "zstd".
+// ParseCompression parses "none", "snappy" or "zstd" ("" and "default"
+// are CompressionDefault).
 func ParseCompression(s string) (Compression, error) {
 	switch s {
+	case "", "default":
+		return CompressionDefault, nil
 	case "none":
 		return CompressionNone, nil
 	case "snappy":
@@ -99,28 +116,32 @@ func encodePage(dst, scratch, body []byte, c Compression) (page, scratchOut []by
 		return dst, scratch, fmt.Errorf("tsfile: page of %d bytes is over the limit of %d", len(body), MaxPageBytes)
 	}
 	payload := body
-	used := CompressionNone
+	used, codec := codecRaw, codecRaw
 	switch c {
+	case CompressionDefault:
+		return encodePage(dst, scratch, body, DefaultCompression)
 	case CompressionNone:
 	case CompressionSnappy:
 		if need := s2.MaxEncodedLen(len(body)); cap(scratch) < need {
 			scratch = make([]byte, need)
 		}
 		scratch = s2.EncodeSnappy(scratch[:cap(scratch)], body)
+		codec = codecSnappy
 	case CompressionZstd:
 		enc, _, err := zstdCodec()
 		if err != nil {
 			return dst, scratch, err
 		}
 		scratch = enc.EncodeAll(body, scratch[:0])
+		codec = codecZstd
 	default:
 		return dst, scratch, fmt.Errorf("tsfile: unknown compression %v", c)
 	}
-	if c != CompressionNone && len(scratch) < len(body)-len(body)/8 {
-		payload, used = scratch, c
+	if codec != codecRaw && len(scratch) < len(body)-len(body)/8 {
+		payload, used = scratch, codec
 	}
 	start := len(dst)
-	dst = append(dst, byte(used))
+	dst = append(dst, used)
 	dst = binary.AppendUvarint(dst, uint64(len(body)))
 	dst = append(dst, payload...)
 	dst = binary.LittleEndian.AppendUint32(dst, crc(dst[start:]))
@@ -140,7 +161,7 @@ func decodePage(id blockstore.BlockID, off int64, page []byte) ([]byte, error) {
 	if got, want := crc(page[:n]), binary.LittleEndian.Uint32(page[n:]); got != want {
 		return nil, corrupt(id, off, "checksum mismatch in the %d-byte page (%08x != %08x)", len(page), got, want)
 	}
-	c := Compression(page[0])
+	c := page[0]
 	raw, k := binary.Uvarint(page[1:n])
 	if k <= 0 {
 		return nil, corrupt(id, off+1, "malformed page header")
@@ -150,12 +171,12 @@ func decodePage(id blockstore.BlockID, off int64, page []byte) ([]byte, error) {
 	}
 	payload := page[1+k : n : n]
 	switch c {
-	case CompressionNone:
+	case codecRaw:
 		if uint64(len(payload)) != raw {
 			return nil, corrupt(id, off+1, "raw page states %d bytes, holds %d", raw, len(payload))
 		}
 		return payload, nil
-	case CompressionSnappy:
+	case codecSnappy:
 		dl, err := s2.DecodedLen(payload)
 		if err != nil || uint64(dl) != raw {
 			return nil, corrupt(id, off+1+int64(k), "snappy page of %d bytes decodes to %d, header says %d (%v)", len(payload), dl, raw, err)
@@ -165,7 +186,7 @@ func decodePage(id blockstore.BlockID, off int64, page []byte) ([]byte, error) {
 			return nil, corrupt(id, off+1+int64(k), "snappy: %v", err)
 		}
 		return body, nil
-	case CompressionZstd:
+	case codecZstd:
 		var h zstd.Header
 		if err := h.Decode(payload); err != nil || (h.HasFCS && h.FrameContentSize != raw) {
 			return nil, corrupt(id, off+1+int64(k), "zstd page header states %d bytes, page header %d (%v)", h.FrameContentSize, raw, err)

@@ -60,7 +60,7 @@ func writeWith(t testing.TB, mgr blockstore.Manager, entries []memstore.Entry, p
 }
 
 // pageCodecs counts a family's stored pages by their codec byte.
-func pageCodecs(t *testing.T, r *Reader, family string) map[Compression]int {
+func pageCodecs(t *testing.T, r *Reader, family string) map[byte]int {
 	t.Helper()
 	m := r.meta(family)
 	idx, err := r.index(m)
@@ -71,9 +71,9 @@ func pageCodecs(t *testing.T, r *Reader, family string) map[Compression]int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[Compression]int{}
+	out := map[byte]int{}
 	for _, p := range idx {
-		out[Compression(b[p.off])]++
+		out[b[p.off]]++
 	}
 	return out
 }
@@ -107,8 +107,8 @@ func TestCompressionPerFamily(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		family string
-		want   Compression
-	}{{"n", CompressionNone}, {"s", CompressionSnappy}, {"z", CompressionZstd}, {"r", CompressionNone}} {
+		want   byte
+	}{{"n", codecRaw}, {"s", codecSnappy}, {"z", codecZstd}, {"r", codecRaw}} {
 		got := pageCodecs(t, r, tc.family)
 		if len(got) != 1 || got[tc.want] == 0 {
 			t.Errorf("family %q: pages by codec %v, want all %v", tc.family, got, tc.want)
@@ -156,7 +156,7 @@ func TestCompressionPerFamily(t *testing.T) {
 
 // compressedPage returns the data block and one compressed page of a file
 // written with codec c.
-func compressedPage(t *testing.T, r *Reader, family string, c Compression) (blockstore.BlockID, indexEntry) {
+func compressedPage(t *testing.T, r *Reader, family string, c byte) (blockstore.BlockID, indexEntry) {
 	t.Helper()
 	m := r.meta(family)
 	idx, err := r.index(m)
@@ -168,7 +168,7 @@ func compressedPage(t *testing.T, r *Reader, family string, c Compression) (bloc
 		t.Fatal(err)
 	}
 	for _, p := range idx[1:] {
-		if Compression(b[p.off]) == c {
+		if b[p.off] == c {
 			return m.data, p
 		}
 	}
@@ -185,6 +185,7 @@ func TestCorruptCompressedPage(t *testing.T) {
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
 	for _, c := range []Compression{CompressionSnappy, CompressionZstd} {
+		codec := map[Compression]byte{CompressionSnappy: codecSnappy, CompressionZstd: codecZstd}[c]
 		t.Run(c.String(), func(t *testing.T) {
 			rng := rand.New(rand.NewSource(seed))
 			dir := t.TempDir()
@@ -199,7 +200,7 @@ func TestCorruptCompressedPage(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer clean.Close()
-			block, p := compressedPage(t, clean, "cf", c)
+			block, p := compressedPage(t, clean, "cf", codec)
 			content, err := clean.readBlock(block, -1)
 			if err != nil {
 				t.Fatal(err)
@@ -238,7 +239,7 @@ func TestCorruptCompressedPage(t *testing.T) {
 // length is corruption, refused before allocating.
 func TestPageHeaderBounds(t *testing.T) {
 	body := append(bytes.Repeat([]byte(repeatedText), 20), 1, 0, 0, 0)
-	for _, c := range []Compression{CompressionNone, CompressionSnappy, CompressionZstd} {
+	for c, codec := range map[Compression]byte{CompressionDefault: codecSnappy, CompressionNone: codecRaw, CompressionSnappy: codecSnappy, CompressionZstd: codecZstd} {
 		page, _, err := encodePage(nil, nil, body, c)
 		if err != nil {
 			t.Fatal(err)
@@ -247,11 +248,11 @@ func TestPageHeaderBounds(t *testing.T) {
 		if err != nil || !bytes.Equal(got, body) {
 			t.Fatalf("%v: round trip: %v", c, err)
 		}
-		if Compression(page[0]) != c {
-			t.Fatalf("%v: page stored with codec %v", c, Compression(page[0]))
+		if page[0] != codec {
+			t.Fatalf("%v: page stored with codec byte %d, want %d", c, page[0], codec)
 		}
 		for _, raw := range []uint64{0, 3, uint64(len(body)) - 1, uint64(len(body)) + 1, MaxPageBytes + 1, 1 << 62} {
-			hdr := binary.AppendUvarint([]byte{byte(c)}, raw)
+			hdr := binary.AppendUvarint([]byte{codec}, raw)
 			_, k := binary.Uvarint(page[1:])
 			bad := append(hdr, page[1+k:len(page)-4]...)
 			bad = binary.LittleEndian.AppendUint32(bad, crc(bad))
@@ -266,8 +267,8 @@ func TestPageHeaderBounds(t *testing.T) {
 	rand.New(rand.NewSource(1)).Read(rnd)
 	for _, c := range []Compression{CompressionSnappy, CompressionZstd} {
 		page, _, _ := encodePage(nil, nil, rnd, c)
-		if Compression(page[0]) != CompressionNone {
-			t.Fatalf("%v: random page stored with codec %v", c, Compression(page[0]))
+		if page[0] != codecRaw {
+			t.Fatalf("%v: random page stored with codec byte %d", c, page[0])
 		}
 	}
 	if _, _, err := encodePage(nil, nil, rnd, Compression(9)); err == nil {
