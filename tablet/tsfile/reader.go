@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -232,14 +233,16 @@ func (r *Reader) entryCorrupt(m *dataMeta, p *indexEntry, pos int, format string
 	return corrupt(m.data, p.off, "%s (at byte %d of the uncompressed page)", fmt.Sprintf(format, args...), pos)
 }
 
-// DataBytes returns the bytes of the file's data blocks as stored and as
+// DataBytes returns the bytes of the data blocks of the named families
+// (all when none is named; "" holds row tombstones) as stored and as
 // their pages' entries uncompressed (raw is 0 for a version-2 file, whose
-// footer does not record it): their ratio is the file's compression
-// ratio.
-func (r *Reader) DataBytes() (stored, raw int64) {
+// footer does not record it): their ratio is the compression ratio.
+func (r *Reader) DataBytes(families ...string) (stored, raw int64) {
 	for _, d := range r.footer.data {
-		stored += d.dataSize
-		raw += d.rawSize
+		if len(families) == 0 || slices.Contains(families, d.family) {
+			stored += d.dataSize
+			raw += d.rawSize
+		}
 	}
 	return stored, raw
 }
