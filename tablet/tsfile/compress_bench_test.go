@@ -22,15 +22,15 @@ func cpuTime() time.Duration {
 
 // codecFile is one TSFile of the benchmark data under one codec.
 type codecFile struct {
-	c      Compression
-	info   Info
-	r      *Reader
-	pages  [][]byte // stored pages of family cf
+	c       Compression
+	info    Info
+	r       *Reader
+	pages   [][]byte      // stored pages of family cf
 	scanNs  time.Duration // wall time of the scans
 	scanCPU time.Duration // CPU time of the scans
 	scans   int
-	encCPU time.Duration
-	decCPU time.Duration
+	encCPU  time.Duration
+	decCPU  time.Duration
 }
 
 // scanAll reads every entry of the file through a cache much smaller than
@@ -135,7 +135,9 @@ func BenchmarkCompression(b *testing.B) {
 	}
 	b.StopTimer()
 	const mb = 1 << 20
-	per := func(f *codecFile, d time.Duration) float64 { return float64(f.scans) * float64(valueBytes) / d.Seconds() / mb }
+	per := func(f *codecFile, d time.Duration) float64 {
+		return float64(f.scans) * float64(valueBytes) / d.Seconds() / mb
+	}
 	baseWall, baseCPU := per(files[0], files[0].scanNs), per(files[0], files[0].scanCPU)
 	b.Logf("%d rows of %d-byte values (half repeated text, half random); %.1f MB of values, %.1f MB of raw pages; %d iterations",
 		rows, valueLen, float64(valueBytes)/mb, float64(rawBytes)/mb, b.N)
