@@ -22,26 +22,27 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Master_CreateTable_FullMethodName       = "/bighive.v1.Master/CreateTable"
-	Master_DeleteTable_FullMethodName       = "/bighive.v1.Master/DeleteTable"
-	Master_ListTables_FullMethodName        = "/bighive.v1.Master/ListTables"
-	Master_DescribeTable_FullMethodName     = "/bighive.v1.Master/DescribeTable"
-	Master_AddFamily_FullMethodName         = "/bighive.v1.Master/AddFamily"
-	Master_SetCachePriority_FullMethodName  = "/bighive.v1.Master/SetCachePriority"
-	Master_GetTableLocations_FullMethodName = "/bighive.v1.Master/GetTableLocations"
-	Master_ListTServers_FullMethodName      = "/bighive.v1.Master/ListTServers"
-	Master_RegisterTServer_FullMethodName   = "/bighive.v1.Master/RegisterTServer"
-	Master_Heartbeat_FullMethodName         = "/bighive.v1.Master/Heartbeat"
-	Master_ReportTabletLoad_FullMethodName  = "/bighive.v1.Master/ReportTabletLoad"
-	Master_ReportCheckpoint_FullMethodName  = "/bighive.v1.Master/ReportCheckpoint"
-	Master_AllocateTabletIds_FullMethodName = "/bighive.v1.Master/AllocateTabletIds"
-	Master_ReportSplit_FullMethodName       = "/bighive.v1.Master/ReportSplit"
-	Master_SplitTablet_FullMethodName       = "/bighive.v1.Master/SplitTablet"
-	Master_ReportLogSplit_FullMethodName    = "/bighive.v1.Master/ReportLogSplit"
-	Master_GetGCReferences_FullMethodName   = "/bighive.v1.Master/GetGCReferences"
-	Master_DeleteFamily_FullMethodName      = "/bighive.v1.Master/DeleteFamily"
-	Master_SetGCRule_FullMethodName         = "/bighive.v1.Master/SetGCRule"
-	Master_DropRowRange_FullMethodName      = "/bighive.v1.Master/DropRowRange"
+	Master_CreateTable_FullMethodName          = "/bighive.v1.Master/CreateTable"
+	Master_DeleteTable_FullMethodName          = "/bighive.v1.Master/DeleteTable"
+	Master_ListTables_FullMethodName           = "/bighive.v1.Master/ListTables"
+	Master_DescribeTable_FullMethodName        = "/bighive.v1.Master/DescribeTable"
+	Master_AddFamily_FullMethodName            = "/bighive.v1.Master/AddFamily"
+	Master_SetCachePriority_FullMethodName     = "/bighive.v1.Master/SetCachePriority"
+	Master_GetTableLocations_FullMethodName    = "/bighive.v1.Master/GetTableLocations"
+	Master_ListTServers_FullMethodName         = "/bighive.v1.Master/ListTServers"
+	Master_RegisterTServer_FullMethodName      = "/bighive.v1.Master/RegisterTServer"
+	Master_Heartbeat_FullMethodName            = "/bighive.v1.Master/Heartbeat"
+	Master_ReportTabletLoad_FullMethodName     = "/bighive.v1.Master/ReportTabletLoad"
+	Master_ReportCheckpoint_FullMethodName     = "/bighive.v1.Master/ReportCheckpoint"
+	Master_AllocateTabletIds_FullMethodName    = "/bighive.v1.Master/AllocateTabletIds"
+	Master_ReportSplit_FullMethodName          = "/bighive.v1.Master/ReportSplit"
+	Master_SplitTablet_FullMethodName          = "/bighive.v1.Master/SplitTablet"
+	Master_ReportLogSplit_FullMethodName       = "/bighive.v1.Master/ReportLogSplit"
+	Master_GetGCReferences_FullMethodName      = "/bighive.v1.Master/GetGCReferences"
+	Master_DeleteFamily_FullMethodName         = "/bighive.v1.Master/DeleteFamily"
+	Master_SetGCRule_FullMethodName            = "/bighive.v1.Master/SetGCRule"
+	Master_DropRowRange_FullMethodName         = "/bighive.v1.Master/DropRowRange"
+	Master_SetFamilyCompression_FullMethodName = "/bighive.v1.Master/SetFamilyCompression"
 )
 
 // MasterClient is the client API for Master service.
@@ -81,6 +82,8 @@ type MasterClient interface {
 	// Deletes every row with a prefix (or every row); rows written after it
 	// returns are kept.
 	DropRowRange(ctx context.Context, in *DropRowRangeRequest, opts ...grpc.CallOption) (*DropRowRangeResponse, error)
+	// Sets a family's compression (the TSFiles written from then on use it).
+	SetFamilyCompression(ctx context.Context, in *SetFamilyCompressionRequest, opts ...grpc.CallOption) (*SetFamilyCompressionResponse, error)
 }
 
 type masterClient struct {
@@ -291,6 +294,16 @@ func (c *masterClient) DropRowRange(ctx context.Context, in *DropRowRangeRequest
 	return out, nil
 }
 
+func (c *masterClient) SetFamilyCompression(ctx context.Context, in *SetFamilyCompressionRequest, opts ...grpc.CallOption) (*SetFamilyCompressionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetFamilyCompressionResponse)
+	err := c.cc.Invoke(ctx, Master_SetFamilyCompression_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MasterServer is the server API for Master service.
 // All implementations must embed UnimplementedMasterServer
 // for forward compatibility.
@@ -328,6 +341,8 @@ type MasterServer interface {
 	// Deletes every row with a prefix (or every row); rows written after it
 	// returns are kept.
 	DropRowRange(context.Context, *DropRowRangeRequest) (*DropRowRangeResponse, error)
+	// Sets a family's compression (the TSFiles written from then on use it).
+	SetFamilyCompression(context.Context, *SetFamilyCompressionRequest) (*SetFamilyCompressionResponse, error)
 	mustEmbedUnimplementedMasterServer()
 }
 
@@ -397,6 +412,9 @@ func (UnimplementedMasterServer) SetGCRule(context.Context, *SetGCRuleRequest) (
 }
 func (UnimplementedMasterServer) DropRowRange(context.Context, *DropRowRangeRequest) (*DropRowRangeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DropRowRange not implemented")
+}
+func (UnimplementedMasterServer) SetFamilyCompression(context.Context, *SetFamilyCompressionRequest) (*SetFamilyCompressionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetFamilyCompression not implemented")
 }
 func (UnimplementedMasterServer) mustEmbedUnimplementedMasterServer() {}
 func (UnimplementedMasterServer) testEmbeddedByValue()                {}
@@ -779,6 +797,24 @@ func _Master_DropRowRange_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Master_SetFamilyCompression_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetFamilyCompressionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).SetFamilyCompression(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_SetFamilyCompression_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).SetFamilyCompression(ctx, req.(*SetFamilyCompressionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Master_ServiceDesc is the grpc.ServiceDesc for Master service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -865,6 +901,10 @@ var Master_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DropRowRange",
 			Handler:    _Master_DropRowRange_Handler,
+		},
+		{
+			MethodName: "SetFamilyCompression",
+			Handler:    _Master_SetFamilyCompression_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
