@@ -148,61 +148,102 @@ func encodePage(dst, scratch, body []byte, c Compression) (page, scratchOut []by
 	return dst, scratch, nil
 }
 
-// decodePage verifies a stored page of format version 3 (at offset off of
-// data block id) and returns its body (entry* count:u32): the checksum
-// first, over the stored bytes, then the header, then the decompression,
-// whose output must be exactly the stated length. The body aliases page
-// when the page is stored raw.
-func decodePage(id blockstore.BlockID, off int64, page []byte) ([]byte, error) {
+// storedPage is a version-3 page whose checksum and header verifyPage
+// checked.
+type storedPage struct {
+	id      blockstore.BlockID
+	off     int64 // of the page in its data block
+	codec   byte
+	raw     int // the body's length, stated by the header
+	hdrLen  int
+	payload []byte
+}
+
+// verifyPage checks a stored page of format version 3 (at offset off of
+// data block id): the checksum first, over the stored bytes, then the
+// header (a known codec, 4 <= rawLen <= MaxPageBytes, and a raw payload
+// of exactly rawLen bytes). Nothing is allocated from the header's word
+// before the checksum matched.
+func verifyPage(id blockstore.BlockID, off int64, page []byte) (storedPage, error) {
 	if len(page) < 2+4 {
-		return nil, corrupt(id, off, "page of %d bytes", len(page))
+		return storedPage{}, corrupt(id, off, "page of %d bytes", len(page))
 	}
 	n := len(page) - 4
 	if got, want := crc(page[:n]), binary.LittleEndian.Uint32(page[n:]); got != want {
-		return nil, corrupt(id, off, "checksum mismatch in the %d-byte page (%08x != %08x)", len(page), got, want)
+		return storedPage{}, corrupt(id, off, "checksum mismatch in the %d-byte page (%08x != %08x)", len(page), got, want)
 	}
-	c := page[0]
 	raw, k := binary.Uvarint(page[1:n])
 	if k <= 0 {
-		return nil, corrupt(id, off+1, "malformed page header")
+		return storedPage{}, corrupt(id, off+1, "malformed page header")
 	}
 	if raw < 4 || raw > MaxPageBytes {
-		return nil, corrupt(id, off+1, "page states %d uncompressed bytes (limit %d)", raw, MaxPageBytes)
+		return storedPage{}, corrupt(id, off+1, "page states %d uncompressed bytes (limit %d)", raw, MaxPageBytes)
 	}
-	payload := page[1+k : n : n]
-	switch c {
+	p := storedPage{id: id, off: off, codec: page[0], raw: int(raw), hdrLen: 1 + k, payload: page[1+k : n : n]}
+	switch p.codec {
 	case codecRaw:
-		if uint64(len(payload)) != raw {
-			return nil, corrupt(id, off+1, "raw page states %d bytes, holds %d", raw, len(payload))
+		if len(p.payload) != p.raw {
+			return storedPage{}, corrupt(id, off+1, "raw page states %d bytes, holds %d", raw, len(p.payload))
 		}
-		return payload, nil
+	case codecSnappy, codecZstd:
+	default:
+		return storedPage{}, corrupt(id, off, "unknown page codec %d", p.codec)
+	}
+	return p, nil
+}
+
+// inflate returns the page's body (entry* count:u32): the payload itself
+// when the page is stored raw, else the payload decompressed into dst
+// (len 0, cap p.raw; nil allocates), which must be exactly p.raw bytes.
+func (p *storedPage) inflate(dst []byte) ([]byte, error) {
+	at := p.off + int64(p.hdrLen)
+	switch p.codec {
+	case codecRaw:
+		return p.payload, nil
 	case codecSnappy:
-		dl, err := s2.DecodedLen(payload)
-		if err != nil || uint64(dl) != raw {
-			return nil, corrupt(id, off+1+int64(k), "snappy page of %d bytes decodes to %d, header says %d (%v)", len(payload), dl, raw, err)
+		dl, err := s2.DecodedLen(p.payload)
+		if err != nil || dl != p.raw {
+			return nil, corrupt(p.id, at, "snappy page of %d bytes decodes to %d, header says %d (%v)", len(p.payload), dl, p.raw, err)
 		}
-		body, err := s2.Decode(make([]byte, raw), payload)
+		if cap(dst) < p.raw {
+			dst = make([]byte, 0, p.raw)
+		}
+		body, err := s2.Decode(dst[:p.raw], p.payload)
 		if err != nil {
-			return nil, corrupt(id, off+1+int64(k), "snappy: %v", err)
+			return nil, corrupt(p.id, at, "snappy: %v", err)
 		}
 		return body, nil
 	case codecZstd:
 		var h zstd.Header
-		if err := h.Decode(payload); err != nil || (h.HasFCS && h.FrameContentSize != raw) {
-			return nil, corrupt(id, off+1+int64(k), "zstd page header states %d bytes, page header %d (%v)", h.FrameContentSize, raw, err)
+		if err := h.Decode(p.payload); err != nil || (h.HasFCS && h.FrameContentSize != uint64(p.raw)) {
+			return nil, corrupt(p.id, at, "zstd frame header states %d bytes, page header %d (%v)", h.FrameContentSize, p.raw, err)
 		}
 		_, dec, err := zstdCodec()
 		if err != nil {
 			return nil, err
 		}
-		body, err := dec.DecodeAll(payload, make([]byte, 0, raw))
-		if err != nil {
-			return nil, corrupt(id, off+1+int64(k), "zstd: %v", err)
+		if cap(dst) < p.raw {
+			dst = make([]byte, 0, p.raw)
 		}
-		if uint64(len(body)) != raw {
-			return nil, corrupt(id, off+1+int64(k), "zstd page decodes to %d bytes, header says %d", len(body), raw)
+		body, err := dec.DecodeAll(p.payload, dst[:0:p.raw])
+		if err != nil {
+			return nil, corrupt(p.id, at, "zstd: %v", err)
+		}
+		if len(body) != p.raw {
+			return nil, corrupt(p.id, at, "zstd page decodes to %d bytes, header says %d", len(body), p.raw)
 		}
 		return body, nil
 	}
-	return nil, corrupt(id, off, "unknown page codec %d", c)
+	return nil, corrupt(p.id, p.off, "unknown page codec %d", p.codec)
+}
+
+// decodePage verifies a stored page of format version 3 and returns its
+// body (verifyPage, then inflate). The body aliases page when the page is
+// stored raw.
+func decodePage(id blockstore.BlockID, off int64, page []byte) ([]byte, error) {
+	p, err := verifyPage(id, off, page)
+	if err != nil {
+		return nil, err
+	}
+	return p.inflate(nil)
 }

@@ -419,6 +419,12 @@ func checkPage(version uint32, id blockstore.BlockID, off int64, page []byte, wa
 			return nil, err
 		}
 	}
+	return pageEntries(version, id, off, body, wantCount)
+}
+
+// pageEntries checks a page body's count against the index and returns
+// its entry bytes.
+func pageEntries(version uint32, id blockstore.BlockID, off int64, body []byte, wantCount int) ([]byte, error) {
 	n := len(body)
 	if c := binary.LittleEndian.Uint32(body[n-4:]); int(c) != wantCount {
 		if version == 2 {

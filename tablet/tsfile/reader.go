@@ -274,7 +274,7 @@ func (r *Reader) page(m *dataMeta, idx []indexEntry, i, ahead int) ([]byte, erro
 		}
 	}
 	last := &idx[i+n-1]
-	buf := make([]byte, last.off+last.length-p.off)
+	buf := getReadBuf(int(last.off + last.length - p.off))
 	b, err := r.block(m.data)
 	if err != nil {
 		return nil, err
@@ -284,28 +284,99 @@ func (r *Reader) page(m *dataMeta, idx []indexEntry, i, ahead int) ([]byte, erro
 	}
 	r.pagesRead.Add(int64(n))
 	r.readAhead.Add(int64(n - 1))
-	var first []byte
-	for j := 0; j < n; j++ {
-		q := &idx[i+j]
-		pg := buf[q.off-p.off : q.off-p.off+q.length : q.off-p.off+q.length]
-		body, err := checkPage(r.footer.version, m.data, q.off, pg, q.count)
+	stored := func(q *indexEntry) []byte {
+		return buf[q.off-p.off : q.off-p.off+q.length : q.off-p.off+q.length]
+	}
+	fail := func(err error) error {
 		if ce, ok := err.(*CorruptionError); ok {
 			ce.File = r.ref(r.id)
 		}
-		if err != nil {
-			if j == 0 {
-				return nil, err
+		return err
+	}
+	// bodies[j] is page i+j's body, up to the first page that fails (a
+	// failing read-ahead page is reported when it is needed).
+	bodies := make([][]byte, 0, n)
+	var firstErr error
+	aliased := false // a body aliases buf, which then cannot be reused
+	if r.footer.version == 2 {
+		for j := 0; j < n; j++ {
+			q := &idx[i+j]
+			body, err := checkPage(2, m.data, q.off, stored(q), q.count)
+			if err != nil {
+				firstErr = err
+				break
 			}
-			break // the read-ahead page is reported when it is needed
+			bodies, aliased = append(bodies, body), true
 		}
-		if j == 0 {
-			first = body
+	} else {
+		// Verify every page's checksum and header, then decompress them all
+		// into one allocation: a page's body is read and decoded once, and
+		// buf, holding only compressed bytes, goes back to the pool.
+		var ps []storedPage
+		total := 0
+		for j := 0; j < n; j++ {
+			q := &idx[i+j]
+			sp, err := verifyPage(m.data, q.off, stored(q))
+			if err != nil {
+				firstErr = err
+				break
+			}
+			ps = append(ps, sp)
+			if sp.codec != codecRaw {
+				total += sp.raw
+			}
 		}
-		if r.opts.Cache != nil {
-			r.opts.Cache.Insert(r.opts.Owner, blockcache.Key{Block: r.ref(m.data), Offset: q.off}, body)
+		slab := make([]byte, total)
+		for j := range ps {
+			q, sp := &idx[i+j], &ps[j]
+			var dst []byte
+			if sp.codec == codecRaw {
+				aliased = true
+			} else {
+				dst, slab = slab[:0:sp.raw], slab[sp.raw:]
+			}
+			body, err := sp.inflate(dst)
+			if err == nil {
+				body, err = pageEntries(3, m.data, q.off, body, q.count)
+			}
+			if err != nil {
+				firstErr = err
+				break
+			}
+			bodies = append(bodies, body)
 		}
 	}
-	return first, nil
+	if !aliased {
+		defer putReadBuf(buf)
+	}
+	if len(bodies) == 0 {
+		return nil, fail(firstErr)
+	}
+	if r.opts.Cache != nil {
+		for j, body := range bodies {
+			r.opts.Cache.Insert(r.opts.Owner, blockcache.Key{Block: r.ref(m.data), Offset: idx[i+j].off}, body)
+		}
+	}
+	return bodies[0], nil
+}
+
+// readBufs holds read buffers of compressed pages for reuse: once a
+// batch of pages is decompressed, nothing refers to their stored bytes.
+// (Allocating and faulting in a fresh buffer per read costs more than the
+// decompression itself.)
+var readBufs sync.Pool
+
+func getReadBuf(n int) []byte {
+	if v, ok := readBufs.Get().(*[]byte); ok && cap(*v) >= n {
+		return (*v)[:n]
+	}
+	return make([]byte, n)
+}
+
+func putReadBuf(b []byte) {
+	if cap(b) <= 1<<20 {
+		readBufs.Put(&b)
+	}
 }
 
 // NewIterator returns an iterator over the given families (nil: all) and
