@@ -363,19 +363,29 @@ func (r *Reader) page(m *dataMeta, idx []indexEntry, i, ahead int) ([]byte, erro
 // readBufs holds read buffers of compressed pages for reuse: once a
 // batch of pages is decompressed, nothing refers to their stored bytes.
 // (Allocating and faulting in a fresh buffer per read costs more than the
-// decompression itself.)
-var readBufs sync.Pool
+// decompression itself.) A small free list shared by every Reader, not a
+// sync.Pool, which garbage collections empty: a scan allocates enough to
+// run them often.
+var readBufs = make(chan []byte, 8)
 
 func getReadBuf(n int) []byte {
-	if v, ok := readBufs.Get().(*[]byte); ok && cap(*v) >= n {
-		return (*v)[:n]
+	select {
+	case b := <-readBufs:
+		if cap(b) >= n {
+			return b[:n]
+		}
+	default:
 	}
 	return make([]byte, n)
 }
 
 func putReadBuf(b []byte) {
-	if cap(b) <= 1<<20 {
-		readBufs.Put(&b)
+	if cap(b) > 1<<20 {
+		return
+	}
+	select {
+	case readBufs <- b:
+	default:
 	}
 }
 
