@@ -274,14 +274,18 @@ func (r *Reader) page(m *dataMeta, idx []indexEntry, i, ahead int) ([]byte, erro
 		}
 	}
 	last := &idx[i+n-1]
-	buf := getReadBuf(int(last.off + last.length - p.off))
 	b, err := r.block(m.data)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := b.ReadAt(buf, p.off); err != nil && err != io.EOF {
+	buf := getReadBuf(int(last.off + last.length - p.off))
+	got, err := b.ReadAt(buf, p.off)
+	if err != nil && err != io.EOF {
 		return nil, fmt.Errorf("tsfile: read block %s at %d: %w", m.data, p.off, err)
 	}
+	// A short read (a truncated block) leaves zeros, never a reused
+	// buffer's older bytes: the checksum then fails.
+	clear(buf[got:])
 	r.pagesRead.Add(int64(n))
 	r.readAhead.Add(int64(n - 1))
 	stored := func(q *indexEntry) []byte {
