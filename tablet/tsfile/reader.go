@@ -558,6 +558,10 @@ type Page struct {
 	Family   string
 	FirstRow []byte // the row of the page's first entry
 	Bytes    int64  // the page's length in its data block
+	// RawBytes estimates the page's length uncompressed: Bytes scaled by
+	// its family's ratio of raw to stored bytes (Bytes in a version-2
+	// file).
+	RawBytes int64
 }
 
 // Pages lists the data pages of every family, each family's in row order
@@ -571,8 +575,13 @@ func (r *Reader) Pages() ([]Page, error) {
 		if err != nil {
 			return nil, err
 		}
+		ratio := 1.0
+		if m.rawSize > 0 && m.dataSize > 0 {
+			ratio = float64(m.rawSize) / float64(m.dataSize)
+		}
 		for j := range idx {
-			out = append(out, Page{Family: m.family, FirstRow: idx[j].first.Row, Bytes: idx[j].length})
+			out = append(out, Page{Family: m.family, FirstRow: idx[j].first.Row, Bytes: idx[j].length,
+				RawBytes: int64(float64(idx[j].length) * ratio)})
 		}
 	}
 	return out, nil
