@@ -77,9 +77,10 @@
 // (64 MiB), the codec's own length (snappy's header, the zstd frame's
 // content size) must equal it, decompression must yield exactly rawLen
 // bytes, and the count must match the index; every failure is a
-// *CorruptionError naming the data block, the TSFile and the page's
-// offset. The block cache holds bodies' entries uncompressed: a page is
-// decompressed once per cache miss.
+// *CorruptionError naming the data block, the TSFile and the offset of the
+// page (of its payload for a failed decompression). The block cache holds
+// bodies' entries uncompressed: a page is decompressed once per cache
+// miss.
 //
 // # Versions
 //
@@ -110,6 +111,6 @@
 //   - The reader opens lazily (footer at Open; an index on first use of its
 //     family; the bloom filter on the first point read), seeks by the sparse
 //     index, and caches verified pages' entries, uncompressed, in a
-//     blockcache.Cache under (data block, offset). A scan that misses reads the next uncached
-//     pages in the same I/O (read-ahead).
+//     blockcache.Cache under (data block, offset). A scan that misses
+//     reads the next uncached pages in the same I/O (read-ahead).
 package tsfile
