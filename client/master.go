@@ -62,6 +62,9 @@ type FamilySpec struct {
 	// describes a family whose policy was set by SetGCPolicy (or given here)
 	// with this field.
 	GCPolicy GCPolicy
+	// Compression of the family's TSFile pages; CompressionDefault is
+	// snappy.
+	Compression Compression
 }
 
 // CreateTable creates a table. It fails with AlreadyExists if the table
@@ -116,18 +119,9 @@ func createTableRequest(spec TableSpec) (*pb.CreateTableRequest, error) {
 			return nil, apierr.InvalidArgument("column family %q is declared twice", f.Name)
 		}
 		seen[f.Name] = true
-		if f.MaxVersions < 0 || f.MaxAge < 0 {
-			return nil, apierr.InvalidArgument("column family %q: max versions %d and max age %v must not be negative", f.Name, f.MaxVersions, f.MaxAge)
-		}
-		if err := limits.ValidateFamilyMaxAge(f.Name, f.MaxAge.Microseconds()); err != nil {
+		fs, err := familyProto(f)
+		if err != nil {
 			return nil, err
-		}
-		fs := &pb.FamilySpec{Name: f.Name, MaxVersions: uint32(f.MaxVersions), MaxAgeMicros: f.MaxAge.Microseconds()}
-		if f.GCPolicy != nil {
-			if f.MaxVersions != 0 || f.MaxAge != 0 {
-				return nil, apierr.InvalidArgument("column family %q gives both a GC policy and max versions or max age; give one", f.Name)
-			}
-			fs.GcRule = f.GCPolicy.proto()
 		}
 		schema.Families = append(schema.Families, fs)
 	}
@@ -147,6 +141,29 @@ func createTableRequest(spec TableSpec) (*pb.CreateTableRequest, error) {
 		req.SplitKeys = append(req.SplitKeys, []byte(k))
 	}
 	return req, nil
+}
+
+// familyProto checks a family spec and converts it.
+func familyProto(f FamilySpec) (*pb.FamilySpec, error) {
+	if f.MaxVersions < 0 || f.MaxAge < 0 {
+		return nil, apierr.InvalidArgument("column family %q: max versions %d and max age %v must not be negative", f.Name, f.MaxVersions, f.MaxAge)
+	}
+	if err := limits.ValidateFamilyMaxAge(f.Name, f.MaxAge.Microseconds()); err != nil {
+		return nil, err
+	}
+	fs := &pb.FamilySpec{Name: f.Name, MaxVersions: uint32(f.MaxVersions), MaxAgeMicros: f.MaxAge.Microseconds()}
+	if f.GCPolicy != nil {
+		if f.MaxVersions != 0 || f.MaxAge != 0 {
+			return nil, apierr.InvalidArgument("column family %q gives both a GC policy and max versions or max age; give one", f.Name)
+		}
+		fs.GcRule = f.GCPolicy.proto()
+	}
+	c, ok := f.Compression.proto()
+	if !ok {
+		return nil, apierr.InvalidArgument("column family %q: unknown compression %d (use CompressionNone, CompressionSnappy or CompressionZstd)", f.Name, int(f.Compression))
+	}
+	fs.Compression = c
+	return fs, nil
 }
 
 // DeleteTable deletes a table and all its data. NotFound if there is none.
@@ -258,7 +275,7 @@ func tableInfo(t *pb.TableInfo) TableInfo {
 		CachePriority: priorityFromProto(t.CachePriority),
 	}
 	for _, f := range t.GetSchema().GetFamilies() {
-		fs := FamilySpec{Name: f.Name, GCPolicy: policyFromProto(f.GcRule)}
+		fs := FamilySpec{Name: f.Name, GCPolicy: policyFromProto(f.GcRule), Compression: compressionFromProto(f.Compression)}
 		if fs.GCPolicy == nil {
 			fs.MaxVersions, fs.MaxAge = int(f.MaxVersions), time.Duration(f.MaxAgeMicros)*time.Microsecond
 		}

@@ -20,8 +20,8 @@
 //
 // # Schema changes
 //
-// AddFamily, DeleteFamily and SetGCRule commit one meta command (which
-// gives the schema a new version), then push the schema to every tserver
+// AddFamily, DeleteFamily, SetGCRule and SetFamilyCompression commit one
+// meta command (which gives the schema a new version), then push the schema to every tserver
 // holding a tablet of the table (TServer.UpdateSchema) and return once
 // each acknowledged; heartbeat replies carry changed schemas as well.
 // DropRowRange has each overlapping tablet's owner write a delete-row

@@ -49,6 +49,8 @@ func (w *writer) dispatch(cmd *spb.MetaCommand) (*Result, error) {
 		return w.setGCRule(c.SetGcRule)
 	case *spb.MetaCommand_FamilyPurged:
 		return w.familyPurged(c.FamilyPurged)
+	case *spb.MetaCommand_SetCompression:
+		return w.setCompression(c.SetCompression)
 	case *spb.MetaCommand_RegisterTserver:
 		return w.registerTServer(c.RegisterTserver)
 	case *spb.MetaCommand_Assign:
@@ -160,7 +162,19 @@ func ValidateFamily(f *pb.FamilySpec) error {
 			return err
 		}
 	}
+	if err := ValidateCompression(f.Name, f.Compression); err != nil {
+		return err
+	}
 	return limits.ValidateFamilyMaxAge(f.Name, f.MaxAgeMicros)
+}
+
+// ValidateCompression checks a family's compression is one of the enum's
+// values (unspecified is the default, snappy).
+func ValidateCompression(family string, c pb.Compression) error {
+	if _, ok := pb.Compression_name[int32(c)]; !ok {
+		return apierr.InvalidArgument("column family %q: unknown compression %d (use none, snappy or zstd)", family, c)
+	}
+	return nil
 }
 
 // MaxGCRuleDepth bounds the nesting of a GC rule (unions and intersections
@@ -648,6 +662,23 @@ func (w *writer) setGCRule(c *spb.MetaSetGCRule) (*Result, error) {
 			f.GcRule = &pb.GcRule{}
 		}
 		return w.putSchema(s)
+	}
+	return nil, apierr.InvalidArgument("table %q has no column family %q", c.Table, c.Family)
+}
+
+func (w *writer) setCompression(c *spb.MetaSetCompression) (*Result, error) {
+	if err := ValidateCompression(c.Family, c.Compression); err != nil {
+		return nil, err
+	}
+	s, err := w.Table(c.Table)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range s.Families {
+		if f.Name == c.Family {
+			f.Compression = c.Compression
+			return w.putSchema(s)
+		}
 	}
 	return nil, apierr.InvalidArgument("table %q has no column family %q", c.Table, c.Family)
 }

@@ -60,8 +60,9 @@
 // database simply lacks it and Open creates it empty. So was
 // "schema_version" (absent: 0).
 //
-// Schema changes: CreateTable, AddFamily, DeleteFamily and SetGCRule each
-// give the table's schema a new version from one counter over all tables
+// Schema changes: CreateTable, AddFamily, DeleteFamily, SetGCRule and
+// SetCompression (FamilySpec.compression) each give the table's schema a
+// new version from one counter over all tables
 // (TableSchema.version), so versions of a name only grow, even across a
 // delete and a create. Tservers keep the highest version they have seen.
 // SetGCRule stores the rule in FamilySpec.gc_rule and clears max_versions

@@ -144,6 +144,9 @@ type Request struct {
 	// dual-writing: from the first call every write of the parent goes
 	// through DualWrite.Admit.
 	Route func(*DualWrite)
+	// Compression gives the codec of each family's pages in the children's
+	// TSFiles (the parent's schema); nil: tsfile.DefaultCompression.
+	Compression func(family string) tsfile.Compression
 }
 
 // Result is a committed split.
@@ -361,7 +364,7 @@ func writeChildren(ctx context.Context, o Options, req Request, rep *Report, swa
 		}
 		src := memstore.Merge(its...)
 		info, err := tsfile.Write(ctx, o.Blocks, &clipped{src: src, start: ch.Start, end: ch.End},
-			tsfile.WriterOptions{Store: o.Store, TabletID: ch.ID, PageSize: o.PageSize})
+			tsfile.WriterOptions{Store: o.Store, TabletID: ch.ID, PageSize: o.PageSize, Compression: req.Compression})
 		src.Close()
 		if errors.Is(err, tsfile.ErrEmpty) {
 			continue

@@ -117,6 +117,14 @@
 // tombstones: a restart may replay a logged record whose cells are already
 // in a file, and the tombstone must keep hiding the replayed copy.
 //
+// Every TSFile the tablet writes (flush, compaction, and a split's
+// children through Compression) compresses each family's pages with the
+// codec of FamilyPolicy.Compression in the schema current when the write
+// starts (tsfile.DefaultCompression, snappy, for a family that names none,
+// for row tombstones and for families absent from the schema). Files keep
+// the codec they were written with; a compaction rewrites them with the
+// current one.
+//
 // Invariants: a row mutation is visible whole or not at all; a TSFile
 // joins the read set only through InstallFlushed/InstallCompacted, i.e.
 // after its transaction committed; a file removed from the read set stays

@@ -54,7 +54,9 @@ func (t *Tablet) SampleRowKeys(ctx context.Context, start, end []byte, every int
 			return nil, 0, fmt.Errorf("tablet %s: sample row keys: %w", t.opts.ID, err)
 		}
 		for _, p := range pages {
-			pts = append(pts, sizePoint{row: p.FirstRow, bytes: p.Bytes})
+			// Uncompressed, like the buffers' bytes below: offsets measure
+			// data, whatever the families' compression.
+			pts = append(pts, sizePoint{row: p.FirstRow, bytes: p.RawBytes})
 		}
 	}
 	// A buffer counts in chunks of about bufferChunk bytes, each at its

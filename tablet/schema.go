@@ -7,6 +7,7 @@ import (
 
 	"bighive/internal/mutation"
 	"bighive/tablet/blockcache"
+	"bighive/tablet/tsfile"
 )
 
 // Priority is a table's block-cache class (High, Medium, Low).
@@ -29,11 +30,26 @@ type FamilyPolicy struct {
 	// Rule, when set, is the family's GC rule and MaxVersions and MaxAge
 	// are ignored; when nil the rule is the union of the two.
 	Rule *GCRule
+	// Compression is the codec of the family's TSFile pages written from
+	// now on (files already written keep theirs); the zero value is
+	// tsfile.DefaultCompression.
+	Compression tsfile.Compression
 }
 
 // Schema is a table's column families.
 type Schema struct {
 	Families map[string]FamilyPolicy
+}
+
+// compression returns the codec of each family's pages: the family's,
+// else (families absent from the schema, and "" for row tombstones)
+// tsfile.DefaultCompression.
+func (s *Schema) compression() func(family string) tsfile.Compression {
+	codecs := make(map[string]tsfile.Compression, len(s.Families))
+	for name, f := range s.Families {
+		codecs[name] = f.Compression
+	}
+	return func(family string) tsfile.Compression { return codecs[family] }
 }
 
 // Errors of the tablet engine. The server maps ErrUnknownFamily and

@@ -470,9 +470,19 @@ func (t *Tablet) InstallFlushed(info TSFileInfo) error {
 	return nil
 }
 
-// writerOptions are the options of every TSFile this tablet writes.
+// writerOptions are the options of every TSFile this tablet writes: each
+// family's pages compressed with the codec the current schema gives it.
 func (t *Tablet) writerOptions() tsfile.WriterOptions {
-	return tsfile.WriterOptions{Store: t.opts.StoreUUID, TabletID: t.opts.ID, PageSize: t.opts.PageSize}
+	return tsfile.WriterOptions{Store: t.opts.StoreUUID, TabletID: t.opts.ID, PageSize: t.opts.PageSize, Compression: t.Compression()}
+}
+
+// Compression returns the codec of each family's pages under the current
+// schema, for TSFiles of the tablet's data written elsewhere (a split's
+// children).
+func (t *Tablet) Compression() func(family string) tsfile.Compression {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.schema.compression()
 }
 
 // Files lists the TSFiles of the read set, newest first.

@@ -14,6 +14,7 @@ import (
 	"bighive/internal/limits"
 	pb "bighive/proto/bighivepb"
 	"bighive/tablet"
+	"bighive/tablet/tsfile"
 )
 
 // schemas holds the newest schema (highest TableSchema.version) this
@@ -88,7 +89,7 @@ func (s *Server) UpdateSchema(ctx context.Context, req *pb.UpdateSchemaRequest) 
 func schemaOf(ts *pb.TableSchema) tablet.Schema {
 	s := tablet.Schema{Families: map[string]tablet.FamilyPolicy{}}
 	for _, f := range ts.GetFamilies() {
-		p := tablet.FamilyPolicy{MaxVersions: int(f.MaxVersions), MaxAge: familyMaxAge(f.MaxAgeMicros)}
+		p := tablet.FamilyPolicy{MaxVersions: int(f.MaxVersions), MaxAge: familyMaxAge(f.MaxAgeMicros), Compression: compressionOf(f.Compression)}
 		if f.GcRule != nil {
 			r := gcRuleOf(f.GcRule)
 			p.Rule = &r
@@ -96,6 +97,33 @@ func schemaOf(ts *pb.TableSchema) tablet.Schema {
 		s.Families[f.Name] = p
 	}
 	return s
+}
+
+// compressionOf converts a family's compression of the API: unspecified
+// (and a value this server does not know) is tsfile.DefaultCompression.
+func compressionOf(c pb.Compression) tsfile.Compression {
+	switch c {
+	case pb.Compression_COMPRESSION_NONE:
+		return tsfile.CompressionNone
+	case pb.Compression_COMPRESSION_SNAPPY:
+		return tsfile.CompressionSnappy
+	case pb.Compression_COMPRESSION_ZSTD:
+		return tsfile.CompressionZstd
+	}
+	return tsfile.CompressionDefault
+}
+
+// compressionToPB is the inverse of compressionOf.
+func compressionToPB(c tsfile.Compression) pb.Compression {
+	switch c {
+	case tsfile.CompressionNone:
+		return pb.Compression_COMPRESSION_NONE
+	case tsfile.CompressionSnappy:
+		return pb.Compression_COMPRESSION_SNAPPY
+	case tsfile.CompressionZstd:
+		return pb.Compression_COMPRESSION_ZSTD
+	}
+	return pb.Compression_COMPRESSION_UNSPECIFIED
 }
 
 // gcRuleOf converts a GC rule of the API (validated by the master).
@@ -149,7 +177,7 @@ func (s *Server) schemaToPB(r *replica) *pb.TableSchema {
 	}
 	out := &pb.TableSchema{Name: r.Table()}
 	for name, f := range r.Engine().Schema().Families {
-		spec := &pb.FamilySpec{Name: name, MaxVersions: uint32(f.MaxVersions), MaxAgeMicros: f.MaxAge.Microseconds()}
+		spec := &pb.FamilySpec{Name: name, MaxVersions: uint32(f.MaxVersions), MaxAgeMicros: f.MaxAge.Microseconds(), Compression: compressionToPB(f.Compression)}
 		if f.Rule != nil {
 			spec.GcRule = gcRuleToPB(f.Rule)
 		}

@@ -188,7 +188,7 @@ func (sp *splitter) run(ctx context.Context, r *replica, row []byte) (_ *split.R
 		Master: splitMaster{s: s, committed: &committed},
 	}
 	req := split.Request{TabletID: r.ID(), Epoch: r.Epoch(), Start: r.Start(), End: r.End(), Row: row, Tablet: r.Engine(),
-		Route: r.Route}
+		Route: r.Route, Compression: r.Engine().Compression()}
 	if len(req.End) == 0 {
 		req.End = nil
 	}

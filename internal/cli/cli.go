@@ -182,7 +182,7 @@ func splitList(s string) []string {
 // Commands returns the built-in commands.
 func Commands() []Command {
 	return append([]Command{
-		{Name: "create", Args: "TABLE --families CF[:maxversions=N][:maxage=DUR],... [--splits K1,K2,...]", Summary: "create a table", Example: "create t --families cf:maxversions=3,meta --splits user#5,user#9", Run: runCreate},
+		{Name: "create", Args: "TABLE --families CF[:maxversions=N][:maxage=DUR][:compression=CODEC],... [--splits K1,K2,...] [--compression none|snappy|zstd]", Summary: "create a table", Example: "create t --families cf:maxversions=3,meta --splits user#5,user#9\ncreate t --families cf,blob:compression=none --compression zstd", Run: runCreate},
 		{Name: "drop", Args: "TABLE", Summary: "delete a table and its data", Example: "drop t", Run: runDrop},
 		{Name: "tables", Summary: "list the tables", Example: "tables --json", Run: runTables},
 		{Name: "tablets", Args: "TABLE", Summary: "list a table's tablets: ranges, servers, sizes", Example: "tablets t", Run: runTablets},
@@ -197,6 +197,7 @@ func Commands() []Command {
 		{Name: "delete", Args: "TABLE ROW [FAMILY[:QUALIFIER]]", Summary: "delete a row, a family of it, or a column of it", Example: "delete t user#1\ndelete t user#1 cf\ndelete t user#1 cf:name", Run: runDelete},
 		{Name: "checkpoint", Args: "[TSERVER...]", Summary: "checkpoint the given tservers (default: every live one)", Example: "checkpoint\ncheckpoint 127.0.0.1:7201", Run: runCheckpoint},
 		{Name: "split", Args: "TABLE ROW", Summary: "split the tablet holding ROW at ROW", Example: "split t user#5", Run: runSplit},
+		setCompressionCommand,
 	}, append(append(schemaCommands(), dataCommands()...), statusCommands()...)...)
 }
 

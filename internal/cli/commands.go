@@ -53,8 +53,14 @@ func parseFamilies(s string) ([]client.FamilySpec, error) {
 					return nil, Usagef("family %q: maxage %q: %v", f.Name, v, err)
 				}
 				f.MaxAge = d
+			case "compression":
+				c, err := client.ParseCompression(v)
+				if err != nil {
+					return nil, Usagef("family %q: compression %q: use none, snappy or zstd", f.Name, v)
+				}
+				f.Compression = c
 			default:
-				return nil, Usagef("family %q: unknown option %q (use maxversions=N, maxage=DURATION)", f.Name, k)
+				return nil, Usagef("family %q: unknown option %q (use maxversions=N, maxage=DURATION, compression=none|snappy|zstd)", f.Name, k)
 			}
 		}
 		out = append(out, f)
@@ -75,10 +81,11 @@ func parseAge(s string) (time.Duration, error) {
 }
 
 func runCreate(ctx context.Context, env *Env, args []string) error {
-	var families, splits string
+	var families, splits, compression string
 	ctx, done, c, pos, err := env.session(ctx, args, 1, 1, func(fs flagSet) {
-		fs.StringVar(&families, "families", "", "column families: CF[:maxversions=N][:maxage=DURATION],...")
+		fs.StringVar(&families, "families", "", "column families: CF[:maxversions=N][:maxage=DURATION][:compression=CODEC],...")
 		fs.StringVar(&splits, "splits", "", "comma-separated split keys")
+		fs.StringVar(&compression, "compression", "", "compression of the families that name none: none, snappy (the default) or zstd")
 	})
 	if err != nil {
 		return err
@@ -87,6 +94,15 @@ func runCreate(ctx context.Context, env *Env, args []string) error {
 	fams, err := parseFamilies(families)
 	if err != nil {
 		return err
+	}
+	comp, err := parseCompressionFlag(compression)
+	if err != nil {
+		return err
+	}
+	for i := range fams {
+		if fams[i].Compression == client.CompressionDefault {
+			fams[i].Compression = comp
+		}
 	}
 	if len(fams) == 0 {
 		return Usagef("--families is required\nusage: %s", env.usage())
@@ -127,7 +143,8 @@ func runTables(ctx context.Context, env *Env, args []string) error {
 		var jf []map[string]any
 		for _, f := range t.Families {
 			fams = append(fams, familyString(f))
-			jf = append(jf, map[string]any{"name": f.Name, "max_versions": f.MaxVersions, "max_age": f.MaxAge.String(), "gc_policy": gcPolicyJSON(f.GCPolicy)})
+			jf = append(jf, map[string]any{"name": f.Name, "max_versions": f.MaxVersions, "max_age": f.MaxAge.String(), "gc_policy": gcPolicyJSON(f.GCPolicy),
+				"compression": compressionName(f.Compression)})
 		}
 		if env.JSON {
 			if err := env.object(map[string]any{"name": t.Name, "tablets": t.TabletCount, "families": jf, "cache_priority": t.CachePriority.String()}); err != nil {
@@ -161,6 +178,9 @@ func familyString(f client.FamilySpec) string {
 	}
 	if f.GCPolicy != nil {
 		s += ":gc=" + policyString(f.GCPolicy)
+	}
+	if f.Compression != client.CompressionDefault {
+		s += ":compression=" + f.Compression.String()
 	}
 	return s
 }

@@ -133,6 +133,61 @@ func (TabletState) EnumDescriptor() ([]byte, []int) {
 	return file_bighivepb_common_proto_rawDescGZIP(), []int{1}
 }
 
+// The codec of a column family's TSFile pages. A page is stored
+// compressed only when that saves space.
+type Compression int32
+
+const (
+	// The default: snappy.
+	Compression_COMPRESSION_UNSPECIFIED Compression = 0
+	Compression_COMPRESSION_NONE        Compression = 1
+	Compression_COMPRESSION_SNAPPY      Compression = 2
+	Compression_COMPRESSION_ZSTD        Compression = 3
+)
+
+// Enum value maps for Compression.
+var (
+	Compression_name = map[int32]string{
+		0: "COMPRESSION_UNSPECIFIED",
+		1: "COMPRESSION_NONE",
+		2: "COMPRESSION_SNAPPY",
+		3: "COMPRESSION_ZSTD",
+	}
+	Compression_value = map[string]int32{
+		"COMPRESSION_UNSPECIFIED": 0,
+		"COMPRESSION_NONE":        1,
+		"COMPRESSION_SNAPPY":      2,
+		"COMPRESSION_ZSTD":        3,
+	}
+)
+
+func (x Compression) Enum() *Compression {
+	p := new(Compression)
+	*p = x
+	return p
+}
+
+func (x Compression) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Compression) Descriptor() protoreflect.EnumDescriptor {
+	return file_bighivepb_common_proto_enumTypes[2].Descriptor()
+}
+
+func (Compression) Type() protoreflect.EnumType {
+	return &file_bighivepb_common_proto_enumTypes[2]
+}
+
+func (x Compression) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Compression.Descriptor instead.
+func (Compression) EnumDescriptor() ([]byte, []int) {
+	return file_bighivepb_common_proto_rawDescGZIP(), []int{2}
+}
+
 type TabletError_Reason int32
 
 const (
@@ -172,11 +227,11 @@ func (x TabletError_Reason) String() string {
 }
 
 func (TabletError_Reason) Descriptor() protoreflect.EnumDescriptor {
-	return file_bighivepb_common_proto_enumTypes[2].Descriptor()
+	return file_bighivepb_common_proto_enumTypes[3].Descriptor()
 }
 
 func (TabletError_Reason) Type() protoreflect.EnumType {
-	return &file_bighivepb_common_proto_enumTypes[2]
+	return &file_bighivepb_common_proto_enumTypes[3]
 }
 
 func (x TabletError_Reason) Number() protoreflect.EnumNumber {
@@ -199,7 +254,11 @@ type FamilySpec struct {
 	// The family's garbage-collection rule. When set it wins: max_versions
 	// and max_age_micros are then ignored. When unset, the family's rule is
 	// the union of max_versions and max_age_micros (each only when non-zero).
-	GcRule        *GcRule `protobuf:"bytes,4,opt,name=gc_rule,json=gcRule,proto3" json:"gc_rule,omitempty"`
+	GcRule *GcRule `protobuf:"bytes,4,opt,name=gc_rule,json=gcRule,proto3" json:"gc_rule,omitempty"`
+	// The codec of the family's TSFile pages written from now on (files
+	// already written keep theirs). Unspecified (every family created before
+	// the field existed) is snappy.
+	Compression   Compression `protobuf:"varint,5,opt,name=compression,proto3,enum=bighive.v1.Compression" json:"compression,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -260,6 +319,13 @@ func (x *FamilySpec) GetGcRule() *GcRule {
 		return x.GcRule
 	}
 	return nil
+}
+
+func (x *FamilySpec) GetCompression() Compression {
+	if x != nil {
+		return x.Compression
+	}
+	return Compression_COMPRESSION_UNSPECIFIED
 }
 
 type TableSchema struct {
@@ -1746,13 +1812,14 @@ var File_bighivepb_common_proto protoreflect.FileDescriptor
 const file_bighivepb_common_proto_rawDesc = "" +
 	"\n" +
 	"\x16bighivepb/common.proto\x12\n" +
-	"bighive.v1\"\x96\x01\n" +
+	"bighive.v1\"\xd1\x01\n" +
 	"\n" +
 	"FamilySpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
 	"\fmax_versions\x18\x02 \x01(\rR\vmaxVersions\x12$\n" +
 	"\x0emax_age_micros\x18\x03 \x01(\x03R\fmaxAgeMicros\x12+\n" +
-	"\agc_rule\x18\x04 \x01(\v2\x12.bighive.v1.GcRuleR\x06gcRule\"\x9a\x01\n" +
+	"\agc_rule\x18\x04 \x01(\v2\x12.bighive.v1.GcRuleR\x06gcRule\x129\n" +
+	"\vcompression\x18\x05 \x01(\x0e2\x17.bighive.v1.CompressionR\vcompression\"\x9a\x01\n" +
 	"\vTableSchema\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
 	"\bfamilies\x18\x02 \x03(\v2\x16.bighive.v1.FamilySpecR\bfamilies\x12\x18\n" +
@@ -1871,7 +1938,12 @@ const file_bighivepb_common_proto_rawDesc = "" +
 	"\x17TABLET_STATE_UNASSIGNED\x10\x01\x12\x19\n" +
 	"\x15TABLET_STATE_ASSIGNED\x10\x02\x12\x18\n" +
 	"\x14TABLET_STATE_SERVING\x10\x03\x12\x19\n" +
-	"\x15TABLET_STATE_DELETING\x10\x04B\x19Z\x17bighive/proto/bighivepbb\x06proto3"
+	"\x15TABLET_STATE_DELETING\x10\x04*n\n" +
+	"\vCompression\x12\x1b\n" +
+	"\x17COMPRESSION_UNSPECIFIED\x10\x00\x12\x14\n" +
+	"\x10COMPRESSION_NONE\x10\x01\x12\x16\n" +
+	"\x12COMPRESSION_SNAPPY\x10\x02\x12\x14\n" +
+	"\x10COMPRESSION_ZSTD\x10\x03B\x19Z\x17bighive/proto/bighivepbb\x06proto3"
 
 var (
 	file_bighivepb_common_proto_rawDescOnce sync.Once
@@ -1885,63 +1957,65 @@ func file_bighivepb_common_proto_rawDescGZIP() []byte {
 	return file_bighivepb_common_proto_rawDescData
 }
 
-var file_bighivepb_common_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_bighivepb_common_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
 var file_bighivepb_common_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_bighivepb_common_proto_goTypes = []any{
 	(CachePriority)(0),                // 0: bighive.v1.CachePriority
 	(TabletState)(0),                  // 1: bighive.v1.TabletState
-	(TabletError_Reason)(0),           // 2: bighive.v1.TabletError.Reason
-	(*FamilySpec)(nil),                // 3: bighive.v1.FamilySpec
-	(*TableSchema)(nil),               // 4: bighive.v1.TableSchema
-	(*RowRange)(nil),                  // 5: bighive.v1.RowRange
-	(*TimestampRange)(nil),            // 6: bighive.v1.TimestampRange
-	(*LogPosition)(nil),               // 7: bighive.v1.LogPosition
-	(*TSFileRef)(nil),                 // 8: bighive.v1.TSFileRef
-	(*DataDirGroup)(nil),              // 9: bighive.v1.DataDirGroup
-	(*TabletMeta)(nil),                // 10: bighive.v1.TabletMeta
-	(*Mutation)(nil),                  // 11: bighive.v1.Mutation
-	(*RowMutation)(nil),               // 12: bighive.v1.RowMutation
-	(*Cell)(nil),                      // 13: bighive.v1.Cell
-	(*Row)(nil),                       // 14: bighive.v1.Row
-	(*Column)(nil),                    // 15: bighive.v1.Column
-	(*ReadFilter)(nil),                // 16: bighive.v1.ReadFilter
-	(*TabletError)(nil),               // 17: bighive.v1.TabletError
-	(*NotLeader)(nil),                 // 18: bighive.v1.NotLeader
-	(*GcRule)(nil),                    // 19: bighive.v1.GcRule
-	(*Mutation_SetCell)(nil),          // 20: bighive.v1.Mutation.SetCell
-	(*Mutation_DeleteFromColumn)(nil), // 21: bighive.v1.Mutation.DeleteFromColumn
-	(*Mutation_DeleteFromFamily)(nil), // 22: bighive.v1.Mutation.DeleteFromFamily
-	(*Mutation_DeleteFromRow)(nil),    // 23: bighive.v1.Mutation.DeleteFromRow
-	(*GcRule_Intersection)(nil),       // 24: bighive.v1.GcRule.Intersection
-	(*GcRule_Union)(nil),              // 25: bighive.v1.GcRule.Union
+	(Compression)(0),                  // 2: bighive.v1.Compression
+	(TabletError_Reason)(0),           // 3: bighive.v1.TabletError.Reason
+	(*FamilySpec)(nil),                // 4: bighive.v1.FamilySpec
+	(*TableSchema)(nil),               // 5: bighive.v1.TableSchema
+	(*RowRange)(nil),                  // 6: bighive.v1.RowRange
+	(*TimestampRange)(nil),            // 7: bighive.v1.TimestampRange
+	(*LogPosition)(nil),               // 8: bighive.v1.LogPosition
+	(*TSFileRef)(nil),                 // 9: bighive.v1.TSFileRef
+	(*DataDirGroup)(nil),              // 10: bighive.v1.DataDirGroup
+	(*TabletMeta)(nil),                // 11: bighive.v1.TabletMeta
+	(*Mutation)(nil),                  // 12: bighive.v1.Mutation
+	(*RowMutation)(nil),               // 13: bighive.v1.RowMutation
+	(*Cell)(nil),                      // 14: bighive.v1.Cell
+	(*Row)(nil),                       // 15: bighive.v1.Row
+	(*Column)(nil),                    // 16: bighive.v1.Column
+	(*ReadFilter)(nil),                // 17: bighive.v1.ReadFilter
+	(*TabletError)(nil),               // 18: bighive.v1.TabletError
+	(*NotLeader)(nil),                 // 19: bighive.v1.NotLeader
+	(*GcRule)(nil),                    // 20: bighive.v1.GcRule
+	(*Mutation_SetCell)(nil),          // 21: bighive.v1.Mutation.SetCell
+	(*Mutation_DeleteFromColumn)(nil), // 22: bighive.v1.Mutation.DeleteFromColumn
+	(*Mutation_DeleteFromFamily)(nil), // 23: bighive.v1.Mutation.DeleteFromFamily
+	(*Mutation_DeleteFromRow)(nil),    // 24: bighive.v1.Mutation.DeleteFromRow
+	(*GcRule_Intersection)(nil),       // 25: bighive.v1.GcRule.Intersection
+	(*GcRule_Union)(nil),              // 26: bighive.v1.GcRule.Union
 }
 var file_bighivepb_common_proto_depIdxs = []int32{
-	19, // 0: bighive.v1.FamilySpec.gc_rule:type_name -> bighive.v1.GcRule
-	3,  // 1: bighive.v1.TableSchema.families:type_name -> bighive.v1.FamilySpec
-	5,  // 2: bighive.v1.TabletMeta.range:type_name -> bighive.v1.RowRange
-	1,  // 3: bighive.v1.TabletMeta.state:type_name -> bighive.v1.TabletState
-	7,  // 4: bighive.v1.TabletMeta.log_positions:type_name -> bighive.v1.LogPosition
-	8,  // 5: bighive.v1.TabletMeta.tsfiles:type_name -> bighive.v1.TSFileRef
-	9,  // 6: bighive.v1.TabletMeta.data_dir_group:type_name -> bighive.v1.DataDirGroup
-	20, // 7: bighive.v1.Mutation.set_cell:type_name -> bighive.v1.Mutation.SetCell
-	21, // 8: bighive.v1.Mutation.delete_from_column:type_name -> bighive.v1.Mutation.DeleteFromColumn
-	22, // 9: bighive.v1.Mutation.delete_from_family:type_name -> bighive.v1.Mutation.DeleteFromFamily
-	23, // 10: bighive.v1.Mutation.delete_from_row:type_name -> bighive.v1.Mutation.DeleteFromRow
-	11, // 11: bighive.v1.RowMutation.mutations:type_name -> bighive.v1.Mutation
-	13, // 12: bighive.v1.Row.cells:type_name -> bighive.v1.Cell
-	15, // 13: bighive.v1.ReadFilter.columns:type_name -> bighive.v1.Column
-	6,  // 14: bighive.v1.ReadFilter.time_range:type_name -> bighive.v1.TimestampRange
-	2,  // 15: bighive.v1.TabletError.reason:type_name -> bighive.v1.TabletError.Reason
-	24, // 16: bighive.v1.GcRule.intersection:type_name -> bighive.v1.GcRule.Intersection
-	25, // 17: bighive.v1.GcRule.union:type_name -> bighive.v1.GcRule.Union
-	6,  // 18: bighive.v1.Mutation.DeleteFromColumn.time_range:type_name -> bighive.v1.TimestampRange
-	19, // 19: bighive.v1.GcRule.Intersection.rules:type_name -> bighive.v1.GcRule
-	19, // 20: bighive.v1.GcRule.Union.rules:type_name -> bighive.v1.GcRule
-	21, // [21:21] is the sub-list for method output_type
-	21, // [21:21] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	20, // 0: bighive.v1.FamilySpec.gc_rule:type_name -> bighive.v1.GcRule
+	2,  // 1: bighive.v1.FamilySpec.compression:type_name -> bighive.v1.Compression
+	4,  // 2: bighive.v1.TableSchema.families:type_name -> bighive.v1.FamilySpec
+	6,  // 3: bighive.v1.TabletMeta.range:type_name -> bighive.v1.RowRange
+	1,  // 4: bighive.v1.TabletMeta.state:type_name -> bighive.v1.TabletState
+	8,  // 5: bighive.v1.TabletMeta.log_positions:type_name -> bighive.v1.LogPosition
+	9,  // 6: bighive.v1.TabletMeta.tsfiles:type_name -> bighive.v1.TSFileRef
+	10, // 7: bighive.v1.TabletMeta.data_dir_group:type_name -> bighive.v1.DataDirGroup
+	21, // 8: bighive.v1.Mutation.set_cell:type_name -> bighive.v1.Mutation.SetCell
+	22, // 9: bighive.v1.Mutation.delete_from_column:type_name -> bighive.v1.Mutation.DeleteFromColumn
+	23, // 10: bighive.v1.Mutation.delete_from_family:type_name -> bighive.v1.Mutation.DeleteFromFamily
+	24, // 11: bighive.v1.Mutation.delete_from_row:type_name -> bighive.v1.Mutation.DeleteFromRow
+	12, // 12: bighive.v1.RowMutation.mutations:type_name -> bighive.v1.Mutation
+	14, // 13: bighive.v1.Row.cells:type_name -> bighive.v1.Cell
+	16, // 14: bighive.v1.ReadFilter.columns:type_name -> bighive.v1.Column
+	7,  // 15: bighive.v1.ReadFilter.time_range:type_name -> bighive.v1.TimestampRange
+	3,  // 16: bighive.v1.TabletError.reason:type_name -> bighive.v1.TabletError.Reason
+	25, // 17: bighive.v1.GcRule.intersection:type_name -> bighive.v1.GcRule.Intersection
+	26, // 18: bighive.v1.GcRule.union:type_name -> bighive.v1.GcRule.Union
+	7,  // 19: bighive.v1.Mutation.DeleteFromColumn.time_range:type_name -> bighive.v1.TimestampRange
+	20, // 20: bighive.v1.GcRule.Intersection.rules:type_name -> bighive.v1.GcRule
+	20, // 21: bighive.v1.GcRule.Union.rules:type_name -> bighive.v1.GcRule
+	22, // [22:22] is the sub-list for method output_type
+	22, // [22:22] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_bighivepb_common_proto_init() }
@@ -1966,7 +2040,7 @@ func file_bighivepb_common_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bighivepb_common_proto_rawDesc), len(file_bighivepb_common_proto_rawDesc)),
-			NumEnums:      3,
+			NumEnums:      4,
 			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   0,

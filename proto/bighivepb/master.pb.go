@@ -3044,6 +3044,102 @@ func (x *GetMasterStatusResponse) GetVersion() string {
 	return ""
 }
 
+type SetFamilyCompressionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Table         string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	Family        string                 `protobuf:"bytes,2,opt,name=family,proto3" json:"family,omitempty"`
+	Compression   Compression            `protobuf:"varint,3,opt,name=compression,proto3,enum=bighive.v1.Compression" json:"compression,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetFamilyCompressionRequest) Reset() {
+	*x = SetFamilyCompressionRequest{}
+	mi := &file_bighivepb_master_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetFamilyCompressionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetFamilyCompressionRequest) ProtoMessage() {}
+
+func (x *SetFamilyCompressionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetFamilyCompressionRequest.ProtoReflect.Descriptor instead.
+func (*SetFamilyCompressionRequest) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *SetFamilyCompressionRequest) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *SetFamilyCompressionRequest) GetFamily() string {
+	if x != nil {
+		return x.Family
+	}
+	return ""
+}
+
+func (x *SetFamilyCompressionRequest) GetCompression() Compression {
+	if x != nil {
+		return x.Compression
+	}
+	return Compression_COMPRESSION_UNSPECIFIED
+}
+
+type SetFamilyCompressionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetFamilyCompressionResponse) Reset() {
+	*x = SetFamilyCompressionResponse{}
+	mi := &file_bighivepb_master_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetFamilyCompressionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetFamilyCompressionResponse) ProtoMessage() {}
+
+func (x *SetFamilyCompressionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetFamilyCompressionResponse.ProtoReflect.Descriptor instead.
+func (*SetFamilyCompressionResponse) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{55}
+}
+
 var File_bighivepb_master_proto protoreflect.FileDescriptor
 
 const file_bighivepb_master_proto_rawDesc = "" +
@@ -3249,7 +3345,12 @@ const file_bighivepb_master_proto_rawDesc = "" +
 	"\x04term\x18\x06 \x01(\x04R\x04term\x12#\n" +
 	"\rapplied_index\x18\a \x01(\x04R\fappliedIndex\x12!\n" +
 	"\fcommit_index\x18\b \x01(\x04R\vcommitIndex\x12\x18\n" +
-	"\aversion\x18\t \x01(\tR\aversion2\x90\x0e\n" +
+	"\aversion\x18\t \x01(\tR\aversion\"\x86\x01\n" +
+	"\x1bSetFamilyCompressionRequest\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x16\n" +
+	"\x06family\x18\x02 \x01(\tR\x06family\x129\n" +
+	"\vcompression\x18\x03 \x01(\x0e2\x17.bighive.v1.CompressionR\vcompression\"\x1e\n" +
+	"\x1cSetFamilyCompressionResponse2\xfb\x0e\n" +
 	"\x06Master\x12N\n" +
 	"\vCreateTable\x12\x1e.bighive.v1.CreateTableRequest\x1a\x1f.bighive.v1.CreateTableResponse\x12N\n" +
 	"\vDeleteTable\x12\x1e.bighive.v1.DeleteTableRequest\x1a\x1f.bighive.v1.DeleteTableResponse\x12K\n" +
@@ -3272,7 +3373,8 @@ const file_bighivepb_master_proto_rawDesc = "" +
 	"\fDeleteFamily\x12\x1f.bighive.v1.DeleteFamilyRequest\x1a .bighive.v1.DeleteFamilyResponse\x12H\n" +
 	"\tSetGCRule\x12\x1c.bighive.v1.SetGCRuleRequest\x1a\x1d.bighive.v1.SetGCRuleResponse\x12Q\n" +
 	"\fDropRowRange\x12\x1f.bighive.v1.DropRowRangeRequest\x1a .bighive.v1.DropRowRangeResponse\x12Z\n" +
-	"\x0fGetMasterStatus\x12\".bighive.v1.GetMasterStatusRequest\x1a#.bighive.v1.GetMasterStatusResponseB\x19Z\x17bighive/proto/bighivepbb\x06proto3"
+	"\x0fGetMasterStatus\x12\".bighive.v1.GetMasterStatusRequest\x1a#.bighive.v1.GetMasterStatusResponse\x12i\n" +
+	"\x14SetFamilyCompression\x12'.bighive.v1.SetFamilyCompressionRequest\x1a(.bighive.v1.SetFamilyCompressionResponseB\x19Z\x17bighive/proto/bighivepbb\x06proto3"
 
 var (
 	file_bighivepb_master_proto_rawDescOnce sync.Once
@@ -3286,167 +3388,173 @@ func file_bighivepb_master_proto_rawDescGZIP() []byte {
 	return file_bighivepb_master_proto_rawDescData
 }
 
-var file_bighivepb_master_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
+var file_bighivepb_master_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
 var file_bighivepb_master_proto_goTypes = []any{
-	(*TableInfo)(nil),                 // 0: bighive.v1.TableInfo
-	(*CreateTableRequest)(nil),        // 1: bighive.v1.CreateTableRequest
-	(*CreateTableResponse)(nil),       // 2: bighive.v1.CreateTableResponse
-	(*DeleteTableRequest)(nil),        // 3: bighive.v1.DeleteTableRequest
-	(*DeleteTableResponse)(nil),       // 4: bighive.v1.DeleteTableResponse
-	(*ListTablesRequest)(nil),         // 5: bighive.v1.ListTablesRequest
-	(*ListTablesResponse)(nil),        // 6: bighive.v1.ListTablesResponse
-	(*DescribeTableRequest)(nil),      // 7: bighive.v1.DescribeTableRequest
-	(*DescribeTableResponse)(nil),     // 8: bighive.v1.DescribeTableResponse
-	(*AddFamilyRequest)(nil),          // 9: bighive.v1.AddFamilyRequest
-	(*AddFamilyResponse)(nil),         // 10: bighive.v1.AddFamilyResponse
-	(*SetCachePriorityRequest)(nil),   // 11: bighive.v1.SetCachePriorityRequest
-	(*SetCachePriorityResponse)(nil),  // 12: bighive.v1.SetCachePriorityResponse
-	(*GetTableLocationsRequest)(nil),  // 13: bighive.v1.GetTableLocationsRequest
-	(*TabletLocation)(nil),            // 14: bighive.v1.TabletLocation
-	(*GetTableLocationsResponse)(nil), // 15: bighive.v1.GetTableLocationsResponse
-	(*TServerInfo)(nil),               // 16: bighive.v1.TServerInfo
-	(*ListTServersRequest)(nil),       // 17: bighive.v1.ListTServersRequest
-	(*ListTServersResponse)(nil),      // 18: bighive.v1.ListTServersResponse
-	(*RegisterTServerRequest)(nil),    // 19: bighive.v1.RegisterTServerRequest
-	(*RegisterTServerResponse)(nil),   // 20: bighive.v1.RegisterTServerResponse
-	(*TabletReport)(nil),              // 21: bighive.v1.TabletReport
-	(*TServerLoad)(nil),               // 22: bighive.v1.TServerLoad
-	(*HeartbeatRequest)(nil),          // 23: bighive.v1.HeartbeatRequest
-	(*TabletAssignment)(nil),          // 24: bighive.v1.TabletAssignment
-	(*TabletUnassignment)(nil),        // 25: bighive.v1.TabletUnassignment
-	(*LogSplitTask)(nil),              // 26: bighive.v1.LogSplitTask
-	(*TableCachePriority)(nil),        // 27: bighive.v1.TableCachePriority
-	(*HeartbeatResponse)(nil),         // 28: bighive.v1.HeartbeatResponse
-	(*ReportTabletLoadRequest)(nil),   // 29: bighive.v1.ReportTabletLoadRequest
-	(*ReportTabletLoadResponse)(nil),  // 30: bighive.v1.ReportTabletLoadResponse
-	(*CheckpointReport)(nil),          // 31: bighive.v1.CheckpointReport
-	(*ReportCheckpointRequest)(nil),   // 32: bighive.v1.ReportCheckpointRequest
-	(*ReportCheckpointResponse)(nil),  // 33: bighive.v1.ReportCheckpointResponse
-	(*AllocateTabletIdsRequest)(nil),  // 34: bighive.v1.AllocateTabletIdsRequest
-	(*AllocateTabletIdsResponse)(nil), // 35: bighive.v1.AllocateTabletIdsResponse
-	(*SplitChild)(nil),                // 36: bighive.v1.SplitChild
-	(*ReportSplitRequest)(nil),        // 37: bighive.v1.ReportSplitRequest
-	(*ReportSplitResponse)(nil),       // 38: bighive.v1.ReportSplitResponse
-	(*SplitTabletRequest)(nil),        // 39: bighive.v1.SplitTabletRequest
-	(*SplitTabletResponse)(nil),       // 40: bighive.v1.SplitTabletResponse
-	(*ReportLogSplitRequest)(nil),     // 41: bighive.v1.ReportLogSplitRequest
-	(*ReportLogSplitResponse)(nil),    // 42: bighive.v1.ReportLogSplitResponse
-	(*GetGCReferencesRequest)(nil),    // 43: bighive.v1.GetGCReferencesRequest
-	(*GetGCReferencesResponse)(nil),   // 44: bighive.v1.GetGCReferencesResponse
-	(*RowStatus)(nil),                 // 45: bighive.v1.RowStatus
-	(*DeleteFamilyRequest)(nil),       // 46: bighive.v1.DeleteFamilyRequest
-	(*DeleteFamilyResponse)(nil),      // 47: bighive.v1.DeleteFamilyResponse
-	(*SetGCRuleRequest)(nil),          // 48: bighive.v1.SetGCRuleRequest
-	(*SetGCRuleResponse)(nil),         // 49: bighive.v1.SetGCRuleResponse
-	(*DropRowRangeRequest)(nil),       // 50: bighive.v1.DropRowRangeRequest
-	(*DropRowRangeResponse)(nil),      // 51: bighive.v1.DropRowRangeResponse
-	(*GetMasterStatusRequest)(nil),    // 52: bighive.v1.GetMasterStatusRequest
-	(*GetMasterStatusResponse)(nil),   // 53: bighive.v1.GetMasterStatusResponse
-	nil,                               // 54: bighive.v1.DescribeTableResponse.TabletSizesEntry
-	nil,                               // 55: bighive.v1.ReportLogSplitRequest.RecoveryFilesEntry
-	(*TableSchema)(nil),               // 56: bighive.v1.TableSchema
-	(CachePriority)(0),                // 57: bighive.v1.CachePriority
-	(*TabletMeta)(nil),                // 58: bighive.v1.TabletMeta
-	(*FamilySpec)(nil),                // 59: bighive.v1.FamilySpec
-	(*RowRange)(nil),                  // 60: bighive.v1.RowRange
-	(TabletState)(0),                  // 61: bighive.v1.TabletState
-	(*LogPosition)(nil),               // 62: bighive.v1.LogPosition
-	(*TSFileRef)(nil),                 // 63: bighive.v1.TSFileRef
-	(*DataDirGroup)(nil),              // 64: bighive.v1.DataDirGroup
-	(*TabletError)(nil),               // 65: bighive.v1.TabletError
-	(*GcRule)(nil),                    // 66: bighive.v1.GcRule
+	(*TableInfo)(nil),                    // 0: bighive.v1.TableInfo
+	(*CreateTableRequest)(nil),           // 1: bighive.v1.CreateTableRequest
+	(*CreateTableResponse)(nil),          // 2: bighive.v1.CreateTableResponse
+	(*DeleteTableRequest)(nil),           // 3: bighive.v1.DeleteTableRequest
+	(*DeleteTableResponse)(nil),          // 4: bighive.v1.DeleteTableResponse
+	(*ListTablesRequest)(nil),            // 5: bighive.v1.ListTablesRequest
+	(*ListTablesResponse)(nil),           // 6: bighive.v1.ListTablesResponse
+	(*DescribeTableRequest)(nil),         // 7: bighive.v1.DescribeTableRequest
+	(*DescribeTableResponse)(nil),        // 8: bighive.v1.DescribeTableResponse
+	(*AddFamilyRequest)(nil),             // 9: bighive.v1.AddFamilyRequest
+	(*AddFamilyResponse)(nil),            // 10: bighive.v1.AddFamilyResponse
+	(*SetCachePriorityRequest)(nil),      // 11: bighive.v1.SetCachePriorityRequest
+	(*SetCachePriorityResponse)(nil),     // 12: bighive.v1.SetCachePriorityResponse
+	(*GetTableLocationsRequest)(nil),     // 13: bighive.v1.GetTableLocationsRequest
+	(*TabletLocation)(nil),               // 14: bighive.v1.TabletLocation
+	(*GetTableLocationsResponse)(nil),    // 15: bighive.v1.GetTableLocationsResponse
+	(*TServerInfo)(nil),                  // 16: bighive.v1.TServerInfo
+	(*ListTServersRequest)(nil),          // 17: bighive.v1.ListTServersRequest
+	(*ListTServersResponse)(nil),         // 18: bighive.v1.ListTServersResponse
+	(*RegisterTServerRequest)(nil),       // 19: bighive.v1.RegisterTServerRequest
+	(*RegisterTServerResponse)(nil),      // 20: bighive.v1.RegisterTServerResponse
+	(*TabletReport)(nil),                 // 21: bighive.v1.TabletReport
+	(*TServerLoad)(nil),                  // 22: bighive.v1.TServerLoad
+	(*HeartbeatRequest)(nil),             // 23: bighive.v1.HeartbeatRequest
+	(*TabletAssignment)(nil),             // 24: bighive.v1.TabletAssignment
+	(*TabletUnassignment)(nil),           // 25: bighive.v1.TabletUnassignment
+	(*LogSplitTask)(nil),                 // 26: bighive.v1.LogSplitTask
+	(*TableCachePriority)(nil),           // 27: bighive.v1.TableCachePriority
+	(*HeartbeatResponse)(nil),            // 28: bighive.v1.HeartbeatResponse
+	(*ReportTabletLoadRequest)(nil),      // 29: bighive.v1.ReportTabletLoadRequest
+	(*ReportTabletLoadResponse)(nil),     // 30: bighive.v1.ReportTabletLoadResponse
+	(*CheckpointReport)(nil),             // 31: bighive.v1.CheckpointReport
+	(*ReportCheckpointRequest)(nil),      // 32: bighive.v1.ReportCheckpointRequest
+	(*ReportCheckpointResponse)(nil),     // 33: bighive.v1.ReportCheckpointResponse
+	(*AllocateTabletIdsRequest)(nil),     // 34: bighive.v1.AllocateTabletIdsRequest
+	(*AllocateTabletIdsResponse)(nil),    // 35: bighive.v1.AllocateTabletIdsResponse
+	(*SplitChild)(nil),                   // 36: bighive.v1.SplitChild
+	(*ReportSplitRequest)(nil),           // 37: bighive.v1.ReportSplitRequest
+	(*ReportSplitResponse)(nil),          // 38: bighive.v1.ReportSplitResponse
+	(*SplitTabletRequest)(nil),           // 39: bighive.v1.SplitTabletRequest
+	(*SplitTabletResponse)(nil),          // 40: bighive.v1.SplitTabletResponse
+	(*ReportLogSplitRequest)(nil),        // 41: bighive.v1.ReportLogSplitRequest
+	(*ReportLogSplitResponse)(nil),       // 42: bighive.v1.ReportLogSplitResponse
+	(*GetGCReferencesRequest)(nil),       // 43: bighive.v1.GetGCReferencesRequest
+	(*GetGCReferencesResponse)(nil),      // 44: bighive.v1.GetGCReferencesResponse
+	(*RowStatus)(nil),                    // 45: bighive.v1.RowStatus
+	(*DeleteFamilyRequest)(nil),          // 46: bighive.v1.DeleteFamilyRequest
+	(*DeleteFamilyResponse)(nil),         // 47: bighive.v1.DeleteFamilyResponse
+	(*SetGCRuleRequest)(nil),             // 48: bighive.v1.SetGCRuleRequest
+	(*SetGCRuleResponse)(nil),            // 49: bighive.v1.SetGCRuleResponse
+	(*DropRowRangeRequest)(nil),          // 50: bighive.v1.DropRowRangeRequest
+	(*DropRowRangeResponse)(nil),         // 51: bighive.v1.DropRowRangeResponse
+	(*GetMasterStatusRequest)(nil),       // 52: bighive.v1.GetMasterStatusRequest
+	(*GetMasterStatusResponse)(nil),      // 53: bighive.v1.GetMasterStatusResponse
+	(*SetFamilyCompressionRequest)(nil),  // 54: bighive.v1.SetFamilyCompressionRequest
+	(*SetFamilyCompressionResponse)(nil), // 55: bighive.v1.SetFamilyCompressionResponse
+	nil,                                  // 56: bighive.v1.DescribeTableResponse.TabletSizesEntry
+	nil,                                  // 57: bighive.v1.ReportLogSplitRequest.RecoveryFilesEntry
+	(*TableSchema)(nil),                  // 58: bighive.v1.TableSchema
+	(CachePriority)(0),                   // 59: bighive.v1.CachePriority
+	(*TabletMeta)(nil),                   // 60: bighive.v1.TabletMeta
+	(*FamilySpec)(nil),                   // 61: bighive.v1.FamilySpec
+	(*RowRange)(nil),                     // 62: bighive.v1.RowRange
+	(TabletState)(0),                     // 63: bighive.v1.TabletState
+	(*LogPosition)(nil),                  // 64: bighive.v1.LogPosition
+	(*TSFileRef)(nil),                    // 65: bighive.v1.TSFileRef
+	(*DataDirGroup)(nil),                 // 66: bighive.v1.DataDirGroup
+	(*TabletError)(nil),                  // 67: bighive.v1.TabletError
+	(*GcRule)(nil),                       // 68: bighive.v1.GcRule
+	(Compression)(0),                     // 69: bighive.v1.Compression
 }
 var file_bighivepb_master_proto_depIdxs = []int32{
-	56, // 0: bighive.v1.TableInfo.schema:type_name -> bighive.v1.TableSchema
-	57, // 1: bighive.v1.TableInfo.cache_priority:type_name -> bighive.v1.CachePriority
-	56, // 2: bighive.v1.CreateTableRequest.schema:type_name -> bighive.v1.TableSchema
+	58, // 0: bighive.v1.TableInfo.schema:type_name -> bighive.v1.TableSchema
+	59, // 1: bighive.v1.TableInfo.cache_priority:type_name -> bighive.v1.CachePriority
+	58, // 2: bighive.v1.CreateTableRequest.schema:type_name -> bighive.v1.TableSchema
 	0,  // 3: bighive.v1.CreateTableResponse.table:type_name -> bighive.v1.TableInfo
 	0,  // 4: bighive.v1.ListTablesResponse.tables:type_name -> bighive.v1.TableInfo
 	0,  // 5: bighive.v1.DescribeTableResponse.table:type_name -> bighive.v1.TableInfo
-	58, // 6: bighive.v1.DescribeTableResponse.tablets:type_name -> bighive.v1.TabletMeta
-	54, // 7: bighive.v1.DescribeTableResponse.tablet_sizes:type_name -> bighive.v1.DescribeTableResponse.TabletSizesEntry
-	59, // 8: bighive.v1.AddFamilyRequest.family:type_name -> bighive.v1.FamilySpec
-	57, // 9: bighive.v1.SetCachePriorityRequest.priority:type_name -> bighive.v1.CachePriority
-	60, // 10: bighive.v1.TabletLocation.range:type_name -> bighive.v1.RowRange
-	61, // 11: bighive.v1.TabletLocation.state:type_name -> bighive.v1.TabletState
-	56, // 12: bighive.v1.GetTableLocationsResponse.schema:type_name -> bighive.v1.TableSchema
+	60, // 6: bighive.v1.DescribeTableResponse.tablets:type_name -> bighive.v1.TabletMeta
+	56, // 7: bighive.v1.DescribeTableResponse.tablet_sizes:type_name -> bighive.v1.DescribeTableResponse.TabletSizesEntry
+	61, // 8: bighive.v1.AddFamilyRequest.family:type_name -> bighive.v1.FamilySpec
+	59, // 9: bighive.v1.SetCachePriorityRequest.priority:type_name -> bighive.v1.CachePriority
+	62, // 10: bighive.v1.TabletLocation.range:type_name -> bighive.v1.RowRange
+	63, // 11: bighive.v1.TabletLocation.state:type_name -> bighive.v1.TabletState
+	58, // 12: bighive.v1.GetTableLocationsResponse.schema:type_name -> bighive.v1.TableSchema
 	14, // 13: bighive.v1.GetTableLocationsResponse.locations:type_name -> bighive.v1.TabletLocation
 	16, // 14: bighive.v1.ListTServersResponse.tservers:type_name -> bighive.v1.TServerInfo
 	21, // 15: bighive.v1.HeartbeatRequest.tablets:type_name -> bighive.v1.TabletReport
 	22, // 16: bighive.v1.HeartbeatRequest.load:type_name -> bighive.v1.TServerLoad
-	58, // 17: bighive.v1.TabletAssignment.tablet:type_name -> bighive.v1.TabletMeta
-	56, // 18: bighive.v1.TabletAssignment.schema:type_name -> bighive.v1.TableSchema
-	57, // 19: bighive.v1.TabletAssignment.cache_priority:type_name -> bighive.v1.CachePriority
-	62, // 20: bighive.v1.LogSplitTask.file:type_name -> bighive.v1.LogPosition
-	57, // 21: bighive.v1.TableCachePriority.priority:type_name -> bighive.v1.CachePriority
+	60, // 17: bighive.v1.TabletAssignment.tablet:type_name -> bighive.v1.TabletMeta
+	58, // 18: bighive.v1.TabletAssignment.schema:type_name -> bighive.v1.TableSchema
+	59, // 19: bighive.v1.TabletAssignment.cache_priority:type_name -> bighive.v1.CachePriority
+	64, // 20: bighive.v1.LogSplitTask.file:type_name -> bighive.v1.LogPosition
+	59, // 21: bighive.v1.TableCachePriority.priority:type_name -> bighive.v1.CachePriority
 	24, // 22: bighive.v1.HeartbeatResponse.assign:type_name -> bighive.v1.TabletAssignment
 	25, // 23: bighive.v1.HeartbeatResponse.unassign:type_name -> bighive.v1.TabletUnassignment
 	26, // 24: bighive.v1.HeartbeatResponse.log_split_tasks:type_name -> bighive.v1.LogSplitTask
 	27, // 25: bighive.v1.HeartbeatResponse.cache_priorities:type_name -> bighive.v1.TableCachePriority
-	56, // 26: bighive.v1.HeartbeatResponse.schemas:type_name -> bighive.v1.TableSchema
-	62, // 27: bighive.v1.ReportTabletLoadRequest.position:type_name -> bighive.v1.LogPosition
-	58, // 28: bighive.v1.ReportTabletLoadResponse.tablet:type_name -> bighive.v1.TabletMeta
-	62, // 29: bighive.v1.CheckpointReport.log_positions:type_name -> bighive.v1.LogPosition
-	63, // 30: bighive.v1.CheckpointReport.tsfiles:type_name -> bighive.v1.TSFileRef
-	64, // 31: bighive.v1.CheckpointReport.data_dir_group:type_name -> bighive.v1.DataDirGroup
+	58, // 26: bighive.v1.HeartbeatResponse.schemas:type_name -> bighive.v1.TableSchema
+	64, // 27: bighive.v1.ReportTabletLoadRequest.position:type_name -> bighive.v1.LogPosition
+	60, // 28: bighive.v1.ReportTabletLoadResponse.tablet:type_name -> bighive.v1.TabletMeta
+	64, // 29: bighive.v1.CheckpointReport.log_positions:type_name -> bighive.v1.LogPosition
+	65, // 30: bighive.v1.CheckpointReport.tsfiles:type_name -> bighive.v1.TSFileRef
+	66, // 31: bighive.v1.CheckpointReport.data_dir_group:type_name -> bighive.v1.DataDirGroup
 	31, // 32: bighive.v1.ReportCheckpointRequest.reports:type_name -> bighive.v1.CheckpointReport
 	45, // 33: bighive.v1.ReportCheckpointResponse.statuses:type_name -> bighive.v1.RowStatus
-	60, // 34: bighive.v1.SplitChild.range:type_name -> bighive.v1.RowRange
-	63, // 35: bighive.v1.SplitChild.tsfiles:type_name -> bighive.v1.TSFileRef
-	62, // 36: bighive.v1.SplitChild.log_positions:type_name -> bighive.v1.LogPosition
+	62, // 34: bighive.v1.SplitChild.range:type_name -> bighive.v1.RowRange
+	65, // 35: bighive.v1.SplitChild.tsfiles:type_name -> bighive.v1.TSFileRef
+	64, // 36: bighive.v1.SplitChild.log_positions:type_name -> bighive.v1.LogPosition
 	36, // 37: bighive.v1.ReportSplitRequest.children:type_name -> bighive.v1.SplitChild
-	58, // 38: bighive.v1.ReportSplitResponse.children:type_name -> bighive.v1.TabletMeta
-	55, // 39: bighive.v1.ReportLogSplitRequest.recovery_files:type_name -> bighive.v1.ReportLogSplitRequest.RecoveryFilesEntry
-	62, // 40: bighive.v1.GetGCReferencesResponse.log_positions:type_name -> bighive.v1.LogPosition
-	65, // 41: bighive.v1.RowStatus.tablet_error:type_name -> bighive.v1.TabletError
-	66, // 42: bighive.v1.SetGCRuleRequest.gc_rule:type_name -> bighive.v1.GcRule
-	1,  // 43: bighive.v1.Master.CreateTable:input_type -> bighive.v1.CreateTableRequest
-	3,  // 44: bighive.v1.Master.DeleteTable:input_type -> bighive.v1.DeleteTableRequest
-	5,  // 45: bighive.v1.Master.ListTables:input_type -> bighive.v1.ListTablesRequest
-	7,  // 46: bighive.v1.Master.DescribeTable:input_type -> bighive.v1.DescribeTableRequest
-	9,  // 47: bighive.v1.Master.AddFamily:input_type -> bighive.v1.AddFamilyRequest
-	11, // 48: bighive.v1.Master.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
-	13, // 49: bighive.v1.Master.GetTableLocations:input_type -> bighive.v1.GetTableLocationsRequest
-	17, // 50: bighive.v1.Master.ListTServers:input_type -> bighive.v1.ListTServersRequest
-	19, // 51: bighive.v1.Master.RegisterTServer:input_type -> bighive.v1.RegisterTServerRequest
-	23, // 52: bighive.v1.Master.Heartbeat:input_type -> bighive.v1.HeartbeatRequest
-	29, // 53: bighive.v1.Master.ReportTabletLoad:input_type -> bighive.v1.ReportTabletLoadRequest
-	32, // 54: bighive.v1.Master.ReportCheckpoint:input_type -> bighive.v1.ReportCheckpointRequest
-	34, // 55: bighive.v1.Master.AllocateTabletIds:input_type -> bighive.v1.AllocateTabletIdsRequest
-	37, // 56: bighive.v1.Master.ReportSplit:input_type -> bighive.v1.ReportSplitRequest
-	39, // 57: bighive.v1.Master.SplitTablet:input_type -> bighive.v1.SplitTabletRequest
-	41, // 58: bighive.v1.Master.ReportLogSplit:input_type -> bighive.v1.ReportLogSplitRequest
-	43, // 59: bighive.v1.Master.GetGCReferences:input_type -> bighive.v1.GetGCReferencesRequest
-	46, // 60: bighive.v1.Master.DeleteFamily:input_type -> bighive.v1.DeleteFamilyRequest
-	48, // 61: bighive.v1.Master.SetGCRule:input_type -> bighive.v1.SetGCRuleRequest
-	50, // 62: bighive.v1.Master.DropRowRange:input_type -> bighive.v1.DropRowRangeRequest
-	52, // 63: bighive.v1.Master.GetMasterStatus:input_type -> bighive.v1.GetMasterStatusRequest
-	2,  // 64: bighive.v1.Master.CreateTable:output_type -> bighive.v1.CreateTableResponse
-	4,  // 65: bighive.v1.Master.DeleteTable:output_type -> bighive.v1.DeleteTableResponse
-	6,  // 66: bighive.v1.Master.ListTables:output_type -> bighive.v1.ListTablesResponse
-	8,  // 67: bighive.v1.Master.DescribeTable:output_type -> bighive.v1.DescribeTableResponse
-	10, // 68: bighive.v1.Master.AddFamily:output_type -> bighive.v1.AddFamilyResponse
-	12, // 69: bighive.v1.Master.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
-	15, // 70: bighive.v1.Master.GetTableLocations:output_type -> bighive.v1.GetTableLocationsResponse
-	18, // 71: bighive.v1.Master.ListTServers:output_type -> bighive.v1.ListTServersResponse
-	20, // 72: bighive.v1.Master.RegisterTServer:output_type -> bighive.v1.RegisterTServerResponse
-	28, // 73: bighive.v1.Master.Heartbeat:output_type -> bighive.v1.HeartbeatResponse
-	30, // 74: bighive.v1.Master.ReportTabletLoad:output_type -> bighive.v1.ReportTabletLoadResponse
-	33, // 75: bighive.v1.Master.ReportCheckpoint:output_type -> bighive.v1.ReportCheckpointResponse
-	35, // 76: bighive.v1.Master.AllocateTabletIds:output_type -> bighive.v1.AllocateTabletIdsResponse
-	38, // 77: bighive.v1.Master.ReportSplit:output_type -> bighive.v1.ReportSplitResponse
-	40, // 78: bighive.v1.Master.SplitTablet:output_type -> bighive.v1.SplitTabletResponse
-	42, // 79: bighive.v1.Master.ReportLogSplit:output_type -> bighive.v1.ReportLogSplitResponse
-	44, // 80: bighive.v1.Master.GetGCReferences:output_type -> bighive.v1.GetGCReferencesResponse
-	47, // 81: bighive.v1.Master.DeleteFamily:output_type -> bighive.v1.DeleteFamilyResponse
-	49, // 82: bighive.v1.Master.SetGCRule:output_type -> bighive.v1.SetGCRuleResponse
-	51, // 83: bighive.v1.Master.DropRowRange:output_type -> bighive.v1.DropRowRangeResponse
-	53, // 84: bighive.v1.Master.GetMasterStatus:output_type -> bighive.v1.GetMasterStatusResponse
-	64, // [64:85] is the sub-list for method output_type
-	43, // [43:64] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	60, // 38: bighive.v1.ReportSplitResponse.children:type_name -> bighive.v1.TabletMeta
+	57, // 39: bighive.v1.ReportLogSplitRequest.recovery_files:type_name -> bighive.v1.ReportLogSplitRequest.RecoveryFilesEntry
+	64, // 40: bighive.v1.GetGCReferencesResponse.log_positions:type_name -> bighive.v1.LogPosition
+	67, // 41: bighive.v1.RowStatus.tablet_error:type_name -> bighive.v1.TabletError
+	68, // 42: bighive.v1.SetGCRuleRequest.gc_rule:type_name -> bighive.v1.GcRule
+	69, // 43: bighive.v1.SetFamilyCompressionRequest.compression:type_name -> bighive.v1.Compression
+	1,  // 44: bighive.v1.Master.CreateTable:input_type -> bighive.v1.CreateTableRequest
+	3,  // 45: bighive.v1.Master.DeleteTable:input_type -> bighive.v1.DeleteTableRequest
+	5,  // 46: bighive.v1.Master.ListTables:input_type -> bighive.v1.ListTablesRequest
+	7,  // 47: bighive.v1.Master.DescribeTable:input_type -> bighive.v1.DescribeTableRequest
+	9,  // 48: bighive.v1.Master.AddFamily:input_type -> bighive.v1.AddFamilyRequest
+	11, // 49: bighive.v1.Master.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
+	13, // 50: bighive.v1.Master.GetTableLocations:input_type -> bighive.v1.GetTableLocationsRequest
+	17, // 51: bighive.v1.Master.ListTServers:input_type -> bighive.v1.ListTServersRequest
+	19, // 52: bighive.v1.Master.RegisterTServer:input_type -> bighive.v1.RegisterTServerRequest
+	23, // 53: bighive.v1.Master.Heartbeat:input_type -> bighive.v1.HeartbeatRequest
+	29, // 54: bighive.v1.Master.ReportTabletLoad:input_type -> bighive.v1.ReportTabletLoadRequest
+	32, // 55: bighive.v1.Master.ReportCheckpoint:input_type -> bighive.v1.ReportCheckpointRequest
+	34, // 56: bighive.v1.Master.AllocateTabletIds:input_type -> bighive.v1.AllocateTabletIdsRequest
+	37, // 57: bighive.v1.Master.ReportSplit:input_type -> bighive.v1.ReportSplitRequest
+	39, // 58: bighive.v1.Master.SplitTablet:input_type -> bighive.v1.SplitTabletRequest
+	41, // 59: bighive.v1.Master.ReportLogSplit:input_type -> bighive.v1.ReportLogSplitRequest
+	43, // 60: bighive.v1.Master.GetGCReferences:input_type -> bighive.v1.GetGCReferencesRequest
+	46, // 61: bighive.v1.Master.DeleteFamily:input_type -> bighive.v1.DeleteFamilyRequest
+	48, // 62: bighive.v1.Master.SetGCRule:input_type -> bighive.v1.SetGCRuleRequest
+	50, // 63: bighive.v1.Master.DropRowRange:input_type -> bighive.v1.DropRowRangeRequest
+	52, // 64: bighive.v1.Master.GetMasterStatus:input_type -> bighive.v1.GetMasterStatusRequest
+	54, // 65: bighive.v1.Master.SetFamilyCompression:input_type -> bighive.v1.SetFamilyCompressionRequest
+	2,  // 66: bighive.v1.Master.CreateTable:output_type -> bighive.v1.CreateTableResponse
+	4,  // 67: bighive.v1.Master.DeleteTable:output_type -> bighive.v1.DeleteTableResponse
+	6,  // 68: bighive.v1.Master.ListTables:output_type -> bighive.v1.ListTablesResponse
+	8,  // 69: bighive.v1.Master.DescribeTable:output_type -> bighive.v1.DescribeTableResponse
+	10, // 70: bighive.v1.Master.AddFamily:output_type -> bighive.v1.AddFamilyResponse
+	12, // 71: bighive.v1.Master.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
+	15, // 72: bighive.v1.Master.GetTableLocations:output_type -> bighive.v1.GetTableLocationsResponse
+	18, // 73: bighive.v1.Master.ListTServers:output_type -> bighive.v1.ListTServersResponse
+	20, // 74: bighive.v1.Master.RegisterTServer:output_type -> bighive.v1.RegisterTServerResponse
+	28, // 75: bighive.v1.Master.Heartbeat:output_type -> bighive.v1.HeartbeatResponse
+	30, // 76: bighive.v1.Master.ReportTabletLoad:output_type -> bighive.v1.ReportTabletLoadResponse
+	33, // 77: bighive.v1.Master.ReportCheckpoint:output_type -> bighive.v1.ReportCheckpointResponse
+	35, // 78: bighive.v1.Master.AllocateTabletIds:output_type -> bighive.v1.AllocateTabletIdsResponse
+	38, // 79: bighive.v1.Master.ReportSplit:output_type -> bighive.v1.ReportSplitResponse
+	40, // 80: bighive.v1.Master.SplitTablet:output_type -> bighive.v1.SplitTabletResponse
+	42, // 81: bighive.v1.Master.ReportLogSplit:output_type -> bighive.v1.ReportLogSplitResponse
+	44, // 82: bighive.v1.Master.GetGCReferences:output_type -> bighive.v1.GetGCReferencesResponse
+	47, // 83: bighive.v1.Master.DeleteFamily:output_type -> bighive.v1.DeleteFamilyResponse
+	49, // 84: bighive.v1.Master.SetGCRule:output_type -> bighive.v1.SetGCRuleResponse
+	51, // 85: bighive.v1.Master.DropRowRange:output_type -> bighive.v1.DropRowRangeResponse
+	53, // 86: bighive.v1.Master.GetMasterStatus:output_type -> bighive.v1.GetMasterStatusResponse
+	55, // 87: bighive.v1.Master.SetFamilyCompression:output_type -> bighive.v1.SetFamilyCompressionResponse
+	66, // [66:88] is the sub-list for method output_type
+	44, // [44:66] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_bighivepb_master_proto_init() }
@@ -3465,7 +3573,7 @@ func file_bighivepb_master_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bighivepb_master_proto_rawDesc), len(file_bighivepb_master_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   56,
+			NumMessages:   58,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

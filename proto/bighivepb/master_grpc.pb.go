@@ -22,27 +22,28 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Master_CreateTable_FullMethodName       = "/bighive.v1.Master/CreateTable"
-	Master_DeleteTable_FullMethodName       = "/bighive.v1.Master/DeleteTable"
-	Master_ListTables_FullMethodName        = "/bighive.v1.Master/ListTables"
-	Master_DescribeTable_FullMethodName     = "/bighive.v1.Master/DescribeTable"
-	Master_AddFamily_FullMethodName         = "/bighive.v1.Master/AddFamily"
-	Master_SetCachePriority_FullMethodName  = "/bighive.v1.Master/SetCachePriority"
-	Master_GetTableLocations_FullMethodName = "/bighive.v1.Master/GetTableLocations"
-	Master_ListTServers_FullMethodName      = "/bighive.v1.Master/ListTServers"
-	Master_RegisterTServer_FullMethodName   = "/bighive.v1.Master/RegisterTServer"
-	Master_Heartbeat_FullMethodName         = "/bighive.v1.Master/Heartbeat"
-	Master_ReportTabletLoad_FullMethodName  = "/bighive.v1.Master/ReportTabletLoad"
-	Master_ReportCheckpoint_FullMethodName  = "/bighive.v1.Master/ReportCheckpoint"
-	Master_AllocateTabletIds_FullMethodName = "/bighive.v1.Master/AllocateTabletIds"
-	Master_ReportSplit_FullMethodName       = "/bighive.v1.Master/ReportSplit"
-	Master_SplitTablet_FullMethodName       = "/bighive.v1.Master/SplitTablet"
-	Master_ReportLogSplit_FullMethodName    = "/bighive.v1.Master/ReportLogSplit"
-	Master_GetGCReferences_FullMethodName   = "/bighive.v1.Master/GetGCReferences"
-	Master_DeleteFamily_FullMethodName      = "/bighive.v1.Master/DeleteFamily"
-	Master_SetGCRule_FullMethodName         = "/bighive.v1.Master/SetGCRule"
-	Master_DropRowRange_FullMethodName      = "/bighive.v1.Master/DropRowRange"
-	Master_GetMasterStatus_FullMethodName   = "/bighive.v1.Master/GetMasterStatus"
+	Master_CreateTable_FullMethodName          = "/bighive.v1.Master/CreateTable"
+	Master_DeleteTable_FullMethodName          = "/bighive.v1.Master/DeleteTable"
+	Master_ListTables_FullMethodName           = "/bighive.v1.Master/ListTables"
+	Master_DescribeTable_FullMethodName        = "/bighive.v1.Master/DescribeTable"
+	Master_AddFamily_FullMethodName            = "/bighive.v1.Master/AddFamily"
+	Master_SetCachePriority_FullMethodName     = "/bighive.v1.Master/SetCachePriority"
+	Master_GetTableLocations_FullMethodName    = "/bighive.v1.Master/GetTableLocations"
+	Master_ListTServers_FullMethodName         = "/bighive.v1.Master/ListTServers"
+	Master_RegisterTServer_FullMethodName      = "/bighive.v1.Master/RegisterTServer"
+	Master_Heartbeat_FullMethodName            = "/bighive.v1.Master/Heartbeat"
+	Master_ReportTabletLoad_FullMethodName     = "/bighive.v1.Master/ReportTabletLoad"
+	Master_ReportCheckpoint_FullMethodName     = "/bighive.v1.Master/ReportCheckpoint"
+	Master_AllocateTabletIds_FullMethodName    = "/bighive.v1.Master/AllocateTabletIds"
+	Master_ReportSplit_FullMethodName          = "/bighive.v1.Master/ReportSplit"
+	Master_SplitTablet_FullMethodName          = "/bighive.v1.Master/SplitTablet"
+	Master_ReportLogSplit_FullMethodName       = "/bighive.v1.Master/ReportLogSplit"
+	Master_GetGCReferences_FullMethodName      = "/bighive.v1.Master/GetGCReferences"
+	Master_DeleteFamily_FullMethodName         = "/bighive.v1.Master/DeleteFamily"
+	Master_SetGCRule_FullMethodName            = "/bighive.v1.Master/SetGCRule"
+	Master_DropRowRange_FullMethodName         = "/bighive.v1.Master/DropRowRange"
+	Master_GetMasterStatus_FullMethodName      = "/bighive.v1.Master/GetMasterStatus"
+	Master_SetFamilyCompression_FullMethodName = "/bighive.v1.Master/SetFamilyCompression"
 )
 
 // MasterClient is the client API for Master service.
@@ -85,6 +86,8 @@ type MasterClient interface {
 	// This master's own view of raft: answered by every master itself,
 	// never forwarded to the leader (for `bighive status`).
 	GetMasterStatus(ctx context.Context, in *GetMasterStatusRequest, opts ...grpc.CallOption) (*GetMasterStatusResponse, error)
+	// Sets a family's compression (the TSFiles written from then on use it).
+	SetFamilyCompression(ctx context.Context, in *SetFamilyCompressionRequest, opts ...grpc.CallOption) (*SetFamilyCompressionResponse, error)
 }
 
 type masterClient struct {
@@ -305,6 +308,16 @@ func (c *masterClient) GetMasterStatus(ctx context.Context, in *GetMasterStatusR
 	return out, nil
 }
 
+func (c *masterClient) SetFamilyCompression(ctx context.Context, in *SetFamilyCompressionRequest, opts ...grpc.CallOption) (*SetFamilyCompressionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetFamilyCompressionResponse)
+	err := c.cc.Invoke(ctx, Master_SetFamilyCompression_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MasterServer is the server API for Master service.
 // All implementations must embed UnimplementedMasterServer
 // for forward compatibility.
@@ -345,6 +358,8 @@ type MasterServer interface {
 	// This master's own view of raft: answered by every master itself,
 	// never forwarded to the leader (for `bighive status`).
 	GetMasterStatus(context.Context, *GetMasterStatusRequest) (*GetMasterStatusResponse, error)
+	// Sets a family's compression (the TSFiles written from then on use it).
+	SetFamilyCompression(context.Context, *SetFamilyCompressionRequest) (*SetFamilyCompressionResponse, error)
 	mustEmbedUnimplementedMasterServer()
 }
 
@@ -417,6 +432,9 @@ func (UnimplementedMasterServer) DropRowRange(context.Context, *DropRowRangeRequ
 }
 func (UnimplementedMasterServer) GetMasterStatus(context.Context, *GetMasterStatusRequest) (*GetMasterStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetMasterStatus not implemented")
+}
+func (UnimplementedMasterServer) SetFamilyCompression(context.Context, *SetFamilyCompressionRequest) (*SetFamilyCompressionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetFamilyCompression not implemented")
 }
 func (UnimplementedMasterServer) mustEmbedUnimplementedMasterServer() {}
 func (UnimplementedMasterServer) testEmbeddedByValue()                {}
@@ -817,6 +835,24 @@ func _Master_GetMasterStatus_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Master_SetFamilyCompression_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetFamilyCompressionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).SetFamilyCompression(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_SetFamilyCompression_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).SetFamilyCompression(ctx, req.(*SetFamilyCompressionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Master_ServiceDesc is the grpc.ServiceDesc for Master service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -907,6 +943,10 @@ var Master_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetMasterStatus",
 			Handler:    _Master_GetMasterStatus_Handler,
+		},
+		{
+			MethodName: "SetFamilyCompression",
+			Handler:    _Master_SetFamilyCompression_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

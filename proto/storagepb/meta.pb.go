@@ -50,6 +50,7 @@ type MetaCommand struct {
 	//	*MetaCommand_DeleteFamily
 	//	*MetaCommand_SetGcRule
 	//	*MetaCommand_FamilyPurged
+	//	*MetaCommand_SetCompression
 	Cmd           isMetaCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -234,6 +235,15 @@ func (x *MetaCommand) GetFamilyPurged() *MetaFamilyPurged {
 	return nil
 }
 
+func (x *MetaCommand) GetSetCompression() *MetaSetCompression {
+	if x != nil {
+		if x, ok := x.Cmd.(*MetaCommand_SetCompression); ok {
+			return x.SetCompression
+		}
+	}
+	return nil
+}
+
 type isMetaCommand_Cmd interface {
 	isMetaCommand_Cmd()
 }
@@ -298,6 +308,10 @@ type MetaCommand_FamilyPurged struct {
 	FamilyPurged *MetaFamilyPurged `protobuf:"bytes,16,opt,name=family_purged,json=familyPurged,proto3,oneof"`
 }
 
+type MetaCommand_SetCompression struct {
+	SetCompression *MetaSetCompression `protobuf:"bytes,17,opt,name=set_compression,json=setCompression,proto3,oneof"`
+}
+
 func (*MetaCommand_CreateTable) isMetaCommand_Cmd() {}
 
 func (*MetaCommand_DeleteTable) isMetaCommand_Cmd() {}
@@ -327,6 +341,8 @@ func (*MetaCommand_DeleteFamily) isMetaCommand_Cmd() {}
 func (*MetaCommand_SetGcRule) isMetaCommand_Cmd() {}
 
 func (*MetaCommand_FamilyPurged) isMetaCommand_Cmd() {}
+
+func (*MetaCommand_SetCompression) isMetaCommand_Cmd() {}
 
 // Creates a table and its initial tablets [“”, k1), …, [kn, “”), all
 // UNASSIGNED at epoch 0. The leader validated names and keys; the FSM
@@ -1206,6 +1222,67 @@ func (x *MetaFamilyPurged) GetFamily() string {
 	return ""
 }
 
+// Replaces a family's FamilySpec.compression.
+type MetaSetCompression struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Table         string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	Family        string                 `protobuf:"bytes,2,opt,name=family,proto3" json:"family,omitempty"`
+	Compression   bighivepb.Compression  `protobuf:"varint,3,opt,name=compression,proto3,enum=bighive.v1.Compression" json:"compression,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetaSetCompression) Reset() {
+	*x = MetaSetCompression{}
+	mi := &file_storagepb_meta_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaSetCompression) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaSetCompression) ProtoMessage() {}
+
+func (x *MetaSetCompression) ProtoReflect() protoreflect.Message {
+	mi := &file_storagepb_meta_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaSetCompression.ProtoReflect.Descriptor instead.
+func (*MetaSetCompression) Descriptor() ([]byte, []int) {
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *MetaSetCompression) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *MetaSetCompression) GetFamily() string {
+	if x != nil {
+		return x.Family
+	}
+	return ""
+}
+
+func (x *MetaSetCompression) GetCompression() bighivepb.Compression {
+	if x != nil {
+		return x.Compression
+	}
+	return bighivepb.Compression(0)
+}
+
 type MetaAssign_Item struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TabletId      string                 `protobuf:"bytes,1,opt,name=tablet_id,json=tabletId,proto3" json:"tablet_id,omitempty"`
@@ -1217,7 +1294,7 @@ type MetaAssign_Item struct {
 
 func (x *MetaAssign_Item) Reset() {
 	*x = MetaAssign_Item{}
-	mi := &file_storagepb_meta_proto_msgTypes[17]
+	mi := &file_storagepb_meta_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1229,7 +1306,7 @@ func (x *MetaAssign_Item) String() string {
 func (*MetaAssign_Item) ProtoMessage() {}
 
 func (x *MetaAssign_Item) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[17]
+	mi := &file_storagepb_meta_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1277,7 +1354,7 @@ type MetaUnassign_Item struct {
 
 func (x *MetaUnassign_Item) Reset() {
 	*x = MetaUnassign_Item{}
-	mi := &file_storagepb_meta_proto_msgTypes[18]
+	mi := &file_storagepb_meta_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1289,7 +1366,7 @@ func (x *MetaUnassign_Item) String() string {
 func (*MetaUnassign_Item) ProtoMessage() {}
 
 func (x *MetaUnassign_Item) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[18]
+	mi := &file_storagepb_meta_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1338,7 +1415,7 @@ type MetaLogSplitDone_Item struct {
 
 func (x *MetaLogSplitDone_Item) Reset() {
 	*x = MetaLogSplitDone_Item{}
-	mi := &file_storagepb_meta_proto_msgTypes[19]
+	mi := &file_storagepb_meta_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1350,7 +1427,7 @@ func (x *MetaLogSplitDone_Item) String() string {
 func (*MetaLogSplitDone_Item) ProtoMessage() {}
 
 func (x *MetaLogSplitDone_Item) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[19]
+	mi := &file_storagepb_meta_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1398,7 +1475,7 @@ var File_storagepb_meta_proto protoreflect.FileDescriptor
 
 const file_storagepb_meta_proto_rawDesc = "" +
 	"\n" +
-	"\x14storagepb/meta.proto\x12\x12bighive.storage.v1\x1a\x16bighivepb/common.proto\x1a\x16bighivepb/master.proto\"\xf7\b\n" +
+	"\x14storagepb/meta.proto\x12\x12bighive.storage.v1\x1a\x16bighivepb/common.proto\x1a\x16bighivepb/master.proto\"\xca\t\n" +
 	"\vMetaCommand\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12H\n" +
 	"\fcreate_table\x18\x02 \x01(\v2#.bighive.storage.v1.MetaCreateTableH\x00R\vcreateTable\x12H\n" +
@@ -1420,7 +1497,8 @@ const file_storagepb_meta_proto_rawDesc = "" +
 	"\x16recovery_files_deleted\x18\r \x01(\v2,.bighive.storage.v1.MetaRecoveryFilesDeletedH\x00R\x14recoveryFilesDeleted\x12K\n" +
 	"\rdelete_family\x18\x0e \x01(\v2$.bighive.storage.v1.MetaDeleteFamilyH\x00R\fdeleteFamily\x12C\n" +
 	"\vset_gc_rule\x18\x0f \x01(\v2!.bighive.storage.v1.MetaSetGCRuleH\x00R\tsetGcRule\x12K\n" +
-	"\rfamily_purged\x18\x10 \x01(\v2$.bighive.storage.v1.MetaFamilyPurgedH\x00R\ffamilyPurgedB\x05\n" +
+	"\rfamily_purged\x18\x10 \x01(\v2$.bighive.storage.v1.MetaFamilyPurgedH\x00R\ffamilyPurged\x12Q\n" +
+	"\x0fset_compression\x18\x11 \x01(\v2&.bighive.storage.v1.MetaSetCompressionH\x00R\x0esetCompressionB\x05\n" +
 	"\x03cmd\"a\n" +
 	"\x0fMetaCreateTable\x12/\n" +
 	"\x06schema\x18\x01 \x01(\v2\x17.bighive.v1.TableSchemaR\x06schema\x12\x1d\n" +
@@ -1487,7 +1565,11 @@ const file_storagepb_meta_proto_rawDesc = "" +
 	"\agc_rule\x18\x03 \x01(\v2\x12.bighive.v1.GcRuleR\x06gcRule\"@\n" +
 	"\x10MetaFamilyPurged\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x16\n" +
-	"\x06family\x18\x02 \x01(\tR\x06familyB\x19Z\x17bighive/proto/storagepbb\x06proto3"
+	"\x06family\x18\x02 \x01(\tR\x06family\"}\n" +
+	"\x12MetaSetCompression\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x16\n" +
+	"\x06family\x18\x02 \x01(\tR\x06family\x129\n" +
+	"\vcompression\x18\x03 \x01(\x0e2\x17.bighive.v1.CompressionR\vcompressionB\x19Z\x17bighive/proto/storagepbb\x06proto3"
 
 var (
 	file_storagepb_meta_proto_rawDescOnce sync.Once
@@ -1501,7 +1583,7 @@ func file_storagepb_meta_proto_rawDescGZIP() []byte {
 	return file_storagepb_meta_proto_rawDescData
 }
 
-var file_storagepb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_storagepb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_storagepb_meta_proto_goTypes = []any{
 	(*MetaCommand)(nil),                // 0: bighive.storage.v1.MetaCommand
 	(*MetaCreateTable)(nil),            // 1: bighive.storage.v1.MetaCreateTable
@@ -1520,15 +1602,17 @@ var file_storagepb_meta_proto_goTypes = []any{
 	(*MetaDeleteFamily)(nil),           // 14: bighive.storage.v1.MetaDeleteFamily
 	(*MetaSetGCRule)(nil),              // 15: bighive.storage.v1.MetaSetGCRule
 	(*MetaFamilyPurged)(nil),           // 16: bighive.storage.v1.MetaFamilyPurged
-	(*MetaAssign_Item)(nil),            // 17: bighive.storage.v1.MetaAssign.Item
-	(*MetaUnassign_Item)(nil),          // 18: bighive.storage.v1.MetaUnassign.Item
-	(*MetaLogSplitDone_Item)(nil),      // 19: bighive.storage.v1.MetaLogSplitDone.Item
-	(*bighivepb.TableSchema)(nil),      // 20: bighive.v1.TableSchema
-	(*bighivepb.FamilySpec)(nil),       // 21: bighive.v1.FamilySpec
-	(*bighivepb.LogPosition)(nil),      // 22: bighive.v1.LogPosition
-	(*bighivepb.CheckpointReport)(nil), // 23: bighive.v1.CheckpointReport
-	(*bighivepb.SplitChild)(nil),       // 24: bighive.v1.SplitChild
-	(*bighivepb.GcRule)(nil),           // 25: bighive.v1.GcRule
+	(*MetaSetCompression)(nil),         // 17: bighive.storage.v1.MetaSetCompression
+	(*MetaAssign_Item)(nil),            // 18: bighive.storage.v1.MetaAssign.Item
+	(*MetaUnassign_Item)(nil),          // 19: bighive.storage.v1.MetaUnassign.Item
+	(*MetaLogSplitDone_Item)(nil),      // 20: bighive.storage.v1.MetaLogSplitDone.Item
+	(*bighivepb.TableSchema)(nil),      // 21: bighive.v1.TableSchema
+	(*bighivepb.FamilySpec)(nil),       // 22: bighive.v1.FamilySpec
+	(*bighivepb.LogPosition)(nil),      // 23: bighive.v1.LogPosition
+	(*bighivepb.CheckpointReport)(nil), // 24: bighive.v1.CheckpointReport
+	(*bighivepb.SplitChild)(nil),       // 25: bighive.v1.SplitChild
+	(*bighivepb.GcRule)(nil),           // 26: bighive.v1.GcRule
+	(bighivepb.Compression)(0),         // 27: bighive.v1.Compression
 }
 var file_storagepb_meta_proto_depIdxs = []int32{
 	1,  // 0: bighive.storage.v1.MetaCommand.create_table:type_name -> bighive.storage.v1.MetaCreateTable
@@ -1546,21 +1630,23 @@ var file_storagepb_meta_proto_depIdxs = []int32{
 	14, // 12: bighive.storage.v1.MetaCommand.delete_family:type_name -> bighive.storage.v1.MetaDeleteFamily
 	15, // 13: bighive.storage.v1.MetaCommand.set_gc_rule:type_name -> bighive.storage.v1.MetaSetGCRule
 	16, // 14: bighive.storage.v1.MetaCommand.family_purged:type_name -> bighive.storage.v1.MetaFamilyPurged
-	20, // 15: bighive.storage.v1.MetaCreateTable.schema:type_name -> bighive.v1.TableSchema
-	21, // 16: bighive.storage.v1.MetaAddFamily.family:type_name -> bighive.v1.FamilySpec
-	5,  // 17: bighive.storage.v1.MetaRegisterTServer.tserver:type_name -> bighive.storage.v1.MetaTServer
-	17, // 18: bighive.storage.v1.MetaAssign.items:type_name -> bighive.storage.v1.MetaAssign.Item
-	18, // 19: bighive.storage.v1.MetaUnassign.items:type_name -> bighive.storage.v1.MetaUnassign.Item
-	22, // 20: bighive.storage.v1.MetaTabletLoad.position:type_name -> bighive.v1.LogPosition
-	23, // 21: bighive.storage.v1.MetaCheckpoint.reports:type_name -> bighive.v1.CheckpointReport
-	24, // 22: bighive.storage.v1.MetaSplit.children:type_name -> bighive.v1.SplitChild
-	19, // 23: bighive.storage.v1.MetaLogSplitDone.items:type_name -> bighive.storage.v1.MetaLogSplitDone.Item
-	25, // 24: bighive.storage.v1.MetaSetGCRule.gc_rule:type_name -> bighive.v1.GcRule
-	25, // [25:25] is the sub-list for method output_type
-	25, // [25:25] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	17, // 15: bighive.storage.v1.MetaCommand.set_compression:type_name -> bighive.storage.v1.MetaSetCompression
+	21, // 16: bighive.storage.v1.MetaCreateTable.schema:type_name -> bighive.v1.TableSchema
+	22, // 17: bighive.storage.v1.MetaAddFamily.family:type_name -> bighive.v1.FamilySpec
+	5,  // 18: bighive.storage.v1.MetaRegisterTServer.tserver:type_name -> bighive.storage.v1.MetaTServer
+	18, // 19: bighive.storage.v1.MetaAssign.items:type_name -> bighive.storage.v1.MetaAssign.Item
+	19, // 20: bighive.storage.v1.MetaUnassign.items:type_name -> bighive.storage.v1.MetaUnassign.Item
+	23, // 21: bighive.storage.v1.MetaTabletLoad.position:type_name -> bighive.v1.LogPosition
+	24, // 22: bighive.storage.v1.MetaCheckpoint.reports:type_name -> bighive.v1.CheckpointReport
+	25, // 23: bighive.storage.v1.MetaSplit.children:type_name -> bighive.v1.SplitChild
+	20, // 24: bighive.storage.v1.MetaLogSplitDone.items:type_name -> bighive.storage.v1.MetaLogSplitDone.Item
+	26, // 25: bighive.storage.v1.MetaSetGCRule.gc_rule:type_name -> bighive.v1.GcRule
+	27, // 26: bighive.storage.v1.MetaSetCompression.compression:type_name -> bighive.v1.Compression
+	27, // [27:27] is the sub-list for method output_type
+	27, // [27:27] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_storagepb_meta_proto_init() }
@@ -1584,6 +1670,7 @@ func file_storagepb_meta_proto_init() {
 		(*MetaCommand_DeleteFamily)(nil),
 		(*MetaCommand_SetGcRule)(nil),
 		(*MetaCommand_FamilyPurged)(nil),
+		(*MetaCommand_SetCompression)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1591,7 +1678,7 @@ func file_storagepb_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_storagepb_meta_proto_rawDesc), len(file_storagepb_meta_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

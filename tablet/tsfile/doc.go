@@ -21,10 +21,14 @@
 // store's UUID and its footer ID (Info.FooterRef), and the Reader keys the
 // page cache by blockstore.BlockRef (store UUID, block ID).
 //
-// # Byte layout (format version 2; little-endian; uvarint/varint = LEB128)
+// # Byte layout (format version 3; little-endian; uvarint/varint = LEB128)
 //
 //	data block  := page*
-//	page        := entry* count:u32 crc32c(entry*‖count):u32      (~32 KiB)
+//	page        := codec:u8 uvarint(rawLen) payload crc32c(codec‖rawLen‖payload):u32
+//	payload     := body                          if codec = 0 (none)
+//	             | snappy block format of body   if codec = 1 (snappy)
+//	             | one zstd frame of body        if codec = 2 (zstd)
+//	body        := entry* count:u32              (rawLen bytes; ~32 KiB)
 //	entry       := kind:u8 uvarint(len row) row uvarint(len qual) qual
 //	               varint(ts) uvarint(seq) [varint(end) if kind=DeleteColumn]
 //	               [uvarint(len value) value if kind=SetCell]
@@ -45,13 +49,52 @@
 //	               crc32c:u32
 //	fam         := uvarint(len name) name dataID:u64 indexID:u64
 //	               uvarint(dataSize) uvarint(indexSize) uvarint(entries) uvarint(pages)
+//	               uvarint(rawSize)
+//
+// An index entry's offset and length are of the stored page; count is its
+// entries. rawSize is the sum of the family's bodies (rawLen); dataSize /
+// rawSize is the family's compression ratio.
 //
 // seq is the entry's write sequence (memstore.Entry.Seq: what a tombstone
 // hides and which of two writes of one cell wins is decided by it); maxSeq
 // and maxTs are the largest over the file, so a tablet opened over its
 // files continues its write sequence and clock above them. Keys (entries
-// without seq and value) are unique in a file. Version 1 had no seq and no
-// maxSeq; readers of version 2 reject it.
+// without seq and value) are unique in a file.
+//
+// # Compression
+//
+// A family's codec comes from its schema (WriterOptions.Compression;
+// DefaultCompression, snappy, when the schema names none, also for the
+// row tombstones of family ""). Since every family has a data block of
+// its own, a page holds entries of one family and is compressed with that
+// family's codec. The codec byte is per page: a page is stored compressed
+// only when that makes it at least an eighth smaller than its body, else
+// it is stored as codec 0, so incompressible data costs no decompression.
+// Snappy pages are written by s2 in its Snappy-compatible mode; a zstd
+// frame has no checksum of its own (the page's covers it).
+//
+// The checksum covers the stored bytes, so damage is found before
+// anything is decompressed. Then rawLen must be between 4 and MaxPageBytes
+// (64 MiB), the codec's own length (snappy's header, the zstd frame's
+// content size) must equal it, decompression must yield exactly rawLen
+// bytes, and the count must match the index; every failure is a
+// *CorruptionError naming the data block, the TSFile and the offset of the
+// page (of its payload for a failed decompression). The block cache holds
+// bodies' entries uncompressed: a page is decompressed once per cache
+// miss.
+//
+// # Versions
+//
+// Readers read versions 2 and 3 and reject others (ErrVersion); the writer
+// writes version 3.
+//
+//   - Version 1 had no seq and no maxSeq; it is rejected.
+//   - Version 2 is version 3 without compression: page := body
+//     crc32c(body):u32 (a page is at least 8 bytes), and fam has no
+//     rawSize. Tablets keep reading their version-2 files; compactions
+//     rewrite them as version 3.
+//   - Version 3 adds the codec byte and rawLen to each page and rawSize
+//     to each fam.
 //
 // The trailing crc32c (Castagnoli) of an index, bloom or footer block
 // covers every byte of the block before it, magic included; a page's
@@ -59,22 +102,24 @@
 // measured by TestBloomFalsePositives (bound 1 %).
 //
 // The family of an entry is implied by its block. The magic strings and
-// FormatVersion must not change for this layout; a new layout takes a new
-// version, and readers reject versions they do not know.
+// a version's layout must not change; a new layout takes a new
+// FormatVersion.
 //
 // # Invariants
 //
 //   - Every page, index, bloom and footer is checksummed; a mismatch or a
-//     structural failure is a *CorruptionError naming the block and the byte
-//     offset inside it (errors.Is(err, ErrCorrupt)). The reader never
+//     structural failure (a failed decompression included) is a
+//     *CorruptionError naming the block and the byte offset inside it
+//     (errors.Is(err, ErrCorrupt)). The reader never
 //     returns entries from a page it could not verify, and never panics on
 //     any block contents.
 //   - Index pages tile the data block exactly; every page holds ≥ 1 entry.
 //   - The reader opens lazily (footer at Open; an index on first use of its
 //     family; the bloom filter on the first point read), seeks by the sparse
-//     index, and caches verified pages in a blockcache.Cache under
-//     (data block, offset). A scan that misses reads the next uncached
-//     pages in the same I/O (read-ahead: ReaderOptions.ReadAhead, default 4).
+//     index, and caches verified pages' entries, uncompressed, in a
+//     blockcache.Cache under (data block, offset). A scan that misses
+//     reads the next uncached pages in the same I/O (read-ahead:
+//     ReaderOptions.ReadAhead, default 4).
 //   - A checksum failure of a whole block is reported at offset 0; one of
 //     a page at the page's offset in its data block.
 package tsfile

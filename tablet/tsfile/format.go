@@ -11,12 +11,18 @@ import (
 	"bighive/memstore"
 )
 
-// FormatVersion is the TSFile format written by this package. Readers
-// reject other versions. It must change whenever the layout in doc.go does.
+// FormatVersion is the TSFile format written by this package. It must
+// change whenever the layout in doc.go does.
 //
 // Version 2 added the write sequence to every entry and the largest one to
-// the footer; version 1 files (no sequences) are rejected.
-const FormatVersion = 2
+// the footer; version 1 files (no sequences) are rejected. Version 3
+// compresses pages (a codec byte and the raw length before each page's
+// payload) and records each family's uncompressed page bytes in the
+// footer; readers read versions 2 and 3.
+const FormatVersion = 3
+
+// minFormatVersion is the oldest version readers accept.
+const minFormatVersion = 2
 
 // Magic numbers. They must not change.
 const (
@@ -28,7 +34,16 @@ const (
 // DefaultPageSize is the target size of a data page.
 const DefaultPageSize = 32 << 10
 
-const trailerLen = 8 // page: u32 count, u32 crc
+const trailerLen = 8 // version-2 page: u32 count, u32 crc
+
+// minPageLen is the shortest stored page of a version: a version-3 page
+// has at least its codec byte, a one-byte raw length and the crc.
+func minPageLen(version uint32) int64 {
+	if version == 2 {
+		return trailerLen
+	}
+	return 2 + 4
+}
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -52,9 +67,15 @@ type CorruptionError struct {
 	Block  blockstore.BlockID
 	Offset int64
 	Reason string
+	// File names the TSFile (its footer) when a Reader reports the error
+	// for a data page; zero otherwise.
+	File blockstore.BlockRef
 }
 
 func (e *CorruptionError) Error() string {
+	if e.File != (blockstore.BlockRef{}) {
+		return fmt.Sprintf("tsfile: corrupt block %s of TSFile %s at offset %d: %s", e.Block, e.File, e.Offset, e.Reason)
+	}
 	return fmt.Sprintf("tsfile: corrupt block %s at offset %d: %s", e.Block, e.Offset, e.Reason)
 }
 
@@ -197,6 +218,9 @@ type dataMeta struct {
 	indexSize int64
 	entries   int64
 	pages     int64
+	// rawSize is the bytes of the family's pages uncompressed (entries and
+	// counts, no headers or checksums); version 3 on, else 0.
+	rawSize int64
 }
 
 type footer struct {
@@ -226,6 +250,9 @@ func (f *footer) encode() []byte {
 		b = binary.AppendUvarint(b, uint64(d.indexSize))
 		b = binary.AppendUvarint(b, uint64(d.entries))
 		b = binary.AppendUvarint(b, uint64(d.pages))
+		if f.version >= 3 {
+			b = binary.AppendUvarint(b, uint64(d.rawSize))
+		}
 	}
 	b = binary.LittleEndian.AppendUint64(b, uint64(f.bloom))
 	b = binary.AppendUvarint(b, uint64(f.bloomSize))
@@ -252,8 +279,8 @@ func decodeFooter(id blockstore.BlockID, b []byte) (footer, error) {
 	}
 	d := decoder{b: body, pos: len(footerMagic)}
 	f.version = d.u32()
-	if f.version != FormatVersion {
-		return f, fmt.Errorf("%w %d in block %s (want %d)", ErrVersion, f.version, id, FormatVersion)
+	if f.version < minFormatVersion || f.version > FormatVersion {
+		return f, fmt.Errorf("%w %d in block %s (want %d to %d)", ErrVersion, f.version, id, minFormatVersion, FormatVersion)
 	}
 	n := d.uvarint()
 	if n > uint64(len(body)) {
@@ -269,7 +296,10 @@ func decodeFooter(id blockstore.BlockID, b []byte) (footer, error) {
 		m.indexSize = int64(d.uvarint())
 		m.entries = int64(d.uvarint())
 		m.pages = int64(d.uvarint())
-		if !d.bad && (seen[m.family] || m.dataSize < 0 || m.indexSize < 0 || m.entries < 0 || m.pages < 0) {
+		if f.version >= 3 {
+			m.rawSize = int64(d.uvarint())
+		}
+		if !d.bad && (seen[m.family] || m.dataSize < 0 || m.indexSize < 0 || m.entries < 0 || m.pages < 0 || m.rawSize < 0) {
 			return f, corrupt(id, int64(d.pos), "bad data block entry for family %q", m.family)
 		}
 		seen[m.family] = true
@@ -311,7 +341,7 @@ func encodeIndex(pages []indexEntry) []byte {
 }
 
 // decodeIndex checks the index block and that its pages tile [0, dataSize).
-func decodeIndex(id blockstore.BlockID, b []byte, family string, dataSize int64) ([]indexEntry, error) {
+func decodeIndex(version uint32, id blockstore.BlockID, b []byte, family string, dataSize int64) ([]indexEntry, error) {
 	if len(b) < len(indexMagic)+5 || string(b[:len(indexMagic)]) != indexMagic {
 		return nil, corrupt(id, 0, "not an index block")
 	}
@@ -336,7 +366,7 @@ func decodeIndex(id blockstore.BlockID, b []byte, family string, dataSize int64)
 			return nil, corrupt(id, int64(start), "malformed index entry %d", i)
 		}
 		p.first.Family = family
-		if p.off != next || p.length < trailerLen || p.length > dataSize-p.off || p.count <= 0 {
+		if p.off != next || p.length < minPageLen(version) || p.length > dataSize-p.off || p.count <= 0 {
 			return nil, corrupt(id, int64(start), "index entry %d: page [%d,+%d) does not follow %d in a block of %d bytes", i, p.off, p.length, next, dataSize)
 		}
 		next = p.off + p.length
@@ -368,17 +398,39 @@ func decodeBloom(id blockstore.BlockID, b []byte) (bloom, error) {
 	return f, nil
 }
 
-// checkPage verifies a page's trailer and returns its entry bytes and count.
-func checkPage(id blockstore.BlockID, off int64, page []byte, wantCount int) ([]byte, error) {
-	if len(page) < trailerLen {
-		return nil, corrupt(id, off, "page of %d bytes", len(page))
+// checkPage verifies a stored page (at offset off of data block id) of a
+// file of the given version and returns its entry bytes, uncompressed: a
+// version-2 page is entry* count:u32 crc32c:u32, a version-3 page is
+// decoded by decodePage. The checksum is checked before anything else.
+func checkPage(version uint32, id blockstore.BlockID, off int64, page []byte, wantCount int) ([]byte, error) {
+	var body []byte
+	if version == 2 {
+		if len(page) < trailerLen {
+			return nil, corrupt(id, off, "page of %d bytes", len(page))
+		}
+		n := len(page) - 4
+		if got, want := crc(page[:n]), binary.LittleEndian.Uint32(page[n:]); got != want {
+			return nil, corrupt(id, off, "checksum mismatch in the %d-byte page (%08x != %08x)", len(page), got, want)
+		}
+		body = page[:n]
+	} else {
+		var err error
+		if body, err = decodePage(id, off, page); err != nil {
+			return nil, err
+		}
 	}
-	n := len(page) - 4
-	if got, want := crc(page[:n]), binary.LittleEndian.Uint32(page[n:]); got != want {
-		return nil, corrupt(id, off, "checksum mismatch in the %d-byte page (%08x != %08x)", len(page), got, want)
+	return pageEntries(version, id, off, body, wantCount)
+}
+
+// pageEntries checks a page body's count against the index and returns
+// its entry bytes.
+func pageEntries(version uint32, id blockstore.BlockID, off int64, body []byte, wantCount int) ([]byte, error) {
+	n := len(body)
+	if c := binary.LittleEndian.Uint32(body[n-4:]); int(c) != wantCount {
+		if version == 2 {
+			return nil, corrupt(id, off+int64(n-4), "page holds %d entries, index says %d", c, wantCount)
+		}
+		return nil, corrupt(id, off, "page holds %d entries, index says %d", c, wantCount)
 	}
-	if c := binary.LittleEndian.Uint32(page[n-4:]); int(c) != wantCount {
-		return nil, corrupt(id, off+int64(n-4), "page holds %d entries, index says %d", c, wantCount)
-	}
-	return page[:n-4], nil
+	return body[: n-4 : n-4], nil
 }

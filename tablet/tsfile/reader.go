@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -182,7 +183,7 @@ func (r *Reader) index(m *dataMeta) ([]indexEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	idx, err = decodeIndex(m.index, b, m.family, m.dataSize)
+	idx, err = decodeIndex(r.footer.version, m.index, b, m.family, m.dataSize)
 	if err != nil {
 		return nil, err
 	}
@@ -220,20 +221,50 @@ func (r *Reader) MayContainRow(row []byte) (bool, error) {
 	return true, nil
 }
 
+// entryCorrupt is the error for bad entry bytes at position pos of page
+// p's entry bytes. In a version-2 file they lie at p.off+pos of the data
+// block; a version-3 page may be compressed, so the error names the page's
+// offset and the position in its uncompressed bytes. (The page's checksum
+// passed, so only a writer's fault gets here.)
+func (r *Reader) entryCorrupt(m *dataMeta, p *indexEntry, pos int, format string, args ...any) error {
+	if r.footer.version == 2 {
+		return corrupt(m.data, p.off+int64(pos), format, args...)
+	}
+	return corrupt(m.data, p.off, "%s (at byte %d of the uncompressed page)", fmt.Sprintf(format, args...), pos)
+}
+
+// DataBytes returns the bytes of the data blocks of the named families
+// (all when none is named; "" holds row tombstones) as stored and as
+// their pages' entries uncompressed (raw is 0 for a version-2 file, whose
+// footer does not record it): their ratio is the compression ratio.
+func (r *Reader) DataBytes(families ...string) (stored, raw int64) {
+	for _, d := range r.footer.data {
+		if len(families) == 0 || slices.Contains(families, d.family) {
+			stored += d.dataSize
+			raw += d.rawSize
+		}
+	}
+	return stored, raw
+}
+
+// Version returns the file's format version.
+func (r *Reader) Version() int { return int(r.footer.version) }
+
 // ref names block id of this file across stores.
 func (r *Reader) ref(id blockstore.BlockID) blockstore.BlockRef {
 	return blockstore.BlockRef{Store: r.store, ID: id}
 }
 
-// page returns the verified entry bytes of page i of a data block, from the
-// cache or the store. ahead > 1 reads up to that many following uncached
-// pages in the same I/O and caches them.
+// page returns the verified, uncompressed entry bytes of page i of a data
+// block, from the cache or the store. ahead > 1 reads up to that many
+// following uncached pages in the same I/O and caches them. The cache
+// holds entry bytes uncompressed, so a page is decompressed once per miss.
 func (r *Reader) page(m *dataMeta, idx []indexEntry, i, ahead int) ([]byte, error) {
 	p := &idx[i]
 	key := blockcache.Key{Block: r.ref(m.data), Offset: p.off}
 	if c := r.opts.Cache; c != nil {
 		if v, ok := c.Get(key); ok {
-			return v[:len(v)-trailerLen], nil
+			return v, nil
 		}
 	}
 	n := 1
@@ -243,35 +274,123 @@ func (r *Reader) page(m *dataMeta, idx []indexEntry, i, ahead int) ([]byte, erro
 		}
 	}
 	last := &idx[i+n-1]
-	buf := make([]byte, last.off+last.length-p.off)
 	b, err := r.block(m.data)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := b.ReadAt(buf, p.off); err != nil && err != io.EOF {
+	buf := getReadBuf(int(last.off + last.length - p.off))
+	got, err := b.ReadAt(buf, p.off)
+	if err != nil && err != io.EOF {
 		return nil, fmt.Errorf("tsfile: read block %s at %d: %w", m.data, p.off, err)
 	}
+	// A short read (a truncated block) leaves zeros, never a reused
+	// buffer's older bytes: the checksum then fails.
+	clear(buf[got:])
 	r.pagesRead.Add(int64(n))
 	r.readAhead.Add(int64(n - 1))
-	var first []byte
-	for j := 0; j < n; j++ {
-		q := &idx[i+j]
-		pg := buf[q.off-p.off : q.off-p.off+q.length : q.off-p.off+q.length]
-		body, err := checkPage(m.data, q.off, pg, q.count)
-		if err != nil {
-			if j == 0 {
-				return nil, err
+	stored := func(q *indexEntry) []byte {
+		return buf[q.off-p.off : q.off-p.off+q.length : q.off-p.off+q.length]
+	}
+	fail := func(err error) error {
+		if ce, ok := err.(*CorruptionError); ok {
+			ce.File = r.ref(r.id)
+		}
+		return err
+	}
+	// bodies[j] is page i+j's body, up to the first page that fails (a
+	// failing read-ahead page is reported when it is needed).
+	bodies := make([][]byte, 0, n)
+	var firstErr error
+	aliased := false // a body aliases buf, which then cannot be reused
+	if r.footer.version == 2 {
+		for j := 0; j < n; j++ {
+			q := &idx[i+j]
+			body, err := checkPage(2, m.data, q.off, stored(q), q.count)
+			if err != nil {
+				firstErr = err
+				break
 			}
-			break // the read-ahead page is reported when it is needed
+			bodies, aliased = append(bodies, body), true
 		}
-		if j == 0 {
-			first = body
+	} else {
+		// Verify every page's checksum and header, then decompress them all
+		// into one allocation: a page's body is read and decoded once, and
+		// buf, holding only compressed bytes, goes back to the pool.
+		var ps []storedPage
+		total := 0
+		for j := 0; j < n; j++ {
+			q := &idx[i+j]
+			sp, err := verifyPage(m.data, q.off, stored(q))
+			if err != nil {
+				firstErr = err
+				break
+			}
+			ps = append(ps, sp)
+			if sp.codec != codecRaw {
+				total += sp.raw
+			}
 		}
-		if r.opts.Cache != nil {
-			r.opts.Cache.Insert(r.opts.Owner, blockcache.Key{Block: r.ref(m.data), Offset: q.off}, pg)
+		slab := make([]byte, total)
+		for j := range ps {
+			q, sp := &idx[i+j], &ps[j]
+			var dst []byte
+			if sp.codec == codecRaw {
+				aliased = true
+			} else {
+				dst, slab = slab[:0:sp.raw], slab[sp.raw:]
+			}
+			body, err := sp.inflate(dst)
+			if err == nil {
+				body, err = pageEntries(3, m.data, q.off, body, q.count)
+			}
+			if err != nil {
+				firstErr = err
+				break
+			}
+			bodies = append(bodies, body)
 		}
 	}
-	return first, nil
+	if !aliased {
+		defer putReadBuf(buf)
+	}
+	if len(bodies) == 0 {
+		return nil, fail(firstErr)
+	}
+	if r.opts.Cache != nil {
+		for j, body := range bodies {
+			r.opts.Cache.Insert(r.opts.Owner, blockcache.Key{Block: r.ref(m.data), Offset: idx[i+j].off}, body)
+		}
+	}
+	return bodies[0], nil
+}
+
+// readBufs holds read buffers of compressed pages for reuse: once a
+// batch of pages is decompressed, nothing refers to their stored bytes.
+// (Allocating and faulting in a fresh buffer per read costs more than the
+// decompression itself.) A small free list shared by every Reader, not a
+// sync.Pool, which garbage collections empty: a scan allocates enough to
+// run them often.
+var readBufs = make(chan []byte, 8)
+
+func getReadBuf(n int) []byte {
+	select {
+	case b := <-readBufs:
+		if cap(b) >= n {
+			return b[:n]
+		}
+	default:
+	}
+	return make([]byte, n)
+}
+
+func putReadBuf(b []byte) {
+	if cap(b) > 1<<20 {
+		return
+	}
+	select {
+	case readBufs <- b:
+	default:
+	}
 }
 
 // NewIterator returns an iterator over the given families (nil: all) and
@@ -375,7 +494,7 @@ func (it *famIter) loadPage(i int) {
 func (it *famIter) decode() {
 	if it.left == 0 {
 		if !it.d.done() {
-			it.fail(corrupt(it.m.data, it.idx[it.pageNo].off+int64(it.d.pos), "trailing bytes in page"))
+			it.fail(it.r.entryCorrupt(it.m, &it.idx[it.pageNo], it.d.pos, "trailing bytes in page %d", it.pageNo))
 			return
 		}
 		it.loadPage(it.pageNo + 1)
@@ -383,7 +502,7 @@ func (it *famIter) decode() {
 	}
 	start := it.d.pos
 	if !it.d.entry(&it.cur, true, it.m.family == "") {
-		it.fail(corrupt(it.m.data, it.idx[it.pageNo].off+int64(start), "malformed entry in page %d", it.pageNo))
+		it.fail(it.r.entryCorrupt(it.m, &it.idx[it.pageNo], start, "malformed entry in page %d", it.pageNo))
 		return
 	}
 	it.cur.Family = it.m.family
@@ -439,6 +558,10 @@ type Page struct {
 	Family   string
 	FirstRow []byte // the row of the page's first entry
 	Bytes    int64  // the page's length in its data block
+	// RawBytes estimates the page's length uncompressed: Bytes scaled by
+	// its family's ratio of raw to stored bytes (Bytes in a version-2
+	// file).
+	RawBytes int64
 }
 
 // Pages lists the data pages of every family, each family's in row order
@@ -452,8 +575,13 @@ func (r *Reader) Pages() ([]Page, error) {
 		if err != nil {
 			return nil, err
 		}
+		ratio := 1.0
+		if m.rawSize > 0 && m.dataSize > 0 {
+			ratio = float64(m.rawSize) / float64(m.dataSize)
+		}
 		for j := range idx {
-			out = append(out, Page{Family: m.family, FirstRow: idx[j].first.Row, Bytes: idx[j].length})
+			out = append(out, Page{Family: m.family, FirstRow: idx[j].first.Row, Bytes: idx[j].length,
+				RawBytes: int64(float64(idx[j].length) * ratio)})
 		}
 	}
 	return out, nil
@@ -508,11 +636,11 @@ func (it *famIter) decodeRev(i int) error {
 	for n := 0; n < it.idx[i].count; n++ {
 		start := d.pos
 		if !d.entry(&e, true, it.m.family == "") {
-			return corrupt(it.m.data, it.idx[i].off+int64(start), "malformed entry in page %d", i)
+			return it.r.entryCorrupt(it.m, &it.idx[i], start, "malformed entry in page %d", i)
 		}
 		if k := len(rp.rows); k == 0 || !bytes.Equal(rp.rows[k-1], e.Row) {
 			if k > 0 && bytes.Compare(rp.rows[k-1], e.Row) > 0 {
-				return corrupt(it.m.data, it.idx[i].off+int64(start), "rows out of order in page %d", i)
+				return it.r.entryCorrupt(it.m, &it.idx[i], start, "rows out of order in page %d", i)
 			}
 			rp.rows = append(rp.rows, bytes.Clone(e.Row))
 			rp.off = append(rp.off, start)

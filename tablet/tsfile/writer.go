@@ -53,6 +53,11 @@ type WriterOptions struct {
 	TabletID string
 	// PageSize is the target data page size (default DefaultPageSize).
 	PageSize int
+	// Compression names the codec of each family's pages, row tombstones
+	// (family "") included; nil gives every family DefaultCompression.
+	// Each family's entries go to a data block of their own, so the codec
+	// is the family's.
+	Compression func(family string) Compression
 }
 
 type familyWriter struct {
@@ -63,6 +68,10 @@ type familyWriter struct {
 	first memstore.Entry
 	pages []indexEntry
 	off   int64
+	codec Compression
+	// stored and scratch are reused buffers: the encoded page and the
+	// compressor's output.
+	stored, scratch []byte
 }
 
 // Write streams it (from its first entry, in Compare order) into a new
@@ -106,13 +115,18 @@ func Write(ctx context.Context, mgr blockstore.Manager, it memstore.Iterator, op
 			return nil
 		}
 		fw.page = binary.LittleEndian.AppendUint32(fw.page, uint32(fw.count))
-		fw.page = binary.LittleEndian.AppendUint32(fw.page, crc(fw.page))
-		if err := fw.block.Append(fw.page); err != nil {
+		var err error
+		fw.stored, fw.scratch, err = encodePage(fw.stored[:0], fw.scratch, fw.page, fw.codec)
+		if err != nil {
+			return fmt.Errorf("tsfile: page of family %q at %d of block %s: %w", fw.meta.family, fw.off, fw.block.ID(), err)
+		}
+		if err := fw.block.Append(fw.stored); err != nil {
 			return fmt.Errorf("tsfile: append page to block %s: %w", fw.block.ID(), err)
 		}
-		fw.pages = append(fw.pages, indexEntry{off: fw.off, length: int64(len(fw.page)), count: fw.count, first: fw.first})
-		fw.off += int64(len(fw.page))
+		fw.pages = append(fw.pages, indexEntry{off: fw.off, length: int64(len(fw.stored)), count: fw.count, first: fw.first})
+		fw.off += int64(len(fw.stored))
 		fw.meta.pages++
+		fw.meta.rawSize += int64(len(fw.page))
 		fw.page, fw.count = fw.page[:0], 0
 		return nil
 	}
@@ -134,7 +148,10 @@ func Write(ctx context.Context, mgr blockstore.Manager, it memstore.Iterator, op
 			if err != nil {
 				return Info{}, err
 			}
-			fw = &familyWriter{meta: dataMeta{family: fam, data: b.ID()}, block: b}
+			fw = &familyWriter{meta: dataMeta{family: fam, data: b.ID()}, block: b, codec: DefaultCompression}
+			if opts.Compression != nil {
+				fw.codec = opts.Compression(fam)
+			}
 			fams[fam] = fw
 		}
 		if fw.count == 0 {
