@@ -87,14 +87,14 @@ func TestNestedGCRuleReadAndCompaction(t *testing.T) {
 	}
 	defer tb.Close()
 	ctx := context.Background()
-	var ops []mutation.Op
-	// Six versions of g:q: 1..3 old (over 1 ms), 4..6 fresh. Newest first:
-	// 6, 5 (kept: within 2), 4 (fresh: kept), 3 (old and beyond 2: garbage),
-	// 2, 1 (garbage). And a cell of family x.
+	// A cell of family x, then six versions of g:q: 1..3 old (over 1 ms),
+	// 4..6 fresh. Newest first: 6, 5 (kept: within 2), 4 (fresh: kept), 3
+	// (old and beyond 2: garbage), 2, 1 (garbage). The x cell comes first:
+	// a major compaction keeps the entry of highest sequence whatever it is.
+	ops := []mutation.Op{{Kind: mutation.SetCell, Family: "x", Qualifier: []byte("q"), Timestamp: 5, Value: []byte("x")}}
 	for i, ts := range []int64{1000, 2000, 3000, 99_500, 99_600, 99_700} {
 		ops = append(ops, mutation.Op{Kind: mutation.SetCell, Family: "g", Qualifier: []byte("q"), Timestamp: ts, Value: []byte(fmt.Sprint(i))})
 	}
-	ops = append(ops, mutation.Op{Kind: mutation.SetCell, Family: "x", Qualifier: []byte("q"), Timestamp: 5, Value: []byte("x")})
 	m := mutation.RowMutation{Row: []byte("r"), Ops: ops}
 	if err := tb.AssignTimestamps(&m); err != nil {
 		t.Fatal(err)

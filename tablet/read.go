@@ -185,7 +185,11 @@ type rowReader struct {
 	opts   *ReadOptions
 	now    int64
 	gc     bool // compaction: apply only tombstones and GC policy
-	// emit, in gc mode, receives every tombstone and every kept cell.
+	// purge (gc mode) drops the tombstones too; keepSeq (gc mode) is the
+	// sequence of an entry kept whatever it is (0: none), see CompactFiles.
+	purge   bool
+	keepSeq uint64
+	// emit, in gc mode, receives every kept tombstone and cell.
 	emit func(e *memstore.Entry)
 	row  Row
 
@@ -255,14 +259,16 @@ func (r *rowReader) readRow(it memstore.Iterator) {
 			continue
 		}
 		if !r.known || r.hidden(e) {
+			r.drop(e)
 			continue
 		}
 		r.live++
 		if r.policy.garbage(r.live, e.Timestamp, r.now) {
+			r.drop(e)
 			continue
 		}
 		if r.gc {
-			r.keep(e)
+			r.emit(e)
 			continue
 		}
 		{
@@ -295,8 +301,19 @@ func (r *rowReader) filter() error {
 	return nil
 }
 
+// keep is called with every tombstone: a compaction keeps it unless it
+// purges tombstones.
 func (r *rowReader) keep(e *memstore.Entry) {
-	if r.gc {
+	if r.gc && (!r.purge || e.Seq == r.keepSeq) {
+		r.emit(e)
+	}
+}
+
+// drop is called with every cell a read does not return because of a
+// tombstone, the GC rule or its family's absence: a compaction drops it,
+// unless it is the entry of sequence keepSeq.
+func (r *rowReader) drop(e *memstore.Entry) {
+	if r.gc && r.keepSeq != 0 && e.Seq == r.keepSeq {
 		r.emit(e)
 	}
 }
