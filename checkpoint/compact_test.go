@@ -66,3 +66,45 @@ func TestCompactionModel(t *testing.T) {
 	cfg.opts = checkpoint.Options{MaxTSFiles: -1}
 	recoverAndCheck(t, cfg, want)
 }
+
+// TestMajorEvery: the periodic major compaction is on by default (24 h),
+// its clock starts when a tablet is first seen, a major compaction
+// restarts it, and a negative period turns it off.
+func TestMajorEvery(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	for _, tc := range []struct {
+		name   string
+		every  time.Duration
+		period time.Duration // 0: never due
+	}{
+		{"default", 0, 24 * time.Hour},
+		{"set", time.Hour, time.Hour},
+		{"off", -1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := checkpoint.New(checkpoint.Options{MajorEvery: tc.every, Tablets: func() []checkpoint.Tablet { return nil }})
+			if checkpoint.MajorDue(c, "t", t0) {
+				t.Fatal("due when first seen")
+			}
+			if tc.period == 0 {
+				if checkpoint.MajorDue(c, "t", t0.Add(1000*time.Hour)) {
+					t.Fatal("due with the periodic major compaction off")
+				}
+				return
+			}
+			if checkpoint.MajorDue(c, "t", t0.Add(tc.period-time.Second)) {
+				t.Fatal("due before one period since first seen")
+			}
+			if !checkpoint.MajorDue(c, "t", t0.Add(tc.period)) {
+				t.Fatal("not due one period after first seen")
+			}
+			checkpoint.NoteMajor(c, "t", t0.Add(tc.period))
+			if checkpoint.MajorDue(c, "t", t0.Add(2*tc.period-time.Second)) {
+				t.Fatal("due before one period since the last major compaction")
+			}
+			if !checkpoint.MajorDue(c, "t", t0.Add(2*tc.period)) {
+				t.Fatal("not due one period after the last major compaction")
+			}
+		})
+	}
+}

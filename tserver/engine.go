@@ -40,6 +40,11 @@ func newEngineState(s *Server) *engineState {
 		Refs:     masterRefs{s},
 		LogGC:    s.wal,
 		Logger:   s.log,
+
+		MajorEvery:     s.opts.CompactionMajorEvery,
+		MaxTSFiles:     s.opts.CompactionMaxFiles,
+		MergeWidth:     s.opts.CompactionMergeWidth,
+		CompactionRate: s.opts.CompactionRate,
 	})
 	return e
 }
