@@ -38,7 +38,7 @@ func (c *Coordinator) runCompactions(ctx context.Context) {
 				continue
 			}
 			files := t.Files()
-			major := len(files) > 0 && c.majorDue(t.ID(), time.Now())
+			major := c.majorDue(t.ID(), time.Now()) && len(files) > 0
 			if !major && (c.opts.MaxTSFiles < 0 || len(files) <= c.opts.MaxTSFiles) {
 				continue
 			}
@@ -115,7 +115,8 @@ func pickMerge(files []tsfile.Info, width int) []tsfile.Info {
 // files' blocks are then deleted with one deletion transaction, those of
 // Options.Store only (see Options.Store for the others). A failed
 // commit deletes nothing: the new file, if the commit did not apply,
-// becomes an orphan for CollectOrphans. Afterwards Compact sleeps so that
+// becomes an orphan for CollectOrphans. A major compaction restarts the
+// tablet's MajorEvery clock. Afterwards Compact sleeps so that
 // compactions average at most CompactionRate bytes per second.
 func (c *Coordinator) Compact(ctx context.Context, t Tablet, major bool) error {
 	comp, ok := t.(Compactor)
