@@ -18,7 +18,8 @@ import (
 // of rows DropRowRange dropped — and checks that reads show exactly the
 // live cells before client.Compact(major), after it, across a restart of
 // the tserver and after a failover (another tserver recovers the tablet
-// from the log), and after the deleted family is created again. The major
+// from the log), after the deleted family is created again, and after a
+// split and a major compaction of both children. The major
 // compaction must leave one TSFile holding the live cells and at most one
 // more entry (the one of highest sequence, which it always keeps): the
 // hidden cells and every tombstone are gone.
@@ -214,4 +215,31 @@ func TestMajorCompactionPurgesThroughRealServers(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("after a merging compaction")
+	// Split children start from their parent's compacted snapshot; a major
+	// compaction of each brings nothing back either.
+	if err := cl.SplitTablet(ctx, "t", "keep"); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		tabs, err := cl.Tablets(ctx, "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(tabs) == 2 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the table never split: %v", tabs)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if err := c.WaitServing(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	check("after a split")
+	if err := cl.Compact(ctx, "t", true); err != nil {
+		t.Fatal(err)
+	}
+	check("after a major compaction of the split children")
 }
