@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 
 	"bighive/blockstore"
 	"bighive/memstore"
@@ -22,11 +23,12 @@ import (
 // oldest file it drops the tombstones too, since every cell they can hide
 // is in the run (a newer file holds only higher sequences) and replay never
 // applies a record at or below the files' largest sequence again (see
-// "Compactions" in the package doc). A major compaction always keeps the
-// run's entry of highest sequence, even a tombstone or a cell it would
-// drop, so the files' largest sequence, which bounds replay, never goes
-// down. When nothing is left, the returned info has Footer 0 and no
-// blocks were made.
+// "Compactions" in the package doc). A major compaction always keeps an
+// entry of the run's highest sequence, so the files' largest sequence,
+// which bounds replay, never goes down: that entry itself, or, for a cell
+// it drops, a column tombstone of that cell's timestamp (see
+// rowReader.drop). When nothing is left, the returned info has Footer 0
+// and no blocks were made.
 func (t *Tablet) CompactFiles(ctx context.Context, footers []blockstore.BlockRef, major bool) (TSFileInfo, error) {
 	t.mu.RLock()
 	picked, at, err := t.pick(footers)
@@ -152,6 +154,14 @@ func (g *gcIter) fill() {
 	g.buf, g.pos = g.buf[:0], 0
 	for len(g.buf) == 0 && g.src.Valid() {
 		g.rr.readRow(g.src)
+	}
+	if g.rr.marked {
+		// The tombstone that replaced the cell of sequence keepSeq goes
+		// before the column's cells; an older tombstone of the same key
+		// hides nothing it does not, so it goes.
+		slices.SortStableFunc(g.buf, func(a, b memstore.Entry) int { return memstore.Compare(&a, &b) })
+		g.buf = slices.CompactFunc(g.buf, func(a, b memstore.Entry) bool { return memstore.CompareKey(&a, &b) == 0 })
+		g.rr.marked = false
 	}
 }
 

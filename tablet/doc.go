@@ -119,7 +119,11 @@
 // rank and age, so dropping them changes no other cell's rank), and every
 // cell of a family absent from the schema. When its run holds the tablet's
 // oldest file it drops the tombstones as well (purges them), keeping only
-// the run's entry of highest sequence, whatever it is. Why that is safe:
+// an entry of the run's highest sequence: that entry, or, when it is a
+// cell the GC rule or a deleted family drops, a column tombstone of that
+// sequence covering just the cell's timestamp (it hides only what the
+// cell overwrote, and the cell does not come back when the rule is
+// relaxed or the family created again). Why purging is safe:
 //
 //  1. Files are ordered by sequence: every entry of a newer file has a
 //     higher sequence than every entry of an older one. A flush writes a
@@ -132,7 +136,7 @@
 //     largest MaxSeq of the tablet's files, is in the files (or was
 //     dropped from them with what hid it). A split child's file is its
 //     parent's snapshot clipped to its range; its split log holds only
-//     later writes. A major compaction keeps the entry of sequence F, so
+//     later writes. A major compaction keeps an entry of sequence F, so
 //     F never goes down, even when everything else is dropped.
 //  3. Replay (log positions, recovery files, split logs) skips a record
 //     whose last sequence is at or below FlushedSeq, the F of the files

@@ -87,14 +87,14 @@ func TestNestedGCRuleReadAndCompaction(t *testing.T) {
 	}
 	defer tb.Close()
 	ctx := context.Background()
-	// A cell of family x, then six versions of g:q: 1..3 old (over 1 ms),
-	// 4..6 fresh. Newest first: 6, 5 (kept: within 2), 4 (fresh: kept), 3
-	// (old and beyond 2: garbage), 2, 1 (garbage). The x cell comes first:
-	// a major compaction keeps the entry of highest sequence whatever it is.
-	ops := []mutation.Op{{Kind: mutation.SetCell, Family: "x", Qualifier: []byte("q"), Timestamp: 5, Value: []byte("x")}}
+	var ops []mutation.Op
+	// Six versions of g:q: 1..3 old (over 1 ms), 4..6 fresh. Newest first:
+	// 6, 5 (kept: within 2), 4 (fresh: kept), 3 (old and beyond 2: garbage),
+	// 2, 1 (garbage). And a cell of family x.
 	for i, ts := range []int64{1000, 2000, 3000, 99_500, 99_600, 99_700} {
 		ops = append(ops, mutation.Op{Kind: mutation.SetCell, Family: "g", Qualifier: []byte("q"), Timestamp: ts, Value: []byte(fmt.Sprint(i))})
 	}
+	ops = append(ops, mutation.Op{Kind: mutation.SetCell, Family: "x", Qualifier: []byte("q"), Timestamp: 5, Value: []byte("x")})
 	m := mutation.RowMutation{Row: []byte("r"), Ops: ops}
 	if err := tb.AssignTimestamps(&m); err != nil {
 		t.Fatal(err)
@@ -151,13 +151,21 @@ func TestNestedGCRuleReadAndCompaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ci.Entries != 3 {
-		t.Fatalf("major compaction kept %d entries, want 3", ci.Entries)
+	// The x cell is the entry of highest sequence: a column tombstone of
+	// its timestamp takes its place (see CompactFiles).
+	if ci.Entries != 4 || ci.MaxSeq != tb.Files()[0].MaxSeq {
+		t.Fatalf("major compaction kept %d entries up to sequence %d, want 4 up to %d", ci.Entries, ci.MaxSeq, tb.Files()[0].MaxSeq)
 	}
 	if err := tb.InstallCompacted(ids, ci); err != nil {
 		t.Fatal(err)
 	}
 	if got := read(); got != want {
 		t.Fatalf("after compaction: %s, want %s", got, want)
+	}
+	// Family x created again, and no GC rule on g: nothing compacted away
+	// comes back.
+	tb.SetSchema(Schema{Families: map[string]FamilyPolicy{"g": {}, "x": {}}})
+	if got := read(); got != want {
+		t.Fatalf("after creating family x again and dropping g's rule: %s, want %s", got, want)
 	}
 }
