@@ -1,8 +1,10 @@
 package client_test
 
 import (
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -242,4 +244,74 @@ func TestMajorCompactionPurgesThroughRealServers(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("after a major compaction of the split children")
+}
+
+// TestDeleteEveryRowThenMajorCompaction: 2 000 rows of 1 000-byte values,
+// then DeleteRow of every row: after client.Compact(major) the table's
+// TSFile bytes are under 1% of before (one entry is left: an entry of the
+// highest sequence), and the table reads empty.
+func TestDeleteEveryRowThenMajorCompaction(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{})
+	ctx := ctxT(t)
+	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "cf"}}}); err != nil {
+		t.Fatal(err)
+	}
+	cl := c.Client()
+	tbl, err := cl.Open(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rows = 2000
+	value := []byte(strings.Repeat("v", 1000))
+	keys := make([]string, rows)
+	muts := make([]*client.Mutation, rows)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("row%05d", i)
+		muts[i] = client.NewMutation()
+		muts[i].Set("cf", "q", 1_000_000, value)
+	}
+	bulk := func(stage string) {
+		t.Helper()
+		errs, err := tbl.ApplyBulk(ctx, keys, muts)
+		if err == nil {
+			err = errors.Join(errs...)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", stage, err)
+		}
+		if err := c.Checkpoint(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bulk("write")
+	for i := range muts {
+		muts[i] = client.NewMutation()
+		muts[i].DeleteRow()
+	}
+	bulk("delete")
+	size := func() (n int64) {
+		tabs, err := cl.Tablets(ctx, "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tb := range tabs {
+			for _, f := range c.TServer(0).TSFiles(tb.ID) {
+				n += f.Size
+			}
+		}
+		return n
+	}
+	before := size()
+	if err := cl.Compact(ctx, "t", true); err != nil {
+		t.Fatal(err)
+	}
+	after := size()
+	t.Logf("%d rows of 1000 bytes, all deleted: TSFile bytes %d before the major compaction, %d after (%.3f%%)",
+		rows, before, after, 100*float64(after)/float64(before))
+	if after*100 >= before {
+		t.Fatalf("TSFile bytes %d after the major compaction, want under 1%% of %d", after, before)
+	}
+	if n := len(scanAll(t, tbl, "", "")); n != 0 {
+		t.Fatalf("%d rows after deleting every row", n)
+	}
 }
