@@ -155,7 +155,7 @@
 // (a replayed record comes with every later record of the tablet, its
 // tombstones included, because the named logs always cover a suffix of
 // its sequences); 3 makes it local to the tablet's own files.
-
+//
 // Invariants: a row mutation is visible whole or not at all; a TSFile
 // joins the read set only through InstallFlushed/InstallCompacted, i.e.
 // after its transaction committed; a file removed from the read set stays
