@@ -66,7 +66,8 @@ type Compactor interface {
 	// CompactFiles merges the named files (their footers, adjacent in
 	// Files) into one new TSFile in the tablet's own store and returns it
 	// (Footer 0: nothing was left); the read set is unchanged. A major
-	// compaction drops what tombstones, max versions and max age hide.
+	// compaction drops what tombstones, the GC rule and deleted families
+	// hide, and the tombstones too when the run holds the oldest file.
 	CompactFiles(ctx context.Context, footers []blockstore.BlockRef, major bool) (tsfile.Info, error)
 	// InstallCompacted replaces the named files by info in the read set;
 	// called after the metadata names info.

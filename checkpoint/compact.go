@@ -10,12 +10,13 @@ import (
 )
 
 // runCompactions looks for tablets that need a compaction every Interval
-// and runs them one at a time until ctx ends.
+// and runs them one at a time until ctx ends: a major one when MajorEvery
+// has passed (see majorDue), else a merging one when a tablet has more
+// than MaxTSFiles files.
 func (c *Coordinator) runCompactions(ctx context.Context) {
-	if c.opts.MaxTSFiles < 0 && c.opts.MajorEvery <= 0 {
+	if c.opts.MaxTSFiles < 0 && c.opts.MajorEvery < 0 {
 		return
 	}
-	lastMajor := map[string]time.Time{}
 	tick := time.NewTicker(c.opts.Interval)
 	defer tick.Stop()
 	for {
@@ -24,7 +25,9 @@ func (c *Coordinator) runCompactions(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		for _, t := range c.opts.Tablets() {
+		tablets := c.opts.Tablets()
+		c.forgetMajors(tablets)
+		for _, t := range tablets {
 			if ctx.Err() != nil {
 				return
 			}
@@ -35,26 +38,55 @@ func (c *Coordinator) runCompactions(ctx context.Context) {
 				continue
 			}
 			files := t.Files()
-			major := false
-			if c.opts.MajorEvery > 0 && len(files) >= 2 {
-				last, ok := lastMajor[t.ID()]
-				if !ok {
-					lastMajor[t.ID()] = time.Now()
-				} else if time.Since(last) >= c.opts.MajorEvery {
-					major = true
-				}
-			}
+			major := c.majorDue(t.ID(), time.Now()) && len(files) > 0
 			if !major && (c.opts.MaxTSFiles < 0 || len(files) <= c.opts.MaxTSFiles) {
 				continue
-			}
-			if major {
-				lastMajor[t.ID()] = time.Now()
 			}
 			if err := c.Compact(ctx, t, major); err != nil && ctx.Err() == nil {
 				c.log.Warn("compaction failed", "tablet", t.ID(), "major", major, "err", err)
 			}
 		}
 	}
+}
+
+// majorDue reports whether tablet id is due a periodic major compaction at
+// now: MajorEvery has passed since its last one, or, before its first one,
+// since it was first asked about (the clock starts then).
+func (c *Coordinator) majorDue(id string, now time.Time) bool {
+	if c.opts.MajorEvery < 0 {
+		return false
+	}
+	c.majorMu.Lock()
+	defer c.majorMu.Unlock()
+	last, ok := c.lastMajor[id]
+	if !ok {
+		c.lastMajor[id] = now
+		return false
+	}
+	return now.Sub(last) >= c.opts.MajorEvery
+}
+
+// noteMajor records a major compaction of tablet id at now.
+func (c *Coordinator) noteMajor(id string, now time.Time) {
+	c.majorMu.Lock()
+	c.lastMajor[id] = now
+	c.majorMu.Unlock()
+}
+
+// forgetMajors drops the clocks of tablets no longer served here, so a
+// tablet that comes back starts its clock again.
+func (c *Coordinator) forgetMajors(tablets []Tablet) {
+	here := make(map[string]bool, len(tablets))
+	for _, t := range tablets {
+		here[t.ID()] = true
+	}
+	c.majorMu.Lock()
+	for id := range c.lastMajor {
+		if !here[id] {
+			delete(c.lastMajor, id)
+		}
+	}
+	c.majorMu.Unlock()
 }
 
 // pickMerge returns the run of width consecutive files with the smallest
@@ -83,7 +115,8 @@ func pickMerge(files []tsfile.Info, width int) []tsfile.Info {
 // files' blocks are then deleted with one deletion transaction, those of
 // Options.Store only (see Options.Store for the others). A failed
 // commit deletes nothing: the new file, if the commit did not apply,
-// becomes an orphan for CollectOrphans. Afterwards Compact sleeps so that
+// becomes an orphan for CollectOrphans. A major compaction restarts the
+// tablet's MajorEvery clock. Afterwards Compact sleeps so that
 // compactions average at most CompactionRate bytes per second.
 func (c *Coordinator) Compact(ctx context.Context, t Tablet, major bool) error {
 	comp, ok := t.(Compactor)
@@ -98,6 +131,9 @@ func (c *Coordinator) Compact(ctx context.Context, t Tablet, major bool) error {
 		files = pickMerge(files, c.opts.MergeWidth)
 	}
 	if len(files) < 1 || !major && len(files) < 2 {
+		if major {
+			c.noteMajor(t.ID(), time.Now())
+		}
 		return nil
 	}
 	footers := make([]blockstore.BlockRef, len(files))
@@ -130,6 +166,9 @@ func (c *Coordinator) Compact(ctx context.Context, t Tablet, major bool) error {
 	c.metaMu.Unlock()
 	if err != nil {
 		return err
+	}
+	if major {
+		c.noteMajor(t.ID(), time.Now())
 	}
 	c.count(func(s *Stats) {
 		s.Compactions++

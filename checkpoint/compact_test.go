@@ -2,12 +2,14 @@ package checkpoint_test
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"bighive/checkpoint"
+	"bighive/internal/mutation"
 	"bighive/internal/vfs/errorfs"
 )
 
@@ -65,4 +67,103 @@ func TestCompactionModel(t *testing.T) {
 	n.close()
 	cfg.opts = checkpoint.Options{MaxTSFiles: -1}
 	recoverAndCheck(t, cfg, want)
+}
+
+// TestMajorEvery: the periodic major compaction is on by default (24 h),
+// its clock starts when a tablet is first seen, a major compaction
+// restarts it, and a negative period turns it off.
+func TestMajorEvery(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	for _, tc := range []struct {
+		name   string
+		every  time.Duration
+		period time.Duration // 0: never due
+	}{
+		{"default", 0, 24 * time.Hour},
+		{"set", time.Hour, time.Hour},
+		{"off", -1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := checkpoint.New(checkpoint.Options{MajorEvery: tc.every, Tablets: func() []checkpoint.Tablet { return nil }})
+			if checkpoint.MajorDue(c, "t", t0) {
+				t.Fatal("due when first seen")
+			}
+			if tc.period == 0 {
+				if checkpoint.MajorDue(c, "t", t0.Add(1000*time.Hour)) {
+					t.Fatal("due with the periodic major compaction off")
+				}
+				return
+			}
+			if checkpoint.MajorDue(c, "t", t0.Add(tc.period-time.Second)) {
+				t.Fatal("due before one period since first seen")
+			}
+			if !checkpoint.MajorDue(c, "t", t0.Add(tc.period)) {
+				t.Fatal("not due one period after first seen")
+			}
+			checkpoint.NoteMajor(c, "t", t0.Add(tc.period))
+			if checkpoint.MajorDue(c, "t", t0.Add(2*tc.period-time.Second)) {
+				t.Fatal("due before one period since the last major compaction")
+			}
+			if !checkpoint.MajorDue(c, "t", t0.Add(2*tc.period)) {
+				t.Fatal("not due one period after the last major compaction")
+			}
+		})
+	}
+}
+
+// TestPeriodicMajorCompactionPurges: with only the periodic major
+// compaction on, Run compacts a tablet whose rows were all deleted down to
+// one entry (the row tombstone of highest sequence) by itself, and the
+// rows stay deleted after a restart.
+func TestPeriodicMajorCompactionPurges(t *testing.T) {
+	ctx := context.Background()
+	cfg := nodeConfig{fs: errorfs.NewCrashableMem(), root: "/", metaPath: filepath.Join(t.TempDir(), "meta.db"), tablets: 1,
+		opts: checkpoint.Options{MaxTSFiles: -1, MajorEvery: 50 * time.Millisecond, CompactionRate: -1, MemLimit: 64 << 20}}
+	n, err := openNode(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := tabletID(0)
+	rows := 20
+	for _, kind := range []mutation.Kind{mutation.SetCell, mutation.DeleteRow} {
+		for i := range rows {
+			op := mutation.Op{Kind: kind, Family: "f", Qualifier: []byte("q"), Timestamp: mutation.ServerTime, Value: []byte("v")}
+			if kind == mutation.DeleteRow {
+				op = mutation.Op{Kind: kind}
+			}
+			if err := n.write(ctx, id, &mutation.RowMutation{Row: []byte(fmt.Sprintf("r%02d", i)), Ops: []mutation.Op{op}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := n.coord.Checkpoint(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := len(n.byID[id].Files()); got != 2 {
+		t.Fatalf("%d files before the periodic major compaction, want 2", got)
+	}
+	n.run()
+	deadline := time.Now().Add(30 * time.Second)
+	for n.coord.Stats().MajorCompacts == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no periodic major compaction within 30 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	files := n.byID[id].Files()
+	if len(files) != 1 || files[0].Entries != 1 {
+		t.Fatalf("after the periodic major compaction: %+v, want one file of one entry", files)
+	}
+	n.close()
+	cfg.opts = checkpoint.Options{MaxTSFiles: -1, MajorEvery: -1}
+	n, err = openNode(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.close()
+	for i := range rows {
+		if got, err := readRow(n.byID[id], []byte(fmt.Sprintf("r%02d", i))); err != nil || len(got) != 0 {
+			t.Fatalf("deleted row r%02d after a restart = %v %v", i, got, err)
+		}
+	}
 }

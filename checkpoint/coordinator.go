@@ -59,9 +59,12 @@ type Options struct {
 	// MergeWidth is the number of consecutive files a merging compaction
 	// merges. Default MaxTSFiles/2+1 (at least 2).
 	MergeWidth int
-	// MajorEvery: a tablet's files get a major compaction when the last one
-	// is this old and the tablet has at least two files. 0 disables the
-	// periodic major compaction (Compact can still be asked for one).
+	// MajorEvery: a tablet that has TSFiles gets a major compaction once
+	// this long has passed since its last one (a requested Compact counts)
+	// or, before its first one here, since Run first saw it serving (its
+	// load on this tserver; a restart starts the clock again). Default
+	// 24 h; negative disables the periodic major compaction (Compact can
+	// still be asked for one).
 	MajorEvery time.Duration
 	// CompactionRate bounds the bytes per second a compaction reads, so it
 	// does not starve writers. Default 64 MiB/s; negative: unthrottled.
@@ -107,6 +110,9 @@ func (o Options) withDefaults() Options {
 	if o.MergeWidth <= 0 {
 		o.MergeWidth = max(2, o.MaxTSFiles/2+1)
 	}
+	if o.MajorEvery == 0 {
+		o.MajorEvery = 24 * time.Hour
+	}
 	if o.CompactionRate == 0 {
 		o.CompactionRate = 64 << 20
 	}
@@ -142,7 +148,9 @@ type Coordinator struct {
 	splitCh    chan struct{} // closed and replaced on every change
 	windows    windowStats
 	compactMu  sync.Mutex // one compaction at a time
-	metaMu     sync.Mutex // serialises Meta.Commit and the tablet state below
+	majorMu    sync.Mutex
+	lastMajor  map[string]time.Time // by tablet: the last major compaction, or when first seen
+	metaMu     sync.Mutex           // serialises Meta.Commit and the tablet state below
 	tabs       map[string]*tabletState
 	orphanSeen map[blockstore.BlockID]time.Time
 
@@ -189,6 +197,7 @@ func New(opts Options) *Coordinator {
 		splitCh:    make(chan struct{}),
 		tabs:       map[string]*tabletState{},
 		orphanSeen: map[blockstore.BlockID]time.Time{},
+		lastMajor:  map[string]time.Time{},
 		windows:    newWindowStats(4096),
 	}
 }

@@ -1,7 +1,13 @@
 package checkpoint
 
+import "time"
+
 // WithHook returns opts with a hook called after each step of Checkpoint.
 func WithHook(opts Options, hook func(step int) error) Options {
 	opts.hook = hook
 	return opts
 }
+
+// MajorDue exposes Coordinator.majorDue; NoteMajor, noteMajor.
+func MajorDue(c *Coordinator, id string, now time.Time) bool { return c.majorDue(id, now) }
+func NoteMajor(c *Coordinator, id string, now time.Time)     { c.noteMajor(id, now) }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 
 	"bighive/blockstore"
 	"bighive/memstore"
@@ -16,16 +17,25 @@ import (
 // InstallCompacted. A minor compaction (major false) keeps every entry but
 // overwritten duplicates (of one key, the highest write sequence is kept),
 // tombstones included: older files may hold the cells they hide. A major
-// one also drops the cells that tombstones (by sequence), max versions or
-// max age hide. It keeps the tombstones too, even when it merges every
-// file: a replay after a restart may apply again a logged record whose
-// cells this file already holds, and the tombstone must keep hiding them.
-// When nothing is left, the returned info has Footer 0 and no blocks were
-// made.
+// one also drops the cells that tombstones (by sequence), the family's GC
+// rule (max versions, max age, nested unions and intersections) or a
+// family's absence from the schema hide; when the run holds the tablet's
+// oldest file it drops the tombstones too, since every cell they can hide
+// is in the run (a newer file holds only higher sequences) and replay never
+// applies a record at or below the files' largest sequence again (see
+// "Compactions" in the package doc). A major compaction always keeps an
+// entry of the run's highest sequence, so the files' largest sequence,
+// which bounds replay, never goes down: that entry itself, or, for a cell
+// it drops, a column tombstone of that cell's timestamp (see
+// rowReader.drop). When nothing is left, the returned info has Footer 0
+// and no blocks were made.
 func (t *Tablet) CompactFiles(ctx context.Context, footers []blockstore.BlockRef, major bool) (TSFileInfo, error) {
 	t.mu.RLock()
-	picked, _, err := t.pick(footers)
+	picked, at, err := t.pick(footers)
 	schema := t.schema
+	// The read set is newest first and files only join at its front, so a
+	// run that holds the last file stays the oldest until it is installed.
+	oldest := err == nil && at+len(picked) == len(t.files)
 	if err == nil {
 		for _, f := range picked {
 			f.acquire()
@@ -49,6 +59,10 @@ func (t *Tablet) CompactFiles(ctx context.Context, footers []blockstore.BlockRef
 		g := &gcIter{src: it}
 		g.rr.init(&schema, &ReadOptions{}, t.opts.Now().UnixMicro())
 		g.rr.gc = true
+		g.rr.purge = oldest
+		for _, f := range picked {
+			g.rr.keepSeq = max(g.rr.keepSeq, f.info.MaxSeq)
+		}
 		g.rr.emit = func(e *memstore.Entry) { g.buf = append(g.buf, e.Clone()) }
 		it = g
 	}
@@ -126,8 +140,9 @@ func (t *Tablet) InstallCompacted(replaced []blockstore.BlockRef, info TSFileInf
 	return nil
 }
 
-// gcIter yields, row by row, the tombstones and the cells a major
-// compaction keeps.
+// gcIter yields, row by row, the entries a major compaction keeps: the
+// visible cells, the tombstones unless the compaction purges them, and the
+// entry of sequence keepSeq.
 type gcIter struct {
 	src memstore.Iterator
 	rr  rowReader
@@ -139,6 +154,14 @@ func (g *gcIter) fill() {
 	g.buf, g.pos = g.buf[:0], 0
 	for len(g.buf) == 0 && g.src.Valid() {
 		g.rr.readRow(g.src)
+	}
+	if g.rr.marked {
+		// The tombstone that replaced the cell of sequence keepSeq goes
+		// before the column's cells; an older tombstone of the same key
+		// hides nothing it does not, so it goes.
+		slices.SortStableFunc(g.buf, func(a, b memstore.Entry) int { return memstore.Compare(&a, &b) })
+		g.buf = slices.CompactFunc(g.buf, func(a, b memstore.Entry) bool { return memstore.CompareKey(&a, &b) == 0 })
+		g.rr.marked = false
 	}
 }
 

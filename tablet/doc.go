@@ -12,7 +12,8 @@
 // the active buffer as one batch, so no reader sees half a row mutation.
 // Because the WAL holds the sequence and concrete timestamps, and an entry
 // of the same key and sequence applied again changes nothing, replay is
-// idempotent. Apply does not check families against the schema (a logged
+// idempotent; it skips records the TSFiles already hold (FlushedSeq, see
+// Compactions). Apply does not check families against the schema (a logged
 // record of a family deleted since still replays; its cells stay hidden),
 // and BeginInternalWrite accepts an absent family: the server masks a
 // deleted family's cells with delete-family tombstones on the rows
@@ -113,9 +114,48 @@
 //
 // A minor compaction keeps every entry but overwritten duplicates, and so
 // every tombstone (older files may hold cells they hide). A major one also
-// drops hidden cells (by sequence, by the GC rule, of deleted families) but keeps the
-// tombstones: a restart may replay a logged record whose cells are already
-// in a file, and the tombstone must keep hiding the replayed copy.
+// drops hidden cells: by sequence, by the GC rule (the same rowReader as a
+// read, so nested unions and intersections decide alike; a GC rule calls a
+// suffix of each column's live versions garbage, since it is monotone in
+// rank and age, so dropping them changes no other cell's rank), and every
+// cell of a family absent from the schema. When its run holds the tablet's
+// oldest file it drops the tombstones as well (purges them), keeping only
+// an entry of the run's highest sequence: that entry, or, when it is a
+// cell the GC rule or a deleted family drops, a column tombstone of that
+// sequence covering just the cell's timestamp (it hides only what the
+// cell overwrote, and the cell does not come back when the rule is
+// relaxed or the family created again). Why purging is safe:
+//
+//  1. Files are ordered by sequence: every entry of a newer file has a
+//     higher sequence than every entry of an older one. A flush writes a
+//     buffer swapped while no write is in flight (the write path assigns
+//     sequences and applies under the checkpoint's shared state lock, the
+//     swap takes it exclusively), a buffer is flushed and committed before
+//     the next swap, replay applies only records above every file (3), and
+//     a compaction replaces an adjacent run by one file.
+//  2. Hence every logged record whose sequences are at or below F, the
+//     largest MaxSeq of the tablet's files, is in the files (or was
+//     dropped from them with what hid it). A split child's file is its
+//     parent's snapshot clipped to its range; its split log holds only
+//     later writes. A major compaction keeps an entry of sequence F, so
+//     F never goes down, even when everything else is dropped.
+//  3. Replay (log positions, recovery files, split logs) skips a record
+//     whose last sequence is at or below FlushedSeq, the F of the files
+//     Open was given. Such records are read: a checkpoint names the log
+//     file it rolled to, which holds only later writes, but one whose
+//     roll failed commits its flushed file later with the old positions,
+//     so until the next checkpoint commits a restart or a failover reads
+//     again records that file holds.
+//  4. A tombstone T of a run that holds the oldest file hides only cells
+//     of lower sequence. By 1 and 2 those are in the run, not in a newer
+//     file or a buffer, and the compaction drops them; by 3 no replay
+//     brings one back after a restart or on another tserver. So T hides
+//     nothing any more and can go.
+//
+// Without the skip in 3, purging would still rest on a wider argument
+// (a replayed record comes with every later record of the tablet, its
+// tombstones included, because the named logs always cover a suffix of
+// its sequences); 3 makes it local to the tablet's own files.
 //
 // Every TSFile the tablet writes (flush, compaction, and a split's
 // children through Compression) compresses each family's pages with the

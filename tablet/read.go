@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 
 	"bighive/internal/mutation"
 	"bighive/memstore"
@@ -185,7 +186,12 @@ type rowReader struct {
 	opts   *ReadOptions
 	now    int64
 	gc     bool // compaction: apply only tombstones and GC policy
-	// emit, in gc mode, receives every tombstone and every kept cell.
+	// purge (gc mode) drops the tombstones too; keepSeq (gc mode) is the
+	// sequence of an entry kept whatever it is (0: none), see CompactFiles.
+	purge   bool
+	keepSeq uint64
+	marked  bool // drop replaced the keepSeq cell by a tombstone
+	// emit, in gc mode, receives every kept tombstone and cell.
 	emit func(e *memstore.Entry)
 	row  Row
 
@@ -255,14 +261,16 @@ func (r *rowReader) readRow(it memstore.Iterator) {
 			continue
 		}
 		if !r.known || r.hidden(e) {
+			r.drop(e)
 			continue
 		}
 		r.live++
 		if r.policy.garbage(r.live, e.Timestamp, r.now) {
+			r.drop(e)
 			continue
 		}
 		if r.gc {
-			r.keep(e)
+			r.emit(e)
 			continue
 		}
 		{
@@ -295,10 +303,34 @@ func (r *rowReader) filter() error {
 	return nil
 }
 
+// keep is called with every tombstone: a compaction keeps it unless it
+// purges tombstones.
 func (r *rowReader) keep(e *memstore.Entry) {
-	if r.gc {
+	if r.gc && (!r.purge || e.Seq == r.keepSeq) {
 		r.emit(e)
 	}
+}
+
+// drop is called with every cell a read does not return because of a
+// tombstone, the GC rule or its family's absence: a compaction drops it.
+// If it is the entry of sequence keepSeq (a cell the GC rule or its
+// family's absence hides: a tombstone hiding it would have a higher
+// sequence), the compaction writes in its place a column tombstone of
+// that sequence covering just its timestamp: it keeps the sequence in the
+// file, hides only what the cell overwrote, and the cell does not come
+// back if the rule is relaxed or the family created again. It sorts before
+// the column's cells: marked tells gcIter to sort the row.
+func (r *rowReader) drop(e *memstore.Entry) {
+	if !r.gc || r.keepSeq == 0 || e.Seq != r.keepSeq {
+		return
+	}
+	end := e.Timestamp + 1
+	if e.Timestamp == math.MaxInt64 {
+		end = 0 // unbounded: from the cell's timestamp on
+	}
+	r.emit(&memstore.Entry{Row: e.Row, Family: e.Family, Qualifier: e.Qualifier, Kind: mutation.DeleteColumn,
+		Timestamp: e.Timestamp, End: end, Seq: e.Seq})
+	r.marked = true
 }
 
 // hidden reports whether a tombstone met so far hides cell e: one written

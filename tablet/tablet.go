@@ -77,8 +77,11 @@ type Tablet struct {
 	clockMu sync.Mutex
 	lastTS  int64  // the largest timestamp assigned or observed
 	lastSeq uint64 // the largest write sequence assigned or observed
-	seq     seqState
-	seqCond *sync.Cond // on clockMu; signalled when visible moves
+	// flushedSeq is the largest MaxSeq of the files Open was given (see
+	// FlushedSeq); fixed after Open.
+	flushedSeq uint64
+	seq        seqState
+	seqCond    *sync.Cond // on clockMu; signalled when visible moves
 	// visible is the largest sequence below every write in flight
 	// (sequence.go): reads see no buffer entry above it.
 	visible atomic.Uint64
@@ -162,9 +165,18 @@ func Open(opts Options) (*Tablet, error) {
 		// holds none of the tablet's records, still writes newer cells.
 		t.ObserveTimestamp(f.info.MaxTimestamp)
 		t.ObserveSeq(f.info.MaxSeq)
+		t.flushedSeq = max(t.flushedSeq, f.info.MaxSeq)
 	}
 	return t, nil
 }
+
+// FlushedSeq is the largest write sequence of the TSFiles the tablet was
+// opened with (0: none). Every logged record of the tablet whose sequences
+// are all at or below it is in those files — or was dropped from them by a
+// compaction, with the tombstone that hid it — so replay must skip it (see
+// "Compactions" in the package doc): applying it again could bring back a
+// cell whose tombstone a major compaction purged.
+func (t *Tablet) FlushedSeq() uint64 { return t.flushedSeq }
 
 // openRef opens an existing TSFile of Options.Files.
 func (t *Tablet) openRef(ref FileRef) (*file, error) {

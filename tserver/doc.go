@@ -46,6 +46,10 @@
 //     per row holding the family the same way (replica.WriteInternal);
 //   - SampleRowKeys answers a tablet's sample keys and estimated size
 //     (sample.go);
+//   - compactions are the checkpoint coordinator's, with the policy of
+//     Options.Compaction* (the --compaction-* flags: a major compaction of
+//     each tablet every 24 h by default, merging ones past 6 TSFiles);
+//     the Compact RPC runs one now for one tablet or every tablet here;
 //   - a read-only store of another tserver is open only while some TSFile
 //     of a tablet here is read through it (stores.go): it closes with the
 //     last such file and is opened again on demand.

@@ -41,8 +41,12 @@ func newEngineState(s *Server) *engineState {
 		LogGC:    s.wal,
 		Logger:   s.log,
 
-		OnCheckpoint: s.metrics.onCheckpoint,
-		OnCompaction: s.metrics.onCompaction,
+		OnCheckpoint:   s.metrics.onCheckpoint,
+		OnCompaction:   s.metrics.onCompaction,
+		MajorEvery:     s.opts.CompactionMajorEvery,
+		MaxTSFiles:     s.opts.CompactionMaxFiles,
+		MergeWidth:     s.opts.CompactionMergeWidth,
+		CompactionRate: s.opts.CompactionRate,
 	})
 	return e
 }

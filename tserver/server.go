@@ -59,6 +59,17 @@ type Options struct {
 	// SplitHook, when set, is called at each step of a split (tests inject
 	// faults; see package split).
 	SplitHook func(split.Step) error
+	// Compaction policy, as checkpoint.Options: CompactionMajorEvery is the
+	// period of each tablet's major compaction (default 24 h, negative:
+	// off), CompactionMaxFiles the file count over which a tablet gets a
+	// merging compaction (default 6, negative: none), CompactionMergeWidth
+	// the files one merges (default CompactionMaxFiles/2+1) and
+	// CompactionRate the bytes per second compactions read on average
+	// (default 64 MiB/s, negative: unthrottled).
+	CompactionMajorEvery time.Duration
+	CompactionMaxFiles   int
+	CompactionMergeWidth int
+	CompactionRate       int64
 	// FS is the filesystem (default vfs.Default).
 	FS     vfs.FS
 	Logger *slog.Logger

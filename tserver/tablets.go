@@ -109,3 +109,14 @@ var (
 	errInvalidMutation = tablet.ErrInvalidMutation
 	errTabletClosed    = tablet.ErrClosed
 )
+
+// TSFiles lists the TSFiles of the tablet served here (newest first), with
+// their entry counts and sizes; nil when the tablet is not here. For tests
+// and tools that check what compactions leave.
+func (s *Server) TSFiles(tabletID string) []tablet.TSFileInfo {
+	r := s.tablets.get(tabletID)
+	if r == nil {
+		return nil
+	}
+	return r.Engine().Files()
+}

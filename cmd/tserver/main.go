@@ -39,6 +39,10 @@ func main() {
 		splitThreshold = flag.Int64("split-threshold", 512<<20, "tablet size in `bytes` (TSFiles plus write buffers) over which it splits; negative: no automatic splits")
 		splitInterval  = flag.Duration("split-interval", 30*time.Second, "least time between two splits of one tablet")
 		maxSplits      = flag.Int("max-splits", 2, "splits this tserver runs at once")
+		majorEvery     = flag.Duration("compaction-major-every", 24*time.Hour, "period of each tablet's major compaction, which drops deleted, overwritten and expired cells and purges tombstones; negative: none")
+		maxFiles       = flag.Int("compaction-max-files", 6, "TSFiles per tablet over which a merging compaction runs; negative: no merging")
+		mergeWidth     = flag.Int("compaction-merge-width", 0, "TSFiles one merging compaction merges (0: compaction-max-files/2+1, at least 2)")
+		compactRate    = flag.Int64("compaction-rate", 64<<20, "average `bytes` per second compactions read; negative: unthrottled")
 		splitFault     = flag.String("split-fault-file", "", "testing only: a `file` holding a split step number; the split that reaches that step removes the file and kills this process")
 	)
 	flag.Parse()
@@ -66,6 +70,11 @@ func main() {
 		SplitInterval:       *splitInterval,
 		MaxConcurrentSplits: *maxSplits,
 		SplitHook:           faultHook(*splitFault, log),
+
+		CompactionMajorEvery: *majorEvery,
+		CompactionMaxFiles:   *maxFiles,
+		CompactionMergeWidth: *mergeWidth,
+		CompactionRate:       *compactRate,
 	})
 	if err != nil {
 		log.Error("start failed", "err", err)

@@ -198,6 +198,7 @@ func Commands() []Command {
 		{Name: "checkpoint", Args: "[TSERVER...]", Summary: "checkpoint the given tservers (default: every live one)", Example: "checkpoint\ncheckpoint 127.0.0.1:7201", Run: runCheckpoint},
 		{Name: "split", Args: "TABLE ROW", Summary: "split the tablet holding ROW at ROW", Example: "split t user#5", Run: runSplit},
 		setCompressionCommand,
+		compactCommand,
 	}, append(append(schemaCommands(), dataCommands()...), statusCommands()...)...)
 }
 
