@@ -126,6 +126,9 @@ type Server struct {
 	failOnce sync.Once
 	fatal    error
 	done     chan struct{}
+	// draining is closed when Close starts: batch streams, which a client
+	// keeps open, stop taking commands and end, so GracefulStop ends.
+	draining chan struct{}
 }
 
 // Start opens the tserver's storage, starts serving gRPC and registers
@@ -156,6 +159,7 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 		incarnation:  time.Now().UnixMicro(),
 		heartbeatNow: make(chan struct{}, 1),
 		done:         make(chan struct{}),
+		draining:     make(chan struct{}),
 	}
 	if s.addr == "" {
 		s.addr = lis.Addr().String()
@@ -299,6 +303,7 @@ func (s *Server) Close() error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return nil
 	}
+	close(s.draining)
 	done := make(chan struct{})
 	go func() { s.grpc.GracefulStop(); close(done) }()
 	select {

@@ -1928,6 +1928,255 @@ func (x *SampleRowKeysResponse) GetSamples() []*RowKeySample {
 	return nil
 }
 
+// One message of the batch stream: the commands the client's callers
+// issued while its previous message was being sent.
+type BatchCommandsRequest struct {
+	state         protoimpl.MessageState          `protogen:"open.v1"`
+	Commands      []*BatchCommandsRequest_Command `protobuf:"bytes,1,rep,name=commands,proto3" json:"commands,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchCommandsRequest) Reset() {
+	*x = BatchCommandsRequest{}
+	mi := &file_bighivepb_tserver_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchCommandsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchCommandsRequest) ProtoMessage() {}
+
+func (x *BatchCommandsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_tserver_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchCommandsRequest.ProtoReflect.Descriptor instead.
+func (*BatchCommandsRequest) Descriptor() ([]byte, []int) {
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *BatchCommandsRequest) GetCommands() []*BatchCommandsRequest_Command {
+	if x != nil {
+		return x.Commands
+	}
+	return nil
+}
+
+// Results of commands of the stream, in any order: each command is
+// answered exactly once, in this or a later message. A command whose
+// result never came (the stream broke) has an unknown outcome, like a
+// unary call lost in flight.
+type BatchCommandsResponse struct {
+	state         protoimpl.MessageState          `protogen:"open.v1"`
+	Results       []*BatchCommandsResponse_Result `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchCommandsResponse) Reset() {
+	*x = BatchCommandsResponse{}
+	mi := &file_bighivepb_tserver_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchCommandsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchCommandsResponse) ProtoMessage() {}
+
+func (x *BatchCommandsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_tserver_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchCommandsResponse.ProtoReflect.Descriptor instead.
+func (*BatchCommandsResponse) Descriptor() ([]byte, []int) {
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *BatchCommandsResponse) GetResults() []*BatchCommandsResponse_Result {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+type BatchCommandsRequest_Command struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Chosen by the client; unique among its commands in flight on the
+	// stream. The result carries it back.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Types that are valid to be assigned to Command:
+	//
+	//	*BatchCommandsRequest_Command_MutateRow
+	//	*BatchCommandsRequest_Command_ReadRow
+	Command       isBatchCommandsRequest_Command_Command `protobuf_oneof:"command"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchCommandsRequest_Command) Reset() {
+	*x = BatchCommandsRequest_Command{}
+	mi := &file_bighivepb_tserver_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchCommandsRequest_Command) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchCommandsRequest_Command) ProtoMessage() {}
+
+func (x *BatchCommandsRequest_Command) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_tserver_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchCommandsRequest_Command.ProtoReflect.Descriptor instead.
+func (*BatchCommandsRequest_Command) Descriptor() ([]byte, []int) {
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{33, 0}
+}
+
+func (x *BatchCommandsRequest_Command) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *BatchCommandsRequest_Command) GetCommand() isBatchCommandsRequest_Command_Command {
+	if x != nil {
+		return x.Command
+	}
+	return nil
+}
+
+func (x *BatchCommandsRequest_Command) GetMutateRow() *MutateRowRequest {
+	if x != nil {
+		if x, ok := x.Command.(*BatchCommandsRequest_Command_MutateRow); ok {
+			return x.MutateRow
+		}
+	}
+	return nil
+}
+
+func (x *BatchCommandsRequest_Command) GetReadRow() *ReadRowRequest {
+	if x != nil {
+		if x, ok := x.Command.(*BatchCommandsRequest_Command_ReadRow); ok {
+			return x.ReadRow
+		}
+	}
+	return nil
+}
+
+type isBatchCommandsRequest_Command_Command interface {
+	isBatchCommandsRequest_Command_Command()
+}
+
+type BatchCommandsRequest_Command_MutateRow struct {
+	MutateRow *MutateRowRequest `protobuf:"bytes,2,opt,name=mutate_row,json=mutateRow,proto3,oneof"`
+}
+
+type BatchCommandsRequest_Command_ReadRow struct {
+	ReadRow *ReadRowRequest `protobuf:"bytes,3,opt,name=read_row,json=readRow,proto3,oneof"`
+}
+
+func (*BatchCommandsRequest_Command_MutateRow) isBatchCommandsRequest_Command_Command() {}
+
+func (*BatchCommandsRequest_Command_ReadRow) isBatchCommandsRequest_Command_Command() {}
+
+type BatchCommandsResponse_Result struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The outcome, as the unary call would return it: code, message and,
+	// for a routing error, the TabletError (nothing was applied).
+	Status *RowStatus `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	// Set for a read_row command that succeeded.
+	ReadRow       *ReadRowResponse `protobuf:"bytes,3,opt,name=read_row,json=readRow,proto3" json:"read_row,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchCommandsResponse_Result) Reset() {
+	*x = BatchCommandsResponse_Result{}
+	mi := &file_bighivepb_tserver_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchCommandsResponse_Result) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchCommandsResponse_Result) ProtoMessage() {}
+
+func (x *BatchCommandsResponse_Result) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_tserver_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchCommandsResponse_Result.ProtoReflect.Descriptor instead.
+func (*BatchCommandsResponse_Result) Descriptor() ([]byte, []int) {
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{34, 0}
+}
+
+func (x *BatchCommandsResponse_Result) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *BatchCommandsResponse_Result) GetStatus() *RowStatus {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+func (x *BatchCommandsResponse_Result) GetReadRow() *ReadRowResponse {
+	if x != nil {
+		return x.ReadRow
+	}
+	return nil
+}
+
 var File_bighivepb_tserver_proto protoreflect.FileDescriptor
 
 const file_bighivepb_tserver_proto_rawDesc = "" +
@@ -2052,7 +2301,22 @@ const file_bighivepb_tserver_proto_rawDesc = "" +
 	"\arow_key\x18\x01 \x01(\fR\x06rowKey\x12!\n" +
 	"\foffset_bytes\x18\x02 \x01(\x03R\voffsetBytes\"K\n" +
 	"\x15SampleRowKeysResponse\x122\n" +
-	"\asamples\x18\x01 \x03(\v2\x18.bighive.v1.RowKeySampleR\asamples2\xf9\t\n" +
+	"\asamples\x18\x01 \x03(\v2\x18.bighive.v1.RowKeySampleR\asamples\"\xfb\x01\n" +
+	"\x14BatchCommandsRequest\x12D\n" +
+	"\bcommands\x18\x01 \x03(\v2(.bighive.v1.BatchCommandsRequest.CommandR\bcommands\x1a\x9c\x01\n" +
+	"\aCommand\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12=\n" +
+	"\n" +
+	"mutate_row\x18\x02 \x01(\v2\x1c.bighive.v1.MutateRowRequestH\x00R\tmutateRow\x127\n" +
+	"\bread_row\x18\x03 \x01(\v2\x1a.bighive.v1.ReadRowRequestH\x00R\areadRowB\t\n" +
+	"\acommand\"\xdc\x01\n" +
+	"\x15BatchCommandsResponse\x12B\n" +
+	"\aresults\x18\x01 \x03(\v2(.bighive.v1.BatchCommandsResponse.ResultR\aresults\x1a\x7f\n" +
+	"\x06Result\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12-\n" +
+	"\x06status\x18\x02 \x01(\v2\x15.bighive.v1.RowStatusR\x06status\x126\n" +
+	"\bread_row\x18\x03 \x01(\v2\x1b.bighive.v1.ReadRowResponseR\areadRow2\xd3\n" +
+	"\n" +
 	"\aTServer\x12H\n" +
 	"\tMutateRow\x12\x1c.bighive.v1.MutateRowRequest\x1a\x1d.bighive.v1.MutateRowResponse\x12K\n" +
 	"\n" +
@@ -2071,7 +2335,8 @@ const file_bighivepb_tserver_proto_rawDesc = "" +
 	"\x12ReadModifyWriteRow\x12%.bighive.v1.ReadModifyWriteRowRequest\x1a&.bighive.v1.ReadModifyWriteRowResponse\x12`\n" +
 	"\x11CheckAndMutateRow\x12$.bighive.v1.CheckAndMutateRowRequest\x1a%.bighive.v1.CheckAndMutateRowResponse\x12N\n" +
 	"\vPurgeFamily\x12\x1e.bighive.v1.PurgeFamilyRequest\x1a\x1f.bighive.v1.PurgeFamilyResponse\x12T\n" +
-	"\rSampleRowKeys\x12 .bighive.v1.SampleRowKeysRequest\x1a!.bighive.v1.SampleRowKeysResponseB\x19Z\x17bighive/proto/bighivepbb\x06proto3"
+	"\rSampleRowKeys\x12 .bighive.v1.SampleRowKeysRequest\x1a!.bighive.v1.SampleRowKeysResponse\x12X\n" +
+	"\rBatchCommands\x12 .bighive.v1.BatchCommandsRequest\x1a!.bighive.v1.BatchCommandsResponse(\x010\x01B\x19Z\x17bighive/proto/bighivepbb\x06proto3"
 
 var (
 	file_bighivepb_tserver_proto_rawDescOnce sync.Once
@@ -2085,116 +2350,128 @@ func file_bighivepb_tserver_proto_rawDescGZIP() []byte {
 	return file_bighivepb_tserver_proto_rawDescData
 }
 
-var file_bighivepb_tserver_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_bighivepb_tserver_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_bighivepb_tserver_proto_goTypes = []any{
-	(*MutateRowRequest)(nil),           // 0: bighive.v1.MutateRowRequest
-	(*MutateRowResponse)(nil),          // 1: bighive.v1.MutateRowResponse
-	(*MutateRowsRequest)(nil),          // 2: bighive.v1.MutateRowsRequest
-	(*MutateRowsResponse)(nil),         // 3: bighive.v1.MutateRowsResponse
-	(*ReadRowRequest)(nil),             // 4: bighive.v1.ReadRowRequest
-	(*ReadRowResponse)(nil),            // 5: bighive.v1.ReadRowResponse
-	(*ScanRowsRequest)(nil),            // 6: bighive.v1.ScanRowsRequest
-	(*ScanRowsResponse)(nil),           // 7: bighive.v1.ScanRowsResponse
-	(*CheckpointRequest)(nil),          // 8: bighive.v1.CheckpointRequest
-	(*CheckpointResponse)(nil),         // 9: bighive.v1.CheckpointResponse
-	(*CompactRequest)(nil),             // 10: bighive.v1.CompactRequest
-	(*CompactResponse)(nil),            // 11: bighive.v1.CompactResponse
-	(*SplitRequest)(nil),               // 12: bighive.v1.SplitRequest
-	(*SplitResponse)(nil),              // 13: bighive.v1.SplitResponse
-	(*StatusRequest)(nil),              // 14: bighive.v1.StatusRequest
-	(*TabletStatus)(nil),               // 15: bighive.v1.TabletStatus
-	(*StatusResponse)(nil),             // 16: bighive.v1.StatusResponse
-	(*AssignTabletsRequest)(nil),       // 17: bighive.v1.AssignTabletsRequest
-	(*AssignTabletsResponse)(nil),      // 18: bighive.v1.AssignTabletsResponse
-	(*UpdateSchemaRequest)(nil),        // 19: bighive.v1.UpdateSchemaRequest
-	(*UpdateSchemaResponse)(nil),       // 20: bighive.v1.UpdateSchemaResponse
-	(*DropRowsRequest)(nil),            // 21: bighive.v1.DropRowsRequest
-	(*DropRowsResponse)(nil),           // 22: bighive.v1.DropRowsResponse
-	(*ReadModifyWriteRule)(nil),        // 23: bighive.v1.ReadModifyWriteRule
-	(*ReadModifyWriteRowRequest)(nil),  // 24: bighive.v1.ReadModifyWriteRowRequest
-	(*ReadModifyWriteRowResponse)(nil), // 25: bighive.v1.ReadModifyWriteRowResponse
-	(*CheckAndMutateRowRequest)(nil),   // 26: bighive.v1.CheckAndMutateRowRequest
-	(*CheckAndMutateRowResponse)(nil),  // 27: bighive.v1.CheckAndMutateRowResponse
-	(*PurgeFamilyRequest)(nil),         // 28: bighive.v1.PurgeFamilyRequest
-	(*PurgeFamilyResponse)(nil),        // 29: bighive.v1.PurgeFamilyResponse
-	(*SampleRowKeysRequest)(nil),       // 30: bighive.v1.SampleRowKeysRequest
-	(*RowKeySample)(nil),               // 31: bighive.v1.RowKeySample
-	(*SampleRowKeysResponse)(nil),      // 32: bighive.v1.SampleRowKeysResponse
-	nil,                                // 33: bighive.v1.StatusResponse.CountersEntry
-	(*RowMutation)(nil),                // 34: bighive.v1.RowMutation
-	(*RowStatus)(nil),                  // 35: bighive.v1.RowStatus
-	(*ReadFilter)(nil),                 // 36: bighive.v1.ReadFilter
-	(*Row)(nil),                        // 37: bighive.v1.Row
-	(*RowRange)(nil),                   // 38: bighive.v1.RowRange
-	(*LogPosition)(nil),                // 39: bighive.v1.LogPosition
-	(*TabletAssignment)(nil),           // 40: bighive.v1.TabletAssignment
-	(*TabletUnassignment)(nil),         // 41: bighive.v1.TabletUnassignment
-	(*TableSchema)(nil),                // 42: bighive.v1.TableSchema
-	(*Mutation)(nil),                   // 43: bighive.v1.Mutation
-	(*SetCachePriorityRequest)(nil),    // 44: bighive.v1.SetCachePriorityRequest
-	(*SetCachePriorityResponse)(nil),   // 45: bighive.v1.SetCachePriorityResponse
+	(*MutateRowRequest)(nil),             // 0: bighive.v1.MutateRowRequest
+	(*MutateRowResponse)(nil),            // 1: bighive.v1.MutateRowResponse
+	(*MutateRowsRequest)(nil),            // 2: bighive.v1.MutateRowsRequest
+	(*MutateRowsResponse)(nil),           // 3: bighive.v1.MutateRowsResponse
+	(*ReadRowRequest)(nil),               // 4: bighive.v1.ReadRowRequest
+	(*ReadRowResponse)(nil),              // 5: bighive.v1.ReadRowResponse
+	(*ScanRowsRequest)(nil),              // 6: bighive.v1.ScanRowsRequest
+	(*ScanRowsResponse)(nil),             // 7: bighive.v1.ScanRowsResponse
+	(*CheckpointRequest)(nil),            // 8: bighive.v1.CheckpointRequest
+	(*CheckpointResponse)(nil),           // 9: bighive.v1.CheckpointResponse
+	(*CompactRequest)(nil),               // 10: bighive.v1.CompactRequest
+	(*CompactResponse)(nil),              // 11: bighive.v1.CompactResponse
+	(*SplitRequest)(nil),                 // 12: bighive.v1.SplitRequest
+	(*SplitResponse)(nil),                // 13: bighive.v1.SplitResponse
+	(*StatusRequest)(nil),                // 14: bighive.v1.StatusRequest
+	(*TabletStatus)(nil),                 // 15: bighive.v1.TabletStatus
+	(*StatusResponse)(nil),               // 16: bighive.v1.StatusResponse
+	(*AssignTabletsRequest)(nil),         // 17: bighive.v1.AssignTabletsRequest
+	(*AssignTabletsResponse)(nil),        // 18: bighive.v1.AssignTabletsResponse
+	(*UpdateSchemaRequest)(nil),          // 19: bighive.v1.UpdateSchemaRequest
+	(*UpdateSchemaResponse)(nil),         // 20: bighive.v1.UpdateSchemaResponse
+	(*DropRowsRequest)(nil),              // 21: bighive.v1.DropRowsRequest
+	(*DropRowsResponse)(nil),             // 22: bighive.v1.DropRowsResponse
+	(*ReadModifyWriteRule)(nil),          // 23: bighive.v1.ReadModifyWriteRule
+	(*ReadModifyWriteRowRequest)(nil),    // 24: bighive.v1.ReadModifyWriteRowRequest
+	(*ReadModifyWriteRowResponse)(nil),   // 25: bighive.v1.ReadModifyWriteRowResponse
+	(*CheckAndMutateRowRequest)(nil),     // 26: bighive.v1.CheckAndMutateRowRequest
+	(*CheckAndMutateRowResponse)(nil),    // 27: bighive.v1.CheckAndMutateRowResponse
+	(*PurgeFamilyRequest)(nil),           // 28: bighive.v1.PurgeFamilyRequest
+	(*PurgeFamilyResponse)(nil),          // 29: bighive.v1.PurgeFamilyResponse
+	(*SampleRowKeysRequest)(nil),         // 30: bighive.v1.SampleRowKeysRequest
+	(*RowKeySample)(nil),                 // 31: bighive.v1.RowKeySample
+	(*SampleRowKeysResponse)(nil),        // 32: bighive.v1.SampleRowKeysResponse
+	(*BatchCommandsRequest)(nil),         // 33: bighive.v1.BatchCommandsRequest
+	(*BatchCommandsResponse)(nil),        // 34: bighive.v1.BatchCommandsResponse
+	nil,                                  // 35: bighive.v1.StatusResponse.CountersEntry
+	(*BatchCommandsRequest_Command)(nil), // 36: bighive.v1.BatchCommandsRequest.Command
+	(*BatchCommandsResponse_Result)(nil), // 37: bighive.v1.BatchCommandsResponse.Result
+	(*RowMutation)(nil),                  // 38: bighive.v1.RowMutation
+	(*RowStatus)(nil),                    // 39: bighive.v1.RowStatus
+	(*ReadFilter)(nil),                   // 40: bighive.v1.ReadFilter
+	(*Row)(nil),                          // 41: bighive.v1.Row
+	(*RowRange)(nil),                     // 42: bighive.v1.RowRange
+	(*LogPosition)(nil),                  // 43: bighive.v1.LogPosition
+	(*TabletAssignment)(nil),             // 44: bighive.v1.TabletAssignment
+	(*TabletUnassignment)(nil),           // 45: bighive.v1.TabletUnassignment
+	(*TableSchema)(nil),                  // 46: bighive.v1.TableSchema
+	(*Mutation)(nil),                     // 47: bighive.v1.Mutation
+	(*SetCachePriorityRequest)(nil),      // 48: bighive.v1.SetCachePriorityRequest
+	(*SetCachePriorityResponse)(nil),     // 49: bighive.v1.SetCachePriorityResponse
 }
 var file_bighivepb_tserver_proto_depIdxs = []int32{
-	34, // 0: bighive.v1.MutateRowRequest.row:type_name -> bighive.v1.RowMutation
-	34, // 1: bighive.v1.MutateRowsRequest.rows:type_name -> bighive.v1.RowMutation
-	35, // 2: bighive.v1.MutateRowsResponse.statuses:type_name -> bighive.v1.RowStatus
-	36, // 3: bighive.v1.ReadRowRequest.filter:type_name -> bighive.v1.ReadFilter
-	37, // 4: bighive.v1.ReadRowResponse.row:type_name -> bighive.v1.Row
-	38, // 5: bighive.v1.ScanRowsRequest.range:type_name -> bighive.v1.RowRange
-	36, // 6: bighive.v1.ScanRowsRequest.filter:type_name -> bighive.v1.ReadFilter
-	38, // 7: bighive.v1.ScanRowsRequest.ranges:type_name -> bighive.v1.RowRange
-	37, // 8: bighive.v1.ScanRowsResponse.rows:type_name -> bighive.v1.Row
-	38, // 9: bighive.v1.TabletStatus.range:type_name -> bighive.v1.RowRange
+	38, // 0: bighive.v1.MutateRowRequest.row:type_name -> bighive.v1.RowMutation
+	38, // 1: bighive.v1.MutateRowsRequest.rows:type_name -> bighive.v1.RowMutation
+	39, // 2: bighive.v1.MutateRowsResponse.statuses:type_name -> bighive.v1.RowStatus
+	40, // 3: bighive.v1.ReadRowRequest.filter:type_name -> bighive.v1.ReadFilter
+	41, // 4: bighive.v1.ReadRowResponse.row:type_name -> bighive.v1.Row
+	42, // 5: bighive.v1.ScanRowsRequest.range:type_name -> bighive.v1.RowRange
+	40, // 6: bighive.v1.ScanRowsRequest.filter:type_name -> bighive.v1.ReadFilter
+	42, // 7: bighive.v1.ScanRowsRequest.ranges:type_name -> bighive.v1.RowRange
+	41, // 8: bighive.v1.ScanRowsResponse.rows:type_name -> bighive.v1.Row
+	42, // 9: bighive.v1.TabletStatus.range:type_name -> bighive.v1.RowRange
 	15, // 10: bighive.v1.StatusResponse.tablets:type_name -> bighive.v1.TabletStatus
-	39, // 11: bighive.v1.StatusResponse.log_position:type_name -> bighive.v1.LogPosition
-	33, // 12: bighive.v1.StatusResponse.counters:type_name -> bighive.v1.StatusResponse.CountersEntry
-	40, // 13: bighive.v1.AssignTabletsRequest.assign:type_name -> bighive.v1.TabletAssignment
-	41, // 14: bighive.v1.AssignTabletsRequest.unassign:type_name -> bighive.v1.TabletUnassignment
-	42, // 15: bighive.v1.UpdateSchemaRequest.schema:type_name -> bighive.v1.TableSchema
-	38, // 16: bighive.v1.DropRowsRequest.range:type_name -> bighive.v1.RowRange
+	43, // 11: bighive.v1.StatusResponse.log_position:type_name -> bighive.v1.LogPosition
+	35, // 12: bighive.v1.StatusResponse.counters:type_name -> bighive.v1.StatusResponse.CountersEntry
+	44, // 13: bighive.v1.AssignTabletsRequest.assign:type_name -> bighive.v1.TabletAssignment
+	45, // 14: bighive.v1.AssignTabletsRequest.unassign:type_name -> bighive.v1.TabletUnassignment
+	46, // 15: bighive.v1.UpdateSchemaRequest.schema:type_name -> bighive.v1.TableSchema
+	42, // 16: bighive.v1.DropRowsRequest.range:type_name -> bighive.v1.RowRange
 	23, // 17: bighive.v1.ReadModifyWriteRowRequest.rules:type_name -> bighive.v1.ReadModifyWriteRule
-	37, // 18: bighive.v1.ReadModifyWriteRowResponse.row:type_name -> bighive.v1.Row
-	43, // 19: bighive.v1.CheckAndMutateRowRequest.true_mutations:type_name -> bighive.v1.Mutation
-	43, // 20: bighive.v1.CheckAndMutateRowRequest.false_mutations:type_name -> bighive.v1.Mutation
-	42, // 21: bighive.v1.PurgeFamilyRequest.schema:type_name -> bighive.v1.TableSchema
+	41, // 18: bighive.v1.ReadModifyWriteRowResponse.row:type_name -> bighive.v1.Row
+	47, // 19: bighive.v1.CheckAndMutateRowRequest.true_mutations:type_name -> bighive.v1.Mutation
+	47, // 20: bighive.v1.CheckAndMutateRowRequest.false_mutations:type_name -> bighive.v1.Mutation
+	46, // 21: bighive.v1.PurgeFamilyRequest.schema:type_name -> bighive.v1.TableSchema
 	31, // 22: bighive.v1.SampleRowKeysResponse.samples:type_name -> bighive.v1.RowKeySample
-	0,  // 23: bighive.v1.TServer.MutateRow:input_type -> bighive.v1.MutateRowRequest
-	2,  // 24: bighive.v1.TServer.MutateRows:input_type -> bighive.v1.MutateRowsRequest
-	4,  // 25: bighive.v1.TServer.ReadRow:input_type -> bighive.v1.ReadRowRequest
-	6,  // 26: bighive.v1.TServer.ScanRows:input_type -> bighive.v1.ScanRowsRequest
-	8,  // 27: bighive.v1.TServer.Checkpoint:input_type -> bighive.v1.CheckpointRequest
-	10, // 28: bighive.v1.TServer.Compact:input_type -> bighive.v1.CompactRequest
-	12, // 29: bighive.v1.TServer.Split:input_type -> bighive.v1.SplitRequest
-	14, // 30: bighive.v1.TServer.Status:input_type -> bighive.v1.StatusRequest
-	17, // 31: bighive.v1.TServer.AssignTablets:input_type -> bighive.v1.AssignTabletsRequest
-	44, // 32: bighive.v1.TServer.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
-	19, // 33: bighive.v1.TServer.UpdateSchema:input_type -> bighive.v1.UpdateSchemaRequest
-	21, // 34: bighive.v1.TServer.DropRows:input_type -> bighive.v1.DropRowsRequest
-	24, // 35: bighive.v1.TServer.ReadModifyWriteRow:input_type -> bighive.v1.ReadModifyWriteRowRequest
-	26, // 36: bighive.v1.TServer.CheckAndMutateRow:input_type -> bighive.v1.CheckAndMutateRowRequest
-	28, // 37: bighive.v1.TServer.PurgeFamily:input_type -> bighive.v1.PurgeFamilyRequest
-	30, // 38: bighive.v1.TServer.SampleRowKeys:input_type -> bighive.v1.SampleRowKeysRequest
-	1,  // 39: bighive.v1.TServer.MutateRow:output_type -> bighive.v1.MutateRowResponse
-	3,  // 40: bighive.v1.TServer.MutateRows:output_type -> bighive.v1.MutateRowsResponse
-	5,  // 41: bighive.v1.TServer.ReadRow:output_type -> bighive.v1.ReadRowResponse
-	7,  // 42: bighive.v1.TServer.ScanRows:output_type -> bighive.v1.ScanRowsResponse
-	9,  // 43: bighive.v1.TServer.Checkpoint:output_type -> bighive.v1.CheckpointResponse
-	11, // 44: bighive.v1.TServer.Compact:output_type -> bighive.v1.CompactResponse
-	13, // 45: bighive.v1.TServer.Split:output_type -> bighive.v1.SplitResponse
-	16, // 46: bighive.v1.TServer.Status:output_type -> bighive.v1.StatusResponse
-	18, // 47: bighive.v1.TServer.AssignTablets:output_type -> bighive.v1.AssignTabletsResponse
-	45, // 48: bighive.v1.TServer.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
-	20, // 49: bighive.v1.TServer.UpdateSchema:output_type -> bighive.v1.UpdateSchemaResponse
-	22, // 50: bighive.v1.TServer.DropRows:output_type -> bighive.v1.DropRowsResponse
-	25, // 51: bighive.v1.TServer.ReadModifyWriteRow:output_type -> bighive.v1.ReadModifyWriteRowResponse
-	27, // 52: bighive.v1.TServer.CheckAndMutateRow:output_type -> bighive.v1.CheckAndMutateRowResponse
-	29, // 53: bighive.v1.TServer.PurgeFamily:output_type -> bighive.v1.PurgeFamilyResponse
-	32, // 54: bighive.v1.TServer.SampleRowKeys:output_type -> bighive.v1.SampleRowKeysResponse
-	39, // [39:55] is the sub-list for method output_type
-	23, // [23:39] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	36, // 23: bighive.v1.BatchCommandsRequest.commands:type_name -> bighive.v1.BatchCommandsRequest.Command
+	37, // 24: bighive.v1.BatchCommandsResponse.results:type_name -> bighive.v1.BatchCommandsResponse.Result
+	0,  // 25: bighive.v1.BatchCommandsRequest.Command.mutate_row:type_name -> bighive.v1.MutateRowRequest
+	4,  // 26: bighive.v1.BatchCommandsRequest.Command.read_row:type_name -> bighive.v1.ReadRowRequest
+	39, // 27: bighive.v1.BatchCommandsResponse.Result.status:type_name -> bighive.v1.RowStatus
+	5,  // 28: bighive.v1.BatchCommandsResponse.Result.read_row:type_name -> bighive.v1.ReadRowResponse
+	0,  // 29: bighive.v1.TServer.MutateRow:input_type -> bighive.v1.MutateRowRequest
+	2,  // 30: bighive.v1.TServer.MutateRows:input_type -> bighive.v1.MutateRowsRequest
+	4,  // 31: bighive.v1.TServer.ReadRow:input_type -> bighive.v1.ReadRowRequest
+	6,  // 32: bighive.v1.TServer.ScanRows:input_type -> bighive.v1.ScanRowsRequest
+	8,  // 33: bighive.v1.TServer.Checkpoint:input_type -> bighive.v1.CheckpointRequest
+	10, // 34: bighive.v1.TServer.Compact:input_type -> bighive.v1.CompactRequest
+	12, // 35: bighive.v1.TServer.Split:input_type -> bighive.v1.SplitRequest
+	14, // 36: bighive.v1.TServer.Status:input_type -> bighive.v1.StatusRequest
+	17, // 37: bighive.v1.TServer.AssignTablets:input_type -> bighive.v1.AssignTabletsRequest
+	48, // 38: bighive.v1.TServer.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
+	19, // 39: bighive.v1.TServer.UpdateSchema:input_type -> bighive.v1.UpdateSchemaRequest
+	21, // 40: bighive.v1.TServer.DropRows:input_type -> bighive.v1.DropRowsRequest
+	24, // 41: bighive.v1.TServer.ReadModifyWriteRow:input_type -> bighive.v1.ReadModifyWriteRowRequest
+	26, // 42: bighive.v1.TServer.CheckAndMutateRow:input_type -> bighive.v1.CheckAndMutateRowRequest
+	28, // 43: bighive.v1.TServer.PurgeFamily:input_type -> bighive.v1.PurgeFamilyRequest
+	30, // 44: bighive.v1.TServer.SampleRowKeys:input_type -> bighive.v1.SampleRowKeysRequest
+	33, // 45: bighive.v1.TServer.BatchCommands:input_type -> bighive.v1.BatchCommandsRequest
+	1,  // 46: bighive.v1.TServer.MutateRow:output_type -> bighive.v1.MutateRowResponse
+	3,  // 47: bighive.v1.TServer.MutateRows:output_type -> bighive.v1.MutateRowsResponse
+	5,  // 48: bighive.v1.TServer.ReadRow:output_type -> bighive.v1.ReadRowResponse
+	7,  // 49: bighive.v1.TServer.ScanRows:output_type -> bighive.v1.ScanRowsResponse
+	9,  // 50: bighive.v1.TServer.Checkpoint:output_type -> bighive.v1.CheckpointResponse
+	11, // 51: bighive.v1.TServer.Compact:output_type -> bighive.v1.CompactResponse
+	13, // 52: bighive.v1.TServer.Split:output_type -> bighive.v1.SplitResponse
+	16, // 53: bighive.v1.TServer.Status:output_type -> bighive.v1.StatusResponse
+	18, // 54: bighive.v1.TServer.AssignTablets:output_type -> bighive.v1.AssignTabletsResponse
+	49, // 55: bighive.v1.TServer.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
+	20, // 56: bighive.v1.TServer.UpdateSchema:output_type -> bighive.v1.UpdateSchemaResponse
+	22, // 57: bighive.v1.TServer.DropRows:output_type -> bighive.v1.DropRowsResponse
+	25, // 58: bighive.v1.TServer.ReadModifyWriteRow:output_type -> bighive.v1.ReadModifyWriteRowResponse
+	27, // 59: bighive.v1.TServer.CheckAndMutateRow:output_type -> bighive.v1.CheckAndMutateRowResponse
+	29, // 60: bighive.v1.TServer.PurgeFamily:output_type -> bighive.v1.PurgeFamilyResponse
+	32, // 61: bighive.v1.TServer.SampleRowKeys:output_type -> bighive.v1.SampleRowKeysResponse
+	34, // 62: bighive.v1.TServer.BatchCommands:output_type -> bighive.v1.BatchCommandsResponse
+	46, // [46:63] is the sub-list for method output_type
+	29, // [29:46] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_bighivepb_tserver_proto_init() }
@@ -2208,13 +2485,17 @@ func file_bighivepb_tserver_proto_init() {
 		(*ReadModifyWriteRule_AppendValue)(nil),
 		(*ReadModifyWriteRule_IncrementAmount)(nil),
 	}
+	file_bighivepb_tserver_proto_msgTypes[36].OneofWrappers = []any{
+		(*BatchCommandsRequest_Command_MutateRow)(nil),
+		(*BatchCommandsRequest_Command_ReadRow)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bighivepb_tserver_proto_rawDesc), len(file_bighivepb_tserver_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   34,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -39,6 +39,7 @@ const (
 	TServer_CheckAndMutateRow_FullMethodName  = "/bighive.v1.TServer/CheckAndMutateRow"
 	TServer_PurgeFamily_FullMethodName        = "/bighive.v1.TServer/PurgeFamily"
 	TServer_SampleRowKeys_FullMethodName      = "/bighive.v1.TServer/SampleRowKeys"
+	TServer_BatchCommands_FullMethodName      = "/bighive.v1.TServer/BatchCommands"
 )
 
 // TServerClient is the client API for TServer service.
@@ -85,6 +86,13 @@ type TServerClient interface {
 	// the approximate bytes of the tablet before each, estimated from its
 	// TSFiles' page indexes and its write buffers.
 	SampleRowKeys(ctx context.Context, in *SampleRowKeysRequest, opts ...grpc.CallOption) (*SampleRowKeysResponse, error)
+	// The batch stream, on the model of TiKV's BatchCommands: one long-lived
+	// stream per client connection carries many MutateRow and ReadRow
+	// requests, each tagged with an id, and their results, in batches. The
+	// tserver runs a message's writes as one batch write per tablet (one
+	// WAL group commit) and its reads concurrently, and answers each command
+	// once, with the status the unary call would have returned.
+	BatchCommands(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[BatchCommandsRequest, BatchCommandsResponse], error)
 }
 
 type tServerClient struct {
@@ -264,6 +272,19 @@ func (c *tServerClient) SampleRowKeys(ctx context.Context, in *SampleRowKeysRequ
 	return out, nil
 }
 
+func (c *tServerClient) BatchCommands(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[BatchCommandsRequest, BatchCommandsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &TServer_ServiceDesc.Streams[1], TServer_BatchCommands_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[BatchCommandsRequest, BatchCommandsResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type TServer_BatchCommandsClient = grpc.BidiStreamingClient[BatchCommandsRequest, BatchCommandsResponse]
+
 // TServerServer is the server API for TServer service.
 // All implementations must embed UnimplementedTServerServer
 // for forward compatibility.
@@ -308,6 +329,13 @@ type TServerServer interface {
 	// the approximate bytes of the tablet before each, estimated from its
 	// TSFiles' page indexes and its write buffers.
 	SampleRowKeys(context.Context, *SampleRowKeysRequest) (*SampleRowKeysResponse, error)
+	// The batch stream, on the model of TiKV's BatchCommands: one long-lived
+	// stream per client connection carries many MutateRow and ReadRow
+	// requests, each tagged with an id, and their results, in batches. The
+	// tserver runs a message's writes as one batch write per tablet (one
+	// WAL group commit) and its reads concurrently, and answers each command
+	// once, with the status the unary call would have returned.
+	BatchCommands(grpc.BidiStreamingServer[BatchCommandsRequest, BatchCommandsResponse]) error
 	mustEmbedUnimplementedTServerServer()
 }
 
@@ -365,6 +393,9 @@ func (UnimplementedTServerServer) PurgeFamily(context.Context, *PurgeFamilyReque
 }
 func (UnimplementedTServerServer) SampleRowKeys(context.Context, *SampleRowKeysRequest) (*SampleRowKeysResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SampleRowKeys not implemented")
+}
+func (UnimplementedTServerServer) BatchCommands(grpc.BidiStreamingServer[BatchCommandsRequest, BatchCommandsResponse]) error {
+	return status.Error(codes.Unimplemented, "method BatchCommands not implemented")
 }
 func (UnimplementedTServerServer) mustEmbedUnimplementedTServerServer() {}
 func (UnimplementedTServerServer) testEmbeddedByValue()                 {}
@@ -668,6 +699,13 @@ func _TServer_SampleRowKeys_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _TServer_BatchCommands_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(TServerServer).BatchCommands(&grpc.GenericServerStream[BatchCommandsRequest, BatchCommandsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type TServer_BatchCommandsServer = grpc.BidiStreamingServer[BatchCommandsRequest, BatchCommandsResponse]
+
 // TServer_ServiceDesc is the grpc.ServiceDesc for TServer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -741,6 +779,12 @@ var TServer_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "ScanRows",
 			Handler:       _TServer_ScanRows_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "BatchCommands",
+			Handler:       _TServer_BatchCommands_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
 		},
 	},
 	Metadata: "bighivepb/tserver.proto",
