@@ -75,7 +75,8 @@ func WithLocationPrefetch(n int) Option { return func(o *options) { o.prefetch =
 // (default 16).
 func WithBulkConcurrency(n int) Option { return func(o *options) { o.bulkConcurrency = max(n, 1) } }
 
-// WithWriteCoalescing turns write coalescing on or off (default on):
+// WithWriteCoalescing turns write coalescing on or off (default on; it
+// applies only with the batch stream off, WithBatchStream(false)):
 // concurrent Puts and idempotent Applies to one tablet that arrive while a
 // write to it is in flight are sent together in its next MutateRows. Each
 // call still returns once its own row is durable, with its own error. See
