@@ -31,7 +31,8 @@ type Client struct {
 	conns  map[string]*grpc.ClientConn // tservers by address
 	tables map[string]*locCache
 
-	coalesce *coalescer // nil: write coalescing is off
+	coalesce *coalescer    // nil: write coalescing is off
+	batch    *batchStreams // nil: the batch stream is off (unary calls)
 }
 
 type options struct {
@@ -41,6 +42,7 @@ type options struct {
 	prefetch               uint32
 	bulkConcurrency        int
 	coalesceWrites         bool
+	batchStream            bool
 	dialOpts               []grpc.DialOption
 	log                    *slog.Logger
 	now                    func() time.Time
@@ -73,12 +75,21 @@ func WithLocationPrefetch(n int) Option { return func(o *options) { o.prefetch =
 // (default 16).
 func WithBulkConcurrency(n int) Option { return func(o *options) { o.bulkConcurrency = max(n, 1) } }
 
-// WithWriteCoalescing turns write coalescing on or off (default on):
+// WithWriteCoalescing turns write coalescing on or off (default on; it
+// applies only with the batch stream off, WithBatchStream(false)):
 // concurrent Puts and idempotent Applies to one tablet that arrive while a
 // write to it is in flight are sent together in its next MutateRows. Each
 // call still returns once its own row is durable, with its own error. See
 // the package documentation.
 func WithWriteCoalescing(on bool) Option { return func(o *options) { o.coalesceWrites = on } }
+
+// WithBatchStream turns the batch stream on or off (default on): Puts,
+// Applies and Gets go to each tserver on one long-lived stream that
+// carries the calls of concurrent callers together, each with its own
+// result (see the package documentation, "Batch stream"). Off, each is
+// one unary RPC, coalesced as WithWriteCoalescing says; with the stream
+// on, write coalescing is not used.
+func WithBatchStream(on bool) Option { return func(o *options) { o.batchStream = on } }
 
 // WithGRPCDialOptions adds options to every connection the client opens.
 func WithGRPCDialOptions(opts ...grpc.DialOption) Option {
@@ -104,6 +115,7 @@ func Dial(ctx context.Context, masters []string, opts ...Option) (*Client, error
 		prefetch:        32,
 		bulkConcurrency: 16,
 		coalesceWrites:  true,
+		batchStream:     true,
 		log:             slog.Default(),
 		now:             time.Now,
 	}
@@ -139,7 +151,10 @@ func Dial(ctx context.Context, masters []string, opts ...Option) (*Client, error
 		conns:  map[string]*grpc.ClientConn{},
 		tables: map[string]*locCache{},
 	}
-	if o.coalesceWrites {
+	switch {
+	case o.batchStream:
+		c.batch = newBatchStreams(c)
+	case o.coalesceWrites:
 		c.coalesce = newCoalescer(c)
 	}
 	return c, nil
@@ -154,6 +169,9 @@ func (c *Client) Close() error {
 		return nil
 	}
 	c.closed = true
+	if c.batch != nil {
+		c.batch.close()
+	}
 	errs := []error{c.master.Close()}
 	for _, cc := range c.conns {
 		errs = append(errs, cc.Close())

@@ -22,12 +22,25 @@ import (
 // the given keys, and returns it with a client and the open table.
 func setup(t *testing.T, opts clienttest.Options, splits ...string) (*clienttest.Cluster, *client.Client, *client.Table) {
 	t.Helper()
+	return setupWith(t, opts, nil, splits...)
+}
+
+// unaryOnly makes setup's clients use unary calls instead of the batch
+// stream (TestUnaryCalls sets it while it reruns tests).
+var unaryOnly bool
+
+// setupWith is setup with extra client options.
+func setupWith(t *testing.T, opts clienttest.Options, copts []client.Option, splits ...string) (*clienttest.Cluster, *client.Client, *client.Table) {
+	t.Helper()
 	fc := clienttest.Start(t, opts)
 	if err := fc.CreateTable(&pb.TableSchema{Name: "t", Families: []*pb.FamilySpec{{Name: "cf"}, {Name: "meta", MaxVersions: 2}}}, splits...); err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.Dial(context.Background(), fc.MasterAddrs(),
-		client.WithBackoff(time.Millisecond, 20*time.Millisecond), client.WithAttemptTimeout(2*time.Second))
+	copts = append([]client.Option{client.WithBackoff(time.Millisecond, 20*time.Millisecond), client.WithAttemptTimeout(2 * time.Second)}, copts...)
+	if unaryOnly {
+		copts = append(copts, client.WithBatchStream(false))
+	}
+	c, err := client.Dial(context.Background(), fc.MasterAddrs(), copts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,7 +57,7 @@ func putConcurrently(n int, write func(i int) error) []error {
 // MutateRows; each caller gets its own row's outcome; a bad row fails
 // alone.
 func TestWriteCoalescing(t *testing.T) {
-	fc, _, tbl := setup(t, clienttest.Options{})
+	fc, _, tbl := setupWith(t, clienttest.Options{}, []client.Option{client.WithBatchStream(false)})
 	ctx := ctxT(t)
 	held := holdFirstWrite(t, fc, tbl, 300*time.Millisecond)
 	const n = 20
@@ -114,7 +114,7 @@ func TestCoalescedFailures(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			fc, _, tbl := setup(t, clienttest.Options{})
+			fc, _, tbl := setupWith(t, clienttest.Options{}, []client.Option{client.WithBatchStream(false)})
 			ctx := ctxT(t)
 			fc.Inject(tc.fault)
 			held := holdFirstWrite(t, fc, tbl, 300*time.Millisecond)
@@ -150,7 +150,7 @@ func TestCoalescedFailures(t *testing.T) {
 // coalescing off, are sent alone at once, even behind a write in flight.
 func TestCoalescingBypass(t *testing.T) {
 	t.Run("server time", func(t *testing.T) {
-		fc, _, tbl := setup(t, clienttest.Options{})
+		fc, _, tbl := setupWith(t, clienttest.Options{}, []client.Option{client.WithBatchStream(false)})
 		ctx := ctxT(t)
 		held := holdFirstWrite(t, fc, tbl, time.Second)
 		m := client.NewMutation()
@@ -175,7 +175,7 @@ func TestCoalescingBypass(t *testing.T) {
 		if err := fc.CreateTable(&pb.TableSchema{Name: "t", Families: []*pb.FamilySpec{{Name: "cf"}}}); err != nil {
 			t.Fatal(err)
 		}
-		c, err := client.Dial(context.Background(), fc.MasterAddrs(), client.WithWriteCoalescing(false))
+		c, err := client.Dial(context.Background(), fc.MasterAddrs(), client.WithWriteCoalescing(false), client.WithBatchStream(false))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -204,7 +204,7 @@ func TestCoalescingBypass(t *testing.T) {
 // TestCoalescedDeadline: a caller whose context ends while its write waits
 // in the queue returns at once with DeadlineExceeded.
 func TestCoalescedDeadline(t *testing.T) {
-	fc, _, tbl := setup(t, clienttest.Options{})
+	fc, _, tbl := setupWith(t, clienttest.Options{}, []client.Option{client.WithBatchStream(false)})
 	held := holdFirstWrite(t, fc, tbl, time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()

@@ -90,12 +90,46 @@
 //     Input is validated on the client with package limits first, so bad
 //     input fails fast with InvalidArgument and never reaches a server.
 //
+// # Batch stream
+//
+// On a small machine a unary RPC per row, not the storage, is what a row
+// costs. So by default (WithBatchStream) Put, Apply of a plain mutation
+// and Get go to each tserver on one long-lived BatchCommands stream, on
+// the model of TiKV's BatchCommands:
+//
+//   - Each call is a command tagged with an id. One sender goroutine per
+//     stream sends everything pending as one message, then what arrived
+//     while that message was being sent, and so on: no timer, a lone call
+//     goes at once.
+//   - The tserver runs a message's writes as one batch write per tablet
+//     (one WAL group commit, one apply pass) and its reads concurrently,
+//     and answers with messages of the results that are ready. Each call
+//     returns when its own result came back, so a write is durable when
+//     its call returns nil, and it gets its own status: the code, message
+//     and TabletError the unary call would have returned.
+//   - The retry rules above are unchanged. A result is classified as the
+//     unary reply; a call still waiting to be sent when the stream broke
+//     never reached a server (safe to retry); a call that was sent and got
+//     no result, because the stream broke or the attempt timed out, has an
+//     unknown outcome (Unavailable or DeadlineExceeded after it reached a
+//     transport stream), exactly as a unary call lost in flight: only an
+//     idempotent one is retried. The next call opens a new stream.
+//   - The stream replaces write coalescing: with it on, writes are not
+//     queued per tablet on the client (the stream already batches every
+//     call to a tserver, across tablets, and the tserver groups them per
+//     tablet), and non-idempotent plain mutations (ServerTime) ride the
+//     stream too, since each carries its own full status.
+//
+// ReadModifyWrite, CheckAndMutate, ApplyBulk (already batched), scans and
+// admin calls stay unary, and so does every call with
+// WithBatchStream(false), for tools and other languages.
+//
 // # Write coalescing
 //
-// Put and Apply pay one RPC per row, and on a small machine the RPC, not
-// the storage, is what a row costs. So by default (WithWriteCoalescing)
-// concurrent writes to the same tablet share RPCs, the way the tserver's
-// log shares fsyncs (group commit):
+// With the batch stream off (WithBatchStream(false)) and
+// WithWriteCoalescing on (its default), concurrent writes to the same
+// tablet share RPCs, the way the tserver's log shares fsyncs (group
+// commit):
 //
 //   - A write to a tablet with no write to it in flight is sent at once,
 //     alone, as a MutateRow: a lone writer never waits for a timer.

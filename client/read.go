@@ -8,7 +8,6 @@ import (
 	"io"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
 
@@ -163,14 +162,10 @@ func (t *Table) Get(ctx context.Context, row string, opts ...ReadOption) (Row, e
 		if err != nil {
 			return unsent(err)
 		}
-		ts, err := t.c.tserver(loc.addr)
-		if err != nil {
-			return err
-		}
-		resp, err := ts.ReadRow(ctx, &pb.ReadRowRequest{
+		resp, err := t.c.readRow(ctx, loc.addr, &pb.ReadRowRequest{
 			TabletId: loc.tabletID, Epoch: loc.epoch, RowKey: []byte(row), Filter: s.filter,
 			RowFilter: s.rowProto,
-		}, grpc.Peer(p))
+		}, p)
 		if err != nil {
 			return t.failed(loc, err)
 		}

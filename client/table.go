@@ -126,11 +126,7 @@ func (t *Table) apply(ctx context.Context, prefix func() string, row string, m *
 		if err != nil {
 			return unsent(err)
 		}
-		ts, err := t.c.tserver(loc.addr)
-		if err != nil {
-			return err
-		}
-		_, err = ts.MutateRow(ctx, &pb.MutateRowRequest{TabletId: loc.tabletID, Epoch: loc.epoch, Row: rm}, grpc.Peer(p))
+		err = t.c.mutateRow(ctx, loc.addr, &pb.MutateRowRequest{TabletId: loc.tabletID, Epoch: loc.epoch, Row: rm}, p)
 		if err != nil {
 			return t.failed(loc, err)
 		}

@@ -43,6 +43,21 @@
 //     have moved the tablet, and the write, although logged and applied
 //     here, is answered with ErrLeaseLost (outcome unknown).
 //
+// # Batches
+//
+// WriteBatch runs these steps once for many rows of the tablet (the
+// tserver's MutateRows and batch stream use it): step 1 per row, one
+// throttle wait, the rows' stripes taken shared (each stripe once, in
+// stripe order, so two batches cannot wait on each other), one ops lock,
+// one admission and one split admission; step 5 per row in the order of
+// the batch, so an invalid row fails alone; one WAL append of every valid
+// row (wal.Log.AppendBatch queues them into one group commit and waits
+// once); a row whose append failed is abandoned; one split-log append
+// per child; one apply pass in sequence order (each row applied and
+// finished, then one wait until the last is visible); one lease check,
+// whose failure is the outcome of every logged row. Each row gets its own
+// error, with Write's meaning, and no goroutine runs per row.
+//
 // # Row locks and read-modify-write
 //
 // ReadModifyWrite (increment, append) runs through WriteRowLocked, and so
@@ -93,7 +108,7 @@
 //
 // # Invariants
 //
-//   - When Write returns nil the record is durable in the WAL (fdatasync
+//   - When Write (or WriteBatch for a row) returns nil the record is durable in the WAL (fdatasync
 //     returned) and visible to every later read of the replica; during a
 //     split it is also durable in its child's split log, or else that
 //     split never reports to the master (the parent keeps the row).

@@ -47,6 +47,9 @@ var (
 type Log interface {
 	// Append returns once the record is durable, or with an error.
 	Append(ctx context.Context, tabletID string, m *mutation.RowMutation) (uint64, error)
+	// AppendBatch appends the records of one tablet into one group
+	// commit and returns once each is durable or failed (errs[i]).
+	AppendBatch(ctx context.Context, tabletID string, ms []*mutation.RowMutation) (seqs []uint64, errs []error)
 }
 
 // Admitter is the checkpoint coordinator as the write path needs it;

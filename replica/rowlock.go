@@ -27,5 +27,10 @@ func newRowLocks() rowLocks {
 
 // of returns the lock of row.
 func (l *rowLocks) of(row []byte) *sync.RWMutex {
-	return &l.stripes[maphash.Bytes(l.seed, row)%rowStripes]
+	return &l.stripes[l.index(row)]
+}
+
+// index is the stripe number of row.
+func (l *rowLocks) index(row []byte) int {
+	return int(maphash.Bytes(l.seed, row) % rowStripes)
 }

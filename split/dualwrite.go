@@ -71,6 +71,41 @@ func (a *Admitted) Log(ctx context.Context, m *mutation.RowMutation) error {
 	return nil
 }
 
+// LogBatch is Log for the rows of one batch write: the rows of each child
+// are appended together (one sync per child). errs[i] is the outcome of
+// ms[i]; a failure is remembered as for Log.
+func (a *Admitted) LogBatch(ctx context.Context, ms []*mutation.RowMutation) (errs []error) {
+	errs = make([]error, len(ms))
+	if a == nil {
+		return errs
+	}
+	for c := range a.d.logs {
+		var idx []int
+		var part []*mutation.RowMutation
+		for i, m := range ms {
+			if a.d.child(m.Row) == c {
+				idx, part = append(idx, i), append(part, m)
+			}
+		}
+		if len(part) == 0 {
+			continue
+		}
+		for k, err := range a.d.logs[c].AppendBatch(context.WithoutCancel(ctx), a.d.ids[c], part) {
+			if err == nil {
+				continue
+			}
+			err = fmt.Errorf("%w: %w", ErrSplitLog, err)
+			errs[idx[k]] = err
+			a.d.errMu.Lock()
+			if a.d.err == nil {
+				a.d.err = err
+			}
+			a.d.errMu.Unlock()
+		}
+	}
+	return errs
+}
+
 // failed is the first failed split-log append, or nil.
 func (d *DualWrite) failed() error {
 	d.errMu.Lock()

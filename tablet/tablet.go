@@ -362,6 +362,25 @@ func (t *Tablet) Apply(m *mutation.RowMutation) error {
 	return err
 }
 
+// ApplyBatch is Apply for the writes of one batch, which must be in the
+// order their sequences were assigned: errs[i] is the outcome of ms[i].
+// Each is applied and finished, then ApplyBatch waits once, until the
+// last of them is visible (every write of lower sequence finished).
+func (t *Tablet) ApplyBatch(ms []*mutation.RowMutation) (errs []error) {
+	errs = make([]error, len(ms))
+	var last uint64
+	for i, m := range ms {
+		errs[i] = t.apply(m)
+		if t.finish(m) && errs[i] == nil {
+			last = max(last, m.LastSeq())
+		}
+	}
+	if last > 0 {
+		t.waitVisible(last)
+	}
+	return errs
+}
+
 func (t *Tablet) apply(m *mutation.RowMutation) error {
 	t.mu.RLock()
 	err := t.schema.validate(m, true, true)

@@ -4,7 +4,14 @@
 // tserver's membership at the master (registration, heartbeats, lease).
 // The write path itself, from timestamp assignment to the lease check, is
 // package replica's: the service decodes and validates a request, finds
-// the replica, calls it and maps its errors to statuses.
+// the replica, calls it and maps its errors to statuses. MutateRows runs
+// its rows as one Replica.WriteBatch (one WAL group commit), and so does
+// each tablet's group of writes in a message of the batch stream
+// (BatchCommands, batchstream.go), whose commands each get the status
+// their unary call would have returned. Close first ends the batch
+// streams (commands received after it are refused with NOT_SERVING,
+// nothing applied), so that the graceful stop does not wait for streams
+// a client keeps open.
 //
 // Invariants kept here (numbered as in docs/design.md, 'Invariants'):
 //   - 1: a write is acknowledged only after wal.Append returned, i.e. after

@@ -227,7 +227,7 @@ func (s *Server) DropRows(ctx context.Context, req *pb.DropRowsRequest) (*pb.Dro
 		end = nil
 	}
 	n, err := s.tombstoneRows(ctx, r, start, end, r.Engine().RowKeys,
-		mutation.Op{Kind: mutation.DeleteRow, Timestamp: mutation.ServerTime}, r.Write)
+		mutation.Op{Kind: mutation.DeleteRow, Timestamp: mutation.ServerTime}, r.WriteBatch)
 	if err != nil {
 		return nil, err
 	}
@@ -273,7 +273,7 @@ func (s *Server) PurgeFamily(ctx context.Context, req *pb.PurgeFamilyRequest) (*
 		return r.Engine().FamilyRowKeys(ctx, req.Family, start, end, limit)
 	}
 	n, err := s.tombstoneRows(ctx, r, start, end, list,
-		mutation.Op{Kind: mutation.DeleteFamily, Family: req.Family, Timestamp: mutation.ServerTime}, r.WriteInternal)
+		mutation.Op{Kind: mutation.DeleteFamily, Family: req.Family, Timestamp: mutation.ServerTime}, r.WriteBatchInternal)
 	if err != nil {
 		return nil, err
 	}
@@ -282,31 +282,23 @@ func (s *Server) PurgeFamily(ctx context.Context, req *pb.PurgeFamilyRequest) (*
 }
 
 // tombstoneRows writes the tombstone op on every row of [start, end) that
-// list names, dropBatch rows at a time and up to maxBatchParallel at once,
-// each through write (the tablet's write path), and returns how many rows
+// list names, dropBatch rows at a time, each batch through write (the
+// tablet's batch write path: one group commit), and returns how many rows
 // it wrote. DropRows and PurgeFamily use it.
 func (s *Server) tombstoneRows(ctx context.Context, r *replica, start, end []byte,
 	list func(ctx context.Context, start, end []byte, limit int) ([][]byte, error),
-	op mutation.Op, write func(context.Context, *mutation.RowMutation) error) (int64, error) {
+	op mutation.Op, write func(context.Context, []*mutation.RowMutation) []error) (int64, error) {
 	var n int64
 	for {
 		keys, err := list(ctx, start, end, dropBatch)
 		if err != nil {
 			return n, engineErr(r, err)
 		}
-		sem := make(chan struct{}, maxBatchParallel)
-		var wg sync.WaitGroup
-		errs := make([]error, len(keys))
+		ms := make([]*mutation.RowMutation, len(keys))
 		for i, k := range keys {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer func() { <-sem; wg.Done() }()
-				errs[i] = write(ctx, &mutation.RowMutation{Row: k, Ops: []mutation.Op{op}})
-			}()
+			ms[i] = &mutation.RowMutation{Row: k, Ops: []mutation.Op{op}}
 		}
-		wg.Wait()
-		for _, err := range errs {
+		for _, err := range write(ctx, ms) {
 			if err != nil {
 				return n, s.writeErr(r, err)
 			}

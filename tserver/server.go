@@ -149,6 +149,9 @@ type Server struct {
 	failOnce sync.Once
 	fatal    error
 	done     chan struct{}
+	// draining is closed when Close starts: batch streams, which a client
+	// keeps open, stop taking commands and end, so GracefulStop ends.
+	draining chan struct{}
 }
 
 // Start opens the tserver's storage, starts serving gRPC and registers
@@ -179,6 +182,7 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 		incarnation:  time.Now().UnixMicro(),
 		heartbeatNow: make(chan struct{}, 1),
 		done:         make(chan struct{}),
+		draining:     make(chan struct{}),
 	}
 	if s.addr == "" {
 		s.addr = lis.Addr().String()
@@ -354,6 +358,7 @@ func (s *Server) Close() error {
 		return nil
 	}
 	s.health.Shutdown()
+	close(s.draining)
 	done := make(chan struct{})
 	go func() { s.grpc.GracefulStop(); close(done) }()
 	select {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	btpb "cloud.google.com/go/bigtable/apiv2/bigtablepb"
@@ -12,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"bighive/internal/apierr"
+	"bighive/internal/mutation"
 	pb "bighive/proto/bighivepb"
 	rp "bighive/replica"
 	"bighive/tablet"
@@ -78,32 +78,26 @@ func (s *Server) MutateRow(ctx context.Context, req *pb.MutateRowRequest) (*pb.M
 	return &pb.MutateRowResponse{}, nil
 }
 
-// maxBatchParallel bounds the rows of one MutateRows in flight at once;
-// their appends share group commits.
-const maxBatchParallel = 64
-
 func (s *Server) MutateRows(ctx context.Context, req *pb.MutateRowsRequest) (*pb.MutateRowsResponse, error) {
 	r, err := s.serving(req.TabletId, req.Epoch)
 	if err != nil {
 		return nil, err
 	}
 	statuses := make([]*pb.RowStatus, len(req.Rows))
-	sem := make(chan struct{}, maxBatchParallel)
-	var wg sync.WaitGroup
+	ms := make([]*mutation.RowMutation, 0, len(req.Rows))
+	idx := make([]int, 0, len(req.Rows))
 	for i, row := range req.Rows {
 		m, err := toMutation(row)
 		if err != nil {
 			statuses[i] = rowStatus(err)
 			continue
 		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			statuses[i] = rowStatus(s.writeErr(r, r.Write(ctx, m)))
-		}()
+		ms, idx = append(ms, m), append(idx, i)
 	}
-	wg.Wait()
+	// One WriteBatch: one admission, one group commit, one apply pass.
+	for k, err := range r.WriteBatch(ctx, ms) {
+		statuses[idx[k]] = rowStatus(s.writeErr(r, err))
+	}
 	return &pb.MutateRowsResponse{Statuses: statuses}, nil
 }
 
@@ -403,6 +397,8 @@ func (s *Server) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusRes
 	if s.leaseValid() {
 		resp.Counters["lease_valid"] = 1
 	}
+	resp.Counters["wal_records"] = int64(ws.Records)
+	resp.Counters["wal_batches"] = int64(ws.Batches)
 	return resp, nil
 }
 

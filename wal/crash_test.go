@@ -22,6 +22,7 @@ import (
 // The crash test runs this test binary again as a child (env crashChildEnv
 // names the root). The child appends from many goroutines and rolls, and
 // prints "ack <seq> <round> <writer> <j>" after each acknowledged append;
+// odd writers append with AppendBatch, 1 to 5 records at a time;
 // the parent SIGKILLs it at a random moment.
 const (
 	crashChildEnv = "BIGHIVE_WAL_CRASH_ROOT"
@@ -75,6 +76,28 @@ func TestCrashChild(t *testing.T) {
 	var out sync.Mutex
 	for w := 0; w < crashWriters; w++ {
 		go func() {
+			if w%2 == 1 {
+				for j := 0; ; {
+					var tablet string
+					var ms []*mutation.RowMutation
+					for k := 0; k < 1+j%5; k++ {
+						var m *mutation.RowMutation
+						tablet, m = crashMutation(round, w, j+k, recycle)
+						ms = append(ms, m)
+					}
+					seqs, errs := l.AppendBatch(context.Background(), tablet, ms)
+					out.Lock()
+					for k, err := range errs {
+						if err != nil {
+							fmt.Printf("append-error %v\n", err)
+							os.Exit(4)
+						}
+						fmt.Printf("ack %d %d %d %d\n", seqs[k], round, w, j+k)
+					}
+					out.Unlock()
+					j += len(ms)
+				}
+			}
 			for j := 0; ; j++ {
 				tablet, m := crashMutation(round, w, j, recycle)
 				seq, err := l.Append(context.Background(), tablet, m)

@@ -207,6 +207,13 @@
 // later Append fails, Err returns the cause and Failed is closed, before
 // the failing batch's appenders are released.
 //
+// AppendBatch (and SingleFile.AppendBatch) appends several records of one
+// tablet with one call: they are queued together (one group commit unless
+// they pass MaxBatchBytes or the file rolls; for a single-file log, one
+// sync, or one per window it fills) and the caller waits once per batch.
+// Each record has its own outcome, with Append's meaning; the context
+// rule holds per record (those queued before it ended are waited for).
+//
 // # Replay
 //
 // Replay reads a position's file and every later file of the prefix, each

@@ -352,16 +352,122 @@ func (l *Log) Append(ctx context.Context, tabletID string, m *mutation.RowMutati
 		}
 	}()
 	l.mu.Lock()
+	b, seq, err := l.queueLocked(ctx, frame, partial, size)
+	if err != nil {
+		l.mu.Unlock()
+		return 0, err
+	}
+	done, first := b.done, b.records == 1
+	l.mu.Unlock()
+	if first {
+		l.kickFlusher()
+	}
+	// Queued: the flusher writes the batch, so wait for it whatever ctx
+	// says. Returning early would let a caller treat a record that may
+	// replay as never logged.
+	<-done
+	if b.err != nil {
+		return 0, b.err
+	}
+	return seq, nil
+}
+
+// AppendBatch logs the row mutations of one tablet, in order, and returns
+// once each is durable or failed: errs[i] is the outcome of ms[i], with
+// the meaning of Append's error (nil: durable, and seqs[i] is its
+// sequence number). The records are queued
+// together, so they share one group commit (one write, one fdatasync)
+// unless they pass MaxBatchBytes or the file rolls, and the caller waits
+// once per batch they fill, not once per record.
+//
+// A record over MaxRecordBytes fails alone with ErrRecordTooLarge. The
+// context bounds only the wait to be queued, as for Append: the records
+// queued before ctx ended are waited for whatever ctx does; the records
+// after get ctx.Err() and are never written.
+func (l *Log) AppendBatch(ctx context.Context, tabletID string, ms []*mutation.RowMutation) (seqs []uint64, errs []error) {
+	seqs, errs = make([]uint64, len(ms)), make([]error, len(ms))
+	if err := ctx.Err(); err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return seqs, errs
+	}
+	ts := l.opts.Clock().UnixMicro()
+	sp := scratch.Get().(*[]byte)
+	buf := (*sp)[:0]
+	type enc struct {
+		off, end int
+		partial  uint32
+	}
+	encs := make([]enc, len(ms))
+	for i, m := range ms {
+		if size := recordSize(tabletID, m); size-frameHeaderLen > MaxRecordBytes {
+			errs[i] = fmt.Errorf("%w: %d bytes, limit %d", ErrRecordTooLarge, size, MaxRecordBytes)
+			continue
+		}
+		off := len(buf)
+		var partial uint32
+		buf, partial = encodeFrame(buf, frameHeaderLen, ts, tabletID, m)
+		encs[i] = enc{off: off, end: len(buf), partial: partial}
+	}
+	defer func() {
+		if cap(buf) <= maxScratch {
+			*sp = buf[:0]
+			scratch.Put(sp)
+		}
+	}()
+	batches := make([]*batch, len(ms)) // the batch each queued record is in
+	l.mu.Lock()
+	for i := range ms {
+		if errs[i] != nil {
+			continue
+		}
+		e := encs[i]
+		frame := buf[e.off:e.end]
+		b, seq, err := l.queueLocked(ctx, frame, e.partial, len(frame)+8)
+		if err != nil {
+			for j := i; j < len(ms); j++ {
+				if errs[j] == nil {
+					errs[j] = err
+				}
+			}
+			break
+		}
+		batches[i], seqs[i] = b, seq
+	}
+	l.mu.Unlock()
+	// One kick after every record is queued, so the flusher takes them
+	// together instead of the first one alone.
+	l.kickFlusher()
+	// Queued records are waited for whatever ctx says (see Append).
+	var last *batch
+	for i, b := range batches {
+		if b == nil {
+			continue
+		}
+		if b != last {
+			<-b.done
+			last = b
+		}
+		if errs[i] = b.err; errs[i] != nil {
+			seqs[i] = 0
+		}
+	}
+	return seqs, errs
+}
+
+// queueLocked adds one encoded record to the open batch, sealing it or
+// rolling the file first if the record does not fit; the caller kicks
+// the flusher once it released l.mu (kickFlusher). It waits for room behind
+// full batches (releasing l.mu meanwhile) until ctx ends. l.mu is held.
+func (l *Log) queueLocked(ctx context.Context, frame []byte, partial uint32, size int) (*batch, uint64, error) {
 	var b *batch
 	for {
 		if l.closed {
-			l.mu.Unlock()
-			return 0, ErrClosed
+			return nil, 0, ErrClosed
 		}
 		if l.err != nil {
-			err := l.err
-			l.mu.Unlock()
-			return 0, err
+			return nil, 0, l.err
 		}
 		b = l.cur
 		full := b.records > 0 && len(b.buf)+size > l.opts.MaxBatchBytes
@@ -371,12 +477,16 @@ func (l *Log) Append(ctx context.Context, tabletID string, m *mutation.RowMutati
 		}
 		if b.records > 0 {
 			if len(l.queue) >= maxQueued {
+				// The queue is full: the flusher has work, but a batch
+				// appender may have sealed it without kicking yet.
+				l.kickFlusher()
 				ch := l.space
 				l.mu.Unlock()
 				select {
 				case <-ch:
 				case <-ctx.Done():
-					return 0, ctx.Err()
+					l.mu.Lock()
+					return nil, 0, ctx.Err()
 				}
 				l.mu.Lock()
 				continue
@@ -397,23 +507,15 @@ func (l *Log) Append(ctx context.Context, tabletID string, m *mutation.RowMutati
 	}
 	l.fileBytes += int64(size)
 	b.records++
-	kick := b.records == 1
-	done := b.done
-	l.mu.Unlock()
-	if kick {
-		select {
-		case l.kick <- struct{}{}:
-		default:
-		}
+	return b, seq, nil
+}
+
+// kickFlusher wakes the flusher (it may be idle) without blocking.
+func (l *Log) kickFlusher() {
+	select {
+	case l.kick <- struct{}{}:
+	default:
 	}
-	// Queued: the flusher writes the batch, so wait for it whatever ctx
-	// says. Returning early would let a caller treat a record that may
-	// replay as never logged.
-	<-done
-	if b.err != nil {
-		return 0, b.err
-	}
-	return seq, nil
 }
 
 // Err returns nil while the log works, and the sticky failure once an I/O

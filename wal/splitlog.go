@@ -121,45 +121,114 @@ func (s *SingleFile) Append(ctx context.Context, tabletID string, m *mutation.Ro
 		return err
 	}
 	frame, partial := encodeFrame(nil, frameHeaderLen, time.Now().UnixMicro(), tabletID, m)
-	n := int64(len(frame) + 8)
 	s.mu.Lock()
+	end, err := s.writeLocked(ctx, frame, partial, false)
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	// Written: from here on the record's fate is the sync's, not ctx's.
+	return s.syncTo(end)
+}
+
+// AppendBatch is Append for several records of one owner: each is
+// written in order, then one sync covers them all. errs[i] is the outcome
+// of ms[i], with Append's meaning; once one record fails (ctx ended
+// before it was written, or the file failed or closed) the ones after it
+// fail with it and are not written.
+func (s *SingleFile) AppendBatch(ctx context.Context, tabletID string, ms []*mutation.RowMutation) (errs []error) {
+	errs = make([]error, len(ms))
+	written := 0
+	var end int64
+	ts := time.Now().UnixMicro()
+	var frame []byte
+	for i, m := range ms {
+		if recordSize(tabletID, m)-frameHeaderLen > MaxRecordBytes {
+			errs[i] = fmt.Errorf("%w: record of row %q", ErrRecordTooLarge, m.Row)
+			continue
+		}
+		err := ctx.Err()
+		if err == nil {
+			var partial uint32
+			frame, partial = encodeFrame(frame[:0], frameHeaderLen, ts, tabletID, m)
+			s.mu.Lock()
+			var e int64
+			e, err = s.writeLocked(ctx, frame, partial, written > 0)
+			s.mu.Unlock()
+			if errors.Is(err, errWindowFull) {
+				// Our own unsynced records fill the window: nobody else
+				// will sync them, so sync before waiting for room.
+				if err = s.syncTo(end); err == nil {
+					s.mu.Lock()
+					e, err = s.writeLocked(ctx, frame, partial, false)
+					s.mu.Unlock()
+				}
+			}
+			if err == nil {
+				end, written = e, i+1
+				continue
+			}
+		}
+		for j := i; j < len(ms); j++ {
+			errs[j] = err
+		}
+		break
+	}
+	if written > 0 {
+		if err := s.syncTo(end); err != nil {
+			for i := 0; i < written; i++ {
+				if errs[i] == nil {
+					errs[i] = err
+				}
+			}
+		}
+	}
+	return errs
+}
+
+// errWindowFull: writeLocked was told not to wait for room.
+var errWindowFull = errors.New("wal: single-file log window full")
+
+// writeLocked writes one encoded record at the end of the file, waiting
+// (until ctx ends) for room in the unsynced window, or failing with
+// errWindowFull if noWait, and returns the end offset the appender must
+// sync to. s.mu is held (released while waiting).
+func (s *SingleFile) writeLocked(ctx context.Context, frame []byte, partial uint32, noWait bool) (int64, error) {
+	n := int64(len(frame) + 8)
 	for {
 		if s.closed {
-			s.mu.Unlock()
-			return ErrSingleClosed
+			return 0, ErrSingleClosed
 		}
 		if s.err != nil {
-			err := s.err
-			s.mu.Unlock()
-			return err
+			return 0, s.err
 		}
 		if s.off == s.durable || s.off-s.durable+n <= SplitLogMaxFlush {
 			break
 		}
+		if noWait {
+			return 0, errWindowFull
+		}
 		// The window is full: wait for the syncs in flight (every record
-		// written has an appender in syncTo) to make room.
+		// written has an appender in syncTo, or one of AppendBatch that
+		// syncs before it waits) to make room.
 		ch := s.room
 		s.mu.Unlock()
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return ctx.Err()
+			s.mu.Lock()
+			return 0, ctx.Err()
 		}
 		s.mu.Lock()
 	}
 	buf := sealFrame(nil, frame, partial, s.seq, s.frames)
 	if _, err := s.f.WriteAt(buf, s.off); err != nil {
 		s.failLocked(fmt.Errorf("%w: write %s: %w", ErrFailed, s.path, err))
-		err = s.err
-		s.mu.Unlock()
-		return err
+		return 0, s.err
 	}
 	s.seq++
 	s.off += int64(len(buf))
-	end := s.off
-	s.mu.Unlock()
-	// Written: from here on the record's fate is the sync's, not ctx's.
-	return s.syncTo(end)
+	return s.off, nil
 }
 
 // failLocked sets the sticky error and wakes the appenders waiting for

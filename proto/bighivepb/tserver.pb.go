@@ -2001,6 +2001,255 @@ func (*PingResponse) Descriptor() ([]byte, []int) {
 	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{34}
 }
 
+// One message of the batch stream: the commands the client's callers
+// issued while its previous message was being sent.
+type BatchCommandsRequest struct {
+	state         protoimpl.MessageState          `protogen:"open.v1"`
+	Commands      []*BatchCommandsRequest_Command `protobuf:"bytes,1,rep,name=commands,proto3" json:"commands,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchCommandsRequest) Reset() {
+	*x = BatchCommandsRequest{}
+	mi := &file_bighivepb_tserver_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchCommandsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchCommandsRequest) ProtoMessage() {}
+
+func (x *BatchCommandsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_tserver_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchCommandsRequest.ProtoReflect.Descriptor instead.
+func (*BatchCommandsRequest) Descriptor() ([]byte, []int) {
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *BatchCommandsRequest) GetCommands() []*BatchCommandsRequest_Command {
+	if x != nil {
+		return x.Commands
+	}
+	return nil
+}
+
+// Results of commands of the stream, in any order: each command is
+// answered exactly once, in this or a later message. A command whose
+// result never came (the stream broke) has an unknown outcome, like a
+// unary call lost in flight.
+type BatchCommandsResponse struct {
+	state         protoimpl.MessageState          `protogen:"open.v1"`
+	Results       []*BatchCommandsResponse_Result `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchCommandsResponse) Reset() {
+	*x = BatchCommandsResponse{}
+	mi := &file_bighivepb_tserver_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchCommandsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchCommandsResponse) ProtoMessage() {}
+
+func (x *BatchCommandsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_tserver_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchCommandsResponse.ProtoReflect.Descriptor instead.
+func (*BatchCommandsResponse) Descriptor() ([]byte, []int) {
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *BatchCommandsResponse) GetResults() []*BatchCommandsResponse_Result {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+type BatchCommandsRequest_Command struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Chosen by the client; unique among its commands in flight on the
+	// stream. The result carries it back.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Types that are valid to be assigned to Command:
+	//
+	//	*BatchCommandsRequest_Command_MutateRow
+	//	*BatchCommandsRequest_Command_ReadRow
+	Command       isBatchCommandsRequest_Command_Command `protobuf_oneof:"command"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchCommandsRequest_Command) Reset() {
+	*x = BatchCommandsRequest_Command{}
+	mi := &file_bighivepb_tserver_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchCommandsRequest_Command) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchCommandsRequest_Command) ProtoMessage() {}
+
+func (x *BatchCommandsRequest_Command) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_tserver_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchCommandsRequest_Command.ProtoReflect.Descriptor instead.
+func (*BatchCommandsRequest_Command) Descriptor() ([]byte, []int) {
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{35, 0}
+}
+
+func (x *BatchCommandsRequest_Command) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *BatchCommandsRequest_Command) GetCommand() isBatchCommandsRequest_Command_Command {
+	if x != nil {
+		return x.Command
+	}
+	return nil
+}
+
+func (x *BatchCommandsRequest_Command) GetMutateRow() *MutateRowRequest {
+	if x != nil {
+		if x, ok := x.Command.(*BatchCommandsRequest_Command_MutateRow); ok {
+			return x.MutateRow
+		}
+	}
+	return nil
+}
+
+func (x *BatchCommandsRequest_Command) GetReadRow() *ReadRowRequest {
+	if x != nil {
+		if x, ok := x.Command.(*BatchCommandsRequest_Command_ReadRow); ok {
+			return x.ReadRow
+		}
+	}
+	return nil
+}
+
+type isBatchCommandsRequest_Command_Command interface {
+	isBatchCommandsRequest_Command_Command()
+}
+
+type BatchCommandsRequest_Command_MutateRow struct {
+	MutateRow *MutateRowRequest `protobuf:"bytes,2,opt,name=mutate_row,json=mutateRow,proto3,oneof"`
+}
+
+type BatchCommandsRequest_Command_ReadRow struct {
+	ReadRow *ReadRowRequest `protobuf:"bytes,3,opt,name=read_row,json=readRow,proto3,oneof"`
+}
+
+func (*BatchCommandsRequest_Command_MutateRow) isBatchCommandsRequest_Command_Command() {}
+
+func (*BatchCommandsRequest_Command_ReadRow) isBatchCommandsRequest_Command_Command() {}
+
+type BatchCommandsResponse_Result struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The outcome, as the unary call would return it: code, message and,
+	// for a routing error, the TabletError (nothing was applied).
+	Status *RowStatus `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	// Set for a read_row command that succeeded.
+	ReadRow       *ReadRowResponse `protobuf:"bytes,3,opt,name=read_row,json=readRow,proto3" json:"read_row,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchCommandsResponse_Result) Reset() {
+	*x = BatchCommandsResponse_Result{}
+	mi := &file_bighivepb_tserver_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchCommandsResponse_Result) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchCommandsResponse_Result) ProtoMessage() {}
+
+func (x *BatchCommandsResponse_Result) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_tserver_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchCommandsResponse_Result.ProtoReflect.Descriptor instead.
+func (*BatchCommandsResponse_Result) Descriptor() ([]byte, []int) {
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{36, 0}
+}
+
+func (x *BatchCommandsResponse_Result) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *BatchCommandsResponse_Result) GetStatus() *RowStatus {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+func (x *BatchCommandsResponse_Result) GetReadRow() *ReadRowResponse {
+	if x != nil {
+		return x.ReadRow
+	}
+	return nil
+}
+
 var File_bighivepb_tserver_proto protoreflect.FileDescriptor
 
 const file_bighivepb_tserver_proto_rawDesc = "" +
@@ -2127,8 +2376,21 @@ const file_bighivepb_tserver_proto_rawDesc = "" +
 	"\x15SampleRowKeysResponse\x122\n" +
 	"\asamples\x18\x01 \x03(\v2\x18.bighive.v1.RowKeySampleR\asamples\"\r\n" +
 	"\vPingRequest\"\x0e\n" +
-	"\fPingResponse2\xb4\n" +
+	"\fPingResponse\"\xfb\x01\n" +
+	"\x14BatchCommandsRequest\x12D\n" +
+	"\bcommands\x18\x01 \x03(\v2(.bighive.v1.BatchCommandsRequest.CommandR\bcommands\x1a\x9c\x01\n" +
+	"\aCommand\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12=\n" +
 	"\n" +
+	"mutate_row\x18\x02 \x01(\v2\x1c.bighive.v1.MutateRowRequestH\x00R\tmutateRow\x127\n" +
+	"\bread_row\x18\x03 \x01(\v2\x1a.bighive.v1.ReadRowRequestH\x00R\areadRowB\t\n" +
+	"\acommand\"\xdc\x01\n" +
+	"\x15BatchCommandsResponse\x12B\n" +
+	"\aresults\x18\x01 \x03(\v2(.bighive.v1.BatchCommandsResponse.ResultR\aresults\x1a\x7f\n" +
+	"\x06Result\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12-\n" +
+	"\x06status\x18\x02 \x01(\v2\x15.bighive.v1.RowStatusR\x06status\x126\n" +
+	"\bread_row\x18\x03 \x01(\v2\x1b.bighive.v1.ReadRowResponseR\areadRow2\x8e\v\n" +
 	"\aTServer\x12H\n" +
 	"\tMutateRow\x12\x1c.bighive.v1.MutateRowRequest\x1a\x1d.bighive.v1.MutateRowResponse\x12K\n" +
 	"\n" +
@@ -2148,7 +2410,8 @@ const file_bighivepb_tserver_proto_rawDesc = "" +
 	"\x11CheckAndMutateRow\x12$.bighive.v1.CheckAndMutateRowRequest\x1a%.bighive.v1.CheckAndMutateRowResponse\x12N\n" +
 	"\vPurgeFamily\x12\x1e.bighive.v1.PurgeFamilyRequest\x1a\x1f.bighive.v1.PurgeFamilyResponse\x12T\n" +
 	"\rSampleRowKeys\x12 .bighive.v1.SampleRowKeysRequest\x1a!.bighive.v1.SampleRowKeysResponse\x129\n" +
-	"\x04Ping\x12\x17.bighive.v1.PingRequest\x1a\x18.bighive.v1.PingResponseB\x19Z\x17bighive/proto/bighivepbb\x06proto3"
+	"\x04Ping\x12\x17.bighive.v1.PingRequest\x1a\x18.bighive.v1.PingResponse\x12X\n" +
+	"\rBatchCommands\x12 .bighive.v1.BatchCommandsRequest\x1a!.bighive.v1.BatchCommandsResponse(\x010\x01B\x19Z\x17bighive/proto/bighivepbb\x06proto3"
 
 var (
 	file_bighivepb_tserver_proto_rawDescOnce sync.Once
@@ -2162,120 +2425,132 @@ func file_bighivepb_tserver_proto_rawDescGZIP() []byte {
 	return file_bighivepb_tserver_proto_rawDescData
 }
 
-var file_bighivepb_tserver_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_bighivepb_tserver_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_bighivepb_tserver_proto_goTypes = []any{
-	(*MutateRowRequest)(nil),           // 0: bighive.v1.MutateRowRequest
-	(*MutateRowResponse)(nil),          // 1: bighive.v1.MutateRowResponse
-	(*MutateRowsRequest)(nil),          // 2: bighive.v1.MutateRowsRequest
-	(*MutateRowsResponse)(nil),         // 3: bighive.v1.MutateRowsResponse
-	(*ReadRowRequest)(nil),             // 4: bighive.v1.ReadRowRequest
-	(*ReadRowResponse)(nil),            // 5: bighive.v1.ReadRowResponse
-	(*ScanRowsRequest)(nil),            // 6: bighive.v1.ScanRowsRequest
-	(*ScanRowsResponse)(nil),           // 7: bighive.v1.ScanRowsResponse
-	(*CheckpointRequest)(nil),          // 8: bighive.v1.CheckpointRequest
-	(*CheckpointResponse)(nil),         // 9: bighive.v1.CheckpointResponse
-	(*CompactRequest)(nil),             // 10: bighive.v1.CompactRequest
-	(*CompactResponse)(nil),            // 11: bighive.v1.CompactResponse
-	(*SplitRequest)(nil),               // 12: bighive.v1.SplitRequest
-	(*SplitResponse)(nil),              // 13: bighive.v1.SplitResponse
-	(*StatusRequest)(nil),              // 14: bighive.v1.StatusRequest
-	(*TabletStatus)(nil),               // 15: bighive.v1.TabletStatus
-	(*StatusResponse)(nil),             // 16: bighive.v1.StatusResponse
-	(*AssignTabletsRequest)(nil),       // 17: bighive.v1.AssignTabletsRequest
-	(*AssignTabletsResponse)(nil),      // 18: bighive.v1.AssignTabletsResponse
-	(*UpdateSchemaRequest)(nil),        // 19: bighive.v1.UpdateSchemaRequest
-	(*UpdateSchemaResponse)(nil),       // 20: bighive.v1.UpdateSchemaResponse
-	(*DropRowsRequest)(nil),            // 21: bighive.v1.DropRowsRequest
-	(*DropRowsResponse)(nil),           // 22: bighive.v1.DropRowsResponse
-	(*ReadModifyWriteRule)(nil),        // 23: bighive.v1.ReadModifyWriteRule
-	(*ReadModifyWriteRowRequest)(nil),  // 24: bighive.v1.ReadModifyWriteRowRequest
-	(*ReadModifyWriteRowResponse)(nil), // 25: bighive.v1.ReadModifyWriteRowResponse
-	(*CheckAndMutateRowRequest)(nil),   // 26: bighive.v1.CheckAndMutateRowRequest
-	(*CheckAndMutateRowResponse)(nil),  // 27: bighive.v1.CheckAndMutateRowResponse
-	(*PurgeFamilyRequest)(nil),         // 28: bighive.v1.PurgeFamilyRequest
-	(*PurgeFamilyResponse)(nil),        // 29: bighive.v1.PurgeFamilyResponse
-	(*SampleRowKeysRequest)(nil),       // 30: bighive.v1.SampleRowKeysRequest
-	(*RowKeySample)(nil),               // 31: bighive.v1.RowKeySample
-	(*SampleRowKeysResponse)(nil),      // 32: bighive.v1.SampleRowKeysResponse
-	(*PingRequest)(nil),                // 33: bighive.v1.PingRequest
-	(*PingResponse)(nil),               // 34: bighive.v1.PingResponse
-	nil,                                // 35: bighive.v1.StatusResponse.CountersEntry
-	(*RowMutation)(nil),                // 36: bighive.v1.RowMutation
-	(*RowStatus)(nil),                  // 37: bighive.v1.RowStatus
-	(*ReadFilter)(nil),                 // 38: bighive.v1.ReadFilter
-	(*Row)(nil),                        // 39: bighive.v1.Row
-	(*RowRange)(nil),                   // 40: bighive.v1.RowRange
-	(*LogPosition)(nil),                // 41: bighive.v1.LogPosition
-	(*TabletAssignment)(nil),           // 42: bighive.v1.TabletAssignment
-	(*TabletUnassignment)(nil),         // 43: bighive.v1.TabletUnassignment
-	(*TableSchema)(nil),                // 44: bighive.v1.TableSchema
-	(*Mutation)(nil),                   // 45: bighive.v1.Mutation
-	(*SetCachePriorityRequest)(nil),    // 46: bighive.v1.SetCachePriorityRequest
-	(*SetCachePriorityResponse)(nil),   // 47: bighive.v1.SetCachePriorityResponse
+	(*MutateRowRequest)(nil),             // 0: bighive.v1.MutateRowRequest
+	(*MutateRowResponse)(nil),            // 1: bighive.v1.MutateRowResponse
+	(*MutateRowsRequest)(nil),            // 2: bighive.v1.MutateRowsRequest
+	(*MutateRowsResponse)(nil),           // 3: bighive.v1.MutateRowsResponse
+	(*ReadRowRequest)(nil),               // 4: bighive.v1.ReadRowRequest
+	(*ReadRowResponse)(nil),              // 5: bighive.v1.ReadRowResponse
+	(*ScanRowsRequest)(nil),              // 6: bighive.v1.ScanRowsRequest
+	(*ScanRowsResponse)(nil),             // 7: bighive.v1.ScanRowsResponse
+	(*CheckpointRequest)(nil),            // 8: bighive.v1.CheckpointRequest
+	(*CheckpointResponse)(nil),           // 9: bighive.v1.CheckpointResponse
+	(*CompactRequest)(nil),               // 10: bighive.v1.CompactRequest
+	(*CompactResponse)(nil),              // 11: bighive.v1.CompactResponse
+	(*SplitRequest)(nil),                 // 12: bighive.v1.SplitRequest
+	(*SplitResponse)(nil),                // 13: bighive.v1.SplitResponse
+	(*StatusRequest)(nil),                // 14: bighive.v1.StatusRequest
+	(*TabletStatus)(nil),                 // 15: bighive.v1.TabletStatus
+	(*StatusResponse)(nil),               // 16: bighive.v1.StatusResponse
+	(*AssignTabletsRequest)(nil),         // 17: bighive.v1.AssignTabletsRequest
+	(*AssignTabletsResponse)(nil),        // 18: bighive.v1.AssignTabletsResponse
+	(*UpdateSchemaRequest)(nil),          // 19: bighive.v1.UpdateSchemaRequest
+	(*UpdateSchemaResponse)(nil),         // 20: bighive.v1.UpdateSchemaResponse
+	(*DropRowsRequest)(nil),              // 21: bighive.v1.DropRowsRequest
+	(*DropRowsResponse)(nil),             // 22: bighive.v1.DropRowsResponse
+	(*ReadModifyWriteRule)(nil),          // 23: bighive.v1.ReadModifyWriteRule
+	(*ReadModifyWriteRowRequest)(nil),    // 24: bighive.v1.ReadModifyWriteRowRequest
+	(*ReadModifyWriteRowResponse)(nil),   // 25: bighive.v1.ReadModifyWriteRowResponse
+	(*CheckAndMutateRowRequest)(nil),     // 26: bighive.v1.CheckAndMutateRowRequest
+	(*CheckAndMutateRowResponse)(nil),    // 27: bighive.v1.CheckAndMutateRowResponse
+	(*PurgeFamilyRequest)(nil),           // 28: bighive.v1.PurgeFamilyRequest
+	(*PurgeFamilyResponse)(nil),          // 29: bighive.v1.PurgeFamilyResponse
+	(*SampleRowKeysRequest)(nil),         // 30: bighive.v1.SampleRowKeysRequest
+	(*RowKeySample)(nil),                 // 31: bighive.v1.RowKeySample
+	(*SampleRowKeysResponse)(nil),        // 32: bighive.v1.SampleRowKeysResponse
+	(*PingRequest)(nil),                  // 33: bighive.v1.PingRequest
+	(*PingResponse)(nil),                 // 34: bighive.v1.PingResponse
+	(*BatchCommandsRequest)(nil),         // 35: bighive.v1.BatchCommandsRequest
+	(*BatchCommandsResponse)(nil),        // 36: bighive.v1.BatchCommandsResponse
+	nil,                                  // 37: bighive.v1.StatusResponse.CountersEntry
+	(*BatchCommandsRequest_Command)(nil), // 38: bighive.v1.BatchCommandsRequest.Command
+	(*BatchCommandsResponse_Result)(nil), // 39: bighive.v1.BatchCommandsResponse.Result
+	(*RowMutation)(nil),                  // 40: bighive.v1.RowMutation
+	(*RowStatus)(nil),                    // 41: bighive.v1.RowStatus
+	(*ReadFilter)(nil),                   // 42: bighive.v1.ReadFilter
+	(*Row)(nil),                          // 43: bighive.v1.Row
+	(*RowRange)(nil),                     // 44: bighive.v1.RowRange
+	(*LogPosition)(nil),                  // 45: bighive.v1.LogPosition
+	(*TabletAssignment)(nil),             // 46: bighive.v1.TabletAssignment
+	(*TabletUnassignment)(nil),           // 47: bighive.v1.TabletUnassignment
+	(*TableSchema)(nil),                  // 48: bighive.v1.TableSchema
+	(*Mutation)(nil),                     // 49: bighive.v1.Mutation
+	(*SetCachePriorityRequest)(nil),      // 50: bighive.v1.SetCachePriorityRequest
+	(*SetCachePriorityResponse)(nil),     // 51: bighive.v1.SetCachePriorityResponse
 }
 var file_bighivepb_tserver_proto_depIdxs = []int32{
-	36, // 0: bighive.v1.MutateRowRequest.row:type_name -> bighive.v1.RowMutation
-	36, // 1: bighive.v1.MutateRowsRequest.rows:type_name -> bighive.v1.RowMutation
-	37, // 2: bighive.v1.MutateRowsResponse.statuses:type_name -> bighive.v1.RowStatus
-	38, // 3: bighive.v1.ReadRowRequest.filter:type_name -> bighive.v1.ReadFilter
-	39, // 4: bighive.v1.ReadRowResponse.row:type_name -> bighive.v1.Row
-	40, // 5: bighive.v1.ScanRowsRequest.range:type_name -> bighive.v1.RowRange
-	38, // 6: bighive.v1.ScanRowsRequest.filter:type_name -> bighive.v1.ReadFilter
-	40, // 7: bighive.v1.ScanRowsRequest.ranges:type_name -> bighive.v1.RowRange
-	39, // 8: bighive.v1.ScanRowsResponse.rows:type_name -> bighive.v1.Row
-	40, // 9: bighive.v1.TabletStatus.range:type_name -> bighive.v1.RowRange
+	40, // 0: bighive.v1.MutateRowRequest.row:type_name -> bighive.v1.RowMutation
+	40, // 1: bighive.v1.MutateRowsRequest.rows:type_name -> bighive.v1.RowMutation
+	41, // 2: bighive.v1.MutateRowsResponse.statuses:type_name -> bighive.v1.RowStatus
+	42, // 3: bighive.v1.ReadRowRequest.filter:type_name -> bighive.v1.ReadFilter
+	43, // 4: bighive.v1.ReadRowResponse.row:type_name -> bighive.v1.Row
+	44, // 5: bighive.v1.ScanRowsRequest.range:type_name -> bighive.v1.RowRange
+	42, // 6: bighive.v1.ScanRowsRequest.filter:type_name -> bighive.v1.ReadFilter
+	44, // 7: bighive.v1.ScanRowsRequest.ranges:type_name -> bighive.v1.RowRange
+	43, // 8: bighive.v1.ScanRowsResponse.rows:type_name -> bighive.v1.Row
+	44, // 9: bighive.v1.TabletStatus.range:type_name -> bighive.v1.RowRange
 	15, // 10: bighive.v1.StatusResponse.tablets:type_name -> bighive.v1.TabletStatus
-	41, // 11: bighive.v1.StatusResponse.log_position:type_name -> bighive.v1.LogPosition
-	35, // 12: bighive.v1.StatusResponse.counters:type_name -> bighive.v1.StatusResponse.CountersEntry
-	42, // 13: bighive.v1.AssignTabletsRequest.assign:type_name -> bighive.v1.TabletAssignment
-	43, // 14: bighive.v1.AssignTabletsRequest.unassign:type_name -> bighive.v1.TabletUnassignment
-	44, // 15: bighive.v1.UpdateSchemaRequest.schema:type_name -> bighive.v1.TableSchema
-	40, // 16: bighive.v1.DropRowsRequest.range:type_name -> bighive.v1.RowRange
+	45, // 11: bighive.v1.StatusResponse.log_position:type_name -> bighive.v1.LogPosition
+	37, // 12: bighive.v1.StatusResponse.counters:type_name -> bighive.v1.StatusResponse.CountersEntry
+	46, // 13: bighive.v1.AssignTabletsRequest.assign:type_name -> bighive.v1.TabletAssignment
+	47, // 14: bighive.v1.AssignTabletsRequest.unassign:type_name -> bighive.v1.TabletUnassignment
+	48, // 15: bighive.v1.UpdateSchemaRequest.schema:type_name -> bighive.v1.TableSchema
+	44, // 16: bighive.v1.DropRowsRequest.range:type_name -> bighive.v1.RowRange
 	23, // 17: bighive.v1.ReadModifyWriteRowRequest.rules:type_name -> bighive.v1.ReadModifyWriteRule
-	39, // 18: bighive.v1.ReadModifyWriteRowResponse.row:type_name -> bighive.v1.Row
-	45, // 19: bighive.v1.CheckAndMutateRowRequest.true_mutations:type_name -> bighive.v1.Mutation
-	45, // 20: bighive.v1.CheckAndMutateRowRequest.false_mutations:type_name -> bighive.v1.Mutation
-	44, // 21: bighive.v1.PurgeFamilyRequest.schema:type_name -> bighive.v1.TableSchema
+	43, // 18: bighive.v1.ReadModifyWriteRowResponse.row:type_name -> bighive.v1.Row
+	49, // 19: bighive.v1.CheckAndMutateRowRequest.true_mutations:type_name -> bighive.v1.Mutation
+	49, // 20: bighive.v1.CheckAndMutateRowRequest.false_mutations:type_name -> bighive.v1.Mutation
+	48, // 21: bighive.v1.PurgeFamilyRequest.schema:type_name -> bighive.v1.TableSchema
 	31, // 22: bighive.v1.SampleRowKeysResponse.samples:type_name -> bighive.v1.RowKeySample
-	0,  // 23: bighive.v1.TServer.MutateRow:input_type -> bighive.v1.MutateRowRequest
-	2,  // 24: bighive.v1.TServer.MutateRows:input_type -> bighive.v1.MutateRowsRequest
-	4,  // 25: bighive.v1.TServer.ReadRow:input_type -> bighive.v1.ReadRowRequest
-	6,  // 26: bighive.v1.TServer.ScanRows:input_type -> bighive.v1.ScanRowsRequest
-	8,  // 27: bighive.v1.TServer.Checkpoint:input_type -> bighive.v1.CheckpointRequest
-	10, // 28: bighive.v1.TServer.Compact:input_type -> bighive.v1.CompactRequest
-	12, // 29: bighive.v1.TServer.Split:input_type -> bighive.v1.SplitRequest
-	14, // 30: bighive.v1.TServer.Status:input_type -> bighive.v1.StatusRequest
-	17, // 31: bighive.v1.TServer.AssignTablets:input_type -> bighive.v1.AssignTabletsRequest
-	46, // 32: bighive.v1.TServer.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
-	19, // 33: bighive.v1.TServer.UpdateSchema:input_type -> bighive.v1.UpdateSchemaRequest
-	21, // 34: bighive.v1.TServer.DropRows:input_type -> bighive.v1.DropRowsRequest
-	24, // 35: bighive.v1.TServer.ReadModifyWriteRow:input_type -> bighive.v1.ReadModifyWriteRowRequest
-	26, // 36: bighive.v1.TServer.CheckAndMutateRow:input_type -> bighive.v1.CheckAndMutateRowRequest
-	28, // 37: bighive.v1.TServer.PurgeFamily:input_type -> bighive.v1.PurgeFamilyRequest
-	30, // 38: bighive.v1.TServer.SampleRowKeys:input_type -> bighive.v1.SampleRowKeysRequest
-	33, // 39: bighive.v1.TServer.Ping:input_type -> bighive.v1.PingRequest
-	1,  // 40: bighive.v1.TServer.MutateRow:output_type -> bighive.v1.MutateRowResponse
-	3,  // 41: bighive.v1.TServer.MutateRows:output_type -> bighive.v1.MutateRowsResponse
-	5,  // 42: bighive.v1.TServer.ReadRow:output_type -> bighive.v1.ReadRowResponse
-	7,  // 43: bighive.v1.TServer.ScanRows:output_type -> bighive.v1.ScanRowsResponse
-	9,  // 44: bighive.v1.TServer.Checkpoint:output_type -> bighive.v1.CheckpointResponse
-	11, // 45: bighive.v1.TServer.Compact:output_type -> bighive.v1.CompactResponse
-	13, // 46: bighive.v1.TServer.Split:output_type -> bighive.v1.SplitResponse
-	16, // 47: bighive.v1.TServer.Status:output_type -> bighive.v1.StatusResponse
-	18, // 48: bighive.v1.TServer.AssignTablets:output_type -> bighive.v1.AssignTabletsResponse
-	47, // 49: bighive.v1.TServer.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
-	20, // 50: bighive.v1.TServer.UpdateSchema:output_type -> bighive.v1.UpdateSchemaResponse
-	22, // 51: bighive.v1.TServer.DropRows:output_type -> bighive.v1.DropRowsResponse
-	25, // 52: bighive.v1.TServer.ReadModifyWriteRow:output_type -> bighive.v1.ReadModifyWriteRowResponse
-	27, // 53: bighive.v1.TServer.CheckAndMutateRow:output_type -> bighive.v1.CheckAndMutateRowResponse
-	29, // 54: bighive.v1.TServer.PurgeFamily:output_type -> bighive.v1.PurgeFamilyResponse
-	32, // 55: bighive.v1.TServer.SampleRowKeys:output_type -> bighive.v1.SampleRowKeysResponse
-	34, // 56: bighive.v1.TServer.Ping:output_type -> bighive.v1.PingResponse
-	40, // [40:57] is the sub-list for method output_type
-	23, // [23:40] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	38, // 23: bighive.v1.BatchCommandsRequest.commands:type_name -> bighive.v1.BatchCommandsRequest.Command
+	39, // 24: bighive.v1.BatchCommandsResponse.results:type_name -> bighive.v1.BatchCommandsResponse.Result
+	0,  // 25: bighive.v1.BatchCommandsRequest.Command.mutate_row:type_name -> bighive.v1.MutateRowRequest
+	4,  // 26: bighive.v1.BatchCommandsRequest.Command.read_row:type_name -> bighive.v1.ReadRowRequest
+	41, // 27: bighive.v1.BatchCommandsResponse.Result.status:type_name -> bighive.v1.RowStatus
+	5,  // 28: bighive.v1.BatchCommandsResponse.Result.read_row:type_name -> bighive.v1.ReadRowResponse
+	0,  // 29: bighive.v1.TServer.MutateRow:input_type -> bighive.v1.MutateRowRequest
+	2,  // 30: bighive.v1.TServer.MutateRows:input_type -> bighive.v1.MutateRowsRequest
+	4,  // 31: bighive.v1.TServer.ReadRow:input_type -> bighive.v1.ReadRowRequest
+	6,  // 32: bighive.v1.TServer.ScanRows:input_type -> bighive.v1.ScanRowsRequest
+	8,  // 33: bighive.v1.TServer.Checkpoint:input_type -> bighive.v1.CheckpointRequest
+	10, // 34: bighive.v1.TServer.Compact:input_type -> bighive.v1.CompactRequest
+	12, // 35: bighive.v1.TServer.Split:input_type -> bighive.v1.SplitRequest
+	14, // 36: bighive.v1.TServer.Status:input_type -> bighive.v1.StatusRequest
+	17, // 37: bighive.v1.TServer.AssignTablets:input_type -> bighive.v1.AssignTabletsRequest
+	50, // 38: bighive.v1.TServer.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
+	19, // 39: bighive.v1.TServer.UpdateSchema:input_type -> bighive.v1.UpdateSchemaRequest
+	21, // 40: bighive.v1.TServer.DropRows:input_type -> bighive.v1.DropRowsRequest
+	24, // 41: bighive.v1.TServer.ReadModifyWriteRow:input_type -> bighive.v1.ReadModifyWriteRowRequest
+	26, // 42: bighive.v1.TServer.CheckAndMutateRow:input_type -> bighive.v1.CheckAndMutateRowRequest
+	28, // 43: bighive.v1.TServer.PurgeFamily:input_type -> bighive.v1.PurgeFamilyRequest
+	30, // 44: bighive.v1.TServer.SampleRowKeys:input_type -> bighive.v1.SampleRowKeysRequest
+	33, // 45: bighive.v1.TServer.Ping:input_type -> bighive.v1.PingRequest
+	35, // 46: bighive.v1.TServer.BatchCommands:input_type -> bighive.v1.BatchCommandsRequest
+	1,  // 47: bighive.v1.TServer.MutateRow:output_type -> bighive.v1.MutateRowResponse
+	3,  // 48: bighive.v1.TServer.MutateRows:output_type -> bighive.v1.MutateRowsResponse
+	5,  // 49: bighive.v1.TServer.ReadRow:output_type -> bighive.v1.ReadRowResponse
+	7,  // 50: bighive.v1.TServer.ScanRows:output_type -> bighive.v1.ScanRowsResponse
+	9,  // 51: bighive.v1.TServer.Checkpoint:output_type -> bighive.v1.CheckpointResponse
+	11, // 52: bighive.v1.TServer.Compact:output_type -> bighive.v1.CompactResponse
+	13, // 53: bighive.v1.TServer.Split:output_type -> bighive.v1.SplitResponse
+	16, // 54: bighive.v1.TServer.Status:output_type -> bighive.v1.StatusResponse
+	18, // 55: bighive.v1.TServer.AssignTablets:output_type -> bighive.v1.AssignTabletsResponse
+	51, // 56: bighive.v1.TServer.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
+	20, // 57: bighive.v1.TServer.UpdateSchema:output_type -> bighive.v1.UpdateSchemaResponse
+	22, // 58: bighive.v1.TServer.DropRows:output_type -> bighive.v1.DropRowsResponse
+	25, // 59: bighive.v1.TServer.ReadModifyWriteRow:output_type -> bighive.v1.ReadModifyWriteRowResponse
+	27, // 60: bighive.v1.TServer.CheckAndMutateRow:output_type -> bighive.v1.CheckAndMutateRowResponse
+	29, // 61: bighive.v1.TServer.PurgeFamily:output_type -> bighive.v1.PurgeFamilyResponse
+	32, // 62: bighive.v1.TServer.SampleRowKeys:output_type -> bighive.v1.SampleRowKeysResponse
+	34, // 63: bighive.v1.TServer.Ping:output_type -> bighive.v1.PingResponse
+	36, // 64: bighive.v1.TServer.BatchCommands:output_type -> bighive.v1.BatchCommandsResponse
+	47, // [47:65] is the sub-list for method output_type
+	29, // [29:47] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_bighivepb_tserver_proto_init() }
@@ -2289,13 +2564,17 @@ func file_bighivepb_tserver_proto_init() {
 		(*ReadModifyWriteRule_AppendValue)(nil),
 		(*ReadModifyWriteRule_IncrementAmount)(nil),
 	}
+	file_bighivepb_tserver_proto_msgTypes[38].OneofWrappers = []any{
+		(*BatchCommandsRequest_Command_MutateRow)(nil),
+		(*BatchCommandsRequest_Command_ReadRow)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bighivepb_tserver_proto_rawDesc), len(file_bighivepb_tserver_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   36,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -40,6 +40,7 @@ const (
 	TServer_PurgeFamily_FullMethodName        = "/bighive.v1.TServer/PurgeFamily"
 	TServer_SampleRowKeys_FullMethodName      = "/bighive.v1.TServer/SampleRowKeys"
 	TServer_Ping_FullMethodName               = "/bighive.v1.TServer/Ping"
+	TServer_BatchCommands_FullMethodName      = "/bighive.v1.TServer/BatchCommands"
 )
 
 // TServerClient is the client API for TServer service.
@@ -90,6 +91,13 @@ type TServerClient interface {
 	// client's connection, which the bench measures every other call
 	// against. It touches no tablet and checks no lease.
 	Ping(ctx context.Context, in *PingRequest, opts ...grpc.CallOption) (*PingResponse, error)
+	// The batch stream, on the model of TiKV's BatchCommands: one long-lived
+	// stream per client connection carries many MutateRow and ReadRow
+	// requests, each tagged with an id, and their results, in batches. The
+	// tserver runs a message's writes as one batch write per tablet (one
+	// WAL group commit) and its reads concurrently, and answers each command
+	// once, with the status the unary call would have returned.
+	BatchCommands(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[BatchCommandsRequest, BatchCommandsResponse], error)
 }
 
 type tServerClient struct {
@@ -279,6 +287,19 @@ func (c *tServerClient) Ping(ctx context.Context, in *PingRequest, opts ...grpc.
 	return out, nil
 }
 
+func (c *tServerClient) BatchCommands(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[BatchCommandsRequest, BatchCommandsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &TServer_ServiceDesc.Streams[1], TServer_BatchCommands_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[BatchCommandsRequest, BatchCommandsResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type TServer_BatchCommandsClient = grpc.BidiStreamingClient[BatchCommandsRequest, BatchCommandsResponse]
+
 // TServerServer is the server API for TServer service.
 // All implementations must embed UnimplementedTServerServer
 // for forward compatibility.
@@ -327,6 +348,13 @@ type TServerServer interface {
 	// client's connection, which the bench measures every other call
 	// against. It touches no tablet and checks no lease.
 	Ping(context.Context, *PingRequest) (*PingResponse, error)
+	// The batch stream, on the model of TiKV's BatchCommands: one long-lived
+	// stream per client connection carries many MutateRow and ReadRow
+	// requests, each tagged with an id, and their results, in batches. The
+	// tserver runs a message's writes as one batch write per tablet (one
+	// WAL group commit) and its reads concurrently, and answers each command
+	// once, with the status the unary call would have returned.
+	BatchCommands(grpc.BidiStreamingServer[BatchCommandsRequest, BatchCommandsResponse]) error
 	mustEmbedUnimplementedTServerServer()
 }
 
@@ -387,6 +415,9 @@ func (UnimplementedTServerServer) SampleRowKeys(context.Context, *SampleRowKeysR
 }
 func (UnimplementedTServerServer) Ping(context.Context, *PingRequest) (*PingResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Ping not implemented")
+}
+func (UnimplementedTServerServer) BatchCommands(grpc.BidiStreamingServer[BatchCommandsRequest, BatchCommandsResponse]) error {
+	return status.Error(codes.Unimplemented, "method BatchCommands not implemented")
 }
 func (UnimplementedTServerServer) mustEmbedUnimplementedTServerServer() {}
 func (UnimplementedTServerServer) testEmbeddedByValue()                 {}
@@ -708,6 +739,13 @@ func _TServer_Ping_Handler(srv interface{}, ctx context.Context, dec func(interf
 	return interceptor(ctx, in, info, handler)
 }
 
+func _TServer_BatchCommands_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(TServerServer).BatchCommands(&grpc.GenericServerStream[BatchCommandsRequest, BatchCommandsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type TServer_BatchCommandsServer = grpc.BidiStreamingServer[BatchCommandsRequest, BatchCommandsResponse]
+
 // TServer_ServiceDesc is the grpc.ServiceDesc for TServer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -785,6 +823,12 @@ var TServer_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "ScanRows",
 			Handler:       _TServer_ScanRows_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "BatchCommands",
+			Handler:       _TServer_BatchCommands_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
 		},
 	},
 	Metadata: "bighivepb/tserver.proto",
