@@ -93,9 +93,9 @@ var masterPage = obs.NewPage("master", `{{define "title"}}Bighive master {{.ID}}
 {{range .Tables}}<h3 id="table-{{.Name}}">{{.Name}}: <span class="tablet-count">{{len .Tablets}} tablets</span></h3>
 <div class="scroll"><table>
 <tr><th>tablet</th><th>start</th><th>end</th><th>state</th><th>tserver</th><th>epoch</th><th>size</th></tr>
-{{range .Tablets}}<tr><td>{{.ID}}</td><td>{{.Start}}</td><td>{{.End}}</td><td>{{.State}}</td>
+{{range .Tablets}}<tr class="tablet" id="tablet-{{.ID}}"><td>{{.ID}}</td><td>{{.Start}}</td><td>{{.End}}</td><td>{{.State}}</td>
 <td>{{if .TServerHTTP}}<a href="http://{{.TServerHTTP}}/">{{.TServer}}</a>{{else}}{{.TServer}}{{end}}</td>
-<td class="n">{{.Epoch}}</td><td class="n">{{if ge .Size 0}}{{.Size}} B ({{bytes .Size}}){{else}}-{{end}}</td></tr>
+<td class="n">{{.Epoch}}</td><td class="n size">{{if ge .Size 0}}{{.Size}} B ({{bytes .Size}}){{else}}-{{end}}</td></tr>
 {{end}}</table></div>
 {{end}}
 

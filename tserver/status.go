@@ -66,11 +66,11 @@ var tserverPage = obs.NewPage("tserver", `{{define "title"}}Bighive tserver {{.U
 {{with .Err}}<p class="bad">{{.}}</p>{{end}}
 
 <h2>Tablets ({{len .Tablets}}), write buffers {{bytes .BufferBytes}}</h2>
-<div class="scroll"><table>
+<div class="scroll"><table id="tserver-tablets">
 <tr><th>tablet</th><th>table</th><th>start</th><th>end</th><th>epoch</th><th>state</th><th>buffer</th><th>TSFiles</th><th>TSFile bytes</th><th>rows in files</th></tr>
-{{range .Tablets}}<tr><td>{{.ID}}</td><td>{{.Table}}</td><td>{{.Start}}</td><td>{{.End}}</td><td class="n">{{.Epoch}}</td>
-<td>{{if .Serving}}serving{{else}}loading{{end}}</td><td class="n">{{.BufferBytes}} B</td><td class="n">{{.Files}}</td>
-<td class="n">{{.FileBytes}} B ({{bytes .FileBytes}})</td><td class="n">{{.Rows}}</td></tr>
+{{range .Tablets}}<tr class="tablet" id="tablet-{{.ID}}"><td>{{.ID}}</td><td>{{.Table}}</td><td>{{.Start}}</td><td>{{.End}}</td><td class="n">{{.Epoch}}</td>
+<td>{{if .Serving}}serving{{else}}loading{{end}}</td><td class="n buffer">{{.BufferBytes}} B</td><td class="n">{{.Files}}</td>
+<td class="n tsfile-bytes">{{.FileBytes}} B ({{bytes .FileBytes}})</td><td class="n">{{.Rows}}</td></tr>
 {{else}}<tr><td colspan="10">none</td></tr>
 {{end}}</table></div>
 
