@@ -9,8 +9,8 @@ import (
 // page: at most one checkpoint and one compaction run at a time.
 type Running struct {
 	// Checkpoint is true while a checkpoint runs (from step 1, once no
-	// split runs, to its end); Step is the last step it began (0: none
-	// yet) and CheckpointSince when it began.
+	// split runs, to its end); Step is the last of its seven steps that
+	// finished (0: none yet) and CheckpointSince when it began.
 	Checkpoint      bool
 	Step            int
 	CheckpointSince time.Time

@@ -3,7 +3,6 @@ package e2e_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -177,7 +176,7 @@ func TestStatusPagesInBrowser(t *testing.T) {
 	if want := "http://" + c.MasterHTTPAddr(0) + "/"; masterHref.Value != want {
 		t.Errorf("tserver page links to the master at %q, want %q", masterHref.Value, want)
 	}
-	if os.Getenv("BIGHIVE_STATUS_DUMP") != "" {
+	if t.Failed() {
 		t.Logf("master page:\n%s\ntserver page:\n%s", masterText, tsText)
 	}
 }

@@ -165,7 +165,7 @@ func (s *Server) statusPage() *StatusPage {
 
 	run := s.eng.coord.Running()
 	if run.Checkpoint {
-		p.Running = append(p.Running, fmt.Sprintf("checkpoint at step %d of 7, for %s", run.Step,
+		p.Running = append(p.Running, fmt.Sprintf("checkpoint running for %[2]s, step %[1]d of 7 done", run.Step,
 			now.Sub(run.CheckpointSince).Round(time.Millisecond)))
 	}
 	if run.Compaction != "" {
