@@ -46,7 +46,9 @@ func attr(n *html.Node, key string) string {
 	return ""
 }
 
-func byID(id string) func(*html.Node) bool { return func(n *html.Node) bool { return attr(n, "id") == id } }
+func byID(id string) func(*html.Node) bool {
+	return func(n *html.Node) bool { return attr(n, "id") == id }
+}
 
 // text is the text under n, as a browser shows it (entities decoded).
 func text(n *html.Node) string {

@@ -59,7 +59,9 @@ func text(n *html.Node) string {
 // cellBytes reads a "1234 B ..." cell of class class in row.
 func cellBytes(t *testing.T, row *html.Node, class string) int64 {
 	t.Helper()
-	cells := find(row, func(n *html.Node) bool { return n.Data == "td" && strings.Contains(" "+attr(n, "class")+" ", " "+class+" ") })
+	cells := find(row, func(n *html.Node) bool {
+		return n.Data == "td" && strings.Contains(" "+attr(n, "class")+" ", " "+class+" ")
+	})
 	if len(cells) != 1 {
 		t.Fatalf("row has %d %s cells", len(cells), class)
 	}
