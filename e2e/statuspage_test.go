@@ -132,9 +132,12 @@ func TestStatusPagesInBrowser(t *testing.T) {
 		t.Fatalf("tablet %s is on %q, which is no tserver of the cluster", target.ID, target.TServer)
 	}
 	link := chromedp.CSS(`[id="tablet-` + target.ID + `"] a`)
-	href, err := chromedp.Run(bctx, chromedp.AttributeValue(link, "href"))
+	qctx, qcancel := context.WithTimeout(bctx, 15*time.Second) // a query waits for its element to appear
+	href, err := chromedp.Run(qctx, chromedp.AttributeValue(link, "href"))
+	qcancel()
 	if err != nil {
-		t.Fatalf("master page: the tserver link of tablet %s: %v", target.ID, err)
+		t.Fatalf("master page: no link to the tserver of tablet %s (does registration carry its HTTP address?): %v\n%s",
+			target.ID, err, masterText)
 	}
 	if err := chromedp.Do(bctx, chromedp.Click(link), chromedp.WaitVisible(chromedp.CSS(`#tserver-tablets`))); err != nil {
 		t.Fatalf("follow the tserver link %q of tablet %s: %v", href.Value, target.ID, err)
