@@ -125,6 +125,7 @@ func (c *Coordinator) Compact(ctx context.Context, t Tablet, major bool) error {
 	}
 	c.compactMu.Lock()
 	defer c.compactMu.Unlock()
+	defer c.running.beginCompaction(t.ID(), major)()
 	start := time.Now()
 	files := t.Files()
 	if !major {

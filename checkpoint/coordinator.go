@@ -158,6 +158,8 @@ type Coordinator struct {
 
 	statsMu sync.Mutex
 	stats   Stats
+
+	running running // running.go: what the status page shows as running
 }
 
 // tabletState is what the coordinator remembers of a tablet between
@@ -312,10 +314,12 @@ func (c *Coordinator) beginCheckpoint(ctx context.Context) error {
 	c.ckptWant--
 	c.ckptBusy = true
 	c.splitMu.Unlock()
+	c.running.beginCheckpoint()
 	return nil
 }
 
 func (c *Coordinator) endCheckpoint() {
+	c.running.endCheckpoint()
 	c.splitMu.Lock()
 	c.ckptBusy = false
 	c.changedLocked()
@@ -599,6 +603,7 @@ func (c *Coordinator) commit(ctx context.Context, ups []Update, tabs []Tablet) (
 }
 
 func (c *Coordinator) step(n int) error {
+	c.running.setStep(n)
 	if c.opts.hook == nil {
 		return nil
 	}

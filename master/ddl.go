@@ -32,6 +32,7 @@ func (m *Master) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (*
 	}
 	ls.poke()
 	m.log.Info("table created", "table", req.Schema.Name, "tablets", len(res.Tablets))
+	m.events.add("table", "table %s created with %d tablets", req.Schema.Name, len(res.Tablets))
 	return &pb.CreateTableResponse{Table: &pb.TableInfo{Schema: req.Schema, TabletCount: int32(len(res.Tablets)),
 		CachePriority: pb.CachePriority_CACHE_PRIORITY_MEDIUM}}, nil
 }
@@ -59,6 +60,7 @@ func (m *Master) DeleteTable(ctx context.Context, req *pb.DeleteTableRequest) (*
 	}
 	ls.mu.Unlock()
 	m.log.Info("table deleted", "table", req.Name, "tablets", len(res.Tablets))
+	m.events.add("table", "table %s deleted (%d tablets)", req.Name, len(res.Tablets))
 	return &pb.DeleteTableResponse{}, nil
 }
 

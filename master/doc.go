@@ -89,4 +89,11 @@
 //
 // Log splitting of dead tservers' logs before their tablets are assigned
 // again, and garbage collection of recovery files: logsplit.go.
+//
+// The status page at "/" of the HTTP port (status.go) reads this master's
+// raft and metadata copy, and on the leader its session (leases, reported
+// sizes). Recent events (leadership, registrations, tservers declared
+// dead, recoveries, moves, splits, table creation) go to a bounded
+// in-memory ring (events.go) that only a leader session records into; it
+// is neither persisted nor replicated.
 package master

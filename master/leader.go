@@ -86,6 +86,7 @@ func (m *Master) runLeader(ctx context.Context) {
 	m.setLeader(ls)
 	defer m.setLeader(nil)
 	m.log.Info("leader ready", "catch_up", time.Since(began), "tservers", len(tservers))
+	m.events.add("leader", "%s became the ready leader (catch-up %s, %d tservers)", m.cfg.ID, time.Since(began).Round(time.Millisecond), len(tservers))
 
 	t := time.NewTicker(m.cfg.TickInterval)
 	defer t.Stop()
@@ -140,6 +141,7 @@ func (ls *leaderState) tick(ctx context.Context) {
 		if !l.dead && ls.expired(l, now) {
 			l.dead = true
 			m.log.Warn("tserver lease expired; declaring it dead", "tserver", u, "last_heartbeat", l.last)
+			m.events.add("tserver", "tserver %s declared dead: lease expired (last heartbeat %s)", u, l.last.UTC().Format(time.RFC3339Nano))
 		}
 		if l.dead {
 			dead = append(dead, u)
@@ -166,6 +168,7 @@ func (ls *leaderState) tick(ctx context.Context) {
 			return
 		}
 		m.log.Info("unassigned tablets of dead tservers", "tablets", res.Applied, "tservers", dead)
+		m.events.add("recovery", "%d tablets of dead tservers %v unassigned for recovery", res.Applied, dead)
 	}
 
 	// 2. Moves whose old owner stopped (or died): assign to the new owner.
@@ -190,6 +193,9 @@ func (ls *leaderState) tick(ctx context.Context) {
 			return
 		}
 		m.log.Info("moved tablets", "tablets", res.Applied)
+		for _, it := range items {
+			m.events.add("move", "tablet %s assigned to %s (end of a move)", it.TabletId, it.TserverUuid)
+		}
 	}
 
 	// 3. Unassigned tablets to the least loaded live tservers, once their
@@ -271,5 +277,6 @@ func (ls *leaderState) tick(ctx context.Context) {
 	for _, pm := range planMoves(movable, live, counts, budget) {
 		ls.moves[pm.tablet] = &move{tablet: pm.tablet, epoch: tabEpoch[pm.tablet], from: pm.from, to: pm.to}
 		m.log.Info("rebalancing: moving tablet", "tablet", pm.tablet, "from", pm.from, "to", pm.to)
+		m.events.add("move", "tablet %s moving from %s to %s (rebalancing)", pm.tablet, pm.from, pm.to)
 	}
 }

@@ -356,6 +356,8 @@ func (m *Master) ReportLogSplit(ctx context.Context, req *pb.ReportLogSplitReque
 	if ls.splits.plans[p.prefix] == p {
 		delete(ls.splits.plans, p.prefix)
 	}
+	m.events.add("recovery", "log split of %s done: %d tablets, %d tasks, took %s", p.prefix, len(p.tablets), len(p.tasks),
+		now.Sub(p.began).Round(time.Millisecond))
 	m.log.Info("log split done", "prefix", p.prefix, "tablets", len(p.tablets), "applied", res.Applied, "tasks", len(p.tasks),
 		"recovery_files", files, "bytes_read", p.bytesRead, "took", now.Sub(p.began))
 	ls.poke()

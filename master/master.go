@@ -36,6 +36,7 @@ type Master struct {
 	metrics  *metrics
 	health   *obs.Health
 	http     *obs.HTTPServer
+	events   eventRing // recent events for the status page
 
 	notify chan bool
 	stop   chan struct{}
@@ -111,6 +112,7 @@ func Start(cfg Config, lis net.Listener) (*Master, error) {
 			_ = node.Close()
 			return nil, fmt.Errorf("master: %w", err)
 		}
+		m.http.Handle("/", m.StatusHandler())
 	}
 
 	m.wg.Add(3)

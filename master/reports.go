@@ -104,6 +104,7 @@ func (m *Master) ReportSplit(ctx context.Context, req *pb.ReportSplitRequest) (*
 	ls.mu.Unlock()
 	ls.poke()
 	m.log.Info("tablet split", "parent", req.ParentTabletId, "children", len(res.Tablets))
+	m.events.add("split", "tablet %s split into %d children", req.ParentTabletId, len(res.Tablets))
 	return &pb.ReportSplitResponse{Children: res.Tablets}, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"bighive/internal/apierr"
+	"bighive/internal/obs"
 	"bighive/meta"
 	pb "bighive/proto/bighivepb"
 	spb "bighive/proto/storagepb"
@@ -40,7 +41,7 @@ func (m *Master) RegisterTServer(ctx context.Context, req *pb.RegisterTServerReq
 	}
 	res, err := m.apply(ctx, &spb.MetaCommand{Cmd: &spb.MetaCommand_RegisterTserver{RegisterTserver: &spb.MetaRegisterTServer{
 		Tserver: &spb.MetaTServer{Uuid: req.Uuid, Address: req.Address, Incarnation: req.Incarnation,
-			WalPrefix: req.WalPrefix, BlockStoreUuid: req.BlockStoreUuid}}}})
+			WalPrefix: req.WalPrefix, BlockStoreUuid: req.BlockStoreUuid, HttpAddress: req.HttpAddress}}}})
 	if err != nil {
 		return nil, err
 	}
@@ -64,6 +65,8 @@ func (m *Master) RegisterTServer(ctx context.Context, req *pb.RegisterTServerReq
 	}
 	ls.mu.Unlock()
 	ls.poke()
+	m.events.add("tserver", "tserver %s registered at %s (incarnation %d, %d tablets freed for recovery)", req.Uuid, req.Address,
+		req.Incarnation, len(res.IDs))
 	m.log.Info("tserver registered", "tserver", req.Uuid, "address", req.Address, "incarnation", req.Incarnation,
 		"freed_tablets", len(res.IDs))
 	return &pb.RegisterTServerResponse{
@@ -123,7 +126,7 @@ func (m *Master) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.H
 	if m.cfg.heartbeatHook != nil {
 		m.cfg.heartbeatHook(req)
 	}
-	resp := &pb.HeartbeatResponse{LeaseDurationMicros: m.cfg.Lease.Microseconds()}
+	resp := &pb.HeartbeatResponse{LeaseDurationMicros: m.cfg.Lease.Microseconds(), MasterHttpAddress: obs.AdvertisedHTTPAddr(m.HTTPAddr(), m.grpcAddr)}
 
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
@@ -237,7 +240,7 @@ func (m *Master) ListTServers(ctx context.Context, req *pb.ListTServersRequest) 
 		for _, ts := range all {
 			counts[ts.Uuid] = len(r.TabletIDsOf(ts.Uuid))
 			resp.Tservers = append(resp.Tservers, &pb.TServerInfo{Uuid: ts.Uuid, Address: ts.Address,
-				Incarnation: ts.Incarnation, WalPrefix: ts.WalPrefix, TabletCount: int32(counts[ts.Uuid])})
+				Incarnation: ts.Incarnation, WalPrefix: ts.WalPrefix, TabletCount: int32(counts[ts.Uuid]), HttpAddress: ts.HttpAddress})
 		}
 		return nil
 	})

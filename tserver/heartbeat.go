@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"bighive/internal/obs"
 	pb "bighive/proto/bighivepb"
 )
 
@@ -28,6 +29,7 @@ func (s *Server) register(ctx context.Context) error {
 			Incarnation:    s.incarnation,
 			WalPrefix:      s.prefix,
 			BlockStoreUuid: s.uuid,
+			HttpAddress:    obs.AdvertisedHTTPAddr(s.HTTPAddr(), s.addr),
 		})
 		if err != nil {
 			return err
@@ -117,6 +119,7 @@ func (s *Server) heartbeat(ctx context.Context) (reregister bool) {
 		s.incarnation = nextIncarnation(s.incarnation)
 		return true
 	}
+	s.masterHTTP.Store(resp.MasterHttpAddress)
 	// Tablets the master moved away go before the lease is renewed, so a
 	// client holding an old epoch is never served after the reassignment.
 	s.applyAssignments(ctx, nil, resp.Unassign)

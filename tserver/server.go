@@ -126,6 +126,7 @@ type Server struct {
 	http           *obs.HTTPServer
 	heartbeatEvery atomic.Int64 // nanoseconds
 	heartbeatNow   chan struct{}
+	masterHTTP     atomic.Value // string: the leader's HTTP address from the last heartbeat reply
 
 	tablets registry
 	schemas schemas // schema.go
@@ -244,6 +245,7 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 			s.master.Close()
 			return nil, fmt.Errorf("tserver: %w", err)
 		}
+		s.http.Handle("/", s.StatusHandler())
 	}
 
 	s.ctx, s.cancel = context.WithCancel(context.Background())

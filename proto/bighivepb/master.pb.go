@@ -831,8 +831,10 @@ type TServerInfo struct {
 	LastHeartbeatUnixMicros int64                  `protobuf:"varint,5,opt,name=last_heartbeat_unix_micros,json=lastHeartbeatUnixMicros,proto3" json:"last_heartbeat_unix_micros,omitempty"`
 	TabletCount             int32                  `protobuf:"varint,6,opt,name=tablet_count,json=tabletCount,proto3" json:"tablet_count,omitempty"`
 	WalPrefix               string                 `protobuf:"bytes,7,opt,name=wal_prefix,json=walPrefix,proto3" json:"wal_prefix,omitempty"`
-	unknownFields           protoimpl.UnknownFields
-	sizeCache               protoimpl.SizeCache
+	// The address of its HTTP port, "" when it has none.
+	HttpAddress   string `protobuf:"bytes,8,opt,name=http_address,json=httpAddress,proto3" json:"http_address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TServerInfo) Reset() {
@@ -910,6 +912,13 @@ func (x *TServerInfo) GetTabletCount() int32 {
 func (x *TServerInfo) GetWalPrefix() string {
 	if x != nil {
 		return x.WalPrefix
+	}
+	return ""
+}
+
+func (x *TServerInfo) GetHttpAddress() string {
+	if x != nil {
+		return x.HttpAddress
 	}
 	return ""
 }
@@ -1004,8 +1013,11 @@ type RegisterTServerRequest struct {
 	WalPrefix string `protobuf:"bytes,4,opt,name=wal_prefix,json=walPrefix,proto3" json:"wal_prefix,omitempty"`
 	// The instance UUID of its block store.
 	BlockStoreUuid string `protobuf:"bytes,5,opt,name=block_store_uuid,json=blockStoreUuid,proto3" json:"block_store_uuid,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The address of its HTTP port (metrics and status page), "" without
+	// one: the master's status page links to it.
+	HttpAddress   string `protobuf:"bytes,6,opt,name=http_address,json=httpAddress,proto3" json:"http_address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RegisterTServerRequest) Reset() {
@@ -1069,6 +1081,13 @@ func (x *RegisterTServerRequest) GetWalPrefix() string {
 func (x *RegisterTServerRequest) GetBlockStoreUuid() string {
 	if x != nil {
 		return x.BlockStoreUuid
+	}
+	return ""
+}
+
+func (x *RegisterTServerRequest) GetHttpAddress() string {
+	if x != nil {
+		return x.HttpAddress
 	}
 	return ""
 }
@@ -1569,9 +1588,12 @@ type HeartbeatResponse struct {
 	CachePriorities []*TableCachePriority `protobuf:"bytes,6,rep,name=cache_priorities,json=cachePriorities,proto3" json:"cache_priorities,omitempty"`
 	// Schemas of tables this tserver serves that changed since the last
 	// reply (the master also pushes them at once with TServer.UpdateSchema).
-	Schemas       []*TableSchema `protobuf:"bytes,7,rep,name=schemas,proto3" json:"schemas,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Schemas []*TableSchema `protobuf:"bytes,7,rep,name=schemas,proto3" json:"schemas,omitempty"`
+	// The HTTP address of the answering (leader) master, "" without one: the
+	// tserver's status page links back to it.
+	MasterHttpAddress string `protobuf:"bytes,8,opt,name=master_http_address,json=masterHttpAddress,proto3" json:"master_http_address,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *HeartbeatResponse) Reset() {
@@ -1651,6 +1673,13 @@ func (x *HeartbeatResponse) GetSchemas() []*TableSchema {
 		return x.Schemas
 	}
 	return nil
+}
+
+func (x *HeartbeatResponse) GetMasterHttpAddress() string {
+	if x != nil {
+		return x.MasterHttpAddress
+	}
+	return ""
 }
 
 type ReportTabletLoadRequest struct {
@@ -3192,7 +3221,7 @@ const file_bighivepb_master_proto_rawDesc = "" +
 	"\x05state\x18\x06 \x01(\x0e2\x17.bighive.v1.TabletStateR\x05state\"\x86\x01\n" +
 	"\x19GetTableLocationsResponse\x12/\n" +
 	"\x06schema\x18\x01 \x01(\v2\x17.bighive.v1.TableSchemaR\x06schema\x128\n" +
-	"\tlocations\x18\x02 \x03(\v2\x1a.bighive.v1.TabletLocationR\tlocations\"\xf0\x01\n" +
+	"\tlocations\x18\x02 \x03(\v2\x1a.bighive.v1.TabletLocationR\tlocations\"\x93\x02\n" +
 	"\vTServerInfo\x12\x12\n" +
 	"\x04uuid\x18\x01 \x01(\tR\x04uuid\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12 \n" +
@@ -3201,17 +3230,19 @@ const file_bighivepb_master_proto_rawDesc = "" +
 	"\x1alast_heartbeat_unix_micros\x18\x05 \x01(\x03R\x17lastHeartbeatUnixMicros\x12!\n" +
 	"\ftablet_count\x18\x06 \x01(\x05R\vtabletCount\x12\x1d\n" +
 	"\n" +
-	"wal_prefix\x18\a \x01(\tR\twalPrefix\"\x15\n" +
+	"wal_prefix\x18\a \x01(\tR\twalPrefix\x12!\n" +
+	"\fhttp_address\x18\b \x01(\tR\vhttpAddress\"\x15\n" +
 	"\x13ListTServersRequest\"K\n" +
 	"\x14ListTServersResponse\x123\n" +
-	"\btservers\x18\x01 \x03(\v2\x17.bighive.v1.TServerInfoR\btservers\"\xb1\x01\n" +
+	"\btservers\x18\x01 \x03(\v2\x17.bighive.v1.TServerInfoR\btservers\"\xd4\x01\n" +
 	"\x16RegisterTServerRequest\x12\x12\n" +
 	"\x04uuid\x18\x01 \x01(\tR\x04uuid\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12 \n" +
 	"\vincarnation\x18\x03 \x01(\x03R\vincarnation\x12\x1d\n" +
 	"\n" +
 	"wal_prefix\x18\x04 \x01(\tR\twalPrefix\x12(\n" +
-	"\x10block_store_uuid\x18\x05 \x01(\tR\x0eblockStoreUuid\"\x89\x01\n" +
+	"\x10block_store_uuid\x18\x05 \x01(\tR\x0eblockStoreUuid\x12!\n" +
+	"\fhttp_address\x18\x06 \x01(\tR\vhttpAddress\"\x89\x01\n" +
 	"\x17RegisterTServerResponse\x122\n" +
 	"\x15lease_duration_micros\x18\x01 \x01(\x03R\x13leaseDurationMicros\x12:\n" +
 	"\x19heartbeat_interval_micros\x18\x02 \x01(\x03R\x17heartbeatIntervalMicros\"\xa1\x01\n" +
@@ -3245,7 +3276,7 @@ const file_bighivepb_master_proto_rawDesc = "" +
 	"tablet_ids\x18\x03 \x03(\tR\ttabletIds\"a\n" +
 	"\x12TableCachePriority\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x125\n" +
-	"\bpriority\x18\x02 \x01(\x0e2\x19.bighive.v1.CachePriorityR\bpriority\"\x99\x03\n" +
+	"\bpriority\x18\x02 \x01(\x0e2\x19.bighive.v1.CachePriorityR\bpriority\"\xc9\x03\n" +
 	"\x11HeartbeatResponse\x122\n" +
 	"\x15lease_duration_micros\x18\x01 \x01(\x03R\x13leaseDurationMicros\x12\x1e\n" +
 	"\n" +
@@ -3255,7 +3286,8 @@ const file_bighivepb_master_proto_rawDesc = "" +
 	"\bunassign\x18\x04 \x03(\v2\x1e.bighive.v1.TabletUnassignmentR\bunassign\x12@\n" +
 	"\x0flog_split_tasks\x18\x05 \x03(\v2\x18.bighive.v1.LogSplitTaskR\rlogSplitTasks\x12I\n" +
 	"\x10cache_priorities\x18\x06 \x03(\v2\x1e.bighive.v1.TableCachePriorityR\x0fcachePriorities\x121\n" +
-	"\aschemas\x18\a \x03(\v2\x17.bighive.v1.TableSchemaR\aschemas\"\xa4\x01\n" +
+	"\aschemas\x18\a \x03(\v2\x17.bighive.v1.TableSchemaR\aschemas\x12.\n" +
+	"\x13master_http_address\x18\b \x01(\tR\x11masterHttpAddress\"\xa4\x01\n" +
 	"\x17ReportTabletLoadRequest\x12\x1b\n" +
 	"\ttablet_id\x18\x01 \x01(\tR\btabletId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12!\n" +

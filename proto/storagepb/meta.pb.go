@@ -550,8 +550,10 @@ type MetaTServer struct {
 	Incarnation    int64                  `protobuf:"varint,3,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
 	WalPrefix      string                 `protobuf:"bytes,4,opt,name=wal_prefix,json=walPrefix,proto3" json:"wal_prefix,omitempty"`
 	BlockStoreUuid string                 `protobuf:"bytes,5,opt,name=block_store_uuid,json=blockStoreUuid,proto3" json:"block_store_uuid,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The address of its HTTP port (status page), "" without one.
+	HttpAddress   string `protobuf:"bytes,6,opt,name=http_address,json=httpAddress,proto3" json:"http_address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MetaTServer) Reset() {
@@ -615,6 +617,13 @@ func (x *MetaTServer) GetWalPrefix() string {
 func (x *MetaTServer) GetBlockStoreUuid() string {
 	if x != nil {
 		return x.BlockStoreUuid
+	}
+	return ""
+}
+
+func (x *MetaTServer) GetHttpAddress() string {
+	if x != nil {
+		return x.HttpAddress
 	}
 	return ""
 }
@@ -1510,14 +1519,15 @@ const file_storagepb_meta_proto_rawDesc = "" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12.\n" +
 	"\x06family\x18\x02 \x01(\v2\x16.bighive.v1.FamilySpecR\x06family\"P\n" +
 	"\x13MetaRegisterTServer\x129\n" +
-	"\atserver\x18\x01 \x01(\v2\x1f.bighive.storage.v1.MetaTServerR\atserver\"\xa6\x01\n" +
+	"\atserver\x18\x01 \x01(\v2\x1f.bighive.storage.v1.MetaTServerR\atserver\"\xc9\x01\n" +
 	"\vMetaTServer\x12\x12\n" +
 	"\x04uuid\x18\x01 \x01(\tR\x04uuid\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12 \n" +
 	"\vincarnation\x18\x03 \x01(\x03R\vincarnation\x12\x1d\n" +
 	"\n" +
 	"wal_prefix\x18\x04 \x01(\tR\twalPrefix\x12(\n" +
-	"\x10block_store_uuid\x18\x05 \x01(\tR\x0eblockStoreUuid\"\xb6\x01\n" +
+	"\x10block_store_uuid\x18\x05 \x01(\tR\x0eblockStoreUuid\x12!\n" +
+	"\fhttp_address\x18\x06 \x01(\tR\vhttpAddress\"\xb6\x01\n" +
 	"\n" +
 	"MetaAssign\x129\n" +
 	"\x05items\x18\x01 \x03(\v2#.bighive.storage.v1.MetaAssign.ItemR\x05items\x1am\n" +
