@@ -5,6 +5,9 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
 
 	"google.golang.org/protobuf/proto"
 
@@ -140,9 +143,26 @@ func (s *Server) sendResults(stream pb.TServer_BatchCommandsServer, out <-chan *
 	return sendErr
 }
 
+// The method names the batch stream's commands are counted under in
+// bighive_grpc_server_requests_total.
+const (
+	batchMutateMethod = "/bighive.v1.TServer/BatchCommands/MutateRow"
+	batchReadMethod   = "/bighive.v1.TServer/BatchCommands/ReadRow"
+)
+
 // runCommands starts the commands of one message: one goroutine per
 // tablet's group of writes, one per read.
 func (s *Server) runCommands(ctx context.Context, cmds []*pb.BatchCommandsRequest_Command, wg *sync.WaitGroup, emit func(*batchResult)) {
+	// Each command is counted in the request metrics under its own
+	// method name, timed from the arrival of its message.
+	began := time.Now()
+	counted := func(method string) func(*batchResult) {
+		return func(r *batchResult) {
+			s.grpcMetrics.ObserveCommand(method, began, codes.Code(r.GetStatus().GetCode()))
+			emit(r)
+		}
+	}
+	emitWrite, emitRead := counted(batchMutateMethod), counted(batchReadMethod)
 	type groupKey struct {
 		tablet string
 		epoch  int64
@@ -169,7 +189,7 @@ func (s *Server) runCommands(ctx context.Context, cmds []*pb.BatchCommandsReques
 				if err == nil {
 					r.ReadRow = resp
 				}
-				emit(r)
+				emitRead(r)
 			}()
 		default:
 			emit(&batchResult{Id: c.Id, Status: apierr.RowStatus(apierr.InvalidArgument("batch command %d names no request", c.Id))})
@@ -180,7 +200,7 @@ func (s *Server) runCommands(ctx context.Context, cmds []*pb.BatchCommandsReques
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s.mutateGroup(ctx, k.tablet, k.epoch, g, emit)
+			s.mutateGroup(ctx, k.tablet, k.epoch, g, emitWrite)
 		}()
 	}
 }

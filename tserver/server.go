@@ -111,13 +111,15 @@ type Server struct {
 	uuid        string
 	incarnation int64
 
-	lis    net.Listener
-	grpc   *grpc.Server
-	master *masterconn.Conn
-	wal    *wal.Log
-	blocks blockstore.Manager
-	cache  *blockcache.Cache
-	stores *stores
+	lis  net.Listener
+	grpc *grpc.Server
+	// grpcMetrics counts calls, and the batch stream's commands.
+	grpcMetrics *obs.GRPCMetrics
+	master      *masterconn.Conn
+	wal         *wal.Log
+	blocks      blockstore.Manager
+	cache       *blockcache.Cache
+	stores      *stores
 
 	lease          lease
 	health         *obs.Health
@@ -234,6 +236,7 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 	s.eng = newEngineState(s)
 
 	gm := obs.NewGRPCMetrics(reg)
+	s.grpcMetrics = gm
 	s.grpc = grpc.NewServer(append(append(limits.GRPCServerOptions(), limits.GRPCKeepaliveServerOptions()...),
 		grpc.ChainUnaryInterceptor(gm.UnaryInterceptor(), apierr.UnaryServerInterceptor(s.log)),
 		grpc.ChainStreamInterceptor(gm.StreamInterceptor(), apierr.StreamServerInterceptor(s.log)))...)
