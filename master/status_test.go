@@ -2,7 +2,6 @@ package master_test
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,67 +12,9 @@ import (
 
 	"bighive/client"
 	"bighive/internal/clustertest"
+	"bighive/internal/obs/pagetest"
 	"bighive/master"
 )
-
-// parsePage parses an HTML page, failing the test on a parse error.
-func parsePage(t *testing.T, body string) *html.Node {
-	t.Helper()
-	doc, err := html.Parse(strings.NewReader(body))
-	if err != nil {
-		t.Fatalf("parse page: %v", err)
-	}
-	return doc
-}
-
-// find returns the elements under n for which match holds, in order.
-func find(n *html.Node, match func(*html.Node) bool) []*html.Node {
-	var out []*html.Node
-	for c := range n.Descendants() {
-		if c.Type == html.ElementNode && match(c) {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-func attr(n *html.Node, key string) string {
-	for _, a := range n.Attr {
-		if a.Key == key {
-			return a.Val
-		}
-	}
-	return ""
-}
-
-func byID(id string) func(*html.Node) bool {
-	return func(n *html.Node) bool { return attr(n, "id") == id }
-}
-
-// text is the text under n, as a browser shows it (entities decoded).
-func text(n *html.Node) string {
-	var b strings.Builder
-	for c := range n.Descendants() {
-		if c.Type == html.TextNode {
-			b.WriteString(c.Data)
-		}
-	}
-	return b.String()
-}
-
-func get(t *testing.T, url string) (int, string) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	return resp.StatusCode, string(b)
-}
 
 // TestMasterStatusPage: the handler shows a table with its tablets in row
 // order (a split key with HTML in it escaped, shown as text), the
@@ -89,7 +30,7 @@ func TestMasterStatusPage(t *testing.T) {
 	srv := httptest.NewServer(c.Master().StatusHandler())
 	defer srv.Close()
 
-	code, body := get(t, srv.URL+"/")
+	code, body := pagetest.Get(t, srv.URL+"/")
 	if code != http.StatusOK {
 		t.Fatalf("GET /: %d\n%s", code, body)
 	}
@@ -99,42 +40,42 @@ func TestMasterStatusPage(t *testing.T) {
 	if !strings.Contains(body, "&lt;script&gt;") {
 		t.Errorf("the split key is not on the page escaped:\n%s", body)
 	}
-	doc := parsePage(t, body)
-	if vp := find(doc, func(n *html.Node) bool { return n.Data == "meta" && attr(n, "name") == "viewport" }); len(vp) != 1 {
+	doc := pagetest.Parse(t, body)
+	if vp := pagetest.Find(doc, func(n *html.Node) bool { return n.Data == "meta" && pagetest.Attr(n, "name") == "viewport" }); len(vp) != 1 {
 		t.Errorf("%d viewport meta tags, want 1", len(vp))
 	}
-	h := find(doc, byID("table-pg"))
-	if len(h) != 1 || !strings.Contains(text(h[0]), "pg: 3 tablets") {
+	h := pagetest.Find(doc, pagetest.ByID("table-pg"))
+	if len(h) != 1 || !strings.Contains(pagetest.Text(h[0]), "pg: 3 tablets") {
 		t.Fatalf("no heading \"pg: 3 tablets\" (found %d)", len(h))
 	}
-	rows := find(doc, func(n *html.Node) bool { return n.Data == "tr" && attr(n, "class") == "tablet" })
+	rows := pagetest.Find(doc, func(n *html.Node) bool { return n.Data == "tr" && pagetest.Attr(n, "class") == "tablet" })
 	if len(rows) != 3 {
 		t.Fatalf("%d tablet rows, want 3", len(rows))
 	}
 	wantRanges := [][2]string{{`""`, key}, {key, "m"}, {"m", "∞"}}
 	for i, r := range rows {
-		cells := find(r, func(n *html.Node) bool { return n.Data == "td" })
+		cells := pagetest.Find(r, func(n *html.Node) bool { return n.Data == "td" })
 		if len(cells) != 7 {
 			t.Fatalf("tablet row %d has %d cells, want 7", i, len(cells))
 		}
-		if got := [2]string{text(cells[1]), text(cells[2])}; got != wantRanges[i] {
+		if got := [2]string{pagetest.Text(cells[1]), pagetest.Text(cells[2])}; got != wantRanges[i] {
 			t.Errorf("tablet row %d: range %q, want %q", i, got, wantRanges[i])
 		}
-		if got := text(cells[3]); got != "SERVING" {
+		if got := pagetest.Text(cells[3]); got != "SERVING" {
 			t.Errorf("tablet row %d: state %q, want SERVING", i, got)
 		}
-		if text(cells[4]) == "" {
+		if pagetest.Text(cells[4]) == "" {
 			t.Errorf("tablet row %d names no tserver", i)
 		}
 	}
-	all := text(doc)
+	all := pagetest.Text(doc)
 	for _, want := range []string{"Bighive master m1", "Tservers (1)", "live", "m1 (this)", "leader",
 		"table pg created with 3 tablets", "became the ready leader", "registered at " + c.TServerAddr(0)} {
 		if !strings.Contains(all, want) {
 			t.Errorf("page lacks %q:\n%s", want, all)
 		}
 	}
-	if code, _ := get(t, srv.URL+"/nothing"); code != http.StatusNotFound {
+	if code, _ := pagetest.Get(t, srv.URL+"/nothing"); code != http.StatusNotFound {
 		t.Errorf("GET /nothing: %d, want 404", code)
 	}
 }
@@ -153,20 +94,20 @@ func TestMasterStatusEscaping(t *testing.T) {
 	if strings.Contains(body, "<img") || strings.Contains(body, `" onclick`) {
 		t.Fatalf("markup reached the page:\n%s", body)
 	}
-	doc := parsePage(t, body)
-	if imgs := find(doc, func(n *html.Node) bool { return n.Data == "img" }); len(imgs) != 0 {
+	doc := pagetest.Parse(t, body)
+	if imgs := pagetest.Find(doc, func(n *html.Node) bool { return n.Data == "img" }); len(imgs) != 0 {
 		t.Fatalf("the page has %d img elements", len(imgs))
 	}
-	h := find(doc, byID("table-"+name))
-	if len(h) != 1 || !strings.HasPrefix(text(h[0]), name+": 1 tablets") {
+	h := pagetest.Find(doc, pagetest.ByID("table-"+name))
+	if len(h) != 1 || !strings.HasPrefix(pagetest.Text(h[0]), name+": 1 tablets") {
 		t.Errorf("the table heading does not read %q as text", name)
 	}
-	if !strings.Contains(text(doc), "table "+name+" created") || !strings.Contains(text(doc), "Bighive master m<1>") {
-		t.Errorf("the event or title lost its text:\n%s", text(doc))
+	if !strings.Contains(pagetest.Text(doc), "table "+name+" created") || !strings.Contains(pagetest.Text(doc), "Bighive master m<1>") {
+		t.Errorf("the event or title lost its text:\n%s", pagetest.Text(doc))
 	}
-	links := find(doc, func(n *html.Node) bool { return n.Data == "a" && strings.Contains(attr(n, "href"), "onclick") })
+	links := pagetest.Find(doc, func(n *html.Node) bool { return n.Data == "a" && strings.Contains(pagetest.Attr(n, "href"), "onclick") })
 	for _, a := range links {
-		if attr(a, "onclick") != "" {
+		if pagetest.Attr(a, "onclick") != "" {
 			t.Errorf("a link got an onclick attribute")
 		}
 	}

@@ -15,63 +15,26 @@ import (
 
 	"bighive/client"
 	"bighive/internal/clustertest"
+	"bighive/internal/obs/pagetest"
 	"bighive/tserver"
 )
-
-func parsePage(t *testing.T, body string) *html.Node {
-	t.Helper()
-	doc, err := html.Parse(strings.NewReader(body))
-	if err != nil {
-		t.Fatalf("parse page: %v", err)
-	}
-	return doc
-}
-
-func find(n *html.Node, match func(*html.Node) bool) []*html.Node {
-	var out []*html.Node
-	for c := range n.Descendants() {
-		if c.Type == html.ElementNode && match(c) {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-func attr(n *html.Node, key string) string {
-	for _, a := range n.Attr {
-		if a.Key == key {
-			return a.Val
-		}
-	}
-	return ""
-}
-
-func text(n *html.Node) string {
-	var b strings.Builder
-	for c := range n.Descendants() {
-		if c.Type == html.TextNode {
-			b.WriteString(c.Data)
-		}
-	}
-	return b.String()
-}
 
 // cellBytes reads a "1234 B ..." cell of class class in row.
 func cellBytes(t *testing.T, row *html.Node, class string) int64 {
 	t.Helper()
-	cells := find(row, func(n *html.Node) bool {
-		return n.Data == "td" && strings.Contains(" "+attr(n, "class")+" ", " "+class+" ")
+	cells := pagetest.Find(row, func(n *html.Node) bool {
+		return n.Data == "td" && strings.Contains(" "+pagetest.Attr(n, "class")+" ", " "+class+" ")
 	})
 	if len(cells) != 1 {
 		t.Fatalf("row has %d %s cells", len(cells), class)
 	}
-	f := strings.Fields(text(cells[0]))
+	f := strings.Fields(pagetest.Text(cells[0]))
 	if len(f) < 2 || f[1] != "B" {
-		t.Fatalf("%s cell %q", class, text(cells[0]))
+		t.Fatalf("%s cell %q", class, pagetest.Text(cells[0]))
 	}
 	v, err := strconv.ParseInt(f[0], 10, 64)
 	if err != nil {
-		t.Fatalf("%s cell %q: %v", class, text(cells[0]), err)
+		t.Fatalf("%s cell %q: %v", class, pagetest.Text(cells[0]), err)
 	}
 	return v
 }
@@ -120,8 +83,8 @@ func TestTServerStatusPage(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET /: %s\n%s", resp.Status, b)
 	}
-	doc := parsePage(t, string(b))
-	rows := find(doc, func(n *html.Node) bool { return n.Data == "tr" && attr(n, "id") == "tablet-"+id })
+	doc := pagetest.Parse(t, string(b))
+	rows := pagetest.Find(doc, func(n *html.Node) bool { return n.Data == "tr" && pagetest.Attr(n, "id") == "tablet-"+id })
 	if len(rows) != 1 {
 		t.Fatalf("%d rows for tablet %s:\n%s", len(rows), id, b)
 	}
@@ -132,7 +95,7 @@ func TestTServerStatusPage(t *testing.T) {
 	if buf := cellBytes(t, rows[0], "buffer"); buf <= 0 {
 		t.Errorf("tablet %s: buffer %d B after a write since the checkpoint", id, buf)
 	}
-	all := text(doc)
+	all := pagetest.Text(doc)
 	for _, want := range []string{"Bighive tserver", "sp", "serving", "Lease: valid", "WAL files (", ".log", "Block cache",
 		"no checkpoint or compaction is running"} {
 		if !strings.Contains(all, want) {
@@ -153,11 +116,11 @@ func TestTServerStatusEscaping(t *testing.T) {
 	if strings.Contains(body, "<script>") {
 		t.Fatalf("markup reached the page:\n%s", body)
 	}
-	doc := parsePage(t, body)
-	if s := find(doc, func(n *html.Node) bool { return n.Data == "script" }); len(s) != 0 {
+	doc := pagetest.Parse(t, body)
+	if s := pagetest.Find(doc, func(n *html.Node) bool { return n.Data == "script" }); len(s) != 0 {
 		t.Fatalf("the page has %d script elements", len(s))
 	}
-	if n := strings.Count(text(doc), evil); n < 5 {
+	if n := strings.Count(pagetest.Text(doc), evil); n < 5 {
 		t.Errorf("the text shows %q %d times, want at least 5 (title, heading, table, start, WAL, running)", evil, n)
 	}
 }
