@@ -22,24 +22,35 @@ type scanChunk struct {
 // goroutine, one message ahead of the caller: the next chunk arrives and
 // is decoded while the caller's fn consumes the current one. It stops at
 // the stream's end (the last chunk carries io.EOF) or when ctx is done.
+//
+// The first message is received on the caller's goroutine, before the
+// prefetching one starts: a scan of one message (a short range, a row
+// list) then costs no hand-over between goroutines but the one that
+// overlaps its consumption.
 func prefetch(ctx context.Context, addr string, recv func() (*pb.ScanRowsResponse, error), received func()) <-chan scanChunk {
-	out := make(chan scanChunk, 1)
+	next := func() scanChunk {
+		resp, err := recv()
+		if err != nil {
+			return scanChunk{err: err}
+		}
+		received()
+		rows, err := decodeChunk(resp)
+		if err != nil {
+			return scanChunk{err: apierr.Unavailable("tserver %s: scan message: %v", addr, err)}
+		}
+		return scanChunk{rows: rows, continues: resp.LastRowContinues}
+	}
+	out := make(chan scanChunk, 2)
+	first := next()
+	out <- first
+	if first.err != nil {
+		close(out)
+		return out
+	}
 	go func() {
 		defer close(out)
 		for {
-			resp, err := recv()
-			var ch scanChunk
-			if err == nil {
-				received()
-				var derr error
-				ch.rows, derr = decodeChunk(resp)
-				ch.continues = resp.LastRowContinues
-				if derr != nil {
-					ch.err = apierr.Unavailable("tserver %s: scan message: %v", addr, derr)
-				}
-			} else {
-				ch.err = err
-			}
+			ch := next()
 			select {
 			case out <- ch:
 			case <-ctx.Done():

@@ -1,8 +1,10 @@
 package tablet
 
 import (
+	"bytes"
 	"context"
 	"math/rand"
+	"slices"
 	"testing"
 	"time"
 
@@ -10,7 +12,8 @@ import (
 )
 
 // BenchmarkMultiGet reads 100 random rows of one warm TSFile per round:
-// one Get per row (the old point path) against one GetRows of the 100.
+// one Get per row (the old point path) and a scan of the rows as point
+// ranges (what a row list read before) against one GetRows of the 100.
 // keys/s is the figure to compare.
 func BenchmarkMultiGet(b *testing.B) {
 	store, files := flushed(b)
@@ -58,6 +61,21 @@ func BenchmarkMultiGet(b *testing.B) {
 				}
 			}
 			return n
+		})
+	})
+	b.Run("scan-points", func(b *testing.B) {
+		run(b, func(rows [][]byte) int {
+			sorted := slices.SortedFunc(slices.Values(rows), bytes.Compare)
+			sorted = slices.CompactFunc(sorted, bytes.Equal)
+			ranges := make([]KeyRange, len(sorted))
+			for i, r := range sorted {
+				ranges[i] = KeyRange{Start: r, End: append(bytes.Clone(r), 0)}
+			}
+			n := 0
+			if err := tb.ScanRanges(ctx, ranges, false, 0, ReadOptions{}, func(Row) bool { n++; return true }); err != nil {
+				b.Fatal(err)
+			}
+			return n + len(rows) - len(sorted)
 		})
 	})
 	b.Run("getrows", func(b *testing.B) {
