@@ -371,8 +371,10 @@ func (sc *scan) tablet(ctx context.Context, loc *location) (done bool, err error
 	// last_row_continues. It is delivered only once whole; a stream that
 	// fails in the middle of it resumes at that row.
 	var part *Row
+	ended := false // the stream's io.EOF came
 	for ch := range chunks {
 		if ch.err == io.EOF {
+			ended = true
 			break
 		}
 		if ch.err != nil {
@@ -414,6 +416,12 @@ func (sc *scan) tablet(ctx context.Context, loc *location) (done bool, err error
 				}
 			}
 		}
+	}
+	if !ended {
+		// The prefetching goroutine stopped because sctx is done (the
+		// idle timer or the caller's context), maybe before it could
+		// pass the stream's error on: not the end of the tablet's rows.
+		return false, idleErr(sctx, apierr.Wrap(codes.Canceled, context.Cause(sctx), "tserver %s: scan stream stopped", loc.addr))
 	}
 	if part != nil {
 		return false, apierr.Unavailable("tserver %s: scan stream ended inside row %q", loc.addr, part.Key)
