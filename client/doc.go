@@ -156,6 +156,15 @@
 // the last row it delivered, so fn never sees a row twice and rows arrive
 // in strictly increasing (decreasing) key order.
 //
+// A tablet's part of a RowList goes as single-row ranges, which the
+// tserver answers with one multi-get (one snapshot, the rows sorted, each
+// TSFile's bloom filter probed once per row and its pages walked forward
+// once). Scan messages come in the flat encoding (WithFlatScan, default
+// on): each message one buffer of contiguous rows, bounded by 1 MiB and
+// 8192 rows, decoded with one allocation for its cells and one for its
+// keys and qualifiers; values alias the message. A goroutine per scan
+// receives and decodes the next message while fn consumes the current one.
+//
 // Every error a caller gets is a gRPC status (status.Code works on it) with
 // a message that names the table, the row or the tablet concerned. When the
 // context has no deadline, retries stop after the Client's retry timeout

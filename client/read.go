@@ -1,7 +1,6 @@
 package client
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -353,6 +352,7 @@ func (sc *scan) tablet(ctx context.Context, loc *location) (done bool, err error
 		Filter:    sc.filter,
 		RowFilter: sc.rowFilter,
 		Reversed:  sc.reversed,
+		Flat:      !sc.t.c.opts.noFlatScan,
 	}
 	if len(ranges) == 1 && !sc.reversed {
 		req.Range = ranges[0] // what a tserver without row sets understands
@@ -363,37 +363,41 @@ func (sc *scan) tablet(ctx context.Context, loc *location) (done bool, err error
 	if err != nil {
 		return false, idleErr(sctx, err)
 	}
+	// The messages are received and decoded one ahead (prefetch); each
+	// one, like each one taken, holds the idle timer back.
+	chunks := prefetch(sctx, loc.addr, stream.Recv, func() { timer.Reset(idle) })
 	// part is a row whose chunks are still arriving: a row larger than
 	// one message comes in several, each but the last flagged
 	// last_row_continues. It is delivered only once whole; a stream that
 	// fails in the middle of it resumes at that row.
-	var part *pb.Row
-	for {
-		resp, err := stream.Recv()
-		if err == io.EOF {
+	var part *Row
+	ended := false // the stream's io.EOF came
+	for ch := range chunks {
+		if ch.err == io.EOF {
+			ended = true
 			break
 		}
-		if err != nil {
-			return false, idleErr(sctx, err)
+		if ch.err != nil {
+			return false, idleErr(sctx, ch.err)
 		}
 		timer.Reset(idle)
-		rows := resp.Rows
+		rows := ch.rows
 		if part != nil {
-			if len(rows) == 0 || !bytes.Equal(rows[0].Key, part.Key) {
+			if len(rows) == 0 || rows[0].Key != part.Key {
 				return false, apierr.Unavailable("tserver %s: scan stream broke off inside row %q", loc.addr, part.Key)
 			}
-			rows[0] = &pb.Row{Key: part.Key, Cells: append(part.Cells, rows[0].Cells...)}
+			rows[0] = Row{Key: part.Key, Cells: append(part.Cells, rows[0].Cells...)}
 			part = nil
 		}
-		if resp.LastRowContinues && len(rows) > 0 {
-			part, rows = rows[len(rows)-1], rows[:len(rows)-1]
+		if ch.continues && len(rows) > 0 {
+			part, rows = &rows[len(rows)-1], rows[:len(rows)-1]
 		}
-		for _, pr := range rows {
-			key := string(pr.Key)
+		for _, r := range rows {
+			key := r.Key
 			// Never deliver a row twice, out of order or outside the set,
 			// whatever the server sends: the spans hold only rows after
 			// (reversed: before) the last one delivered.
-			if !loc.contains(key) || !inSpans(sc.spans, key) || len(pr.Cells) == 0 {
+			if !loc.contains(key) || !inSpans(sc.spans, key) || len(r.Cells) == 0 {
 				continue
 			}
 			if sc.reversed {
@@ -402,7 +406,7 @@ func (sc *scan) tablet(ctx context.Context, loc *location) (done bool, err error
 				sc.spans = after(sc.spans, key+"\x00")
 			}
 			sc.progress++
-			if !sc.fn(rowFromProto(pr)) {
+			if !sc.fn(r) {
 				return true, nil
 			}
 			if sc.remaining > 0 {
@@ -412,6 +416,12 @@ func (sc *scan) tablet(ctx context.Context, loc *location) (done bool, err error
 				}
 			}
 		}
+	}
+	if !ended {
+		// The prefetching goroutine stopped because sctx is done (the
+		// idle timer or the caller's context), maybe before it could
+		// pass the stream's error on: not the end of the tablet's rows.
+		return false, idleErr(sctx, apierr.Wrap(codes.Canceled, context.Cause(sctx), "tserver %s: scan stream stopped", loc.addr))
 	}
 	if part != nil {
 		return false, apierr.Unavailable("tserver %s: scan stream ended inside row %q", loc.addr, part.Key)

@@ -26,7 +26,8 @@ var (
 // through the official client, then reads both with the same random row
 // sets (keys, present or not, and ranges with every kind of bound, in any
 // order and overlapping), limits, reverse scans and filters, and compares
-// the rows in order — after the writes, after a checkpoint, and after a
+// the rows in order — with the old read paths too (one Get per row of a
+// row list; scans with a message per row) — after the writes, after a checkpoint, and after a
 // major compaction.
 //
 // Row sets that name nothing (an empty RowList or RowRangeList) are not
@@ -47,6 +48,12 @@ func TestRowSetDifferential(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{})
 	bh := bighiveTable(t, ctx, c, "r1", "r2", "r3")
 	bt := bttestTable(t, ctx)
+	// The old read paths, to compare the new ones with: unary ReadRow
+	// (a single-row Get each) and scans answered with a message per row.
+	bhOld, err := c.Client(client.WithFlatScan(false), client.WithBatchStream(false)).Open(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	const rows = 48
 	writeRandomRows(ctx, t, rng, bh, bt, rows)
@@ -57,6 +64,7 @@ func TestRowSetDifferential(t *testing.T) {
 	}
 	keys = append(keys, "r", "r1", "r2", "r3", "r4", "q", "s", "\xff")
 
+	multiGets := 0
 	for _, stage := range []string{"after the writes", "after a checkpoint", "after a major compaction"} {
 		switch stage {
 		case "after a checkpoint":
@@ -73,20 +81,25 @@ func TestRowSetDifferential(t *testing.T) {
 			ours, theirs, desc := g.set()
 			var opts []client.ReadOption
 			var bopts []bigtable.ReadOption
+			reversed, limit := false, 0
 			if rng.IntN(2) == 0 {
 				opts, bopts = append(opts, client.ReverseScan()), append(bopts, bigtable.ReverseScan())
 				desc += " reversed"
+				reversed = true
 			}
 			if rng.IntN(2) == 0 {
 				n := 1 + rng.IntN(8)
+				limit = n
 				opts, bopts = append(opts, client.LimitRows(int64(n))), append(bopts, bigtable.LimitRows(int64(n)))
 				desc += fmt.Sprintf(" limit %d", n)
 			}
 			labels := true
+			var getOpts []client.ReadOption // the filter alone, for Get
 			if rng.IntN(3) == 0 {
 				fg := &filterGen{rng: rng}
 				f, bf := fg.tree(2)
 				if fg.invalid == 0 {
+					getOpts = append(getOpts, client.RowFilter(f))
 					opts, bopts = append(opts, client.RowFilter(f)), append(bopts, bigtable.RowFilter(bf))
 					desc += " filter " + f.String()
 					labels = !(fg.labels > 0 && fg.strips > 0)
@@ -101,8 +114,56 @@ func TestRowSetDifferential(t *testing.T) {
 				t.Fatalf("seed %d: %s: %s:\nbighive %d rows:\n  %s\nbttest %d rows:\n  %s", seed, stage, desc,
 					len(got), strings.Join(got, "\n  "), len(want), strings.Join(want, "\n  "))
 			}
+			old, err := readOurs(ctx, bhOld, ours, labels, opts...)
+			if err != nil || !slices.Equal(got, old) {
+				t.Fatalf("seed %d: %s: %s: the flat scan and multi-get give\n  %s\nthe old paths (%v)\n  %s", seed, stage, desc,
+					strings.Join(got, "\n  "), err, strings.Join(old, "\n  "))
+			}
+			if list, ok := ours.(client.RowList); ok {
+				gets, err := getEach(ctx, bhOld, list, labels, reversed, limit, getOpts)
+				if err != nil || !slices.Equal(got, gets) {
+					t.Fatalf("seed %d: %s: %s: the multi-get gives\n  %s\none Get per row (%v)\n  %s", seed, stage, desc,
+						strings.Join(got, "\n  "), err, strings.Join(gets, "\n  "))
+				}
+				multiGets++
+			}
 		}
 	}
+	if multiGets == 0 {
+		t.Fatalf("seed %d: no row list was read: the multi-get was not compared", seed)
+	}
+	t.Logf("%d row lists compared with one Get per row", multiGets)
+}
+
+// getEach reads a row list the old way, one Get per distinct row, in key
+// order (reversed when asked), keeping the rows with cells, at most the
+// limit (0: all).
+func getEach(ctx context.Context, tbl *client.Table, list client.RowList, labels, reversed bool, limit int, getOpts []client.ReadOption) ([]string, error) {
+	keys := slices.Clone([]string(list))
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	if reversed {
+		slices.Reverse(keys)
+	}
+	var out []string
+	for _, k := range keys {
+		if limit > 0 && len(out) >= limit {
+			break
+		}
+		r, err := tbl.Get(ctx, k, getOpts...)
+		if err != nil {
+			return nil, err
+		}
+		if len(r.Cells) == 0 {
+			continue
+		}
+		var cs []string
+		for _, c := range r.Cells {
+			cs = append(cs, diffCell(c.Family, c.Qualifier, c.Timestamp, c.Value, c.Labels, labels))
+		}
+		out = append(out, fmt.Sprintf("%q %s", r.Key, canonCells(cs)))
+	}
+	return out, nil
 }
 
 func readOurs(ctx context.Context, tbl *client.Table, rs client.RowSet, labels bool, opts ...client.ReadOption) ([]string, error) {

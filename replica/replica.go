@@ -315,3 +315,18 @@ func (r *Replica) ScanRanges(ctx context.Context, ranges []tablet.KeyRange, reve
 	}
 	return r.o.Engine.ScanRanges(ctx, clipped, reversed, limit, opts, fn)
 }
+
+// GetRows is the engine's GetRows (a multi-get from one snapshot) for rows
+// of this tablet: any row outside its range fails the whole call with
+// ErrWrongTablet.
+func (r *Replica) GetRows(ctx context.Context, rows [][]byte, opts tablet.ReadOptions, fn func(i int, row tablet.Row) bool) error {
+	for _, row := range rows {
+		if !r.Contains(row) {
+			return fmt.Errorf("%w: row %q is outside tablet %s", ErrWrongTablet, row, r.o.ID)
+		}
+	}
+	if !r.Serving() {
+		return fmt.Errorf("%w: tablet %s", ErrNotServing, r.o.ID)
+	}
+	return r.o.Engine.GetRows(ctx, rows, opts, fn)
+}

@@ -382,6 +382,36 @@ func TestModel(t *testing.T) {
 				t.Fatalf("step %d: reopen: %v", step, err)
 			}
 			stats[5]++
+		case k < 80: // multi-get of rows in any order, some repeated
+			rows := make([][]byte, 1+rng.Intn(12))
+			for i := range rows {
+				rows[i] = []byte(randRow())
+				if i > 0 && rng.Intn(5) == 0 {
+					rows[i] = rows[rng.Intn(i)]
+				}
+			}
+			o := randOpts()
+			got := make([]*Row, len(rows))
+			last := ""
+			if err := tb.GetRows(ctx, rows, o, func(i int, r Row) bool {
+				if string(rows[i]) < last {
+					t.Fatalf("seed %d step %d: GetRows delivered %q after %q", seed, step, rows[i], last)
+				}
+				last = string(rows[i])
+				got[i] = &r
+				return true
+			}); err != nil {
+				t.Fatal(err)
+			}
+			for i, row := range rows {
+				want, wok := ref.get(string(row), o, clock.us.Load())
+				var g Row
+				if got[i] != nil {
+					g = *got[i]
+				}
+				check(step, fmt.Sprintf("GetRows(%q)[%d], %+v", rows, i, o), g, want, got[i] != nil, wok)
+			}
+			stats[6]++
 		case k < 88: // point read
 			row, o := randRow(), randOpts()
 			got, ok, err := tb.Get(ctx, []byte(row), o)

@@ -207,6 +207,51 @@ type rowReader struct {
 
 	// examined counts the rows resolved, visible or not.
 	examined int64
+
+	// key, when set, is the row's key to return instead of a copy (a
+	// multi-get returns the caller's key).
+	key []byte
+	// slab and keys hold the cells and keys of the rows returned, one
+	// allocation for many rows (see addCell); rowStart is the index in
+	// slab of the current row's first cell.
+	slab     []Cell
+	keys     []byte
+	rowStart int
+}
+
+// slabCells and slabKeyBytes bound a rowReader's cell and key slabs: one
+// allocation serves the rows of a scan or multi-get until it is full; the
+// first is small (a Get reads one row), each next one twice as large.
+const (
+	slabCells    = 256
+	slabKeyBytes = 8 << 10
+)
+
+// addCell appends c to the current row. The row's cells are contiguous in
+// slab; when it is full they move to a new slab, and the rows already
+// returned keep the old one (nothing in a slab is written twice).
+func (r *rowReader) addCell(c Cell) {
+	if len(r.slab) == cap(r.slab) {
+		n := len(r.slab) - r.rowStart
+		// Small for a one-row read, doubling for a scan up to slabCells.
+		ns := make([]Cell, n, max(2*n, min(2*cap(r.slab), slabCells), 4))
+		copy(ns, r.slab[r.rowStart:])
+		r.slab, r.rowStart = ns, 0
+	}
+	r.slab = append(r.slab, c)
+}
+
+// cloneKey returns a copy of key from the key slab.
+func (r *rowReader) cloneKey(key []byte) []byte {
+	if cap(r.keys)-len(r.keys) < len(key) {
+		if len(key) > slabKeyBytes/4 {
+			return bytes.Clone(key)
+		}
+		r.keys = make([]byte, 0, max(len(key), min(2*cap(r.keys), slabKeyBytes), 32))
+	}
+	n := len(r.keys)
+	r.keys = append(r.keys, key...)
+	return r.keys[n:len(r.keys):len(r.keys)]
 }
 
 // colTomb is a column tombstone: it hides the cells of the column written
@@ -223,9 +268,23 @@ func (r *rowReader) init(s *Schema, o *ReadOptions, now int64) {
 // readRow consumes every entry of the iterator's current row. r.row holds
 // the visible cells (Key aliases the first entry).
 func (r *rowReader) readRow(it memstore.Iterator) {
+	r.rowStart = len(r.slab)
+	r.readCells(it)
+	if n := len(r.slab); n > r.rowStart {
+		r.row.Cells = r.slab[r.rowStart:n:n]
+	}
+}
+
+func (r *rowReader) readCells(it memstore.Iterator) {
 	first := it.Entry()
 	r.examined++
-	r.row = Row{Key: bytes.Clone(first.Row)}
+	if r.key != nil {
+		r.row = Row{Key: r.key}
+	} else if r.gc {
+		r.row = Row{Key: bytes.Clone(first.Row)}
+	} else {
+		r.row = Row{Key: r.cloneKey(first.Row)}
+	}
 	r.rowTomb, r.fam, r.col, r.colTombs = 0, "\x00", nil, r.colTombs[:0]
 	colSet := false
 	for ; it.Valid(); it.Next() {
@@ -286,7 +345,7 @@ func (r *rowReader) readRow(it memstore.Iterator) {
 				continue
 			}
 		}
-		r.row.Cells = append(r.row.Cells, Cell{Family: e.Family, Qualifier: e.Qualifier, Timestamp: e.Timestamp, Value: e.Value})
+		r.addCell(Cell{Family: e.Family, Qualifier: e.Qualifier, Timestamp: e.Timestamp, Value: e.Value})
 	}
 }
 

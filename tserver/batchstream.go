@@ -21,7 +21,9 @@ import (
 // loop hands each message's commands out at once and reads on: the
 // MutateRow commands of one tablet (and epoch) go through one
 // Replica.WriteBatch (one admission, one WAL group commit, one apply
-// pass), each ReadRow runs on its own goroutine. A sender goroutine
+// pass), the ReadRow commands of one tablet (and epoch and selection) go
+// through one multi-get (Replica.GetRows: one snapshot, the rows in key
+// order), each group on its own goroutine. A sender goroutine
 // answers in batches: each response message holds every result that is
 // ready when the previous message has been sent. Every command gets the
 // status its unary call would have returned, so the client's retry rules
@@ -151,7 +153,7 @@ const (
 )
 
 // runCommands starts the commands of one message: one goroutine per
-// tablet's group of writes, one per read.
+// tablet's group of writes, one per tablet's group of reads.
 func (s *Server) runCommands(ctx context.Context, cmds []*pb.BatchCommandsRequest_Command, wg *sync.WaitGroup, emit func(*batchResult)) {
 	// Each command is counted in the request metrics under its own
 	// method name, timed from the arrival of its message.
@@ -169,6 +171,7 @@ func (s *Server) runCommands(ctx context.Context, cmds []*pb.BatchCommandsReques
 	}
 	var groups map[groupKey][]*pb.BatchCommandsRequest_Command
 	var order []groupKey
+	var reads []*pb.BatchCommandsRequest_Command
 	for _, c := range cmds {
 		switch {
 		case c.GetMutateRow() != nil:
@@ -181,19 +184,17 @@ func (s *Server) runCommands(ctx context.Context, cmds []*pb.BatchCommandsReques
 			}
 			groups[k] = append(groups[k], c)
 		case c.GetReadRow() != nil:
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				resp, err := s.ReadRow(ctx, c.GetReadRow())
-				r := &batchResult{Id: c.Id, Status: apierr.RowStatus(err)}
-				if err == nil {
-					r.ReadRow = resp
-				}
-				emitRead(r)
-			}()
+			reads = append(reads, c)
 		default:
 			emit(&batchResult{Id: c.Id, Status: apierr.RowStatus(apierr.InvalidArgument("batch command %d names no request", c.Id))})
 		}
+	}
+	for _, g := range groupReads(reads) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.readRows(ctx, g, emitRead)
+		}()
 	}
 	for _, k := range order {
 		g := groups[k]

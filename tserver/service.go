@@ -209,10 +209,6 @@ func (s *Server) ReadRow(ctx context.Context, req *pb.ReadRowRequest) (*pb.ReadR
 	return &pb.ReadRowResponse{Row: rowToPB(row)}, nil
 }
 
-// scanChunkBytes bounds one streamed message of a scan (up to one cell
-// more).
-const scanChunkBytes = 1 << 20
-
 // scanRanges returns the row set of a scan: ranges if given, else range.
 // The ranges must be sorted by start and disjoint, and only the last may
 // be unbounded; a range that is empty (start at or after a bounded end)
@@ -263,55 +259,29 @@ func (s *Server) ScanRows(req *pb.ScanRowsRequest, stream pb.TServer_ScanRowsSer
 	if err := checkFamilies(r, &opts); err != nil {
 		return err
 	}
-	var (
-		batch   []*pb.Row
-		size    int
-		sendErr error
-	)
-	// send sends the batch; continues says its last row goes on in the
-	// next message.
-	send := func(continues bool) error {
-		if len(batch) == 0 {
-			return nil
-		}
-		err := stream.Send(&pb.ScanRowsResponse{Rows: batch, LastRowContinues: continues})
-		batch, size = nil, 0
-		return err
+	out := newScanSender(stream, req.Flat)
+	emitRow := out.row
+	if rows, ok := pointRows(ranges); ok && !req.Reversed {
+		// A row list (every range one row; sorted and distinct): one
+		// multi-get, the rows in key order like the scan's, the limit
+		// counting rows delivered; rows outside the tablet are dropped
+		// as the scan's clipping drops them.
+		rows = clipRows(r, rows)
+		n := 0
+		err = r.GetRows(stream.Context(), rows, opts, func(_ int, row tablet.Row) bool {
+			n++
+			return emitRow(row) && (req.Limit == 0 || int64(n) < req.Limit)
+		})
+	} else {
+		err = r.ScanRanges(stream.Context(), ranges, req.Reversed, int(req.Limit), opts, emitRow)
 	}
-	err = r.ScanRanges(stream.Context(), ranges, req.Reversed, int(req.Limit), opts, func(row tablet.Row) bool {
-		// A row is cut between cells where the message would pass
-		// scanChunkBytes, so no message exceeds that bound by more than
-		// one cell (a value is at most 10 MiB), however large the row.
-		pr := &pb.Row{Key: row.Key}
-		batch = append(batch, pr)
-		size += len(row.Key)
-		for _, c := range row.Cells {
-			n := cellSize(c)
-			if size+n > scanChunkBytes && len(pr.Cells) > 0 {
-				if sendErr = send(true); sendErr != nil {
-					return false
-				}
-				pr = &pb.Row{Key: row.Key}
-				batch = append(batch, pr)
-				size = len(row.Key)
-			}
-			pr.Cells = append(pr.Cells, cellToPB(c))
-			size += n
-		}
-		if size >= scanChunkBytes {
-			if sendErr = send(false); sendErr != nil {
-				return false
-			}
-		}
-		return true
-	})
-	if sendErr != nil {
-		return sendErr
+	if out.err != nil {
+		return out.err
 	}
 	if err != nil {
 		return s.writeErr(r, err)
 	}
-	return send(false)
+	return out.flush(false)
 }
 
 func (s *Server) Checkpoint(ctx context.Context, _ *pb.CheckpointRequest) (*pb.CheckpointResponse, error) {

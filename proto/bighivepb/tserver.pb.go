@@ -380,7 +380,11 @@ type ScanRowsRequest struct {
 	// Rows in descending key order (the ranges are still given ascending);
 	// the cells of a row keep their usual order. The limit keeps the last
 	// rows.
-	Reversed      bool `protobuf:"varint,8,opt,name=reversed,proto3" json:"reversed,omitempty"`
+	Reversed bool `protobuf:"varint,8,opt,name=reversed,proto3" json:"reversed,omitempty"`
+	// The client reads the flat encoding: the server may answer with
+	// ScanRowsResponse.chunk instead of rows (a server that does not know
+	// this field sends rows, which a client must still read).
+	Flat          bool `protobuf:"varint,9,opt,name=flat,proto3" json:"flat,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -471,6 +475,13 @@ func (x *ScanRowsRequest) GetReversed() bool {
 	return false
 }
 
+func (x *ScanRowsRequest) GetFlat() bool {
+	if x != nil {
+		return x.Flat
+	}
+	return false
+}
+
 type ScanRowsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Rows  []*Row                 `protobuf:"bytes,1,rep,name=rows,proto3" json:"rows,omitempty"`
@@ -479,8 +490,23 @@ type ScanRowsResponse struct {
 	// chunks of whole cells this way; a client merges the chunks of a row
 	// before it delivers the row.
 	LastRowContinues bool `protobuf:"varint,2,opt,name=last_row_continues,json=lastRowContinues,proto3" json:"last_row_continues,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The rows in the flat encoding (only if the request asked for it; then
+	// rows is empty): one buffer holding the rows contiguously, so a message
+	// of many small rows costs no message per row or cell. Each row is
+	//
+	//	uvarint len(key), key, u32 little-endian count of cells, the cells;
+	//
+	// each cell
+	//
+	//	uvarint len(family), family, uvarint len(qualifier), qualifier,
+	//	zigzag varint timestamp_micros, uvarint len(value), value,
+	//	uvarint count of labels, each uvarint len(label), label.
+	//
+	// Rows and cells come in the order of rows; last_row_continues applies
+	// to the chunk's last row.
+	Chunk         []byte `protobuf:"bytes,3,opt,name=chunk,proto3" json:"chunk,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ScanRowsResponse) Reset() {
@@ -525,6 +551,13 @@ func (x *ScanRowsResponse) GetLastRowContinues() bool {
 		return x.LastRowContinues
 	}
 	return false
+}
+
+func (x *ScanRowsResponse) GetChunk() []byte {
+	if x != nil {
+		return x.Chunk
+	}
+	return nil
 }
 
 type CheckpointRequest struct {
@@ -2276,7 +2309,7 @@ const file_bighivepb_tserver_proto_rawDesc = "" +
 	"row_filter\x18\x05 \x01(\fR\trowFilter\"N\n" +
 	"\x0fReadRowResponse\x12!\n" +
 	"\x03row\x18\x01 \x01(\v2\x0f.bighive.v1.RowR\x03row\x12\x18\n" +
-	"\achunked\x18\x02 \x01(\bR\achunked\"\x9f\x02\n" +
+	"\achunked\x18\x02 \x01(\bR\achunked\"\xb3\x02\n" +
 	"\x0fScanRowsRequest\x12\x1b\n" +
 	"\ttablet_id\x18\x01 \x01(\tR\btabletId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12*\n" +
@@ -2286,10 +2319,12 @@ const file_bighivepb_tserver_proto_rawDesc = "" +
 	"\n" +
 	"row_filter\x18\x06 \x01(\fR\trowFilter\x12,\n" +
 	"\x06ranges\x18\a \x03(\v2\x14.bighive.v1.RowRangeR\x06ranges\x12\x1a\n" +
-	"\breversed\x18\b \x01(\bR\breversed\"e\n" +
+	"\breversed\x18\b \x01(\bR\breversed\x12\x12\n" +
+	"\x04flat\x18\t \x01(\bR\x04flat\"{\n" +
 	"\x10ScanRowsResponse\x12#\n" +
 	"\x04rows\x18\x01 \x03(\v2\x0f.bighive.v1.RowR\x04rows\x12,\n" +
-	"\x12last_row_continues\x18\x02 \x01(\bR\x10lastRowContinues\"\x13\n" +
+	"\x12last_row_continues\x18\x02 \x01(\bR\x10lastRowContinues\x12\x14\n" +
+	"\x05chunk\x18\x03 \x01(\fR\x05chunk\"\x13\n" +
 	"\x11CheckpointRequest\"b\n" +
 	"\x12CheckpointResponse\x12'\n" +
 	"\x0ftablets_flushed\x18\x01 \x01(\x05R\x0etabletsFlushed\x12#\n" +

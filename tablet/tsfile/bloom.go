@@ -68,9 +68,10 @@ func parseBloom(b []byte) (bloom, error) {
 	return bloom{k: k, bits: b[4:]}, nil
 }
 
-func (f bloom) mayContain(row []byte) bool {
+func (f bloom) mayContain(row []byte) bool { return f.mayContainHash(hashRow(row)) }
+
+func (f bloom) mayContainHash(h uint64) bool {
 	nbits := uint32(len(f.bits) * 8)
-	h := hashRow(row)
 	h1, h2 := uint32(h), uint32(h>>32)|1
 	for i := uint32(0); i < f.k; i++ {
 		b := (h1 + i*h2) % nbits

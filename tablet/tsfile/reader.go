@@ -32,6 +32,9 @@ type Stats struct {
 	ReadAheadPages int64 // of those, pages read ahead of a scan
 	BloomChecks    int64
 	BloomNegatives int64 // point reads the bloom filter answered "absent"
+	// SeeksInPage counts seeks that went on forward within the page the
+	// iterator was on instead of looking the page up again.
+	SeeksInPage int64
 }
 
 // Reader reads one TSFile. It opens lazily: Open reads only the footer; an
@@ -51,7 +54,7 @@ type Reader struct {
 	indexes map[string][]indexEntry
 	bloom   *bloom
 
-	pagesRead, readAhead, bloomChecks, bloomNeg atomic.Int64
+	pagesRead, readAhead, bloomChecks, bloomNeg, seeksInPage atomic.Int64
 }
 
 // Open opens the TSFile whose footer block is footer, from mgr: the open
@@ -90,7 +93,7 @@ func (r *Reader) Info() Info { return r.info }
 
 // Stats returns the reader's I/O counters.
 func (r *Reader) Stats() Stats {
-	return Stats{PagesRead: r.pagesRead.Load(), ReadAheadPages: r.readAhead.Load(), BloomChecks: r.bloomChecks.Load(), BloomNegatives: r.bloomNeg.Load()}
+	return Stats{PagesRead: r.pagesRead.Load(), ReadAheadPages: r.readAhead.Load(), BloomChecks: r.bloomChecks.Load(), BloomNegatives: r.bloomNeg.Load(), SeeksInPage: r.seeksInPage.Load()}
 }
 
 // Families lists the column families with data in the file ("" holds row
@@ -196,22 +199,9 @@ func (r *Reader) index(m *dataMeta) ([]indexEntry, error) {
 // MayContainRow consults the bloom filter: false means row has no entry
 // in the file.
 func (r *Reader) MayContainRow(row []byte) (bool, error) {
-	r.mu.Lock()
-	f := r.bloom
-	r.mu.Unlock()
-	if f == nil {
-		b, err := r.readBlock(r.footer.bloom, r.footer.bloomSize)
-		if err != nil {
-			return false, err
-		}
-		bf, err := decodeBloom(r.footer.bloom, b)
-		if err != nil {
-			return false, err
-		}
-		f = &bf
-		r.mu.Lock()
-		r.bloom = f
-		r.mu.Unlock()
+	f, err := r.loadBloom()
+	if err != nil {
+		return false, err
 	}
 	r.bloomChecks.Add(1)
 	if !f.mayContain(row) {
@@ -219,6 +209,51 @@ func (r *Reader) MayContainRow(row []byte) (bool, error) {
 		return false, nil
 	}
 	return true, nil
+}
+
+// RowHash is the hash of a row key the bloom filters probe; a multi-get
+// computes it once per row for every file (MayContainHashes).
+func RowHash(row []byte) uint64 { return hashRow(row) }
+
+// MayContainHashes is MayContainRow for many rows at once, given their
+// RowHash: may[i] is set to whether row i may have an entry in the file.
+func (r *Reader) MayContainHashes(hashes []uint64, may []bool) error {
+	f, err := r.loadBloom()
+	if err != nil {
+		return err
+	}
+	neg := 0
+	for i, h := range hashes {
+		may[i] = f.mayContainHash(h)
+		if !may[i] {
+			neg++
+		}
+	}
+	r.bloomChecks.Add(int64(len(hashes)))
+	r.bloomNeg.Add(int64(neg))
+	return nil
+}
+
+// loadBloom returns the bloom filter, reading it on first use.
+func (r *Reader) loadBloom() (*bloom, error) {
+	r.mu.Lock()
+	f := r.bloom
+	r.mu.Unlock()
+	if f == nil {
+		b, err := r.readBlock(r.footer.bloom, r.footer.bloomSize)
+		if err != nil {
+			return nil, err
+		}
+		bf, err := decodeBloom(r.footer.bloom, b)
+		if err != nil {
+			return nil, err
+		}
+		f = &bf
+		r.mu.Lock()
+		r.bloom = f
+		r.mu.Unlock()
+	}
+	return f, nil
 }
 
 // entryCorrupt is the error for bad entry bytes at position pos of page
@@ -519,6 +554,7 @@ func (it *famIter) First() {
 }
 
 func (it *famIter) SeekGE(key *memstore.Entry) {
+	wasValid := it.valid
 	it.err, it.valid = nil, false
 	if !it.loadIndex() {
 		return
@@ -529,7 +565,14 @@ func (it *famIter) SeekGE(key *memstore.Entry) {
 	if i > 0 {
 		i--
 	}
-	if rp := &it.rev; rp.body != nil && rp.page == i {
+	if wasValid && it.pageNo == i && it.rev.body == nil && memstore.CompareKey(&it.cur, key) < 0 {
+		// Forward within the page the iterator is on (a multi-get seeks
+		// its sorted rows in turn): every entry before cur is below key,
+		// so decoding on from cur finds key's successor without looking
+		// the page up or decoding it from its start again.
+		it.r.seeksInPage.Add(1)
+		it.valid = true
+	} else if rp := &it.rev; rp.body != nil && rp.page == i {
 		// A reverse walk seeks into the page it decoded: start at the
 		// first entry of the first row at or after key's row (the last row
 		// if none; decode then moves on to the next page).

@@ -1,0 +1,151 @@
+package client
+
+import (
+	"context"
+	"strings"
+
+	"bighive/internal/apierr"
+	"bighive/internal/flatrows"
+	pb "bighive/proto/bighivepb"
+)
+
+// scanChunk is one ScanRows message, decoded: its rows (a row with no
+// cells is kept: the merging of a cut row needs its key), whether the last
+// one continues in the next message, or the error that ended the stream.
+type scanChunk struct {
+	rows      []Row
+	continues bool
+	err       error
+}
+
+// prefetch receives and decodes the stream's messages on its own
+// goroutine, one message ahead of the caller: the next chunk arrives and
+// is decoded while the caller's fn consumes the current one. It stops at
+// the stream's end (the last chunk carries io.EOF) or when ctx is done.
+//
+// The first message is received on the caller's goroutine, before the
+// prefetching one starts: a scan of one message (a short range, a row
+// list) then costs no hand-over between goroutines but the one that
+// overlaps its consumption.
+func prefetch(ctx context.Context, addr string, recv func() (*pb.ScanRowsResponse, error), received func()) <-chan scanChunk {
+	next := func() scanChunk {
+		resp, err := recv()
+		if err != nil {
+			return scanChunk{err: err}
+		}
+		received()
+		rows, err := decodeChunk(resp)
+		if err != nil {
+			return scanChunk{err: apierr.Unavailable("tserver %s: scan message: %v", addr, err)}
+		}
+		return scanChunk{rows: rows, continues: resp.LastRowContinues}
+	}
+	out := make(chan scanChunk, 2)
+	first := next()
+	out <- first
+	if first.err != nil {
+		close(out)
+		return out
+	}
+	go func() {
+		defer close(out)
+		for {
+			ch := next()
+			select {
+			case out <- ch:
+			case <-ctx.Done():
+				return
+			}
+			if ch.err != nil {
+				return
+			}
+		}
+	}()
+	return out
+}
+
+// decodeChunk returns the rows of a message, flat or not.
+func decodeChunk(resp *pb.ScanRowsResponse) ([]Row, error) {
+	if len(resp.Chunk) == 0 {
+		rows := make([]Row, len(resp.Rows))
+		for i, pr := range resp.Rows {
+			rows[i] = rowFromProto(pr)
+		}
+		return rows, nil
+	}
+	return decodeFlat(resp.Chunk)
+}
+
+// decodeFlat decodes a flat chunk with a few allocations for all of its
+// rows: one []Row, one []Cell, and one string holding every key,
+// qualifier and family (a first pass sizes them). Values alias chunk.
+func decodeFlat(chunk []byte) ([]Row, error) {
+	var (
+		rd                 flatrows.Reader
+		nrows, ncells, nch int
+	)
+	rd.Reset(chunk)
+	var lastFam []byte
+	for {
+		key, n, ok := rd.NextRow()
+		if !ok {
+			break
+		}
+		nrows++
+		nch += len(key)
+		for i := 0; i < n; i++ {
+			c, ok := rd.NextCell()
+			if !ok {
+				break
+			}
+			ncells++
+			nch += len(c.Qualifier)
+			if string(c.Family) != string(lastFam) {
+				nch += len(c.Family)
+				lastFam = c.Family
+			}
+		}
+	}
+	if err := rd.Err(); err != nil {
+		return nil, err
+	}
+	rows := make([]Row, 0, nrows)
+	cells := make([]Cell, 0, ncells)
+	var sb strings.Builder
+	sb.Grow(nch)
+	// str appends b and returns it as a string: Grow sized the builder,
+	// so the strings returned share one allocation that never moves.
+	str := func(b []byte) string {
+		start := sb.Len()
+		sb.Write(b)
+		return sb.String()[start:]
+	}
+	rd.Reset(chunk)
+	lastFam = nil
+	fam := ""
+	for {
+		key, n, ok := rd.NextRow()
+		if !ok {
+			break
+		}
+		r := Row{Key: str(key)}
+		start := len(cells)
+		for i := 0; i < n; i++ {
+			c, _ := rd.NextCell()
+			if lastFam == nil || string(c.Family) != string(lastFam) {
+				fam, lastFam = str(c.Family), c.Family
+			}
+			cl := Cell{Family: fam, Qualifier: str(c.Qualifier), Timestamp: c.Timestamp, Value: c.Value}
+			for j := 0; j < c.Labels; j++ {
+				l, _ := rd.NextLabel()
+				cl.Labels = append(cl.Labels, string(l))
+			}
+			cells = append(cells, cl)
+		}
+		if len(cells) > start {
+			r.Cells = cells[start:len(cells):len(cells)]
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
+}

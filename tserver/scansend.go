@@ -1,0 +1,113 @@
+package tserver
+
+import (
+	"bighive/internal/flatrows"
+	pb "bighive/proto/bighivepb"
+	"bighive/tablet"
+)
+
+const (
+	// scanChunkBytes bounds one streamed message of a scan (up to one
+	// cell more); scanChunkRows bounds its rows.
+	scanChunkBytes = 1 << 20
+	scanChunkRows  = 8192
+	// scanFirstChunkBytes bounds a flat scan's first message: the client
+	// decodes it while the next one is filled. Each next bound is twice
+	// the last, up to scanChunkBytes.
+	scanFirstChunkBytes = 64 << 10
+)
+
+// scanSender cuts a scan's rows into messages: repeated Row messages, or
+// with flat one chunk of the flat encoding per message (one buffer, reused
+// from message to message: Send has marshalled it when it returns).
+type scanSender struct {
+	stream pb.TServer_ScanRowsServer
+	flat   bool
+	err    error // the first Send failure
+
+	rows  []*pb.Row
+	w     flatrows.Writer
+	size  int // bytes of the message so far
+	n     int // rows in the message so far (a cut row counts in each)
+	limit int // the byte bound of this message
+}
+
+func newScanSender(stream pb.TServer_ScanRowsServer, flat bool) *scanSender {
+	o := &scanSender{stream: stream, flat: flat, limit: scanChunkBytes}
+	if flat {
+		o.limit = scanFirstChunkBytes
+	}
+	return o
+}
+
+// row adds one row, sending the message when it is full: false once a
+// Send failed. A row is cut between cells where the message would pass
+// its byte bound, so no message exceeds it by more than one cell (a value
+// is at most 10 MiB), however large the row.
+func (o *scanSender) row(row tablet.Row) bool {
+	o.startRow(row.Key)
+	cells := 0
+	for _, c := range row.Cells {
+		n := cellSize(c)
+		if o.size+n > o.limit && cells > 0 {
+			o.endRow()
+			if o.flush(true) != nil {
+				return false
+			}
+			o.startRow(row.Key)
+			cells = 0
+		}
+		o.addCell(c)
+		o.size += n
+		cells++
+	}
+	o.endRow()
+	if o.size >= o.limit || o.n >= scanChunkRows {
+		return o.flush(false) == nil
+	}
+	return true
+}
+
+func (o *scanSender) startRow(key []byte) {
+	o.n++
+	o.size += len(key)
+	if o.flat {
+		o.w.StartRow(key)
+		return
+	}
+	o.rows = append(o.rows, &pb.Row{Key: key})
+}
+
+func (o *scanSender) addCell(c tablet.Cell) {
+	if o.flat {
+		o.w.AddCell(c.Family, c.Qualifier, c.Timestamp, c.Value, c.Labels)
+		return
+	}
+	pr := o.rows[len(o.rows)-1]
+	pr.Cells = append(pr.Cells, cellToPB(c))
+}
+
+func (o *scanSender) endRow() {
+	if o.flat {
+		o.w.EndRow()
+	}
+}
+
+// flush sends the message, if it holds a row; continues says its last
+// row goes on in the next message.
+func (o *scanSender) flush(continues bool) error {
+	if o.n == 0 || o.err != nil {
+		return o.err
+	}
+	resp := &pb.ScanRowsResponse{LastRowContinues: continues}
+	if o.flat {
+		resp.Chunk = o.w.Bytes()
+	} else {
+		resp.Rows = o.rows
+	}
+	o.err = o.stream.Send(resp)
+	o.rows, o.size, o.n = nil, 0, 0
+	o.w.Reset()
+	o.limit = min(2*o.limit, scanChunkBytes)
+	return o.err
+}
