@@ -432,3 +432,19 @@ func (c *Client) readRow(ctx context.Context, addr string, req *pb.ReadRowReques
 	}
 	return ts.ReadRow(ctx, req, grpc.Peer(p))
 }
+
+// ping is Ping on the batch stream when it is on, else unary: the floor of
+// the transport the data calls use.
+func (c *Client) ping(ctx context.Context, addr string, p *peer.Peer) error {
+	if c.batch != nil {
+		_, err := c.batch.call(ctx, addr, &pb.BatchCommandsRequest_Command{
+			Command: &pb.BatchCommandsRequest_Command_Ping{Ping: &pb.PingRequest{}}}, p)
+		return err
+	}
+	ts, err := c.tserver(addr)
+	if err != nil {
+		return err
+	}
+	_, err = ts.Ping(ctx, &pb.PingRequest{}, grpc.Peer(p))
+	return err
+}

@@ -3,15 +3,14 @@ package client
 import (
 	"context"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/peer"
 
 	"bighive/internal/limits"
-	pb "bighive/proto/bighivepb"
 )
 
 // Ping sends one no-op call to the tserver that serves row's tablet, over
-// the client's usual connection to it and with the usual location lookup
+// the client's usual connection to it (a Ping command on the batch stream
+// while that is on, else the unary Ping RPC) and with the usual location lookup
 // and retries (it is idempotent), and returns when the reply is back. It
 // measures the floor of a data call: a Get of row costs a Ping plus the
 // tserver's work.
@@ -25,11 +24,7 @@ func (t *Table) Ping(ctx context.Context, row string) error {
 		if err != nil {
 			return unsent(err)
 		}
-		ts, err := t.c.tserver(loc.addr)
-		if err != nil {
-			return err
-		}
-		if _, err := ts.Ping(ctx, &pb.PingRequest{}, grpc.Peer(p)); err != nil {
+		if err := t.c.ping(ctx, loc.addr, p); err != nil {
 			return t.failed(loc, err)
 		}
 		return nil

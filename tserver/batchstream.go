@@ -150,6 +150,7 @@ func (s *Server) sendResults(stream pb.TServer_BatchCommandsServer, out <-chan *
 const (
 	batchMutateMethod = "/bighive.v1.TServer/BatchCommands/MutateRow"
 	batchReadMethod   = "/bighive.v1.TServer/BatchCommands/ReadRow"
+	batchPingMethod   = "/bighive.v1.TServer/BatchCommands/Ping"
 )
 
 // runCommands starts the commands of one message: one goroutine per
@@ -164,7 +165,7 @@ func (s *Server) runCommands(ctx context.Context, cmds []*pb.BatchCommandsReques
 			emit(r)
 		}
 	}
-	emitWrite, emitRead := counted(batchMutateMethod), counted(batchReadMethod)
+	emitWrite, emitRead, emitPing := counted(batchMutateMethod), counted(batchReadMethod), counted(batchPingMethod)
 	type groupKey struct {
 		tablet string
 		epoch  int64
@@ -185,6 +186,8 @@ func (s *Server) runCommands(ctx context.Context, cmds []*pb.BatchCommandsReques
 			groups[k] = append(groups[k], c)
 		case c.GetReadRow() != nil:
 			reads = append(reads, c)
+		case c.GetPing() != nil:
+			emitPing(&batchResult{Id: c.Id, Status: &pb.RowStatus{}})
 		default:
 			emit(&batchResult{Id: c.Id, Status: apierr.RowStatus(apierr.InvalidArgument("batch command %d names no request", c.Id))})
 		}

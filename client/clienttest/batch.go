@@ -57,6 +57,9 @@ func (s *tserver) runCommand(ctx context.Context, cmd *pb.BatchCommandsRequest_C
 		if err == nil {
 			res.ReadRow = out.(*pb.ReadRowResponse)
 		}
+	case cmd.GetPing() != nil:
+		_, err = s.c.unaryFaults(ctx, cmd.GetPing(), &grpc.UnaryServerInfo{Server: s, FullMethod: "/bighive.v1.TServer/Ping"},
+			func(ctx context.Context, req any) (any, error) { return s.Ping(ctx, req.(*pb.PingRequest)) })
 	default:
 		err = apierr.InvalidArgument("batch command %d names no request", cmd.Id)
 	}

@@ -2137,6 +2137,7 @@ type BatchCommandsRequest_Command struct {
 	//
 	//	*BatchCommandsRequest_Command_MutateRow
 	//	*BatchCommandsRequest_Command_ReadRow
+	//	*BatchCommandsRequest_Command_Ping
 	Command       isBatchCommandsRequest_Command_Command `protobuf_oneof:"command"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2204,6 +2205,15 @@ func (x *BatchCommandsRequest_Command) GetReadRow() *ReadRowRequest {
 	return nil
 }
 
+func (x *BatchCommandsRequest_Command) GetPing() *PingRequest {
+	if x != nil {
+		if x, ok := x.Command.(*BatchCommandsRequest_Command_Ping); ok {
+			return x.Ping
+		}
+	}
+	return nil
+}
+
 type isBatchCommandsRequest_Command_Command interface {
 	isBatchCommandsRequest_Command_Command()
 }
@@ -2216,9 +2226,17 @@ type BatchCommandsRequest_Command_ReadRow struct {
 	ReadRow *ReadRowRequest `protobuf:"bytes,3,opt,name=read_row,json=readRow,proto3,oneof"`
 }
 
+type BatchCommandsRequest_Command_Ping struct {
+	// Does nothing: the floor of a command on the stream (Table.Ping
+	// goes here while the batch stream is on).
+	Ping *PingRequest `protobuf:"bytes,16,opt,name=ping,proto3,oneof"`
+}
+
 func (*BatchCommandsRequest_Command_MutateRow) isBatchCommandsRequest_Command_Command() {}
 
 func (*BatchCommandsRequest_Command_ReadRow) isBatchCommandsRequest_Command_Command() {}
+
+func (*BatchCommandsRequest_Command_Ping) isBatchCommandsRequest_Command_Command() {}
 
 type BatchCommandsResponse_Result struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2411,14 +2429,15 @@ const file_bighivepb_tserver_proto_rawDesc = "" +
 	"\x15SampleRowKeysResponse\x122\n" +
 	"\asamples\x18\x01 \x03(\v2\x18.bighive.v1.RowKeySampleR\asamples\"\r\n" +
 	"\vPingRequest\"\x0e\n" +
-	"\fPingResponse\"\xfb\x01\n" +
+	"\fPingResponse\"\xaa\x02\n" +
 	"\x14BatchCommandsRequest\x12D\n" +
-	"\bcommands\x18\x01 \x03(\v2(.bighive.v1.BatchCommandsRequest.CommandR\bcommands\x1a\x9c\x01\n" +
+	"\bcommands\x18\x01 \x03(\v2(.bighive.v1.BatchCommandsRequest.CommandR\bcommands\x1a\xcb\x01\n" +
 	"\aCommand\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12=\n" +
 	"\n" +
 	"mutate_row\x18\x02 \x01(\v2\x1c.bighive.v1.MutateRowRequestH\x00R\tmutateRow\x127\n" +
-	"\bread_row\x18\x03 \x01(\v2\x1a.bighive.v1.ReadRowRequestH\x00R\areadRowB\t\n" +
+	"\bread_row\x18\x03 \x01(\v2\x1a.bighive.v1.ReadRowRequestH\x00R\areadRow\x12-\n" +
+	"\x04ping\x18\x10 \x01(\v2\x17.bighive.v1.PingRequestH\x00R\x04pingB\t\n" +
 	"\acommand\"\xdc\x01\n" +
 	"\x15BatchCommandsResponse\x12B\n" +
 	"\aresults\x18\x01 \x03(\v2(.bighive.v1.BatchCommandsResponse.ResultR\aresults\x1a\x7f\n" +
@@ -2543,49 +2562,50 @@ var file_bighivepb_tserver_proto_depIdxs = []int32{
 	39, // 24: bighive.v1.BatchCommandsResponse.results:type_name -> bighive.v1.BatchCommandsResponse.Result
 	0,  // 25: bighive.v1.BatchCommandsRequest.Command.mutate_row:type_name -> bighive.v1.MutateRowRequest
 	4,  // 26: bighive.v1.BatchCommandsRequest.Command.read_row:type_name -> bighive.v1.ReadRowRequest
-	41, // 27: bighive.v1.BatchCommandsResponse.Result.status:type_name -> bighive.v1.RowStatus
-	5,  // 28: bighive.v1.BatchCommandsResponse.Result.read_row:type_name -> bighive.v1.ReadRowResponse
-	0,  // 29: bighive.v1.TServer.MutateRow:input_type -> bighive.v1.MutateRowRequest
-	2,  // 30: bighive.v1.TServer.MutateRows:input_type -> bighive.v1.MutateRowsRequest
-	4,  // 31: bighive.v1.TServer.ReadRow:input_type -> bighive.v1.ReadRowRequest
-	6,  // 32: bighive.v1.TServer.ScanRows:input_type -> bighive.v1.ScanRowsRequest
-	8,  // 33: bighive.v1.TServer.Checkpoint:input_type -> bighive.v1.CheckpointRequest
-	10, // 34: bighive.v1.TServer.Compact:input_type -> bighive.v1.CompactRequest
-	12, // 35: bighive.v1.TServer.Split:input_type -> bighive.v1.SplitRequest
-	14, // 36: bighive.v1.TServer.Status:input_type -> bighive.v1.StatusRequest
-	17, // 37: bighive.v1.TServer.AssignTablets:input_type -> bighive.v1.AssignTabletsRequest
-	50, // 38: bighive.v1.TServer.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
-	19, // 39: bighive.v1.TServer.UpdateSchema:input_type -> bighive.v1.UpdateSchemaRequest
-	21, // 40: bighive.v1.TServer.DropRows:input_type -> bighive.v1.DropRowsRequest
-	24, // 41: bighive.v1.TServer.ReadModifyWriteRow:input_type -> bighive.v1.ReadModifyWriteRowRequest
-	26, // 42: bighive.v1.TServer.CheckAndMutateRow:input_type -> bighive.v1.CheckAndMutateRowRequest
-	28, // 43: bighive.v1.TServer.PurgeFamily:input_type -> bighive.v1.PurgeFamilyRequest
-	30, // 44: bighive.v1.TServer.SampleRowKeys:input_type -> bighive.v1.SampleRowKeysRequest
-	33, // 45: bighive.v1.TServer.Ping:input_type -> bighive.v1.PingRequest
-	35, // 46: bighive.v1.TServer.BatchCommands:input_type -> bighive.v1.BatchCommandsRequest
-	1,  // 47: bighive.v1.TServer.MutateRow:output_type -> bighive.v1.MutateRowResponse
-	3,  // 48: bighive.v1.TServer.MutateRows:output_type -> bighive.v1.MutateRowsResponse
-	5,  // 49: bighive.v1.TServer.ReadRow:output_type -> bighive.v1.ReadRowResponse
-	7,  // 50: bighive.v1.TServer.ScanRows:output_type -> bighive.v1.ScanRowsResponse
-	9,  // 51: bighive.v1.TServer.Checkpoint:output_type -> bighive.v1.CheckpointResponse
-	11, // 52: bighive.v1.TServer.Compact:output_type -> bighive.v1.CompactResponse
-	13, // 53: bighive.v1.TServer.Split:output_type -> bighive.v1.SplitResponse
-	16, // 54: bighive.v1.TServer.Status:output_type -> bighive.v1.StatusResponse
-	18, // 55: bighive.v1.TServer.AssignTablets:output_type -> bighive.v1.AssignTabletsResponse
-	51, // 56: bighive.v1.TServer.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
-	20, // 57: bighive.v1.TServer.UpdateSchema:output_type -> bighive.v1.UpdateSchemaResponse
-	22, // 58: bighive.v1.TServer.DropRows:output_type -> bighive.v1.DropRowsResponse
-	25, // 59: bighive.v1.TServer.ReadModifyWriteRow:output_type -> bighive.v1.ReadModifyWriteRowResponse
-	27, // 60: bighive.v1.TServer.CheckAndMutateRow:output_type -> bighive.v1.CheckAndMutateRowResponse
-	29, // 61: bighive.v1.TServer.PurgeFamily:output_type -> bighive.v1.PurgeFamilyResponse
-	32, // 62: bighive.v1.TServer.SampleRowKeys:output_type -> bighive.v1.SampleRowKeysResponse
-	34, // 63: bighive.v1.TServer.Ping:output_type -> bighive.v1.PingResponse
-	36, // 64: bighive.v1.TServer.BatchCommands:output_type -> bighive.v1.BatchCommandsResponse
-	47, // [47:65] is the sub-list for method output_type
-	29, // [29:47] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	33, // 27: bighive.v1.BatchCommandsRequest.Command.ping:type_name -> bighive.v1.PingRequest
+	41, // 28: bighive.v1.BatchCommandsResponse.Result.status:type_name -> bighive.v1.RowStatus
+	5,  // 29: bighive.v1.BatchCommandsResponse.Result.read_row:type_name -> bighive.v1.ReadRowResponse
+	0,  // 30: bighive.v1.TServer.MutateRow:input_type -> bighive.v1.MutateRowRequest
+	2,  // 31: bighive.v1.TServer.MutateRows:input_type -> bighive.v1.MutateRowsRequest
+	4,  // 32: bighive.v1.TServer.ReadRow:input_type -> bighive.v1.ReadRowRequest
+	6,  // 33: bighive.v1.TServer.ScanRows:input_type -> bighive.v1.ScanRowsRequest
+	8,  // 34: bighive.v1.TServer.Checkpoint:input_type -> bighive.v1.CheckpointRequest
+	10, // 35: bighive.v1.TServer.Compact:input_type -> bighive.v1.CompactRequest
+	12, // 36: bighive.v1.TServer.Split:input_type -> bighive.v1.SplitRequest
+	14, // 37: bighive.v1.TServer.Status:input_type -> bighive.v1.StatusRequest
+	17, // 38: bighive.v1.TServer.AssignTablets:input_type -> bighive.v1.AssignTabletsRequest
+	50, // 39: bighive.v1.TServer.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
+	19, // 40: bighive.v1.TServer.UpdateSchema:input_type -> bighive.v1.UpdateSchemaRequest
+	21, // 41: bighive.v1.TServer.DropRows:input_type -> bighive.v1.DropRowsRequest
+	24, // 42: bighive.v1.TServer.ReadModifyWriteRow:input_type -> bighive.v1.ReadModifyWriteRowRequest
+	26, // 43: bighive.v1.TServer.CheckAndMutateRow:input_type -> bighive.v1.CheckAndMutateRowRequest
+	28, // 44: bighive.v1.TServer.PurgeFamily:input_type -> bighive.v1.PurgeFamilyRequest
+	30, // 45: bighive.v1.TServer.SampleRowKeys:input_type -> bighive.v1.SampleRowKeysRequest
+	33, // 46: bighive.v1.TServer.Ping:input_type -> bighive.v1.PingRequest
+	35, // 47: bighive.v1.TServer.BatchCommands:input_type -> bighive.v1.BatchCommandsRequest
+	1,  // 48: bighive.v1.TServer.MutateRow:output_type -> bighive.v1.MutateRowResponse
+	3,  // 49: bighive.v1.TServer.MutateRows:output_type -> bighive.v1.MutateRowsResponse
+	5,  // 50: bighive.v1.TServer.ReadRow:output_type -> bighive.v1.ReadRowResponse
+	7,  // 51: bighive.v1.TServer.ScanRows:output_type -> bighive.v1.ScanRowsResponse
+	9,  // 52: bighive.v1.TServer.Checkpoint:output_type -> bighive.v1.CheckpointResponse
+	11, // 53: bighive.v1.TServer.Compact:output_type -> bighive.v1.CompactResponse
+	13, // 54: bighive.v1.TServer.Split:output_type -> bighive.v1.SplitResponse
+	16, // 55: bighive.v1.TServer.Status:output_type -> bighive.v1.StatusResponse
+	18, // 56: bighive.v1.TServer.AssignTablets:output_type -> bighive.v1.AssignTabletsResponse
+	51, // 57: bighive.v1.TServer.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
+	20, // 58: bighive.v1.TServer.UpdateSchema:output_type -> bighive.v1.UpdateSchemaResponse
+	22, // 59: bighive.v1.TServer.DropRows:output_type -> bighive.v1.DropRowsResponse
+	25, // 60: bighive.v1.TServer.ReadModifyWriteRow:output_type -> bighive.v1.ReadModifyWriteRowResponse
+	27, // 61: bighive.v1.TServer.CheckAndMutateRow:output_type -> bighive.v1.CheckAndMutateRowResponse
+	29, // 62: bighive.v1.TServer.PurgeFamily:output_type -> bighive.v1.PurgeFamilyResponse
+	32, // 63: bighive.v1.TServer.SampleRowKeys:output_type -> bighive.v1.SampleRowKeysResponse
+	34, // 64: bighive.v1.TServer.Ping:output_type -> bighive.v1.PingResponse
+	36, // 65: bighive.v1.TServer.BatchCommands:output_type -> bighive.v1.BatchCommandsResponse
+	48, // [48:66] is the sub-list for method output_type
+	30, // [30:48] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_bighivepb_tserver_proto_init() }
@@ -2602,6 +2622,7 @@ func file_bighivepb_tserver_proto_init() {
 	file_bighivepb_tserver_proto_msgTypes[38].OneofWrappers = []any{
 		(*BatchCommandsRequest_Command_MutateRow)(nil),
 		(*BatchCommandsRequest_Command_ReadRow)(nil),
+		(*BatchCommandsRequest_Command_Ping)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
