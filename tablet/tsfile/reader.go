@@ -75,13 +75,7 @@ func Open(mgr blockstore.Manager, footer blockstore.BlockRef, opts ReaderOptions
 		return nil, err
 	}
 	f := &r.footer
-	r.info = Info{Store: footer.Store, Footer: footerID, Entries: f.entries, Rows: f.rows, MinRow: f.minRow, MaxRow: f.maxRow, MinTimestamp: f.minTS, MaxTimestamp: f.maxTS, MaxSeq: f.maxSeq}
-	for _, d := range f.data {
-		r.info.Blocks = append(r.info.Blocks, d.data, d.index)
-		r.info.Size += d.dataSize + d.indexSize
-	}
-	r.info.Blocks = append(r.info.Blocks, f.bloom, footerID)
-	r.info.Size += f.bloomSize + int64(len(b))
+	r.info = f.info(footer.Store, footerID, int64(len(b)))
 	return r, nil
 }
 
