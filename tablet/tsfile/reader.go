@@ -648,3 +648,32 @@ func (it *famIter) decodeRev(i int) error {
 	it.rev = rp
 	return nil
 }
+
+// SampleRows returns up to n rows spread evenly over the pages of the
+// file's cell families (the first row of every page, thinned): a sample
+// of the file's rows weighted by the bytes they hold, read from the index
+// blocks only.
+func (r *Reader) SampleRows(n int) ([][]byte, error) {
+	var firsts [][]byte
+	for i := range r.footer.data {
+		m := &r.footer.data[i]
+		if m.family == "" {
+			continue
+		}
+		idx, err := r.index(m)
+		if err != nil {
+			return nil, err
+		}
+		for j := range idx {
+			firsts = append(firsts, idx[j].first.Row)
+		}
+	}
+	if n <= 0 || len(firsts) <= n {
+		return firsts, nil
+	}
+	out := make([][]byte, n)
+	for i := range out {
+		out[i] = firsts[i*len(firsts)/n]
+	}
+	return out, nil
+}
