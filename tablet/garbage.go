@@ -215,3 +215,9 @@ func familyGarbage(pol *FamilyPolicy, fs *tsfile.FamilyStats, info tsfile.Info, 
 	}
 	return sum / float64(len(samples))
 }
+
+// GarbageShare is EstimateGarbage's share (checkpoint.GarbageEstimator).
+func (t *Tablet) GarbageShare() (float64, error) {
+	g, err := t.EstimateGarbage()
+	return g.Share(), err
+}

@@ -47,6 +47,7 @@ func newEngineState(s *Server) *engineState {
 		MaxTSFiles:     s.opts.CompactionMaxFiles,
 		MergeWidth:     s.opts.CompactionMergeWidth,
 		CompactionRate: s.opts.CompactionRate,
+		GarbageShare:   s.opts.CompactionGarbageShare,
 	})
 	return e
 }

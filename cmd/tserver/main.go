@@ -42,6 +42,7 @@ func main() {
 		majorEvery     = flag.Duration("compaction-major-every", 24*time.Hour, "period of each tablet's major compaction, which drops deleted, overwritten and expired cells and purges tombstones; negative: none")
 		maxFiles       = flag.Int("compaction-max-files", 6, "TSFiles per tablet over which a merging compaction runs; negative: no merging")
 		mergeWidth     = flag.Int("compaction-merge-width", 0, "TSFiles one merging compaction merges (0: compaction-max-files/2+1, at least 2)")
+		garbageShare   = flag.Float64("compaction-garbage-share", 0.2, "estimated share of a tablet's entries that a major compaction would drop (tombstones and the deleted, overwritten, expired or dropped-family cells) past which one runs; negative: never")
 		compactRate    = flag.Int64("compaction-rate", 64<<20, "average `bytes` per second compactions read; negative: unthrottled")
 		splitFault     = flag.String("split-fault-file", "", "testing only: a `file` holding a split step number; the split that reaches that step removes the file and kills this process")
 	)
@@ -71,10 +72,11 @@ func main() {
 		MaxConcurrentSplits: *maxSplits,
 		SplitHook:           faultHook(*splitFault, log),
 
-		CompactionMajorEvery: *majorEvery,
-		CompactionMaxFiles:   *maxFiles,
-		CompactionMergeWidth: *mergeWidth,
-		CompactionRate:       *compactRate,
+		CompactionMajorEvery:   *majorEvery,
+		CompactionMaxFiles:     *maxFiles,
+		CompactionMergeWidth:   *mergeWidth,
+		CompactionRate:         *compactRate,
+		CompactionGarbageShare: *garbageShare,
 	})
 	if err != nil {
 		log.Error("start failed", "err", err)
