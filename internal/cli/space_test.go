@@ -80,3 +80,49 @@ func TestTabletsSpaceOnRealCluster(t *testing.T) {
 		}
 	}
 }
+
+// TestGarbageShareCompactsOnRealCluster: with the default policy, a
+// tablet of which half the rows were deleted is major-compacted without
+// being asked (--compaction-garbage-share 0.2): `bighive tablets` soon
+// reports at most the live entries and one more, and the live rows read
+// back.
+func TestGarbageShareCompactsOnRealCluster(t *testing.T) {
+	r := run{t: t, masters: startCluster(t)}
+	r.ok("create", "t1", "--families", "cf")
+	r.waitFor("serving", "tablets", "t1")
+	for i := range 40 {
+		r.ok("put", "t1", fmt.Sprintf("row%03d", i), "cf:q", fmt.Sprintf("value %d", i))
+	}
+	r.ok("checkpoint")
+	for i := range 20 {
+		r.ok("delete", "t1", fmt.Sprintf("row%03d", i))
+	}
+	r.ok("checkpoint")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var s struct {
+			Entries    *int64 `json:"entries"`
+			Tombstones int64  `json:"tombstones"`
+		}
+		out := r.ok("--json", "tablets", "t1")
+		if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &s); err != nil {
+			t.Fatalf("--json tablets printed %q: %v", out, err)
+		}
+		if s.Entries != nil && *s.Entries <= 21 && *s.Entries > 0 {
+			if s.Tombstones > 1 {
+				t.Fatalf("after the automatic major compaction: %s; want at most one tombstone", out)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no automatic major compaction within 30 s; tablets: %s", out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	out := r.ok("scan", "t1")
+	for i := range 40 {
+		if got, want := strings.Contains(out, fmt.Sprintf("value %d\n", i)) || strings.Contains(out, fmt.Sprintf("value %d ", i)), i >= 20; got != want {
+			t.Fatalf("row%03d shown %v after the compaction, want %v:\n%s", i, got, want, out)
+		}
+	}
+}
