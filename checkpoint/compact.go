@@ -47,9 +47,11 @@ func (c *Coordinator) runCompactions(ctx context.Context) {
 			if !major && (c.opts.MaxTSFiles < 0 || len(files) <= c.opts.MaxTSFiles) {
 				continue
 			}
+			began := time.Now()
 			if err := c.Compact(ctx, t, major); err != nil && ctx.Err() == nil {
 				c.log.Warn("compaction failed", "tablet", t.ID(), "major", major, "err", err)
 			}
+			c.rest(ctx, time.Since(began))
 		}
 	}
 }
@@ -238,6 +240,23 @@ func replaceRun(list []tsfile.Info, run []blockstore.BlockRef, info tsfile.Info)
 		placed = true
 	}
 	return out
+}
+
+// rest sleeps after a background compaction that took took (pacing
+// included), so that background compactions run at most CompactionDuty
+// of the time: on a busy machine a compaction takes longer than its
+// CompactionRate allows, and pace alone would then never sleep.
+func (c *Coordinator) rest(ctx context.Context, took time.Duration) {
+	if c.opts.CompactionDuty >= 1 {
+		return
+	}
+	d := time.Duration(float64(took) * (1 - c.opts.CompactionDuty) / c.opts.CompactionDuty)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // pace sleeps after a compaction that read n bytes in took, so that

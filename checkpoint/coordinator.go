@@ -73,6 +73,12 @@ type Options struct {
 	// its last major compaction (what that could not drop, another would
 	// not either). Default 0.2; negative disables the trigger.
 	GarbageShare float64
+	// CompactionDuty bounds the share of the time background compactions
+	// run (Run rests after each for its duration × (1−duty)/duty), so
+	// that on a machine short of CPU or disk they cannot starve writes and
+	// checkpoints however fast CompactionRate lets them read. Default 0.2;
+	// 1 or more: no rest.
+	CompactionDuty float64
 	// CompactionRate bounds the bytes per second a compaction reads, so it
 	// does not starve writers. Default 64 MiB/s; negative: unthrottled.
 	CompactionRate int64
@@ -122,6 +128,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.GarbageShare == 0 {
 		o.GarbageShare = 0.2
+	}
+	if o.CompactionDuty <= 0 {
+		o.CompactionDuty = 0.2
 	}
 	if o.CompactionRate == 0 {
 		o.CompactionRate = 64 << 20

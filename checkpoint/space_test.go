@@ -87,12 +87,23 @@ func fileBytes(files []tsfile.Info) int64 {
 	return n
 }
 
-// settle waits until Run has had nothing to compact for 50 intervals.
+// settle waits until Run has nothing left to compact under the default
+// policy (at most 6 files, a garbage share of at most 0.2 or a single
+// file) and has compacted nothing for 50 intervals.
 func settle(t testing.TB, n *node) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	last, quiet := n.coord.Stats().Compactions, 0
-	for quiet < 50 {
+	due := func() bool {
+		tb := n.byID[tabletID(0)]
+		share, err := tb.GarbageShare()
+		if err != nil {
+			t.Fatal(err)
+		}
+		files := len(tb.Files())
+		return files > 6 || files > 1 && share > 0.2
+	}
+	for quiet < 50 || due() {
 		if time.Now().After(deadline) {
 			t.Fatal("compactions did not settle within 60 s")
 		}

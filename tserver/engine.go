@@ -48,6 +48,7 @@ func newEngineState(s *Server) *engineState {
 		MergeWidth:     s.opts.CompactionMergeWidth,
 		CompactionRate: s.opts.CompactionRate,
 		GarbageShare:   s.opts.CompactionGarbageShare,
+		CompactionDuty: s.opts.CompactionDuty,
 	})
 	return e
 }

@@ -70,9 +70,12 @@ type Options struct {
 	// would drop past which one runs (default 0.2, negative: never).
 	CompactionMajorEvery   time.Duration
 	CompactionGarbageShare float64
-	CompactionMaxFiles     int
-	CompactionMergeWidth   int
-	CompactionRate         int64
+	// CompactionDuty is the share of the time background compactions may
+	// run (default 0.2; 1: no limit).
+	CompactionDuty       float64
+	CompactionMaxFiles   int
+	CompactionMergeWidth int
+	CompactionRate       int64
 	// FS is the filesystem (default vfs.Default).
 	FS     vfs.FS
 	Logger *slog.Logger
