@@ -125,20 +125,7 @@ func TestPeriodicMajorCompactionPurges(t *testing.T) {
 	}
 	id := tabletID(0)
 	rows := 20
-	for _, kind := range []mutation.Kind{mutation.SetCell, mutation.DeleteRow} {
-		for i := range rows {
-			op := mutation.Op{Kind: kind, Family: "f", Qualifier: []byte("q"), Timestamp: mutation.ServerTime, Value: []byte("v")}
-			if kind == mutation.DeleteRow {
-				op = mutation.Op{Kind: kind}
-			}
-			if err := n.write(ctx, id, &mutation.RowMutation{Row: []byte(fmt.Sprintf("r%02d", i)), Ops: []mutation.Op{op}}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if _, err := n.coord.Checkpoint(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeThenDeleteRows(t, n, id, rows)
 	if got := len(n.byID[id].Files()); got != 2 {
 		t.Fatalf("%d files before the periodic major compaction, want 2", got)
 	}
@@ -188,20 +175,7 @@ func TestGarbageShareTriggersMajor(t *testing.T) {
 			}
 			defer n.close()
 			id := tabletID(0)
-			for _, kind := range []mutation.Kind{mutation.SetCell, mutation.DeleteRow} {
-				for i := range 50 {
-					op := mutation.Op{Kind: kind, Family: "f", Qualifier: []byte("q"), Timestamp: mutation.ServerTime, Value: []byte("v")}
-					if kind == mutation.DeleteRow {
-						op = mutation.Op{Kind: kind}
-					}
-					if err := n.write(ctx, id, &mutation.RowMutation{Row: []byte(fmt.Sprintf("r%02d", i)), Ops: []mutation.Op{op}}); err != nil {
-						t.Fatal(err)
-					}
-				}
-				if _, err := n.coord.Checkpoint(ctx); err != nil {
-					t.Fatal(err)
-				}
-			}
+			writeThenDeleteRows(t, n, id, 50)
 			n.run()
 			if c.majors > 0 {
 				deadline := time.Now().Add(30 * time.Second)
@@ -227,5 +201,26 @@ func TestGarbageShareTriggersMajor(t *testing.T) {
 				t.Fatalf("%d files without the trigger, want 2", len(files))
 			}
 		})
+	}
+}
+
+// writeThenDeleteRows writes rows cells of tablet id, checkpoints, deletes
+// the rows and checkpoints again: two TSFiles, the newer all tombstones.
+func writeThenDeleteRows(t *testing.T, n *node, id string, rows int) {
+	t.Helper()
+	ctx := context.Background()
+	for _, kind := range []mutation.Kind{mutation.SetCell, mutation.DeleteRow} {
+		for i := range rows {
+			op := mutation.Op{Kind: kind, Family: "f", Qualifier: []byte("q"), Timestamp: mutation.ServerTime, Value: []byte("v")}
+			if kind == mutation.DeleteRow {
+				op = mutation.Op{Kind: kind}
+			}
+			if err := n.write(ctx, id, &mutation.RowMutation{Row: []byte(fmt.Sprintf("r%02d", i)), Ops: []mutation.Op{op}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := n.coord.Checkpoint(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
