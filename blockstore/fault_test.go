@@ -205,7 +205,13 @@ func TestHolePunchFreesSpace(t *testing.T) {
 	}
 	lm.waitBackground()
 	mid := allocated(t, data)
-	if want := before - 15*(64<<10); mid > want {
+	// Punching holes splits the file's extents, and the filesystem may
+	// allocate metadata for them (on ext4 an extent-tree block, once an
+	// inode's four inline extents are used up), which st_blocks counts.
+	// metaSlack allows a few such blocks: far below one 64 KiB block, so
+	// the bounds still tell 15 punched blocks from 14.
+	const metaSlack = 4 * 4096
+	if want := before - 15*(64<<10) + metaSlack; mid > want {
 		t.Fatalf("st_blocks %d → %d, want ≤ %d after deleting 15 unread blocks", before, mid, want)
 	}
 	if mid < before-16*(64<<10) {
@@ -213,7 +219,7 @@ func TestHolePunchFreesSpace(t *testing.T) {
 	}
 	held.Close()
 	lm.waitBackground()
-	if after := allocated(t, data); after > mid-(64<<10) {
+	if after := allocated(t, data); after > mid-(64<<10)+metaSlack {
 		t.Fatalf("st_blocks %d after the last reader closed, was %d", after, mid)
 	}
 	// Dead container: fill one, delete all.

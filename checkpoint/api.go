@@ -74,6 +74,13 @@ type Compactor interface {
 	InstallCompacted(replaced []blockstore.BlockRef, info tsfile.Info) error
 }
 
+// GarbageEstimator is implemented by tablets that estimate what a major
+// compaction would drop (*tablet.Tablet does): the share of their files'
+// entries, between 0 and 1.
+type GarbageEstimator interface {
+	GarbageShare() (float64, error)
+}
+
 // Roller is the WAL as step 4 needs it (*wal.Log implements it).
 type Roller interface {
 	// Roll switches the log to a new file and returns its position: every

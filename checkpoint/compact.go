@@ -11,10 +11,11 @@ import (
 
 // runCompactions looks for tablets that need a compaction every Interval
 // and runs them one at a time until ctx ends: a major one when MajorEvery
-// has passed (see majorDue), else a merging one when a tablet has more
-// than MaxTSFiles files.
+// has passed (see majorDue) or its garbage share exceeds GarbageShare (see
+// garbageDue), else a merging one when a tablet has more than MaxTSFiles
+// files.
 func (c *Coordinator) runCompactions(ctx context.Context) {
-	if c.opts.MaxTSFiles < 0 && c.opts.MajorEvery < 0 {
+	if c.opts.MaxTSFiles < 0 && c.opts.MajorEvery < 0 && c.opts.GarbageShare < 0 {
 		return
 	}
 	tick := time.NewTicker(c.opts.Interval)
@@ -39,12 +40,18 @@ func (c *Coordinator) runCompactions(ctx context.Context) {
 			}
 			files := t.Files()
 			major := c.majorDue(t.ID(), time.Now()) && len(files) > 0
+			if !major && c.garbageDue(t, files) {
+				major = true
+				c.count(func(s *Stats) { s.GarbageMajors++ })
+			}
 			if !major && (c.opts.MaxTSFiles < 0 || len(files) <= c.opts.MaxTSFiles) {
 				continue
 			}
+			began := time.Now()
 			if err := c.Compact(ctx, t, major); err != nil && ctx.Err() == nil {
 				c.log.Warn("compaction failed", "tablet", t.ID(), "major", major, "err", err)
 			}
+			c.rest(ctx, time.Since(began))
 		}
 	}
 }
@@ -66,10 +73,35 @@ func (c *Coordinator) majorDue(id string, now time.Time) bool {
 	return now.Sub(last) >= c.opts.MajorEvery
 }
 
-// noteMajor records a major compaction of tablet id at now.
-func (c *Coordinator) noteMajor(id string, now time.Time) {
+// garbageDue reports whether t (its read set files) is due a major
+// compaction because its estimated garbage share exceeds GarbageShare.
+// A tablet whose only file is the output of its last major compaction
+// never is: that compaction dropped what it could.
+func (c *Coordinator) garbageDue(t Tablet, files []tsfile.Info) bool {
+	g, ok := t.(GarbageEstimator)
+	if !ok || c.opts.GarbageShare < 0 || len(files) == 0 {
+		return false
+	}
+	c.majorMu.Lock()
+	out, done := c.majorOut[t.ID()]
+	c.majorMu.Unlock()
+	if done && len(files) == 1 && files[0].FooterRef() == out {
+		return false
+	}
+	share, err := g.GarbageShare()
+	if err != nil {
+		c.log.Warn("garbage estimate failed", "tablet", t.ID(), "err", err)
+		return false
+	}
+	return share > c.opts.GarbageShare
+}
+
+// noteMajor records a major compaction of tablet id at now that wrote
+// out (zero when it wrote nothing or had nothing to compact).
+func (c *Coordinator) noteMajor(id string, now time.Time, out blockstore.BlockRef) {
 	c.majorMu.Lock()
 	c.lastMajor[id] = now
+	c.majorOut[id] = out
 	c.majorMu.Unlock()
 }
 
@@ -84,6 +116,7 @@ func (c *Coordinator) forgetMajors(tablets []Tablet) {
 	for id := range c.lastMajor {
 		if !here[id] {
 			delete(c.lastMajor, id)
+			delete(c.majorOut, id)
 		}
 	}
 	c.majorMu.Unlock()
@@ -133,7 +166,7 @@ func (c *Coordinator) Compact(ctx context.Context, t Tablet, major bool) error {
 	}
 	if len(files) < 1 || !major && len(files) < 2 {
 		if major {
-			c.noteMajor(t.ID(), time.Now())
+			c.noteMajor(t.ID(), time.Now(), blockstore.BlockRef{})
 		}
 		return nil
 	}
@@ -169,9 +202,10 @@ func (c *Coordinator) Compact(ctx context.Context, t Tablet, major bool) error {
 		return err
 	}
 	if major {
-		c.noteMajor(t.ID(), time.Now())
+		c.noteMajor(t.ID(), time.Now(), info.FooterRef())
 	}
 	c.count(func(s *Stats) {
+		s.CompactedBytes += info.Size
 		s.Compactions++
 		if major {
 			s.MajorCompacts++
@@ -206,6 +240,23 @@ func replaceRun(list []tsfile.Info, run []blockstore.BlockRef, info tsfile.Info)
 		placed = true
 	}
 	return out
+}
+
+// rest sleeps after a background compaction that took took (pacing
+// included), so that background compactions run at most CompactionDuty
+// of the time: on a busy machine a compaction takes longer than its
+// CompactionRate allows, and pace alone would then never sleep.
+func (c *Coordinator) rest(ctx context.Context, took time.Duration) {
+	if c.opts.CompactionDuty >= 1 {
+		return
+	}
+	d := time.Duration(float64(took) * (1 - c.opts.CompactionDuty) / c.opts.CompactionDuty)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // pace sleeps after a compaction that read n bytes in took, so that

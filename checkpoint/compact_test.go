@@ -125,20 +125,7 @@ func TestPeriodicMajorCompactionPurges(t *testing.T) {
 	}
 	id := tabletID(0)
 	rows := 20
-	for _, kind := range []mutation.Kind{mutation.SetCell, mutation.DeleteRow} {
-		for i := range rows {
-			op := mutation.Op{Kind: kind, Family: "f", Qualifier: []byte("q"), Timestamp: mutation.ServerTime, Value: []byte("v")}
-			if kind == mutation.DeleteRow {
-				op = mutation.Op{Kind: kind}
-			}
-			if err := n.write(ctx, id, &mutation.RowMutation{Row: []byte(fmt.Sprintf("r%02d", i)), Ops: []mutation.Op{op}}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if _, err := n.coord.Checkpoint(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeThenDeleteRows(t, n, id, rows)
 	if got := len(n.byID[id].Files()); got != 2 {
 		t.Fatalf("%d files before the periodic major compaction, want 2", got)
 	}
@@ -164,6 +151,76 @@ func TestPeriodicMajorCompactionPurges(t *testing.T) {
 	for i := range rows {
 		if got, err := readRow(n.byID[id], []byte(fmt.Sprintf("r%02d", i))); err != nil || len(got) != 0 {
 			t.Fatalf("deleted row r%02d after a restart = %v %v", i, got, err)
+		}
+	}
+}
+
+// TestGarbageShareTriggersMajor: with periodic and merging compactions
+// off, a tablet whose files are mostly deleted rows gets a major
+// compaction of its own (Options.GarbageShare) that leaves one file of one
+// entry, and no further one for that file; with the trigger off it gets
+// none.
+func TestGarbageShareTriggersMajor(t *testing.T) {
+	for _, c := range []struct {
+		share  float64
+		majors int64
+	}{{0, 1}, {-1, 0}} {
+		t.Run(fmt.Sprintf("share %v", c.share), func(t *testing.T) {
+			ctx := context.Background()
+			cfg := nodeConfig{fs: errorfs.NewCrashableMem(), root: "/", metaPath: filepath.Join(t.TempDir(), "meta.db"), tablets: 1,
+				opts: checkpoint.Options{MaxTSFiles: -1, MajorEvery: -1, GarbageShare: c.share, CompactionRate: -1, MemLimit: 64 << 20, Interval: 5 * time.Millisecond}}
+			n, err := openNode(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer n.close()
+			id := tabletID(0)
+			writeThenDeleteRows(t, n, id, 50)
+			n.run()
+			if c.majors > 0 {
+				deadline := time.Now().Add(30 * time.Second)
+				for n.coord.Stats().GarbageMajors == 0 {
+					if time.Now().After(deadline) {
+						t.Fatal("no major compaction for the garbage share within 30 s")
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+			// Many intervals more: the one file left is not compacted
+			// again (its one entry is all garbage, but nothing would go).
+			time.Sleep(200 * time.Millisecond)
+			st := n.coord.Stats()
+			if st.GarbageMajors != c.majors || st.MajorCompacts != c.majors {
+				t.Fatalf("%d major compactions (%d for garbage), want %d", st.MajorCompacts, st.GarbageMajors, c.majors)
+			}
+			files := n.byID[id].Files()
+			if c.majors > 0 && (len(files) != 1 || files[0].Entries != 1) {
+				t.Fatalf("after the major compaction: %+v, want one file of one entry", files)
+			}
+			if c.majors == 0 && len(files) != 2 {
+				t.Fatalf("%d files without the trigger, want 2", len(files))
+			}
+		})
+	}
+}
+
+// writeThenDeleteRows writes rows cells of tablet id, checkpoints, deletes
+// the rows and checkpoints again: two TSFiles, the newer all tombstones.
+func writeThenDeleteRows(t *testing.T, n *node, id string, rows int) {
+	t.Helper()
+	ctx := context.Background()
+	for _, kind := range []mutation.Kind{mutation.SetCell, mutation.DeleteRow} {
+		for i := range rows {
+			op := mutation.Op{Kind: kind, Family: "f", Qualifier: []byte("q"), Timestamp: mutation.ServerTime, Value: []byte("v")}
+			if kind == mutation.DeleteRow {
+				op = mutation.Op{Kind: kind}
+			}
+			if err := n.write(ctx, id, &mutation.RowMutation{Row: []byte(fmt.Sprintf("r%02d", i)), Ops: []mutation.Op{op}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := n.coord.Checkpoint(ctx); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

@@ -66,6 +66,19 @@ type Options struct {
 	// 24 h; negative disables the periodic major compaction (Compact can
 	// still be asked for one).
 	MajorEvery time.Duration
+	// GarbageShare: a tablet whose GarbageEstimator estimates that a major
+	// compaction would drop more than this share of its files' entries
+	// (tombstones and the cells they, the GC rule or a dropped family
+	// hide) gets a major compaction, unless its only file is the output of
+	// its last major compaction (what that could not drop, another would
+	// not either). Default 0.2; negative disables the trigger.
+	GarbageShare float64
+	// CompactionDuty bounds the share of the time background compactions
+	// run (Run rests after each for its duration × (1−duty)/duty), so
+	// that on a machine short of CPU or disk they cannot starve writes and
+	// checkpoints however fast CompactionRate lets them read. Default 0.2;
+	// 1 or more: no rest.
+	CompactionDuty float64
 	// CompactionRate bounds the bytes per second a compaction reads, so it
 	// does not starve writers. Default 64 MiB/s; negative: unthrottled.
 	CompactionRate int64
@@ -113,6 +126,12 @@ func (o Options) withDefaults() Options {
 	if o.MajorEvery == 0 {
 		o.MajorEvery = 24 * time.Hour
 	}
+	if o.GarbageShare == 0 {
+		o.GarbageShare = 0.2
+	}
+	if o.CompactionDuty <= 0 {
+		o.CompactionDuty = 0.2
+	}
 	if o.CompactionRate == 0 {
 		o.CompactionRate = 64 << 20
 	}
@@ -149,8 +168,9 @@ type Coordinator struct {
 	windows    windowStats
 	compactMu  sync.Mutex // one compaction at a time
 	majorMu    sync.Mutex
-	lastMajor  map[string]time.Time // by tablet: the last major compaction, or when first seen
-	metaMu     sync.Mutex           // serialises Meta.Commit and the tablet state below
+	lastMajor  map[string]time.Time           // by tablet: the last major compaction, or when first seen
+	majorOut   map[string]blockstore.BlockRef // by tablet: the file its last major compaction wrote
+	metaMu     sync.Mutex                     // serialises Meta.Commit and the tablet state below
 	tabs       map[string]*tabletState
 	orphanSeen map[blockstore.BlockID]time.Time
 
@@ -177,12 +197,23 @@ type tabletState struct {
 
 // Stats are cumulative counters.
 type Stats struct {
-	Checkpoints     int64
-	FailedCommits   int64
-	FailedFlushes   int64
-	FlushedTablets  int64
-	Compactions     int64
-	MajorCompacts   int64
+	Checkpoints    int64
+	FailedCommits  int64
+	FailedFlushes  int64
+	FlushedTablets int64
+	Compactions    int64
+	MajorCompacts  int64
+	// GarbageMajors counts the major compactions Run started because of
+	// Options.GarbageShare (also counted in MajorCompacts).
+	GarbageMajors int64
+	// CompactedBytes is the bytes compactions wrote (their output files):
+	// with the bytes flushes wrote, the write amplification.
+	CompactedBytes int64
+	// FlushedBytes is the bytes of the TSFiles checkpoints flushed.
+	FlushedBytes int64
+	// MaxThrottle is the longest a Throttle call waited for the write
+	// buffers to drop below HardLimit (a writer's hard-limit stall).
+	MaxThrottle     time.Duration
 	DeletedBlocks   int64
 	DeletedOrphans  int64
 	DeletedLogFiles int64
@@ -200,6 +231,7 @@ func New(opts Options) *Coordinator {
 		tabs:       map[string]*tabletState{},
 		orphanSeen: map[blockstore.BlockID]time.Time{},
 		lastMajor:  map[string]time.Time{},
+		majorOut:   map[string]blockstore.BlockRef{},
 		windows:    newWindowStats(4096),
 	}
 }
@@ -498,7 +530,7 @@ func (c *Coordinator) Checkpoint(ctx context.Context) (Result, error) {
 		c.count(func(s *Stats) { s.FailedFlushes += int64(len(errs)) })
 		c.log.Error("checkpoint: flush failed", "tablets", len(errs), "err", errors.Join(errs...))
 	}
-	c.count(func(s *Stats) { s.FlushedTablets += int64(res.Flushed) })
+	c.count(func(s *Stats) { s.FlushedTablets += int64(res.Flushed); s.FlushedBytes += res.FlushedBytes })
 	if err := c.step(6); err != nil {
 		return res, errors.Join(append(errs, err)...)
 	}
@@ -702,7 +734,16 @@ func (c *Coordinator) Throttled() bool { return c.memTotal.Load() > c.opts.HardL
 // last measured them), so that writers faster than the flushes cannot
 // exhaust memory. Writers call it before taking the state lock; without
 // Run it never waits.
+// The longest wait is Stats.MaxThrottle.
 func (c *Coordinator) Throttle(ctx context.Context) error {
+	if !c.Throttled() {
+		return nil
+	}
+	start := time.Now()
+	defer func() {
+		waited := time.Since(start)
+		c.count(func(s *Stats) { s.MaxThrottle = max(s.MaxThrottle, waited) })
+	}()
 	for c.Throttled() {
 		t := time.NewTimer(time.Millisecond)
 		select {

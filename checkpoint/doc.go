@@ -47,6 +47,12 @@
 //     another store (a tablet that moved here reads it) is left to that
 //     store's owner, whose orphan pass collects it once no metadata names
 //     it.
+//   - Compactions run one at a time (compactMu), paced to CompactionRate
+//     on average, so they cannot hold back checkpoints for long or starve
+//     writes; a major one runs every MajorEvery and when a tablet's
+//     GarbageEstimator reports more than GarbageShare of its entries as
+//     garbage, but never for a tablet whose only file is its last major
+//     compaction's output (that would only loop).
 //   - Log GC deletes only files older than every position any tablet
 //     lists (References: the master in the cluster), never the current
 //     file; orphan collection deletes only blocks of Options.Store that no

@@ -16,9 +16,10 @@ type Engine struct {
 }
 
 var (
-	_ Tablet    = (*Engine)(nil)
-	_ Compactor = (*Engine)(nil)
-	_ Replayer  = (*Engine)(nil)
+	_ Tablet           = (*Engine)(nil)
+	_ Compactor        = (*Engine)(nil)
+	_ GarbageEstimator = (*Engine)(nil)
+	_ Replayer         = (*Engine)(nil)
 )
 
 // NewEngine wraps t at epoch. It is not serving until SetServing(true).

@@ -9,7 +9,7 @@ import (
 	"bighive/tablet"
 )
 
-var testSchema = tablet.Schema{Families: map[string]tablet.FamilyPolicy{"f": {}, "g": {}}}
+var testSchema = tablet.Schema{Families: map[string]tablet.FamilyPolicy{"f": {}, "g": {}, "one": {MaxVersions: 1}}}
 
 // openEngine opens the real tablet engine over the files m names.
 func openEngine(mgr blockstore.Manager, m checkpoint.TabletMeta) (*checkpoint.Engine, error) {

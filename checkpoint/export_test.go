@@ -1,6 +1,10 @@
 package checkpoint
 
-import "time"
+import (
+	"time"
+
+	"bighive/blockstore"
+)
 
 // WithHook returns opts with a hook called after each step of Checkpoint.
 func WithHook(opts Options, hook func(step int) error) Options {
@@ -10,4 +14,4 @@ func WithHook(opts Options, hook func(step int) error) Options {
 
 // MajorDue exposes Coordinator.majorDue; NoteMajor, noteMajor.
 func MajorDue(c *Coordinator, id string, now time.Time) bool { return c.majorDue(id, now) }
-func NoteMajor(c *Coordinator, id string, now time.Time)     { c.noteMajor(id, now) }
+func NoteMajor(c *Coordinator, id string, now time.Time)     { c.noteMajor(id, now, blockstore.BlockRef{}) }

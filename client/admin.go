@@ -27,6 +27,57 @@ type TabletInfo struct {
 	// SizeBytes is the size last reported (TSFiles plus buffers), or -1 if
 	// the master has no report.
 	SizeBytes int64
+	// Space is what the tablet's TSFiles hold, as last reported (Known
+	// false without a report).
+	Space TabletSpace
+}
+
+// TabletSpace is the space a tablet's TSFiles take and what of it is
+// live, as its tserver last reported it.
+type TabletSpace struct {
+	Known bool
+	// FileBytes is the bytes of every block of the TSFiles.
+	FileBytes int64
+	// DataBytes and RawBytes are their data blocks as stored and their
+	// pages uncompressed (files of format version 2 left out).
+	DataBytes, RawBytes int64
+	// Entries is the entries in the files, Tombstones the tombstones
+	// among them (counted in files of format version 4 on).
+	Entries, Tombstones int64
+	// GarbageShare is the estimated share of the entries a major
+	// compaction would drop.
+	GarbageShare float64
+}
+
+// LiveBytes estimates the file bytes a major compaction would keep:
+// FileBytes less the garbage share.
+func (s TabletSpace) LiveBytes() int64 {
+	return int64(float64(s.FileBytes) * (1 - s.GarbageShare))
+}
+
+// CompressionRatio is DataBytes / RawBytes (0 without raw bytes): below 1
+// the pages are stored smaller than their entries.
+func (s TabletSpace) CompressionRatio() float64 {
+	if s.RawBytes == 0 {
+		return 0
+	}
+	return float64(s.DataBytes) / float64(s.RawBytes)
+}
+
+// TombstoneShare is Tombstones / Entries (0 without entries).
+func (s TabletSpace) TombstoneShare() float64 {
+	if s.Entries == 0 {
+		return 0
+	}
+	return float64(s.Tombstones) / float64(s.Entries)
+}
+
+func spaceFromPB(sp *pb.TabletSpace) TabletSpace {
+	if sp == nil {
+		return TabletSpace{}
+	}
+	return TabletSpace{Known: true, FileBytes: sp.FileBytes, DataBytes: sp.DataBytes, RawBytes: sp.RawBytes,
+		Entries: sp.Entries, Tombstones: sp.Tombstones, GarbageShare: sp.GarbageShare}
 }
 
 // Tablets returns every tablet of table in row order.
@@ -67,6 +118,7 @@ func (c *Client) Tablets(ctx context.Context, table string) ([]TabletInfo, error
 			TServerUUID: l.TserverUuid,
 			Epoch:       l.Epoch,
 			SizeBytes:   size,
+			Space:       spaceFromPB(desc.GetTabletSpace()[l.TabletId]),
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].StartRow < out[j].StartRow })

@@ -57,6 +57,7 @@ func (m *Master) DeleteTable(ctx context.Context, req *pb.DeleteTableRequest) (*
 	for _, t := range res.Tablets {
 		delete(ls.moves, t.TabletId)
 		delete(ls.sizes, t.TabletId)
+		delete(ls.space, t.TabletId)
 	}
 	ls.mu.Unlock()
 	m.log.Info("table deleted", "table", req.Name, "tablets", len(res.Tablets))
@@ -107,7 +108,7 @@ func (m *Master) DescribeTable(ctx context.Context, req *pb.DescribeTableRequest
 	if err := limits.ValidateTableName(req.Name); err != nil {
 		return nil, err
 	}
-	resp := &pb.DescribeTableResponse{TabletSizes: map[string]int64{}}
+	resp := &pb.DescribeTableResponse{TabletSizes: map[string]int64{}, TabletSpace: map[string]*pb.TabletSpace{}}
 	err = m.view(func(r *meta.Reader) error {
 		s, err := r.Table(req.Name)
 		if err != nil {
@@ -126,6 +127,9 @@ func (m *Master) DescribeTable(ctx context.Context, req *pb.DescribeTableRequest
 	for _, t := range resp.Tablets {
 		if sz, ok := ls.sizes[t.TabletId]; ok {
 			resp.TabletSizes[t.TabletId] = sz
+		}
+		if sp := ls.space[t.TabletId]; sp != nil {
+			resp.TabletSpace[t.TabletId] = sp
 		}
 	}
 	ls.mu.Unlock()

@@ -43,8 +43,9 @@ type leaderState struct {
 	leases map[string]*lease
 	moves  map[string]*move // by tablet id
 	prio   map[string]pb.CachePriority
-	sizes  map[string]int64 // reported tablet sizes by tablet id
-	splits logSplits        // log splits of dead tservers' logs (logsplit.go)
+	sizes  map[string]int64           // reported tablet sizes by tablet id
+	space  map[string]*pb.TabletSpace // reported TSFile space by tablet id (with sizes)
+	splits logSplits                  // log splits of dead tservers' logs (logsplit.go)
 }
 
 func newLease(uuid string, inc int64, now time.Time) *lease {
@@ -73,7 +74,7 @@ func (m *Master) runLeader(ctx context.Context) {
 	}
 	now := time.Now()
 	ls := &leaderState{m: m, since: now, kick: make(chan struct{}, 1),
-		leases: map[string]*lease{}, moves: map[string]*move{}, prio: map[string]pb.CachePriority{}, sizes: map[string]int64{},
+		leases: map[string]*lease{}, moves: map[string]*move{}, prio: map[string]pb.CachePriority{}, sizes: map[string]int64{}, space: map[string]*pb.TabletSpace{},
 		splits: newLogSplits()}
 	var tservers []*spb.MetaTServer
 	if err := m.view(func(r *meta.Reader) (err error) { tservers, err = r.TServers(); return err }); err != nil {

@@ -94,6 +94,7 @@ func (m *Master) ReportSplit(ctx context.Context, req *pb.ReportSplitRequest) (*
 	ls.mu.Lock()
 	delete(ls.moves, req.ParentTabletId)
 	delete(ls.sizes, req.ParentTabletId)
+	delete(ls.space, req.ParentTabletId)
 	if l := ls.leases[req.TserverUuid]; l != nil {
 		// The tserver serves the children already; no assignment to send
 		// before it reports them.

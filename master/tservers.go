@@ -153,11 +153,13 @@ func (m *Master) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.H
 	for _, rep := range req.Tablets {
 		has[rep.TabletId] = rep.Epoch
 		ls.sizes[rep.TabletId] = rep.SizeBytes
+		ls.space[rep.TabletId] = rep.Space
 		t := reported[rep.TabletId]
 		if t == nil || t.State == pb.TabletState_TABLET_STATE_UNASSIGNED || t.TserverUuid != req.Uuid || t.Epoch != rep.Epoch {
 			resp.Unassign = append(resp.Unassign, &pb.TabletUnassignment{TabletId: rep.TabletId, Epoch: rep.Epoch})
 			if t == nil {
 				delete(ls.sizes, rep.TabletId)
+				delete(ls.space, rep.TabletId)
 			}
 		}
 	}

@@ -86,6 +86,9 @@ type Tablet struct {
 	// (sequence.go): reads see no buffer entry above it.
 	visible atomic.Uint64
 
+	// garbage caches EstimateGarbage's row samples of the read set.
+	garbage garbageSamples
+
 	// rowsExamined counts the rows scans resolved, visible or not (added
 	// once per scan); tests use it to check that a cancelled scan stops.
 	rowsExamined atomic.Int64

@@ -55,7 +55,10 @@
 //     (sample.go);
 //   - compactions are the checkpoint coordinator's, with the policy of
 //     Options.Compaction* (the --compaction-* flags: a major compaction of
-//     each tablet every 24 h by default, merging ones past 6 TSFiles);
+//     each tablet every 24 h by default and whenever its estimated garbage
+//     passes 20 % of its entries, merging ones past 6 TSFiles);
+//   - each heartbeat reports every tablet's TSFile space (space.go:
+//     file, data and raw bytes, entries, tombstones, garbage share);
 //     the Compact RPC runs one now for one tablet or every tablet here;
 //   - a read-only store of another tserver is open only while some TSFile
 //     of a tablet here is read through it (stores.go): it closes with the

@@ -47,6 +47,8 @@ func newEngineState(s *Server) *engineState {
 		MaxTSFiles:     s.opts.CompactionMaxFiles,
 		MergeWidth:     s.opts.CompactionMergeWidth,
 		CompactionRate: s.opts.CompactionRate,
+		GarbageShare:   s.opts.CompactionGarbageShare,
+		CompactionDuty: s.opts.CompactionDuty,
 	})
 	return e
 }

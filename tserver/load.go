@@ -193,12 +193,11 @@ func (s *Server) reports() []*pb.TabletReport {
 	all := s.tablets.all()
 	out := make([]*pb.TabletReport, 0, len(all))
 	for _, r := range all {
-		var size int64
-		for _, f := range r.Engine().Files() {
-			size += f.Size
-		}
+		files := r.Engine().Files()
+		space := tabletSpace(files, r.Engine().EstimateGarbage)
 		mem := r.Engine().MemoryUsage()
-		out = append(out, &pb.TabletReport{TabletId: r.ID(), Epoch: r.Epoch(), SizeBytes: size + mem, MemstoreBytes: mem, Serving: r.Engine().Serving()})
+		out = append(out, &pb.TabletReport{TabletId: r.ID(), Epoch: r.Epoch(), SizeBytes: space.FileBytes + mem, MemstoreBytes: mem,
+			Serving: r.Engine().Serving(), Space: space})
 	}
 	return out
 }

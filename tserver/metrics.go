@@ -106,6 +106,8 @@ var (
 	dCkptFailed  = desc("bighive_checkpoint_failures_total", "Checkpoint steps that failed, by step (flush or commit).", "step")
 	dCkptTablets = desc("bighive_checkpoint_flushed_tablets_total", "Write buffers flushed to TSFiles by checkpoints.")
 	dCkptWindow  = desc("bighive_checkpoint_lock_window_seconds", "How long a checkpoint held writes back (the exclusive state lock, steps 2-5), over the last 4096 checkpoints, by quantile (1: the maximum).", "quantile")
+	dThrottleMax = desc("bighive_tserver_throttle_max_seconds", "The longest a write waited for the write buffers to drop below their hard limit, since start.")
+	dGarbageMaj  = desc("bighive_compaction_garbage_majors_total", "Major compactions started because a tablet's estimated garbage (tombstones, covered, expired and dropped-family cells) exceeded --compaction-garbage-share.")
 	dCompact     = desc("bighive_compaction_runs_total", "Committed compactions, by kind (merge or major).", "kind")
 	dDeleted     = desc("bighive_checkpoint_deleted_blocks_total", "Blocks of replaced TSFiles deleted, by cause (replaced or orphan).", "cause")
 	dCacheHits   = desc("bighive_blockcache_hits_total", "Block cache lookups that hit.")
@@ -130,7 +132,7 @@ var priorityNames = [3]string{"low", "medium", "high"} // blockcache classes in 
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dWALAppends, dWALBytes, dWALGroup, dWALSync, dWALSyncMax, dWALRolls, dWALFiles, dWALDeleted,
-		dBufBytes, dCkpt, dCkptFailed, dCkptTablets, dCkptWindow, dCompact, dDeleted,
+		dBufBytes, dCkpt, dCkptFailed, dCkptTablets, dCkptWindow, dCompact, dGarbageMaj, dThrottleMax, dDeleted,
 		dCacheHits, dCacheMiss, dCacheIns, dCacheEvict, dCacheBytes, dCacheCap, dCacheEnt,
 		dBSCont, dBSLive, dBSDead, dBSPunch, dBSFiles, dBSReopen, dTablets, dLease, dLeaseLeft, dWALRecycled, dWALZeroed} {
 		ch <- d
@@ -198,6 +200,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(ch, dCkptWindow, mx.Seconds(), "1")
 	counter(ch, dCompact, float64(cs.Compactions-cs.MajorCompacts), "merge")
 	counter(ch, dCompact, float64(cs.MajorCompacts), "major")
+	counter(ch, dGarbageMaj, float64(cs.GarbageMajors))
+	gauge(ch, dThrottleMax, cs.MaxThrottle.Seconds())
 	counter(ch, dDeleted, float64(cs.DeletedBlocks), "replaced")
 	counter(ch, dDeleted, float64(cs.DeletedOrphans), "orphan")
 

@@ -105,6 +105,8 @@ func TestMetricsCollector(t *testing.T) {
 		{"bighive_compaction_duration_seconds", []string{"kind", "major"}, func(v float64) bool { return v == 1 }},
 		{"bighive_compaction_read_bytes_total", nil, func(v float64) bool { return v > 0 }},
 		{"bighive_compaction_written_bytes_total", nil, func(v float64) bool { return v > 0 }},
+		{"bighive_compaction_garbage_majors_total", nil, func(v float64) bool { return v == 0 }},
+		{"bighive_tserver_throttle_max_seconds", nil, func(v float64) bool { return v >= 0 }},
 		{"bighive_blockcache_misses_total", nil, func(v float64) bool { return v > 0 }},
 		{"bighive_blockcache_inserts_total", nil, func(v float64) bool { return v > 0 }},
 		{"bighive_blockstore_live_bytes", nil, func(v float64) bool { return v > 0 }},

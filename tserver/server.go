@@ -65,8 +65,14 @@ type Options struct {
 	// merging compaction (default 6, negative: none), CompactionMergeWidth
 	// the files one merges (default CompactionMaxFiles/2+1) and
 	// CompactionRate the bytes per second compactions read on average
-	// (default 64 MiB/s, negative: unthrottled).
-	CompactionMajorEvery time.Duration
+	// (default 64 MiB/s, negative: unthrottled); CompactionGarbageShare is
+	// the estimated share of a tablet's entries that a major compaction
+	// would drop past which one runs (default 0.2, negative: never).
+	CompactionMajorEvery   time.Duration
+	CompactionGarbageShare float64
+	// CompactionDuty is the share of the time background compactions may
+	// run (default 0.2; 1: no limit).
+	CompactionDuty       float64
 	CompactionMaxFiles   int
 	CompactionMergeWidth int
 	CompactionRate       int64

@@ -42,6 +42,8 @@ func main() {
 		majorEvery     = flag.Duration("compaction-major-every", 24*time.Hour, "period of each tablet's major compaction, which drops deleted, overwritten and expired cells and purges tombstones; negative: none")
 		maxFiles       = flag.Int("compaction-max-files", 6, "TSFiles per tablet over which a merging compaction runs; negative: no merging")
 		mergeWidth     = flag.Int("compaction-merge-width", 0, "TSFiles one merging compaction merges (0: compaction-max-files/2+1, at least 2)")
+		garbageShare   = flag.Float64("compaction-garbage-share", 0.2, "estimated share of a tablet's entries that a major compaction would drop (tombstones and the deleted, overwritten, expired or dropped-family cells) past which one runs; negative: never")
+		compactDuty    = flag.Float64("compaction-duty", 0.2, "share of the time background compactions may run (they rest in between, so they cannot starve writes); 1: no limit")
 		compactRate    = flag.Int64("compaction-rate", 64<<20, "average `bytes` per second compactions read; negative: unthrottled")
 		splitFault     = flag.String("split-fault-file", "", "testing only: a `file` holding a split step number; the split that reaches that step removes the file and kills this process")
 	)
@@ -71,10 +73,12 @@ func main() {
 		MaxConcurrentSplits: *maxSplits,
 		SplitHook:           faultHook(*splitFault, log),
 
-		CompactionMajorEvery: *majorEvery,
-		CompactionMaxFiles:   *maxFiles,
-		CompactionMergeWidth: *mergeWidth,
-		CompactionRate:       *compactRate,
+		CompactionMajorEvery:   *majorEvery,
+		CompactionMaxFiles:     *maxFiles,
+		CompactionMergeWidth:   *mergeWidth,
+		CompactionRate:         *compactRate,
+		CompactionGarbageShare: *garbageShare,
+		CompactionDuty:         *compactDuty,
 	})
 	if err != nil {
 		log.Error("start failed", "err", err)

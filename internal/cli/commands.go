@@ -198,10 +198,18 @@ func runTablets(ctx context.Context, env *Env, args []string) error {
 	var rows [][]string
 	for _, t := range tablets {
 		if env.JSON {
-			err := env.object(map[string]any{
+			obj := map[string]any{
 				"tablet": t.ID, "start": t.StartRow, "end": t.EndRow, "state": t.State,
 				"tserver": t.TServer, "epoch": t.Epoch, "size_bytes": t.SizeBytes,
-			})
+			}
+			if sp := t.Space; sp.Known {
+				obj["file_bytes"], obj["live_bytes"] = sp.FileBytes, sp.LiveBytes()
+				obj["data_bytes"], obj["raw_bytes"] = sp.DataBytes, sp.RawBytes
+				obj["compression_ratio"], obj["tombstone_share"] = sp.CompressionRatio(), sp.TombstoneShare()
+				obj["entries"], obj["tombstones"] = sp.Entries, sp.Tombstones
+				obj["garbage_share"] = sp.GarbageShare
+			}
+			err := env.object(obj)
 			if err != nil {
 				return err
 			}
@@ -219,12 +227,20 @@ func runTablets(ctx context.Context, env *Env, args []string) error {
 		if srv == "" {
 			srv = "-"
 		}
-		rows = append(rows, []string{t.ID, show(t.StartRow), end, t.State, srv, strconv.FormatInt(t.Epoch, 10), size})
+		live, files, ratio, tomb := "-", "-", "-", "-"
+		if sp := t.Space; sp.Known {
+			live, files = humanBytes(sp.LiveBytes()), humanBytes(sp.FileBytes)
+			tomb = fmt.Sprintf("%.1f%%", 100*sp.TombstoneShare())
+			if sp.RawBytes > 0 {
+				ratio = fmt.Sprintf("%.2f", sp.CompressionRatio())
+			}
+		}
+		rows = append(rows, []string{t.ID, show(t.StartRow), end, t.State, srv, strconv.FormatInt(t.Epoch, 10), size, live, files, ratio, tomb})
 	}
 	if env.JSON {
 		return nil
 	}
-	return env.Table([]string{"TABLET", "START", "END", "STATE", "TSERVER", "EPOCH", "SIZE"}, rows)
+	return env.Table([]string{"TABLET", "START", "END", "STATE", "TSERVER", "EPOCH", "SIZE", "LIVE", "FILES", "RATIO", "TOMBSTONES"}, rows)
 }
 
 func runTServers(ctx context.Context, env *Env, args []string) error {

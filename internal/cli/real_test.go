@@ -19,6 +19,13 @@ import (
 // the master's address.
 func startCluster(t *testing.T) string {
 	t.Helper()
+	return startClusterWith(t, nil)
+}
+
+// startClusterWith is startCluster with the tserver's options changed by
+// opt (if not nil).
+func startClusterWith(t *testing.T, opt func(*tserver.Options)) string {
+	t.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	free := func() string {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -39,8 +46,12 @@ func startCluster(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	s, err := tserver.Start(context.Background(), tserver.Options{Listen: free(), Masters: []string{m.Addr()},
-		Root: filepath.Join(dir, "root"), MemLimit: 1 << 20, HeartbeatInterval: 200 * time.Millisecond, Logger: quiet})
+	opts := tserver.Options{Listen: free(), Masters: []string{m.Addr()},
+		Root: filepath.Join(dir, "root"), MemLimit: 1 << 20, HeartbeatInterval: 200 * time.Millisecond, Logger: quiet}
+	if opt != nil {
+		opt(&opts)
+	}
+	s, err := tserver.Start(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

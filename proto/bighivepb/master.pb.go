@@ -391,7 +391,9 @@ type DescribeTableResponse struct {
 	Table   *TableInfo             `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
 	Tablets []*TabletMeta          `protobuf:"bytes,2,rep,name=tablets,proto3" json:"tablets,omitempty"`
 	// Reported sizes (TSFiles plus buffers) by tablet id.
-	TabletSizes   map[string]int64 `protobuf:"bytes,3,rep,name=tablet_sizes,json=tabletSizes,proto3" json:"tablet_sizes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	TabletSizes map[string]int64 `protobuf:"bytes,3,rep,name=tablet_sizes,json=tabletSizes,proto3" json:"tablet_sizes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// Reported TSFile space by tablet id.
+	TabletSpace   map[string]*TabletSpace `protobuf:"bytes,4,rep,name=tablet_space,json=tabletSpace,proto3" json:"tablet_space,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -443,6 +445,13 @@ func (x *DescribeTableResponse) GetTablets() []*TabletMeta {
 func (x *DescribeTableResponse) GetTabletSizes() map[string]int64 {
 	if x != nil {
 		return x.TabletSizes
+	}
+	return nil
+}
+
+func (x *DescribeTableResponse) GetTabletSpace() map[string]*TabletSpace {
+	if x != nil {
+		return x.TabletSpace
 	}
 	return nil
 }
@@ -1152,6 +1161,8 @@ type TabletReport struct {
 	SizeBytes     int64                  `protobuf:"varint,3,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
 	MemstoreBytes int64                  `protobuf:"varint,4,opt,name=memstore_bytes,json=memstoreBytes,proto3" json:"memstore_bytes,omitempty"`
 	Serving       bool                   `protobuf:"varint,5,opt,name=serving,proto3" json:"serving,omitempty"`
+	// What the tablet's TSFiles hold (size_bytes counts the buffers too).
+	Space         *TabletSpace `protobuf:"bytes,6,opt,name=space,proto3" json:"space,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1221,6 +1232,106 @@ func (x *TabletReport) GetServing() bool {
 	return false
 }
 
+func (x *TabletReport) GetSpace() *TabletSpace {
+	if x != nil {
+		return x.Space
+	}
+	return nil
+}
+
+// The space a tablet's TSFiles take and what of it is live.
+type TabletSpace struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Bytes of every block of the TSFiles.
+	FileBytes int64 `protobuf:"varint,1,opt,name=file_bytes,json=fileBytes,proto3" json:"file_bytes,omitempty"`
+	// Bytes of their data blocks as stored, and their pages uncompressed
+	// (files of format version 2 record no raw bytes and are left out of
+	// both): data_bytes / raw_bytes is the compression ratio.
+	DataBytes int64 `protobuf:"varint,2,opt,name=data_bytes,json=dataBytes,proto3" json:"data_bytes,omitempty"`
+	RawBytes  int64 `protobuf:"varint,3,opt,name=raw_bytes,json=rawBytes,proto3" json:"raw_bytes,omitempty"`
+	// Entries in the files, and tombstones among them (files of format
+	// version 4 on count them).
+	Entries    int64 `protobuf:"varint,4,opt,name=entries,proto3" json:"entries,omitempty"`
+	Tombstones int64 `protobuf:"varint,5,opt,name=tombstones,proto3" json:"tombstones,omitempty"`
+	// The estimated share of the entries a major compaction would drop
+	// (tombstones and the cells they, the GC rule or a dropped family hide).
+	GarbageShare  float64 `protobuf:"fixed64,6,opt,name=garbage_share,json=garbageShare,proto3" json:"garbage_share,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TabletSpace) Reset() {
+	*x = TabletSpace{}
+	mi := &file_bighivepb_master_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TabletSpace) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TabletSpace) ProtoMessage() {}
+
+func (x *TabletSpace) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TabletSpace.ProtoReflect.Descriptor instead.
+func (*TabletSpace) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *TabletSpace) GetFileBytes() int64 {
+	if x != nil {
+		return x.FileBytes
+	}
+	return 0
+}
+
+func (x *TabletSpace) GetDataBytes() int64 {
+	if x != nil {
+		return x.DataBytes
+	}
+	return 0
+}
+
+func (x *TabletSpace) GetRawBytes() int64 {
+	if x != nil {
+		return x.RawBytes
+	}
+	return 0
+}
+
+func (x *TabletSpace) GetEntries() int64 {
+	if x != nil {
+		return x.Entries
+	}
+	return 0
+}
+
+func (x *TabletSpace) GetTombstones() int64 {
+	if x != nil {
+		return x.Tombstones
+	}
+	return 0
+}
+
+func (x *TabletSpace) GetGarbageShare() float64 {
+	if x != nil {
+		return x.GarbageShare
+	}
+	return 0
+}
+
 type TServerLoad struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	MemstoreBytes   int64                  `protobuf:"varint,1,opt,name=memstore_bytes,json=memstoreBytes,proto3" json:"memstore_bytes,omitempty"`
@@ -1232,7 +1343,7 @@ type TServerLoad struct {
 
 func (x *TServerLoad) Reset() {
 	*x = TServerLoad{}
-	mi := &file_bighivepb_master_proto_msgTypes[22]
+	mi := &file_bighivepb_master_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1244,7 +1355,7 @@ func (x *TServerLoad) String() string {
 func (*TServerLoad) ProtoMessage() {}
 
 func (x *TServerLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[22]
+	mi := &file_bighivepb_master_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1257,7 +1368,7 @@ func (x *TServerLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TServerLoad.ProtoReflect.Descriptor instead.
 func (*TServerLoad) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{22}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TServerLoad) GetMemstoreBytes() int64 {
@@ -1293,7 +1404,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_bighivepb_master_proto_msgTypes[23]
+	mi := &file_bighivepb_master_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1305,7 +1416,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[23]
+	mi := &file_bighivepb_master_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1318,7 +1429,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{23}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *HeartbeatRequest) GetUuid() string {
@@ -1361,7 +1472,7 @@ type TabletAssignment struct {
 
 func (x *TabletAssignment) Reset() {
 	*x = TabletAssignment{}
-	mi := &file_bighivepb_master_proto_msgTypes[24]
+	mi := &file_bighivepb_master_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1373,7 +1484,7 @@ func (x *TabletAssignment) String() string {
 func (*TabletAssignment) ProtoMessage() {}
 
 func (x *TabletAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[24]
+	mi := &file_bighivepb_master_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1386,7 +1497,7 @@ func (x *TabletAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TabletAssignment.ProtoReflect.Descriptor instead.
 func (*TabletAssignment) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{24}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TabletAssignment) GetTablet() *TabletMeta {
@@ -1420,7 +1531,7 @@ type TabletUnassignment struct {
 
 func (x *TabletUnassignment) Reset() {
 	*x = TabletUnassignment{}
-	mi := &file_bighivepb_master_proto_msgTypes[25]
+	mi := &file_bighivepb_master_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1432,7 +1543,7 @@ func (x *TabletUnassignment) String() string {
 func (*TabletUnassignment) ProtoMessage() {}
 
 func (x *TabletUnassignment) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[25]
+	mi := &file_bighivepb_master_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1445,7 +1556,7 @@ func (x *TabletUnassignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TabletUnassignment.ProtoReflect.Descriptor instead.
 func (*TabletUnassignment) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{25}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TabletUnassignment) GetTabletId() string {
@@ -1475,7 +1586,7 @@ type LogSplitTask struct {
 
 func (x *LogSplitTask) Reset() {
 	*x = LogSplitTask{}
-	mi := &file_bighivepb_master_proto_msgTypes[26]
+	mi := &file_bighivepb_master_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1487,7 +1598,7 @@ func (x *LogSplitTask) String() string {
 func (*LogSplitTask) ProtoMessage() {}
 
 func (x *LogSplitTask) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[26]
+	mi := &file_bighivepb_master_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1500,7 +1611,7 @@ func (x *LogSplitTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogSplitTask.ProtoReflect.Descriptor instead.
 func (*LogSplitTask) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{26}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *LogSplitTask) GetTaskId() string {
@@ -1534,7 +1645,7 @@ type TableCachePriority struct {
 
 func (x *TableCachePriority) Reset() {
 	*x = TableCachePriority{}
-	mi := &file_bighivepb_master_proto_msgTypes[27]
+	mi := &file_bighivepb_master_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1546,7 +1657,7 @@ func (x *TableCachePriority) String() string {
 func (*TableCachePriority) ProtoMessage() {}
 
 func (x *TableCachePriority) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[27]
+	mi := &file_bighivepb_master_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1559,7 +1670,7 @@ func (x *TableCachePriority) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TableCachePriority.ProtoReflect.Descriptor instead.
 func (*TableCachePriority) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{27}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TableCachePriority) GetTable() string {
@@ -1598,7 +1709,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_bighivepb_master_proto_msgTypes[28]
+	mi := &file_bighivepb_master_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1610,7 +1721,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[28]
+	mi := &file_bighivepb_master_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1623,7 +1734,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{28}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *HeartbeatResponse) GetLeaseDurationMicros() int64 {
@@ -1695,7 +1806,7 @@ type ReportTabletLoadRequest struct {
 
 func (x *ReportTabletLoadRequest) Reset() {
 	*x = ReportTabletLoadRequest{}
-	mi := &file_bighivepb_master_proto_msgTypes[29]
+	mi := &file_bighivepb_master_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1707,7 +1818,7 @@ func (x *ReportTabletLoadRequest) String() string {
 func (*ReportTabletLoadRequest) ProtoMessage() {}
 
 func (x *ReportTabletLoadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[29]
+	mi := &file_bighivepb_master_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1720,7 +1831,7 @@ func (x *ReportTabletLoadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportTabletLoadRequest.ProtoReflect.Descriptor instead.
 func (*ReportTabletLoadRequest) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{29}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ReportTabletLoadRequest) GetTabletId() string {
@@ -1760,7 +1871,7 @@ type ReportTabletLoadResponse struct {
 
 func (x *ReportTabletLoadResponse) Reset() {
 	*x = ReportTabletLoadResponse{}
-	mi := &file_bighivepb_master_proto_msgTypes[30]
+	mi := &file_bighivepb_master_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1772,7 +1883,7 @@ func (x *ReportTabletLoadResponse) String() string {
 func (*ReportTabletLoadResponse) ProtoMessage() {}
 
 func (x *ReportTabletLoadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[30]
+	mi := &file_bighivepb_master_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1785,7 +1896,7 @@ func (x *ReportTabletLoadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportTabletLoadResponse.ProtoReflect.Descriptor instead.
 func (*ReportTabletLoadResponse) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{30}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ReportTabletLoadResponse) GetTablet() *TabletMeta {
@@ -1811,7 +1922,7 @@ type CheckpointReport struct {
 
 func (x *CheckpointReport) Reset() {
 	*x = CheckpointReport{}
-	mi := &file_bighivepb_master_proto_msgTypes[31]
+	mi := &file_bighivepb_master_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1823,7 +1934,7 @@ func (x *CheckpointReport) String() string {
 func (*CheckpointReport) ProtoMessage() {}
 
 func (x *CheckpointReport) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[31]
+	mi := &file_bighivepb_master_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1836,7 +1947,7 @@ func (x *CheckpointReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointReport.ProtoReflect.Descriptor instead.
 func (*CheckpointReport) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{31}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CheckpointReport) GetTabletId() string {
@@ -1885,7 +1996,7 @@ type ReportCheckpointRequest struct {
 
 func (x *ReportCheckpointRequest) Reset() {
 	*x = ReportCheckpointRequest{}
-	mi := &file_bighivepb_master_proto_msgTypes[32]
+	mi := &file_bighivepb_master_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1897,7 +2008,7 @@ func (x *ReportCheckpointRequest) String() string {
 func (*ReportCheckpointRequest) ProtoMessage() {}
 
 func (x *ReportCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[32]
+	mi := &file_bighivepb_master_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1910,7 +2021,7 @@ func (x *ReportCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*ReportCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{32}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ReportCheckpointRequest) GetTserverUuid() string {
@@ -1937,7 +2048,7 @@ type ReportCheckpointResponse struct {
 
 func (x *ReportCheckpointResponse) Reset() {
 	*x = ReportCheckpointResponse{}
-	mi := &file_bighivepb_master_proto_msgTypes[33]
+	mi := &file_bighivepb_master_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1949,7 +2060,7 @@ func (x *ReportCheckpointResponse) String() string {
 func (*ReportCheckpointResponse) ProtoMessage() {}
 
 func (x *ReportCheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[33]
+	mi := &file_bighivepb_master_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1962,7 +2073,7 @@ func (x *ReportCheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportCheckpointResponse.ProtoReflect.Descriptor instead.
 func (*ReportCheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{33}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ReportCheckpointResponse) GetStatuses() []*RowStatus {
@@ -1981,7 +2092,7 @@ type AllocateTabletIdsRequest struct {
 
 func (x *AllocateTabletIdsRequest) Reset() {
 	*x = AllocateTabletIdsRequest{}
-	mi := &file_bighivepb_master_proto_msgTypes[34]
+	mi := &file_bighivepb_master_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1993,7 +2104,7 @@ func (x *AllocateTabletIdsRequest) String() string {
 func (*AllocateTabletIdsRequest) ProtoMessage() {}
 
 func (x *AllocateTabletIdsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[34]
+	mi := &file_bighivepb_master_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2006,7 +2117,7 @@ func (x *AllocateTabletIdsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateTabletIdsRequest.ProtoReflect.Descriptor instead.
 func (*AllocateTabletIdsRequest) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{34}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *AllocateTabletIdsRequest) GetCount() uint32 {
@@ -2025,7 +2136,7 @@ type AllocateTabletIdsResponse struct {
 
 func (x *AllocateTabletIdsResponse) Reset() {
 	*x = AllocateTabletIdsResponse{}
-	mi := &file_bighivepb_master_proto_msgTypes[35]
+	mi := &file_bighivepb_master_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2037,7 +2148,7 @@ func (x *AllocateTabletIdsResponse) String() string {
 func (*AllocateTabletIdsResponse) ProtoMessage() {}
 
 func (x *AllocateTabletIdsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[35]
+	mi := &file_bighivepb_master_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2050,7 +2161,7 @@ func (x *AllocateTabletIdsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateTabletIdsResponse.ProtoReflect.Descriptor instead.
 func (*AllocateTabletIdsResponse) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{35}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *AllocateTabletIdsResponse) GetTabletIds() []string {
@@ -2073,7 +2184,7 @@ type SplitChild struct {
 
 func (x *SplitChild) Reset() {
 	*x = SplitChild{}
-	mi := &file_bighivepb_master_proto_msgTypes[36]
+	mi := &file_bighivepb_master_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2085,7 +2196,7 @@ func (x *SplitChild) String() string {
 func (*SplitChild) ProtoMessage() {}
 
 func (x *SplitChild) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[36]
+	mi := &file_bighivepb_master_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2098,7 +2209,7 @@ func (x *SplitChild) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitChild.ProtoReflect.Descriptor instead.
 func (*SplitChild) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{36}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SplitChild) GetTabletId() string {
@@ -2148,7 +2259,7 @@ type ReportSplitRequest struct {
 
 func (x *ReportSplitRequest) Reset() {
 	*x = ReportSplitRequest{}
-	mi := &file_bighivepb_master_proto_msgTypes[37]
+	mi := &file_bighivepb_master_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2160,7 +2271,7 @@ func (x *ReportSplitRequest) String() string {
 func (*ReportSplitRequest) ProtoMessage() {}
 
 func (x *ReportSplitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[37]
+	mi := &file_bighivepb_master_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2173,7 +2284,7 @@ func (x *ReportSplitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportSplitRequest.ProtoReflect.Descriptor instead.
 func (*ReportSplitRequest) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{37}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ReportSplitRequest) GetParentTabletId() string {
@@ -2213,7 +2324,7 @@ type ReportSplitResponse struct {
 
 func (x *ReportSplitResponse) Reset() {
 	*x = ReportSplitResponse{}
-	mi := &file_bighivepb_master_proto_msgTypes[38]
+	mi := &file_bighivepb_master_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2225,7 +2336,7 @@ func (x *ReportSplitResponse) String() string {
 func (*ReportSplitResponse) ProtoMessage() {}
 
 func (x *ReportSplitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[38]
+	mi := &file_bighivepb_master_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2238,7 +2349,7 @@ func (x *ReportSplitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportSplitResponse.ProtoReflect.Descriptor instead.
 func (*ReportSplitResponse) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{38}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ReportSplitResponse) GetChildren() []*TabletMeta {
@@ -2258,7 +2369,7 @@ type SplitTabletRequest struct {
 
 func (x *SplitTabletRequest) Reset() {
 	*x = SplitTabletRequest{}
-	mi := &file_bighivepb_master_proto_msgTypes[39]
+	mi := &file_bighivepb_master_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2270,7 +2381,7 @@ func (x *SplitTabletRequest) String() string {
 func (*SplitTabletRequest) ProtoMessage() {}
 
 func (x *SplitTabletRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[39]
+	mi := &file_bighivepb_master_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2283,7 +2394,7 @@ func (x *SplitTabletRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitTabletRequest.ProtoReflect.Descriptor instead.
 func (*SplitTabletRequest) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{39}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SplitTabletRequest) GetTable() string {
@@ -2308,7 +2419,7 @@ type SplitTabletResponse struct {
 
 func (x *SplitTabletResponse) Reset() {
 	*x = SplitTabletResponse{}
-	mi := &file_bighivepb_master_proto_msgTypes[40]
+	mi := &file_bighivepb_master_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2320,7 +2431,7 @@ func (x *SplitTabletResponse) String() string {
 func (*SplitTabletResponse) ProtoMessage() {}
 
 func (x *SplitTabletResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[40]
+	mi := &file_bighivepb_master_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2333,7 +2444,7 @@ func (x *SplitTabletResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitTabletResponse.ProtoReflect.Descriptor instead.
 func (*SplitTabletResponse) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{40}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{41}
 }
 
 type ReportLogSplitRequest struct {
@@ -2349,7 +2460,7 @@ type ReportLogSplitRequest struct {
 
 func (x *ReportLogSplitRequest) Reset() {
 	*x = ReportLogSplitRequest{}
-	mi := &file_bighivepb_master_proto_msgTypes[41]
+	mi := &file_bighivepb_master_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2361,7 +2472,7 @@ func (x *ReportLogSplitRequest) String() string {
 func (*ReportLogSplitRequest) ProtoMessage() {}
 
 func (x *ReportLogSplitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[41]
+	mi := &file_bighivepb_master_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2374,7 +2485,7 @@ func (x *ReportLogSplitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportLogSplitRequest.ProtoReflect.Descriptor instead.
 func (*ReportLogSplitRequest) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{41}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ReportLogSplitRequest) GetTaskId() string {
@@ -2413,7 +2524,7 @@ type ReportLogSplitResponse struct {
 
 func (x *ReportLogSplitResponse) Reset() {
 	*x = ReportLogSplitResponse{}
-	mi := &file_bighivepb_master_proto_msgTypes[42]
+	mi := &file_bighivepb_master_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2425,7 +2536,7 @@ func (x *ReportLogSplitResponse) String() string {
 func (*ReportLogSplitResponse) ProtoMessage() {}
 
 func (x *ReportLogSplitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[42]
+	mi := &file_bighivepb_master_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2438,7 +2549,7 @@ func (x *ReportLogSplitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportLogSplitResponse.ProtoReflect.Descriptor instead.
 func (*ReportLogSplitResponse) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{42}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{43}
 }
 
 type GetGCReferencesRequest struct {
@@ -2451,7 +2562,7 @@ type GetGCReferencesRequest struct {
 
 func (x *GetGCReferencesRequest) Reset() {
 	*x = GetGCReferencesRequest{}
-	mi := &file_bighivepb_master_proto_msgTypes[43]
+	mi := &file_bighivepb_master_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2463,7 +2574,7 @@ func (x *GetGCReferencesRequest) String() string {
 func (*GetGCReferencesRequest) ProtoMessage() {}
 
 func (x *GetGCReferencesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[43]
+	mi := &file_bighivepb_master_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2476,7 +2587,7 @@ func (x *GetGCReferencesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGCReferencesRequest.ProtoReflect.Descriptor instead.
 func (*GetGCReferencesRequest) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{43}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GetGCReferencesRequest) GetBlockStoreUuid() string {
@@ -2506,7 +2617,7 @@ type GetGCReferencesResponse struct {
 
 func (x *GetGCReferencesResponse) Reset() {
 	*x = GetGCReferencesResponse{}
-	mi := &file_bighivepb_master_proto_msgTypes[44]
+	mi := &file_bighivepb_master_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2518,7 +2629,7 @@ func (x *GetGCReferencesResponse) String() string {
 func (*GetGCReferencesResponse) ProtoMessage() {}
 
 func (x *GetGCReferencesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[44]
+	mi := &file_bighivepb_master_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2531,7 +2642,7 @@ func (x *GetGCReferencesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGCReferencesResponse.ProtoReflect.Descriptor instead.
 func (*GetGCReferencesResponse) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{44}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *GetGCReferencesResponse) GetBlocks() []uint64 {
@@ -2564,7 +2675,7 @@ type RowStatus struct {
 
 func (x *RowStatus) Reset() {
 	*x = RowStatus{}
-	mi := &file_bighivepb_master_proto_msgTypes[45]
+	mi := &file_bighivepb_master_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2576,7 +2687,7 @@ func (x *RowStatus) String() string {
 func (*RowStatus) ProtoMessage() {}
 
 func (x *RowStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[45]
+	mi := &file_bighivepb_master_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2589,7 +2700,7 @@ func (x *RowStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RowStatus.ProtoReflect.Descriptor instead.
 func (*RowStatus) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{45}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RowStatus) GetCode() int32 {
@@ -2623,7 +2734,7 @@ type DeleteFamilyRequest struct {
 
 func (x *DeleteFamilyRequest) Reset() {
 	*x = DeleteFamilyRequest{}
-	mi := &file_bighivepb_master_proto_msgTypes[46]
+	mi := &file_bighivepb_master_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2635,7 +2746,7 @@ func (x *DeleteFamilyRequest) String() string {
 func (*DeleteFamilyRequest) ProtoMessage() {}
 
 func (x *DeleteFamilyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[46]
+	mi := &file_bighivepb_master_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2648,7 +2759,7 @@ func (x *DeleteFamilyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteFamilyRequest.ProtoReflect.Descriptor instead.
 func (*DeleteFamilyRequest) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{46}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *DeleteFamilyRequest) GetTable() string {
@@ -2673,7 +2784,7 @@ type DeleteFamilyResponse struct {
 
 func (x *DeleteFamilyResponse) Reset() {
 	*x = DeleteFamilyResponse{}
-	mi := &file_bighivepb_master_proto_msgTypes[47]
+	mi := &file_bighivepb_master_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2685,7 +2796,7 @@ func (x *DeleteFamilyResponse) String() string {
 func (*DeleteFamilyResponse) ProtoMessage() {}
 
 func (x *DeleteFamilyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[47]
+	mi := &file_bighivepb_master_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2698,7 +2809,7 @@ func (x *DeleteFamilyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteFamilyResponse.ProtoReflect.Descriptor instead.
 func (*DeleteFamilyResponse) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{47}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{48}
 }
 
 type SetGCRuleRequest struct {
@@ -2712,7 +2823,7 @@ type SetGCRuleRequest struct {
 
 func (x *SetGCRuleRequest) Reset() {
 	*x = SetGCRuleRequest{}
-	mi := &file_bighivepb_master_proto_msgTypes[48]
+	mi := &file_bighivepb_master_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2724,7 +2835,7 @@ func (x *SetGCRuleRequest) String() string {
 func (*SetGCRuleRequest) ProtoMessage() {}
 
 func (x *SetGCRuleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[48]
+	mi := &file_bighivepb_master_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2737,7 +2848,7 @@ func (x *SetGCRuleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetGCRuleRequest.ProtoReflect.Descriptor instead.
 func (*SetGCRuleRequest) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{48}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *SetGCRuleRequest) GetTable() string {
@@ -2769,7 +2880,7 @@ type SetGCRuleResponse struct {
 
 func (x *SetGCRuleResponse) Reset() {
 	*x = SetGCRuleResponse{}
-	mi := &file_bighivepb_master_proto_msgTypes[49]
+	mi := &file_bighivepb_master_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2781,7 +2892,7 @@ func (x *SetGCRuleResponse) String() string {
 func (*SetGCRuleResponse) ProtoMessage() {}
 
 func (x *SetGCRuleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[49]
+	mi := &file_bighivepb_master_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2794,7 +2905,7 @@ func (x *SetGCRuleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetGCRuleResponse.ProtoReflect.Descriptor instead.
 func (*SetGCRuleResponse) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{49}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{50}
 }
 
 type DropRowRangeRequest struct {
@@ -2811,7 +2922,7 @@ type DropRowRangeRequest struct {
 
 func (x *DropRowRangeRequest) Reset() {
 	*x = DropRowRangeRequest{}
-	mi := &file_bighivepb_master_proto_msgTypes[50]
+	mi := &file_bighivepb_master_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2823,7 +2934,7 @@ func (x *DropRowRangeRequest) String() string {
 func (*DropRowRangeRequest) ProtoMessage() {}
 
 func (x *DropRowRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[50]
+	mi := &file_bighivepb_master_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2836,7 +2947,7 @@ func (x *DropRowRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropRowRangeRequest.ProtoReflect.Descriptor instead.
 func (*DropRowRangeRequest) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{50}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *DropRowRangeRequest) GetTable() string {
@@ -2897,7 +3008,7 @@ type DropRowRangeResponse struct {
 
 func (x *DropRowRangeResponse) Reset() {
 	*x = DropRowRangeResponse{}
-	mi := &file_bighivepb_master_proto_msgTypes[51]
+	mi := &file_bighivepb_master_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2909,7 +3020,7 @@ func (x *DropRowRangeResponse) String() string {
 func (*DropRowRangeResponse) ProtoMessage() {}
 
 func (x *DropRowRangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[51]
+	mi := &file_bighivepb_master_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2922,7 +3033,7 @@ func (x *DropRowRangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropRowRangeResponse.ProtoReflect.Descriptor instead.
 func (*DropRowRangeResponse) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{51}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{52}
 }
 
 type GetMasterStatusRequest struct {
@@ -2933,7 +3044,7 @@ type GetMasterStatusRequest struct {
 
 func (x *GetMasterStatusRequest) Reset() {
 	*x = GetMasterStatusRequest{}
-	mi := &file_bighivepb_master_proto_msgTypes[52]
+	mi := &file_bighivepb_master_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2945,7 +3056,7 @@ func (x *GetMasterStatusRequest) String() string {
 func (*GetMasterStatusRequest) ProtoMessage() {}
 
 func (x *GetMasterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[52]
+	mi := &file_bighivepb_master_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2958,7 +3069,7 @@ func (x *GetMasterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMasterStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetMasterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{52}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{53}
 }
 
 type GetMasterStatusResponse struct {
@@ -2982,7 +3093,7 @@ type GetMasterStatusResponse struct {
 
 func (x *GetMasterStatusResponse) Reset() {
 	*x = GetMasterStatusResponse{}
-	mi := &file_bighivepb_master_proto_msgTypes[53]
+	mi := &file_bighivepb_master_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2994,7 +3105,7 @@ func (x *GetMasterStatusResponse) String() string {
 func (*GetMasterStatusResponse) ProtoMessage() {}
 
 func (x *GetMasterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[53]
+	mi := &file_bighivepb_master_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3007,7 +3118,7 @@ func (x *GetMasterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMasterStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetMasterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{53}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *GetMasterStatusResponse) GetId() string {
@@ -3084,7 +3195,7 @@ type SetFamilyCompressionRequest struct {
 
 func (x *SetFamilyCompressionRequest) Reset() {
 	*x = SetFamilyCompressionRequest{}
-	mi := &file_bighivepb_master_proto_msgTypes[54]
+	mi := &file_bighivepb_master_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3096,7 +3207,7 @@ func (x *SetFamilyCompressionRequest) String() string {
 func (*SetFamilyCompressionRequest) ProtoMessage() {}
 
 func (x *SetFamilyCompressionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[54]
+	mi := &file_bighivepb_master_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3109,7 +3220,7 @@ func (x *SetFamilyCompressionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetFamilyCompressionRequest.ProtoReflect.Descriptor instead.
 func (*SetFamilyCompressionRequest) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{54}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *SetFamilyCompressionRequest) GetTable() string {
@@ -3141,7 +3252,7 @@ type SetFamilyCompressionResponse struct {
 
 func (x *SetFamilyCompressionResponse) Reset() {
 	*x = SetFamilyCompressionResponse{}
-	mi := &file_bighivepb_master_proto_msgTypes[55]
+	mi := &file_bighivepb_master_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3153,7 +3264,7 @@ func (x *SetFamilyCompressionResponse) String() string {
 func (*SetFamilyCompressionResponse) ProtoMessage() {}
 
 func (x *SetFamilyCompressionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[55]
+	mi := &file_bighivepb_master_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3166,7 +3277,7 @@ func (x *SetFamilyCompressionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetFamilyCompressionResponse.ProtoReflect.Descriptor instead.
 func (*SetFamilyCompressionResponse) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{55}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{56}
 }
 
 var File_bighivepb_master_proto protoreflect.FileDescriptor
@@ -3192,14 +3303,18 @@ const file_bighivepb_master_proto_rawDesc = "" +
 	"\x12ListTablesResponse\x12-\n" +
 	"\x06tables\x18\x01 \x03(\v2\x15.bighive.v1.TableInfoR\x06tables\"*\n" +
 	"\x14DescribeTableRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\x8d\x02\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xbd\x03\n" +
 	"\x15DescribeTableResponse\x12+\n" +
 	"\x05table\x18\x01 \x01(\v2\x15.bighive.v1.TableInfoR\x05table\x120\n" +
 	"\atablets\x18\x02 \x03(\v2\x16.bighive.v1.TabletMetaR\atablets\x12U\n" +
-	"\ftablet_sizes\x18\x03 \x03(\v22.bighive.v1.DescribeTableResponse.TabletSizesEntryR\vtabletSizes\x1a>\n" +
+	"\ftablet_sizes\x18\x03 \x03(\v22.bighive.v1.DescribeTableResponse.TabletSizesEntryR\vtabletSizes\x12U\n" +
+	"\ftablet_space\x18\x04 \x03(\v22.bighive.v1.DescribeTableResponse.TabletSpaceEntryR\vtabletSpace\x1a>\n" +
 	"\x10TabletSizesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"X\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\x1aW\n" +
+	"\x10TabletSpaceEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12-\n" +
+	"\x05value\x18\x02 \x01(\v2\x17.bighive.v1.TabletSpaceR\x05value:\x028\x01\"X\n" +
 	"\x10AddFamilyRequest\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12.\n" +
 	"\x06family\x18\x02 \x01(\v2\x16.bighive.v1.FamilySpecR\x06family\"\x13\n" +
@@ -3245,14 +3360,26 @@ const file_bighivepb_master_proto_rawDesc = "" +
 	"\fhttp_address\x18\x06 \x01(\tR\vhttpAddress\"\x89\x01\n" +
 	"\x17RegisterTServerResponse\x122\n" +
 	"\x15lease_duration_micros\x18\x01 \x01(\x03R\x13leaseDurationMicros\x12:\n" +
-	"\x19heartbeat_interval_micros\x18\x02 \x01(\x03R\x17heartbeatIntervalMicros\"\xa1\x01\n" +
+	"\x19heartbeat_interval_micros\x18\x02 \x01(\x03R\x17heartbeatIntervalMicros\"\xd0\x01\n" +
 	"\fTabletReport\x12\x1b\n" +
 	"\ttablet_id\x18\x01 \x01(\tR\btabletId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12\x1d\n" +
 	"\n" +
 	"size_bytes\x18\x03 \x01(\x03R\tsizeBytes\x12%\n" +
 	"\x0ememstore_bytes\x18\x04 \x01(\x03R\rmemstoreBytes\x12\x18\n" +
-	"\aserving\x18\x05 \x01(\bR\aserving\"\x8a\x01\n" +
+	"\aserving\x18\x05 \x01(\bR\aserving\x12-\n" +
+	"\x05space\x18\x06 \x01(\v2\x17.bighive.v1.TabletSpaceR\x05space\"\xc7\x01\n" +
+	"\vTabletSpace\x12\x1d\n" +
+	"\n" +
+	"file_bytes\x18\x01 \x01(\x03R\tfileBytes\x12\x1d\n" +
+	"\n" +
+	"data_bytes\x18\x02 \x01(\x03R\tdataBytes\x12\x1b\n" +
+	"\traw_bytes\x18\x03 \x01(\x03R\brawBytes\x12\x18\n" +
+	"\aentries\x18\x04 \x01(\x03R\aentries\x12\x1e\n" +
+	"\n" +
+	"tombstones\x18\x05 \x01(\x03R\n" +
+	"tombstones\x12#\n" +
+	"\rgarbage_share\x18\x06 \x01(\x01R\fgarbageShare\"\x8a\x01\n" +
 	"\vTServerLoad\x12%\n" +
 	"\x0ememstore_bytes\x18\x01 \x01(\x03R\rmemstoreBytes\x12*\n" +
 	"\x11writes_per_second\x18\x02 \x01(\x03R\x0fwritesPerSecond\x12(\n" +
@@ -3420,7 +3547,7 @@ func file_bighivepb_master_proto_rawDescGZIP() []byte {
 	return file_bighivepb_master_proto_rawDescData
 }
 
-var file_bighivepb_master_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
+var file_bighivepb_master_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
 var file_bighivepb_master_proto_goTypes = []any{
 	(*TableInfo)(nil),                    // 0: bighive.v1.TableInfo
 	(*CreateTableRequest)(nil),           // 1: bighive.v1.CreateTableRequest
@@ -3444,149 +3571,154 @@ var file_bighivepb_master_proto_goTypes = []any{
 	(*RegisterTServerRequest)(nil),       // 19: bighive.v1.RegisterTServerRequest
 	(*RegisterTServerResponse)(nil),      // 20: bighive.v1.RegisterTServerResponse
 	(*TabletReport)(nil),                 // 21: bighive.v1.TabletReport
-	(*TServerLoad)(nil),                  // 22: bighive.v1.TServerLoad
-	(*HeartbeatRequest)(nil),             // 23: bighive.v1.HeartbeatRequest
-	(*TabletAssignment)(nil),             // 24: bighive.v1.TabletAssignment
-	(*TabletUnassignment)(nil),           // 25: bighive.v1.TabletUnassignment
-	(*LogSplitTask)(nil),                 // 26: bighive.v1.LogSplitTask
-	(*TableCachePriority)(nil),           // 27: bighive.v1.TableCachePriority
-	(*HeartbeatResponse)(nil),            // 28: bighive.v1.HeartbeatResponse
-	(*ReportTabletLoadRequest)(nil),      // 29: bighive.v1.ReportTabletLoadRequest
-	(*ReportTabletLoadResponse)(nil),     // 30: bighive.v1.ReportTabletLoadResponse
-	(*CheckpointReport)(nil),             // 31: bighive.v1.CheckpointReport
-	(*ReportCheckpointRequest)(nil),      // 32: bighive.v1.ReportCheckpointRequest
-	(*ReportCheckpointResponse)(nil),     // 33: bighive.v1.ReportCheckpointResponse
-	(*AllocateTabletIdsRequest)(nil),     // 34: bighive.v1.AllocateTabletIdsRequest
-	(*AllocateTabletIdsResponse)(nil),    // 35: bighive.v1.AllocateTabletIdsResponse
-	(*SplitChild)(nil),                   // 36: bighive.v1.SplitChild
-	(*ReportSplitRequest)(nil),           // 37: bighive.v1.ReportSplitRequest
-	(*ReportSplitResponse)(nil),          // 38: bighive.v1.ReportSplitResponse
-	(*SplitTabletRequest)(nil),           // 39: bighive.v1.SplitTabletRequest
-	(*SplitTabletResponse)(nil),          // 40: bighive.v1.SplitTabletResponse
-	(*ReportLogSplitRequest)(nil),        // 41: bighive.v1.ReportLogSplitRequest
-	(*ReportLogSplitResponse)(nil),       // 42: bighive.v1.ReportLogSplitResponse
-	(*GetGCReferencesRequest)(nil),       // 43: bighive.v1.GetGCReferencesRequest
-	(*GetGCReferencesResponse)(nil),      // 44: bighive.v1.GetGCReferencesResponse
-	(*RowStatus)(nil),                    // 45: bighive.v1.RowStatus
-	(*DeleteFamilyRequest)(nil),          // 46: bighive.v1.DeleteFamilyRequest
-	(*DeleteFamilyResponse)(nil),         // 47: bighive.v1.DeleteFamilyResponse
-	(*SetGCRuleRequest)(nil),             // 48: bighive.v1.SetGCRuleRequest
-	(*SetGCRuleResponse)(nil),            // 49: bighive.v1.SetGCRuleResponse
-	(*DropRowRangeRequest)(nil),          // 50: bighive.v1.DropRowRangeRequest
-	(*DropRowRangeResponse)(nil),         // 51: bighive.v1.DropRowRangeResponse
-	(*GetMasterStatusRequest)(nil),       // 52: bighive.v1.GetMasterStatusRequest
-	(*GetMasterStatusResponse)(nil),      // 53: bighive.v1.GetMasterStatusResponse
-	(*SetFamilyCompressionRequest)(nil),  // 54: bighive.v1.SetFamilyCompressionRequest
-	(*SetFamilyCompressionResponse)(nil), // 55: bighive.v1.SetFamilyCompressionResponse
-	nil,                                  // 56: bighive.v1.DescribeTableResponse.TabletSizesEntry
-	nil,                                  // 57: bighive.v1.ReportLogSplitRequest.RecoveryFilesEntry
-	(*TableSchema)(nil),                  // 58: bighive.v1.TableSchema
-	(CachePriority)(0),                   // 59: bighive.v1.CachePriority
-	(*TabletMeta)(nil),                   // 60: bighive.v1.TabletMeta
-	(*FamilySpec)(nil),                   // 61: bighive.v1.FamilySpec
-	(*RowRange)(nil),                     // 62: bighive.v1.RowRange
-	(TabletState)(0),                     // 63: bighive.v1.TabletState
-	(*LogPosition)(nil),                  // 64: bighive.v1.LogPosition
-	(*TSFileRef)(nil),                    // 65: bighive.v1.TSFileRef
-	(*DataDirGroup)(nil),                 // 66: bighive.v1.DataDirGroup
-	(*TabletError)(nil),                  // 67: bighive.v1.TabletError
-	(*GcRule)(nil),                       // 68: bighive.v1.GcRule
-	(Compression)(0),                     // 69: bighive.v1.Compression
+	(*TabletSpace)(nil),                  // 22: bighive.v1.TabletSpace
+	(*TServerLoad)(nil),                  // 23: bighive.v1.TServerLoad
+	(*HeartbeatRequest)(nil),             // 24: bighive.v1.HeartbeatRequest
+	(*TabletAssignment)(nil),             // 25: bighive.v1.TabletAssignment
+	(*TabletUnassignment)(nil),           // 26: bighive.v1.TabletUnassignment
+	(*LogSplitTask)(nil),                 // 27: bighive.v1.LogSplitTask
+	(*TableCachePriority)(nil),           // 28: bighive.v1.TableCachePriority
+	(*HeartbeatResponse)(nil),            // 29: bighive.v1.HeartbeatResponse
+	(*ReportTabletLoadRequest)(nil),      // 30: bighive.v1.ReportTabletLoadRequest
+	(*ReportTabletLoadResponse)(nil),     // 31: bighive.v1.ReportTabletLoadResponse
+	(*CheckpointReport)(nil),             // 32: bighive.v1.CheckpointReport
+	(*ReportCheckpointRequest)(nil),      // 33: bighive.v1.ReportCheckpointRequest
+	(*ReportCheckpointResponse)(nil),     // 34: bighive.v1.ReportCheckpointResponse
+	(*AllocateTabletIdsRequest)(nil),     // 35: bighive.v1.AllocateTabletIdsRequest
+	(*AllocateTabletIdsResponse)(nil),    // 36: bighive.v1.AllocateTabletIdsResponse
+	(*SplitChild)(nil),                   // 37: bighive.v1.SplitChild
+	(*ReportSplitRequest)(nil),           // 38: bighive.v1.ReportSplitRequest
+	(*ReportSplitResponse)(nil),          // 39: bighive.v1.ReportSplitResponse
+	(*SplitTabletRequest)(nil),           // 40: bighive.v1.SplitTabletRequest
+	(*SplitTabletResponse)(nil),          // 41: bighive.v1.SplitTabletResponse
+	(*ReportLogSplitRequest)(nil),        // 42: bighive.v1.ReportLogSplitRequest
+	(*ReportLogSplitResponse)(nil),       // 43: bighive.v1.ReportLogSplitResponse
+	(*GetGCReferencesRequest)(nil),       // 44: bighive.v1.GetGCReferencesRequest
+	(*GetGCReferencesResponse)(nil),      // 45: bighive.v1.GetGCReferencesResponse
+	(*RowStatus)(nil),                    // 46: bighive.v1.RowStatus
+	(*DeleteFamilyRequest)(nil),          // 47: bighive.v1.DeleteFamilyRequest
+	(*DeleteFamilyResponse)(nil),         // 48: bighive.v1.DeleteFamilyResponse
+	(*SetGCRuleRequest)(nil),             // 49: bighive.v1.SetGCRuleRequest
+	(*SetGCRuleResponse)(nil),            // 50: bighive.v1.SetGCRuleResponse
+	(*DropRowRangeRequest)(nil),          // 51: bighive.v1.DropRowRangeRequest
+	(*DropRowRangeResponse)(nil),         // 52: bighive.v1.DropRowRangeResponse
+	(*GetMasterStatusRequest)(nil),       // 53: bighive.v1.GetMasterStatusRequest
+	(*GetMasterStatusResponse)(nil),      // 54: bighive.v1.GetMasterStatusResponse
+	(*SetFamilyCompressionRequest)(nil),  // 55: bighive.v1.SetFamilyCompressionRequest
+	(*SetFamilyCompressionResponse)(nil), // 56: bighive.v1.SetFamilyCompressionResponse
+	nil,                                  // 57: bighive.v1.DescribeTableResponse.TabletSizesEntry
+	nil,                                  // 58: bighive.v1.DescribeTableResponse.TabletSpaceEntry
+	nil,                                  // 59: bighive.v1.ReportLogSplitRequest.RecoveryFilesEntry
+	(*TableSchema)(nil),                  // 60: bighive.v1.TableSchema
+	(CachePriority)(0),                   // 61: bighive.v1.CachePriority
+	(*TabletMeta)(nil),                   // 62: bighive.v1.TabletMeta
+	(*FamilySpec)(nil),                   // 63: bighive.v1.FamilySpec
+	(*RowRange)(nil),                     // 64: bighive.v1.RowRange
+	(TabletState)(0),                     // 65: bighive.v1.TabletState
+	(*LogPosition)(nil),                  // 66: bighive.v1.LogPosition
+	(*TSFileRef)(nil),                    // 67: bighive.v1.TSFileRef
+	(*DataDirGroup)(nil),                 // 68: bighive.v1.DataDirGroup
+	(*TabletError)(nil),                  // 69: bighive.v1.TabletError
+	(*GcRule)(nil),                       // 70: bighive.v1.GcRule
+	(Compression)(0),                     // 71: bighive.v1.Compression
 }
 var file_bighivepb_master_proto_depIdxs = []int32{
-	58, // 0: bighive.v1.TableInfo.schema:type_name -> bighive.v1.TableSchema
-	59, // 1: bighive.v1.TableInfo.cache_priority:type_name -> bighive.v1.CachePriority
-	58, // 2: bighive.v1.CreateTableRequest.schema:type_name -> bighive.v1.TableSchema
+	60, // 0: bighive.v1.TableInfo.schema:type_name -> bighive.v1.TableSchema
+	61, // 1: bighive.v1.TableInfo.cache_priority:type_name -> bighive.v1.CachePriority
+	60, // 2: bighive.v1.CreateTableRequest.schema:type_name -> bighive.v1.TableSchema
 	0,  // 3: bighive.v1.CreateTableResponse.table:type_name -> bighive.v1.TableInfo
 	0,  // 4: bighive.v1.ListTablesResponse.tables:type_name -> bighive.v1.TableInfo
 	0,  // 5: bighive.v1.DescribeTableResponse.table:type_name -> bighive.v1.TableInfo
-	60, // 6: bighive.v1.DescribeTableResponse.tablets:type_name -> bighive.v1.TabletMeta
-	56, // 7: bighive.v1.DescribeTableResponse.tablet_sizes:type_name -> bighive.v1.DescribeTableResponse.TabletSizesEntry
-	61, // 8: bighive.v1.AddFamilyRequest.family:type_name -> bighive.v1.FamilySpec
-	59, // 9: bighive.v1.SetCachePriorityRequest.priority:type_name -> bighive.v1.CachePriority
-	62, // 10: bighive.v1.TabletLocation.range:type_name -> bighive.v1.RowRange
-	63, // 11: bighive.v1.TabletLocation.state:type_name -> bighive.v1.TabletState
-	58, // 12: bighive.v1.GetTableLocationsResponse.schema:type_name -> bighive.v1.TableSchema
-	14, // 13: bighive.v1.GetTableLocationsResponse.locations:type_name -> bighive.v1.TabletLocation
-	16, // 14: bighive.v1.ListTServersResponse.tservers:type_name -> bighive.v1.TServerInfo
-	21, // 15: bighive.v1.HeartbeatRequest.tablets:type_name -> bighive.v1.TabletReport
-	22, // 16: bighive.v1.HeartbeatRequest.load:type_name -> bighive.v1.TServerLoad
-	60, // 17: bighive.v1.TabletAssignment.tablet:type_name -> bighive.v1.TabletMeta
-	58, // 18: bighive.v1.TabletAssignment.schema:type_name -> bighive.v1.TableSchema
-	59, // 19: bighive.v1.TabletAssignment.cache_priority:type_name -> bighive.v1.CachePriority
-	64, // 20: bighive.v1.LogSplitTask.file:type_name -> bighive.v1.LogPosition
-	59, // 21: bighive.v1.TableCachePriority.priority:type_name -> bighive.v1.CachePriority
-	24, // 22: bighive.v1.HeartbeatResponse.assign:type_name -> bighive.v1.TabletAssignment
-	25, // 23: bighive.v1.HeartbeatResponse.unassign:type_name -> bighive.v1.TabletUnassignment
-	26, // 24: bighive.v1.HeartbeatResponse.log_split_tasks:type_name -> bighive.v1.LogSplitTask
-	27, // 25: bighive.v1.HeartbeatResponse.cache_priorities:type_name -> bighive.v1.TableCachePriority
-	58, // 26: bighive.v1.HeartbeatResponse.schemas:type_name -> bighive.v1.TableSchema
-	64, // 27: bighive.v1.ReportTabletLoadRequest.position:type_name -> bighive.v1.LogPosition
-	60, // 28: bighive.v1.ReportTabletLoadResponse.tablet:type_name -> bighive.v1.TabletMeta
-	64, // 29: bighive.v1.CheckpointReport.log_positions:type_name -> bighive.v1.LogPosition
-	65, // 30: bighive.v1.CheckpointReport.tsfiles:type_name -> bighive.v1.TSFileRef
-	66, // 31: bighive.v1.CheckpointReport.data_dir_group:type_name -> bighive.v1.DataDirGroup
-	31, // 32: bighive.v1.ReportCheckpointRequest.reports:type_name -> bighive.v1.CheckpointReport
-	45, // 33: bighive.v1.ReportCheckpointResponse.statuses:type_name -> bighive.v1.RowStatus
-	62, // 34: bighive.v1.SplitChild.range:type_name -> bighive.v1.RowRange
-	65, // 35: bighive.v1.SplitChild.tsfiles:type_name -> bighive.v1.TSFileRef
-	64, // 36: bighive.v1.SplitChild.log_positions:type_name -> bighive.v1.LogPosition
-	36, // 37: bighive.v1.ReportSplitRequest.children:type_name -> bighive.v1.SplitChild
-	60, // 38: bighive.v1.ReportSplitResponse.children:type_name -> bighive.v1.TabletMeta
-	57, // 39: bighive.v1.ReportLogSplitRequest.recovery_files:type_name -> bighive.v1.ReportLogSplitRequest.RecoveryFilesEntry
-	64, // 40: bighive.v1.GetGCReferencesResponse.log_positions:type_name -> bighive.v1.LogPosition
-	67, // 41: bighive.v1.RowStatus.tablet_error:type_name -> bighive.v1.TabletError
-	68, // 42: bighive.v1.SetGCRuleRequest.gc_rule:type_name -> bighive.v1.GcRule
-	69, // 43: bighive.v1.SetFamilyCompressionRequest.compression:type_name -> bighive.v1.Compression
-	1,  // 44: bighive.v1.Master.CreateTable:input_type -> bighive.v1.CreateTableRequest
-	3,  // 45: bighive.v1.Master.DeleteTable:input_type -> bighive.v1.DeleteTableRequest
-	5,  // 46: bighive.v1.Master.ListTables:input_type -> bighive.v1.ListTablesRequest
-	7,  // 47: bighive.v1.Master.DescribeTable:input_type -> bighive.v1.DescribeTableRequest
-	9,  // 48: bighive.v1.Master.AddFamily:input_type -> bighive.v1.AddFamilyRequest
-	11, // 49: bighive.v1.Master.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
-	13, // 50: bighive.v1.Master.GetTableLocations:input_type -> bighive.v1.GetTableLocationsRequest
-	17, // 51: bighive.v1.Master.ListTServers:input_type -> bighive.v1.ListTServersRequest
-	19, // 52: bighive.v1.Master.RegisterTServer:input_type -> bighive.v1.RegisterTServerRequest
-	23, // 53: bighive.v1.Master.Heartbeat:input_type -> bighive.v1.HeartbeatRequest
-	29, // 54: bighive.v1.Master.ReportTabletLoad:input_type -> bighive.v1.ReportTabletLoadRequest
-	32, // 55: bighive.v1.Master.ReportCheckpoint:input_type -> bighive.v1.ReportCheckpointRequest
-	34, // 56: bighive.v1.Master.AllocateTabletIds:input_type -> bighive.v1.AllocateTabletIdsRequest
-	37, // 57: bighive.v1.Master.ReportSplit:input_type -> bighive.v1.ReportSplitRequest
-	39, // 58: bighive.v1.Master.SplitTablet:input_type -> bighive.v1.SplitTabletRequest
-	41, // 59: bighive.v1.Master.ReportLogSplit:input_type -> bighive.v1.ReportLogSplitRequest
-	43, // 60: bighive.v1.Master.GetGCReferences:input_type -> bighive.v1.GetGCReferencesRequest
-	46, // 61: bighive.v1.Master.DeleteFamily:input_type -> bighive.v1.DeleteFamilyRequest
-	48, // 62: bighive.v1.Master.SetGCRule:input_type -> bighive.v1.SetGCRuleRequest
-	50, // 63: bighive.v1.Master.DropRowRange:input_type -> bighive.v1.DropRowRangeRequest
-	52, // 64: bighive.v1.Master.GetMasterStatus:input_type -> bighive.v1.GetMasterStatusRequest
-	54, // 65: bighive.v1.Master.SetFamilyCompression:input_type -> bighive.v1.SetFamilyCompressionRequest
-	2,  // 66: bighive.v1.Master.CreateTable:output_type -> bighive.v1.CreateTableResponse
-	4,  // 67: bighive.v1.Master.DeleteTable:output_type -> bighive.v1.DeleteTableResponse
-	6,  // 68: bighive.v1.Master.ListTables:output_type -> bighive.v1.ListTablesResponse
-	8,  // 69: bighive.v1.Master.DescribeTable:output_type -> bighive.v1.DescribeTableResponse
-	10, // 70: bighive.v1.Master.AddFamily:output_type -> bighive.v1.AddFamilyResponse
-	12, // 71: bighive.v1.Master.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
-	15, // 72: bighive.v1.Master.GetTableLocations:output_type -> bighive.v1.GetTableLocationsResponse
-	18, // 73: bighive.v1.Master.ListTServers:output_type -> bighive.v1.ListTServersResponse
-	20, // 74: bighive.v1.Master.RegisterTServer:output_type -> bighive.v1.RegisterTServerResponse
-	28, // 75: bighive.v1.Master.Heartbeat:output_type -> bighive.v1.HeartbeatResponse
-	30, // 76: bighive.v1.Master.ReportTabletLoad:output_type -> bighive.v1.ReportTabletLoadResponse
-	33, // 77: bighive.v1.Master.ReportCheckpoint:output_type -> bighive.v1.ReportCheckpointResponse
-	35, // 78: bighive.v1.Master.AllocateTabletIds:output_type -> bighive.v1.AllocateTabletIdsResponse
-	38, // 79: bighive.v1.Master.ReportSplit:output_type -> bighive.v1.ReportSplitResponse
-	40, // 80: bighive.v1.Master.SplitTablet:output_type -> bighive.v1.SplitTabletResponse
-	42, // 81: bighive.v1.Master.ReportLogSplit:output_type -> bighive.v1.ReportLogSplitResponse
-	44, // 82: bighive.v1.Master.GetGCReferences:output_type -> bighive.v1.GetGCReferencesResponse
-	47, // 83: bighive.v1.Master.DeleteFamily:output_type -> bighive.v1.DeleteFamilyResponse
-	49, // 84: bighive.v1.Master.SetGCRule:output_type -> bighive.v1.SetGCRuleResponse
-	51, // 85: bighive.v1.Master.DropRowRange:output_type -> bighive.v1.DropRowRangeResponse
-	53, // 86: bighive.v1.Master.GetMasterStatus:output_type -> bighive.v1.GetMasterStatusResponse
-	55, // 87: bighive.v1.Master.SetFamilyCompression:output_type -> bighive.v1.SetFamilyCompressionResponse
-	66, // [66:88] is the sub-list for method output_type
-	44, // [44:66] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	62, // 6: bighive.v1.DescribeTableResponse.tablets:type_name -> bighive.v1.TabletMeta
+	57, // 7: bighive.v1.DescribeTableResponse.tablet_sizes:type_name -> bighive.v1.DescribeTableResponse.TabletSizesEntry
+	58, // 8: bighive.v1.DescribeTableResponse.tablet_space:type_name -> bighive.v1.DescribeTableResponse.TabletSpaceEntry
+	63, // 9: bighive.v1.AddFamilyRequest.family:type_name -> bighive.v1.FamilySpec
+	61, // 10: bighive.v1.SetCachePriorityRequest.priority:type_name -> bighive.v1.CachePriority
+	64, // 11: bighive.v1.TabletLocation.range:type_name -> bighive.v1.RowRange
+	65, // 12: bighive.v1.TabletLocation.state:type_name -> bighive.v1.TabletState
+	60, // 13: bighive.v1.GetTableLocationsResponse.schema:type_name -> bighive.v1.TableSchema
+	14, // 14: bighive.v1.GetTableLocationsResponse.locations:type_name -> bighive.v1.TabletLocation
+	16, // 15: bighive.v1.ListTServersResponse.tservers:type_name -> bighive.v1.TServerInfo
+	22, // 16: bighive.v1.TabletReport.space:type_name -> bighive.v1.TabletSpace
+	21, // 17: bighive.v1.HeartbeatRequest.tablets:type_name -> bighive.v1.TabletReport
+	23, // 18: bighive.v1.HeartbeatRequest.load:type_name -> bighive.v1.TServerLoad
+	62, // 19: bighive.v1.TabletAssignment.tablet:type_name -> bighive.v1.TabletMeta
+	60, // 20: bighive.v1.TabletAssignment.schema:type_name -> bighive.v1.TableSchema
+	61, // 21: bighive.v1.TabletAssignment.cache_priority:type_name -> bighive.v1.CachePriority
+	66, // 22: bighive.v1.LogSplitTask.file:type_name -> bighive.v1.LogPosition
+	61, // 23: bighive.v1.TableCachePriority.priority:type_name -> bighive.v1.CachePriority
+	25, // 24: bighive.v1.HeartbeatResponse.assign:type_name -> bighive.v1.TabletAssignment
+	26, // 25: bighive.v1.HeartbeatResponse.unassign:type_name -> bighive.v1.TabletUnassignment
+	27, // 26: bighive.v1.HeartbeatResponse.log_split_tasks:type_name -> bighive.v1.LogSplitTask
+	28, // 27: bighive.v1.HeartbeatResponse.cache_priorities:type_name -> bighive.v1.TableCachePriority
+	60, // 28: bighive.v1.HeartbeatResponse.schemas:type_name -> bighive.v1.TableSchema
+	66, // 29: bighive.v1.ReportTabletLoadRequest.position:type_name -> bighive.v1.LogPosition
+	62, // 30: bighive.v1.ReportTabletLoadResponse.tablet:type_name -> bighive.v1.TabletMeta
+	66, // 31: bighive.v1.CheckpointReport.log_positions:type_name -> bighive.v1.LogPosition
+	67, // 32: bighive.v1.CheckpointReport.tsfiles:type_name -> bighive.v1.TSFileRef
+	68, // 33: bighive.v1.CheckpointReport.data_dir_group:type_name -> bighive.v1.DataDirGroup
+	32, // 34: bighive.v1.ReportCheckpointRequest.reports:type_name -> bighive.v1.CheckpointReport
+	46, // 35: bighive.v1.ReportCheckpointResponse.statuses:type_name -> bighive.v1.RowStatus
+	64, // 36: bighive.v1.SplitChild.range:type_name -> bighive.v1.RowRange
+	67, // 37: bighive.v1.SplitChild.tsfiles:type_name -> bighive.v1.TSFileRef
+	66, // 38: bighive.v1.SplitChild.log_positions:type_name -> bighive.v1.LogPosition
+	37, // 39: bighive.v1.ReportSplitRequest.children:type_name -> bighive.v1.SplitChild
+	62, // 40: bighive.v1.ReportSplitResponse.children:type_name -> bighive.v1.TabletMeta
+	59, // 41: bighive.v1.ReportLogSplitRequest.recovery_files:type_name -> bighive.v1.ReportLogSplitRequest.RecoveryFilesEntry
+	66, // 42: bighive.v1.GetGCReferencesResponse.log_positions:type_name -> bighive.v1.LogPosition
+	69, // 43: bighive.v1.RowStatus.tablet_error:type_name -> bighive.v1.TabletError
+	70, // 44: bighive.v1.SetGCRuleRequest.gc_rule:type_name -> bighive.v1.GcRule
+	71, // 45: bighive.v1.SetFamilyCompressionRequest.compression:type_name -> bighive.v1.Compression
+	22, // 46: bighive.v1.DescribeTableResponse.TabletSpaceEntry.value:type_name -> bighive.v1.TabletSpace
+	1,  // 47: bighive.v1.Master.CreateTable:input_type -> bighive.v1.CreateTableRequest
+	3,  // 48: bighive.v1.Master.DeleteTable:input_type -> bighive.v1.DeleteTableRequest
+	5,  // 49: bighive.v1.Master.ListTables:input_type -> bighive.v1.ListTablesRequest
+	7,  // 50: bighive.v1.Master.DescribeTable:input_type -> bighive.v1.DescribeTableRequest
+	9,  // 51: bighive.v1.Master.AddFamily:input_type -> bighive.v1.AddFamilyRequest
+	11, // 52: bighive.v1.Master.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
+	13, // 53: bighive.v1.Master.GetTableLocations:input_type -> bighive.v1.GetTableLocationsRequest
+	17, // 54: bighive.v1.Master.ListTServers:input_type -> bighive.v1.ListTServersRequest
+	19, // 55: bighive.v1.Master.RegisterTServer:input_type -> bighive.v1.RegisterTServerRequest
+	24, // 56: bighive.v1.Master.Heartbeat:input_type -> bighive.v1.HeartbeatRequest
+	30, // 57: bighive.v1.Master.ReportTabletLoad:input_type -> bighive.v1.ReportTabletLoadRequest
+	33, // 58: bighive.v1.Master.ReportCheckpoint:input_type -> bighive.v1.ReportCheckpointRequest
+	35, // 59: bighive.v1.Master.AllocateTabletIds:input_type -> bighive.v1.AllocateTabletIdsRequest
+	38, // 60: bighive.v1.Master.ReportSplit:input_type -> bighive.v1.ReportSplitRequest
+	40, // 61: bighive.v1.Master.SplitTablet:input_type -> bighive.v1.SplitTabletRequest
+	42, // 62: bighive.v1.Master.ReportLogSplit:input_type -> bighive.v1.ReportLogSplitRequest
+	44, // 63: bighive.v1.Master.GetGCReferences:input_type -> bighive.v1.GetGCReferencesRequest
+	47, // 64: bighive.v1.Master.DeleteFamily:input_type -> bighive.v1.DeleteFamilyRequest
+	49, // 65: bighive.v1.Master.SetGCRule:input_type -> bighive.v1.SetGCRuleRequest
+	51, // 66: bighive.v1.Master.DropRowRange:input_type -> bighive.v1.DropRowRangeRequest
+	53, // 67: bighive.v1.Master.GetMasterStatus:input_type -> bighive.v1.GetMasterStatusRequest
+	55, // 68: bighive.v1.Master.SetFamilyCompression:input_type -> bighive.v1.SetFamilyCompressionRequest
+	2,  // 69: bighive.v1.Master.CreateTable:output_type -> bighive.v1.CreateTableResponse
+	4,  // 70: bighive.v1.Master.DeleteTable:output_type -> bighive.v1.DeleteTableResponse
+	6,  // 71: bighive.v1.Master.ListTables:output_type -> bighive.v1.ListTablesResponse
+	8,  // 72: bighive.v1.Master.DescribeTable:output_type -> bighive.v1.DescribeTableResponse
+	10, // 73: bighive.v1.Master.AddFamily:output_type -> bighive.v1.AddFamilyResponse
+	12, // 74: bighive.v1.Master.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
+	15, // 75: bighive.v1.Master.GetTableLocations:output_type -> bighive.v1.GetTableLocationsResponse
+	18, // 76: bighive.v1.Master.ListTServers:output_type -> bighive.v1.ListTServersResponse
+	20, // 77: bighive.v1.Master.RegisterTServer:output_type -> bighive.v1.RegisterTServerResponse
+	29, // 78: bighive.v1.Master.Heartbeat:output_type -> bighive.v1.HeartbeatResponse
+	31, // 79: bighive.v1.Master.ReportTabletLoad:output_type -> bighive.v1.ReportTabletLoadResponse
+	34, // 80: bighive.v1.Master.ReportCheckpoint:output_type -> bighive.v1.ReportCheckpointResponse
+	36, // 81: bighive.v1.Master.AllocateTabletIds:output_type -> bighive.v1.AllocateTabletIdsResponse
+	39, // 82: bighive.v1.Master.ReportSplit:output_type -> bighive.v1.ReportSplitResponse
+	41, // 83: bighive.v1.Master.SplitTablet:output_type -> bighive.v1.SplitTabletResponse
+	43, // 84: bighive.v1.Master.ReportLogSplit:output_type -> bighive.v1.ReportLogSplitResponse
+	45, // 85: bighive.v1.Master.GetGCReferences:output_type -> bighive.v1.GetGCReferencesResponse
+	48, // 86: bighive.v1.Master.DeleteFamily:output_type -> bighive.v1.DeleteFamilyResponse
+	50, // 87: bighive.v1.Master.SetGCRule:output_type -> bighive.v1.SetGCRuleResponse
+	52, // 88: bighive.v1.Master.DropRowRange:output_type -> bighive.v1.DropRowRangeResponse
+	54, // 89: bighive.v1.Master.GetMasterStatus:output_type -> bighive.v1.GetMasterStatusResponse
+	56, // 90: bighive.v1.Master.SetFamilyCompression:output_type -> bighive.v1.SetFamilyCompressionResponse
+	69, // [69:91] is the sub-list for method output_type
+	47, // [47:69] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_bighivepb_master_proto_init() }
@@ -3595,7 +3727,7 @@ func file_bighivepb_master_proto_init() {
 		return
 	}
 	file_bighivepb_common_proto_init()
-	file_bighivepb_master_proto_msgTypes[50].OneofWrappers = []any{
+	file_bighivepb_master_proto_msgTypes[51].OneofWrappers = []any{
 		(*DropRowRangeRequest_RowKeyPrefix)(nil),
 		(*DropRowRangeRequest_DeleteAllDataFromTable)(nil),
 	}
@@ -3605,7 +3737,7 @@ func file_bighivepb_master_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bighivepb_master_proto_rawDesc), len(file_bighivepb_master_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   58,
+			NumMessages:   60,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -21,7 +21,7 @@
 // store's UUID and its footer ID (Info.FooterRef), and the Reader keys the
 // page cache by blockstore.BlockRef (store UUID, block ID).
 //
-// # Byte layout (format version 3; little-endian; uvarint/varint = LEB128)
+// # Byte layout (format version 4; little-endian; uvarint/varint = LEB128)
 //
 //	data block  := page*
 //	page        := codec:u8 uvarint(rawLen) payload crc32c(codec‖rawLen‖payload):u32
@@ -49,11 +49,23 @@
 //	               crc32c:u32
 //	fam         := uvarint(len name) name dataID:u64 indexID:u64
 //	               uvarint(dataSize) uvarint(indexSize) uvarint(entries) uvarint(pages)
-//	               uvarint(rawSize)
+//	               uvarint(rawSize) counts
+//	counts      := uvarint(cells) uvarint(tombstones) uvarint(tombstoneBytes)
+//	               varint(minCellTs) varint(maxCellTs)
+//	               uvarint(nranks = 8) uvarint(beyond)*nranks
 //
 // An index entry's offset and length are of the stored page; count is its
 // entries. rawSize is the sum of the family's bodies (rawLen); dataSize /
 // rawSize is the family's compression ratio.
+//
+// counts describe the family's entries: cells are its SetCell entries and
+// tombstones the others (cells + tombstones = entries; the row-tombstone
+// family "" has only tombstones), tombstoneBytes the tombstones' encoded
+// entry bytes, minCellTs and maxCellTs the cells' timestamp range, and
+// beyond[k] the cells that are not among the k+1 newest of their column
+// (row, qualifier) in the file (non-increasing in k). A tablet estimates
+// from them, without reading a page, how much of its data a major
+// compaction would drop (Info.Tombstones, FamilyStats).
 //
 // seq is the entry's write sequence (memstore.Entry.Seq: what a tombstone
 // hides and which of two writes of one cell wins is decided by it); maxSeq
@@ -85,8 +97,9 @@
 //
 // # Versions
 //
-// Readers read versions 2 and 3 and reject others (ErrVersion); the writer
-// writes version 3.
+// Readers read versions 2 to 4 and reject others (ErrVersion); the writer
+// writes version 4. Fixtures written by the writers of versions 2 and 3
+// are in testdata and are read by TestReadFixtures.
 //
 //   - Version 1 had no seq and no maxSeq; it is rejected.
 //   - Version 2 is version 3 without compression: page := body
@@ -95,6 +108,9 @@
 //     rewrite them as version 3.
 //   - Version 3 adds the codec byte and rawLen to each page and rawSize
 //     to each fam.
+//   - Version 4 adds counts to each fam; pages are those of version 3.
+//     Files of versions 2 and 3 have no counts (Info.Counted false); a
+//     compaction rewrites them as version 4.
 //
 // The trailing crc32c (Castagnoli) of an index, bloom or footer block
 // covers every byte of the block before it, magic included; a page's

@@ -18,8 +18,11 @@ import (
 // the footer; version 1 files (no sequences) are rejected. Version 3
 // compresses pages (a codec byte and the raw length before each page's
 // payload) and records each family's uncompressed page bytes in the
-// footer; readers read versions 2 and 3.
-const FormatVersion = 3
+// footer. Version 4 records each family's cell and tombstone counts,
+// tombstone bytes, cell timestamp range and versions beyond the first few
+// of a column (the garbage a major compaction would drop is estimated from
+// them); readers read versions 2 to 4.
+const FormatVersion = 4
 
 // minFormatVersion is the oldest version readers accept.
 const minFormatVersion = 2
@@ -221,6 +224,57 @@ type dataMeta struct {
 	// rawSize is the bytes of the family's pages uncompressed (entries and
 	// counts, no headers or checksums); version 3 on, else 0.
 	rawSize int64
+	// counts holds the version-4 counts; nil in older files.
+	counts *familyCounts
+}
+
+// MaxRanks is the number of version ranks a version-4 footer counts per
+// family (FamilyStats.Beyond).
+const MaxRanks = 8
+
+// familyCounts are a family's version-4 footer counts (FamilyStats).
+type familyCounts struct {
+	cells, tombstones, tombstoneBytes int64
+	minCellTS, maxCellTS              int64
+	beyond                            [MaxRanks]int64
+}
+
+func (c *familyCounts) encode(b []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(c.cells))
+	b = binary.AppendUvarint(b, uint64(c.tombstones))
+	b = binary.AppendUvarint(b, uint64(c.tombstoneBytes))
+	b = binary.AppendVarint(b, c.minCellTS)
+	b = binary.AppendVarint(b, c.maxCellTS)
+	b = binary.AppendUvarint(b, MaxRanks)
+	for _, n := range c.beyond {
+		b = binary.AppendUvarint(b, uint64(n))
+	}
+	return b
+}
+
+// counts reads a family's familyCounts; ok is false for values no writer
+// makes (negative counts, more tombstones or ranked cells than entries, a
+// rank count other than MaxRanks).
+func (d *decoder) counts(entries int64) (*familyCounts, bool) {
+	c := &familyCounts{}
+	c.cells = int64(d.uvarint())
+	c.tombstones = int64(d.uvarint())
+	c.tombstoneBytes = int64(d.uvarint())
+	c.minCellTS = d.varint()
+	c.maxCellTS = d.varint()
+	if d.uvarint() != MaxRanks {
+		return nil, false
+	}
+	prev := c.cells
+	for i := range c.beyond {
+		c.beyond[i] = int64(d.uvarint())
+		if c.beyond[i] < 0 || c.beyond[i] > prev {
+			return nil, false
+		}
+		prev = c.beyond[i]
+	}
+	ok := !d.bad && c.cells >= 0 && c.tombstones >= 0 && c.tombstoneBytes >= 0 && c.cells+c.tombstones == entries
+	return c, ok
 }
 
 type footer struct {
@@ -252,6 +306,9 @@ func (f *footer) encode() []byte {
 		b = binary.AppendUvarint(b, uint64(d.pages))
 		if f.version >= 3 {
 			b = binary.AppendUvarint(b, uint64(d.rawSize))
+		}
+		if f.version >= 4 {
+			b = d.counts.encode(b)
 		}
 	}
 	b = binary.LittleEndian.AppendUint64(b, uint64(f.bloom))
@@ -299,7 +356,11 @@ func decodeFooter(id blockstore.BlockID, b []byte) (footer, error) {
 		if f.version >= 3 {
 			m.rawSize = int64(d.uvarint())
 		}
-		if !d.bad && (seen[m.family] || m.dataSize < 0 || m.indexSize < 0 || m.entries < 0 || m.pages < 0 || m.rawSize < 0) {
+		countsOK := true
+		if f.version >= 4 && !d.bad {
+			m.counts, countsOK = d.counts(m.entries)
+		}
+		if !d.bad && (!countsOK || seen[m.family] || m.dataSize < 0 || m.indexSize < 0 || m.entries < 0 || m.pages < 0 || m.rawSize < 0) {
 			return f, corrupt(id, int64(d.pos), "bad data block entry for family %q", m.family)
 		}
 		seen[m.family] = true
@@ -433,4 +494,29 @@ func pageEntries(version uint32, id blockstore.BlockID, off int64, body []byte, 
 		return nil, corrupt(id, off, "page holds %d entries, index says %d", c, wantCount)
 	}
 	return body[: n-4 : n-4], nil
+}
+
+// info describes the file of footer f (stored as footerID, footerLen
+// bytes, in store): what Write returns and Reader.Info reports.
+func (f *footer) info(store string, footerID blockstore.BlockID, footerLen int64) Info {
+	i := Info{Store: store, Footer: footerID, Entries: f.entries, Rows: f.rows, MinRow: f.minRow, MaxRow: f.maxRow,
+		MinTimestamp: f.minTS, MaxTimestamp: f.maxTS, MaxSeq: f.maxSeq, Counted: f.version >= 4}
+	for _, d := range f.data {
+		i.Blocks = append(i.Blocks, d.data, d.index)
+		i.Size += d.dataSize + d.indexSize
+		i.DataBytes += d.dataSize
+		i.RawBytes += d.rawSize
+		fs := FamilyStats{Family: d.family, Entries: d.entries, StoredBytes: d.dataSize, RawBytes: d.rawSize}
+		if c := d.counts; c != nil {
+			fs.Cells, fs.Tombstones, fs.TombstoneBytes = c.cells, c.tombstones, c.tombstoneBytes
+			fs.MinCellTimestamp, fs.MaxCellTimestamp = c.minCellTS, c.maxCellTS
+			fs.Beyond = c.beyond
+			i.Tombstones += c.tombstones
+			i.TombstoneBytes += c.tombstoneBytes
+		}
+		i.Families = append(i.Families, fs)
+	}
+	i.Blocks = append(i.Blocks, f.bloom, footerID)
+	i.Size += f.bloomSize + footerLen
+	return i
 }

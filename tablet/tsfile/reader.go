@@ -78,13 +78,7 @@ func Open(mgr blockstore.Manager, footer blockstore.BlockRef, opts ReaderOptions
 		return nil, err
 	}
 	f := &r.footer
-	r.info = Info{Store: footer.Store, Footer: footerID, Entries: f.entries, Rows: f.rows, MinRow: f.minRow, MaxRow: f.maxRow, MinTimestamp: f.minTS, MaxTimestamp: f.maxTS, MaxSeq: f.maxSeq}
-	for _, d := range f.data {
-		r.info.Blocks = append(r.info.Blocks, d.data, d.index)
-		r.info.Size += d.dataSize + d.indexSize
-	}
-	r.info.Blocks = append(r.info.Blocks, f.bloom, footerID)
-	r.info.Size += f.bloomSize + int64(len(b))
+	r.info = f.info(footer.Store, footerID, int64(len(b)))
 	return r, nil
 }
 
@@ -696,4 +690,33 @@ func (it *famIter) decodeRev(i int) error {
 	rp.body = body
 	it.rev = rp
 	return nil
+}
+
+// SampleRows returns up to n rows spread evenly over the pages of the
+// file's cell families (the first row of every page, thinned): a sample
+// of the file's rows weighted by the bytes they hold, read from the index
+// blocks only.
+func (r *Reader) SampleRows(n int) ([][]byte, error) {
+	var firsts [][]byte
+	for i := range r.footer.data {
+		m := &r.footer.data[i]
+		if m.family == "" {
+			continue
+		}
+		idx, err := r.index(m)
+		if err != nil {
+			return nil, err
+		}
+		for j := range idx {
+			firsts = append(firsts, idx[j].first.Row)
+		}
+	}
+	if n <= 0 || len(firsts) <= n {
+		return firsts, nil
+	}
+	out := make([][]byte, n)
+	for i := range out {
+		out[i] = firsts[i*len(firsts)/n]
+	}
+	return out, nil
 }

@@ -15,12 +15,16 @@ import (
 	"bighive/tablet/blockcache"
 )
 
-// v2Fixture is a TSFile of format version 2 written by the version-2
-// writer (before pages were compressed; the commit that adds this file
-// wrote it): Write(fixtureEntries, PageSize 1024) into a memManager, its
-// blocks serialized by encodeFixture. The entries are in two families and
-// row tombstones, over several pages of each data block.
-const v2Fixture = "testdata/v2.tsfile"
+// fixtures are TSFiles of older format versions written by the writer of
+// that version (v2: before pages were compressed; v3: before the footer
+// counted cells and tombstones): Write(fixtureEntries, PageSize 1024)
+// into a memManager, its blocks serialized by encodeFixture. The entries
+// are in two families and row tombstones, over several pages of each data
+// block.
+var fixtures = []struct {
+	path    string
+	version uint32
+}{{"testdata/v2.tsfile", 2}, {"testdata/v3.tsfile", 3}}
 
 // fixtureEntries is a deterministic set of entries of every kind, sorted.
 func fixtureEntries() []memstore.Entry {
@@ -84,10 +88,16 @@ func decodeFixture(t *testing.T, b []byte) (*memManager, blockstore.BlockID) {
 	return m, footer
 }
 
-// TestReadV2Fixture reads the version-2 file written by the old writer:
-// every entry by a scan and by seeks, through a cache.
-func TestReadV2Fixture(t *testing.T) {
-	b, err := os.ReadFile(filepath.FromSlash(v2Fixture))
+// TestReadFixtures reads the files of older versions written by the old
+// writers: every entry by a scan and by seeks, through a cache.
+func TestReadFixtures(t *testing.T) {
+	for _, fx := range fixtures {
+		t.Run(fmt.Sprintf("v%d", fx.version), func(t *testing.T) { readFixture(t, fx.path, fx.version) })
+	}
+}
+
+func readFixture(t *testing.T, path string, version uint32) {
+	b, err := os.ReadFile(filepath.FromSlash(path))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,8 +108,8 @@ func TestReadV2Fixture(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	if r.footer.version != 2 {
-		t.Fatalf("fixture has version %d, want 2", r.footer.version)
+	if r.footer.version != version {
+		t.Fatalf("fixture has version %d, want %d", r.footer.version, version)
 	}
 	want := fixtureEntries()
 	for pass := 0; pass < 2; pass++ { // the second pass is served by the cache
@@ -131,10 +141,81 @@ func TestReadV2Fixture(t *testing.T) {
 	for i := range want {
 		maxSeq = max(maxSeq, want[i].Seq)
 	}
-	if got := r.Info(); got.Entries != int64(len(want)) || got.MaxSeq != maxSeq {
-		t.Fatalf("info %+v, want %d entries and max seq %d", got, len(want), maxSeq)
+	if got := r.Info(); got.Entries != int64(len(want)) || got.MaxSeq != maxSeq || got.Counted || got.Tombstones != 0 {
+		t.Fatalf("info %+v, want %d entries, max seq %d and no counts", got, len(want), maxSeq)
 	}
 	if st := cache.Stats(); st.Hits == 0 {
 		t.Fatalf("second scan missed the cache: %+v", st)
+	}
+}
+
+// TestFooterCounts checks the version-4 counts against a count of the
+// entries written, and that Write's Info equals the one Open reads.
+func TestFooterCounts(t *testing.T) {
+	want := fixtureEntries()
+	// Add older versions of some cells: row i gets i%4 extra versions of
+	// cf1:q0, so ranks up to 4 occur.
+	for i := 0; i < 120; i++ {
+		for v := 1; v <= i%4; v++ {
+			e := memstore.Entry{Row: []byte(fmt.Sprintf("row%04d", i)), Family: "cf1", Qualifier: []byte("q0"),
+				Timestamp: int64(1000 + i*10 - v), Seq: uint64(i*16 + 12 + v), Kind: mutation.SetCell, Value: []byte("old")}
+			want = append(want, e)
+		}
+	}
+	sort.Slice(want, func(i, j int) bool { return memstore.Compare(&want[i], &want[j]) < 0 })
+	m := newMemManager()
+	info := writeEntries(t, m, want, 512)
+	r, err := Open(m, info.FooterRef(), ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if got := r.Info(); fmt.Sprint(got) != fmt.Sprint(info) {
+		t.Fatalf("Open's info\n%+v\nWrite's\n%+v", got, info)
+	}
+	exp := map[string]*FamilyStats{}
+	ranks := map[string]int{}
+	var tomb int64
+	for i := range want {
+		e := &want[i]
+		fam := e.Family
+		if e.Kind == mutation.DeleteRow {
+			fam = ""
+		}
+		fs := exp[fam]
+		if fs == nil {
+			fs = &FamilyStats{Family: fam}
+			exp[fam] = fs
+		}
+		fs.Entries++
+		if e.Kind != mutation.SetCell {
+			fs.Tombstones++
+			fs.TombstoneBytes += int64(len(appendEntry(nil, e, true)))
+			tomb++
+			continue
+		}
+		if fs.Cells == 0 || e.Timestamp < fs.MinCellTimestamp {
+			fs.MinCellTimestamp = e.Timestamp
+		}
+		fs.MaxCellTimestamp = max(fs.MaxCellTimestamp, e.Timestamp)
+		fs.Cells++
+		col := fam + "/" + string(e.Row) + "/" + string(e.Qualifier)
+		ranks[col]++
+		for k := 0; k < MaxRanks && k+1 < ranks[col]; k++ {
+			fs.Beyond[k]++
+		}
+	}
+	if !info.Counted || info.Tombstones != tomb || len(info.Families) != len(exp) {
+		t.Fatalf("info counts %d tombstones over %d families (counted %v), want %d over %d", info.Tombstones, len(info.Families), info.Counted, tomb, len(exp))
+	}
+	for _, got := range info.Families {
+		w := exp[got.Family]
+		got.StoredBytes, got.RawBytes = 0, 0
+		if w == nil || got != *w {
+			t.Fatalf("family %q: got %+v want %+v", got.Family, got, w)
+		}
+	}
+	if exp["cf1"].Beyond[0] == 0 || exp["cf1"].Beyond[2] == 0 || exp["cf1"].Beyond[3] != 0 {
+		t.Fatalf("fixture does not exercise the ranks: %v", exp["cf1"].Beyond)
 	}
 }

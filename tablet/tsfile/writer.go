@@ -33,6 +33,38 @@ type Info struct {
 	// MaxSeq is the largest write sequence of an entry (the tablet's write
 	// sequence continues above it when the tablet is opened again).
 	MaxSeq uint64
+	// DataBytes and RawBytes are the data blocks' bytes as stored and
+	// uncompressed (RawBytes is 0 in version-2 files).
+	DataBytes, RawBytes int64
+	// Counted says the file is of format version 4 or later, so that
+	// Tombstones, TombstoneBytes and the families' cell counts are known;
+	// they are 0 otherwise.
+	Counted bool
+	// Tombstones is the number of tombstone entries (of every kind) and
+	// TombstoneBytes their encoded bytes, uncompressed.
+	Tombstones, TombstoneBytes int64
+	// Families describes each family's data block, "" (row tombstones)
+	// first when present.
+	Families []FamilyStats
+}
+
+// FamilyStats describes one family's entries in a TSFile. The counts
+// (Cells to Beyond) are those of a version-4 footer; zero in older files.
+type FamilyStats struct {
+	Family      string
+	Entries     int64
+	StoredBytes int64 // the data block
+	RawBytes    int64 // its pages uncompressed (0 in version 2)
+	// Cells is the number of SetCell entries, Tombstones that of the
+	// others; TombstoneBytes is the tombstones' encoded bytes.
+	Cells, Tombstones, TombstoneBytes int64
+	// MinCellTimestamp and MaxCellTimestamp bound the cells' timestamps
+	// (both 0 without cells).
+	MinCellTimestamp, MaxCellTimestamp int64
+	// Beyond[k] is the number of cells that are not among the k+1 newest
+	// cells of their column (row and qualifier) in this file: the cells a
+	// max-versions rule of k+1 drops from the file alone.
+	Beyond [MaxRanks]int64
 }
 
 // FooterRef names the file's footer block across stores: the file's
@@ -69,6 +101,11 @@ type familyWriter struct {
 	pages []indexEntry
 	off   int64
 	codec Compression
+	// counts are the version-4 counts; col and rank the column of the last
+	// cell and its rank in it (1 = newest).
+	counts familyCounts
+	col    memstore.Entry
+	rank   int
 	// stored and scratch are reused buffers: the encoded page and the
 	// compressor's output.
 	stored, scratch []byte
@@ -158,7 +195,9 @@ func Write(ctx context.Context, mgr blockstore.Manager, it memstore.Iterator, op
 			fw.first = e.Clone()
 			fw.first.Value = nil
 		}
+		n0 := len(fw.page)
 		fw.page = appendEntry(fw.page, e, true)
+		fw.countEntry(e, int64(len(fw.page)-n0))
 		fw.count++
 		fw.meta.entries++
 		if len(fw.page) >= opts.PageSize {
@@ -229,6 +268,7 @@ func Write(ctx context.Context, mgr blockstore.Manager, it memstore.Iterator, op
 		if err := add(ib, idx); err != nil {
 			return Info{}, err
 		}
+		fw.meta.counts = &fw.counts
 		f.data = append(f.data, fw.meta)
 	}
 	bb, err := create()
@@ -254,12 +294,38 @@ func Write(ctx context.Context, mgr blockstore.Manager, it memstore.Iterator, op
 		return Info{}, fmt.Errorf("tsfile: commit %d blocks: %w", len(created), err)
 	}
 	committed = true
-	info.Store, info.Footer = opts.Store, fb.ID()
-	info.Entries, info.Rows = f.entries, f.rows
-	info.MinRow, info.MaxRow = f.minRow, f.maxRow
-	info.MinTimestamp, info.MaxTimestamp = f.minTS, f.maxTS
-	info.MaxSeq = f.maxSeq
-	return info, nil
+	out := f.info(opts.Store, fb.ID(), fb.BytesAppended())
+	if out.Size != info.Size {
+		return Info{}, fmt.Errorf("tsfile: footer describes %d bytes, %d written", out.Size, info.Size)
+	}
+	return out, nil
+}
+
+// countEntry adds e (encoded in n bytes) to the family's version-4 counts.
+func (fw *familyWriter) countEntry(e *memstore.Entry, n int64) {
+	c := &fw.counts
+	if e.Kind != mutation.SetCell {
+		c.tombstones++
+		c.tombstoneBytes += n
+		return
+	}
+	if c.cells == 0 || e.Timestamp < c.minCellTS {
+		c.minCellTS = e.Timestamp
+	}
+	if c.cells == 0 || e.Timestamp > c.maxCellTS {
+		c.maxCellTS = e.Timestamp
+	}
+	if c.cells > 0 && bytes.Equal(e.Row, fw.col.Row) && bytes.Equal(e.Qualifier, fw.col.Qualifier) {
+		fw.rank++
+	} else {
+		fw.rank = 1
+		fw.col.Row = append(fw.col.Row[:0], e.Row...)
+		fw.col.Qualifier = append(fw.col.Qualifier[:0], e.Qualifier...)
+	}
+	for k := range min(fw.rank-1, MaxRanks) {
+		c.beyond[k]++
+	}
+	c.cells++
 }
 
 var errClosed = errors.New("tsfile: reader closed")
