@@ -448,7 +448,7 @@ func (c *Cluster) masterClient(addr string) (pb.MasterClient, error) {
 	cc, ok := c.conns[addr]
 	if !ok {
 		var err error
-		cc, err = grpc.NewClient(addr, limits.GRPCDialOptions(c.credentials())...)
+		cc, err = grpc.NewClient(addr, limits.GRPCDialOptions(c.Credentials())...)
 		if err != nil {
 			return nil, fmt.Errorf("cluster: %w", err)
 		}

@@ -97,9 +97,9 @@ func (c *Cluster) TLSFiles(name string) tlsconf.Files {
 	return tlsconf.Files{Cert: filepath.Join(c.pki.dir, name+".crt"), Key: filepath.Join(c.pki.dir, name+".key"), CA: c.pki.caPath}
 }
 
-// credentials are those of the harness's own connections: TLS with the
+// Credentials are those of the harness's own connections: TLS with the
 // client certificate in TLS mode, plaintext otherwise.
-func (c *Cluster) credentials() credentials.TransportCredentials {
+func (c *Cluster) Credentials() credentials.TransportCredentials {
 	if c.pki == nil {
 		return tlsconf.Credentials(nil)
 	}
@@ -111,5 +111,5 @@ func (c *Cluster) clientOptions() []client.Option {
 	if c.pki == nil {
 		return nil
 	}
-	return []client.Option{client.WithTransportCredentials(c.credentials())}
+	return []client.Option{client.WithTransportCredentials(c.Credentials())}
 }
