@@ -197,23 +197,31 @@ func TestServerNeedsRole(t *testing.T) {
 	}
 }
 
-func TestTLS12Refused(t *testing.T) {
-	p := newPKI(t)
-	src := load(t, p.server)
+// tlsListener serves src's ServerConfig on loopback, reading each
+// connection until it ends (the handshake runs on the first read).
+func tlsListener(t *testing.T, src *tlsconf.Source) net.Listener {
+	t.Helper()
 	lis, err := tls.Listen("tcp", "127.0.0.1:0", src.ServerConfig("http/1.1"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer lis.Close()
+	t.Cleanup(func() { lis.Close() })
 	go func() {
 		for {
 			c, err := lis.Accept()
 			if err != nil {
 				return
 			}
-			go func() { _ = c.(*tls.Conn).Handshake(); c.Close() }()
+			go func() { _, _ = io.Copy(io.Discard, c); c.Close() }()
 		}
 	}()
+	return lis
+}
+
+func TestTLS12Refused(t *testing.T) {
+	p := newPKI(t)
+	src := load(t, p.server)
+	lis := tlsListener(t, src)
 	cfg := src.ClientConfig()
 	cfg.ServerName = "127.0.0.1"
 	cfg.MinVersion, cfg.MaxVersion = tls.VersionTLS12, tls.VersionTLS12
@@ -253,20 +261,7 @@ func TestReload(t *testing.T) {
 	defer func() { tlsconf.ReloadInterval = old }()
 	p := newPKI(t)
 	src := load(t, p.server)
-	lis, err := tls.Listen("tcp", "127.0.0.1:0", src.ServerConfig("http/1.1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lis.Close()
-	go func() {
-		for {
-			c, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			go func() { _, _ = io.Copy(io.Discard, c); c.Close() }()
-		}
-	}()
+	lis := tlsListener(t, src)
 	client := load(t, p.user)
 	first := servedSerial(t, lis.Addr().String(), client)
 	if want := src.Leaf().SerialNumber.String(); first != want {
