@@ -9,8 +9,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -133,6 +136,60 @@ func TestTLS(t *testing.T) {
 		}
 		for _, s := range servers {
 			if s.Address == "127.0.0.1:1" {
+				t.Fatalf("the rogue tserver is listed: %+v", s)
+			}
+		}
+	})
+	t.Run("rogue tserver process cannot register", func(t *testing.T) {
+		rogue, err := other.Server("rogue")
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		f, err := tlstest.Files(other, rogue, dir, "rogue")
+		if err != nil {
+			t.Fatal(err)
+		}
+		bin, err := cluster.Binary("tserver")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := freeAddr(t)
+		logPath := filepath.Join(dir, "rogue.log")
+		logFile, err := os.Create(logPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer logFile.Close()
+		// The rogue trusts the cluster CA (so it would accept the master)
+		// and presents a certificate of another CA.
+		cmd := exec.Command(bin, "--listen", addr, "--masters", master, "--fs-root", filepath.Join(dir, "root"),
+			"--http-listen", "", "--tls-cert", f.Cert, "--tls-key", f.Key, "--tls-ca", clientFiles.CA)
+		cmd.Stdout, cmd.Stderr = logFile, logFile
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+		if err := poll(ctx, func() error {
+			b, _ := os.ReadFile(logPath)
+			if strings.Contains(string(b), "register failed") {
+				return nil
+			}
+			return fmt.Errorf("the rogue tserver's log has no failed registration:\n%s", b)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := os.ReadFile(logPath)
+		if strings.Contains(string(b), "registered with the master") {
+			t.Fatalf("the rogue tserver registered:\n%s", b)
+		}
+		servers, err := tlsClient(t, c).TServers(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range servers {
+			if s.Address == addr {
 				t.Fatalf("the rogue tserver is listed: %+v", s)
 			}
 		}
@@ -298,4 +355,15 @@ func poll(ctx context.Context, try func() error) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// freeAddr is a loopback address with a port free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }
