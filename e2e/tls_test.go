@@ -367,3 +367,25 @@ func freeAddr(t *testing.T) string {
 	defer l.Close()
 	return l.Addr().String()
 }
+
+// TestPlaintextWarning: without the --tls-* flags a master, a tserver
+// and the frontend each log the one warning line; with them, none does.
+func TestPlaintextWarning(t *testing.T) {
+	const warning = "serving plaintext; connections are unencrypted and callers unauthenticated"
+	for _, tls := range []bool{false, true} {
+		c := cluster.New(t, cluster.Options{Masters: 1, TServers: 1, TLS: tls})
+		want := 1
+		if tls {
+			want = 0
+		}
+		for _, name := range []string{"m1", "ts0", "frontend"} {
+			b, err := os.ReadFile(filepath.Join(c.Dir(), name+".log"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Count(string(b), warning); got != want {
+				t.Errorf("TLS %v: %s logged the plaintext warning %d times, want %d", tls, name, got, want)
+			}
+		}
+	}
+}
