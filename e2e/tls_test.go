@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/bigtable"
+	"google.golang.org/api/option"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -241,6 +243,39 @@ func TestTLS(t *testing.T) {
 		}
 		if v, err := getValue(ctx, tbl2, "row07"); v != "7" {
 			t.Fatalf("get row07 through WithTLS: %v %q", err, v)
+		}
+	})
+	t.Run("Bigtable API over TLS", func(t *testing.T) {
+		// dialBT connects the official client; it primes its connections,
+		// so a refused transport may fail here already.
+		dialBT := func(ctx context.Context, src *tlsconf.Source) (*bigtable.Client, error) {
+			bt, err := bigtable.NewClientWithConfig(ctx, "p", "i",
+				bigtable.ClientConfig{MetricsProvider: bigtable.NoopMetricsProvider{}},
+				option.WithEndpoint(c.BigtableAddr()), option.WithoutAuthentication(),
+				option.WithGRPCDialOption(grpc.WithTransportCredentials(tlsconf.Credentials(src))))
+			if err == nil {
+				t.Cleanup(func() { bt.Close() })
+			}
+			return bt, err
+		}
+		bt, err := dialBT(ctx, loadTLS(t, tlsconf.Files{CA: clientFiles.CA}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		row, err := bt.Open("tls").ReadRow(ctx, "row03")
+		if err != nil {
+			t.Fatalf("ReadRow through the frontend over TLS: %v", err)
+		}
+		if got := row["cf"]; len(got) != 1 || string(got[0].Value) != "3" {
+			t.Fatalf("ReadRow row03 through the frontend: %+v, want cf:q = 3", row)
+		}
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if bt, err = dialBT(pctx, nil); err == nil {
+			_, err = bt.Open("tls").ReadRow(pctx, "row03")
+		}
+		if err == nil || !strings.Contains(err.Error(), "Unavailable") && status.Code(err) != codes.Unavailable && status.Code(err) != codes.DeadlineExceeded {
+			t.Fatalf("plaintext ReadRow through a TLS frontend: %v, want Unavailable", err)
 		}
 	})
 	t.Run("HTTP port serves TLS only", func(t *testing.T) {
