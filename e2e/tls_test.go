@@ -156,7 +156,10 @@ func TestTLS(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		addr := freeAddr(t)
+		addr, err := cluster.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
 		logPath := filepath.Join(dir, "rogue.log")
 		logFile, err := os.Create(logPath)
 		if err != nil {
@@ -390,17 +393,6 @@ func poll(ctx context.Context, try func() error) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-}
-
-// freeAddr is a loopback address with a port free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // TestPlaintextWarning: without the --tls-* flags a master, a tserver
