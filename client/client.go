@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
@@ -45,6 +46,7 @@ type options struct {
 	batchStream            bool
 	noFlatScan             bool
 	dialOpts               []grpc.DialOption
+	creds                  credentials.TransportCredentials // nil: plaintext
 	log                    *slog.Logger
 	now                    func() time.Time
 }
@@ -148,7 +150,7 @@ func Dial(ctx context.Context, masters []string, opts ...Option) (*Client, error
 	}
 	mc, err := masterconn.New(addrs, masterconn.Options{
 		AttemptTimeout: o.attemptTimeout, MinBackoff: o.minBackoff, MaxBackoff: o.maxBackoff,
-		DialOptions: o.dialOpts, Logger: o.log,
+		Credentials: o.transportCredentials(), DialOptions: o.dialOpts, Logger: o.log,
 	})
 	if err != nil {
 		return nil, statusError(err, "client: dial")
@@ -201,7 +203,7 @@ func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 	if cc, ok := c.conns[addr]; ok {
 		return cc, nil
 	}
-	cc, err := grpc.NewClient(addr, limits.GRPCDialOptions(c.opts.dialOpts...)...)
+	cc, err := grpc.NewClient(addr, limits.GRPCDialOptions(c.opts.transportCredentials(), c.opts.dialOpts...)...)
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "client: address %q: %v", addr, err)
 	}

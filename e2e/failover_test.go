@@ -33,10 +33,18 @@ const (
 
 func startFailoverCluster(t *testing.T, masters int, flags ...string) (*cluster.Cluster, *client.Client) {
 	t.Helper()
-	c := cluster.New(t, cluster.Options{Masters: masters, TServers: 3, Lease: foLease, Heartbeat: foHeartbeat, Flags: flags})
+	return startFailoverClusterWith(t, cluster.Options{Masters: masters, Flags: flags})
+}
+
+// startFailoverClusterWith is startFailoverCluster with opts (TLS, for
+// one), with three tservers and the failover lease and heartbeat.
+func startFailoverClusterWith(t *testing.T, opts cluster.Options) (*cluster.Cluster, *client.Client) {
+	t.Helper()
+	opts.TServers, opts.Lease, opts.Heartbeat = 3, foLease, foHeartbeat
+	c := cluster.New(t, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cl, err := client.Dial(ctx, c.MasterAddrs(), client.WithAttemptTimeout(time.Second), client.WithBackoff(20*time.Millisecond, 250*time.Millisecond))
+	cl, err := c.Client(ctx, client.WithAttemptTimeout(time.Second), client.WithBackoff(20*time.Millisecond, 250*time.Millisecond))
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
@@ -420,8 +428,18 @@ func TestFailoverDouble(t *testing.T) {
 }
 
 func TestFailoverMasterLeaderDiesDuringRecovery(t *testing.T) {
+	testMasterLeaderDiesDuringRecovery(t, false)
+}
+
+// TestFailoverTLS is TestFailoverMasterLeaderDiesDuringRecovery with TLS
+// on every connection: the tservers' heartbeats and log-split tasks, raft
+// between three masters, forwarding and the clients all run over mutual
+// TLS, across a tserver kill and a master failover.
+func TestFailoverTLS(t *testing.T) { testMasterLeaderDiesDuringRecovery(t, true) }
+
+func testMasterLeaderDiesDuringRecovery(t *testing.T, tls bool) {
 	sd := seed(t)
-	c, cl := startFailoverCluster(t, 3, "--mem-limit=1073741824")
+	c, cl := startFailoverClusterWith(t, cluster.Options{Masters: 3, Flags: []string{"--mem-limit=1073741824"}, TLS: tls})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	tbl := createTable(t, ctx, c, cl, "fo3", foTablets)

@@ -13,6 +13,7 @@ import (
 	"bighive/client"
 	"bighive/internal/apierr"
 	"bighive/internal/obs"
+	"bighive/internal/tlsconf"
 )
 
 // Listener is a frontend serving the Bigtable API on a TCP address.
@@ -28,6 +29,9 @@ type Listener struct {
 type ListenOptions struct {
 	// Metrics, if set, receives the gRPC request metrics.
 	Metrics prometheus.Registerer
+	// TLS, if set, serves the API over TLS 1.3 only, with the
+	// certificate re-read when its files change. Nil: plaintext.
+	TLS *tlsconf.Source
 }
 
 // Listen serves the Bigtable API on addr (host:port; port 0 picks one)
@@ -54,7 +58,7 @@ func ListenWith(addr string, c *client.Client, log *slog.Logger, o ListenOptions
 		unary = append([]grpc.UnaryServerInterceptor{gm.UnaryInterceptor()}, unary...)
 		stream = append([]grpc.StreamServerInterceptor{gm.StreamInterceptor()}, stream...)
 	}
-	g := grpc.NewServer(append(ServerOptions(),
+	g := grpc.NewServer(append(append(ServerOptions(), tlsconf.ServerOptions(o.TLS)...),
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
 	)...)

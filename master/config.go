@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"bighive/internal/tlsconf"
 	pb "bighive/proto/bighivepb"
 )
 
@@ -82,6 +83,10 @@ type Config struct {
 	// HTTPListen is the address of the HTTP port (/metrics,
 	// /debug/pprof/); empty: no HTTP port.
 	HTTPListen string
+	// TLS, if set, is the --tls-* files: gRPC, the HTTP port and raft
+	// serve TLS 1.3 only, every dial verifies its peer, and internal
+	// methods need a server certificate. Nil: plaintext.
+	TLS *tlsconf.Source
 	// Metrics is the registry the master's metrics go to (default: a new
 	// one with the Go runtime and process collectors).
 	Metrics *prometheus.Registry

@@ -13,6 +13,7 @@ import (
 
 	"bighive/internal/apierr"
 	"bighive/internal/masterconn"
+	"bighive/internal/tlsconf"
 	pb "bighive/proto/bighivepb"
 )
 
@@ -43,7 +44,8 @@ func newForwarder(m *Master) (*forwarder, error) {
 	for _, p := range m.cfg.Peers {
 		addrs = append(addrs, p.GRPCAddr)
 	}
-	conn, err := masterconn.New(addrs, masterconn.Options{AttemptTimeout: m.cfg.ForwardAttemptTimeout, Logger: m.log})
+	conn, err := masterconn.New(addrs, masterconn.Options{AttemptTimeout: m.cfg.ForwardAttemptTimeout,
+		Credentials: tlsconf.Credentials(m.cfg.TLS), Logger: m.log})
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 	"bighive/internal/apierr"
 	"bighive/internal/limits"
 	"bighive/internal/obs"
+	"bighive/internal/tlsconf"
 	"bighive/meta"
 	pb "bighive/proto/bighivepb"
 	spb "bighive/proto/storagepb"
@@ -82,10 +83,18 @@ func Start(cfg Config, lis net.Listener) (*Master, error) {
 		rc = &c
 	}
 	rc.NotifyCh = m.notify
-	node, err := meta.OpenNode(meta.NodeConfig{
-		ID: cfg.ID, Dir: cfg.Dir, RaftAddr: cfg.RaftAddr, Peers: peers, Raft: rc, Logger: m.log,
-	})
+	var err error
+	nc := meta.NodeConfig{ID: cfg.ID, Dir: cfg.Dir, RaftAddr: cfg.RaftAddr, Peers: peers, Raft: rc, Logger: m.log}
+	if cfg.TLS != nil {
+		if nc.StreamLayer, err = raftStreamLayer(cfg.TLS, cfg.RaftAddr); err != nil {
+			return nil, err
+		}
+	}
+	node, err := meta.OpenNode(nc)
 	if err != nil {
+		if nc.StreamLayer != nil {
+			_ = nc.StreamLayer.Close()
+		}
 		return nil, err
 	}
 	m.node = node
@@ -100,14 +109,17 @@ func Start(cfg Config, lis net.Listener) (*Master, error) {
 	}
 	m.metrics = newMetrics(m, reg)
 	gm := obs.NewGRPCMetrics(reg)
-	opts := append(append(limits.GRPCServerOptions(), limits.GRPCKeepaliveServerOptions()...),
-		grpc.ChainUnaryInterceptor(gm.UnaryInterceptor(), apierr.UnaryServerInterceptor(m.log), m.fwd.intercept),
-		grpc.ChainStreamInterceptor(gm.StreamInterceptor()))
+	// The internal-method check runs before forwarding, so a follower
+	// forwards only what it would accept itself.
+	opts := append(append(append(limits.GRPCServerOptions(), limits.GRPCKeepaliveServerOptions()...), tlsconf.ServerOptions(cfg.TLS)...),
+		grpc.ChainUnaryInterceptor(gm.UnaryInterceptor(), apierr.UnaryServerInterceptor(m.log),
+			tlsconf.UnaryInternalInterceptor(cfg.TLS), m.fwd.intercept),
+		grpc.ChainStreamInterceptor(gm.StreamInterceptor(), tlsconf.StreamInternalInterceptor(cfg.TLS)))
 	m.srv = grpc.NewServer(opts...)
 	pb.RegisterMasterServer(m.srv, m)
 	m.health = obs.RegisterHealthAndReflection(m.srv, pb.Master_ServiceDesc.ServiceName)
 	if cfg.HTTPListen != "" {
-		if m.http, err = obs.ListenHTTP(cfg.HTTPListen, reg, m.log); err != nil {
+		if m.http, err = obs.ListenHTTPTLS(cfg.HTTPListen, reg, m.log, tlsconf.HTTPConfig(cfg.TLS)); err != nil {
 			m.fwd.close()
 			_ = node.Close()
 			return nil, fmt.Errorf("master: %w", err)
@@ -126,6 +138,20 @@ func Start(cfg Config, lis net.Listener) (*Master, error) {
 	}()
 	m.log.Info("master started", "grpc", m.grpcAddr, "raft", string(node.Raft.String()), "peers", len(cfg.Peers))
 	return m, nil
+}
+
+// raftStreamLayer is the mutual-TLS raft transport's stream layer on
+// addr, advertised as addr.
+func raftStreamLayer(src *tlsconf.Source, addr string) (*tlsconf.StreamLayer, error) {
+	adv, err := net.ResolveTCPAddr("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("master: raft address %q: %w", addr, err)
+	}
+	sl, err := tlsconf.RaftStreamLayer(src, addr, adv)
+	if err != nil {
+		return nil, fmt.Errorf("master: %w", err)
+	}
+	return sl, nil
 }
 
 // Addr is the master's gRPC address.

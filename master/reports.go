@@ -9,6 +9,7 @@ import (
 
 	"bighive/internal/apierr"
 	"bighive/internal/limits"
+	"bighive/internal/tlsconf"
 	"bighive/meta"
 	pb "bighive/proto/bighivepb"
 	spb "bighive/proto/storagepb"
@@ -151,7 +152,7 @@ func (m *Master) SplitTablet(ctx context.Context, req *pb.SplitTabletRequest) (*
 	if addr == "" {
 		return nil, apierr.Unavailable("tablet %s is not serving now (state %s); retry when it is", t.TabletId, t.State)
 	}
-	conn, err := grpc.NewClient(addr, limits.GRPCDialOptions()...)
+	conn, err := grpc.NewClient(addr, limits.GRPCDialOptions(tlsconf.Credentials(m.cfg.TLS))...)
 	if err != nil {
 		return nil, apierr.Wrap(codes.Unavailable, err, "dial tserver %s", addr)
 	}

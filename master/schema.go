@@ -12,6 +12,7 @@ import (
 
 	"bighive/internal/apierr"
 	"bighive/internal/limits"
+	"bighive/internal/tlsconf"
 	"bighive/meta"
 	pb "bighive/proto/bighivepb"
 	spb "bighive/proto/storagepb"
@@ -100,7 +101,7 @@ func (m *Master) pushSchema(ctx context.Context, table string) error {
 // callTServer calls fn on the tserver at addr, retrying transient errors
 // until ctx ends.
 func (m *Master) callTServer(ctx context.Context, addr string, fn func(context.Context, pb.TServerClient) error) error {
-	conn, err := grpc.NewClient(addr, limits.GRPCDialOptions()...)
+	conn, err := grpc.NewClient(addr, limits.GRPCDialOptions(tlsconf.Credentials(m.cfg.TLS))...)
 	if err != nil {
 		return fmt.Errorf("master: dial tserver %s: %w", addr, err)
 	}

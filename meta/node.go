@@ -39,6 +39,10 @@ type NodeConfig struct {
 	RaftAddr string
 	// Transport, if set, is used instead of a TCP transport on RaftAddr.
 	Transport raft.Transport
+	// StreamLayer, if set (and Transport is not), carries raft's network
+	// transport instead of plain TCP (the mutual-TLS layer of tlsconf);
+	// the node closes it.
+	StreamLayer raft.StreamLayer
 	// Peers is the bootstrap configuration, this node included. Empty means
 	// a single-node cluster of this node. Used only when Dir holds no raft
 	// state yet; afterwards the configuration comes from the log.
@@ -109,6 +113,10 @@ func OpenNode(cfg NodeConfig) (*Node, error) {
 	}
 
 	n.trans = cfg.Transport
+	if n.trans == nil && cfg.StreamLayer != nil {
+		nt := raft.NewNetworkTransportWithLogger(cfg.StreamLayer, 3, 10*time.Second, hl)
+		n.trans, n.closer = nt, nt
+	}
 	if n.trans == nil {
 		addr, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
 		if err != nil {

@@ -19,6 +19,7 @@ import (
 	"bighive/internal/limits"
 	"bighive/internal/masterconn"
 	"bighive/internal/obs"
+	"bighive/internal/tlsconf"
 	"bighive/internal/vfs"
 	pb "bighive/proto/bighivepb"
 	"bighive/split"
@@ -79,6 +80,11 @@ type Options struct {
 	// FS is the filesystem (default vfs.Default).
 	FS     vfs.FS
 	Logger *slog.Logger
+	// TLS, if set, is the --tls-* files: gRPC and the HTTP port serve TLS
+	// 1.3 only, the master connections verify the masters and present
+	// this tserver's certificate, and internal methods need a server
+	// certificate. Nil: plaintext.
+	TLS *tlsconf.Source
 	// HTTPListen is the address of the HTTP port (/metrics, /debug/pprof/);
 	// empty: no HTTP port.
 	HTTPListen string
@@ -230,7 +236,8 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 		return nil, fmt.Errorf("tserver: open log: %w", err)
 	}
 	if s.master, err = masterconn.New(opts.Masters, masterconn.Options{
-		AttemptTimeout: masterAttemptTimeout(opts.HeartbeatInterval), Logger: s.log}); err != nil {
+		AttemptTimeout: masterAttemptTimeout(opts.HeartbeatInterval),
+		Credentials:    tlsconf.Credentials(opts.TLS), Logger: s.log}); err != nil {
 		s.wal.Close()
 		return nil, err
 	}
@@ -243,13 +250,13 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 
 	gm := obs.NewGRPCMetrics(reg)
 	s.grpcMetrics = gm
-	s.grpc = grpc.NewServer(append(append(limits.GRPCServerOptions(), limits.GRPCKeepaliveServerOptions()...),
-		grpc.ChainUnaryInterceptor(gm.UnaryInterceptor(), apierr.UnaryServerInterceptor(s.log)),
-		grpc.ChainStreamInterceptor(gm.StreamInterceptor(), apierr.StreamServerInterceptor(s.log)))...)
+	s.grpc = grpc.NewServer(append(append(append(limits.GRPCServerOptions(), limits.GRPCKeepaliveServerOptions()...), tlsconf.ServerOptions(opts.TLS)...),
+		grpc.ChainUnaryInterceptor(gm.UnaryInterceptor(), apierr.UnaryServerInterceptor(s.log), tlsconf.UnaryInternalInterceptor(opts.TLS)),
+		grpc.ChainStreamInterceptor(gm.StreamInterceptor(), apierr.StreamServerInterceptor(s.log), tlsconf.StreamInternalInterceptor(opts.TLS)))...)
 	pb.RegisterTServerServer(s.grpc, s)
 	s.health = obs.RegisterHealthAndReflection(s.grpc, pb.TServer_ServiceDesc.ServiceName)
 	if opts.HTTPListen != "" {
-		if s.http, err = obs.ListenHTTP(opts.HTTPListen, reg, s.log); err != nil {
+		if s.http, err = obs.ListenHTTPTLS(opts.HTTPListen, reg, s.log, tlsconf.HTTPConfig(opts.TLS)); err != nil {
 			s.wal.Close()
 			s.master.Close()
 			return nil, fmt.Errorf("tserver: %w", err)

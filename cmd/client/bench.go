@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"bighive/client"
 	"bighive/internal/bench"
 	"bighive/internal/cli"
 )
@@ -21,12 +20,12 @@ import (
 var benchCommand = cli.Command{
 	Name: "bench",
 	Args: "[--duration D] [--ops N] [--concurrency N] [--value-size B] [--keys N] [--tablets N] " +
-		"[--api native,bigtable] [--bigtable ADDR] [--phases P,…] [--distribution uniform|zipfian] [--floor-probe D] [--counters N] [--runs N] [--cache-bytes B] [--mem-limit B] [--dir DIR] [-q]",
+		"[--api native,bigtable] [--bigtable ADDR] [--phases P,…] [--distribution uniform|zipfian] [--floor-probe D] [--counters N] [--runs N] [--cache-bytes B] [--mem-limit B] [--tls] [--dir DIR] [-q]",
 	Summary: "benchmark against a ping floor: PerformanceEvaluation's sequentialWrite, randomWrite, sequentialRead, randomRead, scan, scanRange10/100/1000, " +
 		"bulk, increment and checkAndMutate, and YCSB workloads A-F, through the native client and/or the official Cloud Bigtable Go client via a frontend; a local 1+1 cluster unless --masters",
 	Example: "bench --duration 5s --phases randomWrite,randomRead\nbench --phases ycsb --distribution uniform\nbench --api native,bigtable --duration 5s --runs 3\n" +
 		"bench --masters 127.0.0.1:7100 --api bigtable --bigtable 127.0.0.1:8086\nbench --duration 5s --phases put,increment,checkandmutate\n" +
-		"bench --masters 127.0.0.1:7100 --concurrency 16\nbench --runs 3 --json -q",
+		"bench --masters 127.0.0.1:7100 --concurrency 16\nbench --runs 3 --json -q\nbench --tls --duration 3s --phases put,get,scan",
 	Run: runBench,
 }
 
@@ -55,6 +54,7 @@ func runBench(ctx context.Context, env *cli.Env, args []string) error {
 	apis := fs.String("api", bench.APINative, "client(s) of the data calls, comma-separated: native (Bighive's client) and/or bigtable (the official Cloud Bigtable Go client through a frontend); both print the ratios too")
 	btAddr := fs.String("bigtable", "", "with --masters and --api bigtable: the frontend's `address`")
 	quiet := fs.Bool("q", false, "no progress lines")
+	withTLS := fs.Bool("tls", false, "local only: run every measurement twice, on a plaintext cluster and on a TLS one (certificates generated), and print the ratios tls/plaintext")
 	if _, err := env.Parse(fs, args, 0, 0); err != nil {
 		return err
 	}
@@ -81,6 +81,13 @@ func runBench(ctx context.Context, env *cli.Env, args []string) error {
 	if remote && *btAddr == "" && slices.Contains(apiList, bench.APIBigtable) {
 		return fmt.Errorf("bench: --api bigtable against --masters needs --bigtable, the frontend's address")
 	}
+	if *withTLS && remote {
+		return fmt.Errorf("bench: --tls compares a plaintext and a TLS cluster, both local; it does not take --masters")
+	}
+	transports := []bool{false}
+	if *withTLS {
+		transports = append(transports, true)
+	}
 	o.BigtableAddr = *btAddr
 	if o.Seed == 0 { // one seed for the APIs of a run
 		o.Seed = uint64(time.Now().UnixNano())
@@ -90,40 +97,50 @@ func runBench(ctx context.Context, env *cli.Env, args []string) error {
 	// one after the other, so that the APIs see the same machine load.
 	reports := map[string][]*bench.Report{}
 	var doc bench.JSONOutput
+	var keys []string // api, or api+"/tls", in order
 	for run := 1; run <= max(*runs, 1); run++ {
 		for _, api := range apiList {
-			o.API, o.Run = api, run
-			if o.Out != nil {
-				fmt.Fprintf(o.Out, "\n=== run %d of %d, api %s ===\n", run, *runs, api)
-			}
-			var rep *bench.Report
-			var err error
-			if remote {
-				rep, err = benchRemote(ctx, env, o)
-			} else {
-				rep, err = benchLocal(ctx, o, *dir, run, *cache, *memLimit)
-			}
-			if err != nil {
-				return err
-			}
-			reports[api] = append(reports[api], rep)
-			doc.Runs = append(doc.Runs, rep)
-			if !env.JSON {
-				if err := rep.Print(env.Stdout, fmt.Sprintf("run %d", run)); err != nil {
+			for _, tls := range transports {
+				o.API, o.Run = api, run
+				key, mode := api, "plaintext"
+				if tls {
+					key, mode = api+"/tls", "tls"
+				}
+				if run == 1 {
+					keys = append(keys, key)
+				}
+				if o.Out != nil {
+					fmt.Fprintf(o.Out, "\n=== run %d of %d, api %s, %s ===\n", run, *runs, api, mode)
+				}
+				var rep *bench.Report
+				var err error
+				if remote {
+					rep, err = benchRemote(ctx, env, o)
+				} else {
+					rep, err = benchLocal(ctx, o, *dir, run, *cache, *memLimit, tls)
+				}
+				if err != nil {
 					return err
+				}
+				reports[key] = append(reports[key], rep)
+				doc.Runs = append(doc.Runs, rep)
+				if !env.JSON {
+					if err := rep.Print(env.Stdout, fmt.Sprintf("run %d, %s", run, mode)); err != nil {
+						return err
+					}
 				}
 			}
 		}
 		o.Seed++
 	}
 	final := map[string]*bench.Report{}
-	for _, api := range apiList {
-		final[api] = reports[api][len(reports[api])-1]
-		if len(reports[api]) > 1 {
-			final[api] = bench.Median(reports[api])
-			doc.Medians = append(doc.Medians, final[api])
+	for _, key := range keys {
+		final[key] = reports[key][len(reports[key])-1]
+		if len(reports[key]) > 1 {
+			final[key] = bench.Median(reports[key])
+			doc.Medians = append(doc.Medians, final[key])
 			if !env.JSON {
-				if err := final[api].Print(env.Stdout, fmt.Sprintf("median of %d runs", len(reports[api]))); err != nil {
+				if err := final[key].Print(env.Stdout, fmt.Sprintf("median of %d runs", len(reports[key]))); err != nil {
 					return err
 				}
 			}
@@ -133,7 +150,16 @@ func runBench(ctx context.Context, env *cli.Env, args []string) error {
 		return bench.WriteJSON(env.Stdout, doc)
 	}
 	if len(apiList) > 1 {
-		return bench.PrintRatios(env.Stdout, final[bench.APINative], final[bench.APIBigtable])
+		if err := bench.PrintRatios(env.Stdout, final[bench.APINative], final[bench.APIBigtable]); err != nil {
+			return err
+		}
+	}
+	if *withTLS {
+		for _, api := range apiList {
+			if err := bench.PrintTLSRatios(env.Stdout, final[api], final[api+"/tls"]); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -158,10 +184,13 @@ func benchRemote(ctx context.Context, env *cli.Env, o bench.Options) (*bench.Rep
 	return bench.Run(ctx, o)
 }
 
-func benchLocal(ctx context.Context, o bench.Options, dir string, run int, cache, memLimit int64) (*bench.Report, error) {
+func benchLocal(ctx context.Context, o bench.Options, dir string, run int, cache, memLimit int64, tls bool) (*bench.Report, error) {
 	runDir := ""
 	if dir != "" {
 		runDir = fmt.Sprintf("%s/run%d-%s", dir, run, o.API)
+		if tls {
+			runDir += "-tls"
+		}
 	} else {
 		tmp, err := os.MkdirTemp("", "bighive-bench-")
 		if err != nil {
@@ -173,17 +202,22 @@ func benchLocal(ctx context.Context, o bench.Options, dir string, run int, cache
 	if o.Out != nil {
 		fmt.Fprintf(o.Out, "starting 1 master + 1 tserver under %s\n", runDir)
 	}
-	c, err := bench.StartLocal(ctx, bench.LocalOptions{Dir: runDir, CacheBytes: cache, MemLimit: memLimit})
+	c, err := bench.StartLocal(ctx, bench.LocalOptions{Dir: runDir, CacheBytes: cache, MemLimit: memLimit, TLS: tls})
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	cl, err := client.Dial(ctx, c.MasterAddrs())
+	cl, err := c.Client(ctx) // with the cluster's client certificate in TLS mode
 	if err != nil {
 		return nil, err
 	}
 	defer cl.Close()
 	o.Client = cl
+	o.Credentials = c.Credentials()
 	o.BigtableAddr = c.BigtableAddr() // the cluster's frontend process
-	return bench.Run(ctx, o)
+	rep, err := bench.Run(ctx, o)
+	if rep != nil {
+		rep.TLS = tls
+	}
+	return rep, err
 }

@@ -24,6 +24,7 @@ import (
 	"bighive/client"
 	"bighive/frontend"
 	"bighive/internal/obs"
+	"bighive/internal/tlsconf"
 )
 
 func main() {
@@ -32,7 +33,9 @@ func main() {
 		masters  = flag.String("masters", "127.0.0.1:7100", "comma-separated master gRPC addresses")
 		stopWait = flag.Duration("stop-timeout", 10*time.Second, "how long a stop waits for running calls")
 		obsFlags = obs.AddFlags(flag.CommandLine, "frontend")
+		tlsFiles tlsconf.Files
 	)
+	tlsconf.AddFlags(flag.CommandLine, &tlsFiles)
 	flag.Parse()
 	obsFlags.HandleVersion(os.Stdout)
 	log := obsFlags.Logger(os.Stderr)
@@ -47,22 +50,31 @@ func main() {
 		fmt.Fprintln(os.Stderr, "frontend: --masters is empty")
 		os.Exit(2)
 	}
+	tlsSrc, err := tlsconf.OpenServer(tlsFiles, log)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "frontend: %v\n", err)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	c, err := client.Dial(ctx, ms, client.WithLogger(log))
+	copts := []client.Option{client.WithLogger(log)}
+	if tlsSrc != nil {
+		copts = append(copts, client.WithTransportCredentials(tlsconf.Credentials(tlsSrc)))
+	}
+	c, err := client.Dial(ctx, ms, copts...)
 	if err != nil {
 		log.Error("frontend: dial the masters", "masters", ms, "err", err)
 		os.Exit(1)
 	}
 	defer c.Close()
 	reg := obs.NewRegistry()
-	l, err := frontend.ListenWith(*listen, c, log, frontend.ListenOptions{Metrics: reg})
+	l, err := frontend.ListenWith(*listen, c, log, frontend.ListenOptions{Metrics: reg, TLS: tlsSrc})
 	if err != nil {
 		log.Error("frontend: start", "err", err)
 		os.Exit(1)
 	}
 	if addr := obsFlags.HTTPListen(*listen); addr != "" {
-		h, err := obs.ListenHTTP(addr, reg, log)
+		h, err := obs.ListenHTTPTLS(addr, reg, log, tlsconf.HTTPConfig(tlsSrc))
 		if err != nil {
 			log.Error("frontend: start", "err", err)
 			os.Exit(1)

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"bighive/internal/obs"
+	"bighive/internal/tlsconf"
 	"bighive/master"
 )
 
@@ -43,7 +44,9 @@ func main() {
 		heartbeat = flag.Duration("heartbeat", time.Second, "heartbeat interval the tservers are told to use")
 		maxMoves  = flag.Int("max-moves", 8, "rebalancing moves in flight at most")
 		obsFlags  = obs.AddFlags(flag.CommandLine, "master")
+		tlsFiles  tlsconf.Files
 	)
+	tlsconf.AddFlags(flag.CommandLine, &tlsFiles)
 	flag.Parse()
 	obsFlags.HandleVersion(os.Stdout)
 	log := obsFlags.Logger(os.Stderr)
@@ -64,6 +67,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "master: --lease must be longer than --heartbeat (a lease should span several heartbeats)")
 		os.Exit(2)
 	}
+	tlsSrc, err := tlsconf.OpenServer(tlsFiles, log)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "master: %v\n", err)
+		os.Exit(2)
+	}
 	// Take SIGTERM from the start, so a stop during start-up still shuts
 	// down cleanly once the master is up.
 	sig := make(chan os.Signal, 1)
@@ -76,7 +84,7 @@ func main() {
 	m, err := master.Start(master.Config{
 		ID: *id, Dir: *data, RaftAddr: *raftAddr, GRPCAddr: grpcAddr, Peers: ps,
 		Lease: *lease, Heartbeat: *heartbeat, MaxMoves: *maxMoves, Logger: log,
-		HTTPListen: obsFlags.HTTPListen(*listen),
+		HTTPListen: obsFlags.HTTPListen(*listen), TLS: tlsSrc,
 	}, lis)
 	if err != nil {
 		log.Error("start failed", "err", err)

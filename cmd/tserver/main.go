@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"bighive/internal/obs"
+	"bighive/internal/tlsconf"
 	"bighive/split"
 	"bighive/tserver"
 )
@@ -35,6 +36,7 @@ func main() {
 		memLimit  = flag.Int64("mem-limit", 256<<20, "write buffer `bytes` of all tablets together that trigger a checkpoint")
 		cacheSize = flag.Int64("cache-bytes", 256<<20, "block cache capacity in `bytes`")
 		obsFlags  = obs.AddFlags(flag.CommandLine, "tserver")
+		tlsFiles  tlsconf.Files
 
 		splitThreshold = flag.Int64("split-threshold", 512<<20, "tablet size in `bytes` (TSFiles plus write buffers) over which it splits; negative: no automatic splits")
 		splitInterval  = flag.Duration("split-interval", 30*time.Second, "least time between two splits of one tablet")
@@ -47,12 +49,18 @@ func main() {
 		compactRate    = flag.Int64("compaction-rate", 64<<20, "average `bytes` per second compactions read; negative: unthrottled")
 		splitFault     = flag.String("split-fault-file", "", "testing only: a `file` holding a split step number; the split that reaches that step removes the file and kills this process")
 	)
+	tlsconf.AddFlags(flag.CommandLine, &tlsFiles)
 	flag.Parse()
 	obsFlags.HandleVersion(os.Stdout)
 	log := obsFlags.Logger(os.Stderr)
 	slog.SetDefault(log)
 	if *root == "" {
 		fmt.Fprintln(os.Stderr, "tserver: --fs-root is required")
+		os.Exit(2)
+	}
+	tlsSrc, err := tlsconf.OpenServer(tlsFiles, log)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "tserver: %v\n", err)
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -67,6 +75,7 @@ func main() {
 		CacheBytes: *cacheSize,
 		Logger:     log,
 		HTTPListen: obsFlags.HTTPListen(*listen),
+		TLS:        tlsSrc,
 
 		SplitThreshold:      *splitThreshold,
 		SplitInterval:       *splitInterval,

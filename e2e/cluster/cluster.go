@@ -39,6 +39,11 @@ type Options struct {
 	Env []string
 	// StopGrace bounds the wait for a SIGTERMed process (default 30 s).
 	StopGrace time.Duration
+	// TLS runs the cluster with TLS 1.3 on every connection: Start makes
+	// a CA, a server certificate per process (with the server role) and a
+	// client certificate (CN ClientPrincipal) under <Dir>/tls/, and the
+	// harness's own connections and Client use the client certificate.
+	TLS bool
 }
 
 // Cluster is a running cluster. Its methods are safe for concurrent use.
@@ -51,6 +56,7 @@ type Cluster struct {
 	frontend *proc    // serves the Cloud Bigtable API on btAddr
 	btAddr   string
 	btHTTP   string
+	pki      *pki // TLS mode; nil: plaintext
 
 	mu      sync.Mutex
 	conns   map[string]*grpc.ClientConn
@@ -94,9 +100,15 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
+	var p *pki
+	if opts.TLS {
+		if p, err = newPKI(opts.Dir); err != nil {
+			return nil, err
+		}
+	}
 	var errs []error
 	for attempt := 1; attempt <= 3; attempt++ {
-		c, err := start(ctx, opts, mbin, tbin, fbin)
+		c, err := start(ctx, opts, p, mbin, tbin, fbin)
 		if err == nil {
 			return c, nil
 		}
@@ -113,8 +125,8 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 
 var errEarlyExit = errors.New("a process exited during start-up")
 
-func start(ctx context.Context, opts Options, mbin, tbin, fbin string) (*Cluster, error) {
-	c := &Cluster{opts: opts, conns: map[string]*grpc.ClientConn{}}
+func start(ctx context.Context, opts Options, p *pki, mbin, tbin, fbin string) (*Cluster, error) {
+	c := &Cluster{opts: opts, conns: map[string]*grpc.ClientConn{}, pki: p}
 	for i := 0; i < opts.Masters; i++ {
 		addr, err := freePort()
 		if err != nil {
@@ -142,7 +154,11 @@ func start(ctx context.Context, opts Options, mbin, tbin, fbin string) (*Cluster
 		if opts.Heartbeat > 0 {
 			args = append(args, "--heartbeat", opts.Heartbeat.String())
 		}
-		args = append(args, opts.MasterFlags...)
+		tlsArgs, err := p.serverFlags(m.id)
+		if err != nil {
+			return c, err
+		}
+		args = append(append(args, tlsArgs...), opts.MasterFlags...)
 		m.proc = &proc{name: m.id, bin: mbin, args: args, env: opts.Env, logPath: filepath.Join(opts.Dir, m.id+".log")}
 	}
 	for i := 0; i < opts.TServers; i++ {
@@ -164,7 +180,11 @@ func start(ctx context.Context, opts Options, mbin, tbin, fbin string) (*Cluster
 			"--fs-root", filepath.Join(opts.Dir, "root"), "--fs-data-dirs", strings.Join(dirs, ","),
 			"--http-listen", httpAddr,
 		}
-		args = append(args, opts.Flags...)
+		tlsArgs, err := p.serverFlags(name)
+		if err != nil {
+			return c, err
+		}
+		args = append(append(args, tlsArgs...), opts.Flags...)
 		c.tservers = append(c.tservers, &proc{name: name, bin: tbin, args: args, env: opts.Env, logPath: filepath.Join(opts.Dir, name+".log")})
 		c.tsAddrs = append(c.tsAddrs, addr)
 		c.tsHTTP = append(c.tsHTTP, httpAddr)
@@ -177,8 +197,12 @@ func start(ctx context.Context, opts Options, mbin, tbin, fbin string) (*Cluster
 	if c.btHTTP, err = freePort(); err != nil {
 		return c, err
 	}
+	tlsArgs, err := p.serverFlags("frontend")
+	if err != nil {
+		return c, err
+	}
 	c.frontend = &proc{name: "frontend", bin: fbin, env: opts.Env, logPath: filepath.Join(opts.Dir, "frontend.log"),
-		args: []string{"--listen", btAddr, "--masters", strings.Join(c.MasterAddrs(), ","), "--http-listen", c.btHTTP}}
+		args: append([]string{"--listen", btAddr, "--masters", strings.Join(c.MasterAddrs(), ","), "--http-listen", c.btHTTP}, tlsArgs...)}
 	for _, m := range c.masters {
 		if err := m.start(); err != nil {
 			c.Close()
@@ -415,7 +439,7 @@ func (c *Cluster) Close() error {
 
 // Client dials the cluster with the client library.
 func (c *Cluster) Client(ctx context.Context, opts ...client.Option) (*client.Client, error) {
-	return client.Dial(ctx, c.MasterAddrs(), opts...)
+	return client.Dial(ctx, c.MasterAddrs(), append(c.clientOptions(), opts...)...)
 }
 
 func (c *Cluster) masterClient(addr string) (pb.MasterClient, error) {
@@ -424,7 +448,7 @@ func (c *Cluster) masterClient(addr string) (pb.MasterClient, error) {
 	cc, ok := c.conns[addr]
 	if !ok {
 		var err error
-		cc, err = grpc.NewClient(addr, limits.GRPCDialOptions()...)
+		cc, err = grpc.NewClient(addr, limits.GRPCDialOptions(c.Credentials())...)
 		if err != nil {
 			return nil, fmt.Errorf("cluster: %w", err)
 		}

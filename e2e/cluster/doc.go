@@ -22,6 +22,8 @@
 //	<Dir>/ts0/data0/            each tserver's --fs-data-dirs
 //	<Dir>/frontend.log          the frontend's output: it serves the Cloud
 //	                            Bigtable API on BigtableAddr, always started
+//	<Dir>/tls/                  with Options.TLS: ca.crt, and NAME.crt and
+//	                            NAME.key of each process and of "client"
 //
 // A process keeps its address and its directories across Kill/Stop and
 // Restart, so a restarted tserver sees its own data. Close stops every

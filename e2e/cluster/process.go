@@ -186,6 +186,10 @@ func freePort() (string, error) {
 	return l.Addr().String(), nil
 }
 
+// FreePort is freePort for a test starting a process of its own beside
+// the cluster.
+func FreePort() (string, error) { return freePort() }
+
 // exitedNow reports whether the process was started and has exited.
 func (p *proc) exitedNow() bool {
 	ch := p.exited()

@@ -8,7 +8,7 @@ import (
 	"cloud.google.com/go/bigtable"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 
 	"bighive/client"
 	"bighive/internal/limits"
@@ -143,13 +143,13 @@ type bigtableStore struct {
 }
 
 // dialBigtable connects the official client to the frontend at addr
-// (unauthenticated, plaintext: as with BIGTABLE_EMULATOR_HOST, but with
-// the client's usual pool of connections).
-func dialBigtable(ctx context.Context, addr, table string) (*bigtableStore, error) {
+// (without Google authentication, as with BIGTABLE_EMULATOR_HOST, but
+// with the client's usual pool of connections), secured by creds.
+func dialBigtable(ctx context.Context, addr, table string, creds credentials.TransportCredentials) (*bigtableStore, error) {
 	c, err := bigtable.NewClientWithConfig(ctx, "bench", "bench",
 		bigtable.ClientConfig{MetricsProvider: bigtable.NoopMetricsProvider{}},
 		option.WithEndpoint(addr), option.WithoutAuthentication(),
-		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())),
+		option.WithGRPCDialOption(grpc.WithTransportCredentials(creds)),
 		option.WithGRPCDialOption(limits.GRPCCallOptions()))
 	if err != nil {
 		return nil, fmt.Errorf("bench: connect the Bigtable client to %s: %w", addr, err)
@@ -263,7 +263,7 @@ func (r *runner) openStore(ctx context.Context) (store, error) {
 		}
 		return nativeStore{tbl: tbl}, nil
 	case APIBigtable:
-		return dialBigtable(ctx, r.opts.BigtableAddr, r.opts.Table)
+		return dialBigtable(ctx, r.opts.BigtableAddr, r.opts.Table, r.opts.Credentials)
 	}
 	return nil, errors.New("bench: unreachable")
 }

@@ -11,7 +11,10 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc/credentials"
+
 	"bighive/client"
+	"bighive/internal/tlsconf"
 )
 
 // Phase names, in the order a run executes them. The write, read and
@@ -122,6 +125,10 @@ type Options struct {
 	// through the frontend at BigtableAddr.
 	API          string
 	BigtableAddr string
+	// Credentials secure the run's own connections besides Client's (the
+	// tservers' Status, the Bigtable client): tlsconf.Credentials of the
+	// --tls-* files; nil is plaintext.
+	Credentials credentials.TransportCredentials
 	// Table is created by the run and dropped afterwards (default "bench").
 	// An existing table of that name is dropped first.
 	Table string
@@ -195,6 +202,9 @@ func (o *Options) defaults() error {
 		}
 	default:
 		return fmt.Errorf("%w: unknown API %q (want %s or %s)", ErrOptions, o.API, APINative, APIBigtable)
+	}
+	if o.Credentials == nil {
+		o.Credentials = tlsconf.Credentials(nil)
 	}
 	if o.Table == "" {
 		o.Table = "bench"
@@ -506,7 +516,7 @@ func (r *runner) checkpoint(ctx context.Context) error {
 		flushed += x.TabletsFlushed
 		bytes += x.BytesFlushed
 	}
-	st, err := tserverStatus(ctx, r.opts.Client, r.opts.Table)
+	st, err := tserverStatus(ctx, r.opts.Client, r.opts.Credentials, r.opts.Table)
 	if err != nil {
 		r.logf("tserver status: %v", err)
 	}

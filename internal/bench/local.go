@@ -14,6 +14,9 @@ type LocalOptions struct {
 	// CacheBytes and MemLimit are the tserver's --cache-bytes and
 	// --mem-limit (0: the tserver's defaults).
 	CacheBytes, MemLimit int64
+	// TLS runs the cluster with TLS (certificates generated under Dir;
+	// see cluster.Options.TLS).
+	TLS bool
 }
 
 // StartLocal starts one master and one tserver as real processes (built
@@ -27,7 +30,7 @@ func StartLocal(ctx context.Context, opts LocalOptions) (*cluster.Cluster, error
 	if opts.MemLimit > 0 {
 		flags = append(flags, fmt.Sprintf("--mem-limit=%d", opts.MemLimit))
 	}
-	c, err := cluster.Start(ctx, cluster.Options{Masters: 1, TServers: 1, Dir: opts.Dir, Flags: flags})
+	c, err := cluster.Start(ctx, cluster.Options{Masters: 1, TServers: 1, Dir: opts.Dir, Flags: flags, TLS: opts.TLS})
 	if err != nil {
 		return nil, fmt.Errorf("bench: start local cluster: %w", err)
 	}

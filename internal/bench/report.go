@@ -137,6 +137,9 @@ type Report struct {
 	// API is the client the data calls went through (APINative or
 	// APIBigtable).
 	API string `json:"api"`
+	// TLS reports whether the cluster and the client ran with TLS (bench
+	// --tls).
+	TLS bool `json:"tls,omitempty"`
 	// Run is the run's index (1, 2, …; 0 for a median); Runs the number
 	// of runs a median combines (0 for one run).
 	Run          int    `json:"run,omitempty"`
@@ -340,12 +343,35 @@ var apiTargets = map[string]float64{
 // bigtable/native of each phase (MB/s for scans, rows/s otherwise) and
 // the target ratio where there is one.
 func PrintRatios(w io.Writer, native, bt *Report) error {
+	return printComparison(w, "bigtable API vs native client", "native", "bigtable", native, bt, apiTargets)
+}
+
+// tlsTargets are TLS's goals as a fraction of the plaintext rate.
+var tlsTargets = map[string]float64{
+	PhaseRandomWrite:    0.85,
+	PhaseRandomReadWarm: 0.85,
+	PhaseRandomRead:     0.85,
+}
+
+// PrintTLSRatios writes the rates of a run in plaintext and one with TLS
+// side by side, with the ratio tls/plaintext of each phase.
+func PrintTLSRatios(w io.Writer, plain, tls *Report) error {
+	title := "TLS vs plaintext"
+	if plain != nil {
+		title += " (api " + plain.API + ")"
+	}
+	return printComparison(w, title, "plaintext", "tls", plain, tls, tlsTargets)
+}
+
+// printComparison writes the rates of reports a and b (named an and bn)
+// side by side with the ratio b/a of each phase and its target.
+func printComparison(w io.Writer, title, an, bn string, native, bt *Report, targets map[string]float64) error {
 	if native == nil || bt == nil {
 		return nil
 	}
-	fmt.Fprintf(w, "\nbigtable API vs native client\n")
+	fmt.Fprintf(w, "\n%s\n", title)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "phase\tunit\tnative\tbigtable\tratio\ttarget\tmet\t")
+	fmt.Fprintf(tw, "phase\tunit\t%s\t%s\tratio\ttarget\tmet\t\n", an, bn)
 	for _, n := range native.Results {
 		b, ok := bt.Result(n.Phase)
 		if !ok {
@@ -360,8 +386,8 @@ func PrintRatios(w io.Writer, native, bt *Report) error {
 			ratio = bv / nv
 		}
 		target, met := "", ""
-		if t, ok := apiTargets[n.Phase]; ok {
-			target = fmt.Sprintf("≥ %.1f×", t)
+		if t, ok := targets[n.Phase]; ok {
+			target = fmt.Sprintf("≥ %.2g×", t)
 			met = "yes"
 			if ratio < t {
 				met = "NO"

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"bighive/client"
 	"bighive/internal/limits"
@@ -20,7 +21,7 @@ type tableStatus struct {
 
 // tserverStatus asks every live tserver for its Status (an admin call the
 // client library does not wrap) and sums the table's tablets.
-func tserverStatus(ctx context.Context, c *client.Client, table string) (tableStatus, error) {
+func tserverStatus(ctx context.Context, c *client.Client, creds credentials.TransportCredentials, table string) (tableStatus, error) {
 	var st tableStatus
 	servers, err := c.TServers(ctx)
 	if err != nil {
@@ -31,7 +32,7 @@ func tserverStatus(ctx context.Context, c *client.Client, table string) (tableSt
 		if !s.Live {
 			continue
 		}
-		resp, err := statusOf(ctx, s.Address)
+		resp, err := statusOf(ctx, s.Address, creds)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("bench: status of %s: %w", s.Address, err))
 			continue
@@ -47,8 +48,8 @@ func tserverStatus(ctx context.Context, c *client.Client, table string) (tableSt
 	return st, errors.Join(errs...)
 }
 
-func statusOf(ctx context.Context, addr string) (*pb.StatusResponse, error) {
-	cc, err := grpc.NewClient(addr, limits.GRPCDialOptions()...)
+func statusOf(ctx context.Context, addr string, creds credentials.TransportCredentials) (*pb.StatusResponse, error) {
+	cc, err := grpc.NewClient(addr, limits.GRPCDialOptions(creds)...)
 	if err != nil {
 		return nil, err
 	}

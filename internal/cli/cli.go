@@ -13,6 +13,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"sort"
@@ -25,6 +26,7 @@ import (
 
 	"bighive/client"
 	"bighive/internal/obs"
+	"bighive/internal/tlsconf"
 )
 
 // DefaultMasters is the master address of the local dev cluster
@@ -54,6 +56,10 @@ type Env struct {
 	// Timeout bounds the command (--timeout; 0 is none).
 	Timeout time.Duration
 
+	// TLS are the --tls-* files (env BIGHIVE_TLS_CERT, BIGHIVE_TLS_KEY,
+	// BIGHIVE_TLS_CA); none: plaintext.
+	TLS tlsconf.Files
+
 	cmd     *Command
 	masters string
 }
@@ -76,6 +82,7 @@ func (e *Env) globals(fs *flag.FlagSet) {
 	fs.StringVar(&e.masters, "masters", e.masters, "comma-separated master addresses (env BIGHIVE_MASTERS)")
 	fs.BoolVar(&e.JSON, "json", e.JSON, "print one JSON object per line")
 	fs.DurationVar(&e.Timeout, "timeout", e.Timeout, "give up after this long (0: no limit)")
+	tlsconf.AddFlags(fs, &e.TLS)
 }
 
 // FlagSet returns a flag set for the running command, with the global
@@ -156,7 +163,24 @@ func (e *Env) Client(ctx context.Context) (*client.Client, error) {
 	if len(e.Masters) == 0 {
 		e.Masters = splitList(e.masters)
 	}
-	return client.Dial(ctx, e.Masters)
+	opts, err := e.ClientOptions()
+	if err != nil {
+		return nil, err
+	}
+	return client.Dial(ctx, e.Masters, opts...)
+}
+
+// ClientOptions are the client options of the global flags: TLS under
+// the --tls-* files when given.
+func (e *Env) ClientOptions() ([]client.Option, error) {
+	if !e.TLS.Enabled() {
+		return nil, nil
+	}
+	src, err := tlsconf.Load(e.TLS, slog.New(slog.NewTextHandler(e.Stderr, nil)))
+	if err != nil {
+		return nil, Usagef("%v", err)
+	}
+	return []client.Option{client.WithTransportCredentials(tlsconf.Credentials(src))}, nil
 }
 
 // Table writes rows as an aligned table with a header.
@@ -220,7 +244,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...
 	if masters == "" {
 		masters = DefaultMasters
 	}
-	env := &Env{Stdout: stdout, Stderr: stderr, masters: masters}
+	env := &Env{Stdout: stdout, Stderr: stderr, masters: masters, TLS: tlsconf.FromEnv()}
 	if len(args) == 1 && (args[0] == "--version" || args[0] == "-version") {
 		fmt.Fprintln(stdout, obs.Version("bighive"))
 		return 0

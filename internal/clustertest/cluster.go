@@ -35,6 +35,7 @@ import (
 
 	"bighive/client"
 	"bighive/internal/limits"
+	"bighive/internal/tlsconf"
 	"bighive/master"
 	pb "bighive/proto/bighivepb"
 	"bighive/tserver"
@@ -354,7 +355,7 @@ func (c *Cluster) TServerClient(i int) (pb.TServerClient, error) {
 	cc, ok := c.conns[addr]
 	if !ok {
 		var err error
-		cc, err = grpc.NewClient(addr, limits.GRPCDialOptions()...)
+		cc, err = grpc.NewClient(addr, limits.GRPCDialOptions(tlsconf.Credentials(nil))...)
 		if err != nil {
 			return nil, fmt.Errorf("clustertest: dial %s: %w", addr, err)
 		}

@@ -5,7 +5,7 @@ import (
 	"math"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 
 	"bighive/internal/apierr"
 	pb "bighive/proto/bighivepb"
@@ -45,11 +45,12 @@ func GRPCCallOptions() grpc.DialOption {
 
 // GRPCDialOptions are the options of every outgoing connection of
 // Bighive (client to servers, tserver to master, master to master and to
-// tservers): plaintext transport, the message size limits and keepalive,
-// then extra.
-func GRPCDialOptions(extra ...grpc.DialOption) []grpc.DialOption {
+// tservers): the transport credentials creds (tlsconf.Credentials: TLS,
+// or plaintext without the --tls-* flags), the message size limits and
+// keepalive, then extra.
+func GRPCDialOptions(creds credentials.TransportCredentials, extra ...grpc.DialOption) []grpc.DialOption {
 	return append([]grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		GRPCCallOptions(),
 		GRPCKeepaliveDialOption(),
 	}, extra...)

@@ -44,10 +44,12 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
 	"bighive/internal/apierr"
 	"bighive/internal/limits"
+	"bighive/internal/tlsconf"
 	pb "bighive/proto/bighivepb"
 )
 
@@ -59,6 +61,9 @@ type Options struct {
 	// MinBackoff and MaxBackoff bound the wait after a round of attempts
 	// on every master failed (default 10 ms and 1 s).
 	MinBackoff, MaxBackoff time.Duration
+	// Credentials secure every connection (tlsconf.Credentials); nil is
+	// the plaintext mode.
+	Credentials credentials.TransportCredentials
 	// DialOptions are added to every connection (after the transport
 	// credentials, message size limits and keepalive).
 	DialOptions []grpc.DialOption
@@ -331,6 +336,13 @@ func (c *Conn) moveFrom(from, next int) {
 	}
 }
 
+func (c *Conn) creds() credentials.TransportCredentials {
+	if c.opts.Credentials == nil {
+		return tlsconf.Credentials(nil)
+	}
+	return c.opts.Credentials
+}
+
 func (c *Conn) conn(addr string) (*grpc.ClientConn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -340,7 +352,7 @@ func (c *Conn) conn(addr string) (*grpc.ClientConn, error) {
 	if cc, ok := c.conns[addr]; ok {
 		return cc, nil
 	}
-	cc, err := grpc.NewClient(addr, limits.GRPCDialOptions(c.opts.DialOptions...)...)
+	cc, err := grpc.NewClient(addr, limits.GRPCDialOptions(c.creds(), c.opts.DialOptions...)...)
 	if err != nil {
 		return nil, fmt.Errorf("masterconn: dial %s: %w", addr, err)
 	}

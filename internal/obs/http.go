@@ -2,6 +2,7 @@ package obs
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -37,12 +38,21 @@ type HTTPServer struct {
 
 // ListenHTTP listens on addr and serves reg's metrics and pprof there.
 func ListenHTTP(addr string, reg *prometheus.Registry, log *slog.Logger) (*HTTPServer, error) {
+	return ListenHTTPTLS(addr, reg, log, nil)
+}
+
+// ListenHTTPTLS is ListenHTTP serving HTTPS under cfg (nil: plain HTTP).
+func ListenHTTPTLS(addr string, reg *prometheus.Registry, log *slog.Logger, cfg *tls.Config) (*HTTPServer, error) {
 	if log == nil {
 		log = slog.Default()
 	}
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("obs: listen http %s: %w", addr, err)
+	}
+	scheme := "http"
+	if cfg != nil {
+		lis, scheme = tls.NewListener(lis, cfg), "https"
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
@@ -64,7 +74,7 @@ func ListenHTTP(addr string, reg *prometheus.Registry, log *slog.Logger) (*HTTPS
 			log.Error("obs: http serve", "addr", h.Addr(), "err", err)
 		}
 	}()
-	log.Info("http listening", "addr", h.Addr(), "metrics", "http://"+h.Addr()+"/metrics")
+	log.Info("http listening", "addr", h.Addr(), "metrics", scheme+"://"+h.Addr()+"/metrics")
 	return h, nil
 }
 
