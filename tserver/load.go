@@ -98,6 +98,9 @@ func (s *Server) recover(ctx context.Context, r *replica, m *pb.TabletMeta) erro
 	}
 	positions := positionsFromPB(m.LogPositions)
 	rep, err := checkpoint.RecoverTablet(ctx, r.Engine(), positions, s.fs, s.opts.Root)
+	for _, f := range rep.Files {
+		s.metrics.onRecoveryRead(readLogReplay, f.Size)
+	}
 	if err != nil {
 		s.failLoad(r, err)
 		return fmt.Errorf("tserver: replay tablet %s: %w", r.ID(), err)
