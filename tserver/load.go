@@ -13,8 +13,17 @@ import (
 	"bighive/tablet"
 )
 
-// applyAssignments loads newly assigned tablets (in the background) and
-// unloads the ones the master took away.
+// maxConcurrentLoads bounds the tablet loads that run at once. Each load
+// ends in a ReportTabletLoad call, one raft command at the master: a
+// heartbeat reply assigning 10 000 tablets used to start 10 000 of them
+// at once, which kept the master so busy that the calls timed out and
+// were retried (docs/scale.md, 'A tserver with 10 000 tablets'). 64 keeps
+// raft's batches full without queueing past the attempt timeout.
+const maxConcurrentLoads = 64
+
+// applyAssignments loads newly assigned tablets (in the background, at
+// most maxConcurrentLoads at a time) and unloads the ones the master took
+// away.
 func (s *Server) applyAssignments(ctx context.Context, assign []*pb.TabletAssignment, unassign []*pb.TabletUnassignment) {
 	s.assignMu.Lock() // see Server.assignMu; loads run in the background
 	defer s.assignMu.Unlock()
@@ -44,6 +53,13 @@ func (s *Server) applyAssignments(ctx context.Context, assign []*pb.TabletAssign
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
+			select {
+			case s.loadSlots <- struct{}{}:
+				defer func() { <-s.loadSlots }()
+			case <-ctx.Done():
+				s.unload(r, "tserver stopping before the load ran")
+				return
+			}
 			if err := s.recover(ctx, r, a.Tablet); err != nil && ctx.Err() == nil {
 				s.log.Error("tablet load failed", "tablet", r.ID(), "epoch", r.Epoch(), "err", err)
 			}

@@ -137,8 +137,11 @@ type Server struct {
 	// calls for one tablet could each open a replica, leaving one never
 	// closed, or put an older epoch over a newer one.
 	assignMu sync.Mutex
-	eng      *engineState
-	split    *splitter // split.go
+	// loadSlots bounds the tablet loads (replay and load report) that run
+	// at once; see maxConcurrentLoads.
+	loadSlots chan struct{}
+	eng       *engineState
+	split     *splitter // split.go
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -184,6 +187,7 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 		lis:          lis,
 		incarnation:  time.Now().UnixMicro(),
 		heartbeatNow: make(chan struct{}, 1),
+		loadSlots:    make(chan struct{}, maxConcurrentLoads),
 		done:         make(chan struct{}),
 		draining:     make(chan struct{}),
 	}
