@@ -21,9 +21,11 @@ import (
 // raft's batches full without queueing past the attempt timeout.
 const maxConcurrentLoads = 64
 
-// applyAssignments loads newly assigned tablets (in the background, at
-// most maxConcurrentLoads at a time) and unloads the ones the master took
-// away.
+// applyAssignments unloads the tablets the master took away and starts
+// loading the newly assigned ones in the background, at most
+// maxConcurrentLoads at a time. Opening a tablet happens in its load, not
+// here: the heartbeat loop calls this, and opening 10 000 tablets in it
+// held the next heartbeat back past the lease.
 func (s *Server) applyAssignments(ctx context.Context, assign []*pb.TabletAssignment, unassign []*pb.TabletUnassignment) {
 	s.assignMu.Lock() // see Server.assignMu; loads run in the background
 	defer s.assignMu.Unlock()
@@ -37,19 +39,17 @@ func (s *Server) applyAssignments(ctx context.Context, assign []*pb.TabletAssign
 		if m == nil {
 			continue
 		}
+		if s.pendingLoads[m.TabletId] >= m.Epoch {
+			continue // sent again while its load waits for a slot
+		}
 		if r := s.tablets.get(m.TabletId); r != nil {
 			if r.Epoch() >= m.Epoch {
 				continue // loaded or loading at this epoch already
 			}
+			// The old epoch stops now, not when the new one's load starts.
 			s.unload(r, fmt.Sprintf("reassigned at epoch %d", m.Epoch))
 		}
-		r, err := s.open(a)
-		if err != nil {
-			s.log.Error("tablet open failed", "tablet", m.TabletId, "epoch", m.Epoch, "err", err)
-			continue
-		}
-		s.tablets.put(r)
-		s.refreshSchema(r)
+		s.pendingLoads[m.TabletId] = m.Epoch
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
@@ -57,13 +57,55 @@ func (s *Server) applyAssignments(ctx context.Context, assign []*pb.TabletAssign
 			case s.loadSlots <- struct{}{}:
 				defer func() { <-s.loadSlots }()
 			case <-ctx.Done():
-				s.unload(r, "tserver stopping before the load ran")
+				s.assignMu.Lock()
+				s.clearPending(m)
+				s.assignMu.Unlock()
+				return
+			}
+			r := s.openAssigned(a)
+			if r == nil {
 				return
 			}
 			if err := s.recover(ctx, r, a.Tablet); err != nil && ctx.Err() == nil {
 				s.log.Error("tablet load failed", "tablet", r.ID(), "epoch", r.Epoch(), "err", err)
 			}
 		}()
+	}
+}
+
+// openAssigned opens an assigned tablet and registers it, unless a replica
+// at this epoch or a later one is registered already (the master sent the
+// assignment again while the first load waited for its slot); it replaces
+// a replica of an older epoch. Under assignMu, as applyAssignments: a
+// tablet the master unassigns meanwhile is either unloaded by it or, if
+// opened after, refused by the master at ReportTabletLoad (its epoch or
+// owner no longer match) and unloaded, never served.
+func (s *Server) openAssigned(a *pb.TabletAssignment) *replica {
+	s.assignMu.Lock()
+	defer s.assignMu.Unlock()
+	m := a.Tablet
+	s.clearPending(m)
+	if r := s.tablets.get(m.TabletId); r != nil {
+		if r.Epoch() >= m.Epoch {
+			return nil
+		}
+		s.unload(r, fmt.Sprintf("reassigned at epoch %d", m.Epoch))
+	}
+	r, err := s.open(a)
+	if err != nil {
+		s.log.Error("tablet open failed", "tablet", m.TabletId, "epoch", m.Epoch, "err", err)
+		return nil
+	}
+	s.tablets.put(r)
+	s.refreshSchema(r)
+	return r
+}
+
+// clearPending forgets the waiting load of m's epoch (a later epoch's
+// stays). Under assignMu.
+func (s *Server) clearPending(m *pb.TabletMeta) {
+	if s.pendingLoads[m.TabletId] == m.Epoch {
+		delete(s.pendingLoads, m.TabletId)
 	}
 }
 

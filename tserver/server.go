@@ -140,8 +140,13 @@ type Server struct {
 	// loadSlots bounds the tablet loads (replay and load report) that run
 	// at once; see maxConcurrentLoads.
 	loadSlots chan struct{}
-	eng       *engineState
-	split     *splitter // split.go
+	// pendingLoads: tablet id → epoch of a load started by
+	// applyAssignments that has not opened the tablet yet, so that an
+	// assignment the master sends again meanwhile starts no second load.
+	// Guarded by assignMu.
+	pendingLoads map[string]int64
+	eng          *engineState
+	split        *splitter // split.go
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -188,6 +193,7 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 		incarnation:  time.Now().UnixMicro(),
 		heartbeatNow: make(chan struct{}, 1),
 		loadSlots:    make(chan struct{}, maxConcurrentLoads),
+		pendingLoads: map[string]int64{},
 		done:         make(chan struct{}),
 		draining:     make(chan struct{}),
 	}
