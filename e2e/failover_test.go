@@ -298,8 +298,7 @@ func logSplitFigures(t *testing.T, c *cluster.Cluster, prefix string) splitFigur
 func logBytes(t *testing.T, c *cluster.Cluster, addr string) int64 {
 	t.Helper()
 	var n int64
-	files, _ := filepath.Glob(filepath.Join(c.Dir(), "root", "wal", wal.FormatPrefix(addr), "*.log"))
-	for _, f := range files {
+	for _, f := range logFiles(t, c, addr) {
 		if st, err := os.Stat(f); err == nil {
 			n += st.Size()
 		}

@@ -172,7 +172,7 @@ func (ls *leaderState) tick(ctx context.Context) {
 		m.events.add("recovery", "%d tablets of dead tservers %v unassigned for recovery", res.Applied, dead)
 	}
 
-	// 2. Moves whose old owner stopped (or died): assign to the new owner.
+	// 2. Moves whose old owner stopped: assign to the new owner.
 	ls.mu.Lock()
 	live := ls.liveLocked(now)
 	var items []*spb.MetaAssign_Item
@@ -182,6 +182,12 @@ func (ls *leaderState) tick(ctx context.Context) {
 			continue
 		}
 		delete(ls.moves, id)
+		if !mv.stopped {
+			// The old owner died holding the tablet: step 1 unassigned
+			// it, and step 3 recovers it with the others, after the log
+			// split, instead of a whole-log replay of its own.
+			continue
+		}
 		if slices.Contains(live, mv.to) {
 			items = append(items, &spb.MetaAssign_Item{TabletId: id, ExpectedEpoch: mv.epoch, TserverUuid: mv.to})
 		}

@@ -71,8 +71,12 @@ type Tablet struct {
 	schema  Schema
 	active  *memstore.Memstore
 	standby *memstore.Memstore // nil when none
-	files   []*file            // newest first
-	closed  bool
+	// spare is an empty buffer made outside a checkpoint's lock window
+	// (at Open and when a flushed standby is dropped), which SwapBuffers
+	// makes the next active one: the window then only moves pointers.
+	spare  *memstore.Memstore
+	files  []*file // newest first
+	closed bool
 
 	clockMu sync.Mutex
 	lastTS  int64  // the largest timestamp assigned or observed
@@ -147,7 +151,7 @@ func Open(opts Options) (*Tablet, error) {
 	if opts.Cache != nil && opts.CacheOwner == nil {
 		opts.CacheOwner = opts.Cache.NewOwner(opts.ID, blockcache.Medium)
 	}
-	t := &Tablet{opts: opts, log: opts.Logger.With("tablet", opts.ID), schema: opts.Schema, active: memstore.New()}
+	t := &Tablet{opts: opts, log: opts.Logger.With("tablet", opts.ID), schema: opts.Schema, active: memstore.New(), spare: memstore.New()}
 	t.seqCond = sync.NewCond(&t.clockMu)
 	for i, ref := range opts.Files {
 		f, err := t.openRef(ref)
@@ -458,7 +462,11 @@ func (t *Tablet) SwapBuffers() bool {
 	if t.closed || t.active.Empty() || t.standby != nil {
 		return false
 	}
-	t.standby, t.active = t.active, memstore.New()
+	next := t.spare
+	if next == nil {
+		next = memstore.New()
+	}
+	t.standby, t.active, t.spare = t.active, next, nil
 	return true
 }
 
@@ -501,6 +509,9 @@ func (t *Tablet) InstallFlushed(info TSFileInfo) error {
 	}
 	t.files = append([]*file{f}, t.files...)
 	t.standby = nil
+	if t.spare == nil {
+		t.spare = memstore.New()
+	}
 	return nil
 }
 

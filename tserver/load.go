@@ -13,8 +13,19 @@ import (
 	"bighive/tablet"
 )
 
-// applyAssignments loads newly assigned tablets (in the background) and
-// unloads the ones the master took away.
+// maxConcurrentLoads bounds the tablet loads that run at once. Each load
+// ends in a ReportTabletLoad call, one raft command at the master: a
+// heartbeat reply assigning 10 000 tablets used to start 10 000 of them
+// at once, which kept the master so busy that the calls timed out and
+// were retried (docs/scale.md, 'A tserver with 10 000 tablets'). 64 keeps
+// raft's batches full without queueing past the attempt timeout.
+const maxConcurrentLoads = 64
+
+// applyAssignments unloads the tablets the master took away and starts
+// loading the newly assigned ones in the background, at most
+// maxConcurrentLoads at a time. Opening a tablet happens in its load, not
+// here: the heartbeat loop calls this, and opening 10 000 tablets in it
+// held the next heartbeat back past the lease.
 func (s *Server) applyAssignments(ctx context.Context, assign []*pb.TabletAssignment, unassign []*pb.TabletUnassignment) {
 	s.assignMu.Lock() // see Server.assignMu; loads run in the background
 	defer s.assignMu.Unlock()
@@ -28,26 +39,73 @@ func (s *Server) applyAssignments(ctx context.Context, assign []*pb.TabletAssign
 		if m == nil {
 			continue
 		}
+		if s.pendingLoads[m.TabletId] >= m.Epoch {
+			continue // sent again while its load waits for a slot
+		}
 		if r := s.tablets.get(m.TabletId); r != nil {
 			if r.Epoch() >= m.Epoch {
 				continue // loaded or loading at this epoch already
 			}
+			// The old epoch stops now, not when the new one's load starts.
 			s.unload(r, fmt.Sprintf("reassigned at epoch %d", m.Epoch))
 		}
-		r, err := s.open(a)
-		if err != nil {
-			s.log.Error("tablet open failed", "tablet", m.TabletId, "epoch", m.Epoch, "err", err)
-			continue
-		}
-		s.tablets.put(r)
-		s.refreshSchema(r)
+		s.pendingLoads[m.TabletId] = m.Epoch
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
+			select {
+			case s.loadSlots <- struct{}{}:
+				defer func() { <-s.loadSlots }()
+			case <-ctx.Done():
+				s.assignMu.Lock()
+				s.clearPending(m)
+				s.assignMu.Unlock()
+				return
+			}
+			r := s.openAssigned(a)
+			if r == nil {
+				return
+			}
 			if err := s.recover(ctx, r, a.Tablet); err != nil && ctx.Err() == nil {
 				s.log.Error("tablet load failed", "tablet", r.ID(), "epoch", r.Epoch(), "err", err)
 			}
 		}()
+	}
+}
+
+// openAssigned opens an assigned tablet and registers it, unless a replica
+// at this epoch or a later one is registered already (the master sent the
+// assignment again while the first load waited for its slot); it replaces
+// a replica of an older epoch. Under assignMu, as applyAssignments: a
+// tablet the master unassigns meanwhile is either unloaded by it or, if
+// opened after, refused by the master at ReportTabletLoad (its epoch or
+// owner no longer match) and unloaded, never served.
+func (s *Server) openAssigned(a *pb.TabletAssignment) *replica {
+	s.assignMu.Lock()
+	defer s.assignMu.Unlock()
+	m := a.Tablet
+	s.clearPending(m)
+	if r := s.tablets.get(m.TabletId); r != nil {
+		if r.Epoch() >= m.Epoch {
+			return nil
+		}
+		s.unload(r, fmt.Sprintf("reassigned at epoch %d", m.Epoch))
+	}
+	r, err := s.open(a)
+	if err != nil {
+		s.log.Error("tablet open failed", "tablet", m.TabletId, "epoch", m.Epoch, "err", err)
+		return nil
+	}
+	s.tablets.put(r)
+	s.refreshSchema(r)
+	return r
+}
+
+// clearPending forgets the waiting load of m's epoch (a later epoch's
+// stays). Under assignMu.
+func (s *Server) clearPending(m *pb.TabletMeta) {
+	if s.pendingLoads[m.TabletId] == m.Epoch {
+		delete(s.pendingLoads, m.TabletId)
 	}
 }
 
@@ -98,6 +156,9 @@ func (s *Server) recover(ctx context.Context, r *replica, m *pb.TabletMeta) erro
 	}
 	positions := positionsFromPB(m.LogPositions)
 	rep, err := checkpoint.RecoverTablet(ctx, r.Engine(), positions, s.fs, s.opts.Root)
+	for _, f := range rep.Files {
+		s.metrics.onRecoveryRead(readLogReplay, f.Size)
+	}
 	if err != nil {
 		s.failLoad(r, err)
 		return fmt.Errorf("tserver: replay tablet %s: %w", r.ID(), err)

@@ -30,6 +30,25 @@ type metrics struct {
 	compactions    *prometheus.HistogramVec
 	compactIn      prometheus.Counter
 	compactOut     prometheus.Counter
+	// recoveryRead counts the bytes of log and recovery files read to
+	// bring tablets back, by how: "log_split" (log files a split task
+	// read), "log_replay" (log files a tablet load replayed from its log
+	// positions) and "recovery_file" (recovery files a load replayed). A
+	// dead log read once in total shows as log_split ≈ its size and
+	// log_replay ≈ 0.
+	recoveryRead *prometheus.CounterVec
+}
+
+// Kinds of bighive_recovery_read_bytes_total.
+const (
+	readLogSplit     = "log_split"
+	readLogReplay    = "log_replay"
+	readRecoveryFile = "recovery_file"
+)
+
+// onRecoveryRead counts n bytes read to recover tablets.
+func (m *metrics) onRecoveryRead(kind string, n int64) {
+	m.recoveryRead.WithLabelValues(kind).Add(float64(n))
 }
 
 // secondsBuckets spans 1 ms to about 10 min.
@@ -62,9 +81,14 @@ func newMetrics(s *Server, reg *prometheus.Registry) *metrics {
 			Help: "Bytes of the TSFiles committed compactions read."}),
 		compactOut: prometheus.NewCounter(prometheus.CounterOpts{Name: "bighive_compaction_written_bytes_total",
 			Help: "Bytes of the TSFiles committed compactions wrote."}),
+		recoveryRead: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bighive_recovery_read_bytes_total",
+			Help: "Bytes of files read to recover tablets, by kind: log_split (log files read by log split tasks), log_replay (log files replayed by tablet loads), recovery_file (recovery files replayed by tablet loads)."}, []string{"kind"}),
+	}
+	for _, k := range []string{readLogSplit, readLogReplay, readRecoveryFile} {
+		m.recoveryRead.WithLabelValues(k) // exported at 0 before the first recovery
 	}
 	reg.MustRegister(m.throttled, m.heartbeat, m.recoveries, m.recoveryFailed, m.logSplits, m.splits, m.splitFailed,
-		m.checkpoints, m.flushedBytes, m.compactions, m.compactIn, m.compactOut, &collector{s: s})
+		m.checkpoints, m.flushedBytes, m.compactions, m.compactIn, m.compactOut, m.recoveryRead, &collector{s: s})
 	return m
 }
 

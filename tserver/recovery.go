@@ -74,6 +74,7 @@ func (s *Server) runLogSplitTask(ctx context.Context, t *pb.LogSplitTask) error 
 		}
 		req.RecoveryFiles = files
 		req.BytesRead = rep.BytesRead
+		s.metrics.onRecoveryRead(readLogSplit, rep.BytesRead)
 		since(s.metrics.logSplits, began)
 		s.log.Info("log split task done", "task", t.TaskId, "tablets", len(t.TabletIds), "log_files", len(rep.Files),
 			"bytes_read", rep.BytesRead, "log_data_bytes", rep.DataBytes, "records", rep.Records,
@@ -126,6 +127,7 @@ func (s *Server) replayRecoveryFiles(ctx context.Context, r *replica, m *pb.Tabl
 			return fmt.Errorf("tserver: replay recovery file of tablet %s: %w", r.ID(), err)
 		}
 		size += n
+		s.metrics.onRecoveryRead(readRecoveryFile, n)
 	}
 	s.log.Info("recovery files replayed", "tablet", r.ID(), "epoch", r.Epoch(), "files", len(m.RecoveryFiles),
 		"records", records, "recovery_bytes", size, "took", time.Since(began))

@@ -149,8 +149,16 @@ type Server struct {
 	// calls for one tablet could each open a replica, leaving one never
 	// closed, or put an older epoch over a newer one.
 	assignMu sync.Mutex
-	eng      *engineState
-	split    *splitter // split.go
+	// loadSlots bounds the tablet loads (replay and load report) that run
+	// at once; see maxConcurrentLoads.
+	loadSlots chan struct{}
+	// pendingLoads: tablet id → epoch of a load started by
+	// applyAssignments that has not opened the tablet yet, so that an
+	// assignment the master sends again meanwhile starts no second load.
+	// Guarded by assignMu.
+	pendingLoads map[string]int64
+	eng          *engineState
+	split        *splitter // split.go
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -196,6 +204,8 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 		lis:          lis,
 		incarnation:  time.Now().UnixMicro(),
 		heartbeatNow: make(chan struct{}, 1),
+		loadSlots:    make(chan struct{}, maxConcurrentLoads),
+		pendingLoads: map[string]int64{},
 		done:         make(chan struct{}),
 		draining:     make(chan struct{}),
 	}
