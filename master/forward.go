@@ -96,6 +96,11 @@ func (f *forwarder) intercept(ctx context.Context, req any, info *grpc.UnaryServ
 	f.conn.Prefer(leader)
 	var resp proto.Message
 	out := metadata.AppendToOutgoingContext(ctx, forwardedKey, f.m.cfg.ID)
+	// The caller's credential goes along: the leader checks the call
+	// again (its grants are never behind this follower's).
+	if md, _ := metadata.FromIncomingContext(ctx); len(md.Get("authorization")) == 1 {
+		out = metadata.AppendToOutgoingContext(out, "authorization", md.Get("authorization")[0])
+	}
 	err := f.conn.Invoke(out, func(ctx context.Context, cc grpc.ClientConnInterface) error {
 		resp = mt.New().Interface()
 		return cc.Invoke(ctx, info.FullMethod, req.(proto.Message), resp)

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"bighive/internal/apierr"
+	"bighive/internal/auth"
 	"bighive/internal/limits"
 	"bighive/internal/obs"
 	"bighive/meta"
@@ -44,6 +45,8 @@ type Master struct {
 
 	mu     sync.Mutex
 	leader *leaderState // the ready leader session, nil otherwise
+
+	grantCache grantCache
 
 	closeOnce sync.Once
 	closeErr  error
@@ -100,9 +103,20 @@ func Start(cfg Config, lis net.Listener) (*Master, error) {
 	}
 	m.metrics = newMetrics(m, reg)
 	gm := obs.NewGRPCMetrics(reg)
+	unary := []grpc.UnaryServerInterceptor{gm.UnaryInterceptor(), apierr.UnaryServerInterceptor(m.log)}
+	stream := []grpc.StreamServerInterceptor{gm.StreamInterceptor()}
+	if cfg.AuthTokens != nil {
+		// Checked here, on every master (followers hold the grants too),
+		// before a follower forwards; the leader checks the forwarded
+		// call again with the caller's token.
+		ck := auth.New(auth.Config{Tokens: cfg.AuthTokens, Grants: m.grants, Logger: m.log})
+		unary = append(unary, ck.UnaryInterceptor())
+		stream = append(stream, ck.StreamInterceptor())
+	}
+	unary = append(unary, m.fwd.intercept)
 	opts := append(append(limits.GRPCServerOptions(), limits.GRPCKeepaliveServerOptions()...),
-		grpc.ChainUnaryInterceptor(gm.UnaryInterceptor(), apierr.UnaryServerInterceptor(m.log), m.fwd.intercept),
-		grpc.ChainStreamInterceptor(gm.StreamInterceptor()))
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(stream...))
 	m.srv = grpc.NewServer(opts...)
 	pb.RegisterMasterServer(m.srv, m)
 	m.health = obs.RegisterHealthAndReflection(m.srv, pb.Master_ServiceDesc.ServiceName)

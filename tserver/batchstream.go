@@ -170,6 +170,10 @@ func (s *Server) runCommands(ctx context.Context, cmds []*pb.BatchCommandsReques
 	var groups map[groupKey][]*pb.BatchCommandsRequest_Command
 	var order []groupKey
 	for _, c := range cmds {
+		if err := s.checkBatchCommand(ctx, c); err != nil {
+			emit(&batchResult{Id: c.Id, Status: apierr.RowStatus(err)})
+			continue
+		}
 		switch {
 		case c.GetMutateRow() != nil:
 			k := groupKey{c.GetMutateRow().TabletId, c.GetMutateRow().Epoch}

@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"bighive/internal/auth"
 	"bighive/internal/obs"
 	"bighive/split"
 	"bighive/tserver"
@@ -45,12 +46,18 @@ func main() {
 		compactRate    = flag.Int64("compaction-rate", 64<<20, "average `bytes` per second compactions read; negative: unthrottled")
 		splitFault     = flag.String("split-fault-file", "", "testing only: a `file` holding a split step number; the split that reaches that step removes the file and kills this process")
 	)
+	tokens := auth.TokensFlag(flag.CommandLine)
 	flag.Parse()
 	obsFlags.HandleVersion(os.Stdout)
 	log := obsFlags.Logger(os.Stderr)
 	slog.SetDefault(log)
 	if *root == "" {
 		fmt.Fprintln(os.Stderr, "tserver: --fs-root is required")
+		os.Exit(2)
+	}
+	authTokens, err := auth.LoadOptional(*tokens)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "tserver: --auth-tokens: %v\n", err)
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -61,6 +68,7 @@ func main() {
 		Masters:    splitList(*masters),
 		Root:       *root,
 		DataDirs:   splitList(*dataDirs),
+		AuthTokens: authTokens,
 		MemLimit:   *memLimit,
 		CacheBytes: *cacheSize,
 		Logger:     log,

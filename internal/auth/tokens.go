@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"crypto/sha256"
 	"crypto/subtle"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -102,4 +103,17 @@ func ValidPrincipal(p string) error {
 		}
 	}
 	return nil
+}
+
+// TokensFlag registers --auth-tokens on fs (masters, tservers, frontend).
+func TokensFlag(fs *flag.FlagSet) *string {
+	return fs.String("auth-tokens", "", "tokens `file` (lines \"TOKEN PRINCIPAL\"); set: every call needs a known token or client certificate and a grant")
+}
+
+// LoadOptional loads the tokens file at path; "" is nil (no authentication).
+func LoadOptional(path string) (*Tokens, error) {
+	if path == "" {
+		return nil, nil
+	}
+	return LoadTokens(path)
 }

@@ -56,6 +56,7 @@ type Env struct {
 
 	cmd     *Command
 	masters string
+	token   string // --token / BIGHIVE_TOKEN
 }
 
 // ExitError is an error with its own exit status.
@@ -76,6 +77,7 @@ func (e *Env) globals(fs *flag.FlagSet) {
 	fs.StringVar(&e.masters, "masters", e.masters, "comma-separated master addresses (env BIGHIVE_MASTERS)")
 	fs.BoolVar(&e.JSON, "json", e.JSON, "print one JSON object per line")
 	fs.DurationVar(&e.Timeout, "timeout", e.Timeout, "give up after this long (0: no limit)")
+	fs.StringVar(&e.token, "token", e.token, "bearer token sent with every call (env BIGHIVE_TOKEN)")
 }
 
 // FlagSet returns a flag set for the running command, with the global
@@ -156,7 +158,11 @@ func (e *Env) Client(ctx context.Context) (*client.Client, error) {
 	if len(e.Masters) == 0 {
 		e.Masters = splitList(e.masters)
 	}
-	return client.Dial(ctx, e.Masters)
+	var opts []client.Option
+	if e.token != "" {
+		opts = append(opts, client.WithToken(e.token))
+	}
+	return client.Dial(ctx, e.Masters, opts...)
 }
 
 // Table writes rows as an aligned table with a header.
@@ -199,7 +205,7 @@ func Commands() []Command {
 		{Name: "split", Args: "TABLE ROW", Summary: "split the tablet holding ROW at ROW", Example: "split t user#5", Run: runSplit},
 		setCompressionCommand,
 		compactCommand,
-	}, append(append(schemaCommands(), dataCommands()...), statusCommands()...)...)
+	}, append(append(append(schemaCommands(), dataCommands()...), statusCommands()...), grantCommands()...)...)
 }
 
 // Main runs the command line args (without the program name) and returns
@@ -220,7 +226,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...
 	if masters == "" {
 		masters = DefaultMasters
 	}
-	env := &Env{Stdout: stdout, Stderr: stderr, masters: masters}
+	env := &Env{Stdout: stdout, Stderr: stderr, masters: masters, token: os.Getenv("BIGHIVE_TOKEN")}
 	if len(args) == 1 && (args[0] == "--version" || args[0] == "-version") {
 		fmt.Fprintln(stdout, obs.Version("bighive"))
 		return 0
