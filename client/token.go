@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 )
 
 // WithToken sends token as "authorization: Bearer TOKEN" metadata with
@@ -12,7 +13,13 @@ import (
 // anyone on the path can read the token: use it with TLS outside a
 // trusted network.
 func WithToken(token string) Option {
-	return WithGRPCDialOptions(grpc.WithPerRPCCredentials(bearer{"Bearer " + token}))
+	return WithGRPCDialOptions(grpc.WithPerRPCCredentials(TokenCredentials(token)))
+}
+
+// TokenCredentials are the per-RPC credentials WithToken uses, for a
+// connection made without the client library.
+func TokenCredentials(token string) credentials.PerRPCCredentials {
+	return bearer{"Bearer " + token}
 }
 
 // bearer is per-RPC credentials carrying one token.

@@ -12,6 +12,7 @@ import (
 
 	"bighive/client"
 	"bighive/internal/apierr"
+	"bighive/internal/auth"
 	"bighive/internal/obs"
 )
 
@@ -28,6 +29,9 @@ type Listener struct {
 type ListenOptions struct {
 	// Metrics, if set, receives the gRPC request metrics.
 	Metrics prometheus.Registerer
+	// AuthTokens, when set, refuses calls without a known bearer token;
+	// the client given must then forward credentials (ForwardCredentials).
+	AuthTokens *auth.Tokens
 }
 
 // Listen serves the Bigtable API on addr (host:port; port 0 picks one)
@@ -49,6 +53,10 @@ func ListenWith(addr string, c *client.Client, log *slog.Logger, o ListenOptions
 	}
 	unary := []grpc.UnaryServerInterceptor{apierr.UnaryServerInterceptor(log)}
 	stream := []grpc.StreamServerInterceptor{apierr.StreamServerInterceptor(log)}
+	if o.AuthTokens != nil {
+		u, st := authInterceptors(o.AuthTokens)
+		unary, stream = append(unary, u), append(stream, st)
+	}
 	if o.Metrics != nil {
 		gm := obs.NewGRPCMetrics(o.Metrics)
 		unary = append([]grpc.UnaryServerInterceptor{gm.UnaryInterceptor()}, unary...)

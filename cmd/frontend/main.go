@@ -23,6 +23,7 @@ import (
 
 	"bighive/client"
 	"bighive/frontend"
+	"bighive/internal/auth"
 	"bighive/internal/obs"
 )
 
@@ -32,6 +33,7 @@ func main() {
 		masters  = flag.String("masters", "127.0.0.1:7100", "comma-separated master gRPC addresses")
 		stopWait = flag.Duration("stop-timeout", 10*time.Second, "how long a stop waits for running calls")
 		obsFlags = obs.AddFlags(flag.CommandLine, "frontend")
+		tokens   = auth.TokensFlag(flag.CommandLine)
 	)
 	flag.Parse()
 	obsFlags.HandleVersion(os.Stdout)
@@ -47,16 +49,26 @@ func main() {
 		fmt.Fprintln(os.Stderr, "frontend: --masters is empty")
 		os.Exit(2)
 	}
+	authTokens, err := auth.LoadOptional(*tokens)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "frontend: --auth-tokens: %v\n", err)
+		os.Exit(2)
+	}
+	opts := []client.Option{client.WithLogger(log)}
+	if authTokens != nil {
+		// Each call goes on with its caller's token (frontend.ForwardCredentials).
+		opts = append(opts, frontend.ForwardCredentials()...)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	c, err := client.Dial(ctx, ms, client.WithLogger(log))
+	c, err := client.Dial(ctx, ms, opts...)
 	if err != nil {
 		log.Error("frontend: dial the masters", "masters", ms, "err", err)
 		os.Exit(1)
 	}
 	defer c.Close()
 	reg := obs.NewRegistry()
-	l, err := frontend.ListenWith(*listen, c, log, frontend.ListenOptions{Metrics: reg})
+	l, err := frontend.ListenWith(*listen, c, log, frontend.ListenOptions{Metrics: reg, AuthTokens: authTokens})
 	if err != nil {
 		log.Error("frontend: start", "err", err)
 		os.Exit(1)
