@@ -45,19 +45,23 @@ func (s *Server) checkCommand(ctx context.Context, method string, role auth.Role
 	return s.auth.Check(ctx, method, role, table)
 }
 
-// grantsVersion is what the heartbeat reports holding (0 without
-// authorization: the master then sends grants only once they exist, which
-// such a tserver ignores).
+// grantsVersion is what the heartbeat reports holding. Without
+// authorization the tserver keeps only the version, so the master does not
+// send the list again with every reply.
 func (s *Server) grantsVersion() uint64 {
 	if s.auth == nil {
-		return 0
+		return s.grantsSeen.Load()
 	}
 	return s.auth.Grants().Version()
 }
 
 // learnGrants installs the grants of a heartbeat reply.
 func (s *Server) learnGrants(gl *pb.GrantList) {
-	if s.auth == nil || gl == nil {
+	if gl == nil {
+		return
+	}
+	if s.auth == nil {
+		s.grantsSeen.Store(gl.Version)
 		return
 	}
 	s.auth.SetGrants(auth.NewGrants(gl.Version, gl.Grants))

@@ -115,6 +115,7 @@ type Server struct {
 	prefix      string // WAL prefix
 	uuid        string
 	auth        *auth.Checker // nil: no authorization
+	grantsSeen  atomic.Uint64 // without auth: the grants version last heard of
 	incarnation int64
 
 	lis  net.Listener

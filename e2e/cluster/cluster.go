@@ -39,6 +39,11 @@ type Options struct {
 	Env []string
 	// StopGrace bounds the wait for a SIGTERMed process (default 30 s).
 	StopGrace time.Duration
+	// AuthTokens is a tokens file given to every master, tserver and the
+	// frontend as --auth-tokens; BootstrapAdmin goes to the masters as
+	// --bootstrap-admin. Token is the bearer token the harness's own calls
+	// (waiting for the leader, the tservers, serving tables) carry.
+	AuthTokens, BootstrapAdmin, Token string
 }
 
 // Cluster is a running cluster. Its methods are safe for concurrent use.
@@ -142,6 +147,10 @@ func start(ctx context.Context, opts Options, mbin, tbin, fbin string) (*Cluster
 		if opts.Heartbeat > 0 {
 			args = append(args, "--heartbeat", opts.Heartbeat.String())
 		}
+		args = append(args, opts.authFlags()...)
+		if opts.BootstrapAdmin != "" {
+			args = append(args, "--bootstrap-admin", opts.BootstrapAdmin)
+		}
 		args = append(args, opts.MasterFlags...)
 		m.proc = &proc{name: m.id, bin: mbin, args: args, env: opts.Env, logPath: filepath.Join(opts.Dir, m.id+".log")}
 	}
@@ -164,6 +173,7 @@ func start(ctx context.Context, opts Options, mbin, tbin, fbin string) (*Cluster
 			"--fs-root", filepath.Join(opts.Dir, "root"), "--fs-data-dirs", strings.Join(dirs, ","),
 			"--http-listen", httpAddr,
 		}
+		args = append(args, opts.authFlags()...)
 		args = append(args, opts.Flags...)
 		c.tservers = append(c.tservers, &proc{name: name, bin: tbin, args: args, env: opts.Env, logPath: filepath.Join(opts.Dir, name+".log")})
 		c.tsAddrs = append(c.tsAddrs, addr)
@@ -178,7 +188,7 @@ func start(ctx context.Context, opts Options, mbin, tbin, fbin string) (*Cluster
 		return c, err
 	}
 	c.frontend = &proc{name: "frontend", bin: fbin, env: opts.Env, logPath: filepath.Join(opts.Dir, "frontend.log"),
-		args: []string{"--listen", btAddr, "--masters", strings.Join(c.MasterAddrs(), ","), "--http-listen", c.btHTTP}}
+		args: append([]string{"--listen", btAddr, "--masters", strings.Join(c.MasterAddrs(), ","), "--http-listen", c.btHTTP}, opts.authFlags()...)}
 	for _, m := range c.masters {
 		if err := m.start(); err != nil {
 			c.Close()
@@ -413,6 +423,13 @@ func (c *Cluster) Close() error {
 	return errors.Join(errs...)
 }
 
+func (o Options) authFlags() []string {
+	if o.AuthTokens == "" {
+		return nil
+	}
+	return []string{"--auth-tokens", o.AuthTokens}
+}
+
 // Client dials the cluster with the client library.
 func (c *Cluster) Client(ctx context.Context, opts ...client.Option) (*client.Client, error) {
 	return client.Dial(ctx, c.MasterAddrs(), opts...)
@@ -424,7 +441,11 @@ func (c *Cluster) masterClient(addr string) (pb.MasterClient, error) {
 	cc, ok := c.conns[addr]
 	if !ok {
 		var err error
-		cc, err = grpc.NewClient(addr, limits.GRPCDialOptions()...)
+		var dial []grpc.DialOption
+		if c.opts.Token != "" {
+			dial = append(dial, grpc.WithPerRPCCredentials(client.TokenCredentials(c.opts.Token)))
+		}
+		cc, err = grpc.NewClient(addr, limits.GRPCDialOptions(dial...)...)
 		if err != nil {
 			return nil, fmt.Errorf("cluster: %w", err)
 		}
