@@ -26,11 +26,7 @@ func (g Grant) proto() (*pb.Grant, error) {
 
 // GrantRole gives g (admin only). Granting an existing grant is a no-op.
 func (c *Client) GrantRole(ctx context.Context, g Grant) error {
-	pg, err := g.proto()
-	if err != nil {
-		return err
-	}
-	return c.callMaster(ctx, errorPrefix("grant %s", auth.GrantString(pg)), func(ctx context.Context, m pb.MasterClient) error {
+	return c.changeGrant(ctx, "grant", g, func(ctx context.Context, m pb.MasterClient, pg *pb.Grant) error {
 		_, err := m.Grant(ctx, &pb.GrantRequest{Grant: pg})
 		return err
 	})
@@ -39,13 +35,19 @@ func (c *Client) GrantRole(ctx context.Context, g Grant) error {
 // RevokeRole removes g (admin only); NotFound when it was not granted.
 // Tservers stop honouring it within one heartbeat interval.
 func (c *Client) RevokeRole(ctx context.Context, g Grant) error {
+	return c.changeGrant(ctx, "revoke", g, func(ctx context.Context, m pb.MasterClient, pg *pb.Grant) error {
+		_, err := m.Revoke(ctx, &pb.RevokeRequest{Grant: pg})
+		return err
+	})
+}
+
+func (c *Client) changeGrant(ctx context.Context, what string, g Grant, call func(context.Context, pb.MasterClient, *pb.Grant) error) error {
 	pg, err := g.proto()
 	if err != nil {
 		return err
 	}
-	return c.callMaster(ctx, errorPrefix("revoke %s", auth.GrantString(pg)), func(ctx context.Context, m pb.MasterClient) error {
-		_, err := m.Revoke(ctx, &pb.RevokeRequest{Grant: pg})
-		return err
+	return c.callMaster(ctx, errorPrefix("%s %s", what, auth.GrantString(pg)), func(ctx context.Context, m pb.MasterClient) error {
+		return call(ctx, m, pg)
 	})
 }
 

@@ -34,31 +34,26 @@ func tableOrAll(t string) string {
 }
 
 func runGrant(ctx context.Context, env *Env, args []string) error {
-	ctx, done, c, pos, err := env.session(ctx, args, 2, 3, nil)
-	if err != nil {
-		return err
-	}
-	defer done()
-	g := grantArgs(pos)
-	if err := c.GrantRole(ctx, g); err != nil {
-		return err
-	}
-	return env.result(map[string]any{"granted": g.Role, "principal": g.Principal, "table": g.Table},
-		"granted %s %s on %s", g.Principal, g.Role, tableOrAll(g.Table))
+	return changeGrant(ctx, env, args, "granted", (*client.Client).GrantRole)
 }
 
 func runRevoke(ctx context.Context, env *Env, args []string) error {
-	ctx, done, c, pos, err := env.session(ctx, args, 2, 3, nil)
+	return changeGrant(ctx, env, args, "revoked", (*client.Client).RevokeRole)
+}
+
+// changeGrant runs grant or revoke (change) on PRINCIPAL ROLE [TABLE].
+func changeGrant(ctx context.Context, env *Env, args []string, done string, change func(*client.Client, context.Context, client.Grant) error) error {
+	ctx, closeFn, c, pos, err := env.session(ctx, args, 2, 3, nil)
 	if err != nil {
 		return err
 	}
-	defer done()
+	defer closeFn()
 	g := grantArgs(pos)
-	if err := c.RevokeRole(ctx, g); err != nil {
+	if err := change(c, ctx, g); err != nil {
 		return err
 	}
-	return env.result(map[string]any{"revoked": g.Role, "principal": g.Principal, "table": g.Table},
-		"revoked %s %s on %s", g.Principal, g.Role, tableOrAll(g.Table))
+	return env.result(map[string]any{done: g.Role, "principal": g.Principal, "table": g.Table},
+		"%s %s %s on %s", done, g.Principal, g.Role, tableOrAll(g.Table))
 }
 
 func runGrants(ctx context.Context, env *Env, args []string) error {
