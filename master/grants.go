@@ -17,9 +17,9 @@ type grantCache struct {
 	cur *auth.Grants
 }
 
-// grants is the current set of the local replica of the metadata (a
-// follower may lag the leader by the entries it has not applied yet; a
-// call it forwards is checked again by the leader).
+// grants is the current set of the local replica of the metadata (calls
+// are checked by the master handling them: the leader, but for
+// GetMasterStatus).
 func (m *Master) grants() *auth.Grants {
 	var ver uint64
 	_ = m.view(func(r *meta.Reader) error { ver = r.GrantsVersion(); return nil })

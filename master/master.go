@@ -105,15 +105,21 @@ func Start(cfg Config, lis net.Listener) (*Master, error) {
 	gm := obs.NewGRPCMetrics(reg)
 	unary := []grpc.UnaryServerInterceptor{gm.UnaryInterceptor(), apierr.UnaryServerInterceptor(m.log)}
 	stream := []grpc.StreamServerInterceptor{gm.StreamInterceptor()}
+	var ck *auth.Checker
 	if cfg.AuthTokens != nil {
-		// Checked here, on every master (followers hold the grants too),
-		// before a follower forwards; the leader checks the forwarded
-		// call again with the caller's token.
-		ck := auth.New(auth.Config{Tokens: cfg.AuthTokens, Grants: m.grants, Logger: m.log})
-		unary = append(unary, ck.UnaryInterceptor())
+		// Every master authenticates the caller before it forwards; the
+		// master that handles the call (the leader, or every master for
+		// GetMasterStatus) authorizes it against its own replica of the
+		// grants, which on the leader holds every grant change it
+		// acknowledged. The follower passes the caller on (forward.go).
+		ck = auth.New(auth.Config{Tokens: cfg.AuthTokens, Grants: m.grants, Logger: m.log})
+		unary = append(unary, ck.AuthenticateInterceptor())
 		stream = append(stream, ck.StreamInterceptor())
 	}
 	unary = append(unary, m.fwd.intercept)
+	if ck != nil {
+		unary = append(unary, ck.UnaryInterceptor())
+	}
 	opts := append(append(limits.GRPCServerOptions(), limits.GRPCKeepaliveServerOptions()...),
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...))

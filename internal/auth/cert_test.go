@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	pb "bighive/proto/bighivepb"
@@ -108,7 +109,7 @@ func TestCertificatePrincipals(t *testing.T) {
 	go func() { _ = srv.Serve(lis) }()
 	defer srv.Stop()
 
-	call := func(cert *tls.Certificate, token, tablet string) (Principal, error) {
+	call := func(cert *tls.Certificate, token, tablet string, md ...string) (Principal, error) {
 		cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}
 		if cert != nil {
 			cfg.Certificates = []tls.Certificate{*cert}
@@ -124,6 +125,7 @@ func TestCertificatePrincipals(t *testing.T) {
 		defer cc.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
+		ctx = metadata.AppendToOutgoingContext(ctx, md...)
 		if _, err := pb.NewTServerClient(cc).MutateRow(ctx, &pb.MutateRowRequest{TabletId: "tablet-of-" + tablet}); err != nil {
 			return Principal{}, err
 		}
@@ -144,6 +146,16 @@ func TestCertificatePrincipals(t *testing.T) {
 	}
 	if p, err := call(&mallory, "token-of-alice-0001", "orders"); err != nil || p.Name != "alice" || p.Via != "token" {
 		t.Fatalf("token with a certificate: %+v, %v", p, err)
+	}
+	// A forwarded principal is believed from a server certificate only.
+	if p, err := call(&server, "", "orders", ForwardedPrincipalKey, "carol"); err != nil || p.Name != "carol" || p.Server || p.Via != "forwarded" {
+		t.Fatalf("server forwarding carol: %+v, %v", p, err)
+	}
+	if _, err := call(&server, "", "users", ForwardedPrincipalKey, "carol"); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("server forwarding carol on another table: %v, want PermissionDenied", err)
+	}
+	if _, err := call(&mallory, "", "orders", ForwardedPrincipalKey, "carol"); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("mallory claiming to forward carol: %v, want PermissionDenied (as mallory)", err)
 	}
 	if _, err := call(nil, "", "orders"); status.Code(err) != codes.Unauthenticated {
 		t.Fatalf("no certificate, no token: %v, want Unauthenticated", err)

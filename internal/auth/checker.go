@@ -93,12 +93,15 @@ func (c *Checker) authorize(ctx context.Context, method string, n Need, req any)
 	if n.Kind == Public || n.Kind == Internal {
 		return ctx, Principal{}, "", nil
 	}
-	p, err := c.Authenticate(ctx)
-	if err != nil {
-		c.logDenied(p, method, "", err)
-		return ctx, p, "", err
+	p, ok := FromContext(ctx)
+	if !ok {
+		var err error
+		if p, err = c.Authenticate(ctx); err != nil {
+			c.logDenied(p, method, "", err)
+			return ctx, p, "", err
+		}
+		ctx = WithPrincipal(ctx, p)
 	}
-	ctx = WithPrincipal(ctx, p)
 	if n.Kind != TableRole {
 		return ctx, p, "", nil
 	}
@@ -113,6 +116,23 @@ func (c *Checker) authorize(ctx context.Context, method string, n Need, req any)
 func (c *Checker) logAdmin(p Principal, method, table string, err error) {
 	c.log.Info("auth: admin action", "principal", p.Name, "method", method, "table", table,
 		"outcome", apierr.CodeOf(err).String())
+}
+
+// AuthenticateInterceptor only authenticates (a master, before it forwards
+// a call to the leader, which authorizes it); UnaryInterceptor later in
+// the chain reuses the principal.
+func (c *Checker) AuthenticateInterceptor() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		n := Lookup(info.FullMethod)
+		if n.Kind != Public && n.Kind != Internal {
+			n = Need{Kind: Authenticated}
+		}
+		ctx, _, _, err := c.authorize(ctx, info.FullMethod, n, req)
+		if err != nil {
+			return nil, err
+		}
+		return h(ctx, req)
+	}
 }
 
 // UnaryInterceptor checks every unary call before its handler runs.

@@ -6,11 +6,13 @@
 //
 // A principal is a name. It comes from, in this order:
 //
-//  1. a verified peer certificate with the SAN URI bighive://server: the
+//  1. the "authorization: Bearer TOKEN" metadata, looked up in the tokens
+//     file (--auth-tokens FILE);
+//  2. a verified peer certificate with the SAN URI bighive://server: the
+//     principal in its ForwardedPrincipalKey metadata if it sets one (a
+//     follower master forwarding a certificate holder's call), else the
 //     server principal, which may call everything (a master or tserver
 //     calling another);
-//  2. the "authorization: Bearer TOKEN" metadata, looked up in the tokens
-//     file (--auth-tokens FILE);
 //  3. the subject CN of a verified client certificate.
 //
 // A grant is (principal, role, table), table "" meaning every table. The

@@ -82,13 +82,14 @@ func BearerToken(ctx context.Context) (token string, ok bool, err error) {
 	return strings.TrimSpace(tok), true, nil
 }
 
+// ForwardedPrincipalKey is the metadata a master forwarding a call sets to
+// the principal a client certificate named at the forwarding master. It is
+// believed only from a peer with a server certificate.
+const ForwardedPrincipalKey = "bighive-forwarded-principal"
+
 // Authenticate names the caller of ctx (see the package comment for the
 // order), or fails with Unauthenticated.
 func (c *Checker) Authenticate(ctx context.Context) (Principal, error) {
-	cert := peerCert(ctx)
-	if cert != nil && IsServerCert(cert) {
-		return Principal{Name: cert.Subject.CommonName, Server: true, Via: "server"}, nil
-	}
 	tok, ok, err := BearerToken(ctx)
 	if err != nil {
 		return Principal{}, err
@@ -100,6 +101,14 @@ func (c *Checker) Authenticate(ctx context.Context) (Principal, error) {
 			}
 		}
 		return Principal{}, status.Errorf(codes.Unauthenticated, "auth: unknown bearer token")
+	}
+	cert := peerCert(ctx)
+	if cert != nil && IsServerCert(cert) {
+		md, _ := metadata.FromIncomingContext(ctx)
+		if fp := md.Get(ForwardedPrincipalKey); len(fp) == 1 && ValidPrincipal(fp[0]) == nil {
+			return Principal{Name: fp[0], Via: "forwarded"}, nil
+		}
+		return Principal{Name: cert.Subject.CommonName, Server: true, Via: "server"}, nil
 	}
 	if cert != nil && cert.Subject.CommonName != "" {
 		return Principal{Name: cert.Subject.CommonName, Via: "certificate"}, nil
