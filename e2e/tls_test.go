@@ -69,16 +69,6 @@ func withCA(t *testing.T, src tlsconf.Files, trust tlsconf.Files) *tlsconf.Sourc
 	return loadTLS(t, tlsconf.Files{Cert: src.Cert, Key: src.Key, CA: trust.CA})
 }
 
-func wantCode(t *testing.T, what string, err error, want codes.Code, msg string) {
-	t.Helper()
-	if got := status.Code(err); got != want {
-		t.Fatalf("%s: code %v (%v), want %v", what, got, err, want)
-	}
-	if msg != "" && !strings.Contains(status.Convert(err).Message(), msg) {
-		t.Fatalf("%s: message %q does not name %q", what, status.Convert(err).Message(), msg)
-	}
-}
-
 // servedSerial is the serial of the certificate a new TLS connection to
 // addr is served, or the handshake's error.
 func servedSerial(addr string, src *tlsconf.Source) (string, error) {

@@ -12,6 +12,7 @@ import (
 
 	"bighive/client"
 	"bighive/internal/apierr"
+	"bighive/internal/auth"
 	"bighive/internal/obs"
 	"bighive/internal/tlsconf"
 )
@@ -32,6 +33,9 @@ type ListenOptions struct {
 	// TLS, if set, serves the API over TLS 1.3 only, with the
 	// certificate re-read when its files change. Nil: plaintext.
 	TLS *tlsconf.Source
+	// AuthTokens, when set, refuses calls without a known bearer token;
+	// the client given must then forward credentials (ForwardCredentials).
+	AuthTokens *auth.Tokens
 }
 
 // Listen serves the Bigtable API on addr (host:port; port 0 picks one)
@@ -53,6 +57,10 @@ func ListenWith(addr string, c *client.Client, log *slog.Logger, o ListenOptions
 	}
 	unary := []grpc.UnaryServerInterceptor{apierr.UnaryServerInterceptor(log)}
 	stream := []grpc.StreamServerInterceptor{apierr.StreamServerInterceptor(log)}
+	if o.AuthTokens != nil {
+		u, st := authInterceptors(o.AuthTokens)
+		unary, stream = append(unary, u), append(stream, st)
+	}
 	if o.Metrics != nil {
 		gm := obs.NewGRPCMetrics(o.Metrics)
 		unary = append([]grpc.UnaryServerInterceptor{gm.UnaryInterceptor()}, unary...)

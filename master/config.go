@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"bighive/internal/auth"
 	"bighive/internal/tlsconf"
 	pb "bighive/proto/bighivepb"
 )
@@ -90,6 +91,14 @@ type Config struct {
 	// Metrics is the registry the master's metrics go to (default: a new
 	// one with the Go runtime and process collectors).
 	Metrics *prometheus.Registry
+
+	// AuthTokens, when set, turns authentication and authorization on
+	// (--auth-tokens): every call but the tservers' internal ones needs a
+	// known token (or client certificate) and a grant.
+	AuthTokens *auth.Tokens
+	// BootstrapAdmin is granted admin on every table when a leader starts
+	// and no grant exists (--bootstrap-admin).
+	BootstrapAdmin string
 
 	// heartbeatHook (tests) runs in Heartbeat between reading the
 	// metadata and granting the lease.

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"bighive/internal/apierr"
+	"bighive/internal/auth"
 	"bighive/internal/masterconn"
 	"bighive/internal/tlsconf"
 	pb "bighive/proto/bighivepb"
@@ -98,6 +99,15 @@ func (f *forwarder) intercept(ctx context.Context, req any, info *grpc.UnaryServ
 	f.conn.Prefer(leader)
 	var resp proto.Message
 	out := metadata.AppendToOutgoingContext(ctx, forwardedKey, f.m.cfg.ID)
+	// The caller goes along: its token, or the principal its client
+	// certificate named here (believed by the leader only from a peer with
+	// a server certificate). The leader authorizes the call; a follower
+	// does not, as its grants may lag the leader's.
+	if md, _ := metadata.FromIncomingContext(ctx); len(md.Get("authorization")) == 1 {
+		out = metadata.AppendToOutgoingContext(out, "authorization", md.Get("authorization")[0])
+	} else if p, ok := auth.FromContext(ctx); ok && (p.Via == "certificate" || p.Via == "forwarded") {
+		out = metadata.AppendToOutgoingContext(out, auth.ForwardedPrincipalKey, p.Name)
+	}
 	err := f.conn.Invoke(out, func(ctx context.Context, cc grpc.ClientConnInterface) error {
 		resp = mt.New().Interface()
 		return cc.Invoke(ctx, info.FullMethod, req.(proto.Message), resp)

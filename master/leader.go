@@ -86,6 +86,7 @@ func (m *Master) runLeader(ctx context.Context) {
 	}
 	m.setLeader(ls)
 	defer m.setLeader(nil)
+	m.bootstrapAdmin(ctx)
 	m.log.Info("leader ready", "catch_up", time.Since(began), "tservers", len(tservers))
 	m.events.add("leader", "%s became the ready leader (catch-up %s, %d tservers)", m.cfg.ID, time.Since(began).Round(time.Millisecond), len(tservers))
 

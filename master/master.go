@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"bighive/internal/apierr"
+	"bighive/internal/auth"
 	"bighive/internal/limits"
 	"bighive/internal/obs"
 	"bighive/internal/tlsconf"
@@ -45,6 +46,8 @@ type Master struct {
 
 	mu     sync.Mutex
 	leader *leaderState // the ready leader session, nil otherwise
+
+	grantCache grantCache
 
 	closeOnce sync.Once
 	closeErr  error
@@ -109,12 +112,28 @@ func Start(cfg Config, lis net.Listener) (*Master, error) {
 	}
 	m.metrics = newMetrics(m, reg)
 	gm := obs.NewGRPCMetrics(reg)
-	// The internal-method check runs before forwarding, so a follower
-	// forwards only what it would accept itself.
+	// The internal-method check and authentication run before forwarding,
+	// so a follower forwards only what it would accept itself; the master
+	// that handles the call (the leader, or every master for
+	// GetMasterStatus) authorizes it against its own replica of the
+	// grants, which on the leader holds every grant change it
+	// acknowledged. The follower passes the caller on (forward.go).
+	unary := []grpc.UnaryServerInterceptor{gm.UnaryInterceptor(), apierr.UnaryServerInterceptor(m.log),
+		tlsconf.UnaryInternalInterceptor(cfg.TLS)}
+	stream := []grpc.StreamServerInterceptor{gm.StreamInterceptor(), tlsconf.StreamInternalInterceptor(cfg.TLS)}
+	var ck *auth.Checker
+	if cfg.AuthTokens != nil {
+		ck = auth.New(auth.Config{Tokens: cfg.AuthTokens, Grants: m.grants, Logger: m.log})
+		unary = append(unary, ck.AuthenticateInterceptor())
+		stream = append(stream, ck.StreamInterceptor())
+	}
+	unary = append(unary, m.fwd.intercept)
+	if ck != nil {
+		unary = append(unary, ck.UnaryInterceptor())
+	}
 	opts := append(append(append(limits.GRPCServerOptions(), limits.GRPCKeepaliveServerOptions()...), tlsconf.ServerOptions(cfg.TLS)...),
-		grpc.ChainUnaryInterceptor(gm.UnaryInterceptor(), apierr.UnaryServerInterceptor(m.log),
-			tlsconf.UnaryInternalInterceptor(cfg.TLS), m.fwd.intercept),
-		grpc.ChainStreamInterceptor(gm.StreamInterceptor(), tlsconf.StreamInternalInterceptor(cfg.TLS)))
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(stream...))
 	m.srv = grpc.NewServer(opts...)
 	pb.RegisterMasterServer(m.srv, m)
 	m.health = obs.RegisterHealthAndReflection(m.srv, pb.Master_ServiceDesc.ServiceName)

@@ -93,6 +93,7 @@ func (m *Master) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.H
 		owned    []*pb.TabletMeta
 		reported = map[string]*pb.TabletMeta{}
 		schemas  = map[string]*pb.TableSchema{}
+		grants   *pb.GrantList
 	)
 	err = m.view(func(r *meta.Reader) error {
 		ts, err := r.TServer(req.Uuid)
@@ -100,6 +101,9 @@ func (m *Master) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.H
 			return nil
 		}
 		known = true
+		if grants, err = grantsFor(r, req.GrantsVersion); err != nil {
+			return err
+		}
 		if owned, err = r.TabletsOf(req.Uuid); err != nil {
 			return err
 		}
@@ -126,7 +130,8 @@ func (m *Master) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.H
 	if m.cfg.heartbeatHook != nil {
 		m.cfg.heartbeatHook(req)
 	}
-	resp := &pb.HeartbeatResponse{LeaseDurationMicros: m.cfg.Lease.Microseconds(), MasterHttpAddress: obs.AdvertisedHTTPAddr(m.HTTPAddr(), m.grpcAddr)}
+	resp := &pb.HeartbeatResponse{LeaseDurationMicros: m.cfg.Lease.Microseconds(), MasterHttpAddress: obs.AdvertisedHTTPAddr(m.HTTPAddr(), m.grpcAddr),
+		Grants: grants}
 
 	ls.mu.Lock()
 	defer ls.mu.Unlock()

@@ -69,6 +69,12 @@ func (w *writer) dispatch(cmd *spb.MetaCommand) (*Result, error) {
 		return w.logSplitDone(c.LogSplitDone)
 	case *spb.MetaCommand_RecoveryFilesDeleted:
 		return w.recoveryFilesDeleted(c.RecoveryFilesDeleted)
+	case *spb.MetaCommand_Grant:
+		return w.grant(c.Grant.GetGrant())
+	case *spb.MetaCommand_Revoke:
+		return w.revoke(c.Revoke.GetGrant())
+	case *spb.MetaCommand_BootstrapAdmin:
+		return w.bootstrapAdmin(c.BootstrapAdmin.GetPrincipal())
 	default:
 		return nil, apierr.InvalidArgument("meta: command has no known kind")
 	}

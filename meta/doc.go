@@ -55,10 +55,18 @@
 //	tservers  <uuid>                       → bighive.storage.v1.MetaTServer (protobuf: address,
 //	                                         incarnation, WAL prefix, block store UUID)
 //	recoverygc <recovery file path>        → empty (a file a checkpoint stopped naming; deleted by the master's GC)
+//	grants    <principal> 0x00 <table> 0x00 <role> → empty (table "" = every table; role read, write or admin)
+//	meta      "grants_version" → uint64 BE  (raised by every grant change; absent: 0)
 //
-// The recoverygc bucket was added without a version change: an older
-// database simply lacks it and Open creates it empty. So was
-// "schema_version" (absent: 0).
+// The recoverygc and grants buckets were added without a version change:
+// an older database simply lacks them and Open creates them empty. So were
+// "schema_version" and "grants_version" (absent: 0).
+//
+// Grants (grants.go): Grant adds one (a no-op when it exists), Revoke
+// removes one (NotFound when absent), BootstrapAdmin grants admin on every
+// table only while the bucket is empty, so every master may propose it at
+// start and only the first one applied does anything. Principals are
+// printable ASCII without spaces, so 0x00 separates the key's parts.
 //
 // Schema changes: CreateTable, AddFamily, DeleteFamily, SetGCRule and
 // SetCompression (FamilySpec.compression) each give the table's schema a

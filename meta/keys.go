@@ -23,6 +23,8 @@ var (
 	bucketTServers = []byte("tservers")
 	// recoverygc: recovery files no tablet names any more, to delete.
 	bucketRecoveryGC = []byte("recoverygc")
+	// grants: principal 0x00 table 0x00 role name → empty (table "" = every table).
+	bucketGrants = []byte("grants")
 
 	keyVersion      = []byte("version")
 	keyApplied      = []byte("applied")
@@ -31,8 +33,10 @@ var (
 	// counter over all tables, so a table deleted and created again under
 	// its name never reuses a version a tserver may still hold.
 	keySchemaVersion = []byte("schema_version")
+	// keyGrantsVersion is raised by every change of the grants bucket.
+	keyGrantsVersion = []byte("grants_version")
 
-	allBuckets = [][]byte{bucketMeta, bucketTables, bucketTablets, bucketRanges, bucketOwners, bucketTServers, bucketRecoveryGC}
+	allBuckets = [][]byte{bucketMeta, bucketTables, bucketTablets, bucketRanges, bucketOwners, bucketTServers, bucketRecoveryGC, bucketGrants}
 )
 
 // FormatTabletID names tablet number n.

@@ -174,6 +174,10 @@ func (s *Server) runCommands(ctx context.Context, cmds []*pb.BatchCommandsReques
 	var order []groupKey
 	var reads []*pb.BatchCommandsRequest_Command
 	for _, c := range cmds {
+		if err := s.checkBatchCommand(ctx, c); err != nil {
+			emit(&batchResult{Id: c.Id, Status: apierr.RowStatus(err)})
+			continue
+		}
 		switch {
 		case c.GetMutateRow() != nil:
 			k := groupKey{c.GetMutateRow().TabletId, c.GetMutateRow().Epoch}

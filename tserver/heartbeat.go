@@ -86,7 +86,8 @@ func (s *Server) heartbeatLoop(ctx context.Context) {
 // heartbeat sends one heartbeat and applies the reply. It reports whether
 // the master asked this tserver to register again.
 func (s *Server) heartbeat(ctx context.Context) (reregister bool) {
-	req := &pb.HeartbeatRequest{Uuid: s.uuid, Incarnation: s.incarnation, Tablets: s.reports(), Load: s.loadReport()}
+	req := &pb.HeartbeatRequest{Uuid: s.uuid, Incarnation: s.incarnation, Tablets: s.reports(), Load: s.loadReport(),
+		GrantsVersion: s.grantsVersion()}
 	sent := time.Now()
 	hctx, cancel := context.WithTimeout(ctx, 3*s.master.AttemptTimeout())
 	defer cancel()
@@ -120,6 +121,7 @@ func (s *Server) heartbeat(ctx context.Context) (reregister bool) {
 		return true
 	}
 	s.masterHTTP.Store(resp.MasterHttpAddress)
+	s.learnGrants(resp.Grants)
 	// Tablets the master moved away go before the lease is renewed, so a
 	// client holding an old epoch is never served after the reassignment.
 	s.applyAssignments(ctx, nil, resp.Unassign)

@@ -16,6 +16,7 @@ import (
 
 	"bighive/blockstore"
 	"bighive/internal/apierr"
+	"bighive/internal/auth"
 	"bighive/internal/limits"
 	"bighive/internal/masterconn"
 	"bighive/internal/obs"
@@ -41,6 +42,10 @@ type Options struct {
 	Root string
 	// DataDirs are the block store's data dirs (default <Root>/blocks/<uuid>).
 	DataDirs []string
+	// AuthTokens, when set, turns authentication and authorization on
+	// (--auth-tokens): data calls need a known token (or client
+	// certificate) and a grant, learnt from the master's heartbeat replies.
+	AuthTokens *auth.Tokens
 	// MemLimit triggers a checkpoint when all write buffers together pass it.
 	MemLimit int64
 	// CacheBytes bounds the block cache.
@@ -121,6 +126,8 @@ type Server struct {
 	addr        string // advertised address
 	prefix      string // WAL prefix
 	uuid        string
+	auth        *auth.Checker // nil: no authorization
+	grantsSeen  atomic.Uint64 // without auth: the grants version last heard of
 	incarnation int64
 
 	lis  net.Listener
@@ -260,9 +267,15 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 
 	gm := obs.NewGRPCMetrics(reg)
 	s.grpcMetrics = gm
+	unary := []grpc.UnaryServerInterceptor{gm.UnaryInterceptor(), apierr.UnaryServerInterceptor(s.log), tlsconf.UnaryInternalInterceptor(opts.TLS)}
+	stream := []grpc.StreamServerInterceptor{gm.StreamInterceptor(), apierr.StreamServerInterceptor(s.log), tlsconf.StreamInternalInterceptor(opts.TLS)}
+	if s.auth = s.newChecker(opts.AuthTokens); s.auth != nil {
+		unary = append(unary, s.auth.UnaryInterceptor())
+		stream = append(stream, s.auth.StreamInterceptor())
+	}
 	s.grpc = grpc.NewServer(append(append(append(limits.GRPCServerOptions(), limits.GRPCKeepaliveServerOptions()...), tlsconf.ServerOptions(opts.TLS)...),
-		grpc.ChainUnaryInterceptor(gm.UnaryInterceptor(), apierr.UnaryServerInterceptor(s.log), tlsconf.UnaryInternalInterceptor(opts.TLS)),
-		grpc.ChainStreamInterceptor(gm.StreamInterceptor(), apierr.StreamServerInterceptor(s.log), tlsconf.StreamInternalInterceptor(opts.TLS)))...)
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(stream...))...)
 	pb.RegisterTServerServer(s.grpc, s)
 	s.health = obs.RegisterHealthAndReflection(s.grpc, pb.TServer_ServiceDesc.ServiceName)
 	if opts.HTTPListen != "" {

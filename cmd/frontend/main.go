@@ -23,6 +23,7 @@ import (
 
 	"bighive/client"
 	"bighive/frontend"
+	"bighive/internal/auth"
 	"bighive/internal/obs"
 	"bighive/internal/tlsconf"
 )
@@ -34,6 +35,7 @@ func main() {
 		stopWait = flag.Duration("stop-timeout", 10*time.Second, "how long a stop waits for running calls")
 		obsFlags = obs.AddFlags(flag.CommandLine, "frontend")
 		tlsFiles tlsconf.Files
+		tokens   = auth.TokensFlag(flag.CommandLine)
 	)
 	tlsconf.AddFlags(flag.CommandLine, &tlsFiles)
 	flag.Parse()
@@ -55,11 +57,20 @@ func main() {
 		fmt.Fprintf(os.Stderr, "frontend: %v\n", err)
 		os.Exit(2)
 	}
+	authTokens, err := auth.LoadOptional(*tokens)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "frontend: --auth-tokens: %v\n", err)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	copts := []client.Option{client.WithLogger(log)}
 	if tlsSrc != nil {
 		copts = append(copts, client.WithTransportCredentials(tlsconf.Credentials(tlsSrc)))
+	}
+	if authTokens != nil {
+		// Each call goes on with its caller's token (frontend.ForwardCredentials).
+		copts = append(copts, frontend.ForwardCredentials()...)
 	}
 	c, err := client.Dial(ctx, ms, copts...)
 	if err != nil {
@@ -68,7 +79,7 @@ func main() {
 	}
 	defer c.Close()
 	reg := obs.NewRegistry()
-	l, err := frontend.ListenWith(*listen, c, log, frontend.ListenOptions{Metrics: reg, TLS: tlsSrc})
+	l, err := frontend.ListenWith(*listen, c, log, frontend.ListenOptions{Metrics: reg, TLS: tlsSrc, AuthTokens: authTokens})
 	if err != nil {
 		log.Error("frontend: start", "err", err)
 		os.Exit(1)

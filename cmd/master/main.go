@@ -27,6 +27,7 @@ import (
 	"syscall"
 	"time"
 
+	"bighive/internal/auth"
 	"bighive/internal/obs"
 	"bighive/internal/tlsconf"
 	"bighive/master"
@@ -45,6 +46,8 @@ func main() {
 		maxMoves  = flag.Int("max-moves", 8, "rebalancing moves in flight at most")
 		obsFlags  = obs.AddFlags(flag.CommandLine, "master")
 		tlsFiles  tlsconf.Files
+		tokens    = auth.TokensFlag(flag.CommandLine)
+		bootAdmin = flag.String("bootstrap-admin", "", "`principal` granted admin on every table at start when no grant exists yet")
 	)
 	tlsconf.AddFlags(flag.CommandLine, &tlsFiles)
 	flag.Parse()
@@ -62,6 +65,11 @@ func main() {
 		if p.ID == *id && grpcAddr == "" {
 			grpcAddr = p.GRPCAddr
 		}
+	}
+	authTokens, err := auth.LoadOptional(*tokens)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "master: --auth-tokens: %v\n", err)
+		os.Exit(2)
 	}
 	if *lease <= *heartbeat {
 		fmt.Fprintln(os.Stderr, "master: --lease must be longer than --heartbeat (a lease should span several heartbeats)")
@@ -85,6 +93,7 @@ func main() {
 		ID: *id, Dir: *data, RaftAddr: *raftAddr, GRPCAddr: grpcAddr, Peers: ps,
 		Lease: *lease, Heartbeat: *heartbeat, MaxMoves: *maxMoves, Logger: log,
 		HTTPListen: obsFlags.HTTPListen(*listen), TLS: tlsSrc,
+		AuthTokens: authTokens, BootstrapAdmin: *bootAdmin,
 	}, lis)
 	if err != nil {
 		log.Error("start failed", "err", err)

@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"bighive/internal/auth"
 	"bighive/internal/obs"
 	"bighive/internal/tlsconf"
 	"bighive/split"
@@ -50,6 +51,7 @@ func main() {
 		splitFault     = flag.String("split-fault-file", "", "testing only: a `file` holding a split step number; the split that reaches that step removes the file and kills this process")
 	)
 	tlsconf.AddFlags(flag.CommandLine, &tlsFiles)
+	tokens := auth.TokensFlag(flag.CommandLine)
 	flag.Parse()
 	obsFlags.HandleVersion(os.Stdout)
 	log := obsFlags.Logger(os.Stderr)
@@ -63,6 +65,11 @@ func main() {
 		fmt.Fprintf(os.Stderr, "tserver: %v\n", err)
 		os.Exit(2)
 	}
+	authTokens, err := auth.LoadOptional(*tokens)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "tserver: --auth-tokens: %v\n", err)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	s, err := tserver.Start(ctx, tserver.Options{
@@ -71,6 +78,7 @@ func main() {
 		Masters:    splitList(*masters),
 		Root:       *root,
 		DataDirs:   splitList(*dataDirs),
+		AuthTokens: authTokens,
 		MemLimit:   *memLimit,
 		CacheBytes: *cacheSize,
 		Logger:     log,

@@ -44,6 +44,11 @@ type Options struct {
 	// client certificate (CN ClientPrincipal) under <Dir>/tls/, and the
 	// harness's own connections and Client use the client certificate.
 	TLS bool
+	// AuthTokens is a tokens file given to every master, tserver and the
+	// frontend as --auth-tokens; BootstrapAdmin goes to the masters as
+	// --bootstrap-admin. Token is the bearer token the harness's own calls
+	// (waiting for the leader, the tservers, serving tables) carry.
+	AuthTokens, BootstrapAdmin, Token string
 }
 
 // Cluster is a running cluster. Its methods are safe for concurrent use.
@@ -158,7 +163,11 @@ func start(ctx context.Context, opts Options, p *pki, mbin, tbin, fbin string) (
 		if err != nil {
 			return c, err
 		}
-		args = append(append(args, tlsArgs...), opts.MasterFlags...)
+		args = append(append(args, tlsArgs...), opts.authFlags()...)
+		if opts.BootstrapAdmin != "" {
+			args = append(args, "--bootstrap-admin", opts.BootstrapAdmin)
+		}
+		args = append(args, opts.MasterFlags...)
 		m.proc = &proc{name: m.id, bin: mbin, args: args, env: opts.Env, logPath: filepath.Join(opts.Dir, m.id+".log")}
 	}
 	for i := 0; i < opts.TServers; i++ {
@@ -184,7 +193,8 @@ func start(ctx context.Context, opts Options, p *pki, mbin, tbin, fbin string) (
 		if err != nil {
 			return c, err
 		}
-		args = append(append(args, tlsArgs...), opts.Flags...)
+		args = append(append(args, tlsArgs...), opts.authFlags()...)
+		args = append(args, opts.Flags...)
 		c.tservers = append(c.tservers, &proc{name: name, bin: tbin, args: args, env: opts.Env, logPath: filepath.Join(opts.Dir, name+".log")})
 		c.tsAddrs = append(c.tsAddrs, addr)
 		c.tsHTTP = append(c.tsHTTP, httpAddr)
@@ -202,7 +212,7 @@ func start(ctx context.Context, opts Options, p *pki, mbin, tbin, fbin string) (
 		return c, err
 	}
 	c.frontend = &proc{name: "frontend", bin: fbin, env: opts.Env, logPath: filepath.Join(opts.Dir, "frontend.log"),
-		args: append([]string{"--listen", btAddr, "--masters", strings.Join(c.MasterAddrs(), ","), "--http-listen", c.btHTTP}, tlsArgs...)}
+		args: append(append([]string{"--listen", btAddr, "--masters", strings.Join(c.MasterAddrs(), ","), "--http-listen", c.btHTTP}, tlsArgs...), opts.authFlags()...)}
 	for _, m := range c.masters {
 		if err := m.start(); err != nil {
 			c.Close()
@@ -437,6 +447,13 @@ func (c *Cluster) Close() error {
 	return errors.Join(errs...)
 }
 
+func (o Options) authFlags() []string {
+	if o.AuthTokens == "" {
+		return nil
+	}
+	return []string{"--auth-tokens", o.AuthTokens}
+}
+
 // Client dials the cluster with the client library.
 func (c *Cluster) Client(ctx context.Context, opts ...client.Option) (*client.Client, error) {
 	return client.Dial(ctx, c.MasterAddrs(), append(c.clientOptions(), opts...)...)
@@ -448,7 +465,11 @@ func (c *Cluster) masterClient(addr string) (pb.MasterClient, error) {
 	cc, ok := c.conns[addr]
 	if !ok {
 		var err error
-		cc, err = grpc.NewClient(addr, limits.GRPCDialOptions(c.Credentials())...)
+		var dial []grpc.DialOption
+		if c.opts.Token != "" {
+			dial = append(dial, grpc.WithPerRPCCredentials(client.TokenCredentials(c.opts.Token)))
+		}
+		cc, err = grpc.NewClient(addr, limits.GRPCDialOptions(c.Credentials(), dial...)...)
 		if err != nil {
 			return nil, fmt.Errorf("cluster: %w", err)
 		}

@@ -62,6 +62,7 @@ type Env struct {
 
 	cmd     *Command
 	masters string
+	token   string // --token / BIGHIVE_TOKEN
 }
 
 // ExitError is an error with its own exit status.
@@ -83,6 +84,7 @@ func (e *Env) globals(fs *flag.FlagSet) {
 	fs.BoolVar(&e.JSON, "json", e.JSON, "print one JSON object per line")
 	fs.DurationVar(&e.Timeout, "timeout", e.Timeout, "give up after this long (0: no limit)")
 	tlsconf.AddFlags(fs, &e.TLS)
+	fs.StringVar(&e.token, "token", e.token, "bearer token sent with every call (env BIGHIVE_TOKEN)")
 }
 
 // FlagSet returns a flag set for the running command, with the global
@@ -171,16 +173,20 @@ func (e *Env) Client(ctx context.Context) (*client.Client, error) {
 }
 
 // ClientOptions are the client options of the global flags: TLS under
-// the --tls-* files when given.
+// the --tls-* files when given, and the bearer token of --token.
 func (e *Env) ClientOptions() ([]client.Option, error) {
+	var opts []client.Option
+	if e.token != "" {
+		opts = append(opts, client.WithToken(e.token))
+	}
 	if !e.TLS.Enabled() {
-		return nil, nil
+		return opts, nil
 	}
 	src, err := tlsconf.Load(e.TLS, slog.New(slog.NewTextHandler(e.Stderr, nil)))
 	if err != nil {
 		return nil, Usagef("%v", err)
 	}
-	return []client.Option{client.WithTransportCredentials(tlsconf.Credentials(src))}, nil
+	return append(opts, client.WithTransportCredentials(tlsconf.Credentials(src))), nil
 }
 
 // Table writes rows as an aligned table with a header.
@@ -223,7 +229,7 @@ func Commands() []Command {
 		{Name: "split", Args: "TABLE ROW", Summary: "split the tablet holding ROW at ROW", Example: "split t user#5", Run: runSplit},
 		setCompressionCommand,
 		compactCommand,
-	}, append(append(schemaCommands(), dataCommands()...), statusCommands()...)...)
+	}, append(append(append(schemaCommands(), dataCommands()...), statusCommands()...), grantCommands()...)...)
 }
 
 // Main runs the command line args (without the program name) and returns
@@ -244,7 +250,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...
 	if masters == "" {
 		masters = DefaultMasters
 	}
-	env := &Env{Stdout: stdout, Stderr: stderr, masters: masters, TLS: tlsconf.FromEnv()}
+	env := &Env{Stdout: stdout, Stderr: stderr, masters: masters, TLS: tlsconf.FromEnv(), token: os.Getenv("BIGHIVE_TOKEN")}
 	if len(args) == 1 && (args[0] == "--version" || args[0] == "-version") {
 		fmt.Fprintln(stdout, obs.Version("bighive"))
 		return 0

@@ -24,6 +24,59 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// A role of the permission model: admin implies write, write implies read.
+type Role int32
+
+const (
+	Role_ROLE_UNSPECIFIED Role = 0
+	Role_ROLE_READ        Role = 1
+	Role_ROLE_WRITE       Role = 2
+	Role_ROLE_ADMIN       Role = 3
+)
+
+// Enum value maps for Role.
+var (
+	Role_name = map[int32]string{
+		0: "ROLE_UNSPECIFIED",
+		1: "ROLE_READ",
+		2: "ROLE_WRITE",
+		3: "ROLE_ADMIN",
+	}
+	Role_value = map[string]int32{
+		"ROLE_UNSPECIFIED": 0,
+		"ROLE_READ":        1,
+		"ROLE_WRITE":       2,
+		"ROLE_ADMIN":       3,
+	}
+)
+
+func (x Role) Enum() *Role {
+	p := new(Role)
+	*p = x
+	return p
+}
+
+func (x Role) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Role) Descriptor() protoreflect.EnumDescriptor {
+	return file_bighivepb_master_proto_enumTypes[0].Descriptor()
+}
+
+func (Role) Type() protoreflect.EnumType {
+	return &file_bighivepb_master_proto_enumTypes[0]
+}
+
+func (x Role) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Role.Descriptor instead.
+func (Role) EnumDescriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{0}
+}
+
 type TableInfo struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Schema        *TableSchema           `protobuf:"bytes,1,opt,name=schema,proto3" json:"schema,omitempty"`
@@ -1393,11 +1446,14 @@ func (x *TServerLoad) GetReadsPerSecond() int64 {
 }
 
 type HeartbeatRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Uuid          string                 `protobuf:"bytes,1,opt,name=uuid,proto3" json:"uuid,omitempty"`
-	Incarnation   int64                  `protobuf:"varint,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
-	Tablets       []*TabletReport        `protobuf:"bytes,3,rep,name=tablets,proto3" json:"tablets,omitempty"`
-	Load          *TServerLoad           `protobuf:"bytes,4,opt,name=load,proto3" json:"load,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Uuid        string                 `protobuf:"bytes,1,opt,name=uuid,proto3" json:"uuid,omitempty"`
+	Incarnation int64                  `protobuf:"varint,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	Tablets     []*TabletReport        `protobuf:"bytes,3,rep,name=tablets,proto3" json:"tablets,omitempty"`
+	Load        *TServerLoad           `protobuf:"bytes,4,opt,name=load,proto3" json:"load,omitempty"`
+	// The version of the grants the tserver holds (GrantList.version); the
+	// reply carries the full list when the master's differs.
+	GrantsVersion uint64 `protobuf:"varint,5,opt,name=grants_version,json=grantsVersion,proto3" json:"grants_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1458,6 +1514,13 @@ func (x *HeartbeatRequest) GetLoad() *TServerLoad {
 		return x.Load
 	}
 	return nil
+}
+
+func (x *HeartbeatRequest) GetGrantsVersion() uint64 {
+	if x != nil {
+		return x.GrantsVersion
+	}
+	return 0
 }
 
 // A tablet the tserver must load, with all the metadata it needs to recover it.
@@ -1703,8 +1766,11 @@ type HeartbeatResponse struct {
 	// The HTTP address of the answering (leader) master, "" without one: the
 	// tserver's status page links back to it.
 	MasterHttpAddress string `protobuf:"bytes,8,opt,name=master_http_address,json=masterHttpAddress,proto3" json:"master_http_address,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Every grant, set when HeartbeatRequest.grants_version is not the
+	// master's version; unset: the tserver's grants are current.
+	Grants        *GrantList `protobuf:"bytes,9,opt,name=grants,proto3" json:"grants,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HeartbeatResponse) Reset() {
@@ -1791,6 +1857,13 @@ func (x *HeartbeatResponse) GetMasterHttpAddress() string {
 		return x.MasterHttpAddress
 	}
 	return ""
+}
+
+func (x *HeartbeatResponse) GetGrants() *GrantList {
+	if x != nil {
+		return x.Grants
+	}
+	return nil
 }
 
 type ReportTabletLoadRequest struct {
@@ -3280,6 +3353,360 @@ func (*SetFamilyCompressionResponse) Descriptor() ([]byte, []int) {
 	return file_bighivepb_master_proto_rawDescGZIP(), []int{56}
 }
 
+// Gives principal role on table ("" = every table).
+type Grant struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Principal     string                 `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	Role          Role                   `protobuf:"varint,2,opt,name=role,proto3,enum=bighive.v1.Role" json:"role,omitempty"`
+	Table         string                 `protobuf:"bytes,3,opt,name=table,proto3" json:"table,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Grant) Reset() {
+	*x = Grant{}
+	mi := &file_bighivepb_master_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Grant) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Grant) ProtoMessage() {}
+
+func (x *Grant) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Grant.ProtoReflect.Descriptor instead.
+func (*Grant) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *Grant) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *Grant) GetRole() Role {
+	if x != nil {
+		return x.Role
+	}
+	return Role_ROLE_UNSPECIFIED
+}
+
+func (x *Grant) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+// Every grant at one version (a counter raised by every grant change).
+type GrantList struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Version       uint64                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	Grants        []*Grant               `protobuf:"bytes,2,rep,name=grants,proto3" json:"grants,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GrantList) Reset() {
+	*x = GrantList{}
+	mi := &file_bighivepb_master_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GrantList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GrantList) ProtoMessage() {}
+
+func (x *GrantList) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GrantList.ProtoReflect.Descriptor instead.
+func (*GrantList) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *GrantList) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *GrantList) GetGrants() []*Grant {
+	if x != nil {
+		return x.Grants
+	}
+	return nil
+}
+
+type GrantRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Grant         *Grant                 `protobuf:"bytes,1,opt,name=grant,proto3" json:"grant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GrantRequest) Reset() {
+	*x = GrantRequest{}
+	mi := &file_bighivepb_master_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GrantRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GrantRequest) ProtoMessage() {}
+
+func (x *GrantRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GrantRequest.ProtoReflect.Descriptor instead.
+func (*GrantRequest) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *GrantRequest) GetGrant() *Grant {
+	if x != nil {
+		return x.Grant
+	}
+	return nil
+}
+
+type GrantResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GrantResponse) Reset() {
+	*x = GrantResponse{}
+	mi := &file_bighivepb_master_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GrantResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GrantResponse) ProtoMessage() {}
+
+func (x *GrantResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GrantResponse.ProtoReflect.Descriptor instead.
+func (*GrantResponse) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{60}
+}
+
+type RevokeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Grant         *Grant                 `protobuf:"bytes,1,opt,name=grant,proto3" json:"grant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeRequest) Reset() {
+	*x = RevokeRequest{}
+	mi := &file_bighivepb_master_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeRequest) ProtoMessage() {}
+
+func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeRequest.ProtoReflect.Descriptor instead.
+func (*RevokeRequest) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *RevokeRequest) GetGrant() *Grant {
+	if x != nil {
+		return x.Grant
+	}
+	return nil
+}
+
+type RevokeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeResponse) Reset() {
+	*x = RevokeResponse{}
+	mi := &file_bighivepb_master_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeResponse) ProtoMessage() {}
+
+func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeResponse.ProtoReflect.Descriptor instead.
+func (*RevokeResponse) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{62}
+}
+
+type ListGrantsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListGrantsRequest) Reset() {
+	*x = ListGrantsRequest{}
+	mi := &file_bighivepb_master_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListGrantsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListGrantsRequest) ProtoMessage() {}
+
+func (x *ListGrantsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListGrantsRequest.ProtoReflect.Descriptor instead.
+func (*ListGrantsRequest) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{63}
+}
+
+type ListGrantsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Grants        *GrantList             `protobuf:"bytes,1,opt,name=grants,proto3" json:"grants,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListGrantsResponse) Reset() {
+	*x = ListGrantsResponse{}
+	mi := &file_bighivepb_master_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListGrantsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListGrantsResponse) ProtoMessage() {}
+
+func (x *ListGrantsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListGrantsResponse.ProtoReflect.Descriptor instead.
+func (*ListGrantsResponse) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *ListGrantsResponse) GetGrants() *GrantList {
+	if x != nil {
+		return x.Grants
+	}
+	return nil
+}
+
 var File_bighivepb_master_proto protoreflect.FileDescriptor
 
 const file_bighivepb_master_proto_rawDesc = "" +
@@ -3383,12 +3810,13 @@ const file_bighivepb_master_proto_rawDesc = "" +
 	"\vTServerLoad\x12%\n" +
 	"\x0ememstore_bytes\x18\x01 \x01(\x03R\rmemstoreBytes\x12*\n" +
 	"\x11writes_per_second\x18\x02 \x01(\x03R\x0fwritesPerSecond\x12(\n" +
-	"\x10reads_per_second\x18\x03 \x01(\x03R\x0ereadsPerSecond\"\xa9\x01\n" +
+	"\x10reads_per_second\x18\x03 \x01(\x03R\x0ereadsPerSecond\"\xd0\x01\n" +
 	"\x10HeartbeatRequest\x12\x12\n" +
 	"\x04uuid\x18\x01 \x01(\tR\x04uuid\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\x03R\vincarnation\x122\n" +
 	"\atablets\x18\x03 \x03(\v2\x18.bighive.v1.TabletReportR\atablets\x12+\n" +
-	"\x04load\x18\x04 \x01(\v2\x17.bighive.v1.TServerLoadR\x04load\"\xb5\x01\n" +
+	"\x04load\x18\x04 \x01(\v2\x17.bighive.v1.TServerLoadR\x04load\x12%\n" +
+	"\x0egrants_version\x18\x05 \x01(\x04R\rgrantsVersion\"\xb5\x01\n" +
 	"\x10TabletAssignment\x12.\n" +
 	"\x06tablet\x18\x01 \x01(\v2\x16.bighive.v1.TabletMetaR\x06tablet\x12/\n" +
 	"\x06schema\x18\x02 \x01(\v2\x17.bighive.v1.TableSchemaR\x06schema\x12@\n" +
@@ -3403,7 +3831,7 @@ const file_bighivepb_master_proto_rawDesc = "" +
 	"tablet_ids\x18\x03 \x03(\tR\ttabletIds\"a\n" +
 	"\x12TableCachePriority\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x125\n" +
-	"\bpriority\x18\x02 \x01(\x0e2\x19.bighive.v1.CachePriorityR\bpriority\"\xc9\x03\n" +
+	"\bpriority\x18\x02 \x01(\x0e2\x19.bighive.v1.CachePriorityR\bpriority\"\xf8\x03\n" +
 	"\x11HeartbeatResponse\x122\n" +
 	"\x15lease_duration_micros\x18\x01 \x01(\x03R\x13leaseDurationMicros\x12\x1e\n" +
 	"\n" +
@@ -3414,7 +3842,8 @@ const file_bighivepb_master_proto_rawDesc = "" +
 	"\x0flog_split_tasks\x18\x05 \x03(\v2\x18.bighive.v1.LogSplitTaskR\rlogSplitTasks\x12I\n" +
 	"\x10cache_priorities\x18\x06 \x03(\v2\x1e.bighive.v1.TableCachePriorityR\x0fcachePriorities\x121\n" +
 	"\aschemas\x18\a \x03(\v2\x17.bighive.v1.TableSchemaR\aschemas\x12.\n" +
-	"\x13master_http_address\x18\b \x01(\tR\x11masterHttpAddress\"\xa4\x01\n" +
+	"\x13master_http_address\x18\b \x01(\tR\x11masterHttpAddress\x12-\n" +
+	"\x06grants\x18\t \x01(\v2\x15.bighive.v1.GrantListR\x06grants\"\xa4\x01\n" +
 	"\x17ReportTabletLoadRequest\x12\x1b\n" +
 	"\ttablet_id\x18\x01 \x01(\tR\btabletId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12!\n" +
@@ -3509,7 +3938,30 @@ const file_bighivepb_master_proto_rawDesc = "" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x16\n" +
 	"\x06family\x18\x02 \x01(\tR\x06family\x129\n" +
 	"\vcompression\x18\x03 \x01(\x0e2\x17.bighive.v1.CompressionR\vcompression\"\x1e\n" +
-	"\x1cSetFamilyCompressionResponse2\xfb\x0e\n" +
+	"\x1cSetFamilyCompressionResponse\"a\n" +
+	"\x05Grant\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12$\n" +
+	"\x04role\x18\x02 \x01(\x0e2\x10.bighive.v1.RoleR\x04role\x12\x14\n" +
+	"\x05table\x18\x03 \x01(\tR\x05table\"P\n" +
+	"\tGrantList\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x04R\aversion\x12)\n" +
+	"\x06grants\x18\x02 \x03(\v2\x11.bighive.v1.GrantR\x06grants\"7\n" +
+	"\fGrantRequest\x12'\n" +
+	"\x05grant\x18\x01 \x01(\v2\x11.bighive.v1.GrantR\x05grant\"\x0f\n" +
+	"\rGrantResponse\"8\n" +
+	"\rRevokeRequest\x12'\n" +
+	"\x05grant\x18\x01 \x01(\v2\x11.bighive.v1.GrantR\x05grant\"\x10\n" +
+	"\x0eRevokeResponse\"\x13\n" +
+	"\x11ListGrantsRequest\"C\n" +
+	"\x12ListGrantsResponse\x12-\n" +
+	"\x06grants\x18\x01 \x01(\v2\x15.bighive.v1.GrantListR\x06grants*K\n" +
+	"\x04Role\x12\x14\n" +
+	"\x10ROLE_UNSPECIFIED\x10\x00\x12\r\n" +
+	"\tROLE_READ\x10\x01\x12\x0e\n" +
+	"\n" +
+	"ROLE_WRITE\x10\x02\x12\x0e\n" +
+	"\n" +
+	"ROLE_ADMIN\x10\x032\xc7\x10\n" +
 	"\x06Master\x12N\n" +
 	"\vCreateTable\x12\x1e.bighive.v1.CreateTableRequest\x1a\x1f.bighive.v1.CreateTableResponse\x12N\n" +
 	"\vDeleteTable\x12\x1e.bighive.v1.DeleteTableRequest\x1a\x1f.bighive.v1.DeleteTableResponse\x12K\n" +
@@ -3533,7 +3985,11 @@ const file_bighivepb_master_proto_rawDesc = "" +
 	"\tSetGCRule\x12\x1c.bighive.v1.SetGCRuleRequest\x1a\x1d.bighive.v1.SetGCRuleResponse\x12Q\n" +
 	"\fDropRowRange\x12\x1f.bighive.v1.DropRowRangeRequest\x1a .bighive.v1.DropRowRangeResponse\x12Z\n" +
 	"\x0fGetMasterStatus\x12\".bighive.v1.GetMasterStatusRequest\x1a#.bighive.v1.GetMasterStatusResponse\x12i\n" +
-	"\x14SetFamilyCompression\x12'.bighive.v1.SetFamilyCompressionRequest\x1a(.bighive.v1.SetFamilyCompressionResponseB\x19Z\x17bighive/proto/bighivepbb\x06proto3"
+	"\x14SetFamilyCompression\x12'.bighive.v1.SetFamilyCompressionRequest\x1a(.bighive.v1.SetFamilyCompressionResponse\x12<\n" +
+	"\x05Grant\x12\x18.bighive.v1.GrantRequest\x1a\x19.bighive.v1.GrantResponse\x12?\n" +
+	"\x06Revoke\x12\x19.bighive.v1.RevokeRequest\x1a\x1a.bighive.v1.RevokeResponse\x12K\n" +
+	"\n" +
+	"ListGrants\x12\x1d.bighive.v1.ListGrantsRequest\x1a\x1e.bighive.v1.ListGrantsResponseB\x19Z\x17bighive/proto/bighivepbb\x06proto3"
 
 var (
 	file_bighivepb_master_proto_rawDescOnce sync.Once
@@ -3547,178 +4003,200 @@ func file_bighivepb_master_proto_rawDescGZIP() []byte {
 	return file_bighivepb_master_proto_rawDescData
 }
 
-var file_bighivepb_master_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
+var file_bighivepb_master_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_bighivepb_master_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
 var file_bighivepb_master_proto_goTypes = []any{
-	(*TableInfo)(nil),                    // 0: bighive.v1.TableInfo
-	(*CreateTableRequest)(nil),           // 1: bighive.v1.CreateTableRequest
-	(*CreateTableResponse)(nil),          // 2: bighive.v1.CreateTableResponse
-	(*DeleteTableRequest)(nil),           // 3: bighive.v1.DeleteTableRequest
-	(*DeleteTableResponse)(nil),          // 4: bighive.v1.DeleteTableResponse
-	(*ListTablesRequest)(nil),            // 5: bighive.v1.ListTablesRequest
-	(*ListTablesResponse)(nil),           // 6: bighive.v1.ListTablesResponse
-	(*DescribeTableRequest)(nil),         // 7: bighive.v1.DescribeTableRequest
-	(*DescribeTableResponse)(nil),        // 8: bighive.v1.DescribeTableResponse
-	(*AddFamilyRequest)(nil),             // 9: bighive.v1.AddFamilyRequest
-	(*AddFamilyResponse)(nil),            // 10: bighive.v1.AddFamilyResponse
-	(*SetCachePriorityRequest)(nil),      // 11: bighive.v1.SetCachePriorityRequest
-	(*SetCachePriorityResponse)(nil),     // 12: bighive.v1.SetCachePriorityResponse
-	(*GetTableLocationsRequest)(nil),     // 13: bighive.v1.GetTableLocationsRequest
-	(*TabletLocation)(nil),               // 14: bighive.v1.TabletLocation
-	(*GetTableLocationsResponse)(nil),    // 15: bighive.v1.GetTableLocationsResponse
-	(*TServerInfo)(nil),                  // 16: bighive.v1.TServerInfo
-	(*ListTServersRequest)(nil),          // 17: bighive.v1.ListTServersRequest
-	(*ListTServersResponse)(nil),         // 18: bighive.v1.ListTServersResponse
-	(*RegisterTServerRequest)(nil),       // 19: bighive.v1.RegisterTServerRequest
-	(*RegisterTServerResponse)(nil),      // 20: bighive.v1.RegisterTServerResponse
-	(*TabletReport)(nil),                 // 21: bighive.v1.TabletReport
-	(*TabletSpace)(nil),                  // 22: bighive.v1.TabletSpace
-	(*TServerLoad)(nil),                  // 23: bighive.v1.TServerLoad
-	(*HeartbeatRequest)(nil),             // 24: bighive.v1.HeartbeatRequest
-	(*TabletAssignment)(nil),             // 25: bighive.v1.TabletAssignment
-	(*TabletUnassignment)(nil),           // 26: bighive.v1.TabletUnassignment
-	(*LogSplitTask)(nil),                 // 27: bighive.v1.LogSplitTask
-	(*TableCachePriority)(nil),           // 28: bighive.v1.TableCachePriority
-	(*HeartbeatResponse)(nil),            // 29: bighive.v1.HeartbeatResponse
-	(*ReportTabletLoadRequest)(nil),      // 30: bighive.v1.ReportTabletLoadRequest
-	(*ReportTabletLoadResponse)(nil),     // 31: bighive.v1.ReportTabletLoadResponse
-	(*CheckpointReport)(nil),             // 32: bighive.v1.CheckpointReport
-	(*ReportCheckpointRequest)(nil),      // 33: bighive.v1.ReportCheckpointRequest
-	(*ReportCheckpointResponse)(nil),     // 34: bighive.v1.ReportCheckpointResponse
-	(*AllocateTabletIdsRequest)(nil),     // 35: bighive.v1.AllocateTabletIdsRequest
-	(*AllocateTabletIdsResponse)(nil),    // 36: bighive.v1.AllocateTabletIdsResponse
-	(*SplitChild)(nil),                   // 37: bighive.v1.SplitChild
-	(*ReportSplitRequest)(nil),           // 38: bighive.v1.ReportSplitRequest
-	(*ReportSplitResponse)(nil),          // 39: bighive.v1.ReportSplitResponse
-	(*SplitTabletRequest)(nil),           // 40: bighive.v1.SplitTabletRequest
-	(*SplitTabletResponse)(nil),          // 41: bighive.v1.SplitTabletResponse
-	(*ReportLogSplitRequest)(nil),        // 42: bighive.v1.ReportLogSplitRequest
-	(*ReportLogSplitResponse)(nil),       // 43: bighive.v1.ReportLogSplitResponse
-	(*GetGCReferencesRequest)(nil),       // 44: bighive.v1.GetGCReferencesRequest
-	(*GetGCReferencesResponse)(nil),      // 45: bighive.v1.GetGCReferencesResponse
-	(*RowStatus)(nil),                    // 46: bighive.v1.RowStatus
-	(*DeleteFamilyRequest)(nil),          // 47: bighive.v1.DeleteFamilyRequest
-	(*DeleteFamilyResponse)(nil),         // 48: bighive.v1.DeleteFamilyResponse
-	(*SetGCRuleRequest)(nil),             // 49: bighive.v1.SetGCRuleRequest
-	(*SetGCRuleResponse)(nil),            // 50: bighive.v1.SetGCRuleResponse
-	(*DropRowRangeRequest)(nil),          // 51: bighive.v1.DropRowRangeRequest
-	(*DropRowRangeResponse)(nil),         // 52: bighive.v1.DropRowRangeResponse
-	(*GetMasterStatusRequest)(nil),       // 53: bighive.v1.GetMasterStatusRequest
-	(*GetMasterStatusResponse)(nil),      // 54: bighive.v1.GetMasterStatusResponse
-	(*SetFamilyCompressionRequest)(nil),  // 55: bighive.v1.SetFamilyCompressionRequest
-	(*SetFamilyCompressionResponse)(nil), // 56: bighive.v1.SetFamilyCompressionResponse
-	nil,                                  // 57: bighive.v1.DescribeTableResponse.TabletSizesEntry
-	nil,                                  // 58: bighive.v1.DescribeTableResponse.TabletSpaceEntry
-	nil,                                  // 59: bighive.v1.ReportLogSplitRequest.RecoveryFilesEntry
-	(*TableSchema)(nil),                  // 60: bighive.v1.TableSchema
-	(CachePriority)(0),                   // 61: bighive.v1.CachePriority
-	(*TabletMeta)(nil),                   // 62: bighive.v1.TabletMeta
-	(*FamilySpec)(nil),                   // 63: bighive.v1.FamilySpec
-	(*RowRange)(nil),                     // 64: bighive.v1.RowRange
-	(TabletState)(0),                     // 65: bighive.v1.TabletState
-	(*LogPosition)(nil),                  // 66: bighive.v1.LogPosition
-	(*TSFileRef)(nil),                    // 67: bighive.v1.TSFileRef
-	(*DataDirGroup)(nil),                 // 68: bighive.v1.DataDirGroup
-	(*TabletError)(nil),                  // 69: bighive.v1.TabletError
-	(*GcRule)(nil),                       // 70: bighive.v1.GcRule
-	(Compression)(0),                     // 71: bighive.v1.Compression
+	(Role)(0),                            // 0: bighive.v1.Role
+	(*TableInfo)(nil),                    // 1: bighive.v1.TableInfo
+	(*CreateTableRequest)(nil),           // 2: bighive.v1.CreateTableRequest
+	(*CreateTableResponse)(nil),          // 3: bighive.v1.CreateTableResponse
+	(*DeleteTableRequest)(nil),           // 4: bighive.v1.DeleteTableRequest
+	(*DeleteTableResponse)(nil),          // 5: bighive.v1.DeleteTableResponse
+	(*ListTablesRequest)(nil),            // 6: bighive.v1.ListTablesRequest
+	(*ListTablesResponse)(nil),           // 7: bighive.v1.ListTablesResponse
+	(*DescribeTableRequest)(nil),         // 8: bighive.v1.DescribeTableRequest
+	(*DescribeTableResponse)(nil),        // 9: bighive.v1.DescribeTableResponse
+	(*AddFamilyRequest)(nil),             // 10: bighive.v1.AddFamilyRequest
+	(*AddFamilyResponse)(nil),            // 11: bighive.v1.AddFamilyResponse
+	(*SetCachePriorityRequest)(nil),      // 12: bighive.v1.SetCachePriorityRequest
+	(*SetCachePriorityResponse)(nil),     // 13: bighive.v1.SetCachePriorityResponse
+	(*GetTableLocationsRequest)(nil),     // 14: bighive.v1.GetTableLocationsRequest
+	(*TabletLocation)(nil),               // 15: bighive.v1.TabletLocation
+	(*GetTableLocationsResponse)(nil),    // 16: bighive.v1.GetTableLocationsResponse
+	(*TServerInfo)(nil),                  // 17: bighive.v1.TServerInfo
+	(*ListTServersRequest)(nil),          // 18: bighive.v1.ListTServersRequest
+	(*ListTServersResponse)(nil),         // 19: bighive.v1.ListTServersResponse
+	(*RegisterTServerRequest)(nil),       // 20: bighive.v1.RegisterTServerRequest
+	(*RegisterTServerResponse)(nil),      // 21: bighive.v1.RegisterTServerResponse
+	(*TabletReport)(nil),                 // 22: bighive.v1.TabletReport
+	(*TabletSpace)(nil),                  // 23: bighive.v1.TabletSpace
+	(*TServerLoad)(nil),                  // 24: bighive.v1.TServerLoad
+	(*HeartbeatRequest)(nil),             // 25: bighive.v1.HeartbeatRequest
+	(*TabletAssignment)(nil),             // 26: bighive.v1.TabletAssignment
+	(*TabletUnassignment)(nil),           // 27: bighive.v1.TabletUnassignment
+	(*LogSplitTask)(nil),                 // 28: bighive.v1.LogSplitTask
+	(*TableCachePriority)(nil),           // 29: bighive.v1.TableCachePriority
+	(*HeartbeatResponse)(nil),            // 30: bighive.v1.HeartbeatResponse
+	(*ReportTabletLoadRequest)(nil),      // 31: bighive.v1.ReportTabletLoadRequest
+	(*ReportTabletLoadResponse)(nil),     // 32: bighive.v1.ReportTabletLoadResponse
+	(*CheckpointReport)(nil),             // 33: bighive.v1.CheckpointReport
+	(*ReportCheckpointRequest)(nil),      // 34: bighive.v1.ReportCheckpointRequest
+	(*ReportCheckpointResponse)(nil),     // 35: bighive.v1.ReportCheckpointResponse
+	(*AllocateTabletIdsRequest)(nil),     // 36: bighive.v1.AllocateTabletIdsRequest
+	(*AllocateTabletIdsResponse)(nil),    // 37: bighive.v1.AllocateTabletIdsResponse
+	(*SplitChild)(nil),                   // 38: bighive.v1.SplitChild
+	(*ReportSplitRequest)(nil),           // 39: bighive.v1.ReportSplitRequest
+	(*ReportSplitResponse)(nil),          // 40: bighive.v1.ReportSplitResponse
+	(*SplitTabletRequest)(nil),           // 41: bighive.v1.SplitTabletRequest
+	(*SplitTabletResponse)(nil),          // 42: bighive.v1.SplitTabletResponse
+	(*ReportLogSplitRequest)(nil),        // 43: bighive.v1.ReportLogSplitRequest
+	(*ReportLogSplitResponse)(nil),       // 44: bighive.v1.ReportLogSplitResponse
+	(*GetGCReferencesRequest)(nil),       // 45: bighive.v1.GetGCReferencesRequest
+	(*GetGCReferencesResponse)(nil),      // 46: bighive.v1.GetGCReferencesResponse
+	(*RowStatus)(nil),                    // 47: bighive.v1.RowStatus
+	(*DeleteFamilyRequest)(nil),          // 48: bighive.v1.DeleteFamilyRequest
+	(*DeleteFamilyResponse)(nil),         // 49: bighive.v1.DeleteFamilyResponse
+	(*SetGCRuleRequest)(nil),             // 50: bighive.v1.SetGCRuleRequest
+	(*SetGCRuleResponse)(nil),            // 51: bighive.v1.SetGCRuleResponse
+	(*DropRowRangeRequest)(nil),          // 52: bighive.v1.DropRowRangeRequest
+	(*DropRowRangeResponse)(nil),         // 53: bighive.v1.DropRowRangeResponse
+	(*GetMasterStatusRequest)(nil),       // 54: bighive.v1.GetMasterStatusRequest
+	(*GetMasterStatusResponse)(nil),      // 55: bighive.v1.GetMasterStatusResponse
+	(*SetFamilyCompressionRequest)(nil),  // 56: bighive.v1.SetFamilyCompressionRequest
+	(*SetFamilyCompressionResponse)(nil), // 57: bighive.v1.SetFamilyCompressionResponse
+	(*Grant)(nil),                        // 58: bighive.v1.Grant
+	(*GrantList)(nil),                    // 59: bighive.v1.GrantList
+	(*GrantRequest)(nil),                 // 60: bighive.v1.GrantRequest
+	(*GrantResponse)(nil),                // 61: bighive.v1.GrantResponse
+	(*RevokeRequest)(nil),                // 62: bighive.v1.RevokeRequest
+	(*RevokeResponse)(nil),               // 63: bighive.v1.RevokeResponse
+	(*ListGrantsRequest)(nil),            // 64: bighive.v1.ListGrantsRequest
+	(*ListGrantsResponse)(nil),           // 65: bighive.v1.ListGrantsResponse
+	nil,                                  // 66: bighive.v1.DescribeTableResponse.TabletSizesEntry
+	nil,                                  // 67: bighive.v1.DescribeTableResponse.TabletSpaceEntry
+	nil,                                  // 68: bighive.v1.ReportLogSplitRequest.RecoveryFilesEntry
+	(*TableSchema)(nil),                  // 69: bighive.v1.TableSchema
+	(CachePriority)(0),                   // 70: bighive.v1.CachePriority
+	(*TabletMeta)(nil),                   // 71: bighive.v1.TabletMeta
+	(*FamilySpec)(nil),                   // 72: bighive.v1.FamilySpec
+	(*RowRange)(nil),                     // 73: bighive.v1.RowRange
+	(TabletState)(0),                     // 74: bighive.v1.TabletState
+	(*LogPosition)(nil),                  // 75: bighive.v1.LogPosition
+	(*TSFileRef)(nil),                    // 76: bighive.v1.TSFileRef
+	(*DataDirGroup)(nil),                 // 77: bighive.v1.DataDirGroup
+	(*TabletError)(nil),                  // 78: bighive.v1.TabletError
+	(*GcRule)(nil),                       // 79: bighive.v1.GcRule
+	(Compression)(0),                     // 80: bighive.v1.Compression
 }
 var file_bighivepb_master_proto_depIdxs = []int32{
-	60, // 0: bighive.v1.TableInfo.schema:type_name -> bighive.v1.TableSchema
-	61, // 1: bighive.v1.TableInfo.cache_priority:type_name -> bighive.v1.CachePriority
-	60, // 2: bighive.v1.CreateTableRequest.schema:type_name -> bighive.v1.TableSchema
-	0,  // 3: bighive.v1.CreateTableResponse.table:type_name -> bighive.v1.TableInfo
-	0,  // 4: bighive.v1.ListTablesResponse.tables:type_name -> bighive.v1.TableInfo
-	0,  // 5: bighive.v1.DescribeTableResponse.table:type_name -> bighive.v1.TableInfo
-	62, // 6: bighive.v1.DescribeTableResponse.tablets:type_name -> bighive.v1.TabletMeta
-	57, // 7: bighive.v1.DescribeTableResponse.tablet_sizes:type_name -> bighive.v1.DescribeTableResponse.TabletSizesEntry
-	58, // 8: bighive.v1.DescribeTableResponse.tablet_space:type_name -> bighive.v1.DescribeTableResponse.TabletSpaceEntry
-	63, // 9: bighive.v1.AddFamilyRequest.family:type_name -> bighive.v1.FamilySpec
-	61, // 10: bighive.v1.SetCachePriorityRequest.priority:type_name -> bighive.v1.CachePriority
-	64, // 11: bighive.v1.TabletLocation.range:type_name -> bighive.v1.RowRange
-	65, // 12: bighive.v1.TabletLocation.state:type_name -> bighive.v1.TabletState
-	60, // 13: bighive.v1.GetTableLocationsResponse.schema:type_name -> bighive.v1.TableSchema
-	14, // 14: bighive.v1.GetTableLocationsResponse.locations:type_name -> bighive.v1.TabletLocation
-	16, // 15: bighive.v1.ListTServersResponse.tservers:type_name -> bighive.v1.TServerInfo
-	22, // 16: bighive.v1.TabletReport.space:type_name -> bighive.v1.TabletSpace
-	21, // 17: bighive.v1.HeartbeatRequest.tablets:type_name -> bighive.v1.TabletReport
-	23, // 18: bighive.v1.HeartbeatRequest.load:type_name -> bighive.v1.TServerLoad
-	62, // 19: bighive.v1.TabletAssignment.tablet:type_name -> bighive.v1.TabletMeta
-	60, // 20: bighive.v1.TabletAssignment.schema:type_name -> bighive.v1.TableSchema
-	61, // 21: bighive.v1.TabletAssignment.cache_priority:type_name -> bighive.v1.CachePriority
-	66, // 22: bighive.v1.LogSplitTask.file:type_name -> bighive.v1.LogPosition
-	61, // 23: bighive.v1.TableCachePriority.priority:type_name -> bighive.v1.CachePriority
-	25, // 24: bighive.v1.HeartbeatResponse.assign:type_name -> bighive.v1.TabletAssignment
-	26, // 25: bighive.v1.HeartbeatResponse.unassign:type_name -> bighive.v1.TabletUnassignment
-	27, // 26: bighive.v1.HeartbeatResponse.log_split_tasks:type_name -> bighive.v1.LogSplitTask
-	28, // 27: bighive.v1.HeartbeatResponse.cache_priorities:type_name -> bighive.v1.TableCachePriority
-	60, // 28: bighive.v1.HeartbeatResponse.schemas:type_name -> bighive.v1.TableSchema
-	66, // 29: bighive.v1.ReportTabletLoadRequest.position:type_name -> bighive.v1.LogPosition
-	62, // 30: bighive.v1.ReportTabletLoadResponse.tablet:type_name -> bighive.v1.TabletMeta
-	66, // 31: bighive.v1.CheckpointReport.log_positions:type_name -> bighive.v1.LogPosition
-	67, // 32: bighive.v1.CheckpointReport.tsfiles:type_name -> bighive.v1.TSFileRef
-	68, // 33: bighive.v1.CheckpointReport.data_dir_group:type_name -> bighive.v1.DataDirGroup
-	32, // 34: bighive.v1.ReportCheckpointRequest.reports:type_name -> bighive.v1.CheckpointReport
-	46, // 35: bighive.v1.ReportCheckpointResponse.statuses:type_name -> bighive.v1.RowStatus
-	64, // 36: bighive.v1.SplitChild.range:type_name -> bighive.v1.RowRange
-	67, // 37: bighive.v1.SplitChild.tsfiles:type_name -> bighive.v1.TSFileRef
-	66, // 38: bighive.v1.SplitChild.log_positions:type_name -> bighive.v1.LogPosition
-	37, // 39: bighive.v1.ReportSplitRequest.children:type_name -> bighive.v1.SplitChild
-	62, // 40: bighive.v1.ReportSplitResponse.children:type_name -> bighive.v1.TabletMeta
-	59, // 41: bighive.v1.ReportLogSplitRequest.recovery_files:type_name -> bighive.v1.ReportLogSplitRequest.RecoveryFilesEntry
-	66, // 42: bighive.v1.GetGCReferencesResponse.log_positions:type_name -> bighive.v1.LogPosition
-	69, // 43: bighive.v1.RowStatus.tablet_error:type_name -> bighive.v1.TabletError
-	70, // 44: bighive.v1.SetGCRuleRequest.gc_rule:type_name -> bighive.v1.GcRule
-	71, // 45: bighive.v1.SetFamilyCompressionRequest.compression:type_name -> bighive.v1.Compression
-	22, // 46: bighive.v1.DescribeTableResponse.TabletSpaceEntry.value:type_name -> bighive.v1.TabletSpace
-	1,  // 47: bighive.v1.Master.CreateTable:input_type -> bighive.v1.CreateTableRequest
-	3,  // 48: bighive.v1.Master.DeleteTable:input_type -> bighive.v1.DeleteTableRequest
-	5,  // 49: bighive.v1.Master.ListTables:input_type -> bighive.v1.ListTablesRequest
-	7,  // 50: bighive.v1.Master.DescribeTable:input_type -> bighive.v1.DescribeTableRequest
-	9,  // 51: bighive.v1.Master.AddFamily:input_type -> bighive.v1.AddFamilyRequest
-	11, // 52: bighive.v1.Master.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
-	13, // 53: bighive.v1.Master.GetTableLocations:input_type -> bighive.v1.GetTableLocationsRequest
-	17, // 54: bighive.v1.Master.ListTServers:input_type -> bighive.v1.ListTServersRequest
-	19, // 55: bighive.v1.Master.RegisterTServer:input_type -> bighive.v1.RegisterTServerRequest
-	24, // 56: bighive.v1.Master.Heartbeat:input_type -> bighive.v1.HeartbeatRequest
-	30, // 57: bighive.v1.Master.ReportTabletLoad:input_type -> bighive.v1.ReportTabletLoadRequest
-	33, // 58: bighive.v1.Master.ReportCheckpoint:input_type -> bighive.v1.ReportCheckpointRequest
-	35, // 59: bighive.v1.Master.AllocateTabletIds:input_type -> bighive.v1.AllocateTabletIdsRequest
-	38, // 60: bighive.v1.Master.ReportSplit:input_type -> bighive.v1.ReportSplitRequest
-	40, // 61: bighive.v1.Master.SplitTablet:input_type -> bighive.v1.SplitTabletRequest
-	42, // 62: bighive.v1.Master.ReportLogSplit:input_type -> bighive.v1.ReportLogSplitRequest
-	44, // 63: bighive.v1.Master.GetGCReferences:input_type -> bighive.v1.GetGCReferencesRequest
-	47, // 64: bighive.v1.Master.DeleteFamily:input_type -> bighive.v1.DeleteFamilyRequest
-	49, // 65: bighive.v1.Master.SetGCRule:input_type -> bighive.v1.SetGCRuleRequest
-	51, // 66: bighive.v1.Master.DropRowRange:input_type -> bighive.v1.DropRowRangeRequest
-	53, // 67: bighive.v1.Master.GetMasterStatus:input_type -> bighive.v1.GetMasterStatusRequest
-	55, // 68: bighive.v1.Master.SetFamilyCompression:input_type -> bighive.v1.SetFamilyCompressionRequest
-	2,  // 69: bighive.v1.Master.CreateTable:output_type -> bighive.v1.CreateTableResponse
-	4,  // 70: bighive.v1.Master.DeleteTable:output_type -> bighive.v1.DeleteTableResponse
-	6,  // 71: bighive.v1.Master.ListTables:output_type -> bighive.v1.ListTablesResponse
-	8,  // 72: bighive.v1.Master.DescribeTable:output_type -> bighive.v1.DescribeTableResponse
-	10, // 73: bighive.v1.Master.AddFamily:output_type -> bighive.v1.AddFamilyResponse
-	12, // 74: bighive.v1.Master.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
-	15, // 75: bighive.v1.Master.GetTableLocations:output_type -> bighive.v1.GetTableLocationsResponse
-	18, // 76: bighive.v1.Master.ListTServers:output_type -> bighive.v1.ListTServersResponse
-	20, // 77: bighive.v1.Master.RegisterTServer:output_type -> bighive.v1.RegisterTServerResponse
-	29, // 78: bighive.v1.Master.Heartbeat:output_type -> bighive.v1.HeartbeatResponse
-	31, // 79: bighive.v1.Master.ReportTabletLoad:output_type -> bighive.v1.ReportTabletLoadResponse
-	34, // 80: bighive.v1.Master.ReportCheckpoint:output_type -> bighive.v1.ReportCheckpointResponse
-	36, // 81: bighive.v1.Master.AllocateTabletIds:output_type -> bighive.v1.AllocateTabletIdsResponse
-	39, // 82: bighive.v1.Master.ReportSplit:output_type -> bighive.v1.ReportSplitResponse
-	41, // 83: bighive.v1.Master.SplitTablet:output_type -> bighive.v1.SplitTabletResponse
-	43, // 84: bighive.v1.Master.ReportLogSplit:output_type -> bighive.v1.ReportLogSplitResponse
-	45, // 85: bighive.v1.Master.GetGCReferences:output_type -> bighive.v1.GetGCReferencesResponse
-	48, // 86: bighive.v1.Master.DeleteFamily:output_type -> bighive.v1.DeleteFamilyResponse
-	50, // 87: bighive.v1.Master.SetGCRule:output_type -> bighive.v1.SetGCRuleResponse
-	52, // 88: bighive.v1.Master.DropRowRange:output_type -> bighive.v1.DropRowRangeResponse
-	54, // 89: bighive.v1.Master.GetMasterStatus:output_type -> bighive.v1.GetMasterStatusResponse
-	56, // 90: bighive.v1.Master.SetFamilyCompression:output_type -> bighive.v1.SetFamilyCompressionResponse
-	69, // [69:91] is the sub-list for method output_type
-	47, // [47:69] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	69, // 0: bighive.v1.TableInfo.schema:type_name -> bighive.v1.TableSchema
+	70, // 1: bighive.v1.TableInfo.cache_priority:type_name -> bighive.v1.CachePriority
+	69, // 2: bighive.v1.CreateTableRequest.schema:type_name -> bighive.v1.TableSchema
+	1,  // 3: bighive.v1.CreateTableResponse.table:type_name -> bighive.v1.TableInfo
+	1,  // 4: bighive.v1.ListTablesResponse.tables:type_name -> bighive.v1.TableInfo
+	1,  // 5: bighive.v1.DescribeTableResponse.table:type_name -> bighive.v1.TableInfo
+	71, // 6: bighive.v1.DescribeTableResponse.tablets:type_name -> bighive.v1.TabletMeta
+	66, // 7: bighive.v1.DescribeTableResponse.tablet_sizes:type_name -> bighive.v1.DescribeTableResponse.TabletSizesEntry
+	67, // 8: bighive.v1.DescribeTableResponse.tablet_space:type_name -> bighive.v1.DescribeTableResponse.TabletSpaceEntry
+	72, // 9: bighive.v1.AddFamilyRequest.family:type_name -> bighive.v1.FamilySpec
+	70, // 10: bighive.v1.SetCachePriorityRequest.priority:type_name -> bighive.v1.CachePriority
+	73, // 11: bighive.v1.TabletLocation.range:type_name -> bighive.v1.RowRange
+	74, // 12: bighive.v1.TabletLocation.state:type_name -> bighive.v1.TabletState
+	69, // 13: bighive.v1.GetTableLocationsResponse.schema:type_name -> bighive.v1.TableSchema
+	15, // 14: bighive.v1.GetTableLocationsResponse.locations:type_name -> bighive.v1.TabletLocation
+	17, // 15: bighive.v1.ListTServersResponse.tservers:type_name -> bighive.v1.TServerInfo
+	23, // 16: bighive.v1.TabletReport.space:type_name -> bighive.v1.TabletSpace
+	22, // 17: bighive.v1.HeartbeatRequest.tablets:type_name -> bighive.v1.TabletReport
+	24, // 18: bighive.v1.HeartbeatRequest.load:type_name -> bighive.v1.TServerLoad
+	71, // 19: bighive.v1.TabletAssignment.tablet:type_name -> bighive.v1.TabletMeta
+	69, // 20: bighive.v1.TabletAssignment.schema:type_name -> bighive.v1.TableSchema
+	70, // 21: bighive.v1.TabletAssignment.cache_priority:type_name -> bighive.v1.CachePriority
+	75, // 22: bighive.v1.LogSplitTask.file:type_name -> bighive.v1.LogPosition
+	70, // 23: bighive.v1.TableCachePriority.priority:type_name -> bighive.v1.CachePriority
+	26, // 24: bighive.v1.HeartbeatResponse.assign:type_name -> bighive.v1.TabletAssignment
+	27, // 25: bighive.v1.HeartbeatResponse.unassign:type_name -> bighive.v1.TabletUnassignment
+	28, // 26: bighive.v1.HeartbeatResponse.log_split_tasks:type_name -> bighive.v1.LogSplitTask
+	29, // 27: bighive.v1.HeartbeatResponse.cache_priorities:type_name -> bighive.v1.TableCachePriority
+	69, // 28: bighive.v1.HeartbeatResponse.schemas:type_name -> bighive.v1.TableSchema
+	59, // 29: bighive.v1.HeartbeatResponse.grants:type_name -> bighive.v1.GrantList
+	75, // 30: bighive.v1.ReportTabletLoadRequest.position:type_name -> bighive.v1.LogPosition
+	71, // 31: bighive.v1.ReportTabletLoadResponse.tablet:type_name -> bighive.v1.TabletMeta
+	75, // 32: bighive.v1.CheckpointReport.log_positions:type_name -> bighive.v1.LogPosition
+	76, // 33: bighive.v1.CheckpointReport.tsfiles:type_name -> bighive.v1.TSFileRef
+	77, // 34: bighive.v1.CheckpointReport.data_dir_group:type_name -> bighive.v1.DataDirGroup
+	33, // 35: bighive.v1.ReportCheckpointRequest.reports:type_name -> bighive.v1.CheckpointReport
+	47, // 36: bighive.v1.ReportCheckpointResponse.statuses:type_name -> bighive.v1.RowStatus
+	73, // 37: bighive.v1.SplitChild.range:type_name -> bighive.v1.RowRange
+	76, // 38: bighive.v1.SplitChild.tsfiles:type_name -> bighive.v1.TSFileRef
+	75, // 39: bighive.v1.SplitChild.log_positions:type_name -> bighive.v1.LogPosition
+	38, // 40: bighive.v1.ReportSplitRequest.children:type_name -> bighive.v1.SplitChild
+	71, // 41: bighive.v1.ReportSplitResponse.children:type_name -> bighive.v1.TabletMeta
+	68, // 42: bighive.v1.ReportLogSplitRequest.recovery_files:type_name -> bighive.v1.ReportLogSplitRequest.RecoveryFilesEntry
+	75, // 43: bighive.v1.GetGCReferencesResponse.log_positions:type_name -> bighive.v1.LogPosition
+	78, // 44: bighive.v1.RowStatus.tablet_error:type_name -> bighive.v1.TabletError
+	79, // 45: bighive.v1.SetGCRuleRequest.gc_rule:type_name -> bighive.v1.GcRule
+	80, // 46: bighive.v1.SetFamilyCompressionRequest.compression:type_name -> bighive.v1.Compression
+	0,  // 47: bighive.v1.Grant.role:type_name -> bighive.v1.Role
+	58, // 48: bighive.v1.GrantList.grants:type_name -> bighive.v1.Grant
+	58, // 49: bighive.v1.GrantRequest.grant:type_name -> bighive.v1.Grant
+	58, // 50: bighive.v1.RevokeRequest.grant:type_name -> bighive.v1.Grant
+	59, // 51: bighive.v1.ListGrantsResponse.grants:type_name -> bighive.v1.GrantList
+	23, // 52: bighive.v1.DescribeTableResponse.TabletSpaceEntry.value:type_name -> bighive.v1.TabletSpace
+	2,  // 53: bighive.v1.Master.CreateTable:input_type -> bighive.v1.CreateTableRequest
+	4,  // 54: bighive.v1.Master.DeleteTable:input_type -> bighive.v1.DeleteTableRequest
+	6,  // 55: bighive.v1.Master.ListTables:input_type -> bighive.v1.ListTablesRequest
+	8,  // 56: bighive.v1.Master.DescribeTable:input_type -> bighive.v1.DescribeTableRequest
+	10, // 57: bighive.v1.Master.AddFamily:input_type -> bighive.v1.AddFamilyRequest
+	12, // 58: bighive.v1.Master.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
+	14, // 59: bighive.v1.Master.GetTableLocations:input_type -> bighive.v1.GetTableLocationsRequest
+	18, // 60: bighive.v1.Master.ListTServers:input_type -> bighive.v1.ListTServersRequest
+	20, // 61: bighive.v1.Master.RegisterTServer:input_type -> bighive.v1.RegisterTServerRequest
+	25, // 62: bighive.v1.Master.Heartbeat:input_type -> bighive.v1.HeartbeatRequest
+	31, // 63: bighive.v1.Master.ReportTabletLoad:input_type -> bighive.v1.ReportTabletLoadRequest
+	34, // 64: bighive.v1.Master.ReportCheckpoint:input_type -> bighive.v1.ReportCheckpointRequest
+	36, // 65: bighive.v1.Master.AllocateTabletIds:input_type -> bighive.v1.AllocateTabletIdsRequest
+	39, // 66: bighive.v1.Master.ReportSplit:input_type -> bighive.v1.ReportSplitRequest
+	41, // 67: bighive.v1.Master.SplitTablet:input_type -> bighive.v1.SplitTabletRequest
+	43, // 68: bighive.v1.Master.ReportLogSplit:input_type -> bighive.v1.ReportLogSplitRequest
+	45, // 69: bighive.v1.Master.GetGCReferences:input_type -> bighive.v1.GetGCReferencesRequest
+	48, // 70: bighive.v1.Master.DeleteFamily:input_type -> bighive.v1.DeleteFamilyRequest
+	50, // 71: bighive.v1.Master.SetGCRule:input_type -> bighive.v1.SetGCRuleRequest
+	52, // 72: bighive.v1.Master.DropRowRange:input_type -> bighive.v1.DropRowRangeRequest
+	54, // 73: bighive.v1.Master.GetMasterStatus:input_type -> bighive.v1.GetMasterStatusRequest
+	56, // 74: bighive.v1.Master.SetFamilyCompression:input_type -> bighive.v1.SetFamilyCompressionRequest
+	60, // 75: bighive.v1.Master.Grant:input_type -> bighive.v1.GrantRequest
+	62, // 76: bighive.v1.Master.Revoke:input_type -> bighive.v1.RevokeRequest
+	64, // 77: bighive.v1.Master.ListGrants:input_type -> bighive.v1.ListGrantsRequest
+	3,  // 78: bighive.v1.Master.CreateTable:output_type -> bighive.v1.CreateTableResponse
+	5,  // 79: bighive.v1.Master.DeleteTable:output_type -> bighive.v1.DeleteTableResponse
+	7,  // 80: bighive.v1.Master.ListTables:output_type -> bighive.v1.ListTablesResponse
+	9,  // 81: bighive.v1.Master.DescribeTable:output_type -> bighive.v1.DescribeTableResponse
+	11, // 82: bighive.v1.Master.AddFamily:output_type -> bighive.v1.AddFamilyResponse
+	13, // 83: bighive.v1.Master.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
+	16, // 84: bighive.v1.Master.GetTableLocations:output_type -> bighive.v1.GetTableLocationsResponse
+	19, // 85: bighive.v1.Master.ListTServers:output_type -> bighive.v1.ListTServersResponse
+	21, // 86: bighive.v1.Master.RegisterTServer:output_type -> bighive.v1.RegisterTServerResponse
+	30, // 87: bighive.v1.Master.Heartbeat:output_type -> bighive.v1.HeartbeatResponse
+	32, // 88: bighive.v1.Master.ReportTabletLoad:output_type -> bighive.v1.ReportTabletLoadResponse
+	35, // 89: bighive.v1.Master.ReportCheckpoint:output_type -> bighive.v1.ReportCheckpointResponse
+	37, // 90: bighive.v1.Master.AllocateTabletIds:output_type -> bighive.v1.AllocateTabletIdsResponse
+	40, // 91: bighive.v1.Master.ReportSplit:output_type -> bighive.v1.ReportSplitResponse
+	42, // 92: bighive.v1.Master.SplitTablet:output_type -> bighive.v1.SplitTabletResponse
+	44, // 93: bighive.v1.Master.ReportLogSplit:output_type -> bighive.v1.ReportLogSplitResponse
+	46, // 94: bighive.v1.Master.GetGCReferences:output_type -> bighive.v1.GetGCReferencesResponse
+	49, // 95: bighive.v1.Master.DeleteFamily:output_type -> bighive.v1.DeleteFamilyResponse
+	51, // 96: bighive.v1.Master.SetGCRule:output_type -> bighive.v1.SetGCRuleResponse
+	53, // 97: bighive.v1.Master.DropRowRange:output_type -> bighive.v1.DropRowRangeResponse
+	55, // 98: bighive.v1.Master.GetMasterStatus:output_type -> bighive.v1.GetMasterStatusResponse
+	57, // 99: bighive.v1.Master.SetFamilyCompression:output_type -> bighive.v1.SetFamilyCompressionResponse
+	61, // 100: bighive.v1.Master.Grant:output_type -> bighive.v1.GrantResponse
+	63, // 101: bighive.v1.Master.Revoke:output_type -> bighive.v1.RevokeResponse
+	65, // 102: bighive.v1.Master.ListGrants:output_type -> bighive.v1.ListGrantsResponse
+	78, // [78:103] is the sub-list for method output_type
+	53, // [53:78] is the sub-list for method input_type
+	53, // [53:53] is the sub-list for extension type_name
+	53, // [53:53] is the sub-list for extension extendee
+	0,  // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_bighivepb_master_proto_init() }
@@ -3736,13 +4214,14 @@ func file_bighivepb_master_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bighivepb_master_proto_rawDesc), len(file_bighivepb_master_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   60,
+			NumEnums:      1,
+			NumMessages:   68,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_bighivepb_master_proto_goTypes,
 		DependencyIndexes: file_bighivepb_master_proto_depIdxs,
+		EnumInfos:         file_bighivepb_master_proto_enumTypes,
 		MessageInfos:      file_bighivepb_master_proto_msgTypes,
 	}.Build()
 	File_bighivepb_master_proto = out.File

@@ -44,6 +44,9 @@ const (
 	Master_DropRowRange_FullMethodName         = "/bighive.v1.Master/DropRowRange"
 	Master_GetMasterStatus_FullMethodName      = "/bighive.v1.Master/GetMasterStatus"
 	Master_SetFamilyCompression_FullMethodName = "/bighive.v1.Master/SetFamilyCompression"
+	Master_Grant_FullMethodName                = "/bighive.v1.Master/Grant"
+	Master_Revoke_FullMethodName               = "/bighive.v1.Master/Revoke"
+	Master_ListGrants_FullMethodName           = "/bighive.v1.Master/ListGrants"
 )
 
 // MasterClient is the client API for Master service.
@@ -88,6 +91,11 @@ type MasterClient interface {
 	GetMasterStatus(ctx context.Context, in *GetMasterStatusRequest, opts ...grpc.CallOption) (*GetMasterStatusResponse, error)
 	// Sets a family's compression (the TSFiles written from then on use it).
 	SetFamilyCompression(ctx context.Context, in *SetFamilyCompressionRequest, opts ...grpc.CallOption) (*SetFamilyCompressionResponse, error)
+	// Permissions (admin only): grants are raft-replicated metadata and reach
+	// the tservers with their heartbeats.
+	Grant(ctx context.Context, in *GrantRequest, opts ...grpc.CallOption) (*GrantResponse, error)
+	Revoke(ctx context.Context, in *RevokeRequest, opts ...grpc.CallOption) (*RevokeResponse, error)
+	ListGrants(ctx context.Context, in *ListGrantsRequest, opts ...grpc.CallOption) (*ListGrantsResponse, error)
 }
 
 type masterClient struct {
@@ -318,6 +326,36 @@ func (c *masterClient) SetFamilyCompression(ctx context.Context, in *SetFamilyCo
 	return out, nil
 }
 
+func (c *masterClient) Grant(ctx context.Context, in *GrantRequest, opts ...grpc.CallOption) (*GrantResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GrantResponse)
+	err := c.cc.Invoke(ctx, Master_Grant_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *masterClient) Revoke(ctx context.Context, in *RevokeRequest, opts ...grpc.CallOption) (*RevokeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevokeResponse)
+	err := c.cc.Invoke(ctx, Master_Revoke_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *masterClient) ListGrants(ctx context.Context, in *ListGrantsRequest, opts ...grpc.CallOption) (*ListGrantsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListGrantsResponse)
+	err := c.cc.Invoke(ctx, Master_ListGrants_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MasterServer is the server API for Master service.
 // All implementations must embed UnimplementedMasterServer
 // for forward compatibility.
@@ -360,6 +398,11 @@ type MasterServer interface {
 	GetMasterStatus(context.Context, *GetMasterStatusRequest) (*GetMasterStatusResponse, error)
 	// Sets a family's compression (the TSFiles written from then on use it).
 	SetFamilyCompression(context.Context, *SetFamilyCompressionRequest) (*SetFamilyCompressionResponse, error)
+	// Permissions (admin only): grants are raft-replicated metadata and reach
+	// the tservers with their heartbeats.
+	Grant(context.Context, *GrantRequest) (*GrantResponse, error)
+	Revoke(context.Context, *RevokeRequest) (*RevokeResponse, error)
+	ListGrants(context.Context, *ListGrantsRequest) (*ListGrantsResponse, error)
 	mustEmbedUnimplementedMasterServer()
 }
 
@@ -435,6 +478,15 @@ func (UnimplementedMasterServer) GetMasterStatus(context.Context, *GetMasterStat
 }
 func (UnimplementedMasterServer) SetFamilyCompression(context.Context, *SetFamilyCompressionRequest) (*SetFamilyCompressionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetFamilyCompression not implemented")
+}
+func (UnimplementedMasterServer) Grant(context.Context, *GrantRequest) (*GrantResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Grant not implemented")
+}
+func (UnimplementedMasterServer) Revoke(context.Context, *RevokeRequest) (*RevokeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Revoke not implemented")
+}
+func (UnimplementedMasterServer) ListGrants(context.Context, *ListGrantsRequest) (*ListGrantsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListGrants not implemented")
 }
 func (UnimplementedMasterServer) mustEmbedUnimplementedMasterServer() {}
 func (UnimplementedMasterServer) testEmbeddedByValue()                {}
@@ -853,6 +905,60 @@ func _Master_SetFamilyCompression_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Master_Grant_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GrantRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).Grant(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_Grant_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).Grant(ctx, req.(*GrantRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Master_Revoke_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).Revoke(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_Revoke_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).Revoke(ctx, req.(*RevokeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Master_ListGrants_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListGrantsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).ListGrants(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_ListGrants_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).ListGrants(ctx, req.(*ListGrantsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Master_ServiceDesc is the grpc.ServiceDesc for Master service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -947,6 +1053,18 @@ var Master_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetFamilyCompression",
 			Handler:    _Master_SetFamilyCompression_Handler,
+		},
+		{
+			MethodName: "Grant",
+			Handler:    _Master_Grant_Handler,
+		},
+		{
+			MethodName: "Revoke",
+			Handler:    _Master_Revoke_Handler,
+		},
+		{
+			MethodName: "ListGrants",
+			Handler:    _Master_ListGrants_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

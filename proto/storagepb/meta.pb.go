@@ -51,6 +51,9 @@ type MetaCommand struct {
 	//	*MetaCommand_SetGcRule
 	//	*MetaCommand_FamilyPurged
 	//	*MetaCommand_SetCompression
+	//	*MetaCommand_Grant
+	//	*MetaCommand_Revoke
+	//	*MetaCommand_BootstrapAdmin
 	Cmd           isMetaCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -244,6 +247,33 @@ func (x *MetaCommand) GetSetCompression() *MetaSetCompression {
 	return nil
 }
 
+func (x *MetaCommand) GetGrant() *MetaGrant {
+	if x != nil {
+		if x, ok := x.Cmd.(*MetaCommand_Grant); ok {
+			return x.Grant
+		}
+	}
+	return nil
+}
+
+func (x *MetaCommand) GetRevoke() *MetaRevoke {
+	if x != nil {
+		if x, ok := x.Cmd.(*MetaCommand_Revoke); ok {
+			return x.Revoke
+		}
+	}
+	return nil
+}
+
+func (x *MetaCommand) GetBootstrapAdmin() *MetaBootstrapAdmin {
+	if x != nil {
+		if x, ok := x.Cmd.(*MetaCommand_BootstrapAdmin); ok {
+			return x.BootstrapAdmin
+		}
+	}
+	return nil
+}
+
 type isMetaCommand_Cmd interface {
 	isMetaCommand_Cmd()
 }
@@ -312,6 +342,18 @@ type MetaCommand_SetCompression struct {
 	SetCompression *MetaSetCompression `protobuf:"bytes,17,opt,name=set_compression,json=setCompression,proto3,oneof"`
 }
 
+type MetaCommand_Grant struct {
+	Grant *MetaGrant `protobuf:"bytes,18,opt,name=grant,proto3,oneof"`
+}
+
+type MetaCommand_Revoke struct {
+	Revoke *MetaRevoke `protobuf:"bytes,19,opt,name=revoke,proto3,oneof"`
+}
+
+type MetaCommand_BootstrapAdmin struct {
+	BootstrapAdmin *MetaBootstrapAdmin `protobuf:"bytes,20,opt,name=bootstrap_admin,json=bootstrapAdmin,proto3,oneof"`
+}
+
 func (*MetaCommand_CreateTable) isMetaCommand_Cmd() {}
 
 func (*MetaCommand_DeleteTable) isMetaCommand_Cmd() {}
@@ -343,6 +385,12 @@ func (*MetaCommand_SetGcRule) isMetaCommand_Cmd() {}
 func (*MetaCommand_FamilyPurged) isMetaCommand_Cmd() {}
 
 func (*MetaCommand_SetCompression) isMetaCommand_Cmd() {}
+
+func (*MetaCommand_Grant) isMetaCommand_Cmd() {}
+
+func (*MetaCommand_Revoke) isMetaCommand_Cmd() {}
+
+func (*MetaCommand_BootstrapAdmin) isMetaCommand_Cmd() {}
 
 // Creates a table and its initial tablets [“”, k1), …, [kn, “”), all
 // UNASSIGNED at epoch 0. The leader validated names and keys; the FSM
@@ -1292,6 +1340,143 @@ func (x *MetaSetCompression) GetCompression() bighivepb.Compression {
 	return bighivepb.Compression(0)
 }
 
+// Adds a grant (a no-op when it exists); raises the grants version.
+type MetaGrant struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Grant         *bighivepb.Grant       `protobuf:"bytes,1,opt,name=grant,proto3" json:"grant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetaGrant) Reset() {
+	*x = MetaGrant{}
+	mi := &file_storagepb_meta_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaGrant) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaGrant) ProtoMessage() {}
+
+func (x *MetaGrant) ProtoReflect() protoreflect.Message {
+	mi := &file_storagepb_meta_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaGrant.ProtoReflect.Descriptor instead.
+func (*MetaGrant) Descriptor() ([]byte, []int) {
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *MetaGrant) GetGrant() *bighivepb.Grant {
+	if x != nil {
+		return x.Grant
+	}
+	return nil
+}
+
+// Removes a grant (NotFound when it does not exist); raises the grants
+// version.
+type MetaRevoke struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Grant         *bighivepb.Grant       `protobuf:"bytes,1,opt,name=grant,proto3" json:"grant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetaRevoke) Reset() {
+	*x = MetaRevoke{}
+	mi := &file_storagepb_meta_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaRevoke) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaRevoke) ProtoMessage() {}
+
+func (x *MetaRevoke) ProtoReflect() protoreflect.Message {
+	mi := &file_storagepb_meta_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaRevoke.ProtoReflect.Descriptor instead.
+func (*MetaRevoke) Descriptor() ([]byte, []int) {
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *MetaRevoke) GetGrant() *bighivepb.Grant {
+	if x != nil {
+		return x.Grant
+	}
+	return nil
+}
+
+// Grants principal admin on every table only if no grant exists at all
+// (the masters' --bootstrap-admin); otherwise changes nothing.
+type MetaBootstrapAdmin struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Principal     string                 `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetaBootstrapAdmin) Reset() {
+	*x = MetaBootstrapAdmin{}
+	mi := &file_storagepb_meta_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaBootstrapAdmin) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaBootstrapAdmin) ProtoMessage() {}
+
+func (x *MetaBootstrapAdmin) ProtoReflect() protoreflect.Message {
+	mi := &file_storagepb_meta_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaBootstrapAdmin.ProtoReflect.Descriptor instead.
+func (*MetaBootstrapAdmin) Descriptor() ([]byte, []int) {
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *MetaBootstrapAdmin) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
 type MetaAssign_Item struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TabletId      string                 `protobuf:"bytes,1,opt,name=tablet_id,json=tabletId,proto3" json:"tablet_id,omitempty"`
@@ -1303,7 +1488,7 @@ type MetaAssign_Item struct {
 
 func (x *MetaAssign_Item) Reset() {
 	*x = MetaAssign_Item{}
-	mi := &file_storagepb_meta_proto_msgTypes[18]
+	mi := &file_storagepb_meta_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1315,7 +1500,7 @@ func (x *MetaAssign_Item) String() string {
 func (*MetaAssign_Item) ProtoMessage() {}
 
 func (x *MetaAssign_Item) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[18]
+	mi := &file_storagepb_meta_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1363,7 +1548,7 @@ type MetaUnassign_Item struct {
 
 func (x *MetaUnassign_Item) Reset() {
 	*x = MetaUnassign_Item{}
-	mi := &file_storagepb_meta_proto_msgTypes[19]
+	mi := &file_storagepb_meta_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1375,7 +1560,7 @@ func (x *MetaUnassign_Item) String() string {
 func (*MetaUnassign_Item) ProtoMessage() {}
 
 func (x *MetaUnassign_Item) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[19]
+	mi := &file_storagepb_meta_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1424,7 +1609,7 @@ type MetaLogSplitDone_Item struct {
 
 func (x *MetaLogSplitDone_Item) Reset() {
 	*x = MetaLogSplitDone_Item{}
-	mi := &file_storagepb_meta_proto_msgTypes[20]
+	mi := &file_storagepb_meta_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1436,7 +1621,7 @@ func (x *MetaLogSplitDone_Item) String() string {
 func (*MetaLogSplitDone_Item) ProtoMessage() {}
 
 func (x *MetaLogSplitDone_Item) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[20]
+	mi := &file_storagepb_meta_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1484,7 +1669,7 @@ var File_storagepb_meta_proto protoreflect.FileDescriptor
 
 const file_storagepb_meta_proto_rawDesc = "" +
 	"\n" +
-	"\x14storagepb/meta.proto\x12\x12bighive.storage.v1\x1a\x16bighivepb/common.proto\x1a\x16bighivepb/master.proto\"\xca\t\n" +
+	"\x14storagepb/meta.proto\x12\x12bighive.storage.v1\x1a\x16bighivepb/common.proto\x1a\x16bighivepb/master.proto\"\x8e\v\n" +
 	"\vMetaCommand\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12H\n" +
 	"\fcreate_table\x18\x02 \x01(\v2#.bighive.storage.v1.MetaCreateTableH\x00R\vcreateTable\x12H\n" +
@@ -1507,7 +1692,10 @@ const file_storagepb_meta_proto_rawDesc = "" +
 	"\rdelete_family\x18\x0e \x01(\v2$.bighive.storage.v1.MetaDeleteFamilyH\x00R\fdeleteFamily\x12C\n" +
 	"\vset_gc_rule\x18\x0f \x01(\v2!.bighive.storage.v1.MetaSetGCRuleH\x00R\tsetGcRule\x12K\n" +
 	"\rfamily_purged\x18\x10 \x01(\v2$.bighive.storage.v1.MetaFamilyPurgedH\x00R\ffamilyPurged\x12Q\n" +
-	"\x0fset_compression\x18\x11 \x01(\v2&.bighive.storage.v1.MetaSetCompressionH\x00R\x0esetCompressionB\x05\n" +
+	"\x0fset_compression\x18\x11 \x01(\v2&.bighive.storage.v1.MetaSetCompressionH\x00R\x0esetCompression\x125\n" +
+	"\x05grant\x18\x12 \x01(\v2\x1d.bighive.storage.v1.MetaGrantH\x00R\x05grant\x128\n" +
+	"\x06revoke\x18\x13 \x01(\v2\x1e.bighive.storage.v1.MetaRevokeH\x00R\x06revoke\x12Q\n" +
+	"\x0fbootstrap_admin\x18\x14 \x01(\v2&.bighive.storage.v1.MetaBootstrapAdminH\x00R\x0ebootstrapAdminB\x05\n" +
 	"\x03cmd\"a\n" +
 	"\x0fMetaCreateTable\x12/\n" +
 	"\x06schema\x18\x01 \x01(\v2\x17.bighive.v1.TableSchemaR\x06schema\x12\x1d\n" +
@@ -1579,7 +1767,14 @@ const file_storagepb_meta_proto_rawDesc = "" +
 	"\x12MetaSetCompression\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x16\n" +
 	"\x06family\x18\x02 \x01(\tR\x06family\x129\n" +
-	"\vcompression\x18\x03 \x01(\x0e2\x17.bighive.v1.CompressionR\vcompressionB\x19Z\x17bighive/proto/storagepbb\x06proto3"
+	"\vcompression\x18\x03 \x01(\x0e2\x17.bighive.v1.CompressionR\vcompression\"4\n" +
+	"\tMetaGrant\x12'\n" +
+	"\x05grant\x18\x01 \x01(\v2\x11.bighive.v1.GrantR\x05grant\"5\n" +
+	"\n" +
+	"MetaRevoke\x12'\n" +
+	"\x05grant\x18\x01 \x01(\v2\x11.bighive.v1.GrantR\x05grant\"2\n" +
+	"\x12MetaBootstrapAdmin\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipalB\x19Z\x17bighive/proto/storagepbb\x06proto3"
 
 var (
 	file_storagepb_meta_proto_rawDescOnce sync.Once
@@ -1593,7 +1788,7 @@ func file_storagepb_meta_proto_rawDescGZIP() []byte {
 	return file_storagepb_meta_proto_rawDescData
 }
 
-var file_storagepb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_storagepb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_storagepb_meta_proto_goTypes = []any{
 	(*MetaCommand)(nil),                // 0: bighive.storage.v1.MetaCommand
 	(*MetaCreateTable)(nil),            // 1: bighive.storage.v1.MetaCreateTable
@@ -1613,16 +1808,20 @@ var file_storagepb_meta_proto_goTypes = []any{
 	(*MetaSetGCRule)(nil),              // 15: bighive.storage.v1.MetaSetGCRule
 	(*MetaFamilyPurged)(nil),           // 16: bighive.storage.v1.MetaFamilyPurged
 	(*MetaSetCompression)(nil),         // 17: bighive.storage.v1.MetaSetCompression
-	(*MetaAssign_Item)(nil),            // 18: bighive.storage.v1.MetaAssign.Item
-	(*MetaUnassign_Item)(nil),          // 19: bighive.storage.v1.MetaUnassign.Item
-	(*MetaLogSplitDone_Item)(nil),      // 20: bighive.storage.v1.MetaLogSplitDone.Item
-	(*bighivepb.TableSchema)(nil),      // 21: bighive.v1.TableSchema
-	(*bighivepb.FamilySpec)(nil),       // 22: bighive.v1.FamilySpec
-	(*bighivepb.LogPosition)(nil),      // 23: bighive.v1.LogPosition
-	(*bighivepb.CheckpointReport)(nil), // 24: bighive.v1.CheckpointReport
-	(*bighivepb.SplitChild)(nil),       // 25: bighive.v1.SplitChild
-	(*bighivepb.GcRule)(nil),           // 26: bighive.v1.GcRule
-	(bighivepb.Compression)(0),         // 27: bighive.v1.Compression
+	(*MetaGrant)(nil),                  // 18: bighive.storage.v1.MetaGrant
+	(*MetaRevoke)(nil),                 // 19: bighive.storage.v1.MetaRevoke
+	(*MetaBootstrapAdmin)(nil),         // 20: bighive.storage.v1.MetaBootstrapAdmin
+	(*MetaAssign_Item)(nil),            // 21: bighive.storage.v1.MetaAssign.Item
+	(*MetaUnassign_Item)(nil),          // 22: bighive.storage.v1.MetaUnassign.Item
+	(*MetaLogSplitDone_Item)(nil),      // 23: bighive.storage.v1.MetaLogSplitDone.Item
+	(*bighivepb.TableSchema)(nil),      // 24: bighive.v1.TableSchema
+	(*bighivepb.FamilySpec)(nil),       // 25: bighive.v1.FamilySpec
+	(*bighivepb.LogPosition)(nil),      // 26: bighive.v1.LogPosition
+	(*bighivepb.CheckpointReport)(nil), // 27: bighive.v1.CheckpointReport
+	(*bighivepb.SplitChild)(nil),       // 28: bighive.v1.SplitChild
+	(*bighivepb.GcRule)(nil),           // 29: bighive.v1.GcRule
+	(bighivepb.Compression)(0),         // 30: bighive.v1.Compression
+	(*bighivepb.Grant)(nil),            // 31: bighive.v1.Grant
 }
 var file_storagepb_meta_proto_depIdxs = []int32{
 	1,  // 0: bighive.storage.v1.MetaCommand.create_table:type_name -> bighive.storage.v1.MetaCreateTable
@@ -1641,22 +1840,27 @@ var file_storagepb_meta_proto_depIdxs = []int32{
 	15, // 13: bighive.storage.v1.MetaCommand.set_gc_rule:type_name -> bighive.storage.v1.MetaSetGCRule
 	16, // 14: bighive.storage.v1.MetaCommand.family_purged:type_name -> bighive.storage.v1.MetaFamilyPurged
 	17, // 15: bighive.storage.v1.MetaCommand.set_compression:type_name -> bighive.storage.v1.MetaSetCompression
-	21, // 16: bighive.storage.v1.MetaCreateTable.schema:type_name -> bighive.v1.TableSchema
-	22, // 17: bighive.storage.v1.MetaAddFamily.family:type_name -> bighive.v1.FamilySpec
-	5,  // 18: bighive.storage.v1.MetaRegisterTServer.tserver:type_name -> bighive.storage.v1.MetaTServer
-	18, // 19: bighive.storage.v1.MetaAssign.items:type_name -> bighive.storage.v1.MetaAssign.Item
-	19, // 20: bighive.storage.v1.MetaUnassign.items:type_name -> bighive.storage.v1.MetaUnassign.Item
-	23, // 21: bighive.storage.v1.MetaTabletLoad.position:type_name -> bighive.v1.LogPosition
-	24, // 22: bighive.storage.v1.MetaCheckpoint.reports:type_name -> bighive.v1.CheckpointReport
-	25, // 23: bighive.storage.v1.MetaSplit.children:type_name -> bighive.v1.SplitChild
-	20, // 24: bighive.storage.v1.MetaLogSplitDone.items:type_name -> bighive.storage.v1.MetaLogSplitDone.Item
-	26, // 25: bighive.storage.v1.MetaSetGCRule.gc_rule:type_name -> bighive.v1.GcRule
-	27, // 26: bighive.storage.v1.MetaSetCompression.compression:type_name -> bighive.v1.Compression
-	27, // [27:27] is the sub-list for method output_type
-	27, // [27:27] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	18, // 16: bighive.storage.v1.MetaCommand.grant:type_name -> bighive.storage.v1.MetaGrant
+	19, // 17: bighive.storage.v1.MetaCommand.revoke:type_name -> bighive.storage.v1.MetaRevoke
+	20, // 18: bighive.storage.v1.MetaCommand.bootstrap_admin:type_name -> bighive.storage.v1.MetaBootstrapAdmin
+	24, // 19: bighive.storage.v1.MetaCreateTable.schema:type_name -> bighive.v1.TableSchema
+	25, // 20: bighive.storage.v1.MetaAddFamily.family:type_name -> bighive.v1.FamilySpec
+	5,  // 21: bighive.storage.v1.MetaRegisterTServer.tserver:type_name -> bighive.storage.v1.MetaTServer
+	21, // 22: bighive.storage.v1.MetaAssign.items:type_name -> bighive.storage.v1.MetaAssign.Item
+	22, // 23: bighive.storage.v1.MetaUnassign.items:type_name -> bighive.storage.v1.MetaUnassign.Item
+	26, // 24: bighive.storage.v1.MetaTabletLoad.position:type_name -> bighive.v1.LogPosition
+	27, // 25: bighive.storage.v1.MetaCheckpoint.reports:type_name -> bighive.v1.CheckpointReport
+	28, // 26: bighive.storage.v1.MetaSplit.children:type_name -> bighive.v1.SplitChild
+	23, // 27: bighive.storage.v1.MetaLogSplitDone.items:type_name -> bighive.storage.v1.MetaLogSplitDone.Item
+	29, // 28: bighive.storage.v1.MetaSetGCRule.gc_rule:type_name -> bighive.v1.GcRule
+	30, // 29: bighive.storage.v1.MetaSetCompression.compression:type_name -> bighive.v1.Compression
+	31, // 30: bighive.storage.v1.MetaGrant.grant:type_name -> bighive.v1.Grant
+	31, // 31: bighive.storage.v1.MetaRevoke.grant:type_name -> bighive.v1.Grant
+	32, // [32:32] is the sub-list for method output_type
+	32, // [32:32] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_storagepb_meta_proto_init() }
@@ -1681,6 +1885,9 @@ func file_storagepb_meta_proto_init() {
 		(*MetaCommand_SetGcRule)(nil),
 		(*MetaCommand_FamilyPurged)(nil),
 		(*MetaCommand_SetCompression)(nil),
+		(*MetaCommand_Grant)(nil),
+		(*MetaCommand_Revoke)(nil),
+		(*MetaCommand_BootstrapAdmin)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1688,7 +1895,7 @@ func file_storagepb_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_storagepb_meta_proto_rawDesc), len(file_storagepb_meta_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
