@@ -234,6 +234,8 @@ func (k *Fake) loadTablet(ctx context.Context, gen int, id string, ep int64) {
 	}
 	delete(k.loading, id)
 	if err != nil {
+		k.fl.LoadErrors.Add(1)
+		k.fl.lastLoadErr.Store(err.Error())
 		return // the master resends the assignment
 	}
 	k.fl.Loads.Add(1)

@@ -59,6 +59,8 @@ type Fleet struct {
 	Assignments   atomic.Int64 // assignments received
 	Unassignments atomic.Int64 // unassignments received
 	Killed        atomic.Int64 // fakes the churn killed
+	LoadErrors    atomic.Int64 // refused or failed ReportTabletLoad calls
+	lastLoadErr   atomic.Value
 
 	ctx         context.Context
 	cancel      context.CancelFunc

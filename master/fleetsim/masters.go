@@ -26,14 +26,14 @@ type Masters struct {
 	tweak func(*master.Config)
 }
 
-// RaftConfig is raft's default configuration with election timeouts short
-// enough for tests, and automatic snapshots off (scenarios take them).
+// RaftConfig is raft's default configuration with twice its timeouts
+// (the masters share 2 loaded cores with the fleet; raft's defaults made
+// leaders flap there) and automatic snapshots off (scenarios take them).
 func RaftConfig() *raft.Config {
 	c := raft.DefaultConfig()
-	c.HeartbeatTimeout = 500 * time.Millisecond
-	c.ElectionTimeout = 500 * time.Millisecond
-	c.LeaderLeaseTimeout = 400 * time.Millisecond
-	c.CommitTimeout = 5 * time.Millisecond
+	c.HeartbeatTimeout = 2 * time.Second
+	c.ElectionTimeout = 2 * time.Second
+	c.LeaderLeaseTimeout = time.Second
 	c.SnapshotThreshold = 1 << 40
 	c.SnapshotInterval = 24 * time.Hour
 	return c

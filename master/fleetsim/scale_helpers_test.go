@@ -14,6 +14,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"bighive/master"
 	pb "bighive/proto/bighivepb"
@@ -121,7 +123,16 @@ func (w *world) createTable(ctx context.Context, name string, splits int) {
 	for j := 1; j <= splits; j++ {
 		req.SplitKeys = append(req.SplitKeys, []byte(fmt.Sprintf("r%08d", j)))
 	}
-	if err := w.fl.Call(ctx, func(mc pb.MasterClient) error { _, err := mc.CreateTable(ctx, req); return err }); err != nil {
+	err := w.fl.Call(ctx, func(mc pb.MasterClient) error {
+		_, err := mc.CreateTable(ctx, req)
+		if status.Code(err) == codes.AlreadyExists {
+			// The names are new: an earlier try (ours, or a follower's
+			// forwarding) timed out after its command committed.
+			return nil
+		}
+		return err
+	})
+	if err != nil {
 		w.t.Fatalf("create table %s (%d split keys): %v", name, splits, err)
 	}
 }
@@ -132,7 +143,9 @@ func (w *world) waitServed(ctx context.Context, n int) {
 	for w.fl.Served() != n {
 		select {
 		case <-ctx.Done():
-			w.t.Fatalf("fleet serves %d tablets, want %d: %v", w.fl.Served(), n, ctx.Err())
+			w.t.Fatalf("fleet serves %d tablets, want %d: %v (%d load errors, the last: %v; %d loads, %d assignments, %d heartbeat errors, heartbeats %s)",
+				w.fl.Served(), n, ctx.Err(), w.fl.LoadErrors.Load(), w.fl.lastLoadErr.Load(), w.fl.Loads.Load(), w.fl.Assignments.Load(),
+				w.fl.HBErrors.Load(), w.fl.HeartbeatLatency(time.Time{}, time.Now()))
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
