@@ -28,8 +28,9 @@ type Config struct {
 	// LoadConcurrency bounds the ReportTabletLoad calls in flight over the
 	// whole fleet (default 64), as a real tserver bounds its loaders.
 	LoadConcurrency int
-	// ChurnEvery: kill a random running fake this often (0: no churn);
-	// it comes back as a new incarnation after ChurnDown (default 2 s).
+	// ChurnEvery: once StartChurn is called, kill a random running fake
+	// this often (0: no churn); it comes back as a new incarnation after
+	// ChurnDown (default 2 s).
 	ChurnEvery time.Duration
 	ChurnDown  time.Duration
 	// Seed seeds the churn's choices and the heartbeat phases.
@@ -118,13 +119,18 @@ func (f *Fleet) Start(ctx context.Context) error {
 	if err := errors.Join(all...); err != nil {
 		return err
 	}
-	if f.cfg.ChurnEvery > 0 {
+	return nil
+}
+
+// StartChurn starts killing a random fake every Config.ChurnEvery (if
+// set), each coming back as a new incarnation after Config.ChurnDown.
+func (f *Fleet) StartChurn() {
+	if f.cfg.ChurnEvery > 0 && f.churnCancel == nil {
 		var cctx context.Context
 		cctx, f.churnCancel = context.WithCancel(f.ctx)
 		f.wg.Add(1)
 		go f.churn(cctx)
 	}
-	return nil
 }
 
 // Close stops every fake and the churn and closes the connections.

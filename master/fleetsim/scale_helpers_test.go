@@ -26,7 +26,7 @@ var (
 	flagTServers  = flag.Int("scale.tservers", 20, "fake tservers")
 	flagTablets   = flag.Int("scale.tablets", 2000, "tablets")
 	flagSplits    = flag.Int("scale.splits", 2000, "split keys of the big-DDL table")
-	flagHeartbeat = flag.Duration("scale.heartbeat", 500*time.Millisecond, "heartbeat interval; the lease is 5 of them, as in production (1 s, 5 s)")
+	flagHeartbeat = flag.Duration("scale.heartbeat", time.Second, "heartbeat interval (production: 1 s); the lease is 5 of them, as in production")
 	flagWindow    = flag.Duration("scale.window", 3*time.Second, "steady-state measuring window")
 	flagSeed      = flag.Uint64("scale.seed", 0, "seed of the churn and phases (0: from the clock)")
 )
@@ -168,7 +168,19 @@ func (w *world) leader() int {
 	return i
 }
 
-// commands counts the leader's committed commands of a type.
+// commands counts the commands of a type the running masters proposed and
+// had applied (a leader change moves the proposing to another master).
+func (w *world) commands(typ string) float64 {
+	var n float64
+	for _, m := range w.ms.M {
+		if m != nil {
+			n += commands(m.Registry(), typ)
+		}
+	}
+	return n
+}
+
+// commands counts a master's applied commands of a type.
 func commands(reg *prometheus.Registry, typ string) float64 {
 	mfs, _ := reg.Gather()
 	var n float64

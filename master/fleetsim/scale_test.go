@@ -18,6 +18,7 @@ func TestScaleSteadyState(t *testing.T) {
 	s := sizes(t)
 	w, _ := newWorld(t, s, Config{ChurnEvery: s.window / 3, ChurnDown: 2 * s.heartbeat}, nil)
 	reg := w.ms.M[w.leader()].Registry()
+	w.fl.StartChurn()
 	watch := w.ms.WatchUnassigned(s.heartbeat / 4)
 	_, hist := histogramQuantile(reg, "bighive_master_heartbeat_duration_seconds", 0.99, nil)
 	u0 := readUsage()
@@ -81,8 +82,7 @@ func TestScaleStartup(t *testing.T) {
 func TestScaleFailover(t *testing.T) {
 	s := sizes(t)
 	w, _ := newWorld(t, s, Config{}, nil)
-	reg := w.ms.M[w.leader()].Registry()
-	splitsBefore, assignsBefore := commands(reg, "log_split_done"), commands(reg, "assign")
+	splitsBefore, assignsBefore := w.commands("log_split_done"), w.commands("assign")
 	victims := w.fl.Pick(max(1, s.tservers/10))
 	lost := map[string]string{}
 	for _, v := range victims {
@@ -103,7 +103,7 @@ func TestScaleFailover(t *testing.T) {
 			t.Fatalf("tablet %s of killed %s is served by %q", id, old, by[id])
 		}
 	}
-	splitCmds, assignCmds := commands(reg, "log_split_done")-splitsBefore, commands(reg, "assign")-assignsBefore
+	splitCmds, assignCmds := w.commands("log_split_done")-splitsBefore, w.commands("assign")-assignsBefore
 	t.Logf("failover: killed %d of %d fakes holding %d tablets; all reassigned and serving again %v after the kill (lease %v + dead margin %v)",
 		len(victims), s.tservers, len(lost), took.Round(time.Millisecond), s.lease, 2*s.heartbeat)
 	t.Logf("failover: %d log-split tasks answered, %.0f log-split commits, %.0f assign commands for %d tablets",
