@@ -200,12 +200,20 @@ func (k *Fake) heartbeat(ctx context.Context) {
 			k.fl.drop([]string{id}, k.UUID, now)
 		}
 		k.loading[id] = ep
-		go k.loadTablet(ctx, gen, id, ep)
+		k.fl.calls.Add(1)
+		go func() {
+			defer k.fl.calls.Done()
+			k.loadTablet(ctx, gen, id, ep)
+		}()
 	}
 	for _, task := range resp.LogSplitTasks {
 		if !k.splits[task.TaskId] {
 			k.splits[task.TaskId] = true
-			go k.answerSplit(ctx, task)
+			k.fl.calls.Add(1)
+			go func() {
+				defer k.fl.calls.Done()
+				k.answerSplit(ctx, task)
+			}()
 		}
 	}
 }

@@ -66,7 +66,9 @@ type Fleet struct {
 	ctx         context.Context
 	cancel      context.CancelFunc
 	churnCancel context.CancelFunc
-	wg          sync.WaitGroup
+	wg          sync.WaitGroup // churn and restarts
+	calls       sync.WaitGroup // loads and log-split answers in flight
+	closeOnce   sync.Once
 }
 
 type sample struct {
@@ -135,15 +137,17 @@ func (f *Fleet) StartChurn() {
 
 // Close stops every fake and the churn and closes the connections.
 func (f *Fleet) Close() {
-	f.cancel()
-	f.wg.Wait()
-	for _, fk := range f.Fakes {
-		fk.Kill()
-	}
-	for _, c := range f.conns {
-		_ = c.Close()
-	}
-	f.conns = nil
+	f.closeOnce.Do(func() {
+		f.cancel()
+		f.wg.Wait()
+		for _, fk := range f.Fakes {
+			fk.Kill()
+		}
+		f.calls.Wait()
+		for _, c := range f.conns {
+			_ = c.Close()
+		}
+	})
 }
 
 // StopChurn stops killing fakes; the ones down come back as scheduled.

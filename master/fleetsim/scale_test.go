@@ -12,7 +12,10 @@ import (
 
 // The scale scenarios of issue 21 (docs/scale.md). Masters run in this
 // process with the fakes, so CPU and memory are the whole process's: an
-// upper bound of the masters'. Speed is reported, never asserted.
+// upper bound of the masters'. Speed is reported, never asserted. Under
+// the race detector, which slows the masters several times over, the two
+// checks bounded by the lease (steady state's UNASSIGNED time, and no
+// tablet dropped across a leader change) are reported only.
 
 func TestScaleSteadyState(t *testing.T) {
 	s := sizes(t)
@@ -39,7 +42,7 @@ func TestScaleSteadyState(t *testing.T) {
 	if lat.Count == 0 {
 		t.Fatal("no heartbeat in the window")
 	}
-	if longest > s.lease {
+	if longest > s.lease && !raceEnabled {
 		t.Errorf("a tablet stayed UNASSIGNED for %v, longer than one lease (%v)", longest, s.lease)
 	}
 }
@@ -144,6 +147,12 @@ func TestScaleLeaderFailover(t *testing.T) {
 	t.Logf("leader failover: %s stopped, %s ready leader after %v with %d tablets; %d reregisters, %d tablets changed hands",
 		w.ms.Peers[old].ID, w.ms.Peers[nl].ID, ready.Round(time.Millisecond), s.tablets, w.fl.Reregisters.Load()-rereg, moved)
 	w.noViolations()
+	if raceEnabled {
+		// The race detector slows the masters several times over: an
+		// election can outlast the lease, and then dropped tablets are
+		// what a tserver must do. Reported above, checked without it.
+		return
+	}
 	if n := w.fl.Reregisters.Load() - rereg; n != 0 {
 		t.Errorf("%d fakes were told to reregister after the leader change: valid leases were lost", n)
 	}
