@@ -78,6 +78,12 @@
 //     treat an assignment at an epoch they already hold as a no-op.
 //   - Cache priorities set with SetCachePriority are pushed in heartbeat
 //     replies to the tservers holding the table's tablets when they change.
+//   - Cost per heartbeat and per tick (issue 21, docs/scale.md): both read
+//     the owners index and tablet briefs (table, state, owner, epoch, read
+//     from the encoded record without decoding it, meta.Reader.TabletBrief);
+//     a heartbeat decodes whole only the owned tablets it may (re)send, a
+//     tick only the UNASSIGNED ones. Assignment picks the least loaded
+//     tserver from a heap.
 //
 // # Errors
 //

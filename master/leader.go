@@ -214,15 +214,13 @@ func (ls *leaderState) tick(ctx context.Context) {
 	ls.collectRecoveryGarbage(now)
 	var unassigned []*pb.TabletMeta
 	counts := map[string]int{}
-	owned := map[string][]*pb.TabletMeta{}
+	owned := map[string][]string{} // ids only: decoding every tablet each tick was most of the leader's CPU
 	err := m.view(func(r *meta.Reader) (err error) {
 		if unassigned, err = r.TabletsOf(""); err != nil {
 			return err
 		}
 		for _, u := range live {
-			if owned[u], err = r.TabletsOf(u); err != nil {
-				return err
-			}
+			owned[u] = r.TabletIDsOf(u)
 			counts[u] = len(owned[u])
 		}
 		return nil
@@ -267,23 +265,45 @@ func (ls *leaderState) tick(ctx context.Context) {
 
 	// 4. Rebalance with a bounded number of moves in flight.
 	ls.mu.Lock()
-	defer ls.mu.Unlock()
 	budget := m.cfg.MaxMoves - len(ls.moves)
 	if budget <= 0 {
+		ls.mu.Unlock()
 		return
 	}
 	movable := map[string][]string{}
-	tabEpoch := map[string]int64{}
 	for _, u := range live {
-		for _, t := range owned[u] {
-			if ls.moves[t.TabletId] == nil {
-				movable[u] = append(movable[u], t.TabletId)
-				tabEpoch[t.TabletId] = t.Epoch
+		for _, id := range owned[u] {
+			if ls.moves[id] == nil {
+				movable[u] = append(movable[u], id)
 			}
 		}
 	}
-	for _, pm := range planMoves(movable, live, counts, budget) {
-		ls.moves[pm.tablet] = &move{tablet: pm.tablet, epoch: tabEpoch[pm.tablet], from: pm.from, to: pm.to}
+	moves := planMoves(movable, live, counts, budget)
+	ls.mu.Unlock()
+	if len(moves) == 0 {
+		return
+	}
+	// The moving tablets' epochs, read now: a tablet that changed since the
+	// count (split, deleted, moved) is skipped, and the move's assignment
+	// checks its epoch anyway.
+	tabEpoch := map[string]int64{}
+	_ = m.view(func(r *meta.Reader) error {
+		for _, pm := range moves {
+			if b, ok, err := r.TabletBrief(pm.tablet); err == nil && ok && b.Tserver == pm.from &&
+				b.State != pb.TabletState_TABLET_STATE_UNASSIGNED {
+				tabEpoch[pm.tablet] = b.Epoch
+			}
+		}
+		return nil
+	})
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	for _, pm := range moves {
+		ep, ok := tabEpoch[pm.tablet]
+		if !ok || ls.moves[pm.tablet] != nil {
+			continue
+		}
+		ls.moves[pm.tablet] = &move{tablet: pm.tablet, epoch: ep, from: pm.from, to: pm.to}
 		m.log.Info("rebalancing: moving tablet", "tablet", pm.tablet, "from", pm.from, "to", pm.to)
 		m.events.add("move", "tablet %s moving from %s to %s (rebalancing)", pm.tablet, pm.from, pm.to)
 	}

@@ -88,10 +88,18 @@ func (m *Master) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.H
 		return nil, err
 	}
 	now := time.Now()
+	has := make(map[string]int64, len(req.Tablets)) // reported tablet → epoch
+	for _, rep := range req.Tablets {
+		has[rep.TabletId] = rep.Epoch
+	}
+	// Briefs (meta.Reader.TabletBrief) suffice for the reconciliation; only
+	// owned tablets the tserver does not hold at their epoch, which may be
+	// (re)sent, are decoded whole.
 	var (
 		known    bool
-		owned    []*pb.TabletMeta
-		reported = map[string]*pb.TabletMeta{}
+		owned    []ownedTablet
+		full     = map[string]*pb.TabletMeta{}
+		reported = make(map[string]meta.Brief, len(req.Tablets))
 		schemas  = map[string]*pb.TableSchema{}
 		grants   *pb.GrantList
 	)
@@ -104,19 +112,31 @@ func (m *Master) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.H
 		if grants, err = grantsFor(r, req.GrantsVersion); err != nil {
 			return err
 		}
-		if owned, err = r.TabletsOf(req.Uuid); err != nil {
-			return err
-		}
-		for _, rep := range req.Tablets {
-			if t, err := r.Tablet(rep.TabletId); err == nil {
-				reported[rep.TabletId] = t
+		for _, id := range r.TabletIDsOf(req.Uuid) {
+			b, ok, err := r.TabletBrief(id)
+			if err != nil {
+				return err
 			}
-		}
-		for _, t := range owned {
-			if schemas[t.Table] == nil {
-				if schemas[t.Table], err = r.Table(t.Table); err != nil {
+			if !ok {
+				continue // the owners index and the tablet are written in one transaction
+			}
+			owned = append(owned, ownedTablet{id: id, Brief: b})
+			if ep, ok := has[id]; !ok || ep != b.Epoch {
+				if full[id], err = r.Tablet(id); err != nil {
 					return err
 				}
+			}
+			if schemas[b.Table] == nil {
+				if schemas[b.Table], err = r.Table(b.Table); err != nil {
+					return err
+				}
+			}
+		}
+		for _, rep := range req.Tablets {
+			if b, ok, err := r.TabletBrief(rep.TabletId); err != nil {
+				return err
+			} else if ok {
+				reported[rep.TabletId] = b
 			}
 		}
 		return nil
@@ -154,15 +174,13 @@ func (m *Master) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.H
 	l.last, l.heard, l.load = now, true, req.Load
 
 	// Reported tablets that are not this tserver's at that epoch go.
-	has := map[string]int64{}
 	for _, rep := range req.Tablets {
-		has[rep.TabletId] = rep.Epoch
 		ls.sizes[rep.TabletId] = rep.SizeBytes
 		ls.space[rep.TabletId] = rep.Space
-		t := reported[rep.TabletId]
-		if t == nil || t.State == pb.TabletState_TABLET_STATE_UNASSIGNED || t.TserverUuid != req.Uuid || t.Epoch != rep.Epoch {
+		t, exists := reported[rep.TabletId]
+		if !exists || t.State == pb.TabletState_TABLET_STATE_UNASSIGNED || t.Tserver != req.Uuid || t.Epoch != rep.Epoch {
 			resp.Unassign = append(resp.Unassign, &pb.TabletUnassignment{TabletId: rep.TabletId, Epoch: rep.Epoch})
-			if t == nil {
+			if !exists {
 				delete(ls.sizes, rep.TabletId)
 				delete(ls.space, rep.TabletId)
 			}
@@ -190,18 +208,18 @@ func (m *Master) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.H
 	tables := map[string]bool{}
 	for _, t := range owned {
 		tables[t.Table] = true
-		if ep, ok := has[t.TabletId]; ok && ep == t.Epoch {
-			delete(l.sentAssign, t.TabletId)
+		if ep, ok := has[t.id]; ok && ep == t.Epoch {
+			delete(l.sentAssign, t.id)
 			continue
 		}
-		if ls.moves[t.TabletId] != nil && ls.moves[t.TabletId].from == req.Uuid {
+		if ls.moves[t.id] != nil && ls.moves[t.id].from == req.Uuid {
 			continue
 		}
-		if sent, ok := l.sentAssign[t.TabletId]; ok && now.Sub(sent) < m.cfg.ResendInterval {
+		if sent, ok := l.sentAssign[t.id]; ok && now.Sub(sent) < m.cfg.ResendInterval {
 			continue
 		}
-		l.sentAssign[t.TabletId] = now
-		resp.Assign = append(resp.Assign, &pb.TabletAssignment{Tablet: t, Schema: schemas[t.Table],
+		l.sentAssign[t.id] = now
+		resp.Assign = append(resp.Assign, &pb.TabletAssignment{Tablet: full[t.id], Schema: schemas[t.Table],
 			CachePriority: effective(ls.prio[t.Table])})
 	}
 	resp.LogSplitTasks = ls.splitTasksForLocked(req.Uuid, now)
@@ -219,6 +237,12 @@ func (m *Master) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.H
 		}
 	}
 	return resp, nil
+}
+
+// ownedTablet is a tablet the heartbeating tserver owns, by its brief.
+type ownedTablet struct {
+	id string
+	meta.Brief
 }
 
 // deadIncarnation reports whether the leader declared this incarnation of

@@ -1,0 +1,35 @@
+// Package fleetsim simulates a fleet of tservers against real masters, for
+// the scale tests of the master (issue 21). It is test infrastructure:
+// only tests import it and no binary links it.
+//
+// Masters (masters.go) are real: 3 raft masters in this process, each on
+// its own bbolt metadata and raft log, talking raft over loopback TCP and
+// serving gRPC on loopback listeners. Stop shuts one down hard (its
+// gRPC server and raft stop at once; its files stay) and Start brings it
+// back on the same directory and ports.
+//
+// Fakes (fake.go) speak the tserver's side of the Master protocol and
+// nothing else: no storage behind them.
+//
+//   - Each registers (uuid, incarnation, WAL prefix), then heartbeats at
+//     the interval the master tells it (production: 1 s), listing every
+//     tablet it serves with a size, plus a load summary.
+//   - An assignment is "loaded" by a ReportTabletLoad carrying a log
+//     position of its own prefix (so a later failover has logs to split):
+//     one log file per incarnation, as a tserver whose log never rolls;
+//     the tablet is serving once the master accepted it. Unassignments
+//     drop tablets at once.
+//   - A log-split task is answered with one recovery file per tablet it
+//     names (paths only, nothing is written).
+//   - A lease that ran out without a renewal drops every tablet; a
+//     Reregister answer makes it a new incarnation, as a real tserver.
+//
+// The fleet (Fleet) keeps the fleet-wide view the tests assert on: who
+// serves which tablet (two fakes serving one tablet is recorded as a
+// violation of the one-server invariant), the client-side latency of
+// every heartbeat, and counters (reregisters, loads, log-split tasks).
+// Churn kills a random fake and restarts it as a new incarnation at a
+// configured rate.
+//
+// Every call waits under a context; the fleet's goroutines end with Close.
+package fleetsim
