@@ -69,6 +69,8 @@ func (w *writer) dispatch(cmd *spb.MetaCommand) (*Result, error) {
 		return w.logSplitDone(c.LogSplitDone)
 	case *spb.MetaCommand_RecoveryFilesDeleted:
 		return w.recoveryFilesDeleted(c.RecoveryFilesDeleted)
+	case *spb.MetaCommand_Merge:
+		return w.merge(c.Merge)
 	default:
 		return nil, apierr.InvalidArgument("meta: command has no known kind")
 	}

@@ -3169,6 +3169,244 @@ func (*SetFamilyCompressionResponse) Descriptor() ([]byte, []int) {
 	return file_bighivepb_master_proto_rawDescGZIP(), []int{55}
 }
 
+// A merge's report: the tserver serving both parents fenced them and
+// flushed their write buffers into tsfiles (new files, not yet named by any
+// metadata). The master replaces left and right (adjacent, left first, both
+// owned by tserver_uuid at their epochs) by merged_tablet_id, whose TSFile
+// list is tsfiles plus both parents' lists as the metadata holds them.
+type ReportMergeRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	LeftTabletId   string                 `protobuf:"bytes,1,opt,name=left_tablet_id,json=leftTabletId,proto3" json:"left_tablet_id,omitempty"`
+	LeftEpoch      int64                  `protobuf:"varint,2,opt,name=left_epoch,json=leftEpoch,proto3" json:"left_epoch,omitempty"`
+	RightTabletId  string                 `protobuf:"bytes,3,opt,name=right_tablet_id,json=rightTabletId,proto3" json:"right_tablet_id,omitempty"`
+	RightEpoch     int64                  `protobuf:"varint,4,opt,name=right_epoch,json=rightEpoch,proto3" json:"right_epoch,omitempty"`
+	TserverUuid    string                 `protobuf:"bytes,5,opt,name=tserver_uuid,json=tserverUuid,proto3" json:"tserver_uuid,omitempty"`
+	MergedTabletId string                 `protobuf:"bytes,6,opt,name=merged_tablet_id,json=mergedTabletId,proto3" json:"merged_tablet_id,omitempty"`
+	Tsfiles        []*TSFileRef           `protobuf:"bytes,7,rep,name=tsfiles,proto3" json:"tsfiles,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ReportMergeRequest) Reset() {
+	*x = ReportMergeRequest{}
+	mi := &file_bighivepb_master_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportMergeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportMergeRequest) ProtoMessage() {}
+
+func (x *ReportMergeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportMergeRequest.ProtoReflect.Descriptor instead.
+func (*ReportMergeRequest) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *ReportMergeRequest) GetLeftTabletId() string {
+	if x != nil {
+		return x.LeftTabletId
+	}
+	return ""
+}
+
+func (x *ReportMergeRequest) GetLeftEpoch() int64 {
+	if x != nil {
+		return x.LeftEpoch
+	}
+	return 0
+}
+
+func (x *ReportMergeRequest) GetRightTabletId() string {
+	if x != nil {
+		return x.RightTabletId
+	}
+	return ""
+}
+
+func (x *ReportMergeRequest) GetRightEpoch() int64 {
+	if x != nil {
+		return x.RightEpoch
+	}
+	return 0
+}
+
+func (x *ReportMergeRequest) GetTserverUuid() string {
+	if x != nil {
+		return x.TserverUuid
+	}
+	return ""
+}
+
+func (x *ReportMergeRequest) GetMergedTabletId() string {
+	if x != nil {
+		return x.MergedTabletId
+	}
+	return ""
+}
+
+func (x *ReportMergeRequest) GetTsfiles() []*TSFileRef {
+	if x != nil {
+		return x.Tsfiles
+	}
+	return nil
+}
+
+type ReportMergeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Merged        *TabletMeta            `protobuf:"bytes,1,opt,name=merged,proto3" json:"merged,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportMergeResponse) Reset() {
+	*x = ReportMergeResponse{}
+	mi := &file_bighivepb_master_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportMergeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportMergeResponse) ProtoMessage() {}
+
+func (x *ReportMergeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportMergeResponse.ProtoReflect.Descriptor instead.
+func (*ReportMergeResponse) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *ReportMergeResponse) GetMerged() *TabletMeta {
+	if x != nil {
+		return x.Merged
+	}
+	return nil
+}
+
+type MergeTabletsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Table string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	// The tablet holding row is merged with the next tablet of the table.
+	Row           []byte `protobuf:"bytes,2,opt,name=row,proto3" json:"row,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MergeTabletsRequest) Reset() {
+	*x = MergeTabletsRequest{}
+	mi := &file_bighivepb_master_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MergeTabletsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MergeTabletsRequest) ProtoMessage() {}
+
+func (x *MergeTabletsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MergeTabletsRequest.ProtoReflect.Descriptor instead.
+func (*MergeTabletsRequest) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *MergeTabletsRequest) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *MergeTabletsRequest) GetRow() []byte {
+	if x != nil {
+		return x.Row
+	}
+	return nil
+}
+
+type MergeTabletsResponse struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	MergedTabletId string                 `protobuf:"bytes,1,opt,name=merged_tablet_id,json=mergedTabletId,proto3" json:"merged_tablet_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *MergeTabletsResponse) Reset() {
+	*x = MergeTabletsResponse{}
+	mi := &file_bighivepb_master_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MergeTabletsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MergeTabletsResponse) ProtoMessage() {}
+
+func (x *MergeTabletsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MergeTabletsResponse.ProtoReflect.Descriptor instead.
+func (*MergeTabletsResponse) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *MergeTabletsResponse) GetMergedTabletId() string {
+	if x != nil {
+		return x.MergedTabletId
+	}
+	return ""
+}
+
 var File_bighivepb_master_proto protoreflect.FileDescriptor
 
 const file_bighivepb_master_proto_rawDesc = "" +
@@ -3382,7 +3620,24 @@ const file_bighivepb_master_proto_rawDesc = "" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x16\n" +
 	"\x06family\x18\x02 \x01(\tR\x06family\x129\n" +
 	"\vcompression\x18\x03 \x01(\x0e2\x17.bighive.v1.CompressionR\vcompression\"\x1e\n" +
-	"\x1cSetFamilyCompressionResponse2\xfb\x0e\n" +
+	"\x1cSetFamilyCompressionResponse\"\xa0\x02\n" +
+	"\x12ReportMergeRequest\x12$\n" +
+	"\x0eleft_tablet_id\x18\x01 \x01(\tR\fleftTabletId\x12\x1d\n" +
+	"\n" +
+	"left_epoch\x18\x02 \x01(\x03R\tleftEpoch\x12&\n" +
+	"\x0fright_tablet_id\x18\x03 \x01(\tR\rrightTabletId\x12\x1f\n" +
+	"\vright_epoch\x18\x04 \x01(\x03R\n" +
+	"rightEpoch\x12!\n" +
+	"\ftserver_uuid\x18\x05 \x01(\tR\vtserverUuid\x12(\n" +
+	"\x10merged_tablet_id\x18\x06 \x01(\tR\x0emergedTabletId\x12/\n" +
+	"\atsfiles\x18\a \x03(\v2\x15.bighive.v1.TSFileRefR\atsfiles\"E\n" +
+	"\x13ReportMergeResponse\x12.\n" +
+	"\x06merged\x18\x01 \x01(\v2\x16.bighive.v1.TabletMetaR\x06merged\"=\n" +
+	"\x13MergeTabletsRequest\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x10\n" +
+	"\x03row\x18\x02 \x01(\fR\x03row\"@\n" +
+	"\x14MergeTabletsResponse\x12(\n" +
+	"\x10merged_tablet_id\x18\x01 \x01(\tR\x0emergedTabletId2\x9e\x10\n" +
 	"\x06Master\x12N\n" +
 	"\vCreateTable\x12\x1e.bighive.v1.CreateTableRequest\x1a\x1f.bighive.v1.CreateTableResponse\x12N\n" +
 	"\vDeleteTable\x12\x1e.bighive.v1.DeleteTableRequest\x1a\x1f.bighive.v1.DeleteTableResponse\x12K\n" +
@@ -3406,7 +3661,9 @@ const file_bighivepb_master_proto_rawDesc = "" +
 	"\tSetGCRule\x12\x1c.bighive.v1.SetGCRuleRequest\x1a\x1d.bighive.v1.SetGCRuleResponse\x12Q\n" +
 	"\fDropRowRange\x12\x1f.bighive.v1.DropRowRangeRequest\x1a .bighive.v1.DropRowRangeResponse\x12Z\n" +
 	"\x0fGetMasterStatus\x12\".bighive.v1.GetMasterStatusRequest\x1a#.bighive.v1.GetMasterStatusResponse\x12i\n" +
-	"\x14SetFamilyCompression\x12'.bighive.v1.SetFamilyCompressionRequest\x1a(.bighive.v1.SetFamilyCompressionResponseB\x19Z\x17bighive/proto/bighivepbb\x06proto3"
+	"\x14SetFamilyCompression\x12'.bighive.v1.SetFamilyCompressionRequest\x1a(.bighive.v1.SetFamilyCompressionResponse\x12N\n" +
+	"\vReportMerge\x12\x1e.bighive.v1.ReportMergeRequest\x1a\x1f.bighive.v1.ReportMergeResponse\x12Q\n" +
+	"\fMergeTablets\x12\x1f.bighive.v1.MergeTabletsRequest\x1a .bighive.v1.MergeTabletsResponseB\x19Z\x17bighive/proto/bighivepbb\x06proto3"
 
 var (
 	file_bighivepb_master_proto_rawDescOnce sync.Once
@@ -3420,7 +3677,7 @@ func file_bighivepb_master_proto_rawDescGZIP() []byte {
 	return file_bighivepb_master_proto_rawDescData
 }
 
-var file_bighivepb_master_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
+var file_bighivepb_master_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
 var file_bighivepb_master_proto_goTypes = []any{
 	(*TableInfo)(nil),                    // 0: bighive.v1.TableInfo
 	(*CreateTableRequest)(nil),           // 1: bighive.v1.CreateTableRequest
@@ -3478,115 +3735,125 @@ var file_bighivepb_master_proto_goTypes = []any{
 	(*GetMasterStatusResponse)(nil),      // 53: bighive.v1.GetMasterStatusResponse
 	(*SetFamilyCompressionRequest)(nil),  // 54: bighive.v1.SetFamilyCompressionRequest
 	(*SetFamilyCompressionResponse)(nil), // 55: bighive.v1.SetFamilyCompressionResponse
-	nil,                                  // 56: bighive.v1.DescribeTableResponse.TabletSizesEntry
-	nil,                                  // 57: bighive.v1.ReportLogSplitRequest.RecoveryFilesEntry
-	(*TableSchema)(nil),                  // 58: bighive.v1.TableSchema
-	(CachePriority)(0),                   // 59: bighive.v1.CachePriority
-	(*TabletMeta)(nil),                   // 60: bighive.v1.TabletMeta
-	(*FamilySpec)(nil),                   // 61: bighive.v1.FamilySpec
-	(*RowRange)(nil),                     // 62: bighive.v1.RowRange
-	(TabletState)(0),                     // 63: bighive.v1.TabletState
-	(*LogPosition)(nil),                  // 64: bighive.v1.LogPosition
-	(*TSFileRef)(nil),                    // 65: bighive.v1.TSFileRef
-	(*DataDirGroup)(nil),                 // 66: bighive.v1.DataDirGroup
-	(*TabletError)(nil),                  // 67: bighive.v1.TabletError
-	(*GcRule)(nil),                       // 68: bighive.v1.GcRule
-	(Compression)(0),                     // 69: bighive.v1.Compression
+	(*ReportMergeRequest)(nil),           // 56: bighive.v1.ReportMergeRequest
+	(*ReportMergeResponse)(nil),          // 57: bighive.v1.ReportMergeResponse
+	(*MergeTabletsRequest)(nil),          // 58: bighive.v1.MergeTabletsRequest
+	(*MergeTabletsResponse)(nil),         // 59: bighive.v1.MergeTabletsResponse
+	nil,                                  // 60: bighive.v1.DescribeTableResponse.TabletSizesEntry
+	nil,                                  // 61: bighive.v1.ReportLogSplitRequest.RecoveryFilesEntry
+	(*TableSchema)(nil),                  // 62: bighive.v1.TableSchema
+	(CachePriority)(0),                   // 63: bighive.v1.CachePriority
+	(*TabletMeta)(nil),                   // 64: bighive.v1.TabletMeta
+	(*FamilySpec)(nil),                   // 65: bighive.v1.FamilySpec
+	(*RowRange)(nil),                     // 66: bighive.v1.RowRange
+	(TabletState)(0),                     // 67: bighive.v1.TabletState
+	(*LogPosition)(nil),                  // 68: bighive.v1.LogPosition
+	(*TSFileRef)(nil),                    // 69: bighive.v1.TSFileRef
+	(*DataDirGroup)(nil),                 // 70: bighive.v1.DataDirGroup
+	(*TabletError)(nil),                  // 71: bighive.v1.TabletError
+	(*GcRule)(nil),                       // 72: bighive.v1.GcRule
+	(Compression)(0),                     // 73: bighive.v1.Compression
 }
 var file_bighivepb_master_proto_depIdxs = []int32{
-	58, // 0: bighive.v1.TableInfo.schema:type_name -> bighive.v1.TableSchema
-	59, // 1: bighive.v1.TableInfo.cache_priority:type_name -> bighive.v1.CachePriority
-	58, // 2: bighive.v1.CreateTableRequest.schema:type_name -> bighive.v1.TableSchema
+	62, // 0: bighive.v1.TableInfo.schema:type_name -> bighive.v1.TableSchema
+	63, // 1: bighive.v1.TableInfo.cache_priority:type_name -> bighive.v1.CachePriority
+	62, // 2: bighive.v1.CreateTableRequest.schema:type_name -> bighive.v1.TableSchema
 	0,  // 3: bighive.v1.CreateTableResponse.table:type_name -> bighive.v1.TableInfo
 	0,  // 4: bighive.v1.ListTablesResponse.tables:type_name -> bighive.v1.TableInfo
 	0,  // 5: bighive.v1.DescribeTableResponse.table:type_name -> bighive.v1.TableInfo
-	60, // 6: bighive.v1.DescribeTableResponse.tablets:type_name -> bighive.v1.TabletMeta
-	56, // 7: bighive.v1.DescribeTableResponse.tablet_sizes:type_name -> bighive.v1.DescribeTableResponse.TabletSizesEntry
-	61, // 8: bighive.v1.AddFamilyRequest.family:type_name -> bighive.v1.FamilySpec
-	59, // 9: bighive.v1.SetCachePriorityRequest.priority:type_name -> bighive.v1.CachePriority
-	62, // 10: bighive.v1.TabletLocation.range:type_name -> bighive.v1.RowRange
-	63, // 11: bighive.v1.TabletLocation.state:type_name -> bighive.v1.TabletState
-	58, // 12: bighive.v1.GetTableLocationsResponse.schema:type_name -> bighive.v1.TableSchema
+	64, // 6: bighive.v1.DescribeTableResponse.tablets:type_name -> bighive.v1.TabletMeta
+	60, // 7: bighive.v1.DescribeTableResponse.tablet_sizes:type_name -> bighive.v1.DescribeTableResponse.TabletSizesEntry
+	65, // 8: bighive.v1.AddFamilyRequest.family:type_name -> bighive.v1.FamilySpec
+	63, // 9: bighive.v1.SetCachePriorityRequest.priority:type_name -> bighive.v1.CachePriority
+	66, // 10: bighive.v1.TabletLocation.range:type_name -> bighive.v1.RowRange
+	67, // 11: bighive.v1.TabletLocation.state:type_name -> bighive.v1.TabletState
+	62, // 12: bighive.v1.GetTableLocationsResponse.schema:type_name -> bighive.v1.TableSchema
 	14, // 13: bighive.v1.GetTableLocationsResponse.locations:type_name -> bighive.v1.TabletLocation
 	16, // 14: bighive.v1.ListTServersResponse.tservers:type_name -> bighive.v1.TServerInfo
 	21, // 15: bighive.v1.HeartbeatRequest.tablets:type_name -> bighive.v1.TabletReport
 	22, // 16: bighive.v1.HeartbeatRequest.load:type_name -> bighive.v1.TServerLoad
-	60, // 17: bighive.v1.TabletAssignment.tablet:type_name -> bighive.v1.TabletMeta
-	58, // 18: bighive.v1.TabletAssignment.schema:type_name -> bighive.v1.TableSchema
-	59, // 19: bighive.v1.TabletAssignment.cache_priority:type_name -> bighive.v1.CachePriority
-	64, // 20: bighive.v1.LogSplitTask.file:type_name -> bighive.v1.LogPosition
-	59, // 21: bighive.v1.TableCachePriority.priority:type_name -> bighive.v1.CachePriority
+	64, // 17: bighive.v1.TabletAssignment.tablet:type_name -> bighive.v1.TabletMeta
+	62, // 18: bighive.v1.TabletAssignment.schema:type_name -> bighive.v1.TableSchema
+	63, // 19: bighive.v1.TabletAssignment.cache_priority:type_name -> bighive.v1.CachePriority
+	68, // 20: bighive.v1.LogSplitTask.file:type_name -> bighive.v1.LogPosition
+	63, // 21: bighive.v1.TableCachePriority.priority:type_name -> bighive.v1.CachePriority
 	24, // 22: bighive.v1.HeartbeatResponse.assign:type_name -> bighive.v1.TabletAssignment
 	25, // 23: bighive.v1.HeartbeatResponse.unassign:type_name -> bighive.v1.TabletUnassignment
 	26, // 24: bighive.v1.HeartbeatResponse.log_split_tasks:type_name -> bighive.v1.LogSplitTask
 	27, // 25: bighive.v1.HeartbeatResponse.cache_priorities:type_name -> bighive.v1.TableCachePriority
-	58, // 26: bighive.v1.HeartbeatResponse.schemas:type_name -> bighive.v1.TableSchema
-	64, // 27: bighive.v1.ReportTabletLoadRequest.position:type_name -> bighive.v1.LogPosition
-	60, // 28: bighive.v1.ReportTabletLoadResponse.tablet:type_name -> bighive.v1.TabletMeta
-	64, // 29: bighive.v1.CheckpointReport.log_positions:type_name -> bighive.v1.LogPosition
-	65, // 30: bighive.v1.CheckpointReport.tsfiles:type_name -> bighive.v1.TSFileRef
-	66, // 31: bighive.v1.CheckpointReport.data_dir_group:type_name -> bighive.v1.DataDirGroup
+	62, // 26: bighive.v1.HeartbeatResponse.schemas:type_name -> bighive.v1.TableSchema
+	68, // 27: bighive.v1.ReportTabletLoadRequest.position:type_name -> bighive.v1.LogPosition
+	64, // 28: bighive.v1.ReportTabletLoadResponse.tablet:type_name -> bighive.v1.TabletMeta
+	68, // 29: bighive.v1.CheckpointReport.log_positions:type_name -> bighive.v1.LogPosition
+	69, // 30: bighive.v1.CheckpointReport.tsfiles:type_name -> bighive.v1.TSFileRef
+	70, // 31: bighive.v1.CheckpointReport.data_dir_group:type_name -> bighive.v1.DataDirGroup
 	31, // 32: bighive.v1.ReportCheckpointRequest.reports:type_name -> bighive.v1.CheckpointReport
 	45, // 33: bighive.v1.ReportCheckpointResponse.statuses:type_name -> bighive.v1.RowStatus
-	62, // 34: bighive.v1.SplitChild.range:type_name -> bighive.v1.RowRange
-	65, // 35: bighive.v1.SplitChild.tsfiles:type_name -> bighive.v1.TSFileRef
-	64, // 36: bighive.v1.SplitChild.log_positions:type_name -> bighive.v1.LogPosition
+	66, // 34: bighive.v1.SplitChild.range:type_name -> bighive.v1.RowRange
+	69, // 35: bighive.v1.SplitChild.tsfiles:type_name -> bighive.v1.TSFileRef
+	68, // 36: bighive.v1.SplitChild.log_positions:type_name -> bighive.v1.LogPosition
 	36, // 37: bighive.v1.ReportSplitRequest.children:type_name -> bighive.v1.SplitChild
-	60, // 38: bighive.v1.ReportSplitResponse.children:type_name -> bighive.v1.TabletMeta
-	57, // 39: bighive.v1.ReportLogSplitRequest.recovery_files:type_name -> bighive.v1.ReportLogSplitRequest.RecoveryFilesEntry
-	64, // 40: bighive.v1.GetGCReferencesResponse.log_positions:type_name -> bighive.v1.LogPosition
-	67, // 41: bighive.v1.RowStatus.tablet_error:type_name -> bighive.v1.TabletError
-	68, // 42: bighive.v1.SetGCRuleRequest.gc_rule:type_name -> bighive.v1.GcRule
-	69, // 43: bighive.v1.SetFamilyCompressionRequest.compression:type_name -> bighive.v1.Compression
-	1,  // 44: bighive.v1.Master.CreateTable:input_type -> bighive.v1.CreateTableRequest
-	3,  // 45: bighive.v1.Master.DeleteTable:input_type -> bighive.v1.DeleteTableRequest
-	5,  // 46: bighive.v1.Master.ListTables:input_type -> bighive.v1.ListTablesRequest
-	7,  // 47: bighive.v1.Master.DescribeTable:input_type -> bighive.v1.DescribeTableRequest
-	9,  // 48: bighive.v1.Master.AddFamily:input_type -> bighive.v1.AddFamilyRequest
-	11, // 49: bighive.v1.Master.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
-	13, // 50: bighive.v1.Master.GetTableLocations:input_type -> bighive.v1.GetTableLocationsRequest
-	17, // 51: bighive.v1.Master.ListTServers:input_type -> bighive.v1.ListTServersRequest
-	19, // 52: bighive.v1.Master.RegisterTServer:input_type -> bighive.v1.RegisterTServerRequest
-	23, // 53: bighive.v1.Master.Heartbeat:input_type -> bighive.v1.HeartbeatRequest
-	29, // 54: bighive.v1.Master.ReportTabletLoad:input_type -> bighive.v1.ReportTabletLoadRequest
-	32, // 55: bighive.v1.Master.ReportCheckpoint:input_type -> bighive.v1.ReportCheckpointRequest
-	34, // 56: bighive.v1.Master.AllocateTabletIds:input_type -> bighive.v1.AllocateTabletIdsRequest
-	37, // 57: bighive.v1.Master.ReportSplit:input_type -> bighive.v1.ReportSplitRequest
-	39, // 58: bighive.v1.Master.SplitTablet:input_type -> bighive.v1.SplitTabletRequest
-	41, // 59: bighive.v1.Master.ReportLogSplit:input_type -> bighive.v1.ReportLogSplitRequest
-	43, // 60: bighive.v1.Master.GetGCReferences:input_type -> bighive.v1.GetGCReferencesRequest
-	46, // 61: bighive.v1.Master.DeleteFamily:input_type -> bighive.v1.DeleteFamilyRequest
-	48, // 62: bighive.v1.Master.SetGCRule:input_type -> bighive.v1.SetGCRuleRequest
-	50, // 63: bighive.v1.Master.DropRowRange:input_type -> bighive.v1.DropRowRangeRequest
-	52, // 64: bighive.v1.Master.GetMasterStatus:input_type -> bighive.v1.GetMasterStatusRequest
-	54, // 65: bighive.v1.Master.SetFamilyCompression:input_type -> bighive.v1.SetFamilyCompressionRequest
-	2,  // 66: bighive.v1.Master.CreateTable:output_type -> bighive.v1.CreateTableResponse
-	4,  // 67: bighive.v1.Master.DeleteTable:output_type -> bighive.v1.DeleteTableResponse
-	6,  // 68: bighive.v1.Master.ListTables:output_type -> bighive.v1.ListTablesResponse
-	8,  // 69: bighive.v1.Master.DescribeTable:output_type -> bighive.v1.DescribeTableResponse
-	10, // 70: bighive.v1.Master.AddFamily:output_type -> bighive.v1.AddFamilyResponse
-	12, // 71: bighive.v1.Master.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
-	15, // 72: bighive.v1.Master.GetTableLocations:output_type -> bighive.v1.GetTableLocationsResponse
-	18, // 73: bighive.v1.Master.ListTServers:output_type -> bighive.v1.ListTServersResponse
-	20, // 74: bighive.v1.Master.RegisterTServer:output_type -> bighive.v1.RegisterTServerResponse
-	28, // 75: bighive.v1.Master.Heartbeat:output_type -> bighive.v1.HeartbeatResponse
-	30, // 76: bighive.v1.Master.ReportTabletLoad:output_type -> bighive.v1.ReportTabletLoadResponse
-	33, // 77: bighive.v1.Master.ReportCheckpoint:output_type -> bighive.v1.ReportCheckpointResponse
-	35, // 78: bighive.v1.Master.AllocateTabletIds:output_type -> bighive.v1.AllocateTabletIdsResponse
-	38, // 79: bighive.v1.Master.ReportSplit:output_type -> bighive.v1.ReportSplitResponse
-	40, // 80: bighive.v1.Master.SplitTablet:output_type -> bighive.v1.SplitTabletResponse
-	42, // 81: bighive.v1.Master.ReportLogSplit:output_type -> bighive.v1.ReportLogSplitResponse
-	44, // 82: bighive.v1.Master.GetGCReferences:output_type -> bighive.v1.GetGCReferencesResponse
-	47, // 83: bighive.v1.Master.DeleteFamily:output_type -> bighive.v1.DeleteFamilyResponse
-	49, // 84: bighive.v1.Master.SetGCRule:output_type -> bighive.v1.SetGCRuleResponse
-	51, // 85: bighive.v1.Master.DropRowRange:output_type -> bighive.v1.DropRowRangeResponse
-	53, // 86: bighive.v1.Master.GetMasterStatus:output_type -> bighive.v1.GetMasterStatusResponse
-	55, // 87: bighive.v1.Master.SetFamilyCompression:output_type -> bighive.v1.SetFamilyCompressionResponse
-	66, // [66:88] is the sub-list for method output_type
-	44, // [44:66] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	64, // 38: bighive.v1.ReportSplitResponse.children:type_name -> bighive.v1.TabletMeta
+	61, // 39: bighive.v1.ReportLogSplitRequest.recovery_files:type_name -> bighive.v1.ReportLogSplitRequest.RecoveryFilesEntry
+	68, // 40: bighive.v1.GetGCReferencesResponse.log_positions:type_name -> bighive.v1.LogPosition
+	71, // 41: bighive.v1.RowStatus.tablet_error:type_name -> bighive.v1.TabletError
+	72, // 42: bighive.v1.SetGCRuleRequest.gc_rule:type_name -> bighive.v1.GcRule
+	73, // 43: bighive.v1.SetFamilyCompressionRequest.compression:type_name -> bighive.v1.Compression
+	69, // 44: bighive.v1.ReportMergeRequest.tsfiles:type_name -> bighive.v1.TSFileRef
+	64, // 45: bighive.v1.ReportMergeResponse.merged:type_name -> bighive.v1.TabletMeta
+	1,  // 46: bighive.v1.Master.CreateTable:input_type -> bighive.v1.CreateTableRequest
+	3,  // 47: bighive.v1.Master.DeleteTable:input_type -> bighive.v1.DeleteTableRequest
+	5,  // 48: bighive.v1.Master.ListTables:input_type -> bighive.v1.ListTablesRequest
+	7,  // 49: bighive.v1.Master.DescribeTable:input_type -> bighive.v1.DescribeTableRequest
+	9,  // 50: bighive.v1.Master.AddFamily:input_type -> bighive.v1.AddFamilyRequest
+	11, // 51: bighive.v1.Master.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
+	13, // 52: bighive.v1.Master.GetTableLocations:input_type -> bighive.v1.GetTableLocationsRequest
+	17, // 53: bighive.v1.Master.ListTServers:input_type -> bighive.v1.ListTServersRequest
+	19, // 54: bighive.v1.Master.RegisterTServer:input_type -> bighive.v1.RegisterTServerRequest
+	23, // 55: bighive.v1.Master.Heartbeat:input_type -> bighive.v1.HeartbeatRequest
+	29, // 56: bighive.v1.Master.ReportTabletLoad:input_type -> bighive.v1.ReportTabletLoadRequest
+	32, // 57: bighive.v1.Master.ReportCheckpoint:input_type -> bighive.v1.ReportCheckpointRequest
+	34, // 58: bighive.v1.Master.AllocateTabletIds:input_type -> bighive.v1.AllocateTabletIdsRequest
+	37, // 59: bighive.v1.Master.ReportSplit:input_type -> bighive.v1.ReportSplitRequest
+	39, // 60: bighive.v1.Master.SplitTablet:input_type -> bighive.v1.SplitTabletRequest
+	41, // 61: bighive.v1.Master.ReportLogSplit:input_type -> bighive.v1.ReportLogSplitRequest
+	43, // 62: bighive.v1.Master.GetGCReferences:input_type -> bighive.v1.GetGCReferencesRequest
+	46, // 63: bighive.v1.Master.DeleteFamily:input_type -> bighive.v1.DeleteFamilyRequest
+	48, // 64: bighive.v1.Master.SetGCRule:input_type -> bighive.v1.SetGCRuleRequest
+	50, // 65: bighive.v1.Master.DropRowRange:input_type -> bighive.v1.DropRowRangeRequest
+	52, // 66: bighive.v1.Master.GetMasterStatus:input_type -> bighive.v1.GetMasterStatusRequest
+	54, // 67: bighive.v1.Master.SetFamilyCompression:input_type -> bighive.v1.SetFamilyCompressionRequest
+	56, // 68: bighive.v1.Master.ReportMerge:input_type -> bighive.v1.ReportMergeRequest
+	58, // 69: bighive.v1.Master.MergeTablets:input_type -> bighive.v1.MergeTabletsRequest
+	2,  // 70: bighive.v1.Master.CreateTable:output_type -> bighive.v1.CreateTableResponse
+	4,  // 71: bighive.v1.Master.DeleteTable:output_type -> bighive.v1.DeleteTableResponse
+	6,  // 72: bighive.v1.Master.ListTables:output_type -> bighive.v1.ListTablesResponse
+	8,  // 73: bighive.v1.Master.DescribeTable:output_type -> bighive.v1.DescribeTableResponse
+	10, // 74: bighive.v1.Master.AddFamily:output_type -> bighive.v1.AddFamilyResponse
+	12, // 75: bighive.v1.Master.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
+	15, // 76: bighive.v1.Master.GetTableLocations:output_type -> bighive.v1.GetTableLocationsResponse
+	18, // 77: bighive.v1.Master.ListTServers:output_type -> bighive.v1.ListTServersResponse
+	20, // 78: bighive.v1.Master.RegisterTServer:output_type -> bighive.v1.RegisterTServerResponse
+	28, // 79: bighive.v1.Master.Heartbeat:output_type -> bighive.v1.HeartbeatResponse
+	30, // 80: bighive.v1.Master.ReportTabletLoad:output_type -> bighive.v1.ReportTabletLoadResponse
+	33, // 81: bighive.v1.Master.ReportCheckpoint:output_type -> bighive.v1.ReportCheckpointResponse
+	35, // 82: bighive.v1.Master.AllocateTabletIds:output_type -> bighive.v1.AllocateTabletIdsResponse
+	38, // 83: bighive.v1.Master.ReportSplit:output_type -> bighive.v1.ReportSplitResponse
+	40, // 84: bighive.v1.Master.SplitTablet:output_type -> bighive.v1.SplitTabletResponse
+	42, // 85: bighive.v1.Master.ReportLogSplit:output_type -> bighive.v1.ReportLogSplitResponse
+	44, // 86: bighive.v1.Master.GetGCReferences:output_type -> bighive.v1.GetGCReferencesResponse
+	47, // 87: bighive.v1.Master.DeleteFamily:output_type -> bighive.v1.DeleteFamilyResponse
+	49, // 88: bighive.v1.Master.SetGCRule:output_type -> bighive.v1.SetGCRuleResponse
+	51, // 89: bighive.v1.Master.DropRowRange:output_type -> bighive.v1.DropRowRangeResponse
+	53, // 90: bighive.v1.Master.GetMasterStatus:output_type -> bighive.v1.GetMasterStatusResponse
+	55, // 91: bighive.v1.Master.SetFamilyCompression:output_type -> bighive.v1.SetFamilyCompressionResponse
+	57, // 92: bighive.v1.Master.ReportMerge:output_type -> bighive.v1.ReportMergeResponse
+	59, // 93: bighive.v1.Master.MergeTablets:output_type -> bighive.v1.MergeTabletsResponse
+	70, // [70:94] is the sub-list for method output_type
+	46, // [46:70] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_bighivepb_master_proto_init() }
@@ -3605,7 +3872,7 @@ func file_bighivepb_master_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bighivepb_master_proto_rawDesc), len(file_bighivepb_master_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   58,
+			NumMessages:   62,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -44,6 +44,8 @@ const (
 	Master_DropRowRange_FullMethodName         = "/bighive.v1.Master/DropRowRange"
 	Master_GetMasterStatus_FullMethodName      = "/bighive.v1.Master/GetMasterStatus"
 	Master_SetFamilyCompression_FullMethodName = "/bighive.v1.Master/SetFamilyCompression"
+	Master_ReportMerge_FullMethodName          = "/bighive.v1.Master/ReportMerge"
+	Master_MergeTablets_FullMethodName         = "/bighive.v1.Master/MergeTablets"
 )
 
 // MasterClient is the client API for Master service.
@@ -88,6 +90,12 @@ type MasterClient interface {
 	GetMasterStatus(ctx context.Context, in *GetMasterStatusRequest, opts ...grpc.CallOption) (*GetMasterStatusResponse, error)
 	// Sets a family's compression (the TSFiles written from then on use it).
 	SetFamilyCompression(ctx context.Context, in *SetFamilyCompressionRequest, opts ...grpc.CallOption) (*SetFamilyCompressionResponse, error)
+	// Merge (docs/design.md 'Merge'): the tserver's report, which replaces two
+	// adjacent tablets by one in one transaction.
+	ReportMerge(ctx context.Context, in *ReportMergeRequest, opts ...grpc.CallOption) (*ReportMergeResponse, error)
+	// Merges the tablet holding row with its successor, moving one of them
+	// first when they are on different tservers.
+	MergeTablets(ctx context.Context, in *MergeTabletsRequest, opts ...grpc.CallOption) (*MergeTabletsResponse, error)
 }
 
 type masterClient struct {
@@ -318,6 +326,26 @@ func (c *masterClient) SetFamilyCompression(ctx context.Context, in *SetFamilyCo
 	return out, nil
 }
 
+func (c *masterClient) ReportMerge(ctx context.Context, in *ReportMergeRequest, opts ...grpc.CallOption) (*ReportMergeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReportMergeResponse)
+	err := c.cc.Invoke(ctx, Master_ReportMerge_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *masterClient) MergeTablets(ctx context.Context, in *MergeTabletsRequest, opts ...grpc.CallOption) (*MergeTabletsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MergeTabletsResponse)
+	err := c.cc.Invoke(ctx, Master_MergeTablets_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MasterServer is the server API for Master service.
 // All implementations must embed UnimplementedMasterServer
 // for forward compatibility.
@@ -360,6 +388,12 @@ type MasterServer interface {
 	GetMasterStatus(context.Context, *GetMasterStatusRequest) (*GetMasterStatusResponse, error)
 	// Sets a family's compression (the TSFiles written from then on use it).
 	SetFamilyCompression(context.Context, *SetFamilyCompressionRequest) (*SetFamilyCompressionResponse, error)
+	// Merge (docs/design.md 'Merge'): the tserver's report, which replaces two
+	// adjacent tablets by one in one transaction.
+	ReportMerge(context.Context, *ReportMergeRequest) (*ReportMergeResponse, error)
+	// Merges the tablet holding row with its successor, moving one of them
+	// first when they are on different tservers.
+	MergeTablets(context.Context, *MergeTabletsRequest) (*MergeTabletsResponse, error)
 	mustEmbedUnimplementedMasterServer()
 }
 
@@ -435,6 +469,12 @@ func (UnimplementedMasterServer) GetMasterStatus(context.Context, *GetMasterStat
 }
 func (UnimplementedMasterServer) SetFamilyCompression(context.Context, *SetFamilyCompressionRequest) (*SetFamilyCompressionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetFamilyCompression not implemented")
+}
+func (UnimplementedMasterServer) ReportMerge(context.Context, *ReportMergeRequest) (*ReportMergeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReportMerge not implemented")
+}
+func (UnimplementedMasterServer) MergeTablets(context.Context, *MergeTabletsRequest) (*MergeTabletsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method MergeTablets not implemented")
 }
 func (UnimplementedMasterServer) mustEmbedUnimplementedMasterServer() {}
 func (UnimplementedMasterServer) testEmbeddedByValue()                {}
@@ -853,6 +893,42 @@ func _Master_SetFamilyCompression_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Master_ReportMerge_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportMergeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).ReportMerge(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_ReportMerge_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).ReportMerge(ctx, req.(*ReportMergeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Master_MergeTablets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MergeTabletsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).MergeTablets(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_MergeTablets_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).MergeTablets(ctx, req.(*MergeTabletsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Master_ServiceDesc is the grpc.ServiceDesc for Master service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -947,6 +1023,14 @@ var Master_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetFamilyCompression",
 			Handler:    _Master_SetFamilyCompression_Handler,
+		},
+		{
+			MethodName: "ReportMerge",
+			Handler:    _Master_ReportMerge_Handler,
+		},
+		{
+			MethodName: "MergeTablets",
+			Handler:    _Master_MergeTablets_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

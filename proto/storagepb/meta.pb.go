@@ -51,6 +51,7 @@ type MetaCommand struct {
 	//	*MetaCommand_SetGcRule
 	//	*MetaCommand_FamilyPurged
 	//	*MetaCommand_SetCompression
+	//	*MetaCommand_Merge
 	Cmd           isMetaCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -244,6 +245,15 @@ func (x *MetaCommand) GetSetCompression() *MetaSetCompression {
 	return nil
 }
 
+func (x *MetaCommand) GetMerge() *MetaMerge {
+	if x != nil {
+		if x, ok := x.Cmd.(*MetaCommand_Merge); ok {
+			return x.Merge
+		}
+	}
+	return nil
+}
+
 type isMetaCommand_Cmd interface {
 	isMetaCommand_Cmd()
 }
@@ -312,6 +322,10 @@ type MetaCommand_SetCompression struct {
 	SetCompression *MetaSetCompression `protobuf:"bytes,17,opt,name=set_compression,json=setCompression,proto3,oneof"`
 }
 
+type MetaCommand_Merge struct {
+	Merge *MetaMerge `protobuf:"bytes,18,opt,name=merge,proto3,oneof"`
+}
+
 func (*MetaCommand_CreateTable) isMetaCommand_Cmd() {}
 
 func (*MetaCommand_DeleteTable) isMetaCommand_Cmd() {}
@@ -343,6 +357,8 @@ func (*MetaCommand_SetGcRule) isMetaCommand_Cmd() {}
 func (*MetaCommand_FamilyPurged) isMetaCommand_Cmd() {}
 
 func (*MetaCommand_SetCompression) isMetaCommand_Cmd() {}
+
+func (*MetaCommand_Merge) isMetaCommand_Cmd() {}
 
 // Creates a table and its initial tablets [“”, k1), …, [kn, “”), all
 // UNASSIGNED at epoch 0. The leader validated names and keys; the FSM
@@ -1292,6 +1308,52 @@ func (x *MetaSetCompression) GetCompression() bighivepb.Compression {
 	return bighivepb.Compression(0)
 }
 
+// Replaces two adjacent tablets by one in one transaction (the merge's
+// report, checked again by the FSM).
+type MetaMerge struct {
+	state         protoimpl.MessageState        `protogen:"open.v1"`
+	Report        *bighivepb.ReportMergeRequest `protobuf:"bytes,1,opt,name=report,proto3" json:"report,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetaMerge) Reset() {
+	*x = MetaMerge{}
+	mi := &file_storagepb_meta_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaMerge) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaMerge) ProtoMessage() {}
+
+func (x *MetaMerge) ProtoReflect() protoreflect.Message {
+	mi := &file_storagepb_meta_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaMerge.ProtoReflect.Descriptor instead.
+func (*MetaMerge) Descriptor() ([]byte, []int) {
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *MetaMerge) GetReport() *bighivepb.ReportMergeRequest {
+	if x != nil {
+		return x.Report
+	}
+	return nil
+}
+
 type MetaAssign_Item struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TabletId      string                 `protobuf:"bytes,1,opt,name=tablet_id,json=tabletId,proto3" json:"tablet_id,omitempty"`
@@ -1303,7 +1365,7 @@ type MetaAssign_Item struct {
 
 func (x *MetaAssign_Item) Reset() {
 	*x = MetaAssign_Item{}
-	mi := &file_storagepb_meta_proto_msgTypes[18]
+	mi := &file_storagepb_meta_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1315,7 +1377,7 @@ func (x *MetaAssign_Item) String() string {
 func (*MetaAssign_Item) ProtoMessage() {}
 
 func (x *MetaAssign_Item) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[18]
+	mi := &file_storagepb_meta_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1363,7 +1425,7 @@ type MetaUnassign_Item struct {
 
 func (x *MetaUnassign_Item) Reset() {
 	*x = MetaUnassign_Item{}
-	mi := &file_storagepb_meta_proto_msgTypes[19]
+	mi := &file_storagepb_meta_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1375,7 +1437,7 @@ func (x *MetaUnassign_Item) String() string {
 func (*MetaUnassign_Item) ProtoMessage() {}
 
 func (x *MetaUnassign_Item) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[19]
+	mi := &file_storagepb_meta_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1424,7 +1486,7 @@ type MetaLogSplitDone_Item struct {
 
 func (x *MetaLogSplitDone_Item) Reset() {
 	*x = MetaLogSplitDone_Item{}
-	mi := &file_storagepb_meta_proto_msgTypes[20]
+	mi := &file_storagepb_meta_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1436,7 +1498,7 @@ func (x *MetaLogSplitDone_Item) String() string {
 func (*MetaLogSplitDone_Item) ProtoMessage() {}
 
 func (x *MetaLogSplitDone_Item) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[20]
+	mi := &file_storagepb_meta_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1484,7 +1546,8 @@ var File_storagepb_meta_proto protoreflect.FileDescriptor
 
 const file_storagepb_meta_proto_rawDesc = "" +
 	"\n" +
-	"\x14storagepb/meta.proto\x12\x12bighive.storage.v1\x1a\x16bighivepb/common.proto\x1a\x16bighivepb/master.proto\"\xca\t\n" +
+	"\x14storagepb/meta.proto\x12\x12bighive.storage.v1\x1a\x16bighivepb/common.proto\x1a\x16bighivepb/master.proto\"\x81\n" +
+	"\n" +
 	"\vMetaCommand\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12H\n" +
 	"\fcreate_table\x18\x02 \x01(\v2#.bighive.storage.v1.MetaCreateTableH\x00R\vcreateTable\x12H\n" +
@@ -1507,7 +1570,8 @@ const file_storagepb_meta_proto_rawDesc = "" +
 	"\rdelete_family\x18\x0e \x01(\v2$.bighive.storage.v1.MetaDeleteFamilyH\x00R\fdeleteFamily\x12C\n" +
 	"\vset_gc_rule\x18\x0f \x01(\v2!.bighive.storage.v1.MetaSetGCRuleH\x00R\tsetGcRule\x12K\n" +
 	"\rfamily_purged\x18\x10 \x01(\v2$.bighive.storage.v1.MetaFamilyPurgedH\x00R\ffamilyPurged\x12Q\n" +
-	"\x0fset_compression\x18\x11 \x01(\v2&.bighive.storage.v1.MetaSetCompressionH\x00R\x0esetCompressionB\x05\n" +
+	"\x0fset_compression\x18\x11 \x01(\v2&.bighive.storage.v1.MetaSetCompressionH\x00R\x0esetCompression\x125\n" +
+	"\x05merge\x18\x12 \x01(\v2\x1d.bighive.storage.v1.MetaMergeH\x00R\x05mergeB\x05\n" +
 	"\x03cmd\"a\n" +
 	"\x0fMetaCreateTable\x12/\n" +
 	"\x06schema\x18\x01 \x01(\v2\x17.bighive.v1.TableSchemaR\x06schema\x12\x1d\n" +
@@ -1579,7 +1643,9 @@ const file_storagepb_meta_proto_rawDesc = "" +
 	"\x12MetaSetCompression\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x16\n" +
 	"\x06family\x18\x02 \x01(\tR\x06family\x129\n" +
-	"\vcompression\x18\x03 \x01(\x0e2\x17.bighive.v1.CompressionR\vcompressionB\x19Z\x17bighive/proto/storagepbb\x06proto3"
+	"\vcompression\x18\x03 \x01(\x0e2\x17.bighive.v1.CompressionR\vcompression\"C\n" +
+	"\tMetaMerge\x126\n" +
+	"\x06report\x18\x01 \x01(\v2\x1e.bighive.v1.ReportMergeRequestR\x06reportB\x19Z\x17bighive/proto/storagepbb\x06proto3"
 
 var (
 	file_storagepb_meta_proto_rawDescOnce sync.Once
@@ -1593,36 +1659,38 @@ func file_storagepb_meta_proto_rawDescGZIP() []byte {
 	return file_storagepb_meta_proto_rawDescData
 }
 
-var file_storagepb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_storagepb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_storagepb_meta_proto_goTypes = []any{
-	(*MetaCommand)(nil),                // 0: bighive.storage.v1.MetaCommand
-	(*MetaCreateTable)(nil),            // 1: bighive.storage.v1.MetaCreateTable
-	(*MetaDeleteTable)(nil),            // 2: bighive.storage.v1.MetaDeleteTable
-	(*MetaAddFamily)(nil),              // 3: bighive.storage.v1.MetaAddFamily
-	(*MetaRegisterTServer)(nil),        // 4: bighive.storage.v1.MetaRegisterTServer
-	(*MetaTServer)(nil),                // 5: bighive.storage.v1.MetaTServer
-	(*MetaAssign)(nil),                 // 6: bighive.storage.v1.MetaAssign
-	(*MetaUnassign)(nil),               // 7: bighive.storage.v1.MetaUnassign
-	(*MetaTabletLoad)(nil),             // 8: bighive.storage.v1.MetaTabletLoad
-	(*MetaCheckpoint)(nil),             // 9: bighive.storage.v1.MetaCheckpoint
-	(*MetaAllocateIds)(nil),            // 10: bighive.storage.v1.MetaAllocateIds
-	(*MetaSplit)(nil),                  // 11: bighive.storage.v1.MetaSplit
-	(*MetaLogSplitDone)(nil),           // 12: bighive.storage.v1.MetaLogSplitDone
-	(*MetaRecoveryFilesDeleted)(nil),   // 13: bighive.storage.v1.MetaRecoveryFilesDeleted
-	(*MetaDeleteFamily)(nil),           // 14: bighive.storage.v1.MetaDeleteFamily
-	(*MetaSetGCRule)(nil),              // 15: bighive.storage.v1.MetaSetGCRule
-	(*MetaFamilyPurged)(nil),           // 16: bighive.storage.v1.MetaFamilyPurged
-	(*MetaSetCompression)(nil),         // 17: bighive.storage.v1.MetaSetCompression
-	(*MetaAssign_Item)(nil),            // 18: bighive.storage.v1.MetaAssign.Item
-	(*MetaUnassign_Item)(nil),          // 19: bighive.storage.v1.MetaUnassign.Item
-	(*MetaLogSplitDone_Item)(nil),      // 20: bighive.storage.v1.MetaLogSplitDone.Item
-	(*bighivepb.TableSchema)(nil),      // 21: bighive.v1.TableSchema
-	(*bighivepb.FamilySpec)(nil),       // 22: bighive.v1.FamilySpec
-	(*bighivepb.LogPosition)(nil),      // 23: bighive.v1.LogPosition
-	(*bighivepb.CheckpointReport)(nil), // 24: bighive.v1.CheckpointReport
-	(*bighivepb.SplitChild)(nil),       // 25: bighive.v1.SplitChild
-	(*bighivepb.GcRule)(nil),           // 26: bighive.v1.GcRule
-	(bighivepb.Compression)(0),         // 27: bighive.v1.Compression
+	(*MetaCommand)(nil),                  // 0: bighive.storage.v1.MetaCommand
+	(*MetaCreateTable)(nil),              // 1: bighive.storage.v1.MetaCreateTable
+	(*MetaDeleteTable)(nil),              // 2: bighive.storage.v1.MetaDeleteTable
+	(*MetaAddFamily)(nil),                // 3: bighive.storage.v1.MetaAddFamily
+	(*MetaRegisterTServer)(nil),          // 4: bighive.storage.v1.MetaRegisterTServer
+	(*MetaTServer)(nil),                  // 5: bighive.storage.v1.MetaTServer
+	(*MetaAssign)(nil),                   // 6: bighive.storage.v1.MetaAssign
+	(*MetaUnassign)(nil),                 // 7: bighive.storage.v1.MetaUnassign
+	(*MetaTabletLoad)(nil),               // 8: bighive.storage.v1.MetaTabletLoad
+	(*MetaCheckpoint)(nil),               // 9: bighive.storage.v1.MetaCheckpoint
+	(*MetaAllocateIds)(nil),              // 10: bighive.storage.v1.MetaAllocateIds
+	(*MetaSplit)(nil),                    // 11: bighive.storage.v1.MetaSplit
+	(*MetaLogSplitDone)(nil),             // 12: bighive.storage.v1.MetaLogSplitDone
+	(*MetaRecoveryFilesDeleted)(nil),     // 13: bighive.storage.v1.MetaRecoveryFilesDeleted
+	(*MetaDeleteFamily)(nil),             // 14: bighive.storage.v1.MetaDeleteFamily
+	(*MetaSetGCRule)(nil),                // 15: bighive.storage.v1.MetaSetGCRule
+	(*MetaFamilyPurged)(nil),             // 16: bighive.storage.v1.MetaFamilyPurged
+	(*MetaSetCompression)(nil),           // 17: bighive.storage.v1.MetaSetCompression
+	(*MetaMerge)(nil),                    // 18: bighive.storage.v1.MetaMerge
+	(*MetaAssign_Item)(nil),              // 19: bighive.storage.v1.MetaAssign.Item
+	(*MetaUnassign_Item)(nil),            // 20: bighive.storage.v1.MetaUnassign.Item
+	(*MetaLogSplitDone_Item)(nil),        // 21: bighive.storage.v1.MetaLogSplitDone.Item
+	(*bighivepb.TableSchema)(nil),        // 22: bighive.v1.TableSchema
+	(*bighivepb.FamilySpec)(nil),         // 23: bighive.v1.FamilySpec
+	(*bighivepb.LogPosition)(nil),        // 24: bighive.v1.LogPosition
+	(*bighivepb.CheckpointReport)(nil),   // 25: bighive.v1.CheckpointReport
+	(*bighivepb.SplitChild)(nil),         // 26: bighive.v1.SplitChild
+	(*bighivepb.GcRule)(nil),             // 27: bighive.v1.GcRule
+	(bighivepb.Compression)(0),           // 28: bighive.v1.Compression
+	(*bighivepb.ReportMergeRequest)(nil), // 29: bighive.v1.ReportMergeRequest
 }
 var file_storagepb_meta_proto_depIdxs = []int32{
 	1,  // 0: bighive.storage.v1.MetaCommand.create_table:type_name -> bighive.storage.v1.MetaCreateTable
@@ -1641,22 +1709,24 @@ var file_storagepb_meta_proto_depIdxs = []int32{
 	15, // 13: bighive.storage.v1.MetaCommand.set_gc_rule:type_name -> bighive.storage.v1.MetaSetGCRule
 	16, // 14: bighive.storage.v1.MetaCommand.family_purged:type_name -> bighive.storage.v1.MetaFamilyPurged
 	17, // 15: bighive.storage.v1.MetaCommand.set_compression:type_name -> bighive.storage.v1.MetaSetCompression
-	21, // 16: bighive.storage.v1.MetaCreateTable.schema:type_name -> bighive.v1.TableSchema
-	22, // 17: bighive.storage.v1.MetaAddFamily.family:type_name -> bighive.v1.FamilySpec
-	5,  // 18: bighive.storage.v1.MetaRegisterTServer.tserver:type_name -> bighive.storage.v1.MetaTServer
-	18, // 19: bighive.storage.v1.MetaAssign.items:type_name -> bighive.storage.v1.MetaAssign.Item
-	19, // 20: bighive.storage.v1.MetaUnassign.items:type_name -> bighive.storage.v1.MetaUnassign.Item
-	23, // 21: bighive.storage.v1.MetaTabletLoad.position:type_name -> bighive.v1.LogPosition
-	24, // 22: bighive.storage.v1.MetaCheckpoint.reports:type_name -> bighive.v1.CheckpointReport
-	25, // 23: bighive.storage.v1.MetaSplit.children:type_name -> bighive.v1.SplitChild
-	20, // 24: bighive.storage.v1.MetaLogSplitDone.items:type_name -> bighive.storage.v1.MetaLogSplitDone.Item
-	26, // 25: bighive.storage.v1.MetaSetGCRule.gc_rule:type_name -> bighive.v1.GcRule
-	27, // 26: bighive.storage.v1.MetaSetCompression.compression:type_name -> bighive.v1.Compression
-	27, // [27:27] is the sub-list for method output_type
-	27, // [27:27] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	18, // 16: bighive.storage.v1.MetaCommand.merge:type_name -> bighive.storage.v1.MetaMerge
+	22, // 17: bighive.storage.v1.MetaCreateTable.schema:type_name -> bighive.v1.TableSchema
+	23, // 18: bighive.storage.v1.MetaAddFamily.family:type_name -> bighive.v1.FamilySpec
+	5,  // 19: bighive.storage.v1.MetaRegisterTServer.tserver:type_name -> bighive.storage.v1.MetaTServer
+	19, // 20: bighive.storage.v1.MetaAssign.items:type_name -> bighive.storage.v1.MetaAssign.Item
+	20, // 21: bighive.storage.v1.MetaUnassign.items:type_name -> bighive.storage.v1.MetaUnassign.Item
+	24, // 22: bighive.storage.v1.MetaTabletLoad.position:type_name -> bighive.v1.LogPosition
+	25, // 23: bighive.storage.v1.MetaCheckpoint.reports:type_name -> bighive.v1.CheckpointReport
+	26, // 24: bighive.storage.v1.MetaSplit.children:type_name -> bighive.v1.SplitChild
+	21, // 25: bighive.storage.v1.MetaLogSplitDone.items:type_name -> bighive.storage.v1.MetaLogSplitDone.Item
+	27, // 26: bighive.storage.v1.MetaSetGCRule.gc_rule:type_name -> bighive.v1.GcRule
+	28, // 27: bighive.storage.v1.MetaSetCompression.compression:type_name -> bighive.v1.Compression
+	29, // 28: bighive.storage.v1.MetaMerge.report:type_name -> bighive.v1.ReportMergeRequest
+	29, // [29:29] is the sub-list for method output_type
+	29, // [29:29] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_storagepb_meta_proto_init() }
@@ -1681,6 +1751,7 @@ func file_storagepb_meta_proto_init() {
 		(*MetaCommand_SetGcRule)(nil),
 		(*MetaCommand_FamilyPurged)(nil),
 		(*MetaCommand_SetCompression)(nil),
+		(*MetaCommand_Merge)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1688,7 +1759,7 @@ func file_storagepb_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_storagepb_meta_proto_rawDesc), len(file_storagepb_meta_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
