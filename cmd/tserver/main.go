@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"bighive/internal/obs"
+	"bighive/merge"
 	"bighive/split"
 	"bighive/tserver"
 )
@@ -44,6 +45,7 @@ func main() {
 		mergeWidth     = flag.Int("compaction-merge-width", 0, "TSFiles one merging compaction merges (0: compaction-max-files/2+1, at least 2)")
 		compactRate    = flag.Int64("compaction-rate", 64<<20, "average `bytes` per second compactions read; negative: unthrottled")
 		splitFault     = flag.String("split-fault-file", "", "testing only: a `file` holding a split step number; the split that reaches that step removes the file and kills this process")
+		mergeFault     = flag.String("merge-fault-file", "", "testing only: a `file` holding a merge step number; the merge that reaches that step removes the file and kills this process")
 	)
 	flag.Parse()
 	obsFlags.HandleVersion(os.Stdout)
@@ -69,7 +71,8 @@ func main() {
 		SplitThreshold:      *splitThreshold,
 		SplitInterval:       *splitInterval,
 		MaxConcurrentSplits: *maxSplits,
-		SplitHook:           faultHook(*splitFault, log),
+		SplitHook:           faultHook[split.Step](*splitFault, "split", log),
+		MergeHook:           faultHook[merge.Step](*mergeFault, "merge", log),
 
 		CompactionMajorEvery: *majorEvery,
 		CompactionMaxFiles:   *maxFiles,
@@ -105,14 +108,14 @@ func splitList(s string) []string {
 	return out
 }
 
-// faultHook is the crash point of the e2e split tests: when the file names
-// a step, the split reaching it removes the file and the process dies
-// with SIGKILL at once (no cleanup, as in a crash).
-func faultHook(path string, log *slog.Logger) func(split.Step) error {
+// faultHook is the crash point of the e2e split and merge tests: when the
+// file names a step, the split (or merge) reaching it removes the file and
+// the process dies with SIGKILL at once (no cleanup, as in a crash).
+func faultHook[S ~int](path, what string, log *slog.Logger) func(S) error {
 	if path == "" {
 		return nil
 	}
-	return func(s split.Step) error {
+	return func(s S) error {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return nil
@@ -122,7 +125,7 @@ func faultHook(path string, log *slog.Logger) func(split.Step) error {
 			return nil
 		}
 		os.Remove(path)
-		log.Warn("split fault file: killing this process", "step", s)
+		log.Warn(what+" fault file: killing this process", "step", int(s))
 		syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {}
 	}
