@@ -45,6 +45,7 @@ type leaderState struct {
 	prio   map[string]pb.CachePriority
 	sizes  map[string]int64 // reported tablet sizes by tablet id
 	splits logSplits        // log splits of dead tservers' logs (logsplit.go)
+	merge  mergeState       // merge.go
 }
 
 func newLease(uuid string, inc int64, now time.Time) *lease {
@@ -268,7 +269,7 @@ func (ls *leaderState) tick(ctx context.Context) {
 	tabEpoch := map[string]int64{}
 	for _, u := range live {
 		for _, t := range owned[u] {
-			if ls.moves[t.TabletId] == nil {
+			if ls.moves[t.TabletId] == nil && !ls.mergeHeldLocked(t.TabletId, time.Now()) {
 				movable[u] = append(movable[u], t.TabletId)
 				tabEpoch[t.TabletId] = t.Epoch
 			}
