@@ -171,6 +171,11 @@ func (m *Master) mergeStep(ctx context.Context, leftID, rightID string) (string,
 	}
 	defer conn.Close()
 	resp, err := pb.NewTServerClient(conn).Merge(ctx, &pb.MergeRequest{LeftTabletId: leftID, RightTabletId: rightID})
+	if codeOf(err) == codes.Unavailable || codeOf(err) == codes.DeadlineExceeded || codeOf(err) == codes.Canceled {
+		// Not retried as Unavailable: the merge may have committed, and a
+		// retry would merge the merged tablet with the next one.
+		return "", apierr.Wrap(codes.Aborted, err, "tserver %s did not answer the merge of %s and %s; it may have committed: list the tablets before merging again", addr, leftID, rightID)
+	}
 	if err != nil {
 		return "", err
 	}

@@ -389,15 +389,19 @@ func deleteFiles(o Options, files []tsfile.Info, log *slog.Logger) {
 // checkpoint's orphan pass collects). A file of another store is never
 // deleted here: its block IDs mean nothing in blocks.
 func DeleteFiles(blocks blockstore.Manager, store string, files []tsfile.Info, log *slog.Logger) {
-	if len(files) == 0 {
-		return
-	}
-	tx := blocks.NewDeletionTransaction()
+	var own []tsfile.Info
 	for _, f := range files {
 		if f.Store != store {
 			log.Warn("not deleting a TSFile of another store", "footer", f.FooterRef())
 			continue
 		}
+		own = append(own, f)
+	}
+	if len(own) == 0 {
+		return
+	}
+	tx := blocks.NewDeletionTransaction()
+	for _, f := range own {
 		for _, b := range f.Blocks {
 			tx.AddDeletedBlock(b)
 		}
