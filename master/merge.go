@@ -171,6 +171,11 @@ func (m *Master) mergeStep(ctx context.Context, leftID, rightID string) (string,
 	}
 	defer conn.Close()
 	resp, err := pb.NewTServerClient(conn).Merge(ctx, &pb.MergeRequest{LeftTabletId: leftID, RightTabletId: rightID})
+	if _, refused := apierr.TabletReason(err); refused || codeOf(err) == codes.ResourceExhausted {
+		// A definite refusal before the merge began (a tablet is loading
+		// or busy splitting): later.
+		return "", nil
+	}
 	if codeOf(err) == codes.Unavailable || codeOf(err) == codes.DeadlineExceeded || codeOf(err) == codes.Canceled {
 		// Not retried as Unavailable: the merge may have committed, and a
 		// retry would merge the merged tablet with the next one.

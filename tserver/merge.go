@@ -37,12 +37,15 @@ func (s *Server) Merge(ctx context.Context, req *pb.MergeRequest) (*pb.MergeResp
 		}
 	}
 	sp := s.split
+	// Refusals before the merge begins are ResourceExhausted (busy) or
+	// carry a TabletError (not serving): the master tells them from a
+	// merge whose outcome it does not know.
 	if !sp.claim(left.ID(), true) {
-		return nil, apierr.Unavailable("tablet %s is splitting or merging already; retry later", left.ID())
+		return nil, apierr.ResourceExhausted("tablet %s is splitting or merging already; retry later", left.ID())
 	}
 	if !sp.claim(right.ID(), true) {
 		sp.release(left.ID())
-		return nil, apierr.Unavailable("tablet %s is splitting or merging already; retry later", right.ID())
+		return nil, apierr.ResourceExhausted("tablet %s is splitting or merging already; retry later", right.ID())
 	}
 	defer sp.release(left.ID())
 	defer sp.release(right.ID())
@@ -55,7 +58,7 @@ func (s *Server) Merge(ctx context.Context, req *pb.MergeRequest) (*pb.MergeResp
 	case errors.Is(err, merge.ErrRefused):
 		return nil, apierr.Wrap(codes.FailedPrecondition, err, "merge %s+%s", left.ID(), right.ID())
 	case errors.Is(err, merge.ErrBusy):
-		return nil, apierr.Wrap(codes.Unavailable, err, "tserver %s: merge %s+%s", s.addr, left.ID(), right.ID())
+		return nil, apierr.Wrap(codes.ResourceExhausted, err, "tserver %s: merge %s+%s", s.addr, left.ID(), right.ID())
 	}
 	return nil, apierr.Wrap(codes.Aborted, err, "tserver %s: merge %s+%s failed; nothing changed", s.addr, left.ID(), right.ID())
 }
