@@ -117,15 +117,15 @@ func TestMergeSIGKILLAtEachStep(t *testing.T) {
 		}
 		// Merge the first two tablets (moving one first when needed).
 		mctx, mcancel := context.WithTimeout(ctx, 60*time.Second)
-		_, err = cl.MergeTablets(mctx, "mkill", "")
+		_, mergeErr := cl.MergeTablets(mctx, "mkill", "")
 		mcancel()
 		if _, serr := os.Stat(fault); !errors.Is(serr, os.ErrNotExist) {
-			t.Fatalf("step %d: the merge did not reach the fault (err %v)", step, err)
+			t.Fatalf("step %d: the merge did not reach the fault (err %v)", step, mergeErr)
 		}
 		// The client retries an Unavailable merge: once the dead tserver's
 		// tablets are recovered on the other one, a retry may merge them
 		// there. Either way the count says whether a merge committed.
-		committed := err == nil || step == 6
+		committed := mergeErr == nil || step == 6
 		dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
 		victim := mgDead(dctx, c)
 		dcancel()
@@ -144,7 +144,7 @@ func TestMergeSIGKILLAtEachStep(t *testing.T) {
 		if len(after) != wantCount {
 			t.Fatalf("step %d: %d tablets after the crash, want %d", step, len(after), wantCount)
 		}
-		t.Logf("step %d: killed tserver %d; merge call err %v; %d tablets, %d writes acknowledged so far", step, victim, err, len(after), load.count())
+		t.Logf("step %d: killed tserver %d; merge call err %v; %d tablets, %d writes acknowledged so far", step, victim, mergeErr, len(after), load.count())
 		if victim >= 0 {
 			if err := c.RestartTServer(victim); err != nil {
 				t.Fatalf("restart tserver %d: %v", victim, err)
