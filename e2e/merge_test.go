@@ -77,7 +77,8 @@ func mgDead(ctx context.Context, c *cluster.Cluster) int {
 // tserver: then one less); after it (step 6) the merged tablet replaces
 // them. After
 // every recovery the tablets tile the key space with no gap or overlap,
-// and at the end every acknowledged row reads back exactly once.
+// and at the end every acknowledged row reads back exactly once. Last, the
+// master is killed with SIGKILL while the tserver holds step 5.
 func TestMergeSIGKILLAtEachStep(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
@@ -151,12 +152,54 @@ func TestMergeSIGKILLAtEachStep(t *testing.T) {
 			}
 		}
 	}
+	// The master dies while the tserver holds step 5 (both parents fenced,
+	// the report about to go): the report fails or finds a new master
+	// process; either way the tablets tile the key space afterwards.
+	before, err := cl.Tablets(ctx, "mkill")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(fault, []byte("pause:5"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	merged := make(chan error, 1)
+	go func() {
+		mctx, mcancel := context.WithTimeout(ctx, 60*time.Second)
+		defer mcancel()
+		_, err := cl.MergeTablets(mctx, "mkill", "")
+		merged <- err
+	}()
+	for {
+		if _, serr := os.Stat(fault); errors.Is(serr, os.ErrNotExist) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := c.KillMaster(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RestartMaster(0); err != nil {
+		t.Fatal(err)
+	}
+	mergeErr := <-merged
+	if err := c.WaitServing(ctx, "mkill"); err != nil {
+		t.Fatal(err)
+	}
+	after, err := cl.Tablets(ctx, "mkill")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgCheckTiling(t, after)
+	if len(after) != len(before) && len(after) != len(before)-1 {
+		t.Fatalf("master killed mid-merge: %d tablets, want %d or %d", len(after), len(before), len(before)-1)
+	}
+	t.Logf("master killed at step 5: merge call err %v; %d tablets (before %d)", mergeErr, len(after), len(before))
 	want := load.halt()
 	if err := c.WaitServing(ctx, "mkill"); err != nil {
 		t.Fatal(err)
 	}
 	spVerify(t, ctx, tbl, want)
-	t.Logf("%d acknowledged rows read back after 6 crashes", len(want))
+	t.Logf("%d acknowledged rows read back after 6 tserver crashes and a master crash", len(want))
 }
 
 // TestMergeEmptiedTableToTwo is the merge target: a table pre-split into

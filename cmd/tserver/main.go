@@ -110,7 +110,9 @@ func splitList(s string) []string {
 
 // faultHook is the crash point of the e2e split and merge tests: when the
 // file names a step, the split (or merge) reaching it removes the file and
-// the process dies with SIGKILL at once (no cleanup, as in a crash).
+// the process dies with SIGKILL at once (no cleanup, as in a crash). A
+// file holding "pause:N" instead holds step N for 5 s and goes on, so a
+// test can kill another process (the master) while it waits.
 func faultHook[S ~int](path, what string, log *slog.Logger) func(S) error {
 	if path == "" {
 		return nil
@@ -120,11 +122,17 @@ func faultHook[S ~int](path, what string, log *slog.Logger) func(S) error {
 		if err != nil {
 			return nil
 		}
-		n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		text, pause := strings.CutPrefix(strings.TrimSpace(string(b)), "pause:")
+		n, err := strconv.Atoi(text)
 		if err != nil || n != int(s) {
 			return nil
 		}
 		os.Remove(path)
+		if pause {
+			log.Warn(what+" fault file: holding this step", "step", int(s))
+			time.Sleep(5 * time.Second)
+			return nil
+		}
 		log.Warn(what+" fault file: killing this process", "step", int(s))
 		syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {}
