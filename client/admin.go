@@ -176,9 +176,21 @@ func (c *Client) MergeTablets(ctx context.Context, table, row string) (string, e
 	if err := limits.ValidateTableName(table); err != nil {
 		return "", statusError(err, prefix)
 	}
+	// The pair is named by id, so a retry after a merge that committed
+	// (its answer lost) is refused instead of merging again.
+	tablets, err := c.Tablets(ctx, table)
+	if err != nil {
+		return "", err
+	}
+	req := &pb.MergeTabletsRequest{Table: table, Row: []byte(row)}
+	for i, t := range tablets {
+		if t.StartRow <= row && (t.EndRow == "" || row < t.EndRow) && i+1 < len(tablets) {
+			req.ExpectLeftTabletId, req.ExpectRightTabletId = t.ID, tablets[i+1].ID
+		}
+	}
 	var id string
-	err := c.callMaster(ctx, prefix, func(ctx context.Context, m pb.MasterClient) error {
-		resp, err := m.MergeTablets(ctx, &pb.MergeTabletsRequest{Table: table, Row: []byte(row)})
+	err = c.callMaster(ctx, prefix, func(ctx context.Context, m pb.MasterClient) error {
+		resp, err := m.MergeTablets(ctx, req)
 		if err == nil {
 			id = resp.MergedTabletId
 		}

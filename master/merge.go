@@ -109,6 +109,10 @@ func (m *Master) MergeTablets(ctx context.Context, req *pb.MergeTabletsRequest) 
 	if right == nil {
 		return nil, apierr.FailedPrecondition("row %q is in tablet %s, the table's last: it has no successor to merge with", req.Row, left.TabletId)
 	}
+	if req.ExpectLeftTabletId != "" && req.ExpectLeftTabletId != left.TabletId || req.ExpectRightTabletId != "" && req.ExpectRightTabletId != right.TabletId {
+		return nil, apierr.FailedPrecondition("row %q is now in tablet %s, followed by %s, not %s and %s: the tablets were merged or split meanwhile",
+			req.Row, left.TabletId, right.TabletId, req.ExpectLeftTabletId, req.ExpectRightTabletId)
+	}
 	for {
 		id, err := m.mergeStep(ctx, left.TabletId, right.TabletId)
 		if err != nil || id != "" {

@@ -3314,9 +3314,14 @@ type MergeTabletsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Table string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
 	// The tablet holding row is merged with the next tablet of the table.
-	Row           []byte `protobuf:"bytes,2,opt,name=row,proto3" json:"row,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Row []byte `protobuf:"bytes,2,opt,name=row,proto3" json:"row,omitempty"`
+	// When set, the merge is refused (FailedPrecondition) unless these are
+	// still the tablet holding row and its successor: a client's retry after
+	// a merge committed must not merge the merged tablet with the next one.
+	ExpectLeftTabletId  string `protobuf:"bytes,3,opt,name=expect_left_tablet_id,json=expectLeftTabletId,proto3" json:"expect_left_tablet_id,omitempty"`
+	ExpectRightTabletId string `protobuf:"bytes,4,opt,name=expect_right_tablet_id,json=expectRightTabletId,proto3" json:"expect_right_tablet_id,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *MergeTabletsRequest) Reset() {
@@ -3361,6 +3366,20 @@ func (x *MergeTabletsRequest) GetRow() []byte {
 		return x.Row
 	}
 	return nil
+}
+
+func (x *MergeTabletsRequest) GetExpectLeftTabletId() string {
+	if x != nil {
+		return x.ExpectLeftTabletId
+	}
+	return ""
+}
+
+func (x *MergeTabletsRequest) GetExpectRightTabletId() string {
+	if x != nil {
+		return x.ExpectRightTabletId
+	}
+	return ""
 }
 
 type MergeTabletsResponse struct {
@@ -3632,10 +3651,12 @@ const file_bighivepb_master_proto_rawDesc = "" +
 	"\x10merged_tablet_id\x18\x06 \x01(\tR\x0emergedTabletId\x12/\n" +
 	"\atsfiles\x18\a \x03(\v2\x15.bighive.v1.TSFileRefR\atsfiles\"E\n" +
 	"\x13ReportMergeResponse\x12.\n" +
-	"\x06merged\x18\x01 \x01(\v2\x16.bighive.v1.TabletMetaR\x06merged\"=\n" +
+	"\x06merged\x18\x01 \x01(\v2\x16.bighive.v1.TabletMetaR\x06merged\"\xa5\x01\n" +
 	"\x13MergeTabletsRequest\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x10\n" +
-	"\x03row\x18\x02 \x01(\fR\x03row\"@\n" +
+	"\x03row\x18\x02 \x01(\fR\x03row\x121\n" +
+	"\x15expect_left_tablet_id\x18\x03 \x01(\tR\x12expectLeftTabletId\x123\n" +
+	"\x16expect_right_tablet_id\x18\x04 \x01(\tR\x13expectRightTabletId\"@\n" +
 	"\x14MergeTabletsResponse\x12(\n" +
 	"\x10merged_tablet_id\x18\x01 \x01(\tR\x0emergedTabletId2\x9e\x10\n" +
 	"\x06Master\x12N\n" +
