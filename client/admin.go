@@ -218,6 +218,39 @@ func (c *Client) CheckpointAll(ctx context.Context) ([]CheckpointResult, error) 
 	return out, nil
 }
 
+// MergeTablets asks the master to merge the tablet of table that holds row
+// with the table's next tablet (moving one of them first when they are on
+// different tservers) and returns the merged tablet's id once the merge
+// committed. Writes to both ranges are refused for a brief fence meanwhile;
+// the client's retries carry them over to the merged tablet.
+func (c *Client) MergeTablets(ctx context.Context, table, row string) (string, error) {
+	prefix := errorPrefix("merge the tablet of table %q holding row %q with its successor", table, row)
+	if err := limits.ValidateTableName(table); err != nil {
+		return "", statusError(err, prefix)
+	}
+	// The pair is named by id, so a retry after a merge that committed
+	// (its answer lost) is refused instead of merging again.
+	tablets, err := c.Tablets(ctx, table)
+	if err != nil {
+		return "", err
+	}
+	req := &pb.MergeTabletsRequest{Table: table, Row: []byte(row)}
+	for i, t := range tablets {
+		if t.StartRow <= row && (t.EndRow == "" || row < t.EndRow) && i+1 < len(tablets) {
+			req.ExpectLeftTabletId, req.ExpectRightTabletId = t.ID, tablets[i+1].ID
+		}
+	}
+	var id string
+	err = c.callMaster(ctx, prefix, func(ctx context.Context, m pb.MasterClient) error {
+		resp, err := m.MergeTablets(ctx, req)
+		if err == nil {
+			id = resp.MergedTabletId
+		}
+		return err
+	})
+	return id, err
+}
+
 // SplitTablet asks the master to have the tablet of table that holds row
 // split at row (the row becomes the first row of the second child). It
 // returns when the master accepted the request; the split itself runs on

@@ -66,6 +66,16 @@ type Config struct {
 	DeadMargin time.Duration
 	// MaxMoves bounds rebalancing moves in flight (default 8).
 	MaxMoves int
+	// MergeThreshold: adjacent tablets both reported smaller than this
+	// many bytes are merged automatically (default DefaultMergeThreshold,
+	// ¼ of the tservers' default split threshold; negative: no automatic
+	// merges). MergeCheckInterval is how often the leader looks for such
+	// pairs (default 30 s); MergeMinAge how long both must have been
+	// seen small first (default 10 min), so a freshly pre-split table is
+	// not merged back while it fills.
+	MergeThreshold     int64
+	MergeCheckInterval time.Duration
+	MergeMinAge        time.Duration
 	// ResendInterval: an assignment the tserver does not report is sent
 	// again at most this often (default 3 heartbeats).
 	ResendInterval time.Duration
@@ -117,6 +127,15 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxMoves <= 0 {
 		c.MaxMoves = 8
+	}
+	if c.MergeThreshold == 0 {
+		c.MergeThreshold = DefaultMergeThreshold
+	}
+	if c.MergeCheckInterval <= 0 {
+		c.MergeCheckInterval = defaultMergeCheck
+	}
+	if c.MergeMinAge <= 0 {
+		c.MergeMinAge = defaultMergeMinAge
 	}
 	if c.ResendInterval <= 0 {
 		c.ResendInterval = 3 * c.Heartbeat

@@ -39,7 +39,7 @@
 // State changes only, one raft command each: DDL, tserver registrations,
 // assignments and unassignments (batched: a tick assigns every unassigned
 // tablet in one command), load, checkpoint (a burst of reports is one
-// command) and split reports, id allocation. Heartbeats, leases, reported
+// command), split and merge reports, id allocation. Heartbeats, leases, reported
 // tablet sizes, rebalancing moves in flight and cache priorities live only
 // in the leader's memory; a new leader starts every registered tserver's
 // lease afresh, from the moment it became leader.
@@ -95,6 +95,14 @@
 //
 // Log splitting of dead tservers' logs before their tablets are assigned
 // again, and garbage collection of recovery files: logsplit.go.
+//
+// Merges (merge.go; docs/design.md 'Merge'): the leader's merger looks
+// every Config.MergeCheckInterval for adjacent serving tablets both
+// reported below Config.MergeThreshold for Config.MergeMinAge, moves one of
+// a pair to the other's tserver when they differ (the move path above; the
+// pair is then held out of rebalancing for a minute), and asks that
+// tserver to merge them (TServer.Merge); MergeTablets does the same for one
+// pair on demand. ReportMerge commits the tserver's report.
 //
 // The status page at "/" of the HTTP port (status.go) reads this master's
 // raft and metadata copy, and on the leader its session (leases, reported

@@ -13,7 +13,7 @@ const eventRingSize = 256
 // event is one recent cluster event as the leader saw it happen.
 type event struct {
 	At   time.Time
-	Kind string // "leader", "tserver", "recovery", "split", "move", "table"
+	Kind string // "leader", "tserver", "recovery", "split", "merge", "move", "table"
 	Text string
 }
 

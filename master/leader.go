@@ -46,6 +46,7 @@ type leaderState struct {
 	sizes  map[string]int64           // reported tablet sizes by tablet id
 	space  map[string]*pb.TabletSpace // reported TSFile space by tablet id (with sizes)
 	splits logSplits                  // log splits of dead tservers' logs (logsplit.go)
+	merge  mergeState                 // merge.go
 }
 
 func newLease(uuid string, inc int64, now time.Time) *lease {
@@ -273,7 +274,7 @@ func (ls *leaderState) tick(ctx context.Context) {
 	movable := map[string][]string{}
 	for _, u := range live {
 		for _, id := range owned[u] {
-			if ls.moves[id] == nil {
+			if ls.moves[id] == nil && !ls.mergeHeldLocked(id, time.Now()) {
 				movable[u] = append(movable[u], id)
 			}
 		}

@@ -75,6 +75,8 @@ func (w *writer) dispatch(cmd *spb.MetaCommand) (*Result, error) {
 		return w.revoke(c.Revoke.GetGrant())
 	case *spb.MetaCommand_BootstrapAdmin:
 		return w.bootstrapAdmin(c.BootstrapAdmin.GetPrincipal())
+	case *spb.MetaCommand_Merge:
+		return w.merge(c.Merge)
 	default:
 		return nil, apierr.InvalidArgument("meta: command has no known kind")
 	}

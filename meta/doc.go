@@ -88,6 +88,15 @@
 // table's deletion, moves the tablet's recovery files to recoverygc. A
 // split's children inherit the parent's recovery files.
 //
+// Merge (merge.go): Merge replaces two adjacent tablets of one table, both
+// owned by the reporter at the reported epochs, by one tablet ASSIGNED to
+// it at epoch 1, in one transaction. Its TSFiles are the report's flushed
+// files followed by both parents' lists as this metadata holds them (never
+// as the report claims them, so a compaction committed meanwhile counts);
+// it has no log positions, split logs or recovery files, because the
+// flushed files hold the parents' buffers as of their fence. A retried
+// report of a committed merge answers the merged tablet again.
+//
 // Table names never contain 0x00 ([A-Za-z0-9_.-]), nor do tserver uuids as
 // the master accepts them, so the 0x00 separator is unambiguous. Tablet ids
 // are "t" followed by 16 lower-case hex digits of the id counter

@@ -379,24 +379,34 @@ func writeChildren(ctx context.Context, o Options, req Request, rep *Report, swa
 }
 
 // deleteFiles deletes TSFiles no metadata names, which the split wrote
-// into o.Blocks (best effort: blocks left behind are orphans, which the
-// checkpoint's orphan pass collects). A file of another store is never
-// deleted here: its block IDs mean nothing in o.Blocks.
+// into o.Blocks (DeleteFiles).
 func deleteFiles(o Options, files []tsfile.Info, log *slog.Logger) {
-	if len(files) == 0 {
-		return
-	}
-	tx := o.Blocks.NewDeletionTransaction()
+	DeleteFiles(o.Blocks, o.Store, files, log)
+}
+
+// DeleteFiles deletes TSFiles no metadata names from blocks, the store
+// named store (best effort: blocks left behind are orphans, which the
+// checkpoint's orphan pass collects). A file of another store is never
+// deleted here: its block IDs mean nothing in blocks.
+func DeleteFiles(blocks blockstore.Manager, store string, files []tsfile.Info, log *slog.Logger) {
+	var own []tsfile.Info
 	for _, f := range files {
-		if f.Store != o.Store {
-			log.Warn("split: not deleting a TSFile of another store", "footer", f.FooterRef())
+		if f.Store != store {
+			log.Warn("not deleting a TSFile of another store", "footer", f.FooterRef())
 			continue
 		}
+		own = append(own, f)
+	}
+	if len(own) == 0 {
+		return
+	}
+	tx := blocks.NewDeletionTransaction()
+	for _, f := range own {
 		for _, b := range f.Blocks {
 			tx.AddDeletedBlock(b)
 		}
 	}
 	if _, err := tx.CommitDeletedBlocks(); err != nil {
-		log.Warn("split: deleting unused TSFile blocks", "err", err)
+		log.Warn("deleting unused TSFile blocks", "err", err)
 	}
 }

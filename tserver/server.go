@@ -22,6 +22,7 @@ import (
 	"bighive/internal/obs"
 	"bighive/internal/tlsconf"
 	"bighive/internal/vfs"
+	"bighive/merge"
 	pb "bighive/proto/bighivepb"
 	"bighive/split"
 	"bighive/tablet/blockcache"
@@ -65,6 +66,9 @@ type Options struct {
 	// SplitHook, when set, is called at each step of a split (tests inject
 	// faults; see package split).
 	SplitHook func(split.Step) error
+	// MergeHook, when set, is called at each step of a merge (tests
+	// inject faults; package merge).
+	MergeHook func(merge.Step) error
 	// Compaction policy, as checkpoint.Options: CompactionMajorEvery is the
 	// period of each tablet's major compaction (default 24 h, negative:
 	// off), CompactionMaxFiles the file count over which a tablet gets a

@@ -44,10 +44,15 @@ func main() {
 		lease     = flag.Duration("lease", 5*time.Second, "tserver lease granted by each heartbeat")
 		heartbeat = flag.Duration("heartbeat", time.Second, "heartbeat interval the tservers are told to use")
 		maxMoves  = flag.Int("max-moves", 8, "rebalancing moves in flight at most")
-		obsFlags  = obs.AddFlags(flag.CommandLine, "master")
-		tlsFiles  tlsconf.Files
-		tokens    = auth.TokensFlag(flag.CommandLine)
-		bootAdmin = flag.String("bootstrap-admin", "", "`principal` granted admin on every table at start when no grant exists yet")
+
+		mergeThreshold = flag.Int64("merge-threshold", master.DefaultMergeThreshold, "adjacent tablets both smaller than this many `bytes` merge automatically (default ¼ of the tservers' default --split-threshold); negative: no automatic merges")
+		mergeCheck     = flag.Duration("merge-check-interval", 30*time.Second, "how often the leader looks for small adjacent tablets to merge")
+		mergeMinAge    = flag.Duration("merge-min-age", 10*time.Minute, "how long both tablets must have been seen small before they merge (keeps a fresh pre-split table)")
+		autoMerge      = flag.Bool("auto-merge", true, "merge small adjacent tablets automatically (false: only `bighive merge`)")
+		obsFlags       = obs.AddFlags(flag.CommandLine, "master")
+		tlsFiles       tlsconf.Files
+		tokens         = auth.TokensFlag(flag.CommandLine)
+		bootAdmin      = flag.String("bootstrap-admin", "", "`principal` granted admin on every table at start when no grant exists yet")
 	)
 	tlsconf.AddFlags(flag.CommandLine, &tlsFiles)
 	flag.Parse()
@@ -92,6 +97,7 @@ func main() {
 	m, err := master.Start(master.Config{
 		ID: *id, Dir: *data, RaftAddr: *raftAddr, GRPCAddr: grpcAddr, Peers: ps,
 		Lease: *lease, Heartbeat: *heartbeat, MaxMoves: *maxMoves, Logger: log,
+		MergeThreshold: mergeThresholdFlag(*mergeThreshold, *autoMerge), MergeCheckInterval: *mergeCheck, MergeMinAge: *mergeMinAge,
 		HTTPListen: obsFlags.HTTPListen(*listen), TLS: tlsSrc,
 		AuthTokens: authTokens, BootstrapAdmin: *bootAdmin,
 	}, lis)
@@ -105,4 +111,13 @@ func main() {
 		log.Error("shutdown", "err", err)
 		os.Exit(1)
 	}
+}
+
+// mergeThresholdFlag is the merge threshold, negative (off) without
+// --auto-merge.
+func mergeThresholdFlag(threshold int64, auto bool) int64 {
+	if !auto {
+		return -1
+	}
+	return threshold
 }

@@ -23,6 +23,7 @@ import (
 	"bighive/internal/auth"
 	"bighive/internal/obs"
 	"bighive/internal/tlsconf"
+	"bighive/merge"
 	"bighive/split"
 	"bighive/tserver"
 )
@@ -49,6 +50,7 @@ func main() {
 		compactDuty    = flag.Float64("compaction-duty", 0.2, "share of the time background compactions may run (they rest in between, so they cannot starve writes); 1: no limit")
 		compactRate    = flag.Int64("compaction-rate", 64<<20, "average `bytes` per second compactions read; negative: unthrottled")
 		splitFault     = flag.String("split-fault-file", "", "testing only: a `file` holding a split step number; the split that reaches that step removes the file and kills this process")
+		mergeFault     = flag.String("merge-fault-file", "", "testing only: a `file` holding a merge step number; the merge that reaches that step removes the file and kills this process")
 	)
 	tlsconf.AddFlags(flag.CommandLine, &tlsFiles)
 	tokens := auth.TokensFlag(flag.CommandLine)
@@ -88,7 +90,8 @@ func main() {
 		SplitThreshold:      *splitThreshold,
 		SplitInterval:       *splitInterval,
 		MaxConcurrentSplits: *maxSplits,
-		SplitHook:           faultHook(*splitFault, log),
+		SplitHook:           faultHook[split.Step](*splitFault, "split", log),
+		MergeHook:           faultHook[merge.Step](*mergeFault, "merge", log),
 
 		CompactionMajorEvery:   *majorEvery,
 		CompactionMaxFiles:     *maxFiles,
@@ -126,24 +129,32 @@ func splitList(s string) []string {
 	return out
 }
 
-// faultHook is the crash point of the e2e split tests: when the file names
-// a step, the split reaching it removes the file and the process dies
-// with SIGKILL at once (no cleanup, as in a crash).
-func faultHook(path string, log *slog.Logger) func(split.Step) error {
+// faultHook is the crash point of the e2e split and merge tests: when the
+// file names a step, the split (or merge) reaching it removes the file and
+// the process dies with SIGKILL at once (no cleanup, as in a crash). A
+// file holding "pause:N" instead holds step N for 5 s and goes on, so a
+// test can kill another process (the master) while it waits.
+func faultHook[S ~int](path, what string, log *slog.Logger) func(S) error {
 	if path == "" {
 		return nil
 	}
-	return func(s split.Step) error {
+	return func(s S) error {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return nil
 		}
-		n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		text, pause := strings.CutPrefix(strings.TrimSpace(string(b)), "pause:")
+		n, err := strconv.Atoi(text)
 		if err != nil || n != int(s) {
 			return nil
 		}
 		os.Remove(path)
-		log.Warn("split fault file: killing this process", "step", s)
+		if pause {
+			log.Warn(what+" fault file: holding this step", "step", int(s))
+			time.Sleep(5 * time.Second)
+			return nil
+		}
+		log.Warn(what+" fault file: killing this process", "step", int(s))
 		syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {}
 	}

@@ -76,6 +76,7 @@ var Methods = map[string]Need{
 	masterSvc + "SetCachePriority":     ddl,
 	masterSvc + "DropRowRange":         ddl,
 	masterSvc + "SplitTablet":          ddl,
+	masterSvc + "MergeTablets":         ddl,
 	// Master: reads of a table's metadata, read on the table.
 	masterSvc + "DescribeTable":     readTable,
 	masterSvc + "GetTableLocations": readTable,
@@ -96,6 +97,7 @@ var Methods = map[string]Need{
 	masterSvc + "ReportSplit":       internal,
 	masterSvc + "ReportLogSplit":    internal,
 	masterSvc + "GetGCReferences":   internal,
+	masterSvc + "ReportMerge":       internal,
 
 	// TServer: data.
 	tserverSvc + "MutateRow":          writeTablet,
@@ -118,6 +120,7 @@ var Methods = map[string]Need{
 	tserverSvc + "UpdateSchema":     internal,
 	tserverSvc + "DropRows":         internal,
 	tserverSvc + "PurgeFamily":      internal,
+	tserverSvc + "Merge":            internal,
 }
 
 // The BatchCommands stream's commands, checked one by one as the unary

@@ -227,6 +227,7 @@ func Commands() []Command {
 		{Name: "delete", Args: "TABLE ROW [FAMILY[:QUALIFIER]]", Summary: "delete a row, a family of it, or a column of it", Example: "delete t user#1\ndelete t user#1 cf\ndelete t user#1 cf:name", Run: runDelete},
 		{Name: "checkpoint", Args: "[TSERVER...]", Summary: "checkpoint the given tservers (default: every live one)", Example: "checkpoint\ncheckpoint 127.0.0.1:7201", Run: runCheckpoint},
 		{Name: "split", Args: "TABLE ROW", Summary: "split the tablet holding ROW at ROW", Example: "split t user#5", Run: runSplit},
+		mergeCommand,
 		setCompressionCommand,
 		compactCommand,
 	}, append(append(append(schemaCommands(), dataCommands()...), statusCommands()...), grantCommands()...)...)

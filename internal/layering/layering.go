@@ -9,7 +9,7 @@
 //	0  internal/* (but the four of layer 8) and proto/*: shared non-API code and the API definitions
 //	1  blockstore, wal, memstore: storage primitives
 //	2  tablet and tablet/*: one tablet's engine, TSFiles, the block cache, filters
-//	3  checkpoint, split: checkpoint, compaction, recovery; the tserver side of a split
+//	3  checkpoint, split, merge: checkpoint, compaction, recovery; the tserver side of a split and of a merge
 //	4  replica: the one write path of a served tablet
 //	5  tserver, master, meta: the servers and the master's state machine
 //	6  client: the Go client library
@@ -45,6 +45,7 @@ var Layers = map[string]int{
 
 	"checkpoint": 3,
 	"split":      3,
+	"merge":      3,
 
 	"replica": 4,
 

@@ -18,13 +18,16 @@ var InternalMethods = map[string]bool{
 	pb.Master_ReportSplit_FullMethodName:       true,
 	pb.Master_ReportLogSplit_FullMethodName:    true,
 	pb.Master_GetGCReferences_FullMethodName:   true,
+	pb.Master_ReportMerge_FullMethodName:       true,
 
 	// master → tserver
-	pb.TServer_AssignTablets_FullMethodName: true,
-	pb.TServer_UpdateSchema_FullMethodName:  true,
-	pb.TServer_DropRows_FullMethodName:      true,
-	pb.TServer_PurgeFamily_FullMethodName:   true,
-	pb.TServer_Split_FullMethodName:         true,
+	pb.TServer_AssignTablets_FullMethodName:    true,
+	pb.TServer_UpdateSchema_FullMethodName:     true,
+	pb.TServer_DropRows_FullMethodName:         true,
+	pb.TServer_PurgeFamily_FullMethodName:      true,
+	pb.TServer_Split_FullMethodName:            true,
+	pb.TServer_Merge_FullMethodName:            true,
+	pb.TServer_SetCachePriority_FullMethodName: true,
 }
 
 // IsInternal reports whether method (a full method name,

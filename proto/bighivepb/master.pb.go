@@ -3707,6 +3707,263 @@ func (x *ListGrantsResponse) GetGrants() *GrantList {
 	return nil
 }
 
+// A merge's report: the tserver serving both parents fenced them and
+// flushed their write buffers into tsfiles (new files, not yet named by any
+// metadata). The master replaces left and right (adjacent, left first, both
+// owned by tserver_uuid at their epochs) by merged_tablet_id, whose TSFile
+// list is tsfiles plus both parents' lists as the metadata holds them.
+type ReportMergeRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	LeftTabletId   string                 `protobuf:"bytes,1,opt,name=left_tablet_id,json=leftTabletId,proto3" json:"left_tablet_id,omitempty"`
+	LeftEpoch      int64                  `protobuf:"varint,2,opt,name=left_epoch,json=leftEpoch,proto3" json:"left_epoch,omitempty"`
+	RightTabletId  string                 `protobuf:"bytes,3,opt,name=right_tablet_id,json=rightTabletId,proto3" json:"right_tablet_id,omitempty"`
+	RightEpoch     int64                  `protobuf:"varint,4,opt,name=right_epoch,json=rightEpoch,proto3" json:"right_epoch,omitempty"`
+	TserverUuid    string                 `protobuf:"bytes,5,opt,name=tserver_uuid,json=tserverUuid,proto3" json:"tserver_uuid,omitempty"`
+	MergedTabletId string                 `protobuf:"bytes,6,opt,name=merged_tablet_id,json=mergedTabletId,proto3" json:"merged_tablet_id,omitempty"`
+	Tsfiles        []*TSFileRef           `protobuf:"bytes,7,rep,name=tsfiles,proto3" json:"tsfiles,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ReportMergeRequest) Reset() {
+	*x = ReportMergeRequest{}
+	mi := &file_bighivepb_master_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportMergeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportMergeRequest) ProtoMessage() {}
+
+func (x *ReportMergeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportMergeRequest.ProtoReflect.Descriptor instead.
+func (*ReportMergeRequest) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *ReportMergeRequest) GetLeftTabletId() string {
+	if x != nil {
+		return x.LeftTabletId
+	}
+	return ""
+}
+
+func (x *ReportMergeRequest) GetLeftEpoch() int64 {
+	if x != nil {
+		return x.LeftEpoch
+	}
+	return 0
+}
+
+func (x *ReportMergeRequest) GetRightTabletId() string {
+	if x != nil {
+		return x.RightTabletId
+	}
+	return ""
+}
+
+func (x *ReportMergeRequest) GetRightEpoch() int64 {
+	if x != nil {
+		return x.RightEpoch
+	}
+	return 0
+}
+
+func (x *ReportMergeRequest) GetTserverUuid() string {
+	if x != nil {
+		return x.TserverUuid
+	}
+	return ""
+}
+
+func (x *ReportMergeRequest) GetMergedTabletId() string {
+	if x != nil {
+		return x.MergedTabletId
+	}
+	return ""
+}
+
+func (x *ReportMergeRequest) GetTsfiles() []*TSFileRef {
+	if x != nil {
+		return x.Tsfiles
+	}
+	return nil
+}
+
+type ReportMergeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Merged        *TabletMeta            `protobuf:"bytes,1,opt,name=merged,proto3" json:"merged,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportMergeResponse) Reset() {
+	*x = ReportMergeResponse{}
+	mi := &file_bighivepb_master_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportMergeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportMergeResponse) ProtoMessage() {}
+
+func (x *ReportMergeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportMergeResponse.ProtoReflect.Descriptor instead.
+func (*ReportMergeResponse) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *ReportMergeResponse) GetMerged() *TabletMeta {
+	if x != nil {
+		return x.Merged
+	}
+	return nil
+}
+
+type MergeTabletsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Table string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	// The tablet holding row is merged with the next tablet of the table.
+	Row []byte `protobuf:"bytes,2,opt,name=row,proto3" json:"row,omitempty"`
+	// When set, the merge is refused (FailedPrecondition) unless these are
+	// still the tablet holding row and its successor: a client's retry after
+	// a merge committed must not merge the merged tablet with the next one.
+	ExpectLeftTabletId  string `protobuf:"bytes,3,opt,name=expect_left_tablet_id,json=expectLeftTabletId,proto3" json:"expect_left_tablet_id,omitempty"`
+	ExpectRightTabletId string `protobuf:"bytes,4,opt,name=expect_right_tablet_id,json=expectRightTabletId,proto3" json:"expect_right_tablet_id,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *MergeTabletsRequest) Reset() {
+	*x = MergeTabletsRequest{}
+	mi := &file_bighivepb_master_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MergeTabletsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MergeTabletsRequest) ProtoMessage() {}
+
+func (x *MergeTabletsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MergeTabletsRequest.ProtoReflect.Descriptor instead.
+func (*MergeTabletsRequest) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *MergeTabletsRequest) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *MergeTabletsRequest) GetRow() []byte {
+	if x != nil {
+		return x.Row
+	}
+	return nil
+}
+
+func (x *MergeTabletsRequest) GetExpectLeftTabletId() string {
+	if x != nil {
+		return x.ExpectLeftTabletId
+	}
+	return ""
+}
+
+func (x *MergeTabletsRequest) GetExpectRightTabletId() string {
+	if x != nil {
+		return x.ExpectRightTabletId
+	}
+	return ""
+}
+
+type MergeTabletsResponse struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	MergedTabletId string                 `protobuf:"bytes,1,opt,name=merged_tablet_id,json=mergedTabletId,proto3" json:"merged_tablet_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *MergeTabletsResponse) Reset() {
+	*x = MergeTabletsResponse{}
+	mi := &file_bighivepb_master_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MergeTabletsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MergeTabletsResponse) ProtoMessage() {}
+
+func (x *MergeTabletsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MergeTabletsResponse.ProtoReflect.Descriptor instead.
+func (*MergeTabletsResponse) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *MergeTabletsResponse) GetMergedTabletId() string {
+	if x != nil {
+		return x.MergedTabletId
+	}
+	return ""
+}
+
 var File_bighivepb_master_proto protoreflect.FileDescriptor
 
 const file_bighivepb_master_proto_rawDesc = "" +
@@ -3954,14 +4211,33 @@ const file_bighivepb_master_proto_rawDesc = "" +
 	"\x0eRevokeResponse\"\x13\n" +
 	"\x11ListGrantsRequest\"C\n" +
 	"\x12ListGrantsResponse\x12-\n" +
-	"\x06grants\x18\x01 \x01(\v2\x15.bighive.v1.GrantListR\x06grants*K\n" +
+	"\x06grants\x18\x01 \x01(\v2\x15.bighive.v1.GrantListR\x06grants\"\xa0\x02\n" +
+	"\x12ReportMergeRequest\x12$\n" +
+	"\x0eleft_tablet_id\x18\x01 \x01(\tR\fleftTabletId\x12\x1d\n" +
+	"\n" +
+	"left_epoch\x18\x02 \x01(\x03R\tleftEpoch\x12&\n" +
+	"\x0fright_tablet_id\x18\x03 \x01(\tR\rrightTabletId\x12\x1f\n" +
+	"\vright_epoch\x18\x04 \x01(\x03R\n" +
+	"rightEpoch\x12!\n" +
+	"\ftserver_uuid\x18\x05 \x01(\tR\vtserverUuid\x12(\n" +
+	"\x10merged_tablet_id\x18\x06 \x01(\tR\x0emergedTabletId\x12/\n" +
+	"\atsfiles\x18\a \x03(\v2\x15.bighive.v1.TSFileRefR\atsfiles\"E\n" +
+	"\x13ReportMergeResponse\x12.\n" +
+	"\x06merged\x18\x01 \x01(\v2\x16.bighive.v1.TabletMetaR\x06merged\"\xa5\x01\n" +
+	"\x13MergeTabletsRequest\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x10\n" +
+	"\x03row\x18\x02 \x01(\fR\x03row\x121\n" +
+	"\x15expect_left_tablet_id\x18\x03 \x01(\tR\x12expectLeftTabletId\x123\n" +
+	"\x16expect_right_tablet_id\x18\x04 \x01(\tR\x13expectRightTabletId\"@\n" +
+	"\x14MergeTabletsResponse\x12(\n" +
+	"\x10merged_tablet_id\x18\x01 \x01(\tR\x0emergedTabletId*K\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tROLE_READ\x10\x01\x12\x0e\n" +
 	"\n" +
 	"ROLE_WRITE\x10\x02\x12\x0e\n" +
 	"\n" +
-	"ROLE_ADMIN\x10\x032\xc7\x10\n" +
+	"ROLE_ADMIN\x10\x032\xea\x11\n" +
 	"\x06Master\x12N\n" +
 	"\vCreateTable\x12\x1e.bighive.v1.CreateTableRequest\x1a\x1f.bighive.v1.CreateTableResponse\x12N\n" +
 	"\vDeleteTable\x12\x1e.bighive.v1.DeleteTableRequest\x1a\x1f.bighive.v1.DeleteTableResponse\x12K\n" +
@@ -3989,7 +4265,9 @@ const file_bighivepb_master_proto_rawDesc = "" +
 	"\x05Grant\x12\x18.bighive.v1.GrantRequest\x1a\x19.bighive.v1.GrantResponse\x12?\n" +
 	"\x06Revoke\x12\x19.bighive.v1.RevokeRequest\x1a\x1a.bighive.v1.RevokeResponse\x12K\n" +
 	"\n" +
-	"ListGrants\x12\x1d.bighive.v1.ListGrantsRequest\x1a\x1e.bighive.v1.ListGrantsResponseB\x19Z\x17bighive/proto/bighivepbb\x06proto3"
+	"ListGrants\x12\x1d.bighive.v1.ListGrantsRequest\x1a\x1e.bighive.v1.ListGrantsResponse\x12N\n" +
+	"\vReportMerge\x12\x1e.bighive.v1.ReportMergeRequest\x1a\x1f.bighive.v1.ReportMergeResponse\x12Q\n" +
+	"\fMergeTablets\x12\x1f.bighive.v1.MergeTabletsRequest\x1a .bighive.v1.MergeTabletsResponseB\x19Z\x17bighive/proto/bighivepbb\x06proto3"
 
 var (
 	file_bighivepb_master_proto_rawDescOnce sync.Once
@@ -4004,7 +4282,7 @@ func file_bighivepb_master_proto_rawDescGZIP() []byte {
 }
 
 var file_bighivepb_master_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_bighivepb_master_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
+var file_bighivepb_master_proto_msgTypes = make([]protoimpl.MessageInfo, 72)
 var file_bighivepb_master_proto_goTypes = []any{
 	(Role)(0),                            // 0: bighive.v1.Role
 	(*TableInfo)(nil),                    // 1: bighive.v1.TableInfo
@@ -4072,131 +4350,141 @@ var file_bighivepb_master_proto_goTypes = []any{
 	(*RevokeResponse)(nil),               // 63: bighive.v1.RevokeResponse
 	(*ListGrantsRequest)(nil),            // 64: bighive.v1.ListGrantsRequest
 	(*ListGrantsResponse)(nil),           // 65: bighive.v1.ListGrantsResponse
-	nil,                                  // 66: bighive.v1.DescribeTableResponse.TabletSizesEntry
-	nil,                                  // 67: bighive.v1.DescribeTableResponse.TabletSpaceEntry
-	nil,                                  // 68: bighive.v1.ReportLogSplitRequest.RecoveryFilesEntry
-	(*TableSchema)(nil),                  // 69: bighive.v1.TableSchema
-	(CachePriority)(0),                   // 70: bighive.v1.CachePriority
-	(*TabletMeta)(nil),                   // 71: bighive.v1.TabletMeta
-	(*FamilySpec)(nil),                   // 72: bighive.v1.FamilySpec
-	(*RowRange)(nil),                     // 73: bighive.v1.RowRange
-	(TabletState)(0),                     // 74: bighive.v1.TabletState
-	(*LogPosition)(nil),                  // 75: bighive.v1.LogPosition
-	(*TSFileRef)(nil),                    // 76: bighive.v1.TSFileRef
-	(*DataDirGroup)(nil),                 // 77: bighive.v1.DataDirGroup
-	(*TabletError)(nil),                  // 78: bighive.v1.TabletError
-	(*GcRule)(nil),                       // 79: bighive.v1.GcRule
-	(Compression)(0),                     // 80: bighive.v1.Compression
+	(*ReportMergeRequest)(nil),           // 66: bighive.v1.ReportMergeRequest
+	(*ReportMergeResponse)(nil),          // 67: bighive.v1.ReportMergeResponse
+	(*MergeTabletsRequest)(nil),          // 68: bighive.v1.MergeTabletsRequest
+	(*MergeTabletsResponse)(nil),         // 69: bighive.v1.MergeTabletsResponse
+	nil,                                  // 70: bighive.v1.DescribeTableResponse.TabletSizesEntry
+	nil,                                  // 71: bighive.v1.DescribeTableResponse.TabletSpaceEntry
+	nil,                                  // 72: bighive.v1.ReportLogSplitRequest.RecoveryFilesEntry
+	(*TableSchema)(nil),                  // 73: bighive.v1.TableSchema
+	(CachePriority)(0),                   // 74: bighive.v1.CachePriority
+	(*TabletMeta)(nil),                   // 75: bighive.v1.TabletMeta
+	(*FamilySpec)(nil),                   // 76: bighive.v1.FamilySpec
+	(*RowRange)(nil),                     // 77: bighive.v1.RowRange
+	(TabletState)(0),                     // 78: bighive.v1.TabletState
+	(*LogPosition)(nil),                  // 79: bighive.v1.LogPosition
+	(*TSFileRef)(nil),                    // 80: bighive.v1.TSFileRef
+	(*DataDirGroup)(nil),                 // 81: bighive.v1.DataDirGroup
+	(*TabletError)(nil),                  // 82: bighive.v1.TabletError
+	(*GcRule)(nil),                       // 83: bighive.v1.GcRule
+	(Compression)(0),                     // 84: bighive.v1.Compression
 }
 var file_bighivepb_master_proto_depIdxs = []int32{
-	69, // 0: bighive.v1.TableInfo.schema:type_name -> bighive.v1.TableSchema
-	70, // 1: bighive.v1.TableInfo.cache_priority:type_name -> bighive.v1.CachePriority
-	69, // 2: bighive.v1.CreateTableRequest.schema:type_name -> bighive.v1.TableSchema
+	73, // 0: bighive.v1.TableInfo.schema:type_name -> bighive.v1.TableSchema
+	74, // 1: bighive.v1.TableInfo.cache_priority:type_name -> bighive.v1.CachePriority
+	73, // 2: bighive.v1.CreateTableRequest.schema:type_name -> bighive.v1.TableSchema
 	1,  // 3: bighive.v1.CreateTableResponse.table:type_name -> bighive.v1.TableInfo
 	1,  // 4: bighive.v1.ListTablesResponse.tables:type_name -> bighive.v1.TableInfo
 	1,  // 5: bighive.v1.DescribeTableResponse.table:type_name -> bighive.v1.TableInfo
-	71, // 6: bighive.v1.DescribeTableResponse.tablets:type_name -> bighive.v1.TabletMeta
-	66, // 7: bighive.v1.DescribeTableResponse.tablet_sizes:type_name -> bighive.v1.DescribeTableResponse.TabletSizesEntry
-	67, // 8: bighive.v1.DescribeTableResponse.tablet_space:type_name -> bighive.v1.DescribeTableResponse.TabletSpaceEntry
-	72, // 9: bighive.v1.AddFamilyRequest.family:type_name -> bighive.v1.FamilySpec
-	70, // 10: bighive.v1.SetCachePriorityRequest.priority:type_name -> bighive.v1.CachePriority
-	73, // 11: bighive.v1.TabletLocation.range:type_name -> bighive.v1.RowRange
-	74, // 12: bighive.v1.TabletLocation.state:type_name -> bighive.v1.TabletState
-	69, // 13: bighive.v1.GetTableLocationsResponse.schema:type_name -> bighive.v1.TableSchema
+	75, // 6: bighive.v1.DescribeTableResponse.tablets:type_name -> bighive.v1.TabletMeta
+	70, // 7: bighive.v1.DescribeTableResponse.tablet_sizes:type_name -> bighive.v1.DescribeTableResponse.TabletSizesEntry
+	71, // 8: bighive.v1.DescribeTableResponse.tablet_space:type_name -> bighive.v1.DescribeTableResponse.TabletSpaceEntry
+	76, // 9: bighive.v1.AddFamilyRequest.family:type_name -> bighive.v1.FamilySpec
+	74, // 10: bighive.v1.SetCachePriorityRequest.priority:type_name -> bighive.v1.CachePriority
+	77, // 11: bighive.v1.TabletLocation.range:type_name -> bighive.v1.RowRange
+	78, // 12: bighive.v1.TabletLocation.state:type_name -> bighive.v1.TabletState
+	73, // 13: bighive.v1.GetTableLocationsResponse.schema:type_name -> bighive.v1.TableSchema
 	15, // 14: bighive.v1.GetTableLocationsResponse.locations:type_name -> bighive.v1.TabletLocation
 	17, // 15: bighive.v1.ListTServersResponse.tservers:type_name -> bighive.v1.TServerInfo
 	23, // 16: bighive.v1.TabletReport.space:type_name -> bighive.v1.TabletSpace
 	22, // 17: bighive.v1.HeartbeatRequest.tablets:type_name -> bighive.v1.TabletReport
 	24, // 18: bighive.v1.HeartbeatRequest.load:type_name -> bighive.v1.TServerLoad
-	71, // 19: bighive.v1.TabletAssignment.tablet:type_name -> bighive.v1.TabletMeta
-	69, // 20: bighive.v1.TabletAssignment.schema:type_name -> bighive.v1.TableSchema
-	70, // 21: bighive.v1.TabletAssignment.cache_priority:type_name -> bighive.v1.CachePriority
-	75, // 22: bighive.v1.LogSplitTask.file:type_name -> bighive.v1.LogPosition
-	70, // 23: bighive.v1.TableCachePriority.priority:type_name -> bighive.v1.CachePriority
+	75, // 19: bighive.v1.TabletAssignment.tablet:type_name -> bighive.v1.TabletMeta
+	73, // 20: bighive.v1.TabletAssignment.schema:type_name -> bighive.v1.TableSchema
+	74, // 21: bighive.v1.TabletAssignment.cache_priority:type_name -> bighive.v1.CachePriority
+	79, // 22: bighive.v1.LogSplitTask.file:type_name -> bighive.v1.LogPosition
+	74, // 23: bighive.v1.TableCachePriority.priority:type_name -> bighive.v1.CachePriority
 	26, // 24: bighive.v1.HeartbeatResponse.assign:type_name -> bighive.v1.TabletAssignment
 	27, // 25: bighive.v1.HeartbeatResponse.unassign:type_name -> bighive.v1.TabletUnassignment
 	28, // 26: bighive.v1.HeartbeatResponse.log_split_tasks:type_name -> bighive.v1.LogSplitTask
 	29, // 27: bighive.v1.HeartbeatResponse.cache_priorities:type_name -> bighive.v1.TableCachePriority
-	69, // 28: bighive.v1.HeartbeatResponse.schemas:type_name -> bighive.v1.TableSchema
+	73, // 28: bighive.v1.HeartbeatResponse.schemas:type_name -> bighive.v1.TableSchema
 	59, // 29: bighive.v1.HeartbeatResponse.grants:type_name -> bighive.v1.GrantList
-	75, // 30: bighive.v1.ReportTabletLoadRequest.position:type_name -> bighive.v1.LogPosition
-	71, // 31: bighive.v1.ReportTabletLoadResponse.tablet:type_name -> bighive.v1.TabletMeta
-	75, // 32: bighive.v1.CheckpointReport.log_positions:type_name -> bighive.v1.LogPosition
-	76, // 33: bighive.v1.CheckpointReport.tsfiles:type_name -> bighive.v1.TSFileRef
-	77, // 34: bighive.v1.CheckpointReport.data_dir_group:type_name -> bighive.v1.DataDirGroup
+	79, // 30: bighive.v1.ReportTabletLoadRequest.position:type_name -> bighive.v1.LogPosition
+	75, // 31: bighive.v1.ReportTabletLoadResponse.tablet:type_name -> bighive.v1.TabletMeta
+	79, // 32: bighive.v1.CheckpointReport.log_positions:type_name -> bighive.v1.LogPosition
+	80, // 33: bighive.v1.CheckpointReport.tsfiles:type_name -> bighive.v1.TSFileRef
+	81, // 34: bighive.v1.CheckpointReport.data_dir_group:type_name -> bighive.v1.DataDirGroup
 	33, // 35: bighive.v1.ReportCheckpointRequest.reports:type_name -> bighive.v1.CheckpointReport
 	47, // 36: bighive.v1.ReportCheckpointResponse.statuses:type_name -> bighive.v1.RowStatus
-	73, // 37: bighive.v1.SplitChild.range:type_name -> bighive.v1.RowRange
-	76, // 38: bighive.v1.SplitChild.tsfiles:type_name -> bighive.v1.TSFileRef
-	75, // 39: bighive.v1.SplitChild.log_positions:type_name -> bighive.v1.LogPosition
+	77, // 37: bighive.v1.SplitChild.range:type_name -> bighive.v1.RowRange
+	80, // 38: bighive.v1.SplitChild.tsfiles:type_name -> bighive.v1.TSFileRef
+	79, // 39: bighive.v1.SplitChild.log_positions:type_name -> bighive.v1.LogPosition
 	38, // 40: bighive.v1.ReportSplitRequest.children:type_name -> bighive.v1.SplitChild
-	71, // 41: bighive.v1.ReportSplitResponse.children:type_name -> bighive.v1.TabletMeta
-	68, // 42: bighive.v1.ReportLogSplitRequest.recovery_files:type_name -> bighive.v1.ReportLogSplitRequest.RecoveryFilesEntry
-	75, // 43: bighive.v1.GetGCReferencesResponse.log_positions:type_name -> bighive.v1.LogPosition
-	78, // 44: bighive.v1.RowStatus.tablet_error:type_name -> bighive.v1.TabletError
-	79, // 45: bighive.v1.SetGCRuleRequest.gc_rule:type_name -> bighive.v1.GcRule
-	80, // 46: bighive.v1.SetFamilyCompressionRequest.compression:type_name -> bighive.v1.Compression
+	75, // 41: bighive.v1.ReportSplitResponse.children:type_name -> bighive.v1.TabletMeta
+	72, // 42: bighive.v1.ReportLogSplitRequest.recovery_files:type_name -> bighive.v1.ReportLogSplitRequest.RecoveryFilesEntry
+	79, // 43: bighive.v1.GetGCReferencesResponse.log_positions:type_name -> bighive.v1.LogPosition
+	82, // 44: bighive.v1.RowStatus.tablet_error:type_name -> bighive.v1.TabletError
+	83, // 45: bighive.v1.SetGCRuleRequest.gc_rule:type_name -> bighive.v1.GcRule
+	84, // 46: bighive.v1.SetFamilyCompressionRequest.compression:type_name -> bighive.v1.Compression
 	0,  // 47: bighive.v1.Grant.role:type_name -> bighive.v1.Role
 	58, // 48: bighive.v1.GrantList.grants:type_name -> bighive.v1.Grant
 	58, // 49: bighive.v1.GrantRequest.grant:type_name -> bighive.v1.Grant
 	58, // 50: bighive.v1.RevokeRequest.grant:type_name -> bighive.v1.Grant
 	59, // 51: bighive.v1.ListGrantsResponse.grants:type_name -> bighive.v1.GrantList
-	23, // 52: bighive.v1.DescribeTableResponse.TabletSpaceEntry.value:type_name -> bighive.v1.TabletSpace
-	2,  // 53: bighive.v1.Master.CreateTable:input_type -> bighive.v1.CreateTableRequest
-	4,  // 54: bighive.v1.Master.DeleteTable:input_type -> bighive.v1.DeleteTableRequest
-	6,  // 55: bighive.v1.Master.ListTables:input_type -> bighive.v1.ListTablesRequest
-	8,  // 56: bighive.v1.Master.DescribeTable:input_type -> bighive.v1.DescribeTableRequest
-	10, // 57: bighive.v1.Master.AddFamily:input_type -> bighive.v1.AddFamilyRequest
-	12, // 58: bighive.v1.Master.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
-	14, // 59: bighive.v1.Master.GetTableLocations:input_type -> bighive.v1.GetTableLocationsRequest
-	18, // 60: bighive.v1.Master.ListTServers:input_type -> bighive.v1.ListTServersRequest
-	20, // 61: bighive.v1.Master.RegisterTServer:input_type -> bighive.v1.RegisterTServerRequest
-	25, // 62: bighive.v1.Master.Heartbeat:input_type -> bighive.v1.HeartbeatRequest
-	31, // 63: bighive.v1.Master.ReportTabletLoad:input_type -> bighive.v1.ReportTabletLoadRequest
-	34, // 64: bighive.v1.Master.ReportCheckpoint:input_type -> bighive.v1.ReportCheckpointRequest
-	36, // 65: bighive.v1.Master.AllocateTabletIds:input_type -> bighive.v1.AllocateTabletIdsRequest
-	39, // 66: bighive.v1.Master.ReportSplit:input_type -> bighive.v1.ReportSplitRequest
-	41, // 67: bighive.v1.Master.SplitTablet:input_type -> bighive.v1.SplitTabletRequest
-	43, // 68: bighive.v1.Master.ReportLogSplit:input_type -> bighive.v1.ReportLogSplitRequest
-	45, // 69: bighive.v1.Master.GetGCReferences:input_type -> bighive.v1.GetGCReferencesRequest
-	48, // 70: bighive.v1.Master.DeleteFamily:input_type -> bighive.v1.DeleteFamilyRequest
-	50, // 71: bighive.v1.Master.SetGCRule:input_type -> bighive.v1.SetGCRuleRequest
-	52, // 72: bighive.v1.Master.DropRowRange:input_type -> bighive.v1.DropRowRangeRequest
-	54, // 73: bighive.v1.Master.GetMasterStatus:input_type -> bighive.v1.GetMasterStatusRequest
-	56, // 74: bighive.v1.Master.SetFamilyCompression:input_type -> bighive.v1.SetFamilyCompressionRequest
-	60, // 75: bighive.v1.Master.Grant:input_type -> bighive.v1.GrantRequest
-	62, // 76: bighive.v1.Master.Revoke:input_type -> bighive.v1.RevokeRequest
-	64, // 77: bighive.v1.Master.ListGrants:input_type -> bighive.v1.ListGrantsRequest
-	3,  // 78: bighive.v1.Master.CreateTable:output_type -> bighive.v1.CreateTableResponse
-	5,  // 79: bighive.v1.Master.DeleteTable:output_type -> bighive.v1.DeleteTableResponse
-	7,  // 80: bighive.v1.Master.ListTables:output_type -> bighive.v1.ListTablesResponse
-	9,  // 81: bighive.v1.Master.DescribeTable:output_type -> bighive.v1.DescribeTableResponse
-	11, // 82: bighive.v1.Master.AddFamily:output_type -> bighive.v1.AddFamilyResponse
-	13, // 83: bighive.v1.Master.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
-	16, // 84: bighive.v1.Master.GetTableLocations:output_type -> bighive.v1.GetTableLocationsResponse
-	19, // 85: bighive.v1.Master.ListTServers:output_type -> bighive.v1.ListTServersResponse
-	21, // 86: bighive.v1.Master.RegisterTServer:output_type -> bighive.v1.RegisterTServerResponse
-	30, // 87: bighive.v1.Master.Heartbeat:output_type -> bighive.v1.HeartbeatResponse
-	32, // 88: bighive.v1.Master.ReportTabletLoad:output_type -> bighive.v1.ReportTabletLoadResponse
-	35, // 89: bighive.v1.Master.ReportCheckpoint:output_type -> bighive.v1.ReportCheckpointResponse
-	37, // 90: bighive.v1.Master.AllocateTabletIds:output_type -> bighive.v1.AllocateTabletIdsResponse
-	40, // 91: bighive.v1.Master.ReportSplit:output_type -> bighive.v1.ReportSplitResponse
-	42, // 92: bighive.v1.Master.SplitTablet:output_type -> bighive.v1.SplitTabletResponse
-	44, // 93: bighive.v1.Master.ReportLogSplit:output_type -> bighive.v1.ReportLogSplitResponse
-	46, // 94: bighive.v1.Master.GetGCReferences:output_type -> bighive.v1.GetGCReferencesResponse
-	49, // 95: bighive.v1.Master.DeleteFamily:output_type -> bighive.v1.DeleteFamilyResponse
-	51, // 96: bighive.v1.Master.SetGCRule:output_type -> bighive.v1.SetGCRuleResponse
-	53, // 97: bighive.v1.Master.DropRowRange:output_type -> bighive.v1.DropRowRangeResponse
-	55, // 98: bighive.v1.Master.GetMasterStatus:output_type -> bighive.v1.GetMasterStatusResponse
-	57, // 99: bighive.v1.Master.SetFamilyCompression:output_type -> bighive.v1.SetFamilyCompressionResponse
-	61, // 100: bighive.v1.Master.Grant:output_type -> bighive.v1.GrantResponse
-	63, // 101: bighive.v1.Master.Revoke:output_type -> bighive.v1.RevokeResponse
-	65, // 102: bighive.v1.Master.ListGrants:output_type -> bighive.v1.ListGrantsResponse
-	78, // [78:103] is the sub-list for method output_type
-	53, // [53:78] is the sub-list for method input_type
-	53, // [53:53] is the sub-list for extension type_name
-	53, // [53:53] is the sub-list for extension extendee
-	0,  // [0:53] is the sub-list for field type_name
+	80, // 52: bighive.v1.ReportMergeRequest.tsfiles:type_name -> bighive.v1.TSFileRef
+	75, // 53: bighive.v1.ReportMergeResponse.merged:type_name -> bighive.v1.TabletMeta
+	23, // 54: bighive.v1.DescribeTableResponse.TabletSpaceEntry.value:type_name -> bighive.v1.TabletSpace
+	2,  // 55: bighive.v1.Master.CreateTable:input_type -> bighive.v1.CreateTableRequest
+	4,  // 56: bighive.v1.Master.DeleteTable:input_type -> bighive.v1.DeleteTableRequest
+	6,  // 57: bighive.v1.Master.ListTables:input_type -> bighive.v1.ListTablesRequest
+	8,  // 58: bighive.v1.Master.DescribeTable:input_type -> bighive.v1.DescribeTableRequest
+	10, // 59: bighive.v1.Master.AddFamily:input_type -> bighive.v1.AddFamilyRequest
+	12, // 60: bighive.v1.Master.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
+	14, // 61: bighive.v1.Master.GetTableLocations:input_type -> bighive.v1.GetTableLocationsRequest
+	18, // 62: bighive.v1.Master.ListTServers:input_type -> bighive.v1.ListTServersRequest
+	20, // 63: bighive.v1.Master.RegisterTServer:input_type -> bighive.v1.RegisterTServerRequest
+	25, // 64: bighive.v1.Master.Heartbeat:input_type -> bighive.v1.HeartbeatRequest
+	31, // 65: bighive.v1.Master.ReportTabletLoad:input_type -> bighive.v1.ReportTabletLoadRequest
+	34, // 66: bighive.v1.Master.ReportCheckpoint:input_type -> bighive.v1.ReportCheckpointRequest
+	36, // 67: bighive.v1.Master.AllocateTabletIds:input_type -> bighive.v1.AllocateTabletIdsRequest
+	39, // 68: bighive.v1.Master.ReportSplit:input_type -> bighive.v1.ReportSplitRequest
+	41, // 69: bighive.v1.Master.SplitTablet:input_type -> bighive.v1.SplitTabletRequest
+	43, // 70: bighive.v1.Master.ReportLogSplit:input_type -> bighive.v1.ReportLogSplitRequest
+	45, // 71: bighive.v1.Master.GetGCReferences:input_type -> bighive.v1.GetGCReferencesRequest
+	48, // 72: bighive.v1.Master.DeleteFamily:input_type -> bighive.v1.DeleteFamilyRequest
+	50, // 73: bighive.v1.Master.SetGCRule:input_type -> bighive.v1.SetGCRuleRequest
+	52, // 74: bighive.v1.Master.DropRowRange:input_type -> bighive.v1.DropRowRangeRequest
+	54, // 75: bighive.v1.Master.GetMasterStatus:input_type -> bighive.v1.GetMasterStatusRequest
+	56, // 76: bighive.v1.Master.SetFamilyCompression:input_type -> bighive.v1.SetFamilyCompressionRequest
+	60, // 77: bighive.v1.Master.Grant:input_type -> bighive.v1.GrantRequest
+	62, // 78: bighive.v1.Master.Revoke:input_type -> bighive.v1.RevokeRequest
+	64, // 79: bighive.v1.Master.ListGrants:input_type -> bighive.v1.ListGrantsRequest
+	66, // 80: bighive.v1.Master.ReportMerge:input_type -> bighive.v1.ReportMergeRequest
+	68, // 81: bighive.v1.Master.MergeTablets:input_type -> bighive.v1.MergeTabletsRequest
+	3,  // 82: bighive.v1.Master.CreateTable:output_type -> bighive.v1.CreateTableResponse
+	5,  // 83: bighive.v1.Master.DeleteTable:output_type -> bighive.v1.DeleteTableResponse
+	7,  // 84: bighive.v1.Master.ListTables:output_type -> bighive.v1.ListTablesResponse
+	9,  // 85: bighive.v1.Master.DescribeTable:output_type -> bighive.v1.DescribeTableResponse
+	11, // 86: bighive.v1.Master.AddFamily:output_type -> bighive.v1.AddFamilyResponse
+	13, // 87: bighive.v1.Master.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
+	16, // 88: bighive.v1.Master.GetTableLocations:output_type -> bighive.v1.GetTableLocationsResponse
+	19, // 89: bighive.v1.Master.ListTServers:output_type -> bighive.v1.ListTServersResponse
+	21, // 90: bighive.v1.Master.RegisterTServer:output_type -> bighive.v1.RegisterTServerResponse
+	30, // 91: bighive.v1.Master.Heartbeat:output_type -> bighive.v1.HeartbeatResponse
+	32, // 92: bighive.v1.Master.ReportTabletLoad:output_type -> bighive.v1.ReportTabletLoadResponse
+	35, // 93: bighive.v1.Master.ReportCheckpoint:output_type -> bighive.v1.ReportCheckpointResponse
+	37, // 94: bighive.v1.Master.AllocateTabletIds:output_type -> bighive.v1.AllocateTabletIdsResponse
+	40, // 95: bighive.v1.Master.ReportSplit:output_type -> bighive.v1.ReportSplitResponse
+	42, // 96: bighive.v1.Master.SplitTablet:output_type -> bighive.v1.SplitTabletResponse
+	44, // 97: bighive.v1.Master.ReportLogSplit:output_type -> bighive.v1.ReportLogSplitResponse
+	46, // 98: bighive.v1.Master.GetGCReferences:output_type -> bighive.v1.GetGCReferencesResponse
+	49, // 99: bighive.v1.Master.DeleteFamily:output_type -> bighive.v1.DeleteFamilyResponse
+	51, // 100: bighive.v1.Master.SetGCRule:output_type -> bighive.v1.SetGCRuleResponse
+	53, // 101: bighive.v1.Master.DropRowRange:output_type -> bighive.v1.DropRowRangeResponse
+	55, // 102: bighive.v1.Master.GetMasterStatus:output_type -> bighive.v1.GetMasterStatusResponse
+	57, // 103: bighive.v1.Master.SetFamilyCompression:output_type -> bighive.v1.SetFamilyCompressionResponse
+	61, // 104: bighive.v1.Master.Grant:output_type -> bighive.v1.GrantResponse
+	63, // 105: bighive.v1.Master.Revoke:output_type -> bighive.v1.RevokeResponse
+	65, // 106: bighive.v1.Master.ListGrants:output_type -> bighive.v1.ListGrantsResponse
+	67, // 107: bighive.v1.Master.ReportMerge:output_type -> bighive.v1.ReportMergeResponse
+	69, // 108: bighive.v1.Master.MergeTablets:output_type -> bighive.v1.MergeTabletsResponse
+	82, // [82:109] is the sub-list for method output_type
+	55, // [55:82] is the sub-list for method input_type
+	55, // [55:55] is the sub-list for extension type_name
+	55, // [55:55] is the sub-list for extension extendee
+	0,  // [0:55] is the sub-list for field type_name
 }
 
 func init() { file_bighivepb_master_proto_init() }
@@ -4215,7 +4503,7 @@ func file_bighivepb_master_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bighivepb_master_proto_rawDesc), len(file_bighivepb_master_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   68,
+			NumMessages:   72,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -47,6 +47,8 @@ const (
 	Master_Grant_FullMethodName                = "/bighive.v1.Master/Grant"
 	Master_Revoke_FullMethodName               = "/bighive.v1.Master/Revoke"
 	Master_ListGrants_FullMethodName           = "/bighive.v1.Master/ListGrants"
+	Master_ReportMerge_FullMethodName          = "/bighive.v1.Master/ReportMerge"
+	Master_MergeTablets_FullMethodName         = "/bighive.v1.Master/MergeTablets"
 )
 
 // MasterClient is the client API for Master service.
@@ -96,6 +98,12 @@ type MasterClient interface {
 	Grant(ctx context.Context, in *GrantRequest, opts ...grpc.CallOption) (*GrantResponse, error)
 	Revoke(ctx context.Context, in *RevokeRequest, opts ...grpc.CallOption) (*RevokeResponse, error)
 	ListGrants(ctx context.Context, in *ListGrantsRequest, opts ...grpc.CallOption) (*ListGrantsResponse, error)
+	// Merge (docs/design.md 'Merge'): the tserver's report, which replaces two
+	// adjacent tablets by one in one transaction.
+	ReportMerge(ctx context.Context, in *ReportMergeRequest, opts ...grpc.CallOption) (*ReportMergeResponse, error)
+	// Merges the tablet holding row with its successor, moving one of them
+	// first when they are on different tservers.
+	MergeTablets(ctx context.Context, in *MergeTabletsRequest, opts ...grpc.CallOption) (*MergeTabletsResponse, error)
 }
 
 type masterClient struct {
@@ -356,6 +364,26 @@ func (c *masterClient) ListGrants(ctx context.Context, in *ListGrantsRequest, op
 	return out, nil
 }
 
+func (c *masterClient) ReportMerge(ctx context.Context, in *ReportMergeRequest, opts ...grpc.CallOption) (*ReportMergeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReportMergeResponse)
+	err := c.cc.Invoke(ctx, Master_ReportMerge_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *masterClient) MergeTablets(ctx context.Context, in *MergeTabletsRequest, opts ...grpc.CallOption) (*MergeTabletsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MergeTabletsResponse)
+	err := c.cc.Invoke(ctx, Master_MergeTablets_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MasterServer is the server API for Master service.
 // All implementations must embed UnimplementedMasterServer
 // for forward compatibility.
@@ -403,6 +431,12 @@ type MasterServer interface {
 	Grant(context.Context, *GrantRequest) (*GrantResponse, error)
 	Revoke(context.Context, *RevokeRequest) (*RevokeResponse, error)
 	ListGrants(context.Context, *ListGrantsRequest) (*ListGrantsResponse, error)
+	// Merge (docs/design.md 'Merge'): the tserver's report, which replaces two
+	// adjacent tablets by one in one transaction.
+	ReportMerge(context.Context, *ReportMergeRequest) (*ReportMergeResponse, error)
+	// Merges the tablet holding row with its successor, moving one of them
+	// first when they are on different tservers.
+	MergeTablets(context.Context, *MergeTabletsRequest) (*MergeTabletsResponse, error)
 	mustEmbedUnimplementedMasterServer()
 }
 
@@ -487,6 +521,12 @@ func (UnimplementedMasterServer) Revoke(context.Context, *RevokeRequest) (*Revok
 }
 func (UnimplementedMasterServer) ListGrants(context.Context, *ListGrantsRequest) (*ListGrantsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListGrants not implemented")
+}
+func (UnimplementedMasterServer) ReportMerge(context.Context, *ReportMergeRequest) (*ReportMergeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReportMerge not implemented")
+}
+func (UnimplementedMasterServer) MergeTablets(context.Context, *MergeTabletsRequest) (*MergeTabletsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method MergeTablets not implemented")
 }
 func (UnimplementedMasterServer) mustEmbedUnimplementedMasterServer() {}
 func (UnimplementedMasterServer) testEmbeddedByValue()                {}
@@ -959,6 +999,42 @@ func _Master_ListGrants_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Master_ReportMerge_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportMergeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).ReportMerge(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_ReportMerge_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).ReportMerge(ctx, req.(*ReportMergeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Master_MergeTablets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MergeTabletsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).MergeTablets(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_MergeTablets_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).MergeTablets(ctx, req.(*MergeTabletsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Master_ServiceDesc is the grpc.ServiceDesc for Master service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1065,6 +1141,14 @@ var Master_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListGrants",
 			Handler:    _Master_ListGrants_Handler,
+		},
+		{
+			MethodName: "ReportMerge",
+			Handler:    _Master_ReportMerge_Handler,
+		},
+		{
+			MethodName: "MergeTablets",
+			Handler:    _Master_MergeTablets_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -2128,6 +2128,103 @@ func (x *BatchCommandsResponse) GetResults() []*BatchCommandsResponse_Result {
 	return nil
 }
 
+type MergeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// left ends where right starts.
+	LeftTabletId  string `protobuf:"bytes,1,opt,name=left_tablet_id,json=leftTabletId,proto3" json:"left_tablet_id,omitempty"`
+	RightTabletId string `protobuf:"bytes,2,opt,name=right_tablet_id,json=rightTabletId,proto3" json:"right_tablet_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MergeRequest) Reset() {
+	*x = MergeRequest{}
+	mi := &file_bighivepb_tserver_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MergeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MergeRequest) ProtoMessage() {}
+
+func (x *MergeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_tserver_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MergeRequest.ProtoReflect.Descriptor instead.
+func (*MergeRequest) Descriptor() ([]byte, []int) {
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *MergeRequest) GetLeftTabletId() string {
+	if x != nil {
+		return x.LeftTabletId
+	}
+	return ""
+}
+
+func (x *MergeRequest) GetRightTabletId() string {
+	if x != nil {
+		return x.RightTabletId
+	}
+	return ""
+}
+
+type MergeResponse struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	MergedTabletId string                 `protobuf:"bytes,1,opt,name=merged_tablet_id,json=mergedTabletId,proto3" json:"merged_tablet_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *MergeResponse) Reset() {
+	*x = MergeResponse{}
+	mi := &file_bighivepb_tserver_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MergeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MergeResponse) ProtoMessage() {}
+
+func (x *MergeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_tserver_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MergeResponse.ProtoReflect.Descriptor instead.
+func (*MergeResponse) Descriptor() ([]byte, []int) {
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *MergeResponse) GetMergedTabletId() string {
+	if x != nil {
+		return x.MergedTabletId
+	}
+	return ""
+}
+
 type BatchCommandsRequest_Command struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Chosen by the client; unique among its commands in flight on the
@@ -2145,7 +2242,7 @@ type BatchCommandsRequest_Command struct {
 
 func (x *BatchCommandsRequest_Command) Reset() {
 	*x = BatchCommandsRequest_Command{}
-	mi := &file_bighivepb_tserver_proto_msgTypes[38]
+	mi := &file_bighivepb_tserver_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2157,7 +2254,7 @@ func (x *BatchCommandsRequest_Command) String() string {
 func (*BatchCommandsRequest_Command) ProtoMessage() {}
 
 func (x *BatchCommandsRequest_Command) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_tserver_proto_msgTypes[38]
+	mi := &file_bighivepb_tserver_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2252,7 +2349,7 @@ type BatchCommandsResponse_Result struct {
 
 func (x *BatchCommandsResponse_Result) Reset() {
 	*x = BatchCommandsResponse_Result{}
-	mi := &file_bighivepb_tserver_proto_msgTypes[39]
+	mi := &file_bighivepb_tserver_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2264,7 +2361,7 @@ func (x *BatchCommandsResponse_Result) String() string {
 func (*BatchCommandsResponse_Result) ProtoMessage() {}
 
 func (x *BatchCommandsResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_tserver_proto_msgTypes[39]
+	mi := &file_bighivepb_tserver_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2444,7 +2541,12 @@ const file_bighivepb_tserver_proto_rawDesc = "" +
 	"\x06Result\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12-\n" +
 	"\x06status\x18\x02 \x01(\v2\x15.bighive.v1.RowStatusR\x06status\x126\n" +
-	"\bread_row\x18\x03 \x01(\v2\x1b.bighive.v1.ReadRowResponseR\areadRow2\x8e\v\n" +
+	"\bread_row\x18\x03 \x01(\v2\x1b.bighive.v1.ReadRowResponseR\areadRow\"\\\n" +
+	"\fMergeRequest\x12$\n" +
+	"\x0eleft_tablet_id\x18\x01 \x01(\tR\fleftTabletId\x12&\n" +
+	"\x0fright_tablet_id\x18\x02 \x01(\tR\rrightTabletId\"9\n" +
+	"\rMergeResponse\x12(\n" +
+	"\x10merged_tablet_id\x18\x01 \x01(\tR\x0emergedTabletId2\xcc\v\n" +
 	"\aTServer\x12H\n" +
 	"\tMutateRow\x12\x1c.bighive.v1.MutateRowRequest\x1a\x1d.bighive.v1.MutateRowResponse\x12K\n" +
 	"\n" +
@@ -2465,7 +2567,8 @@ const file_bighivepb_tserver_proto_rawDesc = "" +
 	"\vPurgeFamily\x12\x1e.bighive.v1.PurgeFamilyRequest\x1a\x1f.bighive.v1.PurgeFamilyResponse\x12T\n" +
 	"\rSampleRowKeys\x12 .bighive.v1.SampleRowKeysRequest\x1a!.bighive.v1.SampleRowKeysResponse\x129\n" +
 	"\x04Ping\x12\x17.bighive.v1.PingRequest\x1a\x18.bighive.v1.PingResponse\x12X\n" +
-	"\rBatchCommands\x12 .bighive.v1.BatchCommandsRequest\x1a!.bighive.v1.BatchCommandsResponse(\x010\x01B\x19Z\x17bighive/proto/bighivepbb\x06proto3"
+	"\rBatchCommands\x12 .bighive.v1.BatchCommandsRequest\x1a!.bighive.v1.BatchCommandsResponse(\x010\x01\x12<\n" +
+	"\x05Merge\x12\x18.bighive.v1.MergeRequest\x1a\x19.bighive.v1.MergeResponseB\x19Z\x17bighive/proto/bighivepbb\x06proto3"
 
 var (
 	file_bighivepb_tserver_proto_rawDescOnce sync.Once
@@ -2479,7 +2582,7 @@ func file_bighivepb_tserver_proto_rawDescGZIP() []byte {
 	return file_bighivepb_tserver_proto_rawDescData
 }
 
-var file_bighivepb_tserver_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_bighivepb_tserver_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_bighivepb_tserver_proto_goTypes = []any{
 	(*MutateRowRequest)(nil),             // 0: bighive.v1.MutateRowRequest
 	(*MutateRowResponse)(nil),            // 1: bighive.v1.MutateRowResponse
@@ -2518,52 +2621,54 @@ var file_bighivepb_tserver_proto_goTypes = []any{
 	(*PingResponse)(nil),                 // 34: bighive.v1.PingResponse
 	(*BatchCommandsRequest)(nil),         // 35: bighive.v1.BatchCommandsRequest
 	(*BatchCommandsResponse)(nil),        // 36: bighive.v1.BatchCommandsResponse
-	nil,                                  // 37: bighive.v1.StatusResponse.CountersEntry
-	(*BatchCommandsRequest_Command)(nil), // 38: bighive.v1.BatchCommandsRequest.Command
-	(*BatchCommandsResponse_Result)(nil), // 39: bighive.v1.BatchCommandsResponse.Result
-	(*RowMutation)(nil),                  // 40: bighive.v1.RowMutation
-	(*RowStatus)(nil),                    // 41: bighive.v1.RowStatus
-	(*ReadFilter)(nil),                   // 42: bighive.v1.ReadFilter
-	(*Row)(nil),                          // 43: bighive.v1.Row
-	(*RowRange)(nil),                     // 44: bighive.v1.RowRange
-	(*LogPosition)(nil),                  // 45: bighive.v1.LogPosition
-	(*TabletAssignment)(nil),             // 46: bighive.v1.TabletAssignment
-	(*TabletUnassignment)(nil),           // 47: bighive.v1.TabletUnassignment
-	(*TableSchema)(nil),                  // 48: bighive.v1.TableSchema
-	(*Mutation)(nil),                     // 49: bighive.v1.Mutation
-	(*SetCachePriorityRequest)(nil),      // 50: bighive.v1.SetCachePriorityRequest
-	(*SetCachePriorityResponse)(nil),     // 51: bighive.v1.SetCachePriorityResponse
+	(*MergeRequest)(nil),                 // 37: bighive.v1.MergeRequest
+	(*MergeResponse)(nil),                // 38: bighive.v1.MergeResponse
+	nil,                                  // 39: bighive.v1.StatusResponse.CountersEntry
+	(*BatchCommandsRequest_Command)(nil), // 40: bighive.v1.BatchCommandsRequest.Command
+	(*BatchCommandsResponse_Result)(nil), // 41: bighive.v1.BatchCommandsResponse.Result
+	(*RowMutation)(nil),                  // 42: bighive.v1.RowMutation
+	(*RowStatus)(nil),                    // 43: bighive.v1.RowStatus
+	(*ReadFilter)(nil),                   // 44: bighive.v1.ReadFilter
+	(*Row)(nil),                          // 45: bighive.v1.Row
+	(*RowRange)(nil),                     // 46: bighive.v1.RowRange
+	(*LogPosition)(nil),                  // 47: bighive.v1.LogPosition
+	(*TabletAssignment)(nil),             // 48: bighive.v1.TabletAssignment
+	(*TabletUnassignment)(nil),           // 49: bighive.v1.TabletUnassignment
+	(*TableSchema)(nil),                  // 50: bighive.v1.TableSchema
+	(*Mutation)(nil),                     // 51: bighive.v1.Mutation
+	(*SetCachePriorityRequest)(nil),      // 52: bighive.v1.SetCachePriorityRequest
+	(*SetCachePriorityResponse)(nil),     // 53: bighive.v1.SetCachePriorityResponse
 }
 var file_bighivepb_tserver_proto_depIdxs = []int32{
-	40, // 0: bighive.v1.MutateRowRequest.row:type_name -> bighive.v1.RowMutation
-	40, // 1: bighive.v1.MutateRowsRequest.rows:type_name -> bighive.v1.RowMutation
-	41, // 2: bighive.v1.MutateRowsResponse.statuses:type_name -> bighive.v1.RowStatus
-	42, // 3: bighive.v1.ReadRowRequest.filter:type_name -> bighive.v1.ReadFilter
-	43, // 4: bighive.v1.ReadRowResponse.row:type_name -> bighive.v1.Row
-	44, // 5: bighive.v1.ScanRowsRequest.range:type_name -> bighive.v1.RowRange
-	42, // 6: bighive.v1.ScanRowsRequest.filter:type_name -> bighive.v1.ReadFilter
-	44, // 7: bighive.v1.ScanRowsRequest.ranges:type_name -> bighive.v1.RowRange
-	43, // 8: bighive.v1.ScanRowsResponse.rows:type_name -> bighive.v1.Row
-	44, // 9: bighive.v1.TabletStatus.range:type_name -> bighive.v1.RowRange
+	42, // 0: bighive.v1.MutateRowRequest.row:type_name -> bighive.v1.RowMutation
+	42, // 1: bighive.v1.MutateRowsRequest.rows:type_name -> bighive.v1.RowMutation
+	43, // 2: bighive.v1.MutateRowsResponse.statuses:type_name -> bighive.v1.RowStatus
+	44, // 3: bighive.v1.ReadRowRequest.filter:type_name -> bighive.v1.ReadFilter
+	45, // 4: bighive.v1.ReadRowResponse.row:type_name -> bighive.v1.Row
+	46, // 5: bighive.v1.ScanRowsRequest.range:type_name -> bighive.v1.RowRange
+	44, // 6: bighive.v1.ScanRowsRequest.filter:type_name -> bighive.v1.ReadFilter
+	46, // 7: bighive.v1.ScanRowsRequest.ranges:type_name -> bighive.v1.RowRange
+	45, // 8: bighive.v1.ScanRowsResponse.rows:type_name -> bighive.v1.Row
+	46, // 9: bighive.v1.TabletStatus.range:type_name -> bighive.v1.RowRange
 	15, // 10: bighive.v1.StatusResponse.tablets:type_name -> bighive.v1.TabletStatus
-	45, // 11: bighive.v1.StatusResponse.log_position:type_name -> bighive.v1.LogPosition
-	37, // 12: bighive.v1.StatusResponse.counters:type_name -> bighive.v1.StatusResponse.CountersEntry
-	46, // 13: bighive.v1.AssignTabletsRequest.assign:type_name -> bighive.v1.TabletAssignment
-	47, // 14: bighive.v1.AssignTabletsRequest.unassign:type_name -> bighive.v1.TabletUnassignment
-	48, // 15: bighive.v1.UpdateSchemaRequest.schema:type_name -> bighive.v1.TableSchema
-	44, // 16: bighive.v1.DropRowsRequest.range:type_name -> bighive.v1.RowRange
+	47, // 11: bighive.v1.StatusResponse.log_position:type_name -> bighive.v1.LogPosition
+	39, // 12: bighive.v1.StatusResponse.counters:type_name -> bighive.v1.StatusResponse.CountersEntry
+	48, // 13: bighive.v1.AssignTabletsRequest.assign:type_name -> bighive.v1.TabletAssignment
+	49, // 14: bighive.v1.AssignTabletsRequest.unassign:type_name -> bighive.v1.TabletUnassignment
+	50, // 15: bighive.v1.UpdateSchemaRequest.schema:type_name -> bighive.v1.TableSchema
+	46, // 16: bighive.v1.DropRowsRequest.range:type_name -> bighive.v1.RowRange
 	23, // 17: bighive.v1.ReadModifyWriteRowRequest.rules:type_name -> bighive.v1.ReadModifyWriteRule
-	43, // 18: bighive.v1.ReadModifyWriteRowResponse.row:type_name -> bighive.v1.Row
-	49, // 19: bighive.v1.CheckAndMutateRowRequest.true_mutations:type_name -> bighive.v1.Mutation
-	49, // 20: bighive.v1.CheckAndMutateRowRequest.false_mutations:type_name -> bighive.v1.Mutation
-	48, // 21: bighive.v1.PurgeFamilyRequest.schema:type_name -> bighive.v1.TableSchema
+	45, // 18: bighive.v1.ReadModifyWriteRowResponse.row:type_name -> bighive.v1.Row
+	51, // 19: bighive.v1.CheckAndMutateRowRequest.true_mutations:type_name -> bighive.v1.Mutation
+	51, // 20: bighive.v1.CheckAndMutateRowRequest.false_mutations:type_name -> bighive.v1.Mutation
+	50, // 21: bighive.v1.PurgeFamilyRequest.schema:type_name -> bighive.v1.TableSchema
 	31, // 22: bighive.v1.SampleRowKeysResponse.samples:type_name -> bighive.v1.RowKeySample
-	38, // 23: bighive.v1.BatchCommandsRequest.commands:type_name -> bighive.v1.BatchCommandsRequest.Command
-	39, // 24: bighive.v1.BatchCommandsResponse.results:type_name -> bighive.v1.BatchCommandsResponse.Result
+	40, // 23: bighive.v1.BatchCommandsRequest.commands:type_name -> bighive.v1.BatchCommandsRequest.Command
+	41, // 24: bighive.v1.BatchCommandsResponse.results:type_name -> bighive.v1.BatchCommandsResponse.Result
 	0,  // 25: bighive.v1.BatchCommandsRequest.Command.mutate_row:type_name -> bighive.v1.MutateRowRequest
 	4,  // 26: bighive.v1.BatchCommandsRequest.Command.read_row:type_name -> bighive.v1.ReadRowRequest
 	33, // 27: bighive.v1.BatchCommandsRequest.Command.ping:type_name -> bighive.v1.PingRequest
-	41, // 28: bighive.v1.BatchCommandsResponse.Result.status:type_name -> bighive.v1.RowStatus
+	43, // 28: bighive.v1.BatchCommandsResponse.Result.status:type_name -> bighive.v1.RowStatus
 	5,  // 29: bighive.v1.BatchCommandsResponse.Result.read_row:type_name -> bighive.v1.ReadRowResponse
 	0,  // 30: bighive.v1.TServer.MutateRow:input_type -> bighive.v1.MutateRowRequest
 	2,  // 31: bighive.v1.TServer.MutateRows:input_type -> bighive.v1.MutateRowsRequest
@@ -2574,7 +2679,7 @@ var file_bighivepb_tserver_proto_depIdxs = []int32{
 	12, // 36: bighive.v1.TServer.Split:input_type -> bighive.v1.SplitRequest
 	14, // 37: bighive.v1.TServer.Status:input_type -> bighive.v1.StatusRequest
 	17, // 38: bighive.v1.TServer.AssignTablets:input_type -> bighive.v1.AssignTabletsRequest
-	50, // 39: bighive.v1.TServer.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
+	52, // 39: bighive.v1.TServer.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
 	19, // 40: bighive.v1.TServer.UpdateSchema:input_type -> bighive.v1.UpdateSchemaRequest
 	21, // 41: bighive.v1.TServer.DropRows:input_type -> bighive.v1.DropRowsRequest
 	24, // 42: bighive.v1.TServer.ReadModifyWriteRow:input_type -> bighive.v1.ReadModifyWriteRowRequest
@@ -2583,26 +2688,28 @@ var file_bighivepb_tserver_proto_depIdxs = []int32{
 	30, // 45: bighive.v1.TServer.SampleRowKeys:input_type -> bighive.v1.SampleRowKeysRequest
 	33, // 46: bighive.v1.TServer.Ping:input_type -> bighive.v1.PingRequest
 	35, // 47: bighive.v1.TServer.BatchCommands:input_type -> bighive.v1.BatchCommandsRequest
-	1,  // 48: bighive.v1.TServer.MutateRow:output_type -> bighive.v1.MutateRowResponse
-	3,  // 49: bighive.v1.TServer.MutateRows:output_type -> bighive.v1.MutateRowsResponse
-	5,  // 50: bighive.v1.TServer.ReadRow:output_type -> bighive.v1.ReadRowResponse
-	7,  // 51: bighive.v1.TServer.ScanRows:output_type -> bighive.v1.ScanRowsResponse
-	9,  // 52: bighive.v1.TServer.Checkpoint:output_type -> bighive.v1.CheckpointResponse
-	11, // 53: bighive.v1.TServer.Compact:output_type -> bighive.v1.CompactResponse
-	13, // 54: bighive.v1.TServer.Split:output_type -> bighive.v1.SplitResponse
-	16, // 55: bighive.v1.TServer.Status:output_type -> bighive.v1.StatusResponse
-	18, // 56: bighive.v1.TServer.AssignTablets:output_type -> bighive.v1.AssignTabletsResponse
-	51, // 57: bighive.v1.TServer.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
-	20, // 58: bighive.v1.TServer.UpdateSchema:output_type -> bighive.v1.UpdateSchemaResponse
-	22, // 59: bighive.v1.TServer.DropRows:output_type -> bighive.v1.DropRowsResponse
-	25, // 60: bighive.v1.TServer.ReadModifyWriteRow:output_type -> bighive.v1.ReadModifyWriteRowResponse
-	27, // 61: bighive.v1.TServer.CheckAndMutateRow:output_type -> bighive.v1.CheckAndMutateRowResponse
-	29, // 62: bighive.v1.TServer.PurgeFamily:output_type -> bighive.v1.PurgeFamilyResponse
-	32, // 63: bighive.v1.TServer.SampleRowKeys:output_type -> bighive.v1.SampleRowKeysResponse
-	34, // 64: bighive.v1.TServer.Ping:output_type -> bighive.v1.PingResponse
-	36, // 65: bighive.v1.TServer.BatchCommands:output_type -> bighive.v1.BatchCommandsResponse
-	48, // [48:66] is the sub-list for method output_type
-	30, // [30:48] is the sub-list for method input_type
+	37, // 48: bighive.v1.TServer.Merge:input_type -> bighive.v1.MergeRequest
+	1,  // 49: bighive.v1.TServer.MutateRow:output_type -> bighive.v1.MutateRowResponse
+	3,  // 50: bighive.v1.TServer.MutateRows:output_type -> bighive.v1.MutateRowsResponse
+	5,  // 51: bighive.v1.TServer.ReadRow:output_type -> bighive.v1.ReadRowResponse
+	7,  // 52: bighive.v1.TServer.ScanRows:output_type -> bighive.v1.ScanRowsResponse
+	9,  // 53: bighive.v1.TServer.Checkpoint:output_type -> bighive.v1.CheckpointResponse
+	11, // 54: bighive.v1.TServer.Compact:output_type -> bighive.v1.CompactResponse
+	13, // 55: bighive.v1.TServer.Split:output_type -> bighive.v1.SplitResponse
+	16, // 56: bighive.v1.TServer.Status:output_type -> bighive.v1.StatusResponse
+	18, // 57: bighive.v1.TServer.AssignTablets:output_type -> bighive.v1.AssignTabletsResponse
+	53, // 58: bighive.v1.TServer.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
+	20, // 59: bighive.v1.TServer.UpdateSchema:output_type -> bighive.v1.UpdateSchemaResponse
+	22, // 60: bighive.v1.TServer.DropRows:output_type -> bighive.v1.DropRowsResponse
+	25, // 61: bighive.v1.TServer.ReadModifyWriteRow:output_type -> bighive.v1.ReadModifyWriteRowResponse
+	27, // 62: bighive.v1.TServer.CheckAndMutateRow:output_type -> bighive.v1.CheckAndMutateRowResponse
+	29, // 63: bighive.v1.TServer.PurgeFamily:output_type -> bighive.v1.PurgeFamilyResponse
+	32, // 64: bighive.v1.TServer.SampleRowKeys:output_type -> bighive.v1.SampleRowKeysResponse
+	34, // 65: bighive.v1.TServer.Ping:output_type -> bighive.v1.PingResponse
+	36, // 66: bighive.v1.TServer.BatchCommands:output_type -> bighive.v1.BatchCommandsResponse
+	38, // 67: bighive.v1.TServer.Merge:output_type -> bighive.v1.MergeResponse
+	49, // [49:68] is the sub-list for method output_type
+	30, // [30:49] is the sub-list for method input_type
 	30, // [30:30] is the sub-list for extension type_name
 	30, // [30:30] is the sub-list for extension extendee
 	0,  // [0:30] is the sub-list for field type_name
@@ -2619,7 +2726,7 @@ func file_bighivepb_tserver_proto_init() {
 		(*ReadModifyWriteRule_AppendValue)(nil),
 		(*ReadModifyWriteRule_IncrementAmount)(nil),
 	}
-	file_bighivepb_tserver_proto_msgTypes[38].OneofWrappers = []any{
+	file_bighivepb_tserver_proto_msgTypes[40].OneofWrappers = []any{
 		(*BatchCommandsRequest_Command_MutateRow)(nil),
 		(*BatchCommandsRequest_Command_ReadRow)(nil),
 		(*BatchCommandsRequest_Command_Ping)(nil),
@@ -2630,7 +2737,7 @@ func file_bighivepb_tserver_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bighivepb_tserver_proto_rawDesc), len(file_bighivepb_tserver_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   40,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

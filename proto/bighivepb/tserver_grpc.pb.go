@@ -41,6 +41,7 @@ const (
 	TServer_SampleRowKeys_FullMethodName      = "/bighive.v1.TServer/SampleRowKeys"
 	TServer_Ping_FullMethodName               = "/bighive.v1.TServer/Ping"
 	TServer_BatchCommands_FullMethodName      = "/bighive.v1.TServer/BatchCommands"
+	TServer_Merge_FullMethodName              = "/bighive.v1.TServer/Merge"
 )
 
 // TServerClient is the client API for TServer service.
@@ -98,6 +99,9 @@ type TServerClient interface {
 	// WAL group commit) and its reads concurrently, and answers each command
 	// once, with the status the unary call would have returned.
 	BatchCommands(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[BatchCommandsRequest, BatchCommandsResponse], error)
+	// Merges two adjacent tablets served here into one (package merge;
+	// docs/design.md 'Merge'); what the master's MergeTablets forwards.
+	Merge(ctx context.Context, in *MergeRequest, opts ...grpc.CallOption) (*MergeResponse, error)
 }
 
 type tServerClient struct {
@@ -300,6 +304,16 @@ func (c *tServerClient) BatchCommands(ctx context.Context, opts ...grpc.CallOpti
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type TServer_BatchCommandsClient = grpc.BidiStreamingClient[BatchCommandsRequest, BatchCommandsResponse]
 
+func (c *tServerClient) Merge(ctx context.Context, in *MergeRequest, opts ...grpc.CallOption) (*MergeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MergeResponse)
+	err := c.cc.Invoke(ctx, TServer_Merge_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TServerServer is the server API for TServer service.
 // All implementations must embed UnimplementedTServerServer
 // for forward compatibility.
@@ -355,6 +369,9 @@ type TServerServer interface {
 	// WAL group commit) and its reads concurrently, and answers each command
 	// once, with the status the unary call would have returned.
 	BatchCommands(grpc.BidiStreamingServer[BatchCommandsRequest, BatchCommandsResponse]) error
+	// Merges two adjacent tablets served here into one (package merge;
+	// docs/design.md 'Merge'); what the master's MergeTablets forwards.
+	Merge(context.Context, *MergeRequest) (*MergeResponse, error)
 	mustEmbedUnimplementedTServerServer()
 }
 
@@ -418,6 +435,9 @@ func (UnimplementedTServerServer) Ping(context.Context, *PingRequest) (*PingResp
 }
 func (UnimplementedTServerServer) BatchCommands(grpc.BidiStreamingServer[BatchCommandsRequest, BatchCommandsResponse]) error {
 	return status.Error(codes.Unimplemented, "method BatchCommands not implemented")
+}
+func (UnimplementedTServerServer) Merge(context.Context, *MergeRequest) (*MergeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Merge not implemented")
 }
 func (UnimplementedTServerServer) mustEmbedUnimplementedTServerServer() {}
 func (UnimplementedTServerServer) testEmbeddedByValue()                 {}
@@ -746,6 +766,24 @@ func _TServer_BatchCommands_Handler(srv interface{}, stream grpc.ServerStream) e
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type TServer_BatchCommandsServer = grpc.BidiStreamingServer[BatchCommandsRequest, BatchCommandsResponse]
 
+func _TServer_Merge_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MergeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TServerServer).Merge(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TServer_Merge_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TServerServer).Merge(ctx, req.(*MergeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // TServer_ServiceDesc is the grpc.ServiceDesc for TServer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -816,6 +854,10 @@ var TServer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Ping",
 			Handler:    _TServer_Ping_Handler,
+		},
+		{
+			MethodName: "Merge",
+			Handler:    _TServer_Merge_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

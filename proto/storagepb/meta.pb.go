@@ -54,6 +54,7 @@ type MetaCommand struct {
 	//	*MetaCommand_Grant
 	//	*MetaCommand_Revoke
 	//	*MetaCommand_BootstrapAdmin
+	//	*MetaCommand_Merge
 	Cmd           isMetaCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -274,6 +275,15 @@ func (x *MetaCommand) GetBootstrapAdmin() *MetaBootstrapAdmin {
 	return nil
 }
 
+func (x *MetaCommand) GetMerge() *MetaMerge {
+	if x != nil {
+		if x, ok := x.Cmd.(*MetaCommand_Merge); ok {
+			return x.Merge
+		}
+	}
+	return nil
+}
+
 type isMetaCommand_Cmd interface {
 	isMetaCommand_Cmd()
 }
@@ -354,6 +364,10 @@ type MetaCommand_BootstrapAdmin struct {
 	BootstrapAdmin *MetaBootstrapAdmin `protobuf:"bytes,20,opt,name=bootstrap_admin,json=bootstrapAdmin,proto3,oneof"`
 }
 
+type MetaCommand_Merge struct {
+	Merge *MetaMerge `protobuf:"bytes,21,opt,name=merge,proto3,oneof"`
+}
+
 func (*MetaCommand_CreateTable) isMetaCommand_Cmd() {}
 
 func (*MetaCommand_DeleteTable) isMetaCommand_Cmd() {}
@@ -391,6 +405,8 @@ func (*MetaCommand_Grant) isMetaCommand_Cmd() {}
 func (*MetaCommand_Revoke) isMetaCommand_Cmd() {}
 
 func (*MetaCommand_BootstrapAdmin) isMetaCommand_Cmd() {}
+
+func (*MetaCommand_Merge) isMetaCommand_Cmd() {}
 
 // Creates a table and its initial tablets [“”, k1), …, [kn, “”), all
 // UNASSIGNED at epoch 0. The leader validated names and keys; the FSM
@@ -1477,6 +1493,52 @@ func (x *MetaBootstrapAdmin) GetPrincipal() string {
 	return ""
 }
 
+// Replaces two adjacent tablets by one in one transaction (the merge's
+// report, checked again by the FSM).
+type MetaMerge struct {
+	state         protoimpl.MessageState        `protogen:"open.v1"`
+	Report        *bighivepb.ReportMergeRequest `protobuf:"bytes,1,opt,name=report,proto3" json:"report,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetaMerge) Reset() {
+	*x = MetaMerge{}
+	mi := &file_storagepb_meta_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaMerge) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaMerge) ProtoMessage() {}
+
+func (x *MetaMerge) ProtoReflect() protoreflect.Message {
+	mi := &file_storagepb_meta_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaMerge.ProtoReflect.Descriptor instead.
+func (*MetaMerge) Descriptor() ([]byte, []int) {
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *MetaMerge) GetReport() *bighivepb.ReportMergeRequest {
+	if x != nil {
+		return x.Report
+	}
+	return nil
+}
+
 type MetaAssign_Item struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TabletId      string                 `protobuf:"bytes,1,opt,name=tablet_id,json=tabletId,proto3" json:"tablet_id,omitempty"`
@@ -1488,7 +1550,7 @@ type MetaAssign_Item struct {
 
 func (x *MetaAssign_Item) Reset() {
 	*x = MetaAssign_Item{}
-	mi := &file_storagepb_meta_proto_msgTypes[21]
+	mi := &file_storagepb_meta_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1500,7 +1562,7 @@ func (x *MetaAssign_Item) String() string {
 func (*MetaAssign_Item) ProtoMessage() {}
 
 func (x *MetaAssign_Item) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[21]
+	mi := &file_storagepb_meta_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1548,7 +1610,7 @@ type MetaUnassign_Item struct {
 
 func (x *MetaUnassign_Item) Reset() {
 	*x = MetaUnassign_Item{}
-	mi := &file_storagepb_meta_proto_msgTypes[22]
+	mi := &file_storagepb_meta_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1560,7 +1622,7 @@ func (x *MetaUnassign_Item) String() string {
 func (*MetaUnassign_Item) ProtoMessage() {}
 
 func (x *MetaUnassign_Item) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[22]
+	mi := &file_storagepb_meta_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1609,7 +1671,7 @@ type MetaLogSplitDone_Item struct {
 
 func (x *MetaLogSplitDone_Item) Reset() {
 	*x = MetaLogSplitDone_Item{}
-	mi := &file_storagepb_meta_proto_msgTypes[23]
+	mi := &file_storagepb_meta_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1621,7 +1683,7 @@ func (x *MetaLogSplitDone_Item) String() string {
 func (*MetaLogSplitDone_Item) ProtoMessage() {}
 
 func (x *MetaLogSplitDone_Item) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[23]
+	mi := &file_storagepb_meta_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1669,7 +1731,7 @@ var File_storagepb_meta_proto protoreflect.FileDescriptor
 
 const file_storagepb_meta_proto_rawDesc = "" +
 	"\n" +
-	"\x14storagepb/meta.proto\x12\x12bighive.storage.v1\x1a\x16bighivepb/common.proto\x1a\x16bighivepb/master.proto\"\x8e\v\n" +
+	"\x14storagepb/meta.proto\x12\x12bighive.storage.v1\x1a\x16bighivepb/common.proto\x1a\x16bighivepb/master.proto\"\xc5\v\n" +
 	"\vMetaCommand\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12H\n" +
 	"\fcreate_table\x18\x02 \x01(\v2#.bighive.storage.v1.MetaCreateTableH\x00R\vcreateTable\x12H\n" +
@@ -1695,7 +1757,8 @@ const file_storagepb_meta_proto_rawDesc = "" +
 	"\x0fset_compression\x18\x11 \x01(\v2&.bighive.storage.v1.MetaSetCompressionH\x00R\x0esetCompression\x125\n" +
 	"\x05grant\x18\x12 \x01(\v2\x1d.bighive.storage.v1.MetaGrantH\x00R\x05grant\x128\n" +
 	"\x06revoke\x18\x13 \x01(\v2\x1e.bighive.storage.v1.MetaRevokeH\x00R\x06revoke\x12Q\n" +
-	"\x0fbootstrap_admin\x18\x14 \x01(\v2&.bighive.storage.v1.MetaBootstrapAdminH\x00R\x0ebootstrapAdminB\x05\n" +
+	"\x0fbootstrap_admin\x18\x14 \x01(\v2&.bighive.storage.v1.MetaBootstrapAdminH\x00R\x0ebootstrapAdmin\x125\n" +
+	"\x05merge\x18\x15 \x01(\v2\x1d.bighive.storage.v1.MetaMergeH\x00R\x05mergeB\x05\n" +
 	"\x03cmd\"a\n" +
 	"\x0fMetaCreateTable\x12/\n" +
 	"\x06schema\x18\x01 \x01(\v2\x17.bighive.v1.TableSchemaR\x06schema\x12\x1d\n" +
@@ -1774,7 +1837,9 @@ const file_storagepb_meta_proto_rawDesc = "" +
 	"MetaRevoke\x12'\n" +
 	"\x05grant\x18\x01 \x01(\v2\x11.bighive.v1.GrantR\x05grant\"2\n" +
 	"\x12MetaBootstrapAdmin\x12\x1c\n" +
-	"\tprincipal\x18\x01 \x01(\tR\tprincipalB\x19Z\x17bighive/proto/storagepbb\x06proto3"
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\"C\n" +
+	"\tMetaMerge\x126\n" +
+	"\x06report\x18\x01 \x01(\v2\x1e.bighive.v1.ReportMergeRequestR\x06reportB\x19Z\x17bighive/proto/storagepbb\x06proto3"
 
 var (
 	file_storagepb_meta_proto_rawDescOnce sync.Once
@@ -1788,40 +1853,42 @@ func file_storagepb_meta_proto_rawDescGZIP() []byte {
 	return file_storagepb_meta_proto_rawDescData
 }
 
-var file_storagepb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_storagepb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_storagepb_meta_proto_goTypes = []any{
-	(*MetaCommand)(nil),                // 0: bighive.storage.v1.MetaCommand
-	(*MetaCreateTable)(nil),            // 1: bighive.storage.v1.MetaCreateTable
-	(*MetaDeleteTable)(nil),            // 2: bighive.storage.v1.MetaDeleteTable
-	(*MetaAddFamily)(nil),              // 3: bighive.storage.v1.MetaAddFamily
-	(*MetaRegisterTServer)(nil),        // 4: bighive.storage.v1.MetaRegisterTServer
-	(*MetaTServer)(nil),                // 5: bighive.storage.v1.MetaTServer
-	(*MetaAssign)(nil),                 // 6: bighive.storage.v1.MetaAssign
-	(*MetaUnassign)(nil),               // 7: bighive.storage.v1.MetaUnassign
-	(*MetaTabletLoad)(nil),             // 8: bighive.storage.v1.MetaTabletLoad
-	(*MetaCheckpoint)(nil),             // 9: bighive.storage.v1.MetaCheckpoint
-	(*MetaAllocateIds)(nil),            // 10: bighive.storage.v1.MetaAllocateIds
-	(*MetaSplit)(nil),                  // 11: bighive.storage.v1.MetaSplit
-	(*MetaLogSplitDone)(nil),           // 12: bighive.storage.v1.MetaLogSplitDone
-	(*MetaRecoveryFilesDeleted)(nil),   // 13: bighive.storage.v1.MetaRecoveryFilesDeleted
-	(*MetaDeleteFamily)(nil),           // 14: bighive.storage.v1.MetaDeleteFamily
-	(*MetaSetGCRule)(nil),              // 15: bighive.storage.v1.MetaSetGCRule
-	(*MetaFamilyPurged)(nil),           // 16: bighive.storage.v1.MetaFamilyPurged
-	(*MetaSetCompression)(nil),         // 17: bighive.storage.v1.MetaSetCompression
-	(*MetaGrant)(nil),                  // 18: bighive.storage.v1.MetaGrant
-	(*MetaRevoke)(nil),                 // 19: bighive.storage.v1.MetaRevoke
-	(*MetaBootstrapAdmin)(nil),         // 20: bighive.storage.v1.MetaBootstrapAdmin
-	(*MetaAssign_Item)(nil),            // 21: bighive.storage.v1.MetaAssign.Item
-	(*MetaUnassign_Item)(nil),          // 22: bighive.storage.v1.MetaUnassign.Item
-	(*MetaLogSplitDone_Item)(nil),      // 23: bighive.storage.v1.MetaLogSplitDone.Item
-	(*bighivepb.TableSchema)(nil),      // 24: bighive.v1.TableSchema
-	(*bighivepb.FamilySpec)(nil),       // 25: bighive.v1.FamilySpec
-	(*bighivepb.LogPosition)(nil),      // 26: bighive.v1.LogPosition
-	(*bighivepb.CheckpointReport)(nil), // 27: bighive.v1.CheckpointReport
-	(*bighivepb.SplitChild)(nil),       // 28: bighive.v1.SplitChild
-	(*bighivepb.GcRule)(nil),           // 29: bighive.v1.GcRule
-	(bighivepb.Compression)(0),         // 30: bighive.v1.Compression
-	(*bighivepb.Grant)(nil),            // 31: bighive.v1.Grant
+	(*MetaCommand)(nil),                  // 0: bighive.storage.v1.MetaCommand
+	(*MetaCreateTable)(nil),              // 1: bighive.storage.v1.MetaCreateTable
+	(*MetaDeleteTable)(nil),              // 2: bighive.storage.v1.MetaDeleteTable
+	(*MetaAddFamily)(nil),                // 3: bighive.storage.v1.MetaAddFamily
+	(*MetaRegisterTServer)(nil),          // 4: bighive.storage.v1.MetaRegisterTServer
+	(*MetaTServer)(nil),                  // 5: bighive.storage.v1.MetaTServer
+	(*MetaAssign)(nil),                   // 6: bighive.storage.v1.MetaAssign
+	(*MetaUnassign)(nil),                 // 7: bighive.storage.v1.MetaUnassign
+	(*MetaTabletLoad)(nil),               // 8: bighive.storage.v1.MetaTabletLoad
+	(*MetaCheckpoint)(nil),               // 9: bighive.storage.v1.MetaCheckpoint
+	(*MetaAllocateIds)(nil),              // 10: bighive.storage.v1.MetaAllocateIds
+	(*MetaSplit)(nil),                    // 11: bighive.storage.v1.MetaSplit
+	(*MetaLogSplitDone)(nil),             // 12: bighive.storage.v1.MetaLogSplitDone
+	(*MetaRecoveryFilesDeleted)(nil),     // 13: bighive.storage.v1.MetaRecoveryFilesDeleted
+	(*MetaDeleteFamily)(nil),             // 14: bighive.storage.v1.MetaDeleteFamily
+	(*MetaSetGCRule)(nil),                // 15: bighive.storage.v1.MetaSetGCRule
+	(*MetaFamilyPurged)(nil),             // 16: bighive.storage.v1.MetaFamilyPurged
+	(*MetaSetCompression)(nil),           // 17: bighive.storage.v1.MetaSetCompression
+	(*MetaGrant)(nil),                    // 18: bighive.storage.v1.MetaGrant
+	(*MetaRevoke)(nil),                   // 19: bighive.storage.v1.MetaRevoke
+	(*MetaBootstrapAdmin)(nil),           // 20: bighive.storage.v1.MetaBootstrapAdmin
+	(*MetaMerge)(nil),                    // 21: bighive.storage.v1.MetaMerge
+	(*MetaAssign_Item)(nil),              // 22: bighive.storage.v1.MetaAssign.Item
+	(*MetaUnassign_Item)(nil),            // 23: bighive.storage.v1.MetaUnassign.Item
+	(*MetaLogSplitDone_Item)(nil),        // 24: bighive.storage.v1.MetaLogSplitDone.Item
+	(*bighivepb.TableSchema)(nil),        // 25: bighive.v1.TableSchema
+	(*bighivepb.FamilySpec)(nil),         // 26: bighive.v1.FamilySpec
+	(*bighivepb.LogPosition)(nil),        // 27: bighive.v1.LogPosition
+	(*bighivepb.CheckpointReport)(nil),   // 28: bighive.v1.CheckpointReport
+	(*bighivepb.SplitChild)(nil),         // 29: bighive.v1.SplitChild
+	(*bighivepb.GcRule)(nil),             // 30: bighive.v1.GcRule
+	(bighivepb.Compression)(0),           // 31: bighive.v1.Compression
+	(*bighivepb.Grant)(nil),              // 32: bighive.v1.Grant
+	(*bighivepb.ReportMergeRequest)(nil), // 33: bighive.v1.ReportMergeRequest
 }
 var file_storagepb_meta_proto_depIdxs = []int32{
 	1,  // 0: bighive.storage.v1.MetaCommand.create_table:type_name -> bighive.storage.v1.MetaCreateTable
@@ -1843,24 +1910,26 @@ var file_storagepb_meta_proto_depIdxs = []int32{
 	18, // 16: bighive.storage.v1.MetaCommand.grant:type_name -> bighive.storage.v1.MetaGrant
 	19, // 17: bighive.storage.v1.MetaCommand.revoke:type_name -> bighive.storage.v1.MetaRevoke
 	20, // 18: bighive.storage.v1.MetaCommand.bootstrap_admin:type_name -> bighive.storage.v1.MetaBootstrapAdmin
-	24, // 19: bighive.storage.v1.MetaCreateTable.schema:type_name -> bighive.v1.TableSchema
-	25, // 20: bighive.storage.v1.MetaAddFamily.family:type_name -> bighive.v1.FamilySpec
-	5,  // 21: bighive.storage.v1.MetaRegisterTServer.tserver:type_name -> bighive.storage.v1.MetaTServer
-	21, // 22: bighive.storage.v1.MetaAssign.items:type_name -> bighive.storage.v1.MetaAssign.Item
-	22, // 23: bighive.storage.v1.MetaUnassign.items:type_name -> bighive.storage.v1.MetaUnassign.Item
-	26, // 24: bighive.storage.v1.MetaTabletLoad.position:type_name -> bighive.v1.LogPosition
-	27, // 25: bighive.storage.v1.MetaCheckpoint.reports:type_name -> bighive.v1.CheckpointReport
-	28, // 26: bighive.storage.v1.MetaSplit.children:type_name -> bighive.v1.SplitChild
-	23, // 27: bighive.storage.v1.MetaLogSplitDone.items:type_name -> bighive.storage.v1.MetaLogSplitDone.Item
-	29, // 28: bighive.storage.v1.MetaSetGCRule.gc_rule:type_name -> bighive.v1.GcRule
-	30, // 29: bighive.storage.v1.MetaSetCompression.compression:type_name -> bighive.v1.Compression
-	31, // 30: bighive.storage.v1.MetaGrant.grant:type_name -> bighive.v1.Grant
-	31, // 31: bighive.storage.v1.MetaRevoke.grant:type_name -> bighive.v1.Grant
-	32, // [32:32] is the sub-list for method output_type
-	32, // [32:32] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	21, // 19: bighive.storage.v1.MetaCommand.merge:type_name -> bighive.storage.v1.MetaMerge
+	25, // 20: bighive.storage.v1.MetaCreateTable.schema:type_name -> bighive.v1.TableSchema
+	26, // 21: bighive.storage.v1.MetaAddFamily.family:type_name -> bighive.v1.FamilySpec
+	5,  // 22: bighive.storage.v1.MetaRegisterTServer.tserver:type_name -> bighive.storage.v1.MetaTServer
+	22, // 23: bighive.storage.v1.MetaAssign.items:type_name -> bighive.storage.v1.MetaAssign.Item
+	23, // 24: bighive.storage.v1.MetaUnassign.items:type_name -> bighive.storage.v1.MetaUnassign.Item
+	27, // 25: bighive.storage.v1.MetaTabletLoad.position:type_name -> bighive.v1.LogPosition
+	28, // 26: bighive.storage.v1.MetaCheckpoint.reports:type_name -> bighive.v1.CheckpointReport
+	29, // 27: bighive.storage.v1.MetaSplit.children:type_name -> bighive.v1.SplitChild
+	24, // 28: bighive.storage.v1.MetaLogSplitDone.items:type_name -> bighive.storage.v1.MetaLogSplitDone.Item
+	30, // 29: bighive.storage.v1.MetaSetGCRule.gc_rule:type_name -> bighive.v1.GcRule
+	31, // 30: bighive.storage.v1.MetaSetCompression.compression:type_name -> bighive.v1.Compression
+	32, // 31: bighive.storage.v1.MetaGrant.grant:type_name -> bighive.v1.Grant
+	32, // 32: bighive.storage.v1.MetaRevoke.grant:type_name -> bighive.v1.Grant
+	33, // 33: bighive.storage.v1.MetaMerge.report:type_name -> bighive.v1.ReportMergeRequest
+	34, // [34:34] is the sub-list for method output_type
+	34, // [34:34] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_storagepb_meta_proto_init() }
@@ -1888,6 +1957,7 @@ func file_storagepb_meta_proto_init() {
 		(*MetaCommand_Grant)(nil),
 		(*MetaCommand_Revoke)(nil),
 		(*MetaCommand_BootstrapAdmin)(nil),
+		(*MetaCommand_Merge)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1895,7 +1965,7 @@ func file_storagepb_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_storagepb_meta_proto_rawDesc), len(file_storagepb_meta_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
