@@ -36,14 +36,21 @@ const authHeartbeat = 300 * time.Millisecond
 // --bootstrap-admin root, and returns the cluster and a root client.
 func authCluster(t *testing.T) (*cluster.Cluster, *client.Client) {
 	t.Helper()
+	return authClusterWith(t, cluster.Options{})
+}
+
+// authClusterWith is authCluster on top of opts (TLS, say).
+func authClusterWith(t *testing.T, opts cluster.Options) (*cluster.Cluster, *client.Client) {
+	t.Helper()
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens")
 	file := fmt.Sprintf("# test principals\n%s root\n%s writer\n%s reader\n", rootToken, writerToken, readerToken)
 	if err := os.WriteFile(tokens, []byte(file), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c, _ := startCluster(t, cluster.Options{Masters: 1, TServers: 1, Heartbeat: authHeartbeat, Lease: 3 * time.Second,
-		AuthTokens: tokens, BootstrapAdmin: "root", Token: rootToken})
+	opts.Masters, opts.TServers, opts.Heartbeat, opts.Lease = 1, 1, authHeartbeat, 3*time.Second
+	opts.AuthTokens, opts.BootstrapAdmin, opts.Token = tokens, "root", rootToken
+	c, _ := startCluster(t, opts)
 	return c, dialAs(t, c, rootToken)
 }
 
