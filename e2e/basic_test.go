@@ -54,16 +54,23 @@ func rowKey(i int) string { return fmt.Sprintf("row-%04d", i) }
 
 func createTable(t *testing.T, ctx context.Context, c *cluster.Cluster, cl *client.Client, name string, tablets int) *client.Table {
 	t.Helper()
-	spec := client.TableSpec{Name: name, Families: []client.FamilySpec{{Name: "cf"}, {Name: "meta", MaxVersions: 1}}, SplitKeys: splitKeys(tablets)}
+	return createSpec(t, ctx, c, cl, client.TableSpec{Name: name,
+		Families: []client.FamilySpec{{Name: "cf"}, {Name: "meta", MaxVersions: 1}}, SplitKeys: splitKeys(tablets)})
+}
+
+// createSpec creates the table spec describes, waits until every tablet
+// serves and opens it.
+func createSpec(t *testing.T, ctx context.Context, c *cluster.Cluster, cl *client.Client, spec client.TableSpec) *client.Table {
+	t.Helper()
 	if err := cl.CreateTable(ctx, spec); err != nil {
-		t.Fatalf("create table: %v", err)
+		t.Fatalf("create table %s: %v", spec.Name, err)
 	}
-	if err := c.WaitServing(ctx, name); err != nil {
-		t.Fatalf("wait serving: %v", err)
+	if err := c.WaitServing(ctx, spec.Name); err != nil {
+		t.Fatalf("wait serving %s: %v", spec.Name, err)
 	}
-	tbl, err := cl.Open(ctx, name)
+	tbl, err := cl.Open(ctx, spec.Name)
 	if err != nil {
-		t.Fatalf("open: %v", err)
+		t.Fatalf("open %s: %v", spec.Name, err)
 	}
 	return tbl
 }

@@ -86,16 +86,7 @@ func TestMergeSIGKILLAtEachStep(t *testing.T) {
 	c, cl := mgCluster(t, []string{"--merge-fault-file=" + fault, "--mem-limit=1048576"}, []string{"--auto-merge=false"})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	if err := cl.CreateTable(ctx, client.TableSpec{Name: "mkill", Families: []client.FamilySpec{{Name: "cf"}}, SplitKeys: mgSplitKeys(8)}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.WaitServing(ctx, "mkill"); err != nil {
-		t.Fatal(err)
-	}
-	tbl, err := cl.Open(ctx, "mkill")
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := createSpec(t, ctx, c, cl, client.TableSpec{Name: "mkill", Families: []client.FamilySpec{{Name: "cf"}}, SplitKeys: mgSplitKeys(8)})
 	load := spStartLoad(ctx, tbl, seed, 4)
 	defer func() {
 		select {
