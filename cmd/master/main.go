@@ -53,6 +53,7 @@ func main() {
 		tlsFiles       tlsconf.Files
 		tokens         = auth.TokensFlag(flag.CommandLine)
 		bootAdmin      = flag.String("bootstrap-admin", "", "`principal` granted admin on every table at start when no grant exists yet")
+		raftTuning     = addRaftFlags(flag.CommandLine)
 	)
 	tlsconf.AddFlags(flag.CommandLine, &tlsFiles)
 	flag.Parse()
@@ -80,6 +81,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "master: --lease must be longer than --heartbeat (a lease should span several heartbeats)")
 		os.Exit(2)
 	}
+	raftCfg, err := raftTuning.config()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "master: %v\n", err)
+		os.Exit(2)
+	}
 	tlsSrc, err := tlsconf.OpenServer(tlsFiles, log)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "master: %v\n", err)
@@ -99,7 +105,7 @@ func main() {
 		Lease: *lease, Heartbeat: *heartbeat, MaxMoves: *maxMoves, Logger: log,
 		MergeThreshold: mergeThresholdFlag(*mergeThreshold, *autoMerge), MergeCheckInterval: *mergeCheck, MergeMinAge: *mergeMinAge,
 		HTTPListen: obsFlags.HTTPListen(*listen), TLS: tlsSrc,
-		AuthTokens: authTokens, BootstrapAdmin: *bootAdmin,
+		AuthTokens: authTokens, BootstrapAdmin: *bootAdmin, Raft: raftCfg,
 	}, lis)
 	if err != nil {
 		log.Error("start failed", "err", err)
