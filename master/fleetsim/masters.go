@@ -8,22 +8,34 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
 
 	"bighive/master"
 	"bighive/meta"
 )
 
-// Masters is a raft group of real masters in this process.
+// Masters is a raft group of real masters: in this process
+// (StartMasters), or each its own OS process of the cmd/master binary
+// (StartMasterProcs).
 type Masters struct {
 	tb    testing.TB
 	Peers []master.Peer
 	Dirs  []string
-	M     []*master.Master // nil while stopped
+	M     []*master.Master // in this process; nil while stopped, and always with processes
 	tweak func(*master.Config)
+
+	binary    string  // the cmd/master binary; "" for masters in this process
+	procs     []*proc // with processes; nil while stopped
+	HTTPAddrs []string
+	connMu    sync.Mutex
+	conns     []*grpc.ClientConn
 }
 
 // RaftConfig is raft's default configuration with twice its timeouts
@@ -44,11 +56,26 @@ func RaftConfig() *raft.Config {
 // tweak changes them; tweak may also change the raft configuration.
 func StartMasters(tb testing.TB, n int, tweak func(*master.Config)) *Masters {
 	tb.Helper()
-	c := &Masters{tb: tb, tweak: tweak, M: make([]*master.Master, n)}
+	return startMasters(tb, n, tweak, "")
+}
+
+// StartMasterProcs is StartMasters with each master an OS process of
+// binary (cmd/master), given the configuration as flags; each also
+// serves /metrics on its own HTTP port (HTTPAddrs). A process's output
+// goes to <id>.log beside its directory (to stderr with FLEETSIM_LOG).
+func StartMasterProcs(tb testing.TB, binary string, n int, tweak func(*master.Config)) *Masters {
+	tb.Helper()
+	return startMasters(tb, n, tweak, binary)
+}
+
+func startMasters(tb testing.TB, n int, tweak func(*master.Config), binary string) *Masters {
+	c := &Masters{tb: tb, tweak: tweak, M: make([]*master.Master, n), binary: binary,
+		procs: make([]*proc, n), conns: make([]*grpc.ClientConn, n)}
 	root := tb.TempDir()
 	for i := 0; i < n; i++ {
 		c.Peers = append(c.Peers, master.Peer{ID: fmt.Sprintf("m%d", i+1), RaftAddr: freeAddr(tb), GRPCAddr: freeAddr(tb)})
 		c.Dirs = append(c.Dirs, filepath.Join(root, fmt.Sprintf("m%d", i+1)))
+		c.HTTPAddrs = append(c.HTTPAddrs, freeAddr(tb))
 	}
 	for i := range c.Peers {
 		c.Start(i)
@@ -57,9 +84,17 @@ func StartMasters(tb testing.TB, n int, tweak func(*master.Config)) *Masters {
 		for i := range c.M {
 			c.Stop(i)
 		}
+		for _, cc := range c.conns {
+			if cc != nil {
+				_ = cc.Close()
+			}
+		}
 	})
 	return c
 }
+
+// Procs reports whether the masters are OS processes.
+func (c *Masters) Procs() bool { return c.binary != "" }
 
 // logger discards, unless FLEETSIM_LOG is set: then Info and above go to
 // stderr.
@@ -92,6 +127,10 @@ func (c *Masters) Start(i int) {
 	if c.tweak != nil {
 		c.tweak(&cfg)
 	}
+	if c.binary != "" {
+		c.startProc(i, cfg)
+		return
+	}
 	var lis net.Listener
 	var err error
 	for try := 0; try < 100; try++ { // the port may linger briefly after a stop
@@ -110,14 +149,58 @@ func (c *Masters) Start(i int) {
 	c.M[i] = m
 }
 
-// Stop shuts master i down; its directory stays for a later Start.
+// Stop shuts master i down; its directory stays for a later Start. A
+// process gets SIGTERM (a clean shutdown).
 func (c *Masters) Stop(i int) {
+	if c.binary != "" {
+		c.stopProc(i, syscall.SIGTERM)
+		return
+	}
 	if c.M[i] != nil {
 		if err := c.M[i].Close(); err != nil {
 			c.tb.Logf("close %s: %v", c.Peers[i].ID, err)
 		}
 		c.M[i] = nil
 	}
+}
+
+// Kill ends master i at once: a process gets SIGKILL; in this process it
+// is Stop (its gRPC server and raft stop without a handover).
+func (c *Masters) Kill(i int) {
+	if c.binary != "" {
+		c.stopProc(i, syscall.SIGKILL)
+		return
+	}
+	c.Stop(i)
+}
+
+// Running reports whether master i runs.
+func (c *Masters) Running(i int) bool {
+	if c.binary != "" {
+		return c.procs[i] != nil
+	}
+	return c.M[i] != nil
+}
+
+// Metrics is master i's metrics: its registry, or a scrape of its
+// process's /metrics.
+func (c *Masters) Metrics(i int) prometheus.Gatherer {
+	if c.binary != "" {
+		return c.scrape(i)
+	}
+	return c.M[i].Registry()
+}
+
+// Usage is the CPU and memory of running master i's process: with masters
+// in this process, the whole test process's (masters and fakes).
+func (c *Masters) Usage(i int) (Usage, error) {
+	if c.binary != "" {
+		if c.procs[i] == nil {
+			return Usage{}, fmt.Errorf("fleetsim: %s is not running", c.Peers[i].ID)
+		}
+		return ReadUsage(c.procs[i].cmd.Process.Pid)
+	}
+	return ReadUsage(os.Getpid())
 }
 
 // Addrs are the masters' gRPC addresses.
@@ -133,8 +216,8 @@ func (c *Masters) Addrs() []string {
 // index.
 func (c *Masters) Leader(ctx context.Context) (int, error) {
 	for {
-		for i, m := range c.M {
-			if m != nil && m.IsLeader() {
+		for i := range c.Peers {
+			if c.isLeader(ctx, i) {
 				return i, nil
 			}
 		}
@@ -144,6 +227,14 @@ func (c *Masters) Leader(ctx context.Context) (int, error) {
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
+}
+
+// isLeader reports whether running master i is the ready leader.
+func (c *Masters) isLeader(ctx context.Context, i int) bool {
+	if c.binary != "" {
+		return c.procs[i] != nil && c.procIsLeader(ctx, i)
+	}
+	return c.M[i] != nil && c.M[i].IsLeader()
 }
 
 // Dump is master i's metadata as meta.Reader.Dump writes it, with its

@@ -37,10 +37,11 @@ type size struct {
 	heartbeat, lease          time.Duration
 	window                    time.Duration
 	seed                      uint64
+	procs                     bool // masters as OS processes
 }
 
 func sizes(t *testing.T) size {
-	s := size{tservers: *flagTServers, tablets: *flagTablets, splits: *flagSplits, heartbeat: *flagHeartbeat, window: *flagWindow, seed: *flagSeed}
+	s := size{tservers: *flagTServers, tablets: *flagTablets, splits: *flagSplits, heartbeat: *flagHeartbeat, window: *flagWindow, seed: *flagSeed, procs: *flagProcs}
 	if *flagFull {
 		s.tservers, s.tablets, s.splits, s.heartbeat, s.window = 1000, 1_000_000, 100_000, time.Second, 30*time.Second
 	}
@@ -69,6 +70,7 @@ type world struct {
 	s  size
 	ms *Masters
 	fl *Fleet
+	u0 []Usage // the masters' usage once the leader was ready
 }
 
 func ctxFor(t *testing.T, d time.Duration) context.Context {
@@ -87,11 +89,12 @@ func (s size) budget() time.Duration {
 // waits until every tablet is served. It returns the time from the
 // fleet's start until then.
 func newWorld(t *testing.T, s size, fc Config, extra func(*master.Config)) (*world, time.Duration) {
-	w := &world{t: t, s: s, ms: StartMasters(t, 3, s.tweak(extra))}
+	w := &world{t: t, s: s, ms: startWorldMasters(t, s, extra)}
 	ctx := ctxFor(t, s.budget())
 	if _, err := w.ms.Leader(ctx); err != nil {
 		t.Fatal(err)
 	}
+	w.u0 = w.masterUsages()
 	fc.Addrs, fc.N, fc.Seed = w.ms.Addrs(), s.tservers, s.seed
 	w.fl = New(t, fc)
 	// The fleet registers first: tablets created before any tserver is
@@ -172,16 +175,16 @@ func (w *world) leader() int {
 // had applied (a leader change moves the proposing to another master).
 func (w *world) commands(typ string) float64 {
 	var n float64
-	for _, m := range w.ms.M {
-		if m != nil {
-			n += commands(m.Registry(), typ)
+	for i := range w.ms.Peers {
+		if w.ms.Running(i) {
+			n += commands(w.ms.Metrics(i), typ)
 		}
 	}
 	return n
 }
 
 // commands counts a master's applied commands of a type.
-func commands(reg *prometheus.Registry, typ string) float64 {
+func commands(reg prometheus.Gatherer, typ string) float64 {
 	mfs, _ := reg.Gather()
 	var n float64
 	for _, mf := range mfs {
@@ -210,7 +213,7 @@ func label(m *dto.Metric, name string) string {
 // a histogram's observations since the last call (before: the previous
 // cumulative counts), as Prometheus' histogram_quantile without
 // interpolation.
-func histogramQuantile(reg *prometheus.Registry, name string, q float64, before map[float64]uint64) (float64, map[float64]uint64) {
+func histogramQuantile(reg prometheus.Gatherer, name string, q float64, before map[float64]uint64) (float64, map[float64]uint64) {
 	mfs, _ := reg.Gather()
 	now := map[float64]uint64{}
 	var total uint64

@@ -10,9 +10,11 @@ import (
 	pb "bighive/proto/bighivepb"
 )
 
-// The scale scenarios of issue 21 (docs/scale.md). Masters run in this
-// process with the fakes, so CPU and memory are the whole process's: an
-// upper bound of the masters'. Speed is reported, never asserted. Under
+// The scale scenarios of issue 21 (docs/scale.md). Masters run as OS
+// processes of cmd/master (-scale.procs, the default), each scenario
+// printing each one's CPU, VmRSS and VmHWM; with -scale.procs=false they
+// run in this process with the fakes, and the figures are the whole
+// process's, an upper bound of the masters'. Speed is reported, never asserted. Under
 // the race detector, which slows the masters several times over, the two
 // checks bounded by the lease (steady state's UNASSIGNED time, and no
 // tablet dropped across a leader change) are reported only.
@@ -20,13 +22,14 @@ import (
 func TestScaleSteadyState(t *testing.T) {
 	s := sizes(t)
 	w, _ := newWorld(t, s, Config{ChurnEvery: s.window / 3, ChurnDown: 2 * s.heartbeat}, nil)
-	reg := w.ms.M[w.leader()].Registry()
+	reg := w.ms.Metrics(w.leader())
 	w.fl.StartChurn()
 	watch := w.ms.WatchUnassigned(s.heartbeat / 4)
 	_, hist := histogramQuantile(reg, "bighive_master_heartbeat_duration_seconds", 0.99, nil)
-	u0 := readUsage()
+	u0, m0 := readUsage(), w.masterUsages()
 	time.Sleep(s.window)
 	u1 := readUsage()
+	w.logMasters("steady state", m0)
 	p99, _ := histogramQuantile(reg, "bighive_master_heartbeat_duration_seconds", 0.99, hist)
 	lat := w.fl.HeartbeatLatency(u0.at, u1.at)
 	w.fl.StopChurn()
@@ -34,7 +37,7 @@ func TestScaleSteadyState(t *testing.T) {
 	w.waitServed(ctxFor(t, s.budget()), s.tablets)
 	longest, seen := watch.Stop()
 	t.Logf("steady state: heartbeats %s (client round trip); master histogram p99 <= %.1f ms", lat, p99*1e3)
-	t.Logf("steady state: process CPU %.2f cores over %v (masters and fakes); heap in use %s, RSS %s",
+	t.Logf("steady state: test process CPU %.2f cores over %v (the fakes, and the masters with -scale.procs=false); heap in use %s, RSS %s",
 		float64(u1.cpu-u0.cpu)/float64(u1.at.Sub(u0.at)), u1.at.Sub(u0.at).Round(time.Millisecond), mib(u1.heap), mib(u1.rss))
 	t.Logf("steady state: churn killed %d fakes; %d tablets were UNASSIGNED at some point, the longest for %v (lease %v); %d reregisters",
 		w.fl.Killed.Load(), seen, longest.Round(time.Millisecond), s.lease, w.fl.Reregisters.Load())
@@ -51,6 +54,7 @@ func TestScaleStartup(t *testing.T) {
 	s := sizes(t)
 	w, first := newWorld(t, s, Config{}, nil)
 	t.Logf("startup (new tables): %d tablets assigned and serving %v after the fleet started", s.tablets, first.Round(time.Millisecond))
+	w.logMasters("startup (new tables)", w.u0)
 
 	// Cold start: every master and fake stops, then all start again on
 	// the same metadata; the fakes come back as new incarnations, so every
@@ -59,7 +63,7 @@ func TestScaleStartup(t *testing.T) {
 	for i := range w.ms.M {
 		w.ms.Stop(i)
 	}
-	began := time.Now()
+	began, m0 := time.Now(), w.masterUsages()
 	for i := range w.ms.M {
 		w.ms.Start(i)
 	}
@@ -76,6 +80,7 @@ func TestScaleStartup(t *testing.T) {
 	took := time.Since(began)
 	t.Logf("cold start: leader ready %v; %d tablets assigned and serving %v after the masters started (%d log-split tasks answered)",
 		ready.Round(time.Millisecond), s.tablets, took.Round(time.Millisecond), w.fl.SplitTasks.Load())
+	w.logMasters("cold start", m0)
 	w.noViolations()
 	if w.fl.SplitTasks.Load() == 0 {
 		t.Error("the cold start recovered tablets without splitting their old owners' logs")
@@ -93,7 +98,7 @@ func TestScaleFailover(t *testing.T) {
 			lost[id] = v.UUID
 		}
 	}
-	killed := time.Now()
+	killed, m0 := time.Now(), w.masterUsages()
 	for _, v := range victims {
 		v.Kill()
 	}
@@ -111,6 +116,7 @@ func TestScaleFailover(t *testing.T) {
 		len(victims), s.tservers, len(lost), took.Round(time.Millisecond), s.lease, 2*s.heartbeat)
 	t.Logf("failover: %d log-split tasks answered, %.0f log-split commits, %.0f assign commands for %d tablets",
 		w.fl.SplitTasks.Load(), splitCmds, assignCmds, len(lost))
+	w.logMasters("failover", m0)
 	w.noViolations()
 	if splitCmds == 0 || splitCmds > float64(len(victims)) {
 		t.Errorf("%.0f log-split commits for %d dead tservers: want one per dead log prefix", splitCmds, len(victims))
@@ -126,8 +132,9 @@ func TestScaleLeaderFailover(t *testing.T) {
 	old := w.leader()
 	before := w.fl.ServedBy()
 	rereg := w.fl.Reregisters.Load()
-	stopped := time.Now()
-	w.ms.Stop(old)
+	stopped, m0 := time.Now(), w.masterUsages()
+	// A process gets SIGKILL; in this process the leader stops hard.
+	w.ms.Kill(old)
 	ctx := ctxFor(t, 30*time.Second)
 	nl, err := w.ms.Leader(ctx)
 	if err != nil {
@@ -144,7 +151,8 @@ func TestScaleLeaderFailover(t *testing.T) {
 			moved++
 		}
 	}
-	t.Logf("leader failover: %s stopped, %s ready leader after %v with %d tablets; %d reregisters, %d tablets changed hands",
+	w.logMasters("leader failover", m0)
+	t.Logf("leader failover: %s killed, %s ready leader after %v with %d tablets; %d reregisters, %d tablets changed hands",
 		w.ms.Peers[old].ID, w.ms.Peers[nl].ID, ready.Round(time.Millisecond), s.tablets, w.fl.Reregisters.Load()-rereg, moved)
 	w.noViolations()
 	if raceEnabled {
@@ -163,6 +171,9 @@ func TestScaleLeaderFailover(t *testing.T) {
 
 func TestScaleSnapshotRestore(t *testing.T) {
 	s := sizes(t)
+	// In this process: the scenario takes the snapshot through the
+	// leader's raft and reads the follower's raft stats and metadata.
+	s.procs = false
 	w, _ := newWorld(t, s, Config{}, func(c *master.Config) { c.Raft.TrailingLogs = 1 })
 	l := w.leader()
 	f := (l + 1) % 3
@@ -202,13 +213,14 @@ func TestScaleSnapshotRestore(t *testing.T) {
 		}
 	}
 	t.Logf("snapshot: all 3 metadata dumps agree byte for byte (%d bytes each)", len(dumps[l]))
+	w.logMasters("snapshot", w.u0)
 }
 
 func TestScaleBigDDL(t *testing.T) {
 	s := sizes(t)
 	w, _ := newWorld(t, s, Config{}, nil)
 	ctx := ctxFor(t, s.budget())
-	began := time.Now()
+	began, m0 := time.Now(), w.masterUsages()
 	w.createTable(ctx, "big", s.splits)
 	created := time.Since(began)
 	w.waitServed(ctx, s.tablets+s.splits+1)
@@ -227,6 +239,7 @@ func TestScaleBigDDL(t *testing.T) {
 	t.Logf("big DDL: CreateTable with %d split keys %v (all served %v); DeleteTable %v (all unloaded %v)",
 		s.splits, created.Round(time.Millisecond), served.Round(time.Millisecond), deleted.Round(time.Millisecond), end.Sub(del).Round(time.Millisecond))
 	t.Logf("big DDL: heartbeats meanwhile %s", lat)
+	w.logMasters("big DDL", m0)
 	w.noViolations()
 	if lat.Count == 0 {
 		t.Fatal("no heartbeat answered during the DDL")

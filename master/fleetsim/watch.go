@@ -26,12 +26,11 @@ func (c *Masters) WatchUnassigned(every time.Duration) *UnassignedWatch {
 	go func() {
 		defer close(w.done)
 		for ctx.Err() == nil {
-			for _, m := range c.M {
-				if m == nil || !m.IsLeader() {
+			for i := range c.Peers {
+				if !c.isLeader(ctx, i) {
 					continue
 				}
-				var ids []string
-				if err := m.View(func(r *meta.Reader) error { ids = r.TabletIDsOf(""); return nil }); err == nil {
+				if ids, ok := c.unassigned(ctx, i); ok {
 					w.sample(ids, time.Now())
 				}
 				break
@@ -43,6 +42,21 @@ func (c *Masters) WatchUnassigned(every time.Duration) *UnassignedWatch {
 		}
 	}()
 	return w
+}
+
+// unassigned lists the tablets master i has no owner for (ok false when
+// it could not say): its owners index under "", or, for a process, what
+// its GetTableLocations answers.
+func (c *Masters) unassigned(ctx context.Context, i int) (ids []string, ok bool) {
+	if c.binary != "" {
+		return c.procUnassigned(ctx, i)
+	}
+	m := c.M[i]
+	if m == nil {
+		return nil, false
+	}
+	err := m.View(func(r *meta.Reader) error { ids = r.TabletIDsOf(""); return nil })
+	return ids, err == nil
 }
 
 func (w *UnassignedWatch) sample(ids []string, now time.Time) {

@@ -1,0 +1,84 @@
+package fleetsim
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"bighive/e2e/cluster"
+	"bighive/master"
+)
+
+var flagProcs = flag.Bool("scale.procs", true, "run the 3 masters as OS processes of cmd/master (false: in the test process)")
+
+// startWorldMasters starts the scenario's 3 masters: as OS processes of
+// the cmd/master binary (found or built as e2e/cluster does) when s.procs,
+// else in this process.
+func startWorldMasters(t *testing.T, s size, extra func(*master.Config)) *Masters {
+	t.Helper()
+	if !s.procs {
+		t.Log("masters: in the test process (CPU and memory are the whole process's)")
+		return StartMasters(t, 3, s.tweak(extra))
+	}
+	bin, err := cluster.Binary("master")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("masters: 3 OS processes of cmd/master")
+	return StartMasterProcs(t, bin, 3, s.tweak(extra))
+}
+
+// masterUsages reads every running master's usage (the zero Usage for a
+// stopped one).
+func (w *world) masterUsages() []Usage {
+	w.t.Helper()
+	out := make([]Usage, len(w.ms.Peers))
+	for i := range out {
+		if !w.ms.Running(i) {
+			continue
+		}
+		u, err := w.ms.Usage(i)
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		out[i] = u
+	}
+	return out
+}
+
+// logMasters prints, for each running master, its CPU in cores since
+// before (from /proc/<pid>/stat: user + system), its VmRSS and VmHWM
+// (/proc/<pid>/status), and whether it leads. With masters in this
+// process there is one process: its figures are printed once, as upper
+// bounds (the fakes run in it too).
+func (w *world) logMasters(what string, before []Usage) {
+	w.t.Helper()
+	now := w.masterUsages()
+	leader := w.leader()
+	if !w.ms.Procs() {
+		for i, u := range now {
+			if u.PID != 0 && before[i].PID != 0 {
+				w.t.Logf("%s: test process (masters and fakes) CPU %.2f cores over %v, VmRSS %s, VmHWM %s",
+					what, u.Cores(before[i]), u.At.Sub(before[i].At).Round(time.Millisecond), mib(u.RSS), mib(u.HWM))
+				return
+			}
+		}
+		return
+	}
+	var parts []string
+	for i, u := range now {
+		role := "follower"
+		switch {
+		case u.PID == 0:
+			parts = append(parts, w.ms.Peers[i].ID+" stopped")
+			continue
+		case i == leader:
+			role = "leader"
+		}
+		parts = append(parts, fmt.Sprintf("%s %s (pid %d) CPU %.2f cores, VmRSS %s, VmHWM %s",
+			w.ms.Peers[i].ID, role, u.PID, u.Cores(before[i]), mib(u.RSS), mib(u.HWM)))
+	}
+	w.t.Logf("%s: master processes over %v: %s", what, now[leader].At.Sub(before[leader].At).Round(time.Millisecond), strings.Join(parts, "; "))
+}
