@@ -3,6 +3,7 @@ package fleetsim
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -19,6 +20,7 @@ import (
 
 	"bighive/master"
 	"bighive/meta"
+	pb "bighive/proto/bighivepb"
 )
 
 // Masters is a raft group of real masters: in this process
@@ -271,6 +273,111 @@ func (c *Masters) WaitAgree(ctx context.Context) (map[int][]byte, error) {
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("fleetsim: masters did not reach one applied index (%v): %w", idx, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// StopAndDump waits until every running master has applied the same
+// index, stops them all and returns each one's metadata as
+// meta.Reader.Dump writes it, read from its meta.db once it stopped (for
+// processes, the only way in). The fleet should be closed first, so that
+// nothing is proposed meanwhile.
+//
+// raft counts an entry applied once it handed it to the FSM, which
+// writes it to meta.db a moment later, so a process stopped right after
+// reporting the index may not have it in meta.db: then the masters are
+// started again (raft hands the FSM what it lacks) and stopped once more,
+// up to 3 times before the differing indexes are an error.
+func (c *Masters) StopAndDump(ctx context.Context) (map[int][]byte, error) {
+	var running []int
+	for i := range c.Peers {
+		if c.Running(i) {
+			running = append(running, i)
+		}
+	}
+	var err error
+	for try := 1; ; try++ {
+		if err = c.waitOneIndex(ctx); err != nil {
+			return nil, err
+		}
+		for _, i := range running {
+			c.Stop(i)
+		}
+		var dumps map[int][]byte
+		if dumps, err = c.dumpFiles(running); err == nil || try == 3 || !errors.Is(err, errIndexes) {
+			return dumps, err
+		}
+		c.tb.Logf("%v; starting them again (try %d of 3)", err, try)
+		for _, i := range running {
+			c.Start(i)
+		}
+	}
+}
+
+var errIndexes = errors.New("fleetsim: masters stopped at different applied indexes")
+
+// dumpFiles dumps the meta.db of each stopped master of ids.
+func (c *Masters) dumpFiles(ids []int) (map[int][]byte, error) {
+	dumps := map[int][]byte{}
+	idx := map[uint64][]string{}
+	for _, i := range ids {
+		f, err := meta.OpenFSM(nil, filepath.Join(c.Dirs[i], "meta.db"), logger(c.Peers[i].ID))
+		if err != nil {
+			return nil, err
+		}
+		var buf bytes.Buffer
+		err = f.View(func(r *meta.Reader) error {
+			idx[r.AppliedIndex()] = append(idx[r.AppliedIndex()], c.Peers[i].ID)
+			return r.Dump(&buf)
+		})
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return nil, fmt.Errorf("fleetsim: dump %s: %w", c.Peers[i].ID, err)
+		}
+		dumps[i] = buf.Bytes()
+	}
+	if len(idx) != 1 {
+		return nil, fmt.Errorf("%w: %v", errIndexes, idx)
+	}
+	return dumps, nil
+}
+
+// waitOneIndex waits until every running master reports the same applied
+// index: from its FSM in this process, from GetMasterStatus for a
+// process.
+func (c *Masters) waitOneIndex(ctx context.Context) error {
+	if c.binary == "" {
+		_, err := c.WaitAgree(ctx)
+		return err
+	}
+	for {
+		idx := map[uint64]bool{}
+		var last error
+		for i := range c.Peers {
+			if !c.Running(i) {
+				continue
+			}
+			mc, err := c.conn(i)
+			if err != nil {
+				return err
+			}
+			st, err := mc.GetMasterStatus(ctx, &pb.GetMasterStatusRequest{})
+			if err != nil {
+				last = err
+				idx[0], idx[1] = true, true // unknown: not agreed
+				continue
+			}
+			idx[st.AppliedIndex] = true
+		}
+		if len(idx) == 1 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("fleetsim: masters did not reach one applied index (%v, last error %v): %w", idx, last, ctx.Err())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
