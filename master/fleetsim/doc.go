@@ -2,11 +2,19 @@
 // the scale tests of the master (issue 21). It is test infrastructure:
 // only tests import it and no binary links it.
 //
-// Masters (masters.go) are real: 3 raft masters in this process, each on
-// its own bbolt metadata and raft log, talking raft over loopback TCP and
-// serving gRPC on loopback listeners. Stop shuts one down hard (its
-// gRPC server and raft stop at once; its files stay) and Start brings it
-// back on the same directory and ports.
+// Masters (masters.go) are real: 3 raft masters, each on its own bbolt
+// metadata and raft log, talking raft over loopback TCP and serving gRPC
+// on loopback listeners. StartMasterProcs runs each as an OS process of
+// the cmd/master binary, its configuration given as flags (procs.go; a
+// setting the binary has no flag for fails the test instead of being
+// dropped), its /metrics scraped over HTTP and its CPU and memory read
+// from /proc/<pid> (procstat.go); Stop sends SIGTERM, Kill SIGKILL.
+// StartMasters runs them in this process instead: Stop and Kill shut one
+// down hard (its gRPC server and raft stop at once), and CPU and memory
+// are the whole process's. Either way a master's files stay and Start
+// brings it back on the same directory and ports; StopAndDump stops them
+// all once they applied one index and dumps each meta.db, for a byte
+// comparison.
 //
 // Fakes (fake.go) speak the tserver's side of the Master protocol and
 // nothing else: no storage behind them.
