@@ -223,10 +223,14 @@ func (c *Masters) Leader(ctx context.Context) (int, error) {
 				return i, nil
 			}
 		}
+		every := 5 * time.Millisecond
+		if c.binary != "" {
+			every = 25 * time.Millisecond // each try is an RPC per master
+		}
 		select {
 		case <-ctx.Done():
 			return -1, fmt.Errorf("fleetsim: no ready leader: %w", ctx.Err())
-		case <-time.After(5 * time.Millisecond):
+		case <-time.After(every):
 		}
 	}
 }
@@ -285,10 +289,12 @@ func (c *Masters) WaitAgree(ctx context.Context) (map[int][]byte, error) {
 // nothing is proposed meanwhile.
 //
 // raft counts an entry applied once it handed it to the FSM, which
-// writes it to meta.db a moment later, so a process stopped right after
-// reporting the index may not have it in meta.db: then the masters are
-// started again (raft hands the FSM what it lacks) and stopped once more,
-// up to 3 times before the differing indexes are an error.
+// writes it to meta.db later (a restarted master's raft hands the FSM its
+// whole log again, which it skips up to meta.db's index), and a stop
+// drops what the FSM had not written yet: so the index must stay the same
+// for a settling time (2 s) before the stop; if the dumps still differ in
+// index, the masters are started again and the settling time grows (5 s,
+// 15 s) before the differing indexes are an error.
 func (c *Masters) StopAndDump(ctx context.Context) (map[int][]byte, error) {
 	var running []int
 	for i := range c.Peers {
@@ -297,22 +303,23 @@ func (c *Masters) StopAndDump(ctx context.Context) (map[int][]byte, error) {
 		}
 	}
 	var err error
-	for try := 1; ; try++ {
-		if err = c.waitOneIndex(ctx); err != nil {
+	for try, settle := range []time.Duration{2 * time.Second, 5 * time.Second, 15 * time.Second} {
+		if err = c.waitOneIndex(ctx, settle); err != nil {
 			return nil, err
 		}
 		for _, i := range running {
 			c.Stop(i)
 		}
 		var dumps map[int][]byte
-		if dumps, err = c.dumpFiles(running); err == nil || try == 3 || !errors.Is(err, errIndexes) {
+		if dumps, err = c.dumpFiles(running); err == nil || !errors.Is(err, errIndexes) {
 			return dumps, err
 		}
-		c.tb.Logf("%v; starting them again (try %d of 3)", err, try)
+		c.tb.Logf("%v after settling %v; starting them again (try %d of 3)", err, settle, try+1)
 		for _, i := range running {
 			c.Start(i)
 		}
 	}
+	return nil, err
 }
 
 var errIndexes = errors.New("fleetsim: masters stopped at different applied indexes")
@@ -346,13 +353,15 @@ func (c *Masters) dumpFiles(ids []int) (map[int][]byte, error) {
 }
 
 // waitOneIndex waits until every running master reports the same applied
-// index: from its FSM in this process, from GetMasterStatus for a
-// process.
-func (c *Masters) waitOneIndex(ctx context.Context) error {
+// index: from its FSM in this process; from GetMasterStatus for a
+// process, where it must also stay unchanged for settle.
+func (c *Masters) waitOneIndex(ctx context.Context, settle time.Duration) error {
 	if c.binary == "" {
 		_, err := c.WaitAgree(ctx)
 		return err
 	}
+	var agreed uint64
+	var since time.Time
 	for {
 		idx := map[uint64]bool{}
 		var last error
@@ -373,11 +382,20 @@ func (c *Masters) waitOneIndex(ctx context.Context) error {
 			idx[st.AppliedIndex] = true
 		}
 		if len(idx) == 1 {
-			return nil
+			for a := range idx {
+				if a != agreed || since.IsZero() {
+					agreed, since = a, time.Now()
+				}
+			}
+			if time.Since(since) >= settle {
+				return nil
+			}
+		} else {
+			since = time.Time{}
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("fleetsim: masters did not reach one applied index (%v, last error %v): %w", idx, last, ctx.Err())
+			return fmt.Errorf("fleetsim: masters did not stay at one applied index for %v (%v, last error %v): %w", settle, idx, last, ctx.Err())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
