@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -399,4 +400,34 @@ func (c *Masters) waitOneIndex(ctx context.Context, settle time.Duration) error 
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// NewestSnapshot is the newest raft snapshot in master i's snapshot store
+// on disk (nil when it has none); it may be read while the master runs.
+func (c *Masters) NewestSnapshot(i int) (*raft.SnapshotMeta, error) {
+	store, err := raft.NewFileSnapshotStore(filepath.Join(c.Dirs[i], "raft"), 2, io.Discard)
+	if err != nil {
+		return nil, fmt.Errorf("fleetsim: snapshots of %s: %w", c.Peers[i].ID, err)
+	}
+	list, err := store.List()
+	if err != nil || len(list) == 0 {
+		return nil, err
+	}
+	return list[0], nil
+}
+
+// AppliedIndex is raft's applied index of running master i.
+func (c *Masters) AppliedIndex(ctx context.Context, i int) (uint64, error) {
+	if c.binary == "" {
+		return c.M[i].Raft().AppliedIndex(), nil
+	}
+	mc, err := c.conn(i)
+	if err != nil {
+		return 0, err
+	}
+	st, err := mc.GetMasterStatus(ctx, &pb.GetMasterStatusRequest{})
+	if err != nil {
+		return 0, fmt.Errorf("fleetsim: status of %s: %w", c.Peers[i].ID, err)
+	}
+	return st.AppliedIndex, nil
 }

@@ -169,9 +169,10 @@ func TestScaleLeaderFailover(t *testing.T) {
 
 func TestScaleSnapshotRestore(t *testing.T) {
 	s := sizes(t)
-	// In this process: the scenario takes the snapshot through the
-	// leader's raft and reads the follower's raft stats and metadata.
-	s.procs = false
+	if s.procs {
+		snapshotRestoreProcs(t, s)
+		return
+	}
 	w, _ := newWorld(t, s, Config{}, func(c *master.Config) { c.Raft.TrailingLogs = 1 })
 	l := w.leader()
 	f := (l + 1) % 3
