@@ -174,14 +174,8 @@ func TestScaleSnapshotRestore(t *testing.T) {
 		return
 	}
 	w, _ := newWorld(t, s, Config{}, func(c *master.Config) { c.Raft.TrailingLogs = 1 })
-	l := w.leader()
-	f := (l + 1) % 3
-	w.ms.Stop(f)
-	// Commands the stopped follower misses, so that after the snapshot
-	// compacts the log it can only catch up by installing the snapshot.
 	ctx := ctxFor(t, s.budget())
-	w.createTable(ctx, "after", 9)
-	w.waitServed(ctx, s.tablets+10)
+	l, f := w.followerMisses(ctx)
 	took := time.Now()
 	fut := w.ms.M[l].Raft().Snapshot()
 	if err := fut.Error(); err != nil {

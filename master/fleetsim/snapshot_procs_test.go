@@ -2,6 +2,7 @@ package fleetsim
 
 import (
 	"bytes"
+	"context"
 	"testing"
 	"time"
 
@@ -17,12 +18,8 @@ func snapshotRestoreProcs(t *testing.T, s size) {
 	w, _ := newWorld(t, s, Config{}, func(c *master.Config) {
 		c.Raft.TrailingLogs, c.Raft.SnapshotThreshold, c.Raft.SnapshotInterval = 1, 8, time.Second
 	})
-	l := w.leader()
-	f := (l + 1) % 3
-	w.ms.Stop(f)
 	ctx := ctxFor(t, s.budget())
-	w.createTable(ctx, "after", 9)
-	w.waitServed(ctx, s.tablets+10)
+	l, f := w.followerMisses(ctx)
 	applied, err := w.ms.AppliedIndex(ctx, l)
 	if err != nil {
 		t.Fatal(err)
@@ -82,4 +79,17 @@ func snapshotRestoreProcs(t *testing.T, s size) {
 		}
 	}
 	t.Logf("snapshot: all 3 metadata dumps agree byte for byte (%d bytes each)", len(dumps[l]))
+}
+
+// followerMisses stops follower f and creates a table of 10 tablets that
+// it misses, so that once a snapshot compacted the log it can catch up
+// only by installing the snapshot; l is the leader.
+func (w *world) followerMisses(ctx context.Context) (l, f int) {
+	w.t.Helper()
+	l = w.leader()
+	f = (l + 1) % 3
+	w.ms.Stop(f)
+	w.createTable(ctx, "after", 9)
+	w.waitServed(ctx, w.s.tablets+10)
+	return l, f
 }
