@@ -208,7 +208,9 @@ func (ls *leaderState) tick(ctx context.Context) {
 	}
 
 	// 3. Unassigned tablets to the least loaded live tservers, once their
-	// owners' logs are split by tablet (logsplit.go).
+	// owners' logs are split by tablet (logsplit.go); log splits whose
+	// tasks all answered are committed first, so their tablets go now.
+	ls.commitSplits(ctx)
 	if len(live) == 0 {
 		return
 	}
