@@ -53,6 +53,14 @@ func heardBy(t *testing.T, m *Master, uuids ...string) {
 	})
 }
 
+// graceCluster starts one master whose every start takes *grace as its
+// start-up grace.
+func graceCluster(t *testing.T, grace *time.Duration) (*cluster, *client, *owners) {
+	c := startCluster(t, 1, func(cfg *Config) { cfg.StartupGrace = *grace })
+	c.leader(10 * time.Second)
+	return c, newClient(t, c.addrs()...), newOwners()
+}
+
 // TestStartupGrace: a leader in its start-up grace assigns nothing and
 // declares no tserver dead — on a first start (the metadata knows no
 // tserver: the whole grace) and on a restart while a known tserver has
@@ -61,11 +69,8 @@ func heardBy(t *testing.T, m *Master, uuids ...string) {
 // rebalancing move).
 func TestStartupGrace(t *testing.T) {
 	grace := time.Hour
-	c := startCluster(t, 1, func(cfg *Config) { cfg.StartupGrace = grace })
-	c.leader(10 * time.Second)
-	cl := newClient(t, c.addrs()...)
+	c, cl, o := graceCluster(t, &grace)
 	mc := cl.at(0)
-	o := newOwners()
 	if _, err := mc.CreateTable(ctxT(t, 10*time.Second), &pb.CreateTableRequest{Schema: schema("t", "cf"), SplitKeys: splitKeys(11)}); err != nil {
 		t.Fatal(err)
 	}
@@ -119,11 +124,8 @@ func TestStartupGrace(t *testing.T) {
 // assignment back only for the grace; then the tablets go to the others.
 func TestStartupGracePasses(t *testing.T) {
 	grace := time.Hour
-	c := startCluster(t, 1, func(cfg *Config) { cfg.StartupGrace = grace })
-	c.leader(10 * time.Second)
-	cl := newClient(t, c.addrs()...)
+	c, cl, o := graceCluster(t, &grace)
 	mc := cl.at(0)
-	o := newOwners()
 	fl := fleet(t, cl, o, 2, 50*time.Millisecond)
 	heardBy(t, c.masters[0], "ts0", "ts1")
 	fl[1].stop()
