@@ -177,10 +177,11 @@ func (ls *leaderState) holdForSplitLocked(now time.Time, live []string, unassign
 	if g != nil {
 		ls.m.log.Info("log split planned", "prefixes", len(g.plans), "tasks", g.tasks, "live_tservers", len(live))
 	}
-	// Tasks of tservers that are gone go to live ones.
+	// Tasks of tservers that are gone go to live ones (load's keys are
+	// the live tservers).
 	for _, p := range sp.plans {
 		for _, task := range p.tasks {
-			if !task.done && len(live) > 0 && !slices.Contains(live, task.to) {
+			if _, isLive := load[task.to]; !task.done && len(live) > 0 && !isLive {
 				task.to = ls.leastLoadedLocked(live, load)
 				task.sent = time.Time{}
 			}
