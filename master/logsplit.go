@@ -147,7 +147,10 @@ func (ls *leaderState) holdForSplitLocked(now time.Time, live []string, unassign
 		}
 		for _, pos := range t.LogPositions {
 			held[t.TabletId] = true
-			if sp.plans[pos.Prefix] == nil && !slices.Contains(need[pos.Prefix], t) {
+			// A tablet may list two positions of a prefix: join once (the
+			// last one added is this tablet's, if any; a scan of the list
+			// was quadratic in the dead tserver's tablets).
+			if n := need[pos.Prefix]; sp.plans[pos.Prefix] == nil && (len(n) == 0 || n[len(n)-1] != t) {
 				need[pos.Prefix] = append(need[pos.Prefix], t)
 			}
 		}

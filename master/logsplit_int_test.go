@@ -86,7 +86,17 @@ func TestLogSplitExecutorDies(t *testing.T) {
 	if _, err := mc.CreateTable(ctxT(t, 10*time.Second), &pb.CreateTableRequest{Schema: schema("t", "cf"), SplitKeys: splitKeys(11)}); err != nil {
 		t.Fatal(err)
 	}
-	servingCounts(t, mc, "t", 12)
+	counts := servingCounts(t, mc, "t", 12)
+	// The fakes serve once their load reports' answers arrive, just after
+	// the metadata says SERVING.
+	waitFor(t, 5*time.Second, "the fakes serving what the metadata says", func() bool {
+		for _, s := range sp {
+			if len(s.f.serving()) != counts[s.f.uuid] {
+				return false
+			}
+		}
+		return true
+	})
 	victim, executor, survivor := sp[0], sp[1], sp[2]
 	lost := map[string]bool{}
 	for id := range victim.f.serving() {
