@@ -10,7 +10,7 @@ import (
 // fleet and are spread as it registers; without it they all went to the
 // first fake and trickled out by rebalancing, MaxMoves at a time. Prints
 // the time to all served and to a spread within one of even; asserts that
-// the spread is reached.
+// the spread is reached within the budget (not under -race).
 func TestScaleStartupTablesFirst(t *testing.T) {
 	s := sizes(t)
 	w := &world{t: t, s: s, ms: StartMasters(t, 3, s.tweak(nil))}
@@ -29,13 +29,23 @@ func TestScaleStartupTablesFirst(t *testing.T) {
 	served := time.Since(began)
 	lo, hi := spread(w.fl.ServedBy(), s.tservers)
 	firstLo, firstHi := lo, hi
-	for hi-lo > 1 {
+	for hi-lo > 1 && ctx.Err() == nil {
 		select {
 		case <-ctx.Done():
-			t.Fatalf("tablets per fake still %d to %d", lo, hi)
 		case <-time.After(100 * time.Millisecond):
 		}
 		lo, hi = spread(w.fl.ServedBy(), s.tservers)
+	}
+	if hi-lo > 1 {
+		// Under -race the fleet may register after the grace ran out (the
+		// masters are several times slower): then the tablets trickle out
+		// by rebalancing, which is what the grace avoids. Printed there,
+		// asserted without it.
+		t.Logf("tables first: tablets per fake still %d to %d at the end of the budget", lo, hi)
+		if !raceEnabled {
+			t.Fatalf("tablets per fake still %d to %d", lo, hi)
+		}
+		return
 	}
 	even := time.Since(began)
 	t.Logf("tables first: %d tablets served %v after the fleet started (%d to %d per fake then), within one of even after %v; %.0f assign commands",
