@@ -64,6 +64,13 @@ type Config struct {
 	// DeadMargin: a tserver is dead once Lease + DeadMargin passed since its
 	// last heartbeat (default 2 heartbeats).
 	DeadMargin time.Duration
+	// StartupGrace: a new leader session (a master failover, or a cold
+	// start) neither assigns unassigned tablets nor declares tservers dead
+	// until this long has passed or every tserver the metadata knows has
+	// heartbeated or registered, whichever comes first, so the tablets are
+	// spread over the tservers that check in (HBase's wait for region
+	// servers). Default one Lease; negative: no grace.
+	StartupGrace time.Duration
 	// MaxMoves bounds rebalancing moves in flight (default 8).
 	MaxMoves int
 	// MergeThreshold: adjacent tablets both reported smaller than this
@@ -124,6 +131,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.DeadMargin <= 0 {
 		c.DeadMargin = 2 * c.Heartbeat
+	}
+	if c.StartupGrace == 0 {
+		c.StartupGrace = c.Lease
 	}
 	if c.MaxMoves <= 0 {
 		c.MaxMoves = 8

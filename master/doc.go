@@ -60,6 +60,11 @@
 //     that read the metadata before the Unassign committed could give the
 //     old owner a lease over tablets whose logs are being split.
 //   - Leases are time.Now() readings compared on the monotonic clock.
+//   - Start-up grace (grace.go): a new leader session neither declares
+//     tservers dead nor assigns until Config.StartupGrace passed or every
+//     tserver the metadata knew at its start has heartbeated or
+//     registered, so a cold start spreads the tablets over the tservers
+//     that check in.
 //   - Unassigned tablets go to live tservers that have heartbeated to this
 //     leader, always to the one with the fewest tablets (ties by uuid), so
 //     the spread is within one of even.
@@ -94,7 +99,10 @@
 // in docs/design.md, 'bad input gets a clear status'.
 //
 // Log splitting of dead tservers' logs before their tablets are assigned
-// again, and garbage collection of recovery files: logsplit.go.
+// again, and garbage collection of recovery files: logsplit.go. The dead
+// prefixes of one tick are planned as one group of tasks (at most the dead
+// log's files plus a constant per prefix, whatever the number of live
+// tservers) and committed in one MetaLogSplitsDone command.
 //
 // Merges (merge.go; docs/design.md 'Merge'): the leader's merger looks
 // every Config.MergeCheckInterval for adjacent serving tablets both

@@ -56,19 +56,26 @@ type fakeTS struct {
 	leaseTo time.Time
 	lease   time.Duration
 
+	// prefix is the log prefix it registers and loads at (default
+	// uuid_7100, which is not a valid prefix: its tablets are assigned
+	// without a log split); onSplit, if set, gets the log-split tasks of
+	// every heartbeat reply.
+	prefix  string
+	onSplit func(*pb.LogSplitTask)
+
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
 func newFakeTS(t *testing.T, uuid string, cl *client, o *owners) *fakeTS {
-	return &fakeTS{t: t, uuid: uuid, inc: time.Now().UnixNano(), cl: cl, owners: o,
+	return &fakeTS{t: t, uuid: uuid, inc: time.Now().UnixNano(), cl: cl, owners: o, prefix: uuid + "_7100",
 		tablets: map[string]int64{}, loading: map[string]int64{}, prios: map[string]pb.CachePriority{}}
 }
 
 func (f *fakeTS) register(ctx context.Context) error {
 	return f.cl.do(ctx, func(mc pb.MasterClient) error {
 		r, err := mc.RegisterTServer(ctx, &pb.RegisterTServerRequest{Uuid: f.uuid, Address: f.uuid + ".test:7100",
-			Incarnation: f.inc, WalPrefix: f.uuid + "_7100", BlockStoreUuid: "bs-" + f.uuid})
+			Incarnation: f.inc, WalPrefix: f.prefix, BlockStoreUuid: "bs-" + f.uuid})
 		if err == nil {
 			f.mu.Lock()
 			f.lease = time.Duration(r.LeaseDurationMicros) * time.Microsecond
@@ -136,6 +143,11 @@ func (f *fakeTS) heartbeat(ctx context.Context) error {
 		go f.load(ctx, id, ep)
 	}
 	f.mu.Unlock()
+	if f.onSplit != nil {
+		for _, task := range resp.LogSplitTasks {
+			f.onSplit(task)
+		}
+	}
 	return nil
 }
 
@@ -144,7 +156,7 @@ func (f *fakeTS) heartbeat(ctx context.Context) error {
 func (f *fakeTS) load(ctx context.Context, id string, ep int64) {
 	defer f.wg.Done()
 	_, err := f.cl.at(f.pick()).ReportTabletLoad(ctx, &pb.ReportTabletLoadRequest{TabletId: id, Epoch: ep,
-		TserverUuid: f.uuid, Position: &pb.LogPosition{Prefix: f.uuid + "_7100", FileTimestamp: 1}})
+		TserverUuid: f.uuid, Position: &pb.LogPosition{Prefix: f.prefix, FileTimestamp: 1}})
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.loading[id] != ep {

@@ -47,6 +47,7 @@ type leaderState struct {
 	space  map[string]*pb.TabletSpace // reported TSFile space by tablet id (with sizes)
 	splits logSplits                  // log splits of dead tservers' logs (logsplit.go)
 	merge  mergeState                 // merge.go
+	grace  startupGrace               // grace.go
 }
 
 func newLease(uuid string, inc int64, now time.Time) *lease {
@@ -85,6 +86,7 @@ func (m *Master) runLeader(ctx context.Context) {
 	for _, ts := range tservers {
 		ls.leases[ts.Uuid] = newLease(ts.Uuid, ts.Incarnation, now)
 	}
+	ls.grace = newStartupGrace(now, m.cfg.StartupGrace, tservers)
 	m.setLeader(ls)
 	defer m.setLeader(nil)
 	m.bootstrapAdmin(ctx)
@@ -136,6 +138,9 @@ const assignBatch = 4096
 func (ls *leaderState) tick(ctx context.Context) {
 	m := ls.m
 	now := time.Now()
+	if ls.inStartupGrace(now) {
+		return
+	}
 
 	// 1. Dead tservers: their tablets become UNASSIGNED (one command).
 	ls.mu.Lock()
@@ -208,7 +213,9 @@ func (ls *leaderState) tick(ctx context.Context) {
 	}
 
 	// 3. Unassigned tablets to the least loaded live tservers, once their
-	// owners' logs are split by tablet (logsplit.go).
+	// owners' logs are split by tablet (logsplit.go); log splits whose
+	// tasks all answered are committed first, so their tablets go now.
+	ls.commitSplits(ctx)
 	if len(live) == 0 {
 		return
 	}

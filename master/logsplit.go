@@ -1,7 +1,9 @@
 package master
 
 import (
+	"cmp"
 	"context"
+	"maps"
 	"slices"
 	"time"
 
@@ -22,19 +24,31 @@ import (
 //   - Plan: for a prefix P, every UNASSIGNED tablet listing a position of P
 //     joins one plan. The files of P from the oldest such position on are
 //     cut into ranges (wal.SplitRange) at every tablet's position of P and
-//     at even time steps (one range per live tserver), so every file lies
-//     in exactly one range and a tablet wants all of a range or none of it.
-//     Each range is one task, handed round-robin to live tservers in
-//     heartbeat replies (HeartbeatResponse.log_split_tasks).
+//     at splitSlices-1 even time steps, so every file lies in exactly one
+//     range and a tablet wants all of a range or none of it. Each range is
+//     one task listing the tablets whose position is at or before it. A
+//     position names a file of P, so a plan has at most (files of P from
+//     the oldest position) + splitSlices - 1 tasks, whatever the number of
+//     live tservers (issue 21: it used to cut one task per live tserver,
+//     ~100 000 tasks for 100 dead tservers among 1 000).
+//   - Every prefix that needs a plan in one tick joins one group: the
+//     plans of tservers that died together are planned together and
+//     committed together. A task goes to the live tserver with the fewest
+//     unfinished tasks (ties in rotating order); a heartbeat reply carries
+//     every task of its tserver not sent within logSplitResend.
 //   - A tserver reads its range's files once, writes one recovery file per
-//     tablet and answers ReportLogSplit. When every task of the plan has
-//     answered, one MetaLogSplitDone command replaces those tablets' positions
-//     of P by their recovery files; only then are they assigned.
+//     tablet and answers ReportLogSplit. When every task of a group has
+//     answered, the leader's next tick commits one MetaLogSplitsDone
+//     command for all its prefixes, replacing those tablets' positions of
+//     each prefix by their recovery files, and assigns them in the same
+//     tick. A failed commit is retried by the next tick.
+//   - A task whose tserver is no longer live goes at once to another live
+//     tserver (the least loaded), so a splitter dying costs one resend.
 //   - Plans live in the leader's memory. A new leader re-plans from the
 //     metadata (the tablets are still UNASSIGNED with their positions), so
 //     a master failover during a recovery finishes it; reports of the old
 //     leader's tasks are refused and their files left behind.
-//   - Fallback: a plan not finished within logSplitTimeout is dropped and
+//   - Fallback: a group not committed within logSplitTimeout is dropped and
 //     its tablets are assigned with their positions unchanged (the new owner
 //     replays the whole log).
 //   - Recovery files a checkpoint stopped naming (meta's recoverygc list)
@@ -47,25 +61,33 @@ const (
 	// tserver ignores a task it is running), or at once to another live
 	// tserver if its tserver is no longer live.
 	logSplitResend = 3 * time.Second
-	// justSplit: a tablet of a finished plan that still lists a position
-	// of the prefix is not planned again for this long, since the leader's
-	// tick may have read the metadata before the plan's command.
-	justSplit = 2 * time.Second
+	// splitSlices: besides the tablets' positions, a plan cuts the span
+	// from the oldest position to now into this many even time steps, so
+	// a long log is read by up to this many tservers in parallel (and no
+	// task holds more than its slice's records in memory).
+	splitSlices = 4
 	// Recovery file garbage collection.
 	recoveryGCEvery  = 2 * time.Second
 	recoveryGCBatch  = 64
 	recoveryGCResend = 5 * time.Second
 )
 
+// splitGroup is the plans of one tick, committed together.
+type splitGroup struct {
+	began      time.Time
+	plans      []*splitPlan
+	pending    int  // tasks not reported, over all plans
+	tasks      int  // tasks, over all plans
+	committing bool // the MetaLogSplitsDone command is in flight
+}
+
 // splitPlan splits one prefix for a set of tablets.
 type splitPlan struct {
-	prefix     string
-	began      time.Time
-	tablets    map[string]*splitTablet
-	tasks      map[string]*splitTask
-	pending    int  // tasks not reported
-	committing bool // the MetaLogSplitDone command is in flight
-	bytesRead  int64
+	prefix    string
+	group     *splitGroup
+	tablets   map[string]*splitTablet
+	tasks     map[string]*splitTask
+	bytesRead int64
 }
 
 type splitTablet struct {
@@ -83,44 +105,37 @@ type splitTask struct {
 
 // logSplits is the leader's log-split state; leaderState.mu guards it.
 type logSplits struct {
-	plans    map[string]*splitPlan    // by prefix
-	fallback map[string]int64         // tablet id → epoch assigned without a split
-	finished map[string]finishedSplit // tablet id → its plan's commit
-	next     int                      // round-robin start
+	plans    map[string]*splitPlan // by prefix
+	groups   []*splitGroup
+	fallback map[string]int64 // tablet id → epoch assigned without a split
+	next     int              // rotates the choice among equally loaded tservers
 
 	gc     map[string]time.Time // recovery file → when its delete task went out
 	lastGC time.Time
 }
 
-type finishedSplit struct {
-	prefix string
-	at     time.Time
-}
-
 func newLogSplits() logSplits {
-	return logSplits{plans: map[string]*splitPlan{}, fallback: map[string]int64{}, finished: map[string]finishedSplit{},
-		gc: map[string]time.Time{}}
+	return logSplits{plans: map[string]*splitPlan{}, fallback: map[string]int64{}, gc: map[string]time.Time{}}
 }
 
 // holdForSplitLocked plans log splits for the unassigned tablets and
 // returns the ones that must not be assigned yet. live is sorted.
 func (ls *leaderState) holdForSplitLocked(now time.Time, live []string, unassigned []*pb.TabletMeta) map[string]bool {
 	sp := &ls.splits
-	for prefix, p := range sp.plans {
-		if !p.committing && now.Sub(p.began) > logSplitTimeout {
-			ls.m.log.Warn("log split timed out; assigning with whole-log replay", "prefix", prefix,
-				"tablets", len(p.tablets), "tasks_left", p.pending, "after", now.Sub(p.began))
+	sp.groups = slices.DeleteFunc(sp.groups, func(g *splitGroup) bool {
+		if g.committing || now.Sub(g.began) <= logSplitTimeout {
+			return false
+		}
+		for _, p := range g.plans {
+			ls.m.log.Warn("log split timed out; assigning with whole-log replay", "prefix", p.prefix,
+				"tablets", len(p.tablets), "group_tasks_left", g.pending, "after", now.Sub(g.began))
 			for id, t := range p.tablets {
 				sp.fallback[id] = t.epoch
 			}
-			delete(sp.plans, prefix)
+			delete(sp.plans, p.prefix)
 		}
-	}
-	for id, f := range sp.finished {
-		if now.Sub(f.at) > justSplit {
-			delete(sp.finished, id)
-		}
-	}
+		return true
+	})
 	held := map[string]bool{}
 	need := map[string][]*pb.TabletMeta{}
 	for _, t := range unassigned {
@@ -130,24 +145,20 @@ func (ls *leaderState) holdForSplitLocked(now time.Time, live []string, unassign
 			}
 			delete(sp.fallback, t.TabletId)
 		}
-		if f, ok := sp.finished[t.TabletId]; ok {
-			if slices.ContainsFunc(t.LogPositions, func(p *pb.LogPosition) bool { return p.Prefix == f.prefix }) {
-				held[t.TabletId] = true // read before the split's command
-				continue
-			}
-			delete(sp.finished, t.TabletId)
-		}
 		for _, pos := range t.LogPositions {
 			held[t.TabletId] = true
-			p := sp.plans[pos.Prefix]
-			if p == nil {
-				if !slices.Contains(need[pos.Prefix], t) {
-					need[pos.Prefix] = append(need[pos.Prefix], t)
-				}
+			// A tablet may list two positions of a prefix: join once (the
+			// last one added is this tablet's, if any; a scan of the list
+			// was quadratic in the dead tserver's tablets).
+			if n := need[pos.Prefix]; sp.plans[pos.Prefix] == nil && (len(n) == 0 || n[len(n)-1] != t) {
+				need[pos.Prefix] = append(need[pos.Prefix], t)
 			}
 		}
 	}
-	for prefix, tabs := range need {
+	load := ls.splitLoadLocked(live)
+	var g *splitGroup
+	for _, prefix := range slices.Sorted(maps.Keys(need)) {
+		tabs := need[prefix]
 		if _, err := wal.ParsePrefix(prefix); err != nil {
 			for _, t := range tabs {
 				sp.fallback[t.TabletId] = t.Epoch
@@ -155,16 +166,26 @@ func (ls *leaderState) holdForSplitLocked(now time.Time, live []string, unassign
 			}
 			continue
 		}
-		p := ls.planSplitLocked(prefix, tabs, live, now)
+		if g == nil {
+			g = &splitGroup{began: now}
+			sp.groups = append(sp.groups, g)
+		}
+		p := ls.planSplitLocked(prefix, tabs, live, load, now)
+		p.group = g
+		g.plans = append(g.plans, p)
+		g.pending += len(p.tasks)
+		g.tasks += len(p.tasks)
 		sp.plans[prefix] = p
-		ls.m.log.Info("log split planned", "prefix", prefix, "tablets", len(p.tablets), "tasks", len(p.tasks))
 	}
-	// Tasks of tservers that are gone go to live ones.
+	if g != nil {
+		ls.m.log.Info("log split planned", "prefixes", len(g.plans), "tasks", g.tasks, "live_tservers", len(live))
+	}
+	// Tasks of tservers that are gone go to live ones (load's keys are
+	// the live tservers).
 	for _, p := range sp.plans {
 		for _, task := range p.tasks {
-			if !task.done && len(live) > 0 && !slices.Contains(live, task.to) {
-				task.to = live[sp.next%len(live)]
-				sp.next++
+			if _, isLive := load[task.to]; !task.done && len(live) > 0 && !isLive {
+				task.to = ls.leastLoadedLocked(live, load)
 				task.sent = time.Time{}
 			}
 		}
@@ -172,10 +193,42 @@ func (ls *leaderState) holdForSplitLocked(now time.Time, live []string, unassign
 	return held
 }
 
+// splitLoadLocked counts the unfinished tasks of every live tserver.
+func (ls *leaderState) splitLoadLocked(live []string) map[string]int {
+	load := make(map[string]int, len(live))
+	for _, u := range live {
+		load[u] = 0
+	}
+	for _, p := range ls.splits.plans {
+		for _, task := range p.tasks {
+			if _, ok := load[task.to]; ok && !task.done {
+				load[task.to]++
+			}
+		}
+	}
+	return load
+}
+
+// leastLoadedLocked picks the live tserver with the fewest unfinished
+// tasks, starting the scan at a rotating index so that ties go round-robin,
+// and counts the new task in load.
+func (ls *leaderState) leastLoadedLocked(live []string, load map[string]int) string {
+	best := ""
+	for i := range live {
+		u := live[(ls.splits.next+i)%len(live)]
+		if best == "" || load[u] < load[best] {
+			best = u
+		}
+	}
+	ls.splits.next++
+	load[best]++
+	return best
+}
+
 // planSplitLocked cuts the files of prefix from the tablets' oldest
-// position on into tasks.
-func (ls *leaderState) planSplitLocked(prefix string, tabs []*pb.TabletMeta, live []string, now time.Time) *splitPlan {
-	p := &splitPlan{prefix: prefix, began: now, tablets: map[string]*splitTablet{}, tasks: map[string]*splitTask{}}
+// position on into tasks, handed to live tservers by load.
+func (ls *leaderState) planSplitLocked(prefix string, tabs []*pb.TabletMeta, live []string, load map[string]int, now time.Time) *splitPlan {
+	p := &splitPlan{prefix: prefix, tablets: map[string]*splitTablet{}, tasks: map[string]*splitTask{}}
 	var cuts []int64
 	for _, t := range tabs {
 		from, _ := meta.OldestPosition(t, prefix)
@@ -183,14 +236,15 @@ func (ls *leaderState) planSplitLocked(prefix string, tabs []*pb.TabletMeta, liv
 		cuts = append(cuts, from)
 	}
 	slices.Sort(cuts)
+	cuts = slices.Compact(cuts)
 	lo, hi := cuts[0], now.UnixMicro()
-	if n := int64(len(live)); n > 1 && hi > lo {
+	if n := int64(min(len(live), splitSlices)); n > 1 && hi > lo {
 		for i := int64(1); i < n; i++ {
 			cuts = append(cuts, lo+(hi-lo)*i/n)
 		}
+		slices.Sort(cuts)
+		cuts = slices.Compact(cuts)
 	}
-	slices.Sort(cuts)
-	cuts = slices.Compact(cuts)
 	for i, from := range cuts {
 		until := int64(wal.Unbounded)
 		if i+1 < len(cuts) {
@@ -206,11 +260,9 @@ func (ls *leaderState) planSplitLocked(prefix string, tabs []*pb.TabletMeta, liv
 		slices.Sort(task.TabletIds)
 		to := ""
 		if len(live) > 0 {
-			to = live[ls.splits.next%len(live)]
-			ls.splits.next++
+			to = ls.leastLoadedLocked(live, load)
 		}
 		p.tasks[task.TaskId] = &splitTask{pb: task, to: to}
-		p.pending++
 	}
 	return p
 }
@@ -285,8 +337,8 @@ func (ls *leaderState) collectRecoveryGarbage(now time.Time) {
 }
 
 // ReportLogSplit records a finished log-split task; when every task of its
-// plan is done, one command hands the recovery files to the tablets, which
-// are then assigned. A delete task's report removes the file from the
+// group is done, the leader's tick commits the group (commitSplits) and
+// assigns its tablets. A delete task's report removes the file from the
 // garbage list.
 func (m *Master) ReportLogSplit(ctx context.Context, req *pb.ReportLogSplitRequest) (*pb.ReportLogSplitResponse, error) {
 	ls, err := m.ready()
@@ -308,68 +360,89 @@ func (m *Master) ReportLogSplit(ctx context.Context, req *pb.ReportLogSplitReque
 		return &pb.ReportLogSplitResponse{}, nil
 	}
 	ls.mu.Lock()
+	defer ls.mu.Unlock()
 	p := ls.splits.plans[split.Prefix]
 	var task *splitTask
 	if p != nil {
 		task = p.tasks[req.TaskId]
 	}
 	if task == nil {
-		ls.mu.Unlock()
 		return nil, apierr.FailedPrecondition("log split task %s is not running (finished, timed out, or planned by an earlier leader)", req.TaskId)
 	}
 	if !task.done {
 		task.done = true
-		p.pending--
+		p.group.pending--
 		p.bytesRead += req.BytesRead
 		for tab, f := range req.RecoveryFiles {
 			if t := p.tablets[tab]; t != nil && slices.Contains(task.pb.TabletIds, tab) {
 				t.files = append(t.files, f)
 			}
 		}
+		if p.group.pending == 0 {
+			ls.poke()
+		}
 	}
-	if p.pending > 0 || p.committing {
-		ls.mu.Unlock()
-		return &pb.ReportLogSplitResponse{}, nil
-	}
-	p.committing = true
-	cmd := &spb.MetaLogSplitDone{Prefix: p.prefix}
-	files := 0
-	for id, t := range p.tablets {
-		cmd.Items = append(cmd.Items, &spb.MetaLogSplitDone_Item{TabletId: id, ExpectedEpoch: t.epoch, FromFileTimestamp: t.from, RecoveryFiles: t.files})
-		files += len(t.files)
-	}
-	slices.SortFunc(cmd.Items, func(a, b *spb.MetaLogSplitDone_Item) int { return cmpString(a.TabletId, b.TabletId) })
-	ls.mu.Unlock()
-
-	res, err := m.apply(ctx, &spb.MetaCommand{Cmd: &spb.MetaCommand_LogSplitDone{LogSplitDone: cmd}})
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	if err != nil {
-		p.committing = false // retried by no one: the plan times out into the fallback
-		m.log.Warn("committing a log split failed", "prefix", p.prefix, "err", err)
-		return nil, err
-	}
-	now := time.Now()
-	for id := range p.tablets {
-		ls.splits.finished[id] = finishedSplit{prefix: p.prefix, at: now}
-	}
-	if ls.splits.plans[p.prefix] == p {
-		delete(ls.splits.plans, p.prefix)
-	}
-	m.events.add("recovery", "log split of %s done: %d tablets, %d tasks, took %s", p.prefix, len(p.tablets), len(p.tasks),
-		now.Sub(p.began).Round(time.Millisecond))
-	m.log.Info("log split done", "prefix", p.prefix, "tablets", len(p.tablets), "applied", res.Applied, "tasks", len(p.tasks),
-		"recovery_files", files, "bytes_read", p.bytesRead, "took", now.Sub(p.began))
-	ls.poke()
 	return &pb.ReportLogSplitResponse{}, nil
 }
 
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
+// commitSplits commits every group whose tasks all answered, all in one
+// MetaLogSplitsDone command: each tablet's positions of each prefix are
+// replaced by its recovery files. The tick calls it before it reads the
+// unassigned tablets, so they are assigned in the same tick. A group whose
+// command fails stays and is committed by a later tick.
+func (ls *leaderState) commitSplits(ctx context.Context) {
+	m := ls.m
+	ls.mu.Lock()
+	var groups []*splitGroup
+	cmd := &spb.MetaLogSplitsDone{}
+	for _, g := range ls.splits.groups {
+		if g.pending > 0 || g.committing {
+			continue
+		}
+		g.committing = true
+		groups = append(groups, g)
+		for _, p := range g.plans {
+			done := &spb.MetaLogSplitDone{Prefix: p.prefix}
+			for id, t := range p.tablets {
+				done.Items = append(done.Items, &spb.MetaLogSplitDone_Item{TabletId: id, ExpectedEpoch: t.epoch, FromFileTimestamp: t.from, RecoveryFiles: t.files})
+			}
+			slices.SortFunc(done.Items, func(a, b *spb.MetaLogSplitDone_Item) int { return cmp.Compare(a.TabletId, b.TabletId) })
+			cmd.Splits = append(cmd.Splits, done)
+		}
 	}
-	return 0
+	ls.mu.Unlock()
+	if len(groups) == 0 {
+		return
+	}
+	res, err := m.apply(ctx, &spb.MetaCommand{Cmd: &spb.MetaCommand_LogSplitsDone{LogSplitsDone: cmd}})
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	for _, g := range groups {
+		g.committing = false
+	}
+	if err != nil {
+		m.log.Warn("committing log splits failed; retrying on the next tick", "prefixes", len(cmd.Splits), "err", err)
+		return
+	}
+	now := time.Now()
+	tablets, tasks := 0, 0
+	for _, g := range groups {
+		for _, p := range g.plans {
+			files := 0
+			for _, t := range p.tablets {
+				files += len(t.files)
+			}
+			tablets += len(p.tablets)
+			tasks += len(p.tasks)
+			if ls.splits.plans[p.prefix] == p {
+				delete(ls.splits.plans, p.prefix)
+			}
+			m.log.Info("log split done", "prefix", p.prefix, "tablets", len(p.tablets), "tasks", len(p.tasks),
+				"recovery_files", files, "bytes_read", p.bytesRead, "took", now.Sub(g.began))
+		}
+	}
+	ls.splits.groups = slices.DeleteFunc(ls.splits.groups, func(g *splitGroup) bool { return slices.Contains(groups, g) })
+	m.events.add("recovery", "log split of %d dead prefixes done in one command: %d tablets, %d tasks, took %s", len(cmd.Splits), tablets, tasks,
+		now.Sub(groups[0].began).Round(time.Millisecond))
+	m.log.Info("log splits committed", "prefixes", len(cmd.Splits), "tablets", tablets, "applied", res.Applied, "tasks", tasks)
 }

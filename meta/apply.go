@@ -67,6 +67,8 @@ func (w *writer) dispatch(cmd *spb.MetaCommand) (*Result, error) {
 		return w.split(c.Split)
 	case *spb.MetaCommand_LogSplitDone:
 		return w.logSplitDone(c.LogSplitDone)
+	case *spb.MetaCommand_LogSplitsDone:
+		return w.logSplitsDone(c.LogSplitsDone)
 	case *spb.MetaCommand_RecoveryFilesDeleted:
 		return w.recoveryFilesDeleted(c.RecoveryFilesDeleted)
 	case *spb.MetaCommand_Grant:

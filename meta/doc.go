@@ -84,9 +84,10 @@
 // Log splitting (recovery.go): LogSplitDone replaces an UNASSIGNED
 // tablet's positions of a dead prefix by its recovery files, only if the
 // tablet's epoch and oldest position of that prefix are still the ones the
-// split was planned from; a checkpoint that replaces the positions, or the
-// table's deletion, moves the tablet's recovery files to recoverygc. A
-// split's children inherit the parent's recovery files.
+// split was planned from (LogSplitsDone applies the splits of several
+// prefixes so, in one transaction); a checkpoint that replaces the
+// positions, or the table's deletion, moves the tablet's recovery files to
+// recoverygc. A split's children inherit the parent's recovery files.
 //
 // Merge (merge.go): Merge replaces two adjacent tablets of one table, both
 // owned by the reporter at the reported epochs, by one tablet ASSIGNED to

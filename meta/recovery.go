@@ -49,6 +49,21 @@ func (w *writer) logSplitDone(c *spb.MetaLogSplitDone) (*Result, error) {
 	return res, nil
 }
 
+// logSplitsDone applies several prefixes' splits in this one transaction,
+// each as logSplitDone alone; the result sums them.
+func (w *writer) logSplitsDone(c *spb.MetaLogSplitsDone) (*Result, error) {
+	res := &Result{}
+	for _, s := range c.Splits {
+		r, err := w.logSplitDone(s)
+		if err != nil {
+			return nil, err
+		}
+		res.Applied += r.Applied
+		res.Tablets = append(res.Tablets, r.Tablets...)
+	}
+	return res, nil
+}
+
 // dropRecoveryFiles moves t's recovery files and split logs (both paths
 // relative to the shared root, both flushed by the checkpoint that calls
 // this) to the garbage list and clears them from t (the caller stores t).

@@ -12,24 +12,31 @@ func logSplitCmd(prefix string, items ...*spb.MetaLogSplitDone_Item) *spb.MetaCo
 	return &spb.MetaCommand{Cmd: &spb.MetaCommand_LogSplitDone{LogSplitDone: &spb.MetaLogSplitDone{Prefix: prefix, Items: items}}}
 }
 
-// TestLogSplitDoneAndRecoveryGC: a split replaces the dead prefix's
-// positions by recovery files only for tablets still unassigned at the
-// planned epoch and position; the first checkpoint moves the files to the
-// garbage list; deleting them empties it.
-func TestLogSplitDoneAndRecoveryGC(t *testing.T) {
-	f := openTestFSM(t)
+// unassignedPair: tablets t1 and t2 loaded on a at a_1/100, t1 also at
+// b_1/50 (it was on b before), both unassigned at epoch 1 (a died).
+func unassignedPair(t *testing.T) (f *testFSM, t1, t2 string) {
+	f = openTestFSM(t)
 	f.mustApply(createCmd("t", "m"))
 	f.mustApply(registerCmd("a", 1))
 	f.mustApply(registerCmd("b", 1))
-	t1, t2 := FormatTabletID(1), FormatTabletID(2)
+	t1, t2 = FormatTabletID(1), FormatTabletID(2)
 	f.mustApply(assignCmd(&spb.MetaAssign_Item{TabletId: t1, TserverUuid: "a"}, &spb.MetaAssign_Item{TabletId: t2, TserverUuid: "a"}))
 	f.mustApply(loadCmd(t1, 1, "a", "a_1", 100))
 	f.mustApply(loadCmd(t2, 1, "a", "a_1", 100))
-	// t1 was also on b before (position b_1/50): only a_1 is split.
 	f.mustApply(&spb.MetaCommand{Cmd: &spb.MetaCommand_Checkpoint{Checkpoint: &spb.MetaCheckpoint{TserverUuid: "a", Reports: []*pb.CheckpointReport{
 		{TabletId: t1, Epoch: 1, LogPositions: []*pb.LogPosition{{Prefix: "b_1", FileTimestamp: 50}, {Prefix: "a_1", FileTimestamp: 100}}}}}}})
 	f.mustApply(&spb.MetaCommand{Cmd: &spb.MetaCommand_Unassign{Unassign: &spb.MetaUnassign{Items: []*spb.MetaUnassign_Item{
 		{TabletId: t1, ExpectedEpoch: 1, ExpectedTserver: "a"}, {TabletId: t2, ExpectedEpoch: 1, ExpectedTserver: "a"}}}}})
+	return f, t1, t2
+}
+
+// TestLogSplitDoneAndRecoveryGC: a split replaces the dead prefix's
+// positions by recovery files only for tablets still unassigned at the
+// planned epoch and position (only a_1 is split; t1's b_1 position stays);
+// the first checkpoint moves the files to the garbage list; deleting them
+// empties it.
+func TestLogSplitDoneAndRecoveryGC(t *testing.T) {
+	f, t1, t2 := unassignedPair(t)
 
 	res := f.mustApply(logSplitCmd("a_1",
 		&spb.MetaLogSplitDone_Item{TabletId: t1, ExpectedEpoch: 1, FromFileTimestamp: 100, RecoveryFiles: []string{"recovery/x/t1.log", "recovery/y/t1.log"}},
@@ -113,5 +120,31 @@ func TestSplitLogsRetiredByCheckpoint(t *testing.T) {
 	})
 	if len(f.tablet(ids[0]).SplitLogs) != 0 || !slices.Equal(garbage, []string{"splitlog/" + ids[0] + ".log"}) || inUse["splitlog/"+ids[0]+".log"] || !inUse["splitlog/"+ids[1]+".log"] {
 		t.Fatalf("after the child's checkpoint: split logs %v, garbage %v, in use %v", f.tablet(ids[0]).SplitLogs, garbage, inUse)
+	}
+}
+
+// TestLogSplitsDone: the splits of two dead prefixes in one command replace
+// each tablet's positions of both prefixes (a tablet that lists both gets
+// the recovery files of both), and a mismatched item of one prefix is
+// skipped without stopping the other.
+func TestLogSplitsDone(t *testing.T) {
+	f, t1, t2 := unassignedPair(t)
+
+	res := f.mustApply(&spb.MetaCommand{Cmd: &spb.MetaCommand_LogSplitsDone{LogSplitsDone: &spb.MetaLogSplitsDone{Splits: []*spb.MetaLogSplitDone{
+		{Prefix: "a_1", Items: []*spb.MetaLogSplitDone_Item{
+			{TabletId: t1, ExpectedEpoch: 1, FromFileTimestamp: 100, RecoveryFiles: []string{"recovery/a/t1.log"}},
+			{TabletId: t2, ExpectedEpoch: 1, FromFileTimestamp: 100, RecoveryFiles: []string{"recovery/a/t2.log"}}}},
+		{Prefix: "b_1", Items: []*spb.MetaLogSplitDone_Item{
+			{TabletId: t1, ExpectedEpoch: 1, FromFileTimestamp: 50, RecoveryFiles: []string{"recovery/b/t1.log"}},
+			{TabletId: t2, ExpectedEpoch: 1, FromFileTimestamp: 50, RecoveryFiles: []string{"recovery/b/t2.log"}}}}, // t2 lists no b_1 position
+	}}}})
+	if res.Applied != 3 {
+		t.Fatalf("applied %d items, want 3", res.Applied)
+	}
+	if tm := f.tablet(t1); len(tm.LogPositions) != 0 || !slices.Equal(tm.RecoveryFiles, []string{"recovery/a/t1.log", "recovery/b/t1.log"}) {
+		t.Fatalf("t1: positions %v, recovery files %v", tm.LogPositions, tm.RecoveryFiles)
+	}
+	if tm := f.tablet(t2); len(tm.LogPositions) != 0 || !slices.Equal(tm.RecoveryFiles, []string{"recovery/a/t2.log"}) {
+		t.Fatalf("t2: positions %v, recovery files %v", tm.LogPositions, tm.RecoveryFiles)
 	}
 }

@@ -44,6 +44,7 @@ func main() {
 		lease     = flag.Duration("lease", 5*time.Second, "tserver lease granted by each heartbeat")
 		heartbeat = flag.Duration("heartbeat", time.Second, "heartbeat interval the tservers are told to use")
 		maxMoves  = flag.Int("max-moves", 8, "rebalancing moves in flight at most")
+		grace     = flag.Duration("startup-grace", 0, "a new leader assigns no tablet and declares no tserver dead until this long passed or every known tserver checked in (default: one --lease; negative: none)")
 
 		mergeThreshold = flag.Int64("merge-threshold", master.DefaultMergeThreshold, "adjacent tablets both smaller than this many `bytes` merge automatically (default ¼ of the tservers' default --split-threshold); negative: no automatic merges")
 		mergeCheck     = flag.Duration("merge-check-interval", 30*time.Second, "how often the leader looks for small adjacent tablets to merge")
@@ -102,7 +103,7 @@ func main() {
 	}
 	m, err := master.Start(master.Config{
 		ID: *id, Dir: *data, RaftAddr: *raftAddr, GRPCAddr: grpcAddr, Peers: ps,
-		Lease: *lease, Heartbeat: *heartbeat, MaxMoves: *maxMoves, Logger: log,
+		Lease: *lease, Heartbeat: *heartbeat, MaxMoves: *maxMoves, StartupGrace: *grace, Logger: log,
 		MergeThreshold: mergeThresholdFlag(*mergeThreshold, *autoMerge), MergeCheckInterval: *mergeCheck, MergeMinAge: *mergeMinAge,
 		HTTPListen: obsFlags.HTTPListen(*listen), TLS: tlsSrc,
 		AuthTokens: authTokens, BootstrapAdmin: *bootAdmin, Raft: raftCfg,

@@ -1,0 +1,142 @@
+package master
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"bighive/meta"
+	pb "bighive/proto/bighivepb"
+)
+
+// assignedCount counts the tablets the metadata gives to some tserver,
+// and the highest epoch.
+func assignedCount(t *testing.T, m *Master) (n int, maxEpoch int64) {
+	t.Helper()
+	err := m.view(func(r *meta.Reader) error {
+		all, err := r.TServers()
+		if err != nil {
+			return err
+		}
+		for _, ts := range all {
+			for _, id := range r.TabletIDsOf(ts.Uuid) {
+				n++
+				if b, ok, err := r.TabletBrief(id); err == nil && ok {
+					maxEpoch = max(maxEpoch, b.Epoch)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n, maxEpoch
+}
+
+// heardBy waits until the leader session heard from every uuid.
+func heardBy(t *testing.T, m *Master, uuids ...string) {
+	t.Helper()
+	waitFor(t, 10*time.Second, fmt.Sprintf("heartbeats of %v", uuids), func() bool {
+		ls, err := m.ready()
+		if err != nil {
+			return false
+		}
+		ls.mu.Lock()
+		defer ls.mu.Unlock()
+		for _, u := range uuids {
+			if l := ls.leases[u]; l == nil || !l.heard {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// graceCluster starts one master whose every start takes *grace as its
+// start-up grace.
+func graceCluster(t *testing.T, grace *time.Duration) (*cluster, *client, *owners) {
+	c := startCluster(t, 1, func(cfg *Config) { cfg.StartupGrace = *grace })
+	c.leader(10 * time.Second)
+	return c, newClient(t, c.addrs()...), newOwners()
+}
+
+// TestStartupGrace: a leader in its start-up grace assigns nothing and
+// declares no tserver dead — on a first start (the metadata knows no
+// tserver: the whole grace) and on a restart while a known tserver has
+// not checked in — and once every known tserver checked in, the tablets
+// are spread evenly at once (epoch 1: no tablet assigned twice, no
+// rebalancing move).
+func TestStartupGrace(t *testing.T) {
+	grace := time.Hour
+	c, cl, o := graceCluster(t, &grace)
+	mc := cl.at(0)
+	if _, err := mc.CreateTable(ctxT(t, 10*time.Second), &pb.CreateTableRequest{Schema: schema("t", "cf"), SplitKeys: splitKeys(11)}); err != nil {
+		t.Fatal(err)
+	}
+	fl := fleet(t, cl, o, 3, 50*time.Millisecond)
+	heardBy(t, c.masters[0], "ts0", "ts1", "ts2")
+	lease := testConfig("", "").Lease
+	time.Sleep(2 * lease)
+	if n, _ := assignedCount(t, c.masters[0]); n != 0 {
+		t.Fatalf("first start: %d tablets assigned during the grace (the metadata knew no tserver)", n)
+	}
+
+	// Restart: the metadata knows ts0..ts2; ts2 stays away.
+	fl[2].stop()
+	c.stop(0)
+	c.start(0)
+	c.leader(10 * time.Second)
+	heardBy(t, c.masters[0], "ts0", "ts1")
+	time.Sleep(3 * (lease + testConfig("", "").DeadMargin))
+	if n, _ := assignedCount(t, c.masters[0]); n != 0 {
+		t.Fatalf("restart: %d tablets assigned while ts2 had not checked in", n)
+	}
+	ls, err := c.masters[0].ready()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls.mu.Lock()
+	dead := ls.leases["ts2"].dead
+	ls.mu.Unlock()
+	if dead {
+		t.Fatal("ts2 was declared dead during the grace")
+	}
+
+	back := newFakeTS(t, "ts2", cl, o)
+	back.start(50 * time.Millisecond)
+	counts := servingCounts(t, mc, "t", 12)
+	for _, u := range []string{"ts0", "ts1", "ts2"} {
+		if counts[u] != 4 {
+			t.Errorf("after the grace: %v, want 4 tablets on each of 3 tservers", counts)
+			break
+		}
+	}
+	if _, ep := assignedCount(t, c.masters[0]); ep != 1 {
+		t.Errorf("highest epoch %d after the first assignment, want 1 (assigned once, no move)", ep)
+	}
+	if len(o.violations) > 0 {
+		t.Fatalf("invariant 6: %v", o.violations)
+	}
+}
+
+// TestStartupGracePasses: a known tserver that never checks in holds the
+// assignment back only for the grace; then the tablets go to the others.
+func TestStartupGracePasses(t *testing.T) {
+	grace := time.Hour
+	c, cl, o := graceCluster(t, &grace)
+	mc := cl.at(0)
+	fl := fleet(t, cl, o, 2, 50*time.Millisecond)
+	heardBy(t, c.masters[0], "ts0", "ts1")
+	fl[1].stop()
+	if _, err := mc.CreateTable(ctxT(t, 10*time.Second), &pb.CreateTableRequest{Schema: schema("t", "cf"), SplitKeys: splitKeys(5)}); err != nil {
+		t.Fatal(err)
+	}
+	grace = 300 * time.Millisecond
+	c.stop(0)
+	c.start(0)
+	counts := servingCounts(t, mc, "t", 6)
+	if counts["ts0"] != 6 {
+		t.Errorf("after the grace passed: %v, want all 6 on ts0", counts)
+	}
+}
