@@ -62,11 +62,12 @@ func graceCluster(t *testing.T, grace *time.Duration) (*cluster, *client, *owner
 }
 
 // TestStartupGrace: a leader in its start-up grace assigns nothing and
-// declares no tserver dead — on a first start (the metadata knows no
-// tserver: the whole grace) and on a restart while a known tserver has
-// not checked in — and once every known tserver checked in, the tablets
-// are spread evenly at once (epoch 1: no tablet assigned twice, no
-// rebalancing move).
+// declares no tserver dead. On a first start (the metadata knows no
+// tserver) the grace ends freshSettle heartbeats after the first tserver
+// checked in, so tservers started together share the tablets at once
+// (epoch 1: no tablet assigned twice, no rebalancing move). On a restart
+// the grace lasts while a known tserver has not checked in: its tablets
+// stay its own and it is not declared dead.
 func TestStartupGrace(t *testing.T) {
 	grace := time.Hour
 	c, cl, o := graceCluster(t, &grace)
@@ -75,11 +76,14 @@ func TestStartupGrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	fl := fleet(t, cl, o, 3, 50*time.Millisecond)
-	heardBy(t, c.masters[0], "ts0", "ts1", "ts2")
-	lease := testConfig("", "").Lease
-	time.Sleep(2 * lease)
-	if n, _ := assignedCount(t, c.masters[0]); n != 0 {
-		t.Fatalf("first start: %d tablets assigned during the grace (the metadata knew no tserver)", n)
+	counts := servingCounts(t, mc, "t", 12)
+	for _, u := range []string{"ts0", "ts1", "ts2"} {
+		if counts[u] != 4 {
+			t.Fatalf("first start: %v, want 4 tablets on each of 3 tservers started together", counts)
+		}
+	}
+	if _, ep := assignedCount(t, c.masters[0]); ep != 1 {
+		t.Errorf("highest epoch %d after the first assignment, want 1 (assigned once, no move)", ep)
 	}
 
 	// Restart: the metadata knows ts0..ts2; ts2 stays away.
@@ -88,36 +92,40 @@ func TestStartupGrace(t *testing.T) {
 	c.start(0)
 	c.leader(10 * time.Second)
 	heardBy(t, c.masters[0], "ts0", "ts1")
-	time.Sleep(3 * (lease + testConfig("", "").DeadMargin))
-	if n, _ := assignedCount(t, c.masters[0]); n != 0 {
-		t.Fatalf("restart: %d tablets assigned while ts2 had not checked in", n)
-	}
+	cfg := testConfig("", "")
+	time.Sleep(3 * (cfg.Lease + cfg.DeadMargin))
 	ls, err := c.masters[0].ready()
 	if err != nil {
 		t.Fatal(err)
 	}
 	ls.mu.Lock()
-	dead := ls.leases["ts2"].dead
+	dead := ls.leases["ts2"] != nil && ls.leases["ts2"].dead
 	ls.mu.Unlock()
 	if dead {
 		t.Fatal("ts2 was declared dead during the grace")
 	}
+	if n := ownedBy(t, c.masters[0], "ts2"); n != 4 {
+		t.Fatalf("restart: ts2 owns %d tablets during the grace, want its 4", n)
+	}
 
+	// ts2 comes back as a new incarnation: its old one's tablets are
+	// recovered (a new epoch) and every tablet is served again.
 	back := newFakeTS(t, "ts2", cl, o)
 	back.start(50 * time.Millisecond)
-	counts := servingCounts(t, mc, "t", 12)
-	for _, u := range []string{"ts0", "ts1", "ts2"} {
-		if counts[u] != 4 {
-			t.Errorf("after the grace: %v, want 4 tablets on each of 3 tservers", counts)
-			break
-		}
-	}
-	if _, ep := assignedCount(t, c.masters[0]); ep != 1 {
-		t.Errorf("highest epoch %d after the first assignment, want 1 (assigned once, no move)", ep)
-	}
+	servingCounts(t, mc, "t", 12)
 	if len(o.violations) > 0 {
 		t.Fatalf("invariant 6: %v", o.violations)
 	}
+}
+
+// ownedBy counts the tablets the metadata gives to uuid.
+func ownedBy(t *testing.T, m *Master, uuid string) int {
+	t.Helper()
+	n := 0
+	if err := m.view(func(r *meta.Reader) error { n = len(r.TabletIDsOf(uuid)); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // TestStartupGracePasses: a known tserver that never checks in holds the

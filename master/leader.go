@@ -86,7 +86,7 @@ func (m *Master) runLeader(ctx context.Context) {
 	for _, ts := range tservers {
 		ls.leases[ts.Uuid] = newLease(ts.Uuid, ts.Incarnation, now)
 	}
-	ls.grace = newStartupGrace(now, m.cfg.StartupGrace, tservers)
+	ls.grace = newStartupGrace(now, m.cfg.StartupGrace, m.cfg.Heartbeat, tservers)
 	m.setLeader(ls)
 	defer m.setLeader(nil)
 	m.bootstrapAdmin(ctx)
