@@ -112,12 +112,13 @@ func (m *Master) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.H
 		if grants, err = grantsFor(r, req.GrantsVersion); err != nil {
 			return err
 		}
+		pending := pendingSet(r) // tables being deleted: their tablets go at once
 		for _, id := range r.TabletIDsOf(req.Uuid) {
 			b, ok, err := r.TabletBrief(id)
 			if err != nil {
 				return err
 			}
-			if !ok {
+			if !ok || pending[b.Table] {
 				continue // the owners index and the tablet are written in one transaction
 			}
 			owned = append(owned, ownedTablet{id: id, Brief: b})
@@ -135,7 +136,7 @@ func (m *Master) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.H
 		for _, rep := range req.Tablets {
 			if b, ok, err := r.TabletBrief(rep.TabletId); err != nil {
 				return err
-			} else if ok {
+			} else if ok && !pending[b.Table] {
 				reported[rep.TabletId] = b
 			}
 		}

@@ -55,6 +55,8 @@ type MetaCommand struct {
 	//	*MetaCommand_Revoke
 	//	*MetaCommand_BootstrapAdmin
 	//	*MetaCommand_Merge
+	//	*MetaCommand_CreateTablets
+	//	*MetaCommand_DeleteTablets
 	Cmd           isMetaCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -284,6 +286,24 @@ func (x *MetaCommand) GetMerge() *MetaMerge {
 	return nil
 }
 
+func (x *MetaCommand) GetCreateTablets() *MetaCreateTablets {
+	if x != nil {
+		if x, ok := x.Cmd.(*MetaCommand_CreateTablets); ok {
+			return x.CreateTablets
+		}
+	}
+	return nil
+}
+
+func (x *MetaCommand) GetDeleteTablets() *MetaDeleteTablets {
+	if x != nil {
+		if x, ok := x.Cmd.(*MetaCommand_DeleteTablets); ok {
+			return x.DeleteTablets
+		}
+	}
+	return nil
+}
+
 type isMetaCommand_Cmd interface {
 	isMetaCommand_Cmd()
 }
@@ -368,6 +388,14 @@ type MetaCommand_Merge struct {
 	Merge *MetaMerge `protobuf:"bytes,21,opt,name=merge,proto3,oneof"`
 }
 
+type MetaCommand_CreateTablets struct {
+	CreateTablets *MetaCreateTablets `protobuf:"bytes,23,opt,name=create_tablets,json=createTablets,proto3,oneof"`
+}
+
+type MetaCommand_DeleteTablets struct {
+	DeleteTablets *MetaDeleteTablets `protobuf:"bytes,24,opt,name=delete_tablets,json=deleteTablets,proto3,oneof"`
+}
+
 func (*MetaCommand_CreateTable) isMetaCommand_Cmd() {}
 
 func (*MetaCommand_DeleteTable) isMetaCommand_Cmd() {}
@@ -407,6 +435,10 @@ func (*MetaCommand_Revoke) isMetaCommand_Cmd() {}
 func (*MetaCommand_BootstrapAdmin) isMetaCommand_Cmd() {}
 
 func (*MetaCommand_Merge) isMetaCommand_Cmd() {}
+
+func (*MetaCommand_CreateTablets) isMetaCommand_Cmd() {}
+
+func (*MetaCommand_DeleteTablets) isMetaCommand_Cmd() {}
 
 // Creates a table and its initial tablets [“”, k1), …, [kn, “”), all
 // UNASSIGNED at epoch 0. The leader validated names and keys; the FSM
@@ -1539,6 +1571,222 @@ func (x *MetaMerge) GetReport() *bighivepb.ReportMergeRequest {
 	return nil
 }
 
+// One chunk of a CreateTable too big for one bounded transaction (the
+// master cuts every CreateTable into chunks of at most its DDL chunk size).
+// The first chunk records the table as pending (bucket pending, invisible
+// to clients: not in tables) and starts at the empty row; each later one
+// must start where the previous one ended (MetaPendingTable.next_row). A
+// chunk creates tablets [start_row, k1), [k1, k2), …, [kn-1, kn), all
+// UNASSIGNED at epoch 0; the last one also [kn, “”) (or [start_row, “”)
+// without keys), gives the schema its version and moves it from pending to
+// tables, which makes the table visible and its tablets assignable. A
+// chunk for a table no longer being created (rolled back) is refused with
+// FailedPrecondition.
+type MetaCreateTablets struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The schema; read only by the first chunk.
+	Schema        *bighivepb.TableSchema `protobuf:"bytes,1,opt,name=schema,proto3" json:"schema,omitempty"`
+	Table         string                 `protobuf:"bytes,2,opt,name=table,proto3" json:"table,omitempty"`
+	StartRow      []byte                 `protobuf:"bytes,3,opt,name=start_row,json=startRow,proto3" json:"start_row,omitempty"`
+	SplitKeys     [][]byte               `protobuf:"bytes,4,rep,name=split_keys,json=splitKeys,proto3" json:"split_keys,omitempty"`
+	First         bool                   `protobuf:"varint,5,opt,name=first,proto3" json:"first,omitempty"`
+	Last          bool                   `protobuf:"varint,6,opt,name=last,proto3" json:"last,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetaCreateTablets) Reset() {
+	*x = MetaCreateTablets{}
+	mi := &file_storagepb_meta_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaCreateTablets) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaCreateTablets) ProtoMessage() {}
+
+func (x *MetaCreateTablets) ProtoReflect() protoreflect.Message {
+	mi := &file_storagepb_meta_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaCreateTablets.ProtoReflect.Descriptor instead.
+func (*MetaCreateTablets) Descriptor() ([]byte, []int) {
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *MetaCreateTablets) GetSchema() *bighivepb.TableSchema {
+	if x != nil {
+		return x.Schema
+	}
+	return nil
+}
+
+func (x *MetaCreateTablets) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *MetaCreateTablets) GetStartRow() []byte {
+	if x != nil {
+		return x.StartRow
+	}
+	return nil
+}
+
+func (x *MetaCreateTablets) GetSplitKeys() [][]byte {
+	if x != nil {
+		return x.SplitKeys
+	}
+	return nil
+}
+
+func (x *MetaCreateTablets) GetFirst() bool {
+	if x != nil {
+		return x.First
+	}
+	return false
+}
+
+func (x *MetaCreateTablets) GetLast() bool {
+	if x != nil {
+		return x.Last
+	}
+	return false
+}
+
+// One chunk of a DeleteTable (or the rollback of an unfinished
+// CreateTable): the first moves a visible table's schema from tables to
+// pending, marked deleting, so it is gone for clients at once; every chunk
+// deletes up to max tablets of the table (in row order) and the one that
+// finds none left removes the pending record.
+type MetaDeleteTablets struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Table         string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	Max           uint32                 `protobuf:"varint,2,opt,name=max,proto3" json:"max,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetaDeleteTablets) Reset() {
+	*x = MetaDeleteTablets{}
+	mi := &file_storagepb_meta_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaDeleteTablets) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaDeleteTablets) ProtoMessage() {}
+
+func (x *MetaDeleteTablets) ProtoReflect() protoreflect.Message {
+	mi := &file_storagepb_meta_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaDeleteTablets.ProtoReflect.Descriptor instead.
+func (*MetaDeleteTablets) Descriptor() ([]byte, []int) {
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *MetaDeleteTablets) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *MetaDeleteTablets) GetMax() uint32 {
+	if x != nil {
+		return x.Max
+	}
+	return 0
+}
+
+// A table being created or deleted in chunks (bucket pending, by name).
+type MetaPendingTable struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Schema *bighivepb.TableSchema `protobuf:"bytes,1,opt,name=schema,proto3" json:"schema,omitempty"`
+	// Deleting: being deleted, or a creation being rolled back.
+	Deleting bool `protobuf:"varint,2,opt,name=deleting,proto3" json:"deleting,omitempty"`
+	// The row the next creation chunk starts at.
+	NextRow       []byte `protobuf:"bytes,3,opt,name=next_row,json=nextRow,proto3" json:"next_row,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetaPendingTable) Reset() {
+	*x = MetaPendingTable{}
+	mi := &file_storagepb_meta_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaPendingTable) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaPendingTable) ProtoMessage() {}
+
+func (x *MetaPendingTable) ProtoReflect() protoreflect.Message {
+	mi := &file_storagepb_meta_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaPendingTable.ProtoReflect.Descriptor instead.
+func (*MetaPendingTable) Descriptor() ([]byte, []int) {
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *MetaPendingTable) GetSchema() *bighivepb.TableSchema {
+	if x != nil {
+		return x.Schema
+	}
+	return nil
+}
+
+func (x *MetaPendingTable) GetDeleting() bool {
+	if x != nil {
+		return x.Deleting
+	}
+	return false
+}
+
+func (x *MetaPendingTable) GetNextRow() []byte {
+	if x != nil {
+		return x.NextRow
+	}
+	return nil
+}
+
 type MetaAssign_Item struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TabletId      string                 `protobuf:"bytes,1,opt,name=tablet_id,json=tabletId,proto3" json:"tablet_id,omitempty"`
@@ -1550,7 +1798,7 @@ type MetaAssign_Item struct {
 
 func (x *MetaAssign_Item) Reset() {
 	*x = MetaAssign_Item{}
-	mi := &file_storagepb_meta_proto_msgTypes[22]
+	mi := &file_storagepb_meta_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1562,7 +1810,7 @@ func (x *MetaAssign_Item) String() string {
 func (*MetaAssign_Item) ProtoMessage() {}
 
 func (x *MetaAssign_Item) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[22]
+	mi := &file_storagepb_meta_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1610,7 +1858,7 @@ type MetaUnassign_Item struct {
 
 func (x *MetaUnassign_Item) Reset() {
 	*x = MetaUnassign_Item{}
-	mi := &file_storagepb_meta_proto_msgTypes[23]
+	mi := &file_storagepb_meta_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1622,7 +1870,7 @@ func (x *MetaUnassign_Item) String() string {
 func (*MetaUnassign_Item) ProtoMessage() {}
 
 func (x *MetaUnassign_Item) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[23]
+	mi := &file_storagepb_meta_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1671,7 +1919,7 @@ type MetaLogSplitDone_Item struct {
 
 func (x *MetaLogSplitDone_Item) Reset() {
 	*x = MetaLogSplitDone_Item{}
-	mi := &file_storagepb_meta_proto_msgTypes[24]
+	mi := &file_storagepb_meta_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1683,7 +1931,7 @@ func (x *MetaLogSplitDone_Item) String() string {
 func (*MetaLogSplitDone_Item) ProtoMessage() {}
 
 func (x *MetaLogSplitDone_Item) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[24]
+	mi := &file_storagepb_meta_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1731,7 +1979,7 @@ var File_storagepb_meta_proto protoreflect.FileDescriptor
 
 const file_storagepb_meta_proto_rawDesc = "" +
 	"\n" +
-	"\x14storagepb/meta.proto\x12\x12bighive.storage.v1\x1a\x16bighivepb/common.proto\x1a\x16bighivepb/master.proto\"\xc5\v\n" +
+	"\x14storagepb/meta.proto\x12\x12bighive.storage.v1\x1a\x16bighivepb/common.proto\x1a\x16bighivepb/master.proto\"\xe5\f\n" +
 	"\vMetaCommand\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12H\n" +
 	"\fcreate_table\x18\x02 \x01(\v2#.bighive.storage.v1.MetaCreateTableH\x00R\vcreateTable\x12H\n" +
@@ -1758,7 +2006,9 @@ const file_storagepb_meta_proto_rawDesc = "" +
 	"\x05grant\x18\x12 \x01(\v2\x1d.bighive.storage.v1.MetaGrantH\x00R\x05grant\x128\n" +
 	"\x06revoke\x18\x13 \x01(\v2\x1e.bighive.storage.v1.MetaRevokeH\x00R\x06revoke\x12Q\n" +
 	"\x0fbootstrap_admin\x18\x14 \x01(\v2&.bighive.storage.v1.MetaBootstrapAdminH\x00R\x0ebootstrapAdmin\x125\n" +
-	"\x05merge\x18\x15 \x01(\v2\x1d.bighive.storage.v1.MetaMergeH\x00R\x05mergeB\x05\n" +
+	"\x05merge\x18\x15 \x01(\v2\x1d.bighive.storage.v1.MetaMergeH\x00R\x05merge\x12N\n" +
+	"\x0ecreate_tablets\x18\x17 \x01(\v2%.bighive.storage.v1.MetaCreateTabletsH\x00R\rcreateTablets\x12N\n" +
+	"\x0edelete_tablets\x18\x18 \x01(\v2%.bighive.storage.v1.MetaDeleteTabletsH\x00R\rdeleteTabletsB\x05\n" +
 	"\x03cmd\"a\n" +
 	"\x0fMetaCreateTable\x12/\n" +
 	"\x06schema\x18\x01 \x01(\v2\x17.bighive.v1.TableSchemaR\x06schema\x12\x1d\n" +
@@ -1839,7 +2089,22 @@ const file_storagepb_meta_proto_rawDesc = "" +
 	"\x12MetaBootstrapAdmin\x12\x1c\n" +
 	"\tprincipal\x18\x01 \x01(\tR\tprincipal\"C\n" +
 	"\tMetaMerge\x126\n" +
-	"\x06report\x18\x01 \x01(\v2\x1e.bighive.v1.ReportMergeRequestR\x06reportB\x19Z\x17bighive/proto/storagepbb\x06proto3"
+	"\x06report\x18\x01 \x01(\v2\x1e.bighive.v1.ReportMergeRequestR\x06report\"\xc0\x01\n" +
+	"\x11MetaCreateTablets\x12/\n" +
+	"\x06schema\x18\x01 \x01(\v2\x17.bighive.v1.TableSchemaR\x06schema\x12\x14\n" +
+	"\x05table\x18\x02 \x01(\tR\x05table\x12\x1b\n" +
+	"\tstart_row\x18\x03 \x01(\fR\bstartRow\x12\x1d\n" +
+	"\n" +
+	"split_keys\x18\x04 \x03(\fR\tsplitKeys\x12\x14\n" +
+	"\x05first\x18\x05 \x01(\bR\x05first\x12\x12\n" +
+	"\x04last\x18\x06 \x01(\bR\x04last\";\n" +
+	"\x11MetaDeleteTablets\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x10\n" +
+	"\x03max\x18\x02 \x01(\rR\x03max\"z\n" +
+	"\x10MetaPendingTable\x12/\n" +
+	"\x06schema\x18\x01 \x01(\v2\x17.bighive.v1.TableSchemaR\x06schema\x12\x1a\n" +
+	"\bdeleting\x18\x02 \x01(\bR\bdeleting\x12\x19\n" +
+	"\bnext_row\x18\x03 \x01(\fR\anextRowB\x19Z\x17bighive/proto/storagepbb\x06proto3"
 
 var (
 	file_storagepb_meta_proto_rawDescOnce sync.Once
@@ -1853,7 +2118,7 @@ func file_storagepb_meta_proto_rawDescGZIP() []byte {
 	return file_storagepb_meta_proto_rawDescData
 }
 
-var file_storagepb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_storagepb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_storagepb_meta_proto_goTypes = []any{
 	(*MetaCommand)(nil),                  // 0: bighive.storage.v1.MetaCommand
 	(*MetaCreateTable)(nil),              // 1: bighive.storage.v1.MetaCreateTable
@@ -1877,18 +2142,21 @@ var file_storagepb_meta_proto_goTypes = []any{
 	(*MetaRevoke)(nil),                   // 19: bighive.storage.v1.MetaRevoke
 	(*MetaBootstrapAdmin)(nil),           // 20: bighive.storage.v1.MetaBootstrapAdmin
 	(*MetaMerge)(nil),                    // 21: bighive.storage.v1.MetaMerge
-	(*MetaAssign_Item)(nil),              // 22: bighive.storage.v1.MetaAssign.Item
-	(*MetaUnassign_Item)(nil),            // 23: bighive.storage.v1.MetaUnassign.Item
-	(*MetaLogSplitDone_Item)(nil),        // 24: bighive.storage.v1.MetaLogSplitDone.Item
-	(*bighivepb.TableSchema)(nil),        // 25: bighive.v1.TableSchema
-	(*bighivepb.FamilySpec)(nil),         // 26: bighive.v1.FamilySpec
-	(*bighivepb.LogPosition)(nil),        // 27: bighive.v1.LogPosition
-	(*bighivepb.CheckpointReport)(nil),   // 28: bighive.v1.CheckpointReport
-	(*bighivepb.SplitChild)(nil),         // 29: bighive.v1.SplitChild
-	(*bighivepb.GcRule)(nil),             // 30: bighive.v1.GcRule
-	(bighivepb.Compression)(0),           // 31: bighive.v1.Compression
-	(*bighivepb.Grant)(nil),              // 32: bighive.v1.Grant
-	(*bighivepb.ReportMergeRequest)(nil), // 33: bighive.v1.ReportMergeRequest
+	(*MetaCreateTablets)(nil),            // 22: bighive.storage.v1.MetaCreateTablets
+	(*MetaDeleteTablets)(nil),            // 23: bighive.storage.v1.MetaDeleteTablets
+	(*MetaPendingTable)(nil),             // 24: bighive.storage.v1.MetaPendingTable
+	(*MetaAssign_Item)(nil),              // 25: bighive.storage.v1.MetaAssign.Item
+	(*MetaUnassign_Item)(nil),            // 26: bighive.storage.v1.MetaUnassign.Item
+	(*MetaLogSplitDone_Item)(nil),        // 27: bighive.storage.v1.MetaLogSplitDone.Item
+	(*bighivepb.TableSchema)(nil),        // 28: bighive.v1.TableSchema
+	(*bighivepb.FamilySpec)(nil),         // 29: bighive.v1.FamilySpec
+	(*bighivepb.LogPosition)(nil),        // 30: bighive.v1.LogPosition
+	(*bighivepb.CheckpointReport)(nil),   // 31: bighive.v1.CheckpointReport
+	(*bighivepb.SplitChild)(nil),         // 32: bighive.v1.SplitChild
+	(*bighivepb.GcRule)(nil),             // 33: bighive.v1.GcRule
+	(bighivepb.Compression)(0),           // 34: bighive.v1.Compression
+	(*bighivepb.Grant)(nil),              // 35: bighive.v1.Grant
+	(*bighivepb.ReportMergeRequest)(nil), // 36: bighive.v1.ReportMergeRequest
 }
 var file_storagepb_meta_proto_depIdxs = []int32{
 	1,  // 0: bighive.storage.v1.MetaCommand.create_table:type_name -> bighive.storage.v1.MetaCreateTable
@@ -1911,25 +2179,29 @@ var file_storagepb_meta_proto_depIdxs = []int32{
 	19, // 17: bighive.storage.v1.MetaCommand.revoke:type_name -> bighive.storage.v1.MetaRevoke
 	20, // 18: bighive.storage.v1.MetaCommand.bootstrap_admin:type_name -> bighive.storage.v1.MetaBootstrapAdmin
 	21, // 19: bighive.storage.v1.MetaCommand.merge:type_name -> bighive.storage.v1.MetaMerge
-	25, // 20: bighive.storage.v1.MetaCreateTable.schema:type_name -> bighive.v1.TableSchema
-	26, // 21: bighive.storage.v1.MetaAddFamily.family:type_name -> bighive.v1.FamilySpec
-	5,  // 22: bighive.storage.v1.MetaRegisterTServer.tserver:type_name -> bighive.storage.v1.MetaTServer
-	22, // 23: bighive.storage.v1.MetaAssign.items:type_name -> bighive.storage.v1.MetaAssign.Item
-	23, // 24: bighive.storage.v1.MetaUnassign.items:type_name -> bighive.storage.v1.MetaUnassign.Item
-	27, // 25: bighive.storage.v1.MetaTabletLoad.position:type_name -> bighive.v1.LogPosition
-	28, // 26: bighive.storage.v1.MetaCheckpoint.reports:type_name -> bighive.v1.CheckpointReport
-	29, // 27: bighive.storage.v1.MetaSplit.children:type_name -> bighive.v1.SplitChild
-	24, // 28: bighive.storage.v1.MetaLogSplitDone.items:type_name -> bighive.storage.v1.MetaLogSplitDone.Item
-	30, // 29: bighive.storage.v1.MetaSetGCRule.gc_rule:type_name -> bighive.v1.GcRule
-	31, // 30: bighive.storage.v1.MetaSetCompression.compression:type_name -> bighive.v1.Compression
-	32, // 31: bighive.storage.v1.MetaGrant.grant:type_name -> bighive.v1.Grant
-	32, // 32: bighive.storage.v1.MetaRevoke.grant:type_name -> bighive.v1.Grant
-	33, // 33: bighive.storage.v1.MetaMerge.report:type_name -> bighive.v1.ReportMergeRequest
-	34, // [34:34] is the sub-list for method output_type
-	34, // [34:34] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	22, // 20: bighive.storage.v1.MetaCommand.create_tablets:type_name -> bighive.storage.v1.MetaCreateTablets
+	23, // 21: bighive.storage.v1.MetaCommand.delete_tablets:type_name -> bighive.storage.v1.MetaDeleteTablets
+	28, // 22: bighive.storage.v1.MetaCreateTable.schema:type_name -> bighive.v1.TableSchema
+	29, // 23: bighive.storage.v1.MetaAddFamily.family:type_name -> bighive.v1.FamilySpec
+	5,  // 24: bighive.storage.v1.MetaRegisterTServer.tserver:type_name -> bighive.storage.v1.MetaTServer
+	25, // 25: bighive.storage.v1.MetaAssign.items:type_name -> bighive.storage.v1.MetaAssign.Item
+	26, // 26: bighive.storage.v1.MetaUnassign.items:type_name -> bighive.storage.v1.MetaUnassign.Item
+	30, // 27: bighive.storage.v1.MetaTabletLoad.position:type_name -> bighive.v1.LogPosition
+	31, // 28: bighive.storage.v1.MetaCheckpoint.reports:type_name -> bighive.v1.CheckpointReport
+	32, // 29: bighive.storage.v1.MetaSplit.children:type_name -> bighive.v1.SplitChild
+	27, // 30: bighive.storage.v1.MetaLogSplitDone.items:type_name -> bighive.storage.v1.MetaLogSplitDone.Item
+	33, // 31: bighive.storage.v1.MetaSetGCRule.gc_rule:type_name -> bighive.v1.GcRule
+	34, // 32: bighive.storage.v1.MetaSetCompression.compression:type_name -> bighive.v1.Compression
+	35, // 33: bighive.storage.v1.MetaGrant.grant:type_name -> bighive.v1.Grant
+	35, // 34: bighive.storage.v1.MetaRevoke.grant:type_name -> bighive.v1.Grant
+	36, // 35: bighive.storage.v1.MetaMerge.report:type_name -> bighive.v1.ReportMergeRequest
+	28, // 36: bighive.storage.v1.MetaCreateTablets.schema:type_name -> bighive.v1.TableSchema
+	28, // 37: bighive.storage.v1.MetaPendingTable.schema:type_name -> bighive.v1.TableSchema
+	38, // [38:38] is the sub-list for method output_type
+	38, // [38:38] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_storagepb_meta_proto_init() }
@@ -1958,6 +2230,8 @@ func file_storagepb_meta_proto_init() {
 		(*MetaCommand_Revoke)(nil),
 		(*MetaCommand_BootstrapAdmin)(nil),
 		(*MetaCommand_Merge)(nil),
+		(*MetaCommand_CreateTablets)(nil),
+		(*MetaCommand_DeleteTablets)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1965,7 +2239,7 @@ func file_storagepb_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_storagepb_meta_proto_rawDesc), len(file_storagepb_meta_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   25,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
