@@ -10,10 +10,10 @@ import (
 )
 
 // DefaultDDLChunk is the default Config.DDLChunk: the most tablets one
-// raft command of a CreateTable, DeleteTable or assignment writes. On the
-// development machine a command of 2 000 new tablets applies in tens of
-// milliseconds; one of 100 000 held bbolt's writer, and the heartbeats'
-// commands queued behind it, for seconds (docs/scale.md, fix 5).
+// raft command of a CreateTable, DeleteTable or assignment writes. One
+// command of 100 000 new tablets held bbolt's writer, and every raft
+// command queued behind it (the tservers' load reports), for seconds on
+// every master at once (docs/scale.md, "Big DDL in chunks").
 const DefaultDDLChunk = 2000
 
 // maxRollbackChunksPerTick bounds the deletion chunks one tick applies to

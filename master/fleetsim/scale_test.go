@@ -212,6 +212,7 @@ func TestScaleBigDDL(t *testing.T) {
 	w.createTable(ctx, "big", s.splits)
 	created := time.Since(began)
 	duringCreate := w.fl.HeartbeatLatency(began, began.Add(created))
+	t.Logf("big DDL: CreateTable with %d split keys returned after %v; heartbeats during the call %s", s.splits, created.Round(time.Millisecond), duringCreate)
 	w.waitServed(ctx, s.tablets+s.splits+1)
 	served := time.Since(began)
 	del := time.Now()
