@@ -39,8 +39,11 @@ func (ls *leaderState) endDDL(table string) {
 	ls.mu.Unlock()
 }
 
+// busyTable refuses a second DDL call on a table: Unavailable, so that
+// clients retry (and a retried CreateTable then finds the table and takes
+// it for its own, as after a lost reply).
 func busyTable(table string) error {
-	return apierr.FailedPrecondition("table %q is being created or deleted by another call; retry when that finished", table)
+	return apierr.Unavailable("table %q is being created or deleted by another call; retry when that finished", table)
 }
 
 // createChunked creates a table in commands of at most DDLChunk tablets

@@ -272,7 +272,7 @@ func (w *writer) createTable(c *spb.MetaCreateTable) (*Result, error) {
 	}
 	if _, pending, err := w.PendingTable(name); err != nil || pending {
 		if err == nil {
-			err = apierr.FailedPrecondition("table %q is being created or deleted; retry when that finished", name)
+			err = apierr.Unavailable("table %q is being created or deleted; retry when that finished", name)
 		}
 		return nil, err
 	}

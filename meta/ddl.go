@@ -132,15 +132,15 @@ func (w *writer) createTablets(c *spb.MetaCreateTablets) (*Result, error) {
 			return nil, apierr.AlreadyExists("table %q already exists", c.Table)
 		}
 		if pending {
-			return nil, apierr.FailedPrecondition("table %q is being created or deleted; retry when that finished", c.Table)
+			return nil, apierr.Unavailable("table %q is being created or deleted; retry when that finished", c.Table)
 		}
 		p = &spb.MetaPendingTable{Schema: c.Schema}
 	} else {
 		switch {
 		case !pending:
-			return nil, apierr.FailedPrecondition("table %q is not being created (its creation was rolled back)", c.Table)
+			return nil, apierr.Unavailable("table %q is not being created (its creation was rolled back); retry the CreateTable", c.Table)
 		case p.Deleting:
-			return nil, apierr.FailedPrecondition("the creation of table %q is being rolled back", c.Table)
+			return nil, apierr.Unavailable("the creation of table %q is being rolled back; retry the CreateTable", c.Table)
 		case !bytes.Equal(p.NextRow, c.StartRow):
 			return nil, apierr.FailedPrecondition("create chunk of table %q starts at %q, the table's tablets end at %q", c.Table, c.StartRow, p.NextRow)
 		}

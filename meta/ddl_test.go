@@ -80,9 +80,9 @@ func TestDDLChunkRefusals(t *testing.T) {
 		code codes.Code
 	}{
 		{"first chunk of an existing table", chunkCmd("exists", "", true, true), codes.AlreadyExists},
-		{"first chunk of a pending table", chunkCmd("half", "", true, true), codes.FailedPrecondition},
-		{"one-command create of a pending table", createCmd("half"), codes.FailedPrecondition},
-		{"later chunk of no pending table", chunkCmd("none", "c", false, true), codes.FailedPrecondition},
+		{"first chunk of a pending table", chunkCmd("half", "", true, true), codes.Unavailable},
+		{"one-command create of a pending table", createCmd("half"), codes.Unavailable},
+		{"later chunk of no pending table", chunkCmd("none", "c", false, true), codes.Unavailable},
 		{"later chunk not where the last ended", chunkCmd("half", "c", false, true), codes.FailedPrecondition},
 		{"first chunk not at the empty row", chunkCmd("new", "a", true, true, "b"), codes.InvalidArgument},
 		{"key not after the start", chunkCmd("half", "f", false, true, "f"), codes.InvalidArgument},
@@ -145,7 +145,7 @@ func TestDeleteTabletsChunks(t *testing.T) {
 	if res := f.mustApply(deleteChunkCmd("half", 100)); !res.Done || len(res.Tablets) != 2 {
 		t.Fatalf("rollback: done %v, %d tablets", res.Done, len(res.Tablets))
 	}
-	if res := f.apply(chunkCmd("half", "f", false, true)); apierr.CodeOf(res.Err) != codes.FailedPrecondition {
+	if res := f.apply(chunkCmd("half", "f", false, true)); apierr.CodeOf(res.Err) != codes.Unavailable {
 		t.Fatalf("chunk after the rollback: %v", res.Err)
 	}
 	f.mustApply(createCmd("half"))

@@ -71,7 +71,7 @@
 // and the last gives the schema its version and moves it into tables.
 // DeleteTablets moves a visible table into pending marked deleting (or
 // marks a pending creation deleting: a rollback, after which further
-// CreateTablets of it are refused) and deletes at most max tablets in row
+// CreateTablets of it are refused with Unavailable) and deletes at most max tablets in row
 // order per command; the one that finds none left removes the record. A
 // table is thus in exactly one of tables and pending, and its tablets tile
 // the row space whenever it is in tables. The single-command CreateTable

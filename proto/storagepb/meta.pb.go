@@ -1580,8 +1580,8 @@ func (x *MetaMerge) GetReport() *bighivepb.ReportMergeRequest {
 // UNASSIGNED at epoch 0; the last one also [kn, “”) (or [start_row, “”)
 // without keys), gives the schema its version and moves it from pending to
 // tables, which makes the table visible and its tablets assignable. A
-// chunk for a table no longer being created (rolled back) is refused with
-// FailedPrecondition.
+// first chunk for a pending name, or a later one for a table no longer
+// being created (rolled back), is refused with Unavailable (retry).
 type MetaCreateTablets struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The schema; read only by the first chunk.
