@@ -119,7 +119,10 @@ func (m *Master) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.H
 				return err
 			}
 			if !ok || pending[b.Table] {
-				continue // the owners index and the tablet are written in one transaction
+				// !ok cannot happen (the owners index and the tablet are
+				// written in one transaction); a pending table's tablets
+				// are not the tserver's any more.
+				continue
 			}
 			owned = append(owned, ownedTablet{id: id, Brief: b})
 			if ep, ok := has[id]; !ok || ep != b.Epoch {
