@@ -203,3 +203,30 @@ func pendingSet(r *meta.Reader) map[string]bool {
 	}
 	return out
 }
+
+// unassignedTablets returns the UNASSIGNED tablets but those of tables
+// being created or deleted, which are not assigned; their tablets are
+// skipped by their brief, not decoded whole, since a big table being
+// created holds up to the whole table's tablets UNASSIGNED tick after tick.
+func unassignedTablets(r *meta.Reader) ([]*pb.TabletMeta, error) {
+	pending := pendingSet(r)
+	if pending == nil {
+		return r.TabletsOf("")
+	}
+	var out []*pb.TabletMeta
+	for _, id := range r.TabletIDsOf("") {
+		b, ok, err := r.TabletBrief(id)
+		if err != nil {
+			return nil, err
+		}
+		if !ok || pending[b.Table] {
+			continue
+		}
+		t, err := r.Tablet(id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}

@@ -219,12 +219,8 @@ func (ls *leaderState) tick(ctx context.Context) {
 	counts := map[string]int{}
 	owned := map[string][]string{} // ids only: decoding every tablet each tick was most of the leader's CPU
 	err := m.view(func(r *meta.Reader) (err error) {
-		if unassigned, err = r.TabletsOf(""); err != nil {
+		if unassigned, err = unassignedTablets(r); err != nil {
 			return err
-		}
-		if pending := pendingSet(r); pending != nil {
-			// A table being created or deleted is not assigned.
-			unassigned = slices.DeleteFunc(unassigned, func(t *pb.TabletMeta) bool { return pending[t.Table] })
 		}
 		for _, u := range live {
 			owned[u] = r.TabletIDsOf(u)
