@@ -235,7 +235,7 @@ func TestObservability(t *testing.T) {
 		"bighive_master_raft_term":                                                            positive,
 		"bighive_master_raft_applied_index":                                                   positive,
 		"bighive_master_raft_commit_index":                                                    positive,
-		`bighive_master_commands_total{result="applied",type="create_table"}`:                 equals(1),
+		`bighive_master_commands_total{result="applied",type="create_tablets"}`:               equals(1),
 		`bighive_master_commands_total{result="applied",type="checkpoint"}`:                   positive,
 		`bighive_master_tservers{state="live"}`:                                               equals(1),
 		`bighive_master_tservers{state="dead"}`:                                               equals(0),

@@ -1,6 +1,7 @@
 package master
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -93,6 +94,11 @@ type Config struct {
 	// forwarding moves on to another master (default 5 s; the incoming
 	// call's deadline bounds it too).
 	ForwardAttemptTimeout time.Duration
+	// DDLChunk bounds the tablets one raft command of CreateTable,
+	// DeleteTable or the leader's assignment writes (default
+	// DefaultDDLChunk): a bigger table is created and deleted in several
+	// commands, and assigned over several ticks (ddl.go).
+	DDLChunk int
 
 	// Raft tunes raft; nil is raft.DefaultConfig.
 	Raft *raft.Config
@@ -120,6 +126,9 @@ type Config struct {
 	// heartbeatHook (tests) runs in Heartbeat between reading the
 	// metadata and granting the lease.
 	heartbeatHook func(*pb.HeartbeatRequest)
+	// ddlChunkHook (tests) runs after each committed chunk of a
+	// CreateTable or DeleteTable call (ddlchunk.go), with the call's context.
+	ddlChunkHook func(ctx context.Context, table string, chunk int)
 }
 
 func (c *Config) setDefaults() {
@@ -152,6 +161,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.TickInterval <= 0 {
 		c.TickInterval = c.Heartbeat / 2
+	}
+	if c.DDLChunk <= 0 {
+		c.DDLChunk = DefaultDDLChunk
 	}
 	if c.ForwardAttemptTimeout <= 0 {
 		c.ForwardAttemptTimeout = 5 * time.Second

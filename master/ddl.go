@@ -12,8 +12,9 @@ import (
 	spb "bighive/proto/storagepb"
 )
 
-// CreateTable creates a table and its initial tablets in one command; the
-// leader loop assigns them (one more command).
+// CreateTable creates a table and its initial tablets, in commands of at
+// most Config.DDLChunk tablets (ddlchunk.go); it returns once the table is
+// visible. The leader loop assigns the tablets.
 func (m *Master) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (*pb.CreateTableResponse, error) {
 	ls, err := m.ready()
 	if err != nil {
@@ -25,21 +26,21 @@ func (m *Master) CreateTable(ctx context.Context, req *pb.CreateTableRequest) (*
 	if err := meta.ValidateSplitKeys(req.SplitKeys); err != nil {
 		return nil, err
 	}
-	res, err := m.apply(ctx, &spb.MetaCommand{Cmd: &spb.MetaCommand_CreateTable{CreateTable: &spb.MetaCreateTable{
-		Schema: req.Schema, SplitKeys: req.SplitKeys}}})
+	n, err := m.createChunked(ctx, ls, req.Schema, req.SplitKeys)
 	if err != nil {
 		return nil, err
 	}
 	ls.poke()
-	m.log.Info("table created", "table", req.Schema.Name, "tablets", len(res.Tablets))
-	m.events.add("table", "table %s created with %d tablets", req.Schema.Name, len(res.Tablets))
-	return &pb.CreateTableResponse{Table: &pb.TableInfo{Schema: req.Schema, TabletCount: int32(len(res.Tablets)),
+	m.log.Info("table created", "table", req.Schema.Name, "tablets", n)
+	m.events.add("table", "table %s created with %d tablets", req.Schema.Name, n)
+	return &pb.CreateTableResponse{Table: &pb.TableInfo{Schema: req.Schema, TabletCount: int32(n),
 		CachePriority: pb.CachePriority_CACHE_PRIORITY_MEDIUM}}, nil
 }
 
-// DeleteTable removes the table and its tablets from the metadata; their
-// tservers unload them on their next heartbeat, and their blocks and logs
-// are collected by reference later.
+// DeleteTable removes the table and its tablets from the metadata, in
+// commands of at most Config.DDLChunk tablets (the first one hides the
+// table); their tservers unload them on their next heartbeat, and their
+// blocks and logs are collected by reference later.
 func (m *Master) DeleteTable(ctx context.Context, req *pb.DeleteTableRequest) (*pb.DeleteTableResponse, error) {
 	ls, err := m.ready()
 	if err != nil {
@@ -48,20 +49,12 @@ func (m *Master) DeleteTable(ctx context.Context, req *pb.DeleteTableRequest) (*
 	if err := limits.ValidateTableName(req.Name); err != nil {
 		return nil, err
 	}
-	res, err := m.apply(ctx, &spb.MetaCommand{Cmd: &spb.MetaCommand_DeleteTable{DeleteTable: &spb.MetaDeleteTable{Name: req.Name}}})
+	n, err := m.deleteChunked(ctx, ls, req.Name)
 	if err != nil {
 		return nil, err
 	}
-	ls.mu.Lock()
-	delete(ls.prio, req.Name)
-	for _, t := range res.Tablets {
-		delete(ls.moves, t.TabletId)
-		delete(ls.sizes, t.TabletId)
-		delete(ls.space, t.TabletId)
-	}
-	ls.mu.Unlock()
-	m.log.Info("table deleted", "table", req.Name, "tablets", len(res.Tablets))
-	m.events.add("table", "table %s deleted (%d tablets)", req.Name, len(res.Tablets))
+	m.log.Info("table deleted", "table", req.Name, "tablets", n)
+	m.events.add("table", "table %s deleted (%d tablets)", req.Name, n)
 	return &pb.DeleteTableResponse{}, nil
 }
 

@@ -48,6 +48,7 @@ type leaderState struct {
 	splits logSplits                  // log splits of dead tservers' logs (logsplit.go)
 	merge  mergeState                 // merge.go
 	grace  startupGrace               // grace.go
+	ddl    map[string]bool            // tables a call on this leader is creating or deleting (ddlchunk.go)
 }
 
 func newLease(uuid string, inc int64, now time.Time) *lease {
@@ -77,7 +78,7 @@ func (m *Master) runLeader(ctx context.Context) {
 	now := time.Now()
 	ls := &leaderState{m: m, since: now, kick: make(chan struct{}, 1),
 		leases: map[string]*lease{}, moves: map[string]*move{}, prio: map[string]pb.CachePriority{}, sizes: map[string]int64{}, space: map[string]*pb.TabletSpace{},
-		splits: newLogSplits()}
+		splits: newLogSplits(), ddl: map[string]bool{}}
 	var tservers []*spb.MetaTServer
 	if err := m.view(func(r *meta.Reader) (err error) { tservers, err = r.TServers(); return err }); err != nil {
 		m.log.Error("leader cannot read tservers", "err", err)
@@ -130,8 +131,6 @@ func (ls *leaderState) liveLocked(now time.Time) []string {
 	slices.Sort(out)
 	return out
 }
-
-const assignBatch = 4096
 
 // tick: declare dead tservers and free their tablets, finish moves,
 // assign unassigned tablets, start rebalancing moves.
@@ -212,6 +211,9 @@ func (ls *leaderState) tick(ctx context.Context) {
 		}
 	}
 
+	// Tables left half created or half deleted (ddlchunk.go).
+	ls.finishPending(ctx)
+
 	// 3. Unassigned tablets to the least loaded live tservers, once their
 	// owners' logs are split by tablet (logsplit.go); log splits whose
 	// tasks all answered are committed first, so their tablets go now.
@@ -224,7 +226,7 @@ func (ls *leaderState) tick(ctx context.Context) {
 	counts := map[string]int{}
 	owned := map[string][]string{} // ids only: decoding every tablet each tick was most of the leader's CPU
 	err := m.view(func(r *meta.Reader) (err error) {
-		if unassigned, err = r.TabletsOf(""); err != nil {
+		if unassigned, err = unassignedTablets(r); err != nil {
 			return err
 		}
 		for _, u := range live {
@@ -245,8 +247,17 @@ func (ls *leaderState) tick(ctx context.Context) {
 	var ids []string
 	epoch := map[string]int64{}
 	held := ls.holdForSplitLocked(now, live, unassigned)
+	// At most one command of DDLChunk tablets per tick, so neither ls.mu
+	// (planning) nor bbolt's writer (the command) is held for long after
+	// a big CreateTable; the rest goes in the next ticks, which come at
+	// once.
+	more := false
 	for _, t := range unassigned {
 		if ls.moves[t.TabletId] == nil && !held[t.TabletId] {
+			if len(ids) == m.cfg.DDLChunk {
+				more = true
+				break
+			}
 			ids = append(ids, t.TabletId)
 			epoch[t.TabletId] = t.Epoch
 		}
@@ -257,15 +268,16 @@ func (ls *leaderState) tick(ctx context.Context) {
 	for _, id := range ids {
 		items = append(items, &spb.MetaAssign_Item{TabletId: id, ExpectedEpoch: epoch[id], TserverUuid: plan[id]})
 	}
-	for len(items) > 0 {
-		n := min(len(items), assignBatch)
-		res, err := m.apply(ctx, &spb.MetaCommand{Cmd: &spb.MetaCommand_Assign{Assign: &spb.MetaAssign{Items: items[:n]}}})
+	if len(items) > 0 {
+		res, err := m.apply(ctx, &spb.MetaCommand{Cmd: &spb.MetaCommand_Assign{Assign: &spb.MetaAssign{Items: items}}})
 		if err != nil {
 			m.log.Warn("assigning tablets failed", "err", err)
 			return
 		}
 		m.log.Info("assigned tablets", "tablets", res.Applied, "live_tservers", len(live))
-		items = items[n:]
+	}
+	if more {
+		ls.poke()
 	}
 	if len(ids) > 0 || len(held) > 0 {
 		return // rebalance on the next tick, against the committed state

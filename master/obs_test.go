@@ -84,7 +84,7 @@ func TestHealthFollowsLeader(t *testing.T) {
 	if got := gathered(t, lreg, "bighive_master_raft_state"); got["leader"] != 1 || got["follower"] != 0 {
 		t.Errorf("leader's raft state metric: %v", got)
 	}
-	if got := gathered(t, lreg, "bighive_master_commands_total"); got["applied,create_table"] != 1 {
+	if got := gathered(t, lreg, "bighive_master_commands_total"); got["applied,create_tablets"] != 1 {
 		t.Errorf("leader's commands: %v", got)
 	}
 	if got := gathered(t, lreg, "bighive_master_tablets"); got["unassigned"] != 1 {

@@ -112,13 +112,17 @@ func (m *Master) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.H
 		if grants, err = grantsFor(r, req.GrantsVersion); err != nil {
 			return err
 		}
+		pending := pendingSet(r) // tables being deleted: their tablets go at once
 		for _, id := range r.TabletIDsOf(req.Uuid) {
 			b, ok, err := r.TabletBrief(id)
 			if err != nil {
 				return err
 			}
-			if !ok {
-				continue // the owners index and the tablet are written in one transaction
+			if !ok || pending[b.Table] {
+				// !ok cannot happen (the owners index and the tablet are
+				// written in one transaction); a pending table's tablets
+				// are not the tserver's any more.
+				continue
 			}
 			owned = append(owned, ownedTablet{id: id, Brief: b})
 			if ep, ok := has[id]; !ok || ep != b.Epoch {
@@ -135,7 +139,7 @@ func (m *Master) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.H
 		for _, rep := range req.Tablets {
 			if b, ok, err := r.TabletBrief(rep.TabletId); err != nil {
 				return err
-			} else if ok {
+			} else if ok && !pending[b.Table] {
 				reported[rep.TabletId] = b
 			}
 		}

@@ -79,6 +79,10 @@ func (w *writer) dispatch(cmd *spb.MetaCommand) (*Result, error) {
 		return w.bootstrapAdmin(c.BootstrapAdmin.GetPrincipal())
 	case *spb.MetaCommand_Merge:
 		return w.merge(c.Merge)
+	case *spb.MetaCommand_CreateTablets:
+		return w.createTablets(c.CreateTablets)
+	case *spb.MetaCommand_DeleteTablets:
+		return w.deleteTablets(c.DeleteTablets)
 	default:
 		return nil, apierr.InvalidArgument("meta: command has no known kind")
 	}
@@ -268,38 +272,20 @@ func (w *writer) createTable(c *spb.MetaCreateTable) (*Result, error) {
 	if w.tx.Bucket(bucketTables).Get([]byte(name)) != nil {
 		return nil, apierr.AlreadyExists("table %q already exists", name)
 	}
-	schema := proto.Clone(c.Schema).(*pb.TableSchema)
-	var err error
-	if schema.Version, err = w.nextSchemaVersion(); err != nil {
+	if _, pending, err := w.PendingTable(name); err != nil || pending {
+		if err == nil {
+			err = apierr.Unavailable("table %q is being created or deleted; retry when that finished", name)
+		}
 		return nil, err
 	}
-	v, err := proto.Marshal(schema)
+	if err := w.publishSchema(c.Schema); err != nil {
+		return nil, err
+	}
+	tablets, err := w.addTablets(name, nil, c.SplitKeys, true)
 	if err != nil {
 		return nil, err
 	}
-	if err := w.tx.Bucket(bucketTables).Put([]byte(name), v); err != nil {
-		return nil, err
-	}
-	ids, err := w.nextIDs(len(c.SplitKeys) + 1)
-	if err != nil {
-		return nil, err
-	}
-	res := &Result{Tablets: make([]*pb.TabletMeta, 0, len(ids))}
-	for i, id := range ids {
-		r := &pb.RowRange{}
-		if i > 0 {
-			r.StartRow = c.SplitKeys[i-1]
-		}
-		if i < len(c.SplitKeys) {
-			r.EndRow = c.SplitKeys[i]
-		}
-		t := &pb.TabletMeta{TabletId: id, Table: name, Range: r, State: pb.TabletState_TABLET_STATE_UNASSIGNED}
-		if err := w.putTablet(nil, t); err != nil {
-			return nil, err
-		}
-		res.Tablets = append(res.Tablets, t)
-	}
-	return res, nil
+	return &Result{Tablets: tablets}, nil
 }
 
 func (w *writer) deleteTable(c *spb.MetaDeleteTable) (*Result, error) {

@@ -57,10 +57,25 @@
 //	recoverygc <recovery file path>        → empty (a file a checkpoint stopped naming; deleted by the master's GC)
 //	grants    <principal> 0x00 <table> 0x00 <role> → empty (table "" = every table; role read, write or admin)
 //	meta      "grants_version" → uint64 BE  (raised by every grant change; absent: 0)
+//	pending   <name>                       → bighive.storage.v1.MetaPendingTable (a table being
+//	                                         created or deleted in chunks: schema, deleting, next row)
 //
-// The recoverygc and grants buckets were added without a version change:
-// an older database simply lacks them and Open creates them empty. So were
+// The recoverygc, grants and pending buckets were added without a version
+// change: an older database simply lacks them and Open creates them empty. So were
 // "schema_version" and "grants_version" (absent: 0).
+//
+// Chunked DDL (ddl.go): CreateTablets creates a table in chunks, each
+// one command: the first records it in pending (not in tables, so Table is
+// NotFound and the master neither assigns its tablets nor lets tservers
+// keep them), each later one must start at the pending record's next row,
+// and the last gives the schema its version and moves it into tables.
+// DeleteTablets moves a visible table into pending marked deleting (or
+// marks a pending creation deleting: a rollback, after which further
+// CreateTablets of it are refused with Unavailable) and deletes at most max tablets in row
+// order per command; the one that finds none left removes the record. A
+// table is thus in exactly one of tables and pending, and its tablets tile
+// the row space whenever it is in tables. The single-command CreateTable
+// and DeleteTable are still applied (older logs) but refuse a pending name.
 //
 // Grants (grants.go): Grant adds one (a no-op when it exists), Revoke
 // removes one (NotFound when absent), BootstrapAdmin grants admin on every

@@ -56,6 +56,8 @@ type Result struct {
 	Statuses []error
 	// Applied: how many Assign/Unassign items applied.
 	Applied int
+	// Done: DeleteTablets found no tablet left and removed the table.
+	Done bool
 }
 
 // FSM is the raft state machine. Apply, Snapshot and Restore are called by

@@ -25,6 +25,8 @@ var (
 	bucketRecoveryGC = []byte("recoverygc")
 	// grants: principal 0x00 table 0x00 role name → empty (table "" = every table).
 	bucketGrants = []byte("grants")
+	// pending: tables being created or deleted in chunks (ddl.go).
+	bucketPending = []byte("pending")
 
 	keyVersion      = []byte("version")
 	keyApplied      = []byte("applied")
@@ -36,7 +38,7 @@ var (
 	// keyGrantsVersion is raised by every change of the grants bucket.
 	keyGrantsVersion = []byte("grants_version")
 
-	allBuckets = [][]byte{bucketMeta, bucketTables, bucketTablets, bucketRanges, bucketOwners, bucketTServers, bucketRecoveryGC, bucketGrants}
+	allBuckets = [][]byte{bucketMeta, bucketTables, bucketTablets, bucketRanges, bucketOwners, bucketTServers, bucketRecoveryGC, bucketGrants, bucketPending}
 )
 
 // FormatTabletID names tablet number n.

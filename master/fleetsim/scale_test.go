@@ -212,10 +212,12 @@ func TestScaleSnapshotRestore(t *testing.T) {
 func TestScaleBigDDL(t *testing.T) {
 	s := sizes(t)
 	w, _ := newWorld(t, s, Config{}, nil)
-	ctx := ctxFor(t, s.budget())
+	ctx := ctxFor(t, s.budget()+time.Duration(s.splits)*2*time.Millisecond)
 	began, m0 := time.Now(), w.masterUsages()
 	w.createTable(ctx, "big", s.splits)
 	created := time.Since(began)
+	duringCreate := w.fl.HeartbeatLatency(began, began.Add(created))
+	t.Logf("big DDL: CreateTable with %d split keys returned after %v; heartbeats during the call %s", s.splits, created.Round(time.Millisecond), duringCreate)
 	w.waitServed(ctx, s.tablets+s.splits+1)
 	served := time.Since(began)
 	del := time.Now()
@@ -226,12 +228,13 @@ func TestScaleBigDDL(t *testing.T) {
 		t.Fatal(err)
 	}
 	deleted := time.Since(del)
+	duringDelete := w.fl.HeartbeatLatency(del, del.Add(deleted))
 	w.waitServed(ctx, s.tablets)
 	end := time.Now()
 	lat := w.fl.HeartbeatLatency(began, end)
 	t.Logf("big DDL: CreateTable with %d split keys %v (all served %v); DeleteTable %v (all unloaded %v)",
 		s.splits, created.Round(time.Millisecond), served.Round(time.Millisecond), deleted.Round(time.Millisecond), end.Sub(del).Round(time.Millisecond))
-	t.Logf("big DDL: heartbeats meanwhile %s", lat)
+	t.Logf("big DDL: heartbeats meanwhile %s; during the CreateTable call %s; during the DeleteTable call %s", lat, duringCreate, duringDelete)
 	w.logMasters("big DDL", m0)
 	w.noViolations()
 	if lat.Count == 0 {

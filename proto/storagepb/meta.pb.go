@@ -55,6 +55,8 @@ type MetaCommand struct {
 	//	*MetaCommand_Revoke
 	//	*MetaCommand_BootstrapAdmin
 	//	*MetaCommand_Merge
+	//	*MetaCommand_CreateTablets
+	//	*MetaCommand_DeleteTablets
 	//	*MetaCommand_LogSplitsDone
 	Cmd           isMetaCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
@@ -285,6 +287,24 @@ func (x *MetaCommand) GetMerge() *MetaMerge {
 	return nil
 }
 
+func (x *MetaCommand) GetCreateTablets() *MetaCreateTablets {
+	if x != nil {
+		if x, ok := x.Cmd.(*MetaCommand_CreateTablets); ok {
+			return x.CreateTablets
+		}
+	}
+	return nil
+}
+
+func (x *MetaCommand) GetDeleteTablets() *MetaDeleteTablets {
+	if x != nil {
+		if x, ok := x.Cmd.(*MetaCommand_DeleteTablets); ok {
+			return x.DeleteTablets
+		}
+	}
+	return nil
+}
+
 func (x *MetaCommand) GetLogSplitsDone() *MetaLogSplitsDone {
 	if x != nil {
 		if x, ok := x.Cmd.(*MetaCommand_LogSplitsDone); ok {
@@ -378,6 +398,14 @@ type MetaCommand_Merge struct {
 	Merge *MetaMerge `protobuf:"bytes,21,opt,name=merge,proto3,oneof"`
 }
 
+type MetaCommand_CreateTablets struct {
+	CreateTablets *MetaCreateTablets `protobuf:"bytes,23,opt,name=create_tablets,json=createTablets,proto3,oneof"`
+}
+
+type MetaCommand_DeleteTablets struct {
+	DeleteTablets *MetaDeleteTablets `protobuf:"bytes,24,opt,name=delete_tablets,json=deleteTablets,proto3,oneof"`
+}
+
 type MetaCommand_LogSplitsDone struct {
 	LogSplitsDone *MetaLogSplitsDone `protobuf:"bytes,25,opt,name=log_splits_done,json=logSplitsDone,proto3,oneof"`
 }
@@ -421,6 +449,10 @@ func (*MetaCommand_Revoke) isMetaCommand_Cmd() {}
 func (*MetaCommand_BootstrapAdmin) isMetaCommand_Cmd() {}
 
 func (*MetaCommand_Merge) isMetaCommand_Cmd() {}
+
+func (*MetaCommand_CreateTablets) isMetaCommand_Cmd() {}
+
+func (*MetaCommand_DeleteTablets) isMetaCommand_Cmd() {}
 
 func (*MetaCommand_LogSplitsDone) isMetaCommand_Cmd() {}
 
@@ -1601,6 +1633,222 @@ func (x *MetaMerge) GetReport() *bighivepb.ReportMergeRequest {
 	return nil
 }
 
+// One chunk of a CreateTable too big for one bounded transaction (the
+// master cuts every CreateTable into chunks of at most its DDL chunk size).
+// The first chunk records the table as pending (bucket pending, invisible
+// to clients: not in tables) and starts at the empty row; each later one
+// must start where the previous one ended (MetaPendingTable.next_row). A
+// chunk creates tablets [start_row, k1), [k1, k2), …, [kn-1, kn), all
+// UNASSIGNED at epoch 0; the last one also [kn, “”) (or [start_row, “”)
+// without keys), gives the schema its version and moves it from pending to
+// tables, which makes the table visible and its tablets assignable. A
+// first chunk for a pending name, or a later one for a table no longer
+// being created (rolled back), is refused with Unavailable (retry).
+type MetaCreateTablets struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The schema; read only by the first chunk.
+	Schema        *bighivepb.TableSchema `protobuf:"bytes,1,opt,name=schema,proto3" json:"schema,omitempty"`
+	Table         string                 `protobuf:"bytes,2,opt,name=table,proto3" json:"table,omitempty"`
+	StartRow      []byte                 `protobuf:"bytes,3,opt,name=start_row,json=startRow,proto3" json:"start_row,omitempty"`
+	SplitKeys     [][]byte               `protobuf:"bytes,4,rep,name=split_keys,json=splitKeys,proto3" json:"split_keys,omitempty"`
+	First         bool                   `protobuf:"varint,5,opt,name=first,proto3" json:"first,omitempty"`
+	Last          bool                   `protobuf:"varint,6,opt,name=last,proto3" json:"last,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetaCreateTablets) Reset() {
+	*x = MetaCreateTablets{}
+	mi := &file_storagepb_meta_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaCreateTablets) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaCreateTablets) ProtoMessage() {}
+
+func (x *MetaCreateTablets) ProtoReflect() protoreflect.Message {
+	mi := &file_storagepb_meta_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaCreateTablets.ProtoReflect.Descriptor instead.
+func (*MetaCreateTablets) Descriptor() ([]byte, []int) {
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *MetaCreateTablets) GetSchema() *bighivepb.TableSchema {
+	if x != nil {
+		return x.Schema
+	}
+	return nil
+}
+
+func (x *MetaCreateTablets) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *MetaCreateTablets) GetStartRow() []byte {
+	if x != nil {
+		return x.StartRow
+	}
+	return nil
+}
+
+func (x *MetaCreateTablets) GetSplitKeys() [][]byte {
+	if x != nil {
+		return x.SplitKeys
+	}
+	return nil
+}
+
+func (x *MetaCreateTablets) GetFirst() bool {
+	if x != nil {
+		return x.First
+	}
+	return false
+}
+
+func (x *MetaCreateTablets) GetLast() bool {
+	if x != nil {
+		return x.Last
+	}
+	return false
+}
+
+// One chunk of a DeleteTable (or the rollback of an unfinished
+// CreateTable): the first moves a visible table's schema from tables to
+// pending, marked deleting, so it is gone for clients at once; every chunk
+// deletes up to max tablets of the table (in row order) and the one that
+// finds none left removes the pending record.
+type MetaDeleteTablets struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Table         string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	Max           uint32                 `protobuf:"varint,2,opt,name=max,proto3" json:"max,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetaDeleteTablets) Reset() {
+	*x = MetaDeleteTablets{}
+	mi := &file_storagepb_meta_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaDeleteTablets) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaDeleteTablets) ProtoMessage() {}
+
+func (x *MetaDeleteTablets) ProtoReflect() protoreflect.Message {
+	mi := &file_storagepb_meta_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaDeleteTablets.ProtoReflect.Descriptor instead.
+func (*MetaDeleteTablets) Descriptor() ([]byte, []int) {
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *MetaDeleteTablets) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *MetaDeleteTablets) GetMax() uint32 {
+	if x != nil {
+		return x.Max
+	}
+	return 0
+}
+
+// A table being created or deleted in chunks (bucket pending, by name).
+type MetaPendingTable struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Schema *bighivepb.TableSchema `protobuf:"bytes,1,opt,name=schema,proto3" json:"schema,omitempty"`
+	// Deleting: being deleted, or a creation being rolled back.
+	Deleting bool `protobuf:"varint,2,opt,name=deleting,proto3" json:"deleting,omitempty"`
+	// The row the next creation chunk starts at.
+	NextRow       []byte `protobuf:"bytes,3,opt,name=next_row,json=nextRow,proto3" json:"next_row,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetaPendingTable) Reset() {
+	*x = MetaPendingTable{}
+	mi := &file_storagepb_meta_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaPendingTable) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaPendingTable) ProtoMessage() {}
+
+func (x *MetaPendingTable) ProtoReflect() protoreflect.Message {
+	mi := &file_storagepb_meta_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaPendingTable.ProtoReflect.Descriptor instead.
+func (*MetaPendingTable) Descriptor() ([]byte, []int) {
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *MetaPendingTable) GetSchema() *bighivepb.TableSchema {
+	if x != nil {
+		return x.Schema
+	}
+	return nil
+}
+
+func (x *MetaPendingTable) GetDeleting() bool {
+	if x != nil {
+		return x.Deleting
+	}
+	return false
+}
+
+func (x *MetaPendingTable) GetNextRow() []byte {
+	if x != nil {
+		return x.NextRow
+	}
+	return nil
+}
+
 type MetaAssign_Item struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TabletId      string                 `protobuf:"bytes,1,opt,name=tablet_id,json=tabletId,proto3" json:"tablet_id,omitempty"`
@@ -1612,7 +1860,7 @@ type MetaAssign_Item struct {
 
 func (x *MetaAssign_Item) Reset() {
 	*x = MetaAssign_Item{}
-	mi := &file_storagepb_meta_proto_msgTypes[23]
+	mi := &file_storagepb_meta_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1624,7 +1872,7 @@ func (x *MetaAssign_Item) String() string {
 func (*MetaAssign_Item) ProtoMessage() {}
 
 func (x *MetaAssign_Item) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[23]
+	mi := &file_storagepb_meta_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1672,7 +1920,7 @@ type MetaUnassign_Item struct {
 
 func (x *MetaUnassign_Item) Reset() {
 	*x = MetaUnassign_Item{}
-	mi := &file_storagepb_meta_proto_msgTypes[24]
+	mi := &file_storagepb_meta_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1684,7 +1932,7 @@ func (x *MetaUnassign_Item) String() string {
 func (*MetaUnassign_Item) ProtoMessage() {}
 
 func (x *MetaUnassign_Item) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[24]
+	mi := &file_storagepb_meta_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1733,7 +1981,7 @@ type MetaLogSplitDone_Item struct {
 
 func (x *MetaLogSplitDone_Item) Reset() {
 	*x = MetaLogSplitDone_Item{}
-	mi := &file_storagepb_meta_proto_msgTypes[25]
+	mi := &file_storagepb_meta_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1745,7 +1993,7 @@ func (x *MetaLogSplitDone_Item) String() string {
 func (*MetaLogSplitDone_Item) ProtoMessage() {}
 
 func (x *MetaLogSplitDone_Item) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[25]
+	mi := &file_storagepb_meta_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1793,7 +2041,7 @@ var File_storagepb_meta_proto protoreflect.FileDescriptor
 
 const file_storagepb_meta_proto_rawDesc = "" +
 	"\n" +
-	"\x14storagepb/meta.proto\x12\x12bighive.storage.v1\x1a\x16bighivepb/common.proto\x1a\x16bighivepb/master.proto\"\x96\f\n" +
+	"\x14storagepb/meta.proto\x12\x12bighive.storage.v1\x1a\x16bighivepb/common.proto\x1a\x16bighivepb/master.proto\"\xb6\r\n" +
 	"\vMetaCommand\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12H\n" +
 	"\fcreate_table\x18\x02 \x01(\v2#.bighive.storage.v1.MetaCreateTableH\x00R\vcreateTable\x12H\n" +
@@ -1820,7 +2068,9 @@ const file_storagepb_meta_proto_rawDesc = "" +
 	"\x05grant\x18\x12 \x01(\v2\x1d.bighive.storage.v1.MetaGrantH\x00R\x05grant\x128\n" +
 	"\x06revoke\x18\x13 \x01(\v2\x1e.bighive.storage.v1.MetaRevokeH\x00R\x06revoke\x12Q\n" +
 	"\x0fbootstrap_admin\x18\x14 \x01(\v2&.bighive.storage.v1.MetaBootstrapAdminH\x00R\x0ebootstrapAdmin\x125\n" +
-	"\x05merge\x18\x15 \x01(\v2\x1d.bighive.storage.v1.MetaMergeH\x00R\x05merge\x12O\n" +
+	"\x05merge\x18\x15 \x01(\v2\x1d.bighive.storage.v1.MetaMergeH\x00R\x05merge\x12N\n" +
+	"\x0ecreate_tablets\x18\x17 \x01(\v2%.bighive.storage.v1.MetaCreateTabletsH\x00R\rcreateTablets\x12N\n" +
+	"\x0edelete_tablets\x18\x18 \x01(\v2%.bighive.storage.v1.MetaDeleteTabletsH\x00R\rdeleteTablets\x12O\n" +
 	"\x0flog_splits_done\x18\x19 \x01(\v2%.bighive.storage.v1.MetaLogSplitsDoneH\x00R\rlogSplitsDoneB\x05\n" +
 	"\x03cmd\"a\n" +
 	"\x0fMetaCreateTable\x12/\n" +
@@ -1904,7 +2154,22 @@ const file_storagepb_meta_proto_rawDesc = "" +
 	"\x12MetaBootstrapAdmin\x12\x1c\n" +
 	"\tprincipal\x18\x01 \x01(\tR\tprincipal\"C\n" +
 	"\tMetaMerge\x126\n" +
-	"\x06report\x18\x01 \x01(\v2\x1e.bighive.v1.ReportMergeRequestR\x06reportB\x19Z\x17bighive/proto/storagepbb\x06proto3"
+	"\x06report\x18\x01 \x01(\v2\x1e.bighive.v1.ReportMergeRequestR\x06report\"\xc0\x01\n" +
+	"\x11MetaCreateTablets\x12/\n" +
+	"\x06schema\x18\x01 \x01(\v2\x17.bighive.v1.TableSchemaR\x06schema\x12\x14\n" +
+	"\x05table\x18\x02 \x01(\tR\x05table\x12\x1b\n" +
+	"\tstart_row\x18\x03 \x01(\fR\bstartRow\x12\x1d\n" +
+	"\n" +
+	"split_keys\x18\x04 \x03(\fR\tsplitKeys\x12\x14\n" +
+	"\x05first\x18\x05 \x01(\bR\x05first\x12\x12\n" +
+	"\x04last\x18\x06 \x01(\bR\x04last\";\n" +
+	"\x11MetaDeleteTablets\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x10\n" +
+	"\x03max\x18\x02 \x01(\rR\x03max\"z\n" +
+	"\x10MetaPendingTable\x12/\n" +
+	"\x06schema\x18\x01 \x01(\v2\x17.bighive.v1.TableSchemaR\x06schema\x12\x1a\n" +
+	"\bdeleting\x18\x02 \x01(\bR\bdeleting\x12\x19\n" +
+	"\bnext_row\x18\x03 \x01(\fR\anextRowB\x19Z\x17bighive/proto/storagepbb\x06proto3"
 
 var (
 	file_storagepb_meta_proto_rawDescOnce sync.Once
@@ -1918,7 +2183,7 @@ func file_storagepb_meta_proto_rawDescGZIP() []byte {
 	return file_storagepb_meta_proto_rawDescData
 }
 
-var file_storagepb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_storagepb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_storagepb_meta_proto_goTypes = []any{
 	(*MetaCommand)(nil),                  // 0: bighive.storage.v1.MetaCommand
 	(*MetaCreateTable)(nil),              // 1: bighive.storage.v1.MetaCreateTable
@@ -1943,18 +2208,21 @@ var file_storagepb_meta_proto_goTypes = []any{
 	(*MetaRevoke)(nil),                   // 20: bighive.storage.v1.MetaRevoke
 	(*MetaBootstrapAdmin)(nil),           // 21: bighive.storage.v1.MetaBootstrapAdmin
 	(*MetaMerge)(nil),                    // 22: bighive.storage.v1.MetaMerge
-	(*MetaAssign_Item)(nil),              // 23: bighive.storage.v1.MetaAssign.Item
-	(*MetaUnassign_Item)(nil),            // 24: bighive.storage.v1.MetaUnassign.Item
-	(*MetaLogSplitDone_Item)(nil),        // 25: bighive.storage.v1.MetaLogSplitDone.Item
-	(*bighivepb.TableSchema)(nil),        // 26: bighive.v1.TableSchema
-	(*bighivepb.FamilySpec)(nil),         // 27: bighive.v1.FamilySpec
-	(*bighivepb.LogPosition)(nil),        // 28: bighive.v1.LogPosition
-	(*bighivepb.CheckpointReport)(nil),   // 29: bighive.v1.CheckpointReport
-	(*bighivepb.SplitChild)(nil),         // 30: bighive.v1.SplitChild
-	(*bighivepb.GcRule)(nil),             // 31: bighive.v1.GcRule
-	(bighivepb.Compression)(0),           // 32: bighive.v1.Compression
-	(*bighivepb.Grant)(nil),              // 33: bighive.v1.Grant
-	(*bighivepb.ReportMergeRequest)(nil), // 34: bighive.v1.ReportMergeRequest
+	(*MetaCreateTablets)(nil),            // 23: bighive.storage.v1.MetaCreateTablets
+	(*MetaDeleteTablets)(nil),            // 24: bighive.storage.v1.MetaDeleteTablets
+	(*MetaPendingTable)(nil),             // 25: bighive.storage.v1.MetaPendingTable
+	(*MetaAssign_Item)(nil),              // 26: bighive.storage.v1.MetaAssign.Item
+	(*MetaUnassign_Item)(nil),            // 27: bighive.storage.v1.MetaUnassign.Item
+	(*MetaLogSplitDone_Item)(nil),        // 28: bighive.storage.v1.MetaLogSplitDone.Item
+	(*bighivepb.TableSchema)(nil),        // 29: bighive.v1.TableSchema
+	(*bighivepb.FamilySpec)(nil),         // 30: bighive.v1.FamilySpec
+	(*bighivepb.LogPosition)(nil),        // 31: bighive.v1.LogPosition
+	(*bighivepb.CheckpointReport)(nil),   // 32: bighive.v1.CheckpointReport
+	(*bighivepb.SplitChild)(nil),         // 33: bighive.v1.SplitChild
+	(*bighivepb.GcRule)(nil),             // 34: bighive.v1.GcRule
+	(bighivepb.Compression)(0),           // 35: bighive.v1.Compression
+	(*bighivepb.Grant)(nil),              // 36: bighive.v1.Grant
+	(*bighivepb.ReportMergeRequest)(nil), // 37: bighive.v1.ReportMergeRequest
 }
 var file_storagepb_meta_proto_depIdxs = []int32{
 	1,  // 0: bighive.storage.v1.MetaCommand.create_table:type_name -> bighive.storage.v1.MetaCreateTable
@@ -1977,27 +2245,31 @@ var file_storagepb_meta_proto_depIdxs = []int32{
 	20, // 17: bighive.storage.v1.MetaCommand.revoke:type_name -> bighive.storage.v1.MetaRevoke
 	21, // 18: bighive.storage.v1.MetaCommand.bootstrap_admin:type_name -> bighive.storage.v1.MetaBootstrapAdmin
 	22, // 19: bighive.storage.v1.MetaCommand.merge:type_name -> bighive.storage.v1.MetaMerge
-	13, // 20: bighive.storage.v1.MetaCommand.log_splits_done:type_name -> bighive.storage.v1.MetaLogSplitsDone
-	26, // 21: bighive.storage.v1.MetaCreateTable.schema:type_name -> bighive.v1.TableSchema
-	27, // 22: bighive.storage.v1.MetaAddFamily.family:type_name -> bighive.v1.FamilySpec
-	5,  // 23: bighive.storage.v1.MetaRegisterTServer.tserver:type_name -> bighive.storage.v1.MetaTServer
-	23, // 24: bighive.storage.v1.MetaAssign.items:type_name -> bighive.storage.v1.MetaAssign.Item
-	24, // 25: bighive.storage.v1.MetaUnassign.items:type_name -> bighive.storage.v1.MetaUnassign.Item
-	28, // 26: bighive.storage.v1.MetaTabletLoad.position:type_name -> bighive.v1.LogPosition
-	29, // 27: bighive.storage.v1.MetaCheckpoint.reports:type_name -> bighive.v1.CheckpointReport
-	30, // 28: bighive.storage.v1.MetaSplit.children:type_name -> bighive.v1.SplitChild
-	25, // 29: bighive.storage.v1.MetaLogSplitDone.items:type_name -> bighive.storage.v1.MetaLogSplitDone.Item
-	12, // 30: bighive.storage.v1.MetaLogSplitsDone.splits:type_name -> bighive.storage.v1.MetaLogSplitDone
-	31, // 31: bighive.storage.v1.MetaSetGCRule.gc_rule:type_name -> bighive.v1.GcRule
-	32, // 32: bighive.storage.v1.MetaSetCompression.compression:type_name -> bighive.v1.Compression
-	33, // 33: bighive.storage.v1.MetaGrant.grant:type_name -> bighive.v1.Grant
-	33, // 34: bighive.storage.v1.MetaRevoke.grant:type_name -> bighive.v1.Grant
-	34, // 35: bighive.storage.v1.MetaMerge.report:type_name -> bighive.v1.ReportMergeRequest
-	36, // [36:36] is the sub-list for method output_type
-	36, // [36:36] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	23, // 20: bighive.storage.v1.MetaCommand.create_tablets:type_name -> bighive.storage.v1.MetaCreateTablets
+	24, // 21: bighive.storage.v1.MetaCommand.delete_tablets:type_name -> bighive.storage.v1.MetaDeleteTablets
+	13, // 22: bighive.storage.v1.MetaCommand.log_splits_done:type_name -> bighive.storage.v1.MetaLogSplitsDone
+	29, // 23: bighive.storage.v1.MetaCreateTable.schema:type_name -> bighive.v1.TableSchema
+	30, // 24: bighive.storage.v1.MetaAddFamily.family:type_name -> bighive.v1.FamilySpec
+	5,  // 25: bighive.storage.v1.MetaRegisterTServer.tserver:type_name -> bighive.storage.v1.MetaTServer
+	26, // 26: bighive.storage.v1.MetaAssign.items:type_name -> bighive.storage.v1.MetaAssign.Item
+	27, // 27: bighive.storage.v1.MetaUnassign.items:type_name -> bighive.storage.v1.MetaUnassign.Item
+	31, // 28: bighive.storage.v1.MetaTabletLoad.position:type_name -> bighive.v1.LogPosition
+	32, // 29: bighive.storage.v1.MetaCheckpoint.reports:type_name -> bighive.v1.CheckpointReport
+	33, // 30: bighive.storage.v1.MetaSplit.children:type_name -> bighive.v1.SplitChild
+	28, // 31: bighive.storage.v1.MetaLogSplitDone.items:type_name -> bighive.storage.v1.MetaLogSplitDone.Item
+	12, // 32: bighive.storage.v1.MetaLogSplitsDone.splits:type_name -> bighive.storage.v1.MetaLogSplitDone
+	34, // 33: bighive.storage.v1.MetaSetGCRule.gc_rule:type_name -> bighive.v1.GcRule
+	35, // 34: bighive.storage.v1.MetaSetCompression.compression:type_name -> bighive.v1.Compression
+	36, // 35: bighive.storage.v1.MetaGrant.grant:type_name -> bighive.v1.Grant
+	36, // 36: bighive.storage.v1.MetaRevoke.grant:type_name -> bighive.v1.Grant
+	37, // 37: bighive.storage.v1.MetaMerge.report:type_name -> bighive.v1.ReportMergeRequest
+	29, // 38: bighive.storage.v1.MetaCreateTablets.schema:type_name -> bighive.v1.TableSchema
+	29, // 39: bighive.storage.v1.MetaPendingTable.schema:type_name -> bighive.v1.TableSchema
+	40, // [40:40] is the sub-list for method output_type
+	40, // [40:40] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_storagepb_meta_proto_init() }
@@ -2026,6 +2298,8 @@ func file_storagepb_meta_proto_init() {
 		(*MetaCommand_Revoke)(nil),
 		(*MetaCommand_BootstrapAdmin)(nil),
 		(*MetaCommand_Merge)(nil),
+		(*MetaCommand_CreateTablets)(nil),
+		(*MetaCommand_DeleteTablets)(nil),
 		(*MetaCommand_LogSplitsDone)(nil),
 	}
 	type x struct{}
@@ -2034,7 +2308,7 @@ func file_storagepb_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_storagepb_meta_proto_rawDesc), len(file_storagepb_meta_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   26,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
