@@ -22,6 +22,12 @@ type lease struct {
 	sentAssign  map[string]time.Time // tablet id → last time its assignment was sent
 	sentPrio    map[string]pb.CachePriority
 	sentSchema  map[string]int64 // table → schema version last sent in a reply
+	// Incremental heartbeats (heldset.go), under the tserver's heartbeat
+	// lock: the held set as of heartbeat ackSeq (nil: no base, a delta
+	// gets send_full), and the last reconciliation.
+	held   map[string]heldTablet
+	ackSeq uint64
+	recon  reconciliation
 }
 
 // move is a rebalancing move in flight.
@@ -47,6 +53,8 @@ type leaderState struct {
 	space  map[string]*pb.TabletSpace // reported TSFile space by tablet id (with sizes)
 	splits logSplits                  // log splits of dead tservers' logs (logsplit.go)
 	merge  mergeState                 // merge.go
+
+	hbLocks sync.Map // tserver uuid → *sync.Mutex (heldset.go)
 }
 
 func newLease(uuid string, inc int64, now time.Time) *lease {
