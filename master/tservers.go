@@ -211,6 +211,7 @@ func (m *Master) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.H
 			"seq", req.Seq, "base_seq", req.BaseSeq, "acked_seq", l.ackSeq, "has_base", l.held != nil)
 		l.held = nil
 		resp.SendFull = true
+		resp.LogSplitTasks = ls.splitTasksForLocked(req.Uuid, now) // they do not depend on the tablets held
 		m.metrics.hbKinds.WithLabelValues("send_full").Inc()
 		return resp, nil
 	}

@@ -1819,7 +1819,8 @@ type HeartbeatResponse struct {
 	// The master holds no base for this incarnation (it became leader, lost
 	// a delta, or the delta's base_seq is not the one it acknowledged last):
 	// the next heartbeat must be full. Nothing of the request's tablets was
-	// applied; the lease was renewed.
+	// applied and nothing is assigned or unassigned; the lease was renewed
+	// and log-split tasks are handed out as in any reply.
 	SendFull      bool `protobuf:"varint,21,opt,name=send_full,json=sendFull,proto3" json:"send_full,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
