@@ -74,6 +74,7 @@ func fleet(t *testing.T, cl *client, o *owners, n int, every time.Duration) []*f
 	var out []*fakeTS
 	for i := 0; i < n; i++ {
 		f := newFakeTS(t, fmt.Sprintf("ts%d", i), cl, o)
+		f.deltas = i%2 == 1 // a mixed fleet: full heartbeats (as before deltas) and deltas
 		f.start(every)
 		out = append(out, f)
 	}

@@ -75,11 +75,19 @@
 //     to unassign the tablet in a heartbeat reply, and commits the new
 //     assignment (new epoch) only after a later heartbeat of the old owner
 //     no longer lists the tablet, or after the old owner is dead.
-//   - Every heartbeat reply reconciles: a reported tablet the metadata does
-//     not give to this tserver at that epoch (deleted table, split parent,
-//     moved, stale epoch) is unassigned; an owned tablet the tserver does
-//     not report is (re)sent as an assignment, at most once per
-//     ResendInterval. Tservers apply unassignments before assignments, and
+//   - Heartbeats are full or deltas on the last one the leader
+//     acknowledged (heldset.go, internal/hbdelta). The leader keeps each
+//     lease's held set in memory, applies a delta only onto the base it
+//     acknowledged (else: send_full, nothing applied), and serializes one
+//     tserver's heartbeats.
+//   - Every heartbeat reply carries the reconciliation: a held tablet the
+//     metadata does not give to this tserver at that epoch (deleted table,
+//     split parent, moved, stale epoch) is unassigned; an owned tablet the
+//     tserver does not hold is (re)sent as an assignment, at most once per
+//     ResendInterval. It is recomputed on a full heartbeat, a changed held
+//     set or ownership generation (meta.FSM.OwnerGeneration, read before
+//     the View), a move from the tserver, or a resend due; otherwise the
+//     last outcome is reused, so a steady heartbeat reads no tablet. Tservers apply unassignments before assignments, and
 //     treat an assignment at an epoch they already hold as a no-op.
 //   - Cache priorities set with SetCachePriority are pushed in heartbeat
 //     replies to the tservers holding the table's tablets when they change.

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"bighive/internal/hbdelta"
 	pb "bighive/proto/bighivepb"
 )
 
@@ -55,6 +56,8 @@ type fakeTS struct {
 	prios   map[string]pb.CachePriority
 	leaseTo time.Time
 	lease   time.Duration
+	deltas  bool            // send delta heartbeats (else full ones, as a tserver before deltas)
+	tracker hbdelta.Tracker // with deltas
 
 	// prefix is the log prefix it registers and loads at (default
 	// uuid_7100, which is not a valid prefix: its tablets are assigned
@@ -95,6 +98,10 @@ func (f *fakeTS) heartbeat(ctx context.Context) error {
 	for id, ep := range f.loading {
 		req.Tablets = append(req.Tablets, &pb.TabletReport{TabletId: id, Epoch: ep})
 	}
+	var filled hbdelta.Sent
+	if f.deltas {
+		filled = f.tracker.Fill(req, req.Tablets)
+	}
 	f.mu.Unlock()
 	sent := time.Now()
 	hctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -112,10 +119,14 @@ func (f *fakeTS) heartbeat(ctx context.Context) error {
 		f.dropAll()
 		f.mu.Lock()
 		f.inc = time.Now().UnixNano()
+		f.tracker.Reset()
 		f.mu.Unlock()
 		return f.register(ctx)
 	}
 	f.mu.Lock()
+	if f.deltas {
+		f.tracker.Ack(filled, resp)
+	}
 	f.leaseTo = sent.Add(time.Duration(resp.LeaseDurationMicros) * time.Microsecond)
 	for _, p := range resp.CachePriorities {
 		f.prios[p.Table] = p.Priority

@@ -22,6 +22,12 @@ type lease struct {
 	sentAssign  map[string]time.Time // tablet id → last time its assignment was sent
 	sentPrio    map[string]pb.CachePriority
 	sentSchema  map[string]int64 // table → schema version last sent in a reply
+	// Incremental heartbeats (heldset.go), under the tserver's heartbeat
+	// lock: the held set as of heartbeat ackSeq (nil: no base, a delta
+	// gets send_full), and the last reconciliation.
+	held   map[string]heldTablet
+	ackSeq uint64
+	recon  reconciliation
 }
 
 // move is a rebalancing move in flight.
@@ -49,6 +55,8 @@ type leaderState struct {
 	merge  mergeState                 // merge.go
 	grace  startupGrace               // grace.go
 	ddl    map[string]bool            // tables a call on this leader is creating or deleting (ddlchunk.go)
+
+	hbLocks sync.Map // tserver uuid → *sync.Mutex (heldset.go)
 }
 
 func newLease(uuid string, inc int64, now time.Time) *lease {

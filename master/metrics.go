@@ -21,6 +21,7 @@ type metrics struct {
 	reg       *prometheus.Registry
 	commands  *prometheus.CounterVec
 	heartbeat prometheus.Histogram
+	hbKinds   *prometheus.CounterVec // by kind: full, delta_reconciled, delta_skipped, send_full (heldset.go)
 }
 
 func newMetrics(m *Master, reg *prometheus.Registry) *metrics {
@@ -32,8 +33,11 @@ func newMetrics(m *Master, reg *prometheus.Registry) *metrics {
 		heartbeat: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "bighive_master_heartbeat_duration_seconds",
 			Help:    "Time the leader took to answer a tserver heartbeat.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 12)}),
+		hbKinds: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bighive_master_heartbeats_total",
+			Help: "Heartbeats the leader answered, by kind: full, delta_reconciled (read the tserver's tablets), delta_skipped (nothing changed: read none), send_full (a delta without its base)."},
+			[]string{"kind"}),
 	}
-	reg.MustRegister(mt.commands, mt.heartbeat, &collector{m: m})
+	reg.MustRegister(mt.commands, mt.heartbeat, mt.hbKinds, &collector{m: m})
 	return mt
 }
 

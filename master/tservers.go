@@ -78,6 +78,9 @@ func (m *Master) RegisterTServer(ctx context.Context, req *pb.RegisterTServerReq
 // Heartbeat renews a tserver's lease (leader memory only) and answers what
 // it must load and unload. A tserver the leader declared dead is never
 // renewed: it is told to register again (Reregister), as a new incarnation.
+// A delta heartbeat updates the held set the lease keeps, and a heartbeat
+// that changes neither it nor the tserver's ownership reuses the last
+// reconciliation (heldset.go).
 func (m *Master) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.HeartbeatResponse, error) {
 	ls, err := m.ready()
 	if err != nil {
@@ -87,21 +90,35 @@ func (m *Master) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.H
 	if err := validUUID("tserver uuid", req.Uuid); err != nil {
 		return nil, err
 	}
-	now := time.Now()
-	has := make(map[string]int64, len(req.Tablets)) // reported tablet → epoch
-	for _, rep := range req.Tablets {
-		has[rep.TabletId] = rep.Epoch
+	if err := validDelta(req); err != nil {
+		return nil, err
 	}
+	defer ls.lockTServer(req.Uuid)()
+	now := time.Now()
+	gen := m.node.FSM.OwnerGeneration(req.Uuid) // before the view (meta.FSM.OwnerGeneration)
+	ls.mu.Lock()
+	base := ls.leases[req.Uuid]
+	if base != nil && (base.incarnation != req.Incarnation || base.dead) {
+		base = nil
+	}
+	plan := planHeartbeat(base, req, gen, now, ls.movesFromLocked(req.Uuid))
+	ls.mu.Unlock()
+	ok := false
+	defer func() {
+		if !ok && base != nil && req.Delta && !plan.sendFull {
+			base.held = nil // applied in place, not acknowledged: no base
+		}
+	}()
 	// Briefs (meta.Reader.TabletBrief) suffice for the reconciliation; only
 	// owned tablets the tserver does not hold at their epoch, which may be
 	// (re)sent, are decoded whole.
 	var (
-		known    bool
-		owned    []ownedTablet
-		full     = map[string]*pb.TabletMeta{}
-		reported = make(map[string]meta.Brief, len(req.Tablets))
-		schemas  = map[string]*pb.TableSchema{}
-		grants   *pb.GrantList
+		known   bool
+		owned   []ownedTablet
+		full    = map[string]*pb.TabletMeta{}
+		missing = map[string]bool{} // held tablets that do not exist
+		schemas = map[string]*pb.TableSchema{}
+		grants  *pb.GrantList
 	)
 	err = m.view(func(r *meta.Reader) error {
 		ts, err := r.TServer(req.Uuid)
@@ -112,7 +129,19 @@ func (m *Master) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.H
 		if grants, err = grantsFor(r, req.GrantsVersion); err != nil {
 			return err
 		}
+		if plan.sendFull {
+			return nil
+		}
+		if !plan.reconcile {
+			for _, table := range plan.recon.tables {
+				if schemas[table], err = r.Table(table); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
 		pending := pendingSet(r) // tables being deleted: their tablets go at once
+		ownedEpoch := map[string]int64{}
 		for _, id := range r.TabletIDsOf(req.Uuid) {
 			b, ok, err := r.TabletBrief(id)
 			if err != nil {
@@ -125,7 +154,8 @@ func (m *Master) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.H
 				continue
 			}
 			owned = append(owned, ownedTablet{id: id, Brief: b})
-			if ep, ok := has[id]; !ok || ep != b.Epoch {
+			ownedEpoch[id] = b.Epoch
+			if h, ok := plan.held[id]; !ok || h.epoch != b.Epoch {
 				if full[id], err = r.Tablet(id); err != nil {
 					return err
 				}
@@ -136,11 +166,14 @@ func (m *Master) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.H
 				}
 			}
 		}
-		for _, rep := range req.Tablets {
-			if b, ok, err := r.TabletBrief(rep.TabletId); err != nil {
+		for id, h := range plan.held {
+			if ep, ok := ownedEpoch[id]; ok && ep == h.epoch {
+				continue
+			}
+			if b, ok, err := r.TabletBrief(id); err != nil {
 				return err
-			} else if ok && !pending[b.Table] {
-				reported[rep.TabletId] = b
+			} else if !ok || pending[b.Table] {
+				missing[id] = true
 			}
 		}
 		return nil
@@ -176,30 +209,41 @@ func (m *Master) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.H
 		return &pb.HeartbeatResponse{Reregister: true}, nil
 	}
 	l.last, l.heard, l.load = now, true, req.Load
-
-	// Reported tablets that are not this tserver's at that epoch go.
+	ok = true
+	if plan.sendFull {
+		m.log.Debug("delta heartbeat without its base; asking for a full one", "tserver", req.Uuid,
+			"seq", req.Seq, "base_seq", req.BaseSeq, "acked_seq", l.ackSeq, "has_base", l.held != nil)
+		l.held = nil
+		resp.SendFull = true
+		resp.LogSplitTasks = ls.splitTasksForLocked(req.Uuid, now) // they do not depend on the tablets held
+		m.metrics.hbKinds.WithLabelValues("send_full").Inc()
+		return resp, nil
+	}
+	l.held, l.ackSeq, l.recon = plan.held, req.Seq, plan.recon
+	m.metrics.hbKinds.WithLabelValues(plan.kind(req)).Inc()
+	resp.AckedSeq = req.Seq
+	// Sizes change only by what is reported: a delta lists the tablets
+	// whose size moved (internal/hbdelta), a full heartbeat all.
 	for _, rep := range req.Tablets {
 		ls.sizes[rep.TabletId] = rep.SizeBytes
 		ls.space[rep.TabletId] = rep.Space
-		t, exists := reported[rep.TabletId]
-		if !exists || t.State == pb.TabletState_TABLET_STATE_UNASSIGNED || t.Tserver != req.Uuid || t.Epoch != rep.Epoch {
-			resp.Unassign = append(resp.Unassign, &pb.TabletUnassignment{TabletId: rep.TabletId, Epoch: rep.Epoch})
-			if !exists {
-				delete(ls.sizes, rep.TabletId)
-				delete(ls.space, rep.TabletId)
-			}
-		}
 	}
+	if plan.reconcile {
+		ls.reconcileLocked(l, owned, gen, missing)
+	}
+	// Held tablets that are not this tserver's at that epoch go, in every
+	// reply until the tserver no longer reports them.
+	resp.Unassign = append(resp.Unassign, l.recon.stray...)
 	// Moves away from this tserver: tell it, then wait for a later
 	// heartbeat that no longer lists the tablet.
 	for id, mv := range ls.moves {
 		if mv.from != req.Uuid {
 			continue
 		}
-		_, listed := has[id]
+		h, listed := l.held[id]
 		switch {
 		case listed || !mv.told:
-			if ep, ok := has[id]; !ok || ep == mv.epoch {
+			if !listed || h.epoch == mv.epoch {
 				resp.Unassign = append(resp.Unassign, &pb.TabletUnassignment{TabletId: id, Epoch: mv.epoch})
 			}
 			mv.told = true
@@ -208,26 +252,11 @@ func (m *Master) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.H
 			ls.poke()
 		}
 	}
-	// Owned tablets the tserver does not hold at their epoch: (re)send.
-	tables := map[string]bool{}
-	for _, t := range owned {
-		tables[t.Table] = true
-		if ep, ok := has[t.id]; ok && ep == t.Epoch {
-			delete(l.sentAssign, t.id)
-			continue
-		}
-		if ls.moves[t.id] != nil && ls.moves[t.id].from == req.Uuid {
-			continue
-		}
-		if sent, ok := l.sentAssign[t.id]; ok && now.Sub(sent) < m.cfg.ResendInterval {
-			continue
-		}
-		l.sentAssign[t.id] = now
-		resp.Assign = append(resp.Assign, &pb.TabletAssignment{Tablet: full[t.id], Schema: schemas[t.Table],
-			CachePriority: effective(ls.prio[t.Table])})
+	if plan.reconcile {
+		resp.Assign = ls.assignmentsLocked(l, owned, full, schemas, now)
 	}
 	resp.LogSplitTasks = ls.splitTasksForLocked(req.Uuid, now)
-	for table := range tables {
+	for _, table := range l.recon.tables {
 		p := effective(ls.prio[table])
 		if sent, ok := l.sentPrio[table]; (ok || p != pb.CachePriority_CACHE_PRIORITY_MEDIUM) && sent != p {
 			resp.CachePriorities = append(resp.CachePriorities, &pb.TableCachePriority{Table: table, Priority: p})

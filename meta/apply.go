@@ -25,6 +25,7 @@ const MaxAllocateIDs = 1000
 // writer applies commands inside one read-write transaction.
 type writer struct {
 	Reader
+	touched map[string]struct{} // owners whose owned tablets change (ownergen.go)
 }
 
 func (w *writer) apply(cmd *spb.MetaCommand) *Result {
@@ -95,6 +96,7 @@ func (w *writer) putTablet(old, t *pb.TabletMeta) error {
 	if err != nil {
 		return err
 	}
+	w.touchTablet(old, t)
 	owners := w.tx.Bucket(bucketOwners)
 	if old != nil {
 		if err := owners.Delete(ownerKey(ownerOf(old), old.TabletId)); err != nil {
@@ -112,6 +114,7 @@ func (w *writer) putTablet(old, t *pb.TabletMeta) error {
 }
 
 func (w *writer) deleteTablet(t *pb.TabletMeta) error {
+	w.touch(ownerOf(t))
 	if err := w.tx.Bucket(bucketOwners).Delete(ownerKey(ownerOf(t), t.TabletId)); err != nil {
 		return err
 	}

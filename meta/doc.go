@@ -29,6 +29,9 @@
 //   - The FSM never names a tablet in two places: the owners index holds
 //     exactly one entry per tablet, under its tserver (or under "" when
 //     UNASSIGNED).
+//   - FSM.OwnerGeneration(uuid) changes after (never before) a committed
+//     transaction changes the owners index entries of uuid or the epoch or
+//     table of one of its tablets, and at every Restore; in memory only.
 //
 // # Files
 //

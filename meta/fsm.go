@@ -70,6 +70,8 @@ type FSM struct {
 
 	mu sync.RWMutex // guards db against Restore swapping it
 	db *bolt.DB
+
+	gens ownerGens
 }
 
 var _ raft.FSM = (*FSM)(nil)
@@ -227,11 +229,13 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 var errAbort = errors.New("meta: command failed inside the transaction")
 
 func (f *FSM) applyTx(logs []*raft.Log, cmds []*spb.MetaCommand, out []any) error {
+	w := &writer{}
+	defer func() { f.gens.bump(w.touched) }() // after the commit
 	return f.db.Update(func(tx *bolt.Tx) error {
 		mb := tx.Bucket(bucketMeta)
 		applied, _ := getU64(mb.Get(keyApplied))
 		last := applied
-		w := &writer{Reader: Reader{tx: tx, file: f.path}}
+		w.Reader = Reader{tx: tx, file: f.path}
 		for i, l := range logs {
 			if l.Index != 0 && l.Index <= applied {
 				out[i] = nil // replayed after a restart; already in the state
@@ -323,6 +327,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		return err
 	}
 	f.db = db
+	f.gens.reset()
 	f.log.Info("restored metadata from snapshot", "file", f.path)
 	return nil
 }

@@ -63,6 +63,7 @@ func (s *Server) heartbeatLoop(ctx context.Context) {
 			cancel()
 			if err == nil {
 				registered = true
+				s.hbDelta.Reset() // a new incarnation starts with a full heartbeat
 				s.log.Info("registered with the master", "uuid", s.uuid, "incarnation", s.incarnation)
 			} else if ctx.Err() == nil {
 				s.log.Warn("register failed", "err", err)
@@ -86,8 +87,9 @@ func (s *Server) heartbeatLoop(ctx context.Context) {
 // heartbeat sends one heartbeat and applies the reply. It reports whether
 // the master asked this tserver to register again.
 func (s *Server) heartbeat(ctx context.Context) (reregister bool) {
-	req := &pb.HeartbeatRequest{Uuid: s.uuid, Incarnation: s.incarnation, Tablets: s.reports(), Load: s.loadReport(),
+	req := &pb.HeartbeatRequest{Uuid: s.uuid, Incarnation: s.incarnation, Load: s.loadReport(),
 		GrantsVersion: s.grantsVersion()}
+	reports := s.hbDelta.Fill(req, s.reports()) // full or a delta (internal/hbdelta)
 	sent := time.Now()
 	hctx, cancel := context.WithTimeout(ctx, 3*s.master.AttemptTimeout())
 	defer cancel()
@@ -118,7 +120,11 @@ func (s *Server) heartbeat(ctx context.Context) (reregister bool) {
 		}
 		s.log.Warn("the master asked this tserver to register again; dropped every tablet", "incarnation", s.incarnation)
 		s.incarnation = nextIncarnation(s.incarnation)
+		s.hbDelta.Reset()
 		return true
+	}
+	if s.hbDelta.Ack(reports, resp) {
+		s.nudgeHeartbeat() // the master has no base: a full heartbeat now
 	}
 	s.masterHTTP.Store(resp.MasterHttpAddress)
 	s.learnGrants(resp.Grants)

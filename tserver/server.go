@@ -17,6 +17,7 @@ import (
 	"bighive/blockstore"
 	"bighive/internal/apierr"
 	"bighive/internal/auth"
+	"bighive/internal/hbdelta"
 	"bighive/internal/limits"
 	"bighive/internal/masterconn"
 	"bighive/internal/obs"
@@ -151,7 +152,8 @@ type Server struct {
 	http           *obs.HTTPServer
 	heartbeatEvery atomic.Int64 // nanoseconds
 	heartbeatNow   chan struct{}
-	masterHTTP     atomic.Value // string: the leader's HTTP address from the last heartbeat reply
+	hbDelta        hbdelta.Tracker // the heartbeat loop's: what the master acknowledged
+	masterHTTP     atomic.Value    // string: the leader's HTTP address from the last heartbeat reply
 
 	tablets registry
 	schemas schemas // schema.go

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"bighive/internal/hbdelta"
 	pb "bighive/proto/bighivepb"
 	"bighive/wal"
 )
@@ -23,6 +24,7 @@ type Fake struct {
 	tablets  map[string]int64 // serving: tablet → epoch
 	loading  map[string]int64 // load reported, not yet answered
 	splits   map[string]bool  // log-split tasks being answered
+	delta    hbdelta.Tracker  // deltas, as a tserver sends them
 	leaseTo  time.Time
 	interval time.Duration
 	cancel   context.CancelFunc
@@ -62,6 +64,7 @@ func (k *Fake) Start(ctx context.Context) error {
 	}
 	k.inc = time.Now().UnixNano()
 	k.logFile = k.inc / 1000
+	k.delta.Reset()
 	k.mu.Unlock()
 	if err := k.register(ctx); err != nil {
 		return err
@@ -126,14 +129,15 @@ func (k *Fake) register(ctx context.Context) error {
 
 func (k *Fake) heartbeat(ctx context.Context) {
 	k.mu.Lock()
-	req := &pb.HeartbeatRequest{Uuid: k.UUID, Incarnation: k.inc,
-		Tablets: make([]*pb.TabletReport, 0, len(k.tablets)+len(k.loading))}
+	req := &pb.HeartbeatRequest{Uuid: k.UUID, Incarnation: k.inc}
+	reports := make([]*pb.TabletReport, 0, len(k.tablets)+len(k.loading))
 	for id, ep := range k.tablets {
-		req.Tablets = append(req.Tablets, &pb.TabletReport{TabletId: id, Epoch: ep, SizeBytes: 64 << 20, MemstoreBytes: 1 << 20, Serving: true})
+		reports = append(reports, &pb.TabletReport{TabletId: id, Epoch: ep, SizeBytes: 64 << 20, MemstoreBytes: 1 << 20, Serving: true})
 	}
 	for id, ep := range k.loading {
-		req.Tablets = append(req.Tablets, &pb.TabletReport{TabletId: id, Epoch: ep})
+		reports = append(reports, &pb.TabletReport{TabletId: id, Epoch: ep})
 	}
+	filled := k.delta.Fill(req, reports)
 	req.Load = &pb.TServerLoad{MemstoreBytes: int64(len(k.tablets)) << 20, WritesPerSecond: 100, ReadsPerSecond: 100}
 	gen := k.gen
 	k.mu.Unlock()
@@ -161,6 +165,7 @@ func (k *Fake) heartbeat(ctx context.Context) {
 		k.mu.Lock()
 		k.inc = time.Now().UnixNano()
 		k.logFile = k.inc / 1000
+		k.delta.Reset()
 		k.mu.Unlock()
 		_ = k.register(ctx)
 		return
@@ -172,6 +177,7 @@ func (k *Fake) heartbeat(ctx context.Context) {
 		return
 	}
 	k.leaseTo = sent.Add(time.Duration(resp.LeaseDurationMicros) * time.Microsecond)
+	k.delta.Ack(filled, resp) // on send_full the next heartbeat is full
 	var dropped []string
 	for _, u := range resp.Unassign {
 		k.fl.Unassignments.Add(1)

@@ -1454,8 +1454,23 @@ type HeartbeatRequest struct {
 	// The version of the grants the tserver holds (GrantList.version); the
 	// reply carries the full list when the master's differs.
 	GrantsVersion uint64 `protobuf:"varint,5,opt,name=grants_version,json=grantsVersion,proto3" json:"grants_version,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Incremental heartbeats. A full heartbeat (delta false) lists every
+	// tablet the tserver holds in tablets, as tservers that predate deltas
+	// always do. A delta heartbeat lists in tablets only the tablets added or
+	// changed (epoch, serving, or size/space beyond a threshold) since the
+	// heartbeat numbered base_seq, which the master acknowledged, and in
+	// removed_tablet_ids those dropped since. The master applies a delta only
+	// onto the state it holds for this incarnation at base_seq and answers
+	// send_full otherwise.
+	Delta bool `protobuf:"varint,10,opt,name=delta,proto3" json:"delta,omitempty"`
+	// This heartbeat's number, increasing within an incarnation (0: the
+	// tserver sends no deltas).
+	Seq uint64 `protobuf:"varint,11,opt,name=seq,proto3" json:"seq,omitempty"`
+	// The acknowledged heartbeat a delta is relative to.
+	BaseSeq          uint64   `protobuf:"varint,12,opt,name=base_seq,json=baseSeq,proto3" json:"base_seq,omitempty"`
+	RemovedTabletIds []string `protobuf:"bytes,13,rep,name=removed_tablet_ids,json=removedTabletIds,proto3" json:"removed_tablet_ids,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *HeartbeatRequest) Reset() {
@@ -1521,6 +1536,34 @@ func (x *HeartbeatRequest) GetGrantsVersion() uint64 {
 		return x.GrantsVersion
 	}
 	return 0
+}
+
+func (x *HeartbeatRequest) GetDelta() bool {
+	if x != nil {
+		return x.Delta
+	}
+	return false
+}
+
+func (x *HeartbeatRequest) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *HeartbeatRequest) GetBaseSeq() uint64 {
+	if x != nil {
+		return x.BaseSeq
+	}
+	return 0
+}
+
+func (x *HeartbeatRequest) GetRemovedTabletIds() []string {
+	if x != nil {
+		return x.RemovedTabletIds
+	}
+	return nil
 }
 
 // A tablet the tserver must load, with all the metadata it needs to recover it.
@@ -1768,7 +1811,17 @@ type HeartbeatResponse struct {
 	MasterHttpAddress string `protobuf:"bytes,8,opt,name=master_http_address,json=masterHttpAddress,proto3" json:"master_http_address,omitempty"`
 	// Every grant, set when HeartbeatRequest.grants_version is not the
 	// master's version; unset: the tserver's grants are current.
-	Grants        *GrantList `protobuf:"bytes,9,opt,name=grants,proto3" json:"grants,omitempty"`
+	Grants *GrantList `protobuf:"bytes,9,opt,name=grants,proto3" json:"grants,omitempty"`
+	// The HeartbeatRequest.seq whose tablets the master now holds as this
+	// tserver's: the base of the next delta. 0: none (a master that predates
+	// deltas, or a request with seq 0).
+	AckedSeq uint64 `protobuf:"varint,20,opt,name=acked_seq,json=ackedSeq,proto3" json:"acked_seq,omitempty"`
+	// The master holds no base for this incarnation (it became leader, lost
+	// a delta, or the delta's base_seq is not the one it acknowledged last):
+	// the next heartbeat must be full. Nothing of the request's tablets was
+	// applied and nothing is assigned or unassigned; the lease was renewed
+	// and log-split tasks are handed out as in any reply.
+	SendFull      bool `protobuf:"varint,21,opt,name=send_full,json=sendFull,proto3" json:"send_full,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1864,6 +1917,20 @@ func (x *HeartbeatResponse) GetGrants() *GrantList {
 		return x.Grants
 	}
 	return nil
+}
+
+func (x *HeartbeatResponse) GetAckedSeq() uint64 {
+	if x != nil {
+		return x.AckedSeq
+	}
+	return 0
+}
+
+func (x *HeartbeatResponse) GetSendFull() bool {
+	if x != nil {
+		return x.SendFull
+	}
+	return false
 }
 
 type ReportTabletLoadRequest struct {
@@ -4067,13 +4134,18 @@ const file_bighivepb_master_proto_rawDesc = "" +
 	"\vTServerLoad\x12%\n" +
 	"\x0ememstore_bytes\x18\x01 \x01(\x03R\rmemstoreBytes\x12*\n" +
 	"\x11writes_per_second\x18\x02 \x01(\x03R\x0fwritesPerSecond\x12(\n" +
-	"\x10reads_per_second\x18\x03 \x01(\x03R\x0ereadsPerSecond\"\xd0\x01\n" +
+	"\x10reads_per_second\x18\x03 \x01(\x03R\x0ereadsPerSecond\"\xc1\x02\n" +
 	"\x10HeartbeatRequest\x12\x12\n" +
 	"\x04uuid\x18\x01 \x01(\tR\x04uuid\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\x03R\vincarnation\x122\n" +
 	"\atablets\x18\x03 \x03(\v2\x18.bighive.v1.TabletReportR\atablets\x12+\n" +
 	"\x04load\x18\x04 \x01(\v2\x17.bighive.v1.TServerLoadR\x04load\x12%\n" +
-	"\x0egrants_version\x18\x05 \x01(\x04R\rgrantsVersion\"\xb5\x01\n" +
+	"\x0egrants_version\x18\x05 \x01(\x04R\rgrantsVersion\x12\x14\n" +
+	"\x05delta\x18\n" +
+	" \x01(\bR\x05delta\x12\x10\n" +
+	"\x03seq\x18\v \x01(\x04R\x03seq\x12\x19\n" +
+	"\bbase_seq\x18\f \x01(\x04R\abaseSeq\x12,\n" +
+	"\x12removed_tablet_ids\x18\r \x03(\tR\x10removedTabletIds\"\xb5\x01\n" +
 	"\x10TabletAssignment\x12.\n" +
 	"\x06tablet\x18\x01 \x01(\v2\x16.bighive.v1.TabletMetaR\x06tablet\x12/\n" +
 	"\x06schema\x18\x02 \x01(\v2\x17.bighive.v1.TableSchemaR\x06schema\x12@\n" +
@@ -4088,7 +4160,7 @@ const file_bighivepb_master_proto_rawDesc = "" +
 	"tablet_ids\x18\x03 \x03(\tR\ttabletIds\"a\n" +
 	"\x12TableCachePriority\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x125\n" +
-	"\bpriority\x18\x02 \x01(\x0e2\x19.bighive.v1.CachePriorityR\bpriority\"\xf8\x03\n" +
+	"\bpriority\x18\x02 \x01(\x0e2\x19.bighive.v1.CachePriorityR\bpriority\"\xb2\x04\n" +
 	"\x11HeartbeatResponse\x122\n" +
 	"\x15lease_duration_micros\x18\x01 \x01(\x03R\x13leaseDurationMicros\x12\x1e\n" +
 	"\n" +
@@ -4100,7 +4172,9 @@ const file_bighivepb_master_proto_rawDesc = "" +
 	"\x10cache_priorities\x18\x06 \x03(\v2\x1e.bighive.v1.TableCachePriorityR\x0fcachePriorities\x121\n" +
 	"\aschemas\x18\a \x03(\v2\x17.bighive.v1.TableSchemaR\aschemas\x12.\n" +
 	"\x13master_http_address\x18\b \x01(\tR\x11masterHttpAddress\x12-\n" +
-	"\x06grants\x18\t \x01(\v2\x15.bighive.v1.GrantListR\x06grants\"\xa4\x01\n" +
+	"\x06grants\x18\t \x01(\v2\x15.bighive.v1.GrantListR\x06grants\x12\x1b\n" +
+	"\tacked_seq\x18\x14 \x01(\x04R\backedSeq\x12\x1b\n" +
+	"\tsend_full\x18\x15 \x01(\bR\bsendFull\"\xa4\x01\n" +
 	"\x17ReportTabletLoadRequest\x12\x1b\n" +
 	"\ttablet_id\x18\x01 \x01(\tR\btabletId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12!\n" +
