@@ -1,8 +1,10 @@
 package checkpoint
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"bighive/blockstore"
@@ -10,10 +12,7 @@ import (
 )
 
 // runCompactions looks for tablets that need a compaction every Interval
-// and runs them one at a time until ctx ends: a major one when MajorEvery
-// has passed (see majorDue) or its garbage share exceeds GarbageShare (see
-// garbageDue), else a merging one when a tablet has more than MaxTSFiles
-// files.
+// and runs them one at a time until ctx ends (see compactionPass).
 func (c *Coordinator) runCompactions(ctx context.Context) {
 	if c.opts.MaxTSFiles < 0 && c.opts.MajorEvery < 0 && c.opts.GarbageShare < 0 {
 		return
@@ -26,34 +25,84 @@ func (c *Coordinator) runCompactions(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		tablets := c.opts.Tablets()
-		c.forgetMajors(tablets)
-		for _, t := range tablets {
-			if ctx.Err() != nil {
-				return
-			}
-			if !t.Serving() {
-				continue
-			}
-			if _, ok := t.(Compactor); !ok {
-				continue
-			}
-			files := t.Files()
-			major := c.majorDue(t.ID(), time.Now()) && len(files) > 0
-			if !major && c.garbageDue(t, files) {
-				major = true
-				c.count(func(s *Stats) { s.GarbageMajors++ })
-			}
-			if !major && (c.opts.MaxTSFiles < 0 || len(files) <= c.opts.MaxTSFiles) {
-				continue
-			}
-			began := time.Now()
-			if err := c.Compact(ctx, t, major); err != nil && ctx.Err() == nil {
-				c.log.Warn("compaction failed", "tablet", t.ID(), "major", major, "err", err)
-			}
-			c.rest(ctx, time.Since(began))
+		for c.compactionPass(ctx) {
 		}
 	}
+}
+
+// candidate is a tablet compactionPass may compact, with its files when
+// the pass began.
+type candidate struct {
+	t     Tablet
+	files []tsfile.Info
+}
+
+// candidates lists the serving tablets that can compact, most files
+// first, and records their file counts.
+func (c *Coordinator) candidates() []candidate {
+	tablets := c.opts.Tablets()
+	c.forgetMajors(tablets)
+	out := make([]candidate, 0, len(tablets))
+	for _, t := range tablets {
+		if _, ok := t.(Compactor); !ok || !t.Serving() {
+			continue
+		}
+		files := t.Files()
+		c.noteFiles(t.ID(), len(files))
+		out = append(out, candidate{t, files})
+	}
+	slices.SortStableFunc(out, func(a, b candidate) int { return cmp.Compare(len(b.files), len(a.files)) })
+	return out
+}
+
+// compactionPass looks at every candidate once, most files first, and
+// compacts those that need it: a major compaction when MajorEvery has
+// passed (see majorDue) or its garbage share exceeds GarbageShare (see
+// garbageDue), else a merging one when it has more than MaxTSFiles
+// files. After each it rests for the duty (see rest), except for a
+// tablet in backlog mode (more than BacklogFiles files): its merge is
+// wide enough to bring it back to MaxTSFiles, and no rest follows. It
+// reports true when the pass should start again at once: after a
+// backlog-mode compaction, or a rest cut short because a tablet entered
+// backlog mode, so the tablet with the most files goes next.
+func (c *Coordinator) compactionPass(ctx context.Context) bool {
+	for i, cd := range c.candidates() {
+		if ctx.Err() != nil {
+			return false
+		}
+		t, files := cd.t, cd.files
+		if i > 0 { // time has passed: a checkpoint may have added files
+			files = t.Files()
+		}
+		backlog := c.inBacklog(len(files))
+		major := c.majorDue(t.ID(), time.Now()) && len(files) > 0
+		if !major && c.garbageDue(t, files) {
+			major = true
+			c.count(func(s *Stats) { s.GarbageMajors++ })
+		}
+		if !major && !backlog && (c.opts.MaxTSFiles < 0 || len(files) <= c.opts.MaxTSFiles) {
+			continue
+		}
+		width := c.opts.MergeWidth
+		if backlog {
+			width = max(width, len(files)-max(c.opts.MaxTSFiles, 0)+1)
+			c.count(func(s *Stats) { s.BacklogCompactions++ })
+		}
+		began := time.Now()
+		err := c.compact(ctx, t, major, width, !c.overStop(len(files)))
+		if err != nil && ctx.Err() == nil {
+			c.log.Warn("compaction failed", "tablet", t.ID(), "major", major, "backlog", backlog, "err", err)
+		}
+		if err != nil {
+			// Rest in any case: a failing compaction must not spin.
+			c.rest(ctx, time.Since(began), false)
+			return false
+		}
+		if backlog || c.rest(ctx, time.Since(began), true) {
+			return true
+		}
+	}
+	return false
 }
 
 // majorDue reports whether tablet id is due a periodic major compaction at
@@ -112,6 +161,7 @@ func (c *Coordinator) forgetMajors(tablets []Tablet) {
 	for _, t := range tablets {
 		here[t.ID()] = true
 	}
+	c.forgetFiles(here)
 	c.majorMu.Lock()
 	for id := range c.lastMajor {
 		if !here[id] {
@@ -152,6 +202,12 @@ func pickMerge(files []tsfile.Info, width int) []tsfile.Info {
 // tablet's MajorEvery clock. Afterwards Compact sleeps so that
 // compactions average at most CompactionRate bytes per second.
 func (c *Coordinator) Compact(ctx context.Context, t Tablet, major bool) error {
+	return c.compact(ctx, t, major, c.opts.MergeWidth, true)
+}
+
+// compact is Compact with the merge width and, when paced is false, no
+// CompactionRate sleep (a tablet over StopFiles).
+func (c *Coordinator) compact(ctx context.Context, t Tablet, major bool, width int, paced bool) error {
 	comp, ok := t.(Compactor)
 	if !ok {
 		return fmt.Errorf("checkpoint: tablet %s cannot compact", t.ID())
@@ -162,7 +218,7 @@ func (c *Coordinator) Compact(ctx context.Context, t Tablet, major bool) error {
 	start := time.Now()
 	files := t.Files()
 	if !major {
-		files = pickMerge(files, c.opts.MergeWidth)
+		files = pickMerge(files, width)
 	}
 	if len(files) < 1 || !major && len(files) < 2 {
 		if major {
@@ -197,6 +253,9 @@ func (c *Coordinator) Compact(ctx context.Context, t Tablet, major bool) error {
 		err = fmt.Errorf("%w: compaction of tablet %s: %w", ErrCommit, t.ID(), err)
 		files = nil
 	}
+	if err == nil {
+		c.noteFiles(t.ID(), len(t.Files()))
+	}
 	c.metaMu.Unlock()
 	if err != nil {
 		return err
@@ -216,7 +275,9 @@ func (c *Coordinator) Compact(ctx context.Context, t Tablet, major bool) error {
 	}
 	c.deleteFiles(files)
 	c.log.Debug("compaction done", "tablet", t.ID(), "major", major, "files", len(footers), "in_bytes", inBytes, "out_bytes", info.Size, "took", time.Since(start))
-	c.pace(ctx, inBytes, time.Since(start))
+	if paced {
+		c.pace(ctx, inBytes, time.Since(start))
+	}
 	return nil
 }
 
@@ -245,18 +306,34 @@ func replaceRun(list []tsfile.Info, run []blockstore.BlockRef, info tsfile.Info)
 // rest sleeps after a background compaction that took took (pacing
 // included), so that background compactions run at most CompactionDuty
 // of the time: on a busy machine a compaction takes longer than its
-// CompactionRate allows, and pace alone would then never sleep.
-func (c *Coordinator) rest(ctx context.Context, took time.Duration) {
+// CompactionRate allows, and pace alone would then never sleep. It
+// reports true, at once, when cut is set and a tablet is or enters
+// backlog mode meanwhile: its compactions do not wait for the duty.
+func (c *Coordinator) rest(ctx context.Context, took time.Duration, cut bool) (backlog bool) {
 	if c.opts.CompactionDuty >= 1 {
-		return
+		return false
+	}
+	wake := c.backlog.wake
+	if !cut {
+		wake = nil
+	}
+	select {
+	case <-wake:
+	default:
+	}
+	if cut && c.anyBacklog() {
+		return true
 	}
 	d := time.Duration(float64(took) * (1 - c.opts.CompactionDuty) / c.opts.CompactionDuty)
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
+	case <-wake:
+		return true
 	case <-ctx.Done():
 	}
+	return false
 }
 
 // pace sleeps after a compaction that read n bytes in took, so that

@@ -82,6 +82,22 @@ type Options struct {
 	// CompactionRate bounds the bytes per second a compaction reads, so it
 	// does not starve writers. Default 64 MiB/s; negative: unthrottled.
 	CompactionRate int64
+	// BacklogFiles: a tablet with more TSFiles is in backlog mode (its
+	// compactions fell behind): the tablets with the most files are
+	// compacted first, back to back without the CompactionDuty rest, by a
+	// merging compaction wide enough to bring the tablet back to
+	// MaxTSFiles (or a major one when one is due). Default 2 × MaxTSFiles;
+	// negative, or MaxTSFiles negative: no backlog mode.
+	BacklogFiles int
+	// StopFiles: writes to a tablet with more TSFiles are delayed
+	// (SlowWrite, WriteDelay: 1 ms for the first file over, doubling with
+	// each further one, at most MaxWriteDelay), and its compactions are
+	// not paced to CompactionRate either. Default 2 × BacklogFiles (at
+	// least BacklogFiles); negative: writes are never slowed.
+	StopFiles int
+	// MaxWriteDelay bounds the delay of one write by StopFiles. Default
+	// 250 ms; at most 1 s.
+	MaxWriteDelay time.Duration
 	// OrphanGrace is how long a block must stay unreferenced before
 	// the periodic orphan pass deletes it. Default 10 minutes.
 	OrphanGrace time.Duration
@@ -144,7 +160,7 @@ func (o Options) withDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return o
+	return o.backlogDefaults()
 }
 
 // Coordinator runs checkpoints, compactions, log GC and orphan collection
@@ -180,6 +196,7 @@ type Coordinator struct {
 	stats   Stats
 
 	running running // running.go: what the status page shows as running
+	backlog backlog // backlog.go: file counts for the backlog rule
 }
 
 // tabletState is what the coordinator remembers of a tablet between
@@ -213,7 +230,17 @@ type Stats struct {
 	FlushedBytes int64
 	// MaxThrottle is the longest a Throttle call waited for the write
 	// buffers to drop below HardLimit (a writer's hard-limit stall).
-	MaxThrottle     time.Duration
+	MaxThrottle time.Duration
+	// BacklogCompactions counts the compactions Run started for a tablet
+	// in backlog mode (Options.BacklogFiles), which skip the duty rest.
+	BacklogCompactions int64
+	// MaxFiles is the most TSFiles a tablet here had at any look.
+	MaxFiles int
+	// SlowedWrites counts the writes SlowWrite delayed, SlowdownTime the
+	// time they waited in all, MaxSlowdown the longest one wait.
+	SlowedWrites    int64
+	SlowdownTime    time.Duration
+	MaxSlowdown     time.Duration
 	DeletedBlocks   int64
 	DeletedOrphans  int64
 	DeletedLogFiles int64
@@ -233,6 +260,7 @@ func New(opts Options) *Coordinator {
 		lastMajor:  map[string]time.Time{},
 		majorOut:   map[string]blockstore.BlockRef{},
 		windows:    newWindowStats(4096),
+		backlog:    newBacklog(),
 	}
 }
 
@@ -571,6 +599,7 @@ func (c *Coordinator) Checkpoint(ctx context.Context) (Result, error) {
 				if err := t.InstallFlushed(*ts.flushed); err != nil {
 					c.log.Warn("checkpoint: install flushed TSFile", "tablet", t.ID(), "err", err)
 				}
+				c.noteFiles(t.ID(), len(t.Files()))
 			}
 			ts.flushed, ts.sealedAt = nil, nil
 		}

@@ -48,16 +48,45 @@
 //     store's owner, whose orphan pass collects it once no metadata names
 //     it.
 //   - Compactions run one at a time (compactMu), paced to CompactionRate
-//     on average, so they cannot hold back checkpoints for long or starve
-//     writes; a major one runs every MajorEvery and when a tablet's
-//     GarbageEstimator reports more than GarbageShare of its entries as
-//     garbage, but never for a tablet whose only file is its last major
-//     compaction's output (that would only loop).
+//     on average and resting for CompactionDuty, so they cannot hold back
+//     checkpoints for long or starve writes; a major one runs every
+//     MajorEvery and when a tablet's GarbageEstimator reports more than
+//     GarbageShare of its entries as garbage, but never for a tablet whose
+//     only file is its last major compaction's output (that would only
+//     loop). The backlog rule below lifts the rest and the pacing for the
+//     tablets that fell behind.
 //   - Log GC deletes only files older than every position any tablet
 //     lists (References: the master in the cluster), never the current
 //     file; orphan collection deletes only blocks of Options.Store that no
 //     tablet anywhere names and no local tablet uses, after a grace period
 //     (invariant 9 in docs/design.md, 'nothing named is deleted').
+//
+// # Compaction backlog
+//
+// The duty rest keeps compaction from starving writes, and so, under a
+// sustained write load at full speed, lets compaction fall behind: files
+// per tablet (read amplification) would grow without bound. The backlog
+// rule, after RocksDB's level-0 slowdown and stop triggers and HBase's
+// blocking store files, makes the two meet at a bounded file count:
+//
+//   - A tablet with more than BacklogFiles TSFiles (default 2 ×
+//     MaxTSFiles) is in backlog mode. Run looks at tablets most files
+//     first; a backlog-mode tablet gets a merging compaction wide enough
+//     (files − MaxTSFiles + 1, at least MergeWidth) to bring it back to
+//     MaxTSFiles, or the major one when one is due, with no duty rest
+//     after it; a tablet entering backlog mode cuts a running rest short.
+//     It leaves backlog mode with that compaction.
+//   - Writes to a tablet with more than StopFiles TSFiles (default 2 ×
+//     BacklogFiles) are delayed by SlowWrite, before any lock: 1 ms for
+//     the first file over, doubling with each further one, at most
+//     MaxWriteDelay (default 250 ms, never more than 1 s). Writes are
+//     slowed, never stopped: the delay holds nothing a checkpoint or a
+//     compaction waits for, so both proceed. The tablet's compactions are
+//     not paced to CompactionRate meanwhile (HBase's pressure-aware
+//     throughput limit is lifted the same way past its blocking count).
+//   - The counts come from the checkpoint's and the compaction's installs
+//     and from each look for compactions; the write path reads one atomic
+//     counter unless some tablet is over StopFiles.
 //
 // # Recovery
 //

@@ -15,3 +15,12 @@ func WithHook(opts Options, hook func(step int) error) Options {
 // MajorDue exposes Coordinator.majorDue; NoteMajor, noteMajor.
 func MajorDue(c *Coordinator, id string, now time.Time) bool { return c.majorDue(id, now) }
 func NoteMajor(c *Coordinator, id string, now time.Time)     { c.noteMajor(id, now, blockstore.BlockRef{}) }
+
+// CandidateOrder is the order compactionPass looks at the tablets in.
+func CandidateOrder(c *Coordinator) []string {
+	var ids []string
+	for _, cd := range c.candidates() {
+		ids = append(ids, cd.t.ID())
+	}
+	return ids
+}

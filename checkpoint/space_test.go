@@ -242,11 +242,14 @@ func TestDeleteSpace(t *testing.T) {
 // TestCompactionStarvation (target "No starvation"; runs only with
 // -space.starve D): 64 writers overwrite random rows of 4 tablets (a
 // family of MaxVersions 1, 1000-byte values, 100 000 rows) for D with
-// the default compaction policy, then for D on a fresh node with every
-// compaction off. It prints both throughputs, their ratio, the longest
-// hard-limit stall of each side (Stats.MaxThrottle) and the files per
-// tablet at the end (read amplification), and fails if the ratio is
-// below 0.8 or a stall reached 1 s.
+// the default compaction policy, backlog rule included, then for D on a
+// fresh node with every compaction off. Writers call Throttle and
+// SlowWrite, as the tserver's write path does. It prints, for each side,
+// the throughput, the longest hard-limit stall (Stats.MaxThrottle), the
+// most files a tablet had during the run and at the end, the major and
+// backlog-mode compactions, the write amplification and the write
+// slowdown, then the ratio; it fails if the ratio is below 0.8 or a
+// stall reached 1 s.
 func TestCompactionStarvation(t *testing.T) {
 	if *starveFor <= 0 {
 		t.Skip("run with -space.starve D")
@@ -256,7 +259,7 @@ func TestCompactionStarvation(t *testing.T) {
 		tablets = 4
 		keys    = 100_000
 	)
-	side := func(name string, opts checkpoint.Options) (float64, time.Duration, int) {
+	side := func(name string, opts checkpoint.Options) (float64, time.Duration) {
 		dir := t.TempDir()
 		opts.MemLimit = 16 << 20
 		n, err := openNode(context.Background(), nodeConfig{fs: vfs.Default, root: dir, metaPath: filepath.Join(dir, "meta.db"),
@@ -281,10 +284,11 @@ func TestCompactionStarvation(t *testing.T) {
 					k := rng.Intn(keys)
 					m := &mutation.RowMutation{Row: fmt.Appendf(nil, "row%08d", k),
 						Ops: []mutation.Op{{Kind: mutation.SetCell, Family: "one", Qualifier: []byte("q"), Timestamp: mutation.ServerTime, Value: value}}}
-					if n.coord.Throttle(ctx) != nil {
+					id := tabletID(k % tablets)
+					if n.coord.SlowWrite(ctx, id) != nil || n.coord.Throttle(ctx) != nil {
 						return
 					}
-					if err := n.write(ctx, tabletID(k%tablets), m); err != nil {
+					if err := n.write(ctx, id, m); err != nil {
 						if ctx.Err() == nil {
 							t.Error(err)
 						}
@@ -305,14 +309,15 @@ func TestCompactionStarvation(t *testing.T) {
 			files = max(files, len(tb.Files()))
 		}
 		wa := float64(st.FlushedBytes+st.CompactedBytes) / float64(max(1, st.FlushedBytes))
-		t.Logf("%s: %d writes in %v = %.0f writes/s; checkpoints %d, compactions %d (%d major, %d for garbage); "+
-			"write amplification %.2f; longest hard-limit stall %v; at most %d files per tablet at the end",
+		t.Logf("%s: %d writes in %v = %.0f writes/s; checkpoints %d, compactions %d (%d major, %d for garbage, %d in backlog mode); "+
+			"write amplification %.2f; longest hard-limit stall %v; files per tablet at most %d during the run, %d at the end; "+
+			"writes slowed %d, %v in all, longest %v",
 			name, total, *starveFor, float64(total)/starveFor.Seconds(), st.Checkpoints, st.Compactions, st.MajorCompacts, st.GarbageMajors,
-			wa, st.MaxThrottle, files)
-		return float64(total) / starveFor.Seconds(), st.MaxThrottle, files
+			st.BacklogCompactions, wa, st.MaxThrottle, st.MaxFiles, files, st.SlowedWrites, st.SlowdownTime.Round(time.Millisecond), st.MaxSlowdown)
+		return float64(total) / starveFor.Seconds(), st.MaxThrottle
 	}
-	on, stallOn, _ := side("compaction on", checkpoint.Options{})
-	off, stallOff, _ := side("compaction off", checkpoint.Options{MaxTSFiles: -1, MajorEvery: -1, GarbageShare: -1})
+	on, stallOn := side("compaction on", checkpoint.Options{})
+	off, stallOff := side("compaction off", checkpoint.Options{MaxTSFiles: -1, MajorEvery: -1, GarbageShare: -1})
 	t.Logf("throughput with compaction / without: %.3f; longest stall %v with, %v without", on/off, stallOn, stallOff)
 	if on < 0.8*off || stallOn >= time.Second {
 		t.Fatalf("with compaction %.0f writes/s (%.2f× of %.0f), longest stall %v; want ≥ 0.8× and < 1 s", on, on/off, off, stallOn)

@@ -49,6 +49,9 @@ func newEngineState(s *Server) *engineState {
 		CompactionRate: s.opts.CompactionRate,
 		GarbageShare:   s.opts.CompactionGarbageShare,
 		CompactionDuty: s.opts.CompactionDuty,
+		BacklogFiles:   s.opts.CompactionBacklogFiles,
+		StopFiles:      s.opts.CompactionStopFiles,
+		MaxWriteDelay:  s.opts.CompactionMaxWriteDelay,
 	})
 	return e
 }

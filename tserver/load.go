@@ -139,7 +139,7 @@ func (s *Server) open(a *pb.TabletAssignment) (*replica, error) {
 	r.Replica = rp.New(rp.Options{
 		ID: m.TabletId, Table: m.Table, Start: m.GetRange().GetStartRow(), End: m.GetRange().GetEndRow(), Epoch: m.Epoch,
 		Engine: checkpoint.NewEngine(t, m.Epoch), Log: s.wal, Admit: s.eng.coord,
-		Lease: s.leaseValid, Throttle: s.waitForMemory, LogFailed: s.logFailed,
+		Lease: s.leaseValid, Throttle: s.admitWrite(m.TabletId), LogFailed: s.logFailed,
 		Server: s.addr,
 	})
 	return r, nil

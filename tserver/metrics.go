@@ -131,6 +131,11 @@ var (
 	dCkptTablets = desc("bighive_checkpoint_flushed_tablets_total", "Write buffers flushed to TSFiles by checkpoints.")
 	dCkptWindow  = desc("bighive_checkpoint_lock_window_seconds", "How long a checkpoint held writes back (the exclusive state lock, steps 2-5), over the last 4096 checkpoints, by quantile (1: the maximum).", "quantile")
 	dThrottleMax = desc("bighive_tserver_throttle_max_seconds", "The longest a write waited for the write buffers to drop below their hard limit, since start.")
+	dFilesMax    = desc("bighive_tserver_tablet_tsfiles_max", "The most TSFiles a tablet served here has (read amplification; the backlog rule keeps it bounded).")
+	dBacklogComp = desc("bighive_compaction_backlog_total", "Compactions run in backlog mode: for a tablet past --compaction-backlog-files, without the duty rest.")
+	dSlowWrites  = desc("bighive_tserver_write_slowdown_total", "Writes delayed because their tablet had more TSFiles than --compaction-stop-files.")
+	dSlowSecs    = desc("bighive_tserver_write_slowdown_seconds_total", "Time writes spent delayed by --compaction-stop-files.")
+	dSlowMax     = desc("bighive_tserver_write_slowdown_max_seconds", "The longest one write was delayed by --compaction-stop-files, since start (at most --compaction-max-write-delay).")
 	dGarbageMaj  = desc("bighive_compaction_garbage_majors_total", "Major compactions started because a tablet's estimated garbage (tombstones, covered, expired and dropped-family cells) exceeded --compaction-garbage-share.")
 	dCompact     = desc("bighive_compaction_runs_total", "Committed compactions, by kind (merge or major).", "kind")
 	dDeleted     = desc("bighive_checkpoint_deleted_blocks_total", "Blocks of replaced TSFiles deleted, by cause (replaced or orphan).", "cause")
@@ -157,6 +162,7 @@ var priorityNames = [3]string{"low", "medium", "high"} // blockcache classes in 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dWALAppends, dWALBytes, dWALGroup, dWALSync, dWALSyncMax, dWALRolls, dWALFiles, dWALDeleted,
 		dBufBytes, dCkpt, dCkptFailed, dCkptTablets, dCkptWindow, dCompact, dGarbageMaj, dThrottleMax, dDeleted,
+		dFilesMax, dBacklogComp, dSlowWrites, dSlowSecs, dSlowMax,
 		dCacheHits, dCacheMiss, dCacheIns, dCacheEvict, dCacheBytes, dCacheCap, dCacheEnt,
 		dBSCont, dBSLive, dBSDead, dBSPunch, dBSFiles, dBSReopen, dTablets, dLease, dLeaseLeft, dWALRecycled, dWALZeroed} {
 		ch <- d
@@ -226,6 +232,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(ch, dCompact, float64(cs.MajorCompacts), "major")
 	counter(ch, dGarbageMaj, float64(cs.GarbageMajors))
 	gauge(ch, dThrottleMax, cs.MaxThrottle.Seconds())
+	gauge(ch, dFilesMax, float64(s.eng.coord.FilesPerTablet()))
+	counter(ch, dBacklogComp, float64(cs.BacklogCompactions))
+	counter(ch, dSlowWrites, float64(cs.SlowedWrites))
+	counter(ch, dSlowSecs, cs.SlowdownTime.Seconds())
+	gauge(ch, dSlowMax, cs.MaxSlowdown.Seconds())
 	counter(ch, dDeleted, float64(cs.DeletedBlocks), "replaced")
 	counter(ch, dDeleted, float64(cs.DeletedOrphans), "orphan")
 

@@ -87,6 +87,16 @@ type Options struct {
 	CompactionMaxFiles   int
 	CompactionMergeWidth int
 	CompactionRate       int64
+	// CompactionBacklogFiles and CompactionStopFiles are the backlog rule,
+	// as checkpoint.Options BacklogFiles and StopFiles: past the first
+	// file count a tablet's compactions go first and skip the duty rest,
+	// past the second its writes are delayed, at most
+	// CompactionMaxWriteDelay (≤ 1 s) each. Defaults 2 ×
+	// CompactionMaxFiles, 2 × CompactionBacklogFiles and 250 ms;
+	// negative: off.
+	CompactionBacklogFiles  int
+	CompactionStopFiles     int
+	CompactionMaxWriteDelay time.Duration
 	// FS is the filesystem (default vfs.Default).
 	FS     vfs.FS
 	Logger *slog.Logger

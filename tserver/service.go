@@ -42,6 +42,19 @@ func (s *Server) writeErr(r *replica, err error) error {
 	return engineErr(r, err)
 }
 
+// admitWrite is a tablet's write admission (replica.Options.Throttle):
+// the backlog rule's delay while the tablet has too many TSFiles
+// (checkpoint.Coordinator.SlowWrite, at most 1 s), then the wait for
+// buffer memory.
+func (s *Server) admitWrite(tabletID string) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		if err := s.eng.coord.SlowWrite(ctx, tabletID); err != nil {
+			return err
+		}
+		return s.waitForMemory(ctx)
+	}
+}
+
 // waitForMemory holds a write back while the write buffers are over the
 // hard limit (a checkpoint is flushing them), and refuses it with
 // ResourceExhausted if they stay there.

@@ -48,6 +48,9 @@ func main() {
 		mergeWidth     = flag.Int("compaction-merge-width", 0, "TSFiles one merging compaction merges (0: compaction-max-files/2+1, at least 2)")
 		garbageShare   = flag.Float64("compaction-garbage-share", 0.2, "estimated share of a tablet's entries that a major compaction would drop (tombstones and the deleted, overwritten, expired or dropped-family cells) past which one runs; negative: never")
 		compactDuty    = flag.Float64("compaction-duty", 0.2, "share of the time background compactions may run (they rest in between, so they cannot starve writes); 1: no limit")
+		backlogFiles   = flag.Int("compaction-backlog-files", 0, "TSFiles per tablet past which its compactions fell behind: they go first (most files first) and skip the duty rest (0: 2 × compaction-max-files; negative: never)")
+		stopFiles      = flag.Int("compaction-stop-files", 0, "TSFiles per tablet past which its writes are delayed, 1 ms doubling per further file up to compaction-max-write-delay (0: 2 × compaction-backlog-files; negative: never)")
+		maxWriteDelay  = flag.Duration("compaction-max-write-delay", 250*time.Millisecond, "longest delay of one write by compaction-stop-files (at most 1s): writes are slowed, never stopped")
 		compactRate    = flag.Int64("compaction-rate", 64<<20, "average `bytes` per second compactions read; negative: unthrottled")
 		splitFault     = flag.String("split-fault-file", "", "testing only: a `file` holding a split step number; the split that reaches that step removes the file and kills this process")
 		mergeFault     = flag.String("merge-fault-file", "", "testing only: a `file` holding a merge step number; the merge that reaches that step removes the file and kills this process")
@@ -99,6 +102,10 @@ func main() {
 		CompactionRate:         *compactRate,
 		CompactionGarbageShare: *garbageShare,
 		CompactionDuty:         *compactDuty,
+
+		CompactionBacklogFiles:  *backlogFiles,
+		CompactionStopFiles:     *stopFiles,
+		CompactionMaxWriteDelay: *maxWriteDelay,
 	})
 	if err != nil {
 		log.Error("start failed", "err", err)
