@@ -176,6 +176,7 @@ func (m *Master) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.H
 	// Reported tablets that are not this tserver's at that epoch go.
 	for _, rep := range req.Tablets {
 		ls.sizes[rep.TabletId] = rep.SizeBytes
+		ls.merge.noteReport(rep)
 		ls.space[rep.TabletId] = rep.Space
 		t, exists := reported[rep.TabletId]
 		if !exists || t.State == pb.TabletState_TABLET_STATE_UNASSIGNED || t.Tserver != req.Uuid || t.Epoch != rep.Epoch {
