@@ -42,8 +42,9 @@ type MergeStep int
 
 // The master's merge steps.
 const (
-	// MergeStepMoving: a move bringing the pair onto one tserver was told
-	// to the old owner (it is unloading, or unloaded, the tablet).
+	// MergeStepMoving: the old owner of a tablet a merge moves stopped
+	// serving it; its assignment to the new owner is not yet committed
+	// (no tserver serves it).
 	MergeStepMoving MergeStep = 1
 	// MergeStepRequest: both on one tserver, the merge request about to
 	// go to it.
@@ -228,9 +229,7 @@ func (m *Master) mergeStep(ctx context.Context, leftID, rightID string) (string,
 		return "", nil // loading or moving: later
 	}
 	if left.TserverUuid != right.TserverUuid {
-		if ls.startMergeMove(left, right, counts) {
-			return "", m.mergeHook(MergeStepMoving)
-		}
+		ls.startMergeMove(left, right, counts)
 		return "", nil
 	}
 	if ls.moving(leftID, rightID) {
@@ -278,9 +277,8 @@ func (ls *leaderState) moving(ids ...string) bool {
 
 // startMergeMove moves one of two tablets to the other's tserver: the one
 // on the tserver with more tablets, so the spread grows least. counts are
-// the owners' tablet counts (left's, right's). It reports whether a move
-// of either was in flight already and told to its old owner.
-func (ls *leaderState) startMergeMove(left, right *pb.TabletMeta, counts [2]int) (told bool) {
+// the owners' tablet counts (left's, right's).
+func (ls *leaderState) startMergeMove(left, right *pb.TabletMeta, counts [2]int) {
 	mv, to := right, left.TserverUuid
 	if counts[0] > counts[1] {
 		mv, to = left, right.TserverUuid
@@ -288,13 +286,13 @@ func (ls *leaderState) startMergeMove(left, right *pb.TabletMeta, counts [2]int)
 	now := time.Now()
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	if a, b := ls.moves[left.TabletId], ls.moves[right.TabletId]; a != nil || b != nil {
-		return a != nil && a.told || b != nil && b.told
+	if ls.moves[left.TabletId] != nil || ls.moves[right.TabletId] != nil {
+		return
 	}
 	if l := ls.leases[to]; l == nil || l.dead || ls.expired(l, now) {
-		return false
+		return
 	}
-	ls.moves[mv.TabletId] = &move{tablet: mv.TabletId, epoch: mv.Epoch, from: mv.TserverUuid, to: to}
+	ls.moves[mv.TabletId] = &move{tablet: mv.TabletId, epoch: mv.Epoch, from: mv.TserverUuid, to: to, merge: true}
 	if ls.merge.held == nil {
 		ls.merge.held = map[string]time.Time{}
 	}
@@ -302,7 +300,6 @@ func (ls *leaderState) startMergeMove(left, right *pb.TabletMeta, counts [2]int)
 	ls.merge.held[right.TabletId] = now.Add(mergeHold)
 	ls.m.log.Info("merge: moving tablet", "tablet", mv.TabletId, "from", mv.TserverUuid, "to", to)
 	ls.m.events.add("move", "tablet %s moving from %s to %s (to merge it)", mv.TabletId, mv.TserverUuid, to)
-	return false
 }
 
 // runMerger runs an automatic merge pass every Config.MergeCheckInterval
