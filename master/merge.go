@@ -276,16 +276,19 @@ func (ls *leaderState) moving(ids ...string) bool {
 }
 
 // startMergeMove moves one of two tablets to the other's tserver: the one
-// on the tserver with more tablets, so the spread grows least. counts are
-// the owners' tablet counts (left's, right's).
+// a merge did not just move there (held; else two pairs sharing a tablet
+// would move it to and fro), else the one on the tserver with more
+// tablets, so the spread grows least. counts are the owners' tablet counts
+// (left's, right's).
 func (ls *leaderState) startMergeMove(left, right *pb.TabletMeta, counts [2]int) {
-	mv, to := right, left.TserverUuid
-	if counts[0] > counts[1] {
-		mv, to = left, right.TserverUuid
-	}
 	now := time.Now()
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
+	mv, to := right, left.TserverUuid
+	heldL, heldR := ls.mergeHeldLocked(left.TabletId, now), ls.mergeHeldLocked(right.TabletId, now)
+	if heldL == heldR && counts[0] > counts[1] || heldR && !heldL {
+		mv, to = left, right.TserverUuid
+	}
 	if ls.moves[left.TabletId] != nil || ls.moves[right.TabletId] != nil {
 		return
 	}

@@ -408,3 +408,38 @@ func TestAutoMergeOff(t *testing.T) {
 		t.Fatalf("table a is %v after MergeTablets, want only the new tablet %s (was %v)", got, resp.MergedTabletId, ids["a"])
 	}
 }
+
+// TestStartMergeMoveKeepsHeldTablet: of a pair, the tablet a merge just
+// moved stays and the other moves, whatever the counts; without a hold
+// the tablet on the fuller tserver moves.
+func TestStartMergeMoveKeepsHeldTablet(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		held   []string
+		counts [2]int
+		want   string // the tablet moved
+	}{
+		{name: "no hold, left fuller", counts: [2]int{5, 3}, want: "L"},
+		{name: "no hold, right fuller", counts: [2]int{3, 5}, want: "R"},
+		{name: "left held", held: []string{"L"}, counts: [2]int{5, 3}, want: "R"},
+		{name: "right held", held: []string{"R"}, counts: [2]int{3, 5}, want: "L"},
+		{name: "both held", held: []string{"L", "R"}, counts: [2]int{5, 3}, want: "L"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := time.Now()
+			ls := &leaderState{m: &Master{log: testLogger(), cfg: Config{Lease: time.Minute}}, moves: map[string]*move{},
+				leases: map[string]*lease{"a": newLease("a", 1, now), "b": newLease("b", 1, now)}}
+			ls.merge.held = map[string]time.Time{}
+			for _, id := range tc.held {
+				ls.merge.held[id] = now.Add(time.Minute)
+			}
+			ls.startMergeMove(&pb.TabletMeta{TabletId: "L", TserverUuid: "a", Epoch: 1}, &pb.TabletMeta{TabletId: "R", TserverUuid: "b", Epoch: 1}, tc.counts)
+			if len(ls.moves) != 1 || ls.moves[tc.want] == nil {
+				t.Fatalf("moves %v, want one of %s", ls.moves, tc.want)
+			}
+			if mv := ls.moves[tc.want]; !mv.merge || mv.to == mv.from {
+				t.Fatalf("move %+v: want a merge move to the other tserver", *mv)
+			}
+		})
+	}
+}
