@@ -17,7 +17,7 @@ type mergePolicy struct {
 	maxPairs    int
 }
 
-// policy is the automatic merger's policy under cfg.
+// mergePolicy is the automatic merger's policy under c.
 func (c *Config) mergePolicy() mergePolicy {
 	p := mergePolicy{threshold: c.MergeThreshold, minAge: c.MergeMinAge, maxPairs: maxMergesPerPass}
 	if c.SplitThreshold > 0 {
