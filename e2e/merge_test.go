@@ -15,11 +15,11 @@ import (
 	"bighive/e2e/cluster"
 )
 
-// mgCluster starts two tservers that never split on their own and a
-// master with the given flags.
-func mgCluster(t *testing.T, tsFlags, masterFlags []string) (*cluster.Cluster, *client.Client) {
+// mgCluster starts two tservers that never split on their own and the
+// given number of masters with the given flags.
+func mgCluster(t *testing.T, masters int, tsFlags, masterFlags []string) (*cluster.Cluster, *client.Client) {
 	t.Helper()
-	return startCluster(t, cluster.Options{Masters: 1, TServers: 2, Lease: 3 * time.Second, Heartbeat: 300 * time.Millisecond,
+	return startCluster(t, cluster.Options{Masters: masters, TServers: 2, Lease: 3 * time.Second, Heartbeat: 300 * time.Millisecond,
 		Flags: append([]string{"--split-threshold=-1"}, tsFlags...), MasterFlags: masterFlags})
 }
 
@@ -53,11 +53,12 @@ func mgCheckTiling(t *testing.T, tablets []client.TabletInfo) {
 	}
 }
 
-// mgDead returns the index of a tserver that does not accept connections.
-func mgDead(ctx context.Context, c *cluster.Cluster) int {
+// mgDead returns the index of an address that does not accept
+// connections, or -1 when ctx ends first.
+func mgDead(ctx context.Context, addrs []string) int {
 	for {
-		for i := 0; i < c.NumTServers(); i++ {
-			conn, err := net.DialTimeout("tcp", c.TServerAddr(i), time.Second)
+		for i, a := range addrs {
+			conn, err := net.DialTimeout("tcp", a, time.Second)
 			if err != nil {
 				return i
 			}
@@ -70,23 +71,78 @@ func mgDead(ctx context.Context, c *cluster.Cluster) int {
 	}
 }
 
-// TestMergeSIGKILLAtEachStep kills the merging tserver with SIGKILL at
-// each step of the merge (a fault file read by its merge hook) while
-// writers run. Before the commit (steps 1–5) both parents are intact (same
-// tablet count, unless the client's retry merged them on the surviving
-// tserver: then one less); after it (step 6) the merged tablet replaces
-// them. After
-// every recovery the tablets tile the key space with no gap or overlap,
-// and at the end every acknowledged row reads back exactly once. Last, the
-// master is killed with SIGKILL while the tserver holds step 5.
+// mgTServerAddrs lists the cluster's tserver addresses.
+func mgTServerAddrs(c *cluster.Cluster) []string {
+	var out []string
+	for i := 0; i < c.NumTServers(); i++ {
+		out = append(out, c.TServerAddr(i))
+	}
+	return out
+}
+
+// mgPairRow is a row of the first tablet of a pair of adjacent tablets
+// served on two tservers (apart) or on one; with no such pair, the first
+// tablet's.
+func mgPairRow(tablets []client.TabletInfo, apart bool) (string, bool) {
+	for i := 0; i+1 < len(tablets); i++ {
+		if (tablets[i].TServerUUID != tablets[i+1].TServerUUID) == apart {
+			return tablets[i].StartRow, true
+		}
+	}
+	return "", false
+}
+
+// mgMasterStep is one crash of the leader master during a merge.
+type mgMasterStep struct {
+	name string
+	// tserver: the fault is the tserver's "pause:N" (it holds step N)
+	// and the test kills the leader meanwhile; else the leader's own fault
+	// file names master.MergeStep N and it kills itself there.
+	tserver bool
+	step    int
+	// apart: merge a pair served on two tservers (a move comes first).
+	apart bool
+	// committed: the merge must have committed after the crash (else
+	// either outcome is allowed: it commits when a retry reaches the new
+	// leader in time).
+	committed bool
+}
+
+// mgMasterSteps are the points where the leader holds state of a merge:
+// its move half done, its request about to go, the tserver fenced (the
+// request in flight), the report received before and after the MetaMerge
+// commit, the tserver's report in flight.
+var mgMasterSteps = []mgMasterStep{
+	{name: "moved tablet stopped on its old owner, not yet assigned to the new", step: 1, apart: true},
+	{name: "merge request about to go", step: 2},
+	{name: "tserver fenced, request in flight", tserver: true, step: 3},
+	{name: "report received, MetaMerge not proposed", step: 3},
+	{name: "MetaMerge committed, report not answered", step: 4, committed: true},
+	{name: "tserver reporting", tserver: true, step: 5},
+}
+
+// TestMergeSIGKILLAtEachStep kills with SIGKILL, while writers run, first
+// the leader of three masters at each step of a merge where it holds
+// state (mgMasterSteps: a fault file read by the masters' merge hook, or
+// the tserver's holding a step while the test kills the leader), then the
+// merging tserver at each of its six steps (its merge hook's fault file).
+// After every crash the tablets tile the key space with no gap or overlap
+// and the tablet count says whether the merge committed: a merge that
+// answered success, or crashed after its commit, is one tablet less;
+// before the commit both parents are intact unless a retry (the client's,
+// or the tserver's report to the new leader) completed the merge. At the
+// end every acknowledged row reads back exactly once.
 func TestMergeSIGKILLAtEachStep(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
-	fault := filepath.Join(t.TempDir(), "merge-fault")
-	c, cl := mgCluster(t, []string{"--merge-fault-file=" + fault, "--mem-limit=1048576"}, []string{"--auto-merge=false"})
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	tsFault := filepath.Join(t.TempDir(), "tserver-merge-fault")
+	mFault := filepath.Join(t.TempDir(), "master-merge-fault")
+	began := time.Now()
+	c, cl := mgCluster(t, 3, []string{"--merge-fault-file=" + tsFault, "--mem-limit=1048576"},
+		[]string{"--auto-merge=false", "--merge-fault-file=" + mFault})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	tbl := createSpec(t, ctx, c, cl, client.TableSpec{Name: "mkill", Families: []client.FamilySpec{{Name: "cf"}}, SplitKeys: mgSplitKeys(8)})
+	tbl := createSpec(t, ctx, c, cl, client.TableSpec{Name: "mkill", Families: []client.FamilySpec{{Name: "cf"}}, SplitKeys: mgSplitKeys(16)})
 	load := spStartLoad(ctx, tbl, seed, 4)
 	defer func() {
 		select {
@@ -95,102 +151,130 @@ func TestMergeSIGKILLAtEachStep(t *testing.T) {
 			load.halt()
 		}
 	}()
-	for step := 1; step <= 6; step++ {
-		for load.count() < step*100 {
-			time.Sleep(20 * time.Millisecond)
-		}
-		before, err := cl.Tablets(ctx, "mkill")
-		if err != nil {
+	crashes := 0
+	// crash merges the pair at row with the fault armed, waits until the
+	// merge reached it and the victim is dead, restarts the victim and
+	// checks the tablets. kill, when set, kills the victim itself (else it
+	// kills itself) and returns its index; dead lists the addresses the
+	// victim is among.
+	crash := func(what string, fault, content, row string, before []client.TabletInfo, kill func() int, dead []string, restart func(int) error, mustCommit bool) {
+		t.Helper()
+		crashes++
+		at := time.Now()
+		if err := os.WriteFile(fault, []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		mgCheckTiling(t, before)
-		if err := os.WriteFile(fault, []byte(strconv.Itoa(step)), 0o644); err != nil {
-			t.Fatal(err)
+		merged := make(chan error, 1)
+		go func() {
+			mctx, mcancel := context.WithTimeout(ctx, 60*time.Second)
+			defer mcancel()
+			_, err := cl.MergeTablets(mctx, "mkill", row)
+			merged <- err
+		}()
+		var mergeErr error
+		returned := false
+		for !returned {
+			if _, err := os.Stat(fault); errors.Is(err, os.ErrNotExist) {
+				break
+			}
+			select {
+			case mergeErr = <-merged:
+				returned = true
+			case <-time.After(20 * time.Millisecond):
+			}
 		}
-		// Merge the first two tablets (moving one first when needed).
-		mctx, mcancel := context.WithTimeout(ctx, 60*time.Second)
-		_, mergeErr := cl.MergeTablets(mctx, "mkill", "")
-		mcancel()
-		if _, serr := os.Stat(fault); !errors.Is(serr, os.ErrNotExist) {
-			t.Fatalf("step %d: the merge did not reach the fault (err %v)", step, mergeErr)
+		if _, err := os.Stat(fault); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("%s: the merge did not reach the fault (err %v)", what, mergeErr)
 		}
-		// The client retries an Unavailable merge: once the dead tserver's
-		// tablets are recovered on the other one, a retry may merge them
-		// there. Either way the count says whether a merge committed.
-		committed := mergeErr == nil || step == 6
-		dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
-		victim := mgDead(dctx, c)
-		dcancel()
+		victim := -1
+		if kill != nil {
+			victim = kill()
+		} else {
+			dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
+			victim = mgDead(dctx, dead)
+			dcancel()
+		}
+		if !returned {
+			mergeErr = <-merged
+		}
+		if victim >= 0 {
+			if err := restart(victim); err != nil {
+				t.Fatalf("%s: restart %d: %v", what, victim, err)
+			}
+		}
 		if err := c.WaitServing(ctx, "mkill"); err != nil {
-			t.Fatalf("step %d: %v", step, err)
+			t.Fatalf("%s: %v", what, err)
 		}
 		after, err := cl.Tablets(ctx, "mkill")
 		if err != nil {
 			t.Fatal(err)
 		}
 		mgCheckTiling(t, after)
-		wantCount := len(before)
-		if committed {
-			wantCount--
+		switch {
+		case (mustCommit || mergeErr == nil) && len(after) != len(before)-1:
+			t.Fatalf("%s: %d tablets after the crash, want %d: the merge committed (merge call err %v)", what, len(after), len(before)-1, mergeErr)
+		case len(after) != len(before) && len(after) != len(before)-1:
+			t.Fatalf("%s: %d tablets after the crash, want %d or %d", what, len(after), len(before), len(before)-1)
 		}
-		if len(after) != wantCount {
-			t.Fatalf("step %d: %d tablets after the crash, want %d", step, len(after), wantCount)
+		t.Logf("%s: killed %d; merge call err %v; %d tablets (before %d), %d writes acknowledged so far; crash to serving again %s",
+			what, victim, mergeErr, len(after), len(before), load.count(), time.Since(at).Round(time.Millisecond))
+	}
+	// tablets waits until the writers got writesPerCrash more writes
+	// acknowledged since the last crash, and lists the tablets.
+	const writesPerCrash = 40
+	tablets := func(minWrites int) []client.TabletInfo {
+		t.Helper()
+		for load.count() < minWrites {
+			time.Sleep(20 * time.Millisecond)
 		}
-		t.Logf("step %d: killed tserver %d; merge call err %v; %d tablets, %d writes acknowledged so far", step, victim, mergeErr, len(after), load.count())
-		if victim >= 0 {
-			if err := c.RestartTServer(victim); err != nil {
-				t.Fatalf("restart tserver %d: %v", victim, err)
-			}
+		ts, err := cl.Tablets(ctx, "mkill")
+		if err != nil {
+			t.Fatal(err)
+		}
+		mgCheckTiling(t, ts)
+		return ts
+	}
+
+	// The leader master, at each of its steps.
+	killLeader := func() int {
+		i, err := c.Leader(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.KillMaster(i); err != nil {
+			t.Fatal(err)
+		}
+		return i
+	}
+	for _, st := range mgMasterSteps {
+		before := tablets((crashes + 1) * writesPerCrash)
+		row, ok := mgPairRow(before, st.apart)
+		if !ok && st.apart {
+			t.Fatalf("master %s: no adjacent tablets on two tservers in %v", st.name, before)
+		}
+		what := "master " + st.name
+		if st.tserver {
+			crash(what, tsFault, fmt.Sprintf("pause:%d", st.step), row, before, killLeader, nil, c.RestartMaster, st.committed)
+		} else {
+			crash(what, mFault, strconv.Itoa(st.step), row, before, nil, c.MasterAddrs(), c.RestartMaster, st.committed)
 		}
 	}
-	// The master dies while the tserver holds step 5 (both parents fenced,
-	// the report about to go): the report fails or finds a new master
-	// process; either way the tablets tile the key space afterwards.
-	before, err := cl.Tablets(ctx, "mkill")
-	if err != nil {
-		t.Fatal(err)
+	masters := time.Since(began)
+
+	// The merging tserver, at each of its steps: after its commit (step
+	// 6) the merge is done.
+	for step := 1; step <= 6; step++ {
+		before := tablets((crashes + 1) * writesPerCrash)
+		row, _ := mgPairRow(before, false)
+		crash(fmt.Sprintf("tserver step %d", step), tsFault, strconv.Itoa(step), row, before, nil, mgTServerAddrs(c), c.RestartTServer, step == 6)
 	}
-	if err := os.WriteFile(fault, []byte("pause:5"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	merged := make(chan error, 1)
-	go func() {
-		mctx, mcancel := context.WithTimeout(ctx, 60*time.Second)
-		defer mcancel()
-		_, err := cl.MergeTablets(mctx, "mkill", "")
-		merged <- err
-	}()
-	for {
-		if _, serr := os.Stat(fault); errors.Is(serr, os.ErrNotExist) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err := c.KillMaster(0); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.RestartMaster(0); err != nil {
-		t.Fatal(err)
-	}
-	mergeErr := <-merged
-	if err := c.WaitServing(ctx, "mkill"); err != nil {
-		t.Fatal(err)
-	}
-	after, err := cl.Tablets(ctx, "mkill")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mgCheckTiling(t, after)
-	if len(after) != len(before) && len(after) != len(before)-1 {
-		t.Fatalf("master killed mid-merge: %d tablets, want %d or %d", len(after), len(before), len(before)-1)
-	}
-	t.Logf("master killed at step 5: merge call err %v; %d tablets (before %d)", mergeErr, len(after), len(before))
 	want := load.halt()
 	if err := c.WaitServing(ctx, "mkill"); err != nil {
 		t.Fatal(err)
 	}
 	spVerify(t, ctx, tbl, want)
-	t.Logf("%d acknowledged rows read back after 6 tserver crashes and a master crash", len(want))
+	t.Logf("%d acknowledged rows read back exactly once after %d leader-master crashes and 6 tserver crashes mid-merge (%s from the start, the master crashes took %s of it)",
+		len(want), len(mgMasterSteps), time.Since(began).Round(time.Second), masters.Round(time.Second))
 }
 
 // TestMergeEmptiedTableToTwo is the merge target: a table pre-split into
@@ -202,7 +286,7 @@ func TestMergeSIGKILLAtEachStep(t *testing.T) {
 func TestMergeEmptiedTableToTwo(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
-	c, cl := mgCluster(t, nil, []string{"--merge-threshold=67108864", "--merge-check-interval=300ms", "--merge-min-age=1ms"})
+	c, cl := mgCluster(t, 1, nil, []string{"--merge-threshold=67108864", "--merge-check-interval=300ms", "--merge-min-age=1ms"})
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	if err := cl.CreateTable(ctx, client.TableSpec{Name: "shrink", Families: []client.FamilySpec{{Name: "cf"}}, SplitKeys: mgSplitKeys(32)}); err != nil {

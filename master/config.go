@@ -74,16 +74,26 @@ type Config struct {
 	StartupGrace time.Duration
 	// MaxMoves bounds rebalancing moves in flight (default 8).
 	MaxMoves int
+	// SplitThreshold is the tservers' --split-threshold, which the master
+	// cannot see (default DefaultSplitThreshold, the tservers' default;
+	// negative: the tservers do not split). The automatic merger never
+	// merges a pair whose sizes sum to half of it or more, and the
+	// default MergeThreshold is ¼ of it.
+	SplitThreshold int64
 	// MergeThreshold: adjacent tablets both reported smaller than this
-	// many bytes are merged automatically (default DefaultMergeThreshold,
-	// ¼ of the tservers' default split threshold; negative: no automatic
-	// merges). MergeCheckInterval is how often the leader looks for such
-	// pairs (default 30 s); MergeMinAge how long both must have been
-	// seen small first (default 10 min), so a freshly pre-split table is
-	// not merged back while it fills.
+	// many bytes are merged automatically (default ¼ of SplitThreshold,
+	// or DefaultMergeThreshold when the tservers do not split; negative:
+	// no automatic merges). MergeCheckInterval is how often the leader
+	// looks for such pairs (default 30 s); MergeMinAge how long both must
+	// have been seen small first (default 10 min), so a freshly pre-split
+	// table is not merged back while it fills.
 	MergeThreshold     int64
 	MergeCheckInterval time.Duration
 	MergeMinAge        time.Duration
+	// MergeHook, when set, is called at each MergeStep of the master's
+	// side of a merge; an error fails the step. Testing only: the e2e
+	// kill test's fault file (--merge-fault-file) kills the process there.
+	MergeHook func(MergeStep) error
 	// ResendInterval: an assignment the tserver does not report is sent
 	// again at most this often (default 3 heartbeats).
 	ResendInterval time.Duration
@@ -147,8 +157,14 @@ func (c *Config) setDefaults() {
 	if c.MaxMoves <= 0 {
 		c.MaxMoves = 8
 	}
+	if c.SplitThreshold == 0 {
+		c.SplitThreshold = DefaultSplitThreshold
+	}
 	if c.MergeThreshold == 0 {
 		c.MergeThreshold = DefaultMergeThreshold
+		if c.SplitThreshold > 0 {
+			c.MergeThreshold = max(1, c.SplitThreshold/4)
+		}
 	}
 	if c.MergeCheckInterval <= 0 {
 		c.MergeCheckInterval = defaultMergeCheck
@@ -170,5 +186,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.SplitThreshold > 0 && c.MergeThreshold > c.SplitThreshold/4 {
+		c.Logger.Warn("merge threshold above ¼ of the split threshold: a pair merges only while its sizes sum below half the split threshold",
+			"merge_threshold", c.MergeThreshold, "split_threshold", c.SplitThreshold)
 	}
 }

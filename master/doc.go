@@ -113,12 +113,17 @@
 // tservers) and committed in one MetaLogSplitsDone command.
 //
 // Merges (merge.go; docs/design.md 'Merge'): the leader's merger looks
-// every Config.MergeCheckInterval for adjacent serving tablets both
-// reported below Config.MergeThreshold for Config.MergeMinAge, moves one of
+// every Config.MergeCheckInterval for adjacent serving tablets with no move
+// in flight, both reported (while serving) below Config.MergeThreshold for
+// Config.MergeMinAge and together below half Config.SplitThreshold (the
+// policy, mergeplan.go: a split's children never merge back), moves one of
 // a pair to the other's tserver when they differ (the move path above; the
 // pair is then held out of rebalancing for a minute), and asks that
 // tserver to merge them (TServer.Merge); MergeTablets does the same for one
-// pair on demand. ReportMerge commits the tserver's report.
+// pair on demand. ReportMerge commits the tserver's report. The leader's
+// merge state is memory only: the metadata changes in the one MetaMerge
+// command, so a crash at any MergeStep leaves the parents or the merged
+// tablet, never neither.
 //
 // The status page at "/" of the HTTP port (status.go) reads this master's
 // raft and metadata copy, and on the leader its session (leases, reported

@@ -65,6 +65,9 @@ type fakeTS struct {
 	// every heartbeat reply.
 	prefix  string
 	onSplit func(*pb.LogSplitTask)
+	sizes   map[string]int64 // reported tablet sizes (absent: other)
+	other   int64            // the size of a tablet not in sizes (0: 100 bytes)
+	addr    string           // registered address (default uuid.test:7100)
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -72,12 +75,16 @@ type fakeTS struct {
 
 func newFakeTS(t *testing.T, uuid string, cl *client, o *owners) *fakeTS {
 	return &fakeTS{t: t, uuid: uuid, inc: time.Now().UnixNano(), cl: cl, owners: o, prefix: uuid + "_7100",
-		tablets: map[string]int64{}, loading: map[string]int64{}, prios: map[string]pb.CachePriority{}}
+		tablets: map[string]int64{}, loading: map[string]int64{}, prios: map[string]pb.CachePriority{}, sizes: map[string]int64{}}
 }
 
 func (f *fakeTS) register(ctx context.Context) error {
 	return f.cl.do(ctx, func(mc pb.MasterClient) error {
-		r, err := mc.RegisterTServer(ctx, &pb.RegisterTServerRequest{Uuid: f.uuid, Address: f.uuid + ".test:7100",
+		addr := f.addr
+		if addr == "" {
+			addr = f.uuid + ".test:7100"
+		}
+		r, err := mc.RegisterTServer(ctx, &pb.RegisterTServerRequest{Uuid: f.uuid, Address: addr,
 			Incarnation: f.inc, WalPrefix: f.prefix, BlockStoreUuid: "bs-" + f.uuid})
 		if err == nil {
 			f.mu.Lock()
@@ -93,7 +100,7 @@ func (f *fakeTS) heartbeat(ctx context.Context) error {
 	f.mu.Lock()
 	req := &pb.HeartbeatRequest{Uuid: f.uuid, Incarnation: f.inc}
 	for id, ep := range f.tablets {
-		req.Tablets = append(req.Tablets, &pb.TabletReport{TabletId: id, Epoch: ep, SizeBytes: 100, Serving: true})
+		req.Tablets = append(req.Tablets, &pb.TabletReport{TabletId: id, Epoch: ep, SizeBytes: f.size(id), Serving: true})
 	}
 	for id, ep := range f.loading {
 		req.Tablets = append(req.Tablets, &pb.TabletReport{TabletId: id, Epoch: ep})
@@ -260,4 +267,15 @@ func (f *fakeTS) serving() map[string]int64 {
 		out[k] = v
 	}
 	return out
+}
+
+// size is a tablet's reported size; call with f.mu held.
+func (f *fakeTS) size(id string) int64 {
+	if n, ok := f.sizes[id]; ok {
+		return n
+	}
+	if f.other != 0 {
+		return f.other
+	}
+	return 100
 }

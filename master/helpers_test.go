@@ -216,11 +216,16 @@ func splitKeys(n int) [][]byte {
 	return out
 }
 
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+// waitFor polls cond until it holds; on a timeout the first of state, if
+// any, says what cond saw last.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool, state ...*string) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
+			if len(state) > 0 {
+				t.Fatalf("timed out after %v waiting for %s: %s", timeout, what, *state[0])
+			}
 			t.Fatalf("timed out after %v waiting for %s", timeout, what)
 		}
 		time.Sleep(10 * time.Millisecond)

@@ -36,6 +36,7 @@ type move struct {
 	epoch    int64 // the tablet's epoch when the move began
 	from, to string
 	told     bool // the unassignment went out in a heartbeat reply
+	merge    bool // started to bring a pair together for a merge
 	stopped  bool // a later heartbeat of from no longer lists the tablet
 }
 
@@ -190,6 +191,7 @@ func (ls *leaderState) tick(ctx context.Context) {
 	ls.mu.Lock()
 	live := ls.liveLocked(now)
 	var items []*spb.MetaAssign_Item
+	forMerge := false
 	for id, mv := range ls.moves {
 		from := ls.leases[mv.from]
 		if !mv.stopped && (from != nil && !from.dead) {
@@ -204,9 +206,16 @@ func (ls *leaderState) tick(ctx context.Context) {
 		}
 		if slices.Contains(live, mv.to) {
 			items = append(items, &spb.MetaAssign_Item{TabletId: id, ExpectedEpoch: mv.epoch, TserverUuid: mv.to})
+			forMerge = forMerge || mv.merge
 		}
 	}
 	ls.mu.Unlock()
+	if forMerge {
+		if err := m.mergeHook(MergeStepMoving); err != nil {
+			m.log.Warn("finishing moves failed", "err", err) // the old owners are sent the tablets again
+			return
+		}
+	}
 	if len(items) > 0 {
 		res, err := m.apply(ctx, &spb.MetaCommand{Cmd: &spb.MetaCommand_Assign{Assign: &spb.MetaAssign{Items: items}}})
 		if err != nil {

@@ -18,10 +18,15 @@ import (
 
 // Merge defaults (Config.Merge*).
 const (
-	// DefaultMergeThreshold is ¼ of the tservers' default split threshold
-	// (512 MiB): two tablets below it merge into one below half the split
-	// threshold, so a merged tablet does not split again at once.
-	DefaultMergeThreshold = 128 << 20
+	// DefaultSplitThreshold is the tservers' default --split-threshold
+	// (Config.SplitThreshold).
+	DefaultSplitThreshold = 512 << 20
+	// DefaultMergeThreshold is the merge threshold when the tservers do
+	// not split, ¼ of DefaultSplitThreshold; otherwise the default is ¼
+	// of Config.SplitThreshold: two tablets below it merge into one below
+	// half the split threshold, so a merged tablet does not split again
+	// at once.
+	DefaultMergeThreshold = DefaultSplitThreshold / 4
 	defaultMergeCheck     = 30 * time.Second
 	defaultMergeMinAge    = 10 * time.Minute
 	// mergeHold keeps a tablet moved for a merge out of rebalancing.
@@ -30,12 +35,65 @@ const (
 	maxMergesPerPass = 8
 )
 
+// MergeStep names a point of the master's side of a merge at which
+// Config.MergeHook is called: each is a point where the leader holds
+// state of the merge that a crash loses (docs/design.md 'Merge').
+type MergeStep int
+
+// The master's merge steps.
+const (
+	// MergeStepMoving: the old owner of a tablet a merge moves stopped
+	// serving it; its assignment to the new owner is not yet committed
+	// (no tserver serves it).
+	MergeStepMoving MergeStep = 1
+	// MergeStepRequest: both on one tserver, the merge request about to
+	// go to it.
+	MergeStepRequest MergeStep = 2
+	// MergeStepCommit: a tserver's merge report received, the MetaMerge
+	// command not yet proposed.
+	MergeStepCommit MergeStep = 3
+	// MergeStepCommitted: the MetaMerge command committed, the report not
+	// yet answered.
+	MergeStepCommitted MergeStep = 4
+)
+
+func (s MergeStep) String() string {
+	return [...]string{"?", "moving", "request", "commit", "committed"}[max(0, min(int(s), 4))]
+}
+
+// mergeHook runs Config.MergeHook at step s.
+func (m *Master) mergeHook(s MergeStep) error {
+	if m.cfg.MergeHook == nil {
+		return nil
+	}
+	if err := m.cfg.MergeHook(s); err != nil {
+		return apierr.Wrap(codes.Aborted, err, "merge: master step %d (%s)", s, s)
+	}
+	return nil
+}
+
 // mergeState is the leader's memory of merges: tablets held out of
 // rebalancing because a merge moved them together (guarded by
 // leaderState.mu).
 type mergeState struct {
 	held  map[string]time.Time // tablet id → end of the hold
 	small map[string]time.Time // tablet id → first pass that saw it small (mergePass only)
+	// sizes are the tablets' sizes as last reported while serving: the
+	// merger's only sizes (a loading tablet's report may be partial, 0
+	// even, and would make any tablet look small).
+	sizes map[string]int64
+}
+
+// noteReport records a heartbeat's report of a tablet for the merger.
+// Call with ls.mu held.
+func (ms *mergeState) noteReport(rep *pb.TabletReport) {
+	if !rep.Serving {
+		return
+	}
+	if ms.sizes == nil {
+		ms.sizes = map[string]int64{}
+	}
+	ms.sizes[rep.TabletId] = rep.SizeBytes
 }
 
 // mergeHeldLocked reports whether rebalancing must leave the tablet where
@@ -52,8 +110,14 @@ func (m *Master) ReportMerge(ctx context.Context, req *pb.ReportMergeRequest) (*
 	if err != nil {
 		return nil, err
 	}
+	if err := m.mergeHook(MergeStepCommit); err != nil {
+		return nil, err
+	}
 	res, err := m.apply(ctx, &spb.MetaCommand{Cmd: &spb.MetaCommand_Merge{Merge: &spb.MetaMerge{Report: req}}})
 	if err != nil {
+		return nil, err
+	}
+	if err := m.mergeHook(MergeStepCommitted); err != nil {
 		return nil, err
 	}
 	merged := res.Tablets[0]
@@ -62,6 +126,7 @@ func (m *Master) ReportMerge(ctx context.Context, req *pb.ReportMergeRequest) (*
 		delete(ls.moves, id)
 		delete(ls.sizes, id)
 		delete(ls.merge.held, id)
+		delete(ls.merge.sizes, id)
 	}
 	if l := ls.leases[req.TserverUuid]; l != nil {
 		l.sentAssign[merged.TabletId] = time.Now() // it loads it already
@@ -167,8 +232,14 @@ func (m *Master) mergeStep(ctx context.Context, leftID, rightID string) (string,
 		ls.startMergeMove(left, right, counts)
 		return "", nil
 	}
+	if ls.moving(leftID, rightID) {
+		return "", nil // a rebalancing move is taking one away: later
+	}
 	if addr == "" {
 		return "", apierr.Unavailable("tserver %s of tablets %s and %s has no address", left.TserverUuid, leftID, rightID)
+	}
+	if err := m.mergeHook(MergeStepRequest); err != nil {
+		return "", err
 	}
 	conn, err := grpc.NewClient(addr, limits.GRPCDialOptions(tlsconf.Credentials(m.cfg.TLS))...)
 	if err != nil {
@@ -192,24 +263,39 @@ func (m *Master) mergeStep(ctx context.Context, leftID, rightID string) (string,
 	return resp.MergedTabletId, nil
 }
 
-// startMergeMove moves one of two tablets to the other's tserver: the one
-// on the tserver with more tablets, so the spread grows least. counts are
-// the owners' tablet counts (left's, right's).
-func (ls *leaderState) startMergeMove(left, right *pb.TabletMeta, counts [2]int) {
-	mv, to := right, left.TserverUuid
-	if counts[0] > counts[1] {
-		mv, to = left, right.TserverUuid
+// moving reports whether a move of either tablet is in flight.
+func (ls *leaderState) moving(ids ...string) bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	for _, id := range ids {
+		if ls.moves[id] != nil {
+			return true
+		}
 	}
+	return false
+}
+
+// startMergeMove moves one of two tablets to the other's tserver: the one
+// a merge did not just move there (held; else two pairs sharing a tablet
+// would move it to and fro), else the one on the tserver with more
+// tablets, so the spread grows least. counts are the owners' tablet counts
+// (left's, right's).
+func (ls *leaderState) startMergeMove(left, right *pb.TabletMeta, counts [2]int) {
 	now := time.Now()
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
+	mv, to := right, left.TserverUuid
+	heldL, heldR := ls.mergeHeldLocked(left.TabletId, now), ls.mergeHeldLocked(right.TabletId, now)
+	if heldL == heldR && counts[0] > counts[1] || heldR && !heldL {
+		mv, to = left, right.TserverUuid
+	}
 	if ls.moves[left.TabletId] != nil || ls.moves[right.TabletId] != nil {
 		return
 	}
 	if l := ls.leases[to]; l == nil || l.dead || ls.expired(l, now) {
 		return
 	}
-	ls.moves[mv.TabletId] = &move{tablet: mv.TabletId, epoch: mv.Epoch, from: mv.TserverUuid, to: to}
+	ls.moves[mv.TabletId] = &move{tablet: mv.TabletId, epoch: mv.Epoch, from: mv.TserverUuid, to: to, merge: true}
 	if ls.merge.held == nil {
 		ls.merge.held = map[string]time.Time{}
 	}
@@ -243,57 +329,61 @@ func (m *Master) runMerger() {
 	}
 }
 
-// mergePass finds, in each table, adjacent pairs of serving tablets both
-// reported below the merge threshold in every pass for Config.MergeMinAge
-// (so a table pre-split on purpose keeps its tablets while it fills), and
-// takes up to maxMergesPerPass
-// disjoint pairs one step on (a move, or the merge), concurrently.
+// mergePass plans merges by the policy (mergeplan.go) from the reported
+// sizes, the metadata and the moves in flight, and takes each pair one step
+// on (a move, or the merge), concurrently.
 func (m *Master) mergePass(ctx context.Context, ls *leaderState) {
-	var pairs [][2]string
 	ls.mu.Lock()
-	sizes := make(map[string]int64, len(ls.sizes))
-	for id, n := range ls.sizes {
+	sizes := make(map[string]int64, len(ls.merge.sizes))
+	for id, n := range ls.merge.sizes {
 		sizes[id] = n
 	}
-	ls.mu.Unlock()
-	now := time.Now()
-	seen := map[string]time.Time{}
-	small := func(t *pb.TabletMeta) bool {
-		n, ok := sizes[t.TabletId]
-		if !ok || n >= m.cfg.MergeThreshold || t.State != pb.TabletState_TABLET_STATE_SERVING {
-			return false
-		}
-		since, ok := ls.merge.small[t.TabletId]
-		if !ok {
-			since = now
-		}
-		seen[t.TabletId] = since
-		return now.Sub(since) >= m.cfg.MergeMinAge
+	moving := make(map[string]bool, len(ls.moves))
+	for id := range ls.moves {
+		moving[id] = true
 	}
-	_ = m.view(func(r *meta.Reader) error {
-		tables, err := r.Tables()
+	ls.mu.Unlock()
+	var tables [][]mergeTablet
+	listed := map[string]bool{}
+	err := m.view(func(r *meta.Reader) error {
+		all, err := r.Tables()
 		if err != nil {
 			return err
 		}
-		for _, s := range tables {
+		for _, s := range all {
 			ts, err := r.TableTablets(s.Name, nil, 0)
 			if err != nil {
 				return err
 			}
-			ok := make([]bool, len(ts))
+			row := make([]mergeTablet, len(ts))
 			for i, t := range ts {
-				ok[i] = small(t)
-			}
-			for i := 0; i+1 < len(ts) && len(pairs) < maxMergesPerPass; i++ {
-				if ok[i] && ok[i+1] {
-					pairs = append(pairs, [2]string{ts[i].TabletId, ts[i+1].TabletId})
-					i++ // disjoint pairs
+				listed[t.TabletId] = true
+				size, ok := sizes[t.TabletId]
+				if !ok {
+					size = -1
 				}
+				row[i] = mergeTablet{id: t.TabletId, size: size, serving: t.State == pb.TabletState_TABLET_STATE_SERVING, moving: moving[t.TabletId]}
 			}
+			tables = append(tables, row)
 		}
 		return nil
 	})
-	ls.merge.small = seen // only mergePass touches it, one pass at a time
+	if err != nil {
+		m.log.Warn("automatic merge pass cannot read the metadata", "err", err)
+		return
+	}
+	ls.mu.Lock()
+	for id := range sizes {
+		if !listed[id] {
+			delete(ls.merge.sizes, id) // merged, split or deleted
+		}
+	}
+	ls.mu.Unlock()
+	pairs, small := m.cfg.mergePolicy().plan(tables, ls.merge.small, time.Now())
+	ls.merge.small = small // only mergePass touches it, one pass at a time
+	if len(pairs) > 0 {
+		m.log.Debug("automatic merge pass", "pairs", pairs)
+	}
 	var wg sync.WaitGroup
 	for _, p := range pairs {
 		wg.Add(1)

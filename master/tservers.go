@@ -226,6 +226,7 @@ func (m *Master) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.H
 	// whose size moved (internal/hbdelta), a full heartbeat all.
 	for _, rep := range req.Tablets {
 		ls.sizes[rep.TabletId] = rep.SizeBytes
+		ls.merge.noteReport(rep)
 		ls.space[rep.TabletId] = rep.Space
 	}
 	if plan.reconcile {

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"bighive/internal/auth"
+	"bighive/internal/faultfile"
 	"bighive/internal/obs"
 	"bighive/internal/tlsconf"
 	"bighive/master"
@@ -46,7 +47,9 @@ func main() {
 		maxMoves  = flag.Int("max-moves", 8, "rebalancing moves in flight at most")
 		grace     = flag.Duration("startup-grace", 0, "a new leader assigns no tablet and declares no tserver dead until this long passed or every known tserver checked in (default: one --lease; negative: none)")
 
-		mergeThreshold = flag.Int64("merge-threshold", master.DefaultMergeThreshold, "adjacent tablets both smaller than this many `bytes` merge automatically (default ¼ of the tservers' default --split-threshold); negative: no automatic merges")
+		splitThreshold = flag.Int64("split-threshold", master.DefaultSplitThreshold, "the tservers' --split-threshold in `bytes` (the master cannot see theirs: set the same value); negative: the tservers do not split. No automatic merge makes a tablet of half of it or more")
+		mergeThreshold = flag.Int64("merge-threshold", 0, "adjacent tablets both smaller than this many `bytes` merge automatically (0: ¼ of --split-threshold, or 128 MiB when it is negative); negative: no automatic merges")
+		mergeFault     = flag.String("merge-fault-file", "", "testing only: a `file` holding a master merge step number; the leader that reaches that step removes the file and kills this process")
 		mergeCheck     = flag.Duration("merge-check-interval", 30*time.Second, "how often the leader looks for small adjacent tablets to merge")
 		mergeMinAge    = flag.Duration("merge-min-age", 10*time.Minute, "how long both tablets must have been seen small before they merge (keeps a fresh pre-split table)")
 		autoMerge      = flag.Bool("auto-merge", true, "merge small adjacent tablets automatically (false: only `bighive merge`)")
@@ -104,7 +107,8 @@ func main() {
 	m, err := master.Start(master.Config{
 		ID: *id, Dir: *data, RaftAddr: *raftAddr, GRPCAddr: grpcAddr, Peers: ps,
 		Lease: *lease, Heartbeat: *heartbeat, MaxMoves: *maxMoves, StartupGrace: *grace, Logger: log,
-		MergeThreshold: mergeThresholdFlag(*mergeThreshold, *autoMerge), MergeCheckInterval: *mergeCheck, MergeMinAge: *mergeMinAge,
+		SplitThreshold: *splitThreshold, MergeThreshold: mergeThresholdFlag(*mergeThreshold, *autoMerge),
+		MergeCheckInterval: *mergeCheck, MergeMinAge: *mergeMinAge, MergeHook: faultfile.Hook[master.MergeStep](*mergeFault, "merge", log),
 		HTTPListen: obsFlags.HTTPListen(*listen), TLS: tlsSrc,
 		AuthTokens: authTokens, BootstrapAdmin: *bootAdmin, Raft: raftCfg,
 	}, lis)

@@ -15,12 +15,12 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"bighive/internal/auth"
+	"bighive/internal/faultfile"
 	"bighive/internal/obs"
 	"bighive/internal/tlsconf"
 	"bighive/merge"
@@ -93,8 +93,8 @@ func main() {
 		SplitThreshold:      *splitThreshold,
 		SplitInterval:       *splitInterval,
 		MaxConcurrentSplits: *maxSplits,
-		SplitHook:           faultHook[split.Step](*splitFault, "split", log),
-		MergeHook:           faultHook[merge.Step](*mergeFault, "merge", log),
+		SplitHook:           faultfile.Hook[split.Step](*splitFault, "split", log),
+		MergeHook:           faultfile.Hook[merge.Step](*mergeFault, "merge", log),
 
 		CompactionMajorEvery:   *majorEvery,
 		CompactionMaxFiles:     *maxFiles,
@@ -134,35 +134,4 @@ func splitList(s string) []string {
 		}
 	}
 	return out
-}
-
-// faultHook is the crash point of the e2e split and merge tests: when the
-// file names a step, the split (or merge) reaching it removes the file and
-// the process dies with SIGKILL at once (no cleanup, as in a crash). A
-// file holding "pause:N" instead holds step N for 5 s and goes on, so a
-// test can kill another process (the master) while it waits.
-func faultHook[S ~int](path, what string, log *slog.Logger) func(S) error {
-	if path == "" {
-		return nil
-	}
-	return func(s S) error {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return nil
-		}
-		text, pause := strings.CutPrefix(strings.TrimSpace(string(b)), "pause:")
-		n, err := strconv.Atoi(text)
-		if err != nil || n != int(s) {
-			return nil
-		}
-		os.Remove(path)
-		if pause {
-			log.Warn(what+" fault file: holding this step", "step", int(s))
-			time.Sleep(5 * time.Second)
-			return nil
-		}
-		log.Warn(what+" fault file: killing this process", "step", int(s))
-		syscall.Kill(os.Getpid(), syscall.SIGKILL)
-		select {}
-	}
 }
