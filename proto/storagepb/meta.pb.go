@@ -55,6 +55,7 @@ type MetaCommand struct {
 	//	*MetaCommand_Revoke
 	//	*MetaCommand_BootstrapAdmin
 	//	*MetaCommand_Merge
+	//	*MetaCommand_TabletLoads
 	Cmd           isMetaCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -284,6 +285,15 @@ func (x *MetaCommand) GetMerge() *MetaMerge {
 	return nil
 }
 
+func (x *MetaCommand) GetTabletLoads() *MetaTabletLoads {
+	if x != nil {
+		if x, ok := x.Cmd.(*MetaCommand_TabletLoads); ok {
+			return x.TabletLoads
+		}
+	}
+	return nil
+}
+
 type isMetaCommand_Cmd interface {
 	isMetaCommand_Cmd()
 }
@@ -368,6 +378,10 @@ type MetaCommand_Merge struct {
 	Merge *MetaMerge `protobuf:"bytes,21,opt,name=merge,proto3,oneof"`
 }
 
+type MetaCommand_TabletLoads struct {
+	TabletLoads *MetaTabletLoads `protobuf:"bytes,22,opt,name=tablet_loads,json=tabletLoads,proto3,oneof"`
+}
+
 func (*MetaCommand_CreateTable) isMetaCommand_Cmd() {}
 
 func (*MetaCommand_DeleteTable) isMetaCommand_Cmd() {}
@@ -407,6 +421,8 @@ func (*MetaCommand_Revoke) isMetaCommand_Cmd() {}
 func (*MetaCommand_BootstrapAdmin) isMetaCommand_Cmd() {}
 
 func (*MetaCommand_Merge) isMetaCommand_Cmd() {}
+
+func (*MetaCommand_TabletLoads) isMetaCommand_Cmd() {}
 
 // Creates a table and its initial tablets [“”, k1), …, [kn, “”), all
 // UNASSIGNED at epoch 0. The leader validated names and keys; the FSM
@@ -855,6 +871,52 @@ func (x *MetaTabletLoad) GetPosition() *bighivepb.LogPosition {
 	return nil
 }
 
+// Many loads in one transaction, each applied or refused on its own as a
+// MetaTabletLoad would be.
+type MetaTabletLoads struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Loads         []*MetaTabletLoad      `protobuf:"bytes,1,rep,name=loads,proto3" json:"loads,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetaTabletLoads) Reset() {
+	*x = MetaTabletLoads{}
+	mi := &file_storagepb_meta_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaTabletLoads) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaTabletLoads) ProtoMessage() {}
+
+func (x *MetaTabletLoads) ProtoReflect() protoreflect.Message {
+	mi := &file_storagepb_meta_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaTabletLoads.ProtoReflect.Descriptor instead.
+func (*MetaTabletLoads) Descriptor() ([]byte, []int) {
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *MetaTabletLoads) GetLoads() []*MetaTabletLoad {
+	if x != nil {
+		return x.Loads
+	}
+	return nil
+}
+
 // A burst of checkpoint reports of one tserver.
 type MetaCheckpoint struct {
 	state         protoimpl.MessageState        `protogen:"open.v1"`
@@ -866,7 +928,7 @@ type MetaCheckpoint struct {
 
 func (x *MetaCheckpoint) Reset() {
 	*x = MetaCheckpoint{}
-	mi := &file_storagepb_meta_proto_msgTypes[9]
+	mi := &file_storagepb_meta_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -878,7 +940,7 @@ func (x *MetaCheckpoint) String() string {
 func (*MetaCheckpoint) ProtoMessage() {}
 
 func (x *MetaCheckpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[9]
+	mi := &file_storagepb_meta_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -891,7 +953,7 @@ func (x *MetaCheckpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaCheckpoint.ProtoReflect.Descriptor instead.
 func (*MetaCheckpoint) Descriptor() ([]byte, []int) {
-	return file_storagepb_meta_proto_rawDescGZIP(), []int{9}
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *MetaCheckpoint) GetTserverUuid() string {
@@ -918,7 +980,7 @@ type MetaAllocateIds struct {
 
 func (x *MetaAllocateIds) Reset() {
 	*x = MetaAllocateIds{}
-	mi := &file_storagepb_meta_proto_msgTypes[10]
+	mi := &file_storagepb_meta_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -930,7 +992,7 @@ func (x *MetaAllocateIds) String() string {
 func (*MetaAllocateIds) ProtoMessage() {}
 
 func (x *MetaAllocateIds) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[10]
+	mi := &file_storagepb_meta_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -943,7 +1005,7 @@ func (x *MetaAllocateIds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaAllocateIds.ProtoReflect.Descriptor instead.
 func (*MetaAllocateIds) Descriptor() ([]byte, []int) {
-	return file_storagepb_meta_proto_rawDescGZIP(), []int{10}
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *MetaAllocateIds) GetCount() uint32 {
@@ -966,7 +1028,7 @@ type MetaSplit struct {
 
 func (x *MetaSplit) Reset() {
 	*x = MetaSplit{}
-	mi := &file_storagepb_meta_proto_msgTypes[11]
+	mi := &file_storagepb_meta_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -978,7 +1040,7 @@ func (x *MetaSplit) String() string {
 func (*MetaSplit) ProtoMessage() {}
 
 func (x *MetaSplit) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[11]
+	mi := &file_storagepb_meta_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -991,7 +1053,7 @@ func (x *MetaSplit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaSplit.ProtoReflect.Descriptor instead.
 func (*MetaSplit) Descriptor() ([]byte, []int) {
-	return file_storagepb_meta_proto_rawDescGZIP(), []int{11}
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *MetaSplit) GetParentTabletId() string {
@@ -1036,7 +1098,7 @@ type MetaLogSplitDone struct {
 
 func (x *MetaLogSplitDone) Reset() {
 	*x = MetaLogSplitDone{}
-	mi := &file_storagepb_meta_proto_msgTypes[12]
+	mi := &file_storagepb_meta_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1048,7 +1110,7 @@ func (x *MetaLogSplitDone) String() string {
 func (*MetaLogSplitDone) ProtoMessage() {}
 
 func (x *MetaLogSplitDone) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[12]
+	mi := &file_storagepb_meta_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1061,7 +1123,7 @@ func (x *MetaLogSplitDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaLogSplitDone.ProtoReflect.Descriptor instead.
 func (*MetaLogSplitDone) Descriptor() ([]byte, []int) {
-	return file_storagepb_meta_proto_rawDescGZIP(), []int{12}
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *MetaLogSplitDone) GetPrefix() string {
@@ -1089,7 +1151,7 @@ type MetaRecoveryFilesDeleted struct {
 
 func (x *MetaRecoveryFilesDeleted) Reset() {
 	*x = MetaRecoveryFilesDeleted{}
-	mi := &file_storagepb_meta_proto_msgTypes[13]
+	mi := &file_storagepb_meta_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1101,7 +1163,7 @@ func (x *MetaRecoveryFilesDeleted) String() string {
 func (*MetaRecoveryFilesDeleted) ProtoMessage() {}
 
 func (x *MetaRecoveryFilesDeleted) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[13]
+	mi := &file_storagepb_meta_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1114,7 +1176,7 @@ func (x *MetaRecoveryFilesDeleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaRecoveryFilesDeleted.ProtoReflect.Descriptor instead.
 func (*MetaRecoveryFilesDeleted) Descriptor() ([]byte, []int) {
-	return file_storagepb_meta_proto_rawDescGZIP(), []int{13}
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *MetaRecoveryFilesDeleted) GetPaths() []string {
@@ -1136,7 +1198,7 @@ type MetaDeleteFamily struct {
 
 func (x *MetaDeleteFamily) Reset() {
 	*x = MetaDeleteFamily{}
-	mi := &file_storagepb_meta_proto_msgTypes[14]
+	mi := &file_storagepb_meta_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1148,7 +1210,7 @@ func (x *MetaDeleteFamily) String() string {
 func (*MetaDeleteFamily) ProtoMessage() {}
 
 func (x *MetaDeleteFamily) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[14]
+	mi := &file_storagepb_meta_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1161,7 +1223,7 @@ func (x *MetaDeleteFamily) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaDeleteFamily.ProtoReflect.Descriptor instead.
 func (*MetaDeleteFamily) Descriptor() ([]byte, []int) {
-	return file_storagepb_meta_proto_rawDescGZIP(), []int{14}
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *MetaDeleteFamily) GetTable() string {
@@ -1191,7 +1253,7 @@ type MetaSetGCRule struct {
 
 func (x *MetaSetGCRule) Reset() {
 	*x = MetaSetGCRule{}
-	mi := &file_storagepb_meta_proto_msgTypes[15]
+	mi := &file_storagepb_meta_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1203,7 +1265,7 @@ func (x *MetaSetGCRule) String() string {
 func (*MetaSetGCRule) ProtoMessage() {}
 
 func (x *MetaSetGCRule) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[15]
+	mi := &file_storagepb_meta_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1216,7 +1278,7 @@ func (x *MetaSetGCRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaSetGCRule.ProtoReflect.Descriptor instead.
 func (*MetaSetGCRule) Descriptor() ([]byte, []int) {
-	return file_storagepb_meta_proto_rawDescGZIP(), []int{15}
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *MetaSetGCRule) GetTable() string {
@@ -1253,7 +1315,7 @@ type MetaFamilyPurged struct {
 
 func (x *MetaFamilyPurged) Reset() {
 	*x = MetaFamilyPurged{}
-	mi := &file_storagepb_meta_proto_msgTypes[16]
+	mi := &file_storagepb_meta_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1265,7 +1327,7 @@ func (x *MetaFamilyPurged) String() string {
 func (*MetaFamilyPurged) ProtoMessage() {}
 
 func (x *MetaFamilyPurged) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[16]
+	mi := &file_storagepb_meta_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1278,7 +1340,7 @@ func (x *MetaFamilyPurged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaFamilyPurged.ProtoReflect.Descriptor instead.
 func (*MetaFamilyPurged) Descriptor() ([]byte, []int) {
-	return file_storagepb_meta_proto_rawDescGZIP(), []int{16}
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *MetaFamilyPurged) GetTable() string {
@@ -1307,7 +1369,7 @@ type MetaSetCompression struct {
 
 func (x *MetaSetCompression) Reset() {
 	*x = MetaSetCompression{}
-	mi := &file_storagepb_meta_proto_msgTypes[17]
+	mi := &file_storagepb_meta_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1319,7 +1381,7 @@ func (x *MetaSetCompression) String() string {
 func (*MetaSetCompression) ProtoMessage() {}
 
 func (x *MetaSetCompression) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[17]
+	mi := &file_storagepb_meta_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1332,7 +1394,7 @@ func (x *MetaSetCompression) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaSetCompression.ProtoReflect.Descriptor instead.
 func (*MetaSetCompression) Descriptor() ([]byte, []int) {
-	return file_storagepb_meta_proto_rawDescGZIP(), []int{17}
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *MetaSetCompression) GetTable() string {
@@ -1366,7 +1428,7 @@ type MetaGrant struct {
 
 func (x *MetaGrant) Reset() {
 	*x = MetaGrant{}
-	mi := &file_storagepb_meta_proto_msgTypes[18]
+	mi := &file_storagepb_meta_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1378,7 +1440,7 @@ func (x *MetaGrant) String() string {
 func (*MetaGrant) ProtoMessage() {}
 
 func (x *MetaGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[18]
+	mi := &file_storagepb_meta_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1391,7 +1453,7 @@ func (x *MetaGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaGrant.ProtoReflect.Descriptor instead.
 func (*MetaGrant) Descriptor() ([]byte, []int) {
-	return file_storagepb_meta_proto_rawDescGZIP(), []int{18}
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *MetaGrant) GetGrant() *bighivepb.Grant {
@@ -1412,7 +1474,7 @@ type MetaRevoke struct {
 
 func (x *MetaRevoke) Reset() {
 	*x = MetaRevoke{}
-	mi := &file_storagepb_meta_proto_msgTypes[19]
+	mi := &file_storagepb_meta_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1424,7 +1486,7 @@ func (x *MetaRevoke) String() string {
 func (*MetaRevoke) ProtoMessage() {}
 
 func (x *MetaRevoke) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[19]
+	mi := &file_storagepb_meta_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1437,7 +1499,7 @@ func (x *MetaRevoke) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaRevoke.ProtoReflect.Descriptor instead.
 func (*MetaRevoke) Descriptor() ([]byte, []int) {
-	return file_storagepb_meta_proto_rawDescGZIP(), []int{19}
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *MetaRevoke) GetGrant() *bighivepb.Grant {
@@ -1458,7 +1520,7 @@ type MetaBootstrapAdmin struct {
 
 func (x *MetaBootstrapAdmin) Reset() {
 	*x = MetaBootstrapAdmin{}
-	mi := &file_storagepb_meta_proto_msgTypes[20]
+	mi := &file_storagepb_meta_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1470,7 +1532,7 @@ func (x *MetaBootstrapAdmin) String() string {
 func (*MetaBootstrapAdmin) ProtoMessage() {}
 
 func (x *MetaBootstrapAdmin) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[20]
+	mi := &file_storagepb_meta_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1483,7 +1545,7 @@ func (x *MetaBootstrapAdmin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaBootstrapAdmin.ProtoReflect.Descriptor instead.
 func (*MetaBootstrapAdmin) Descriptor() ([]byte, []int) {
-	return file_storagepb_meta_proto_rawDescGZIP(), []int{20}
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *MetaBootstrapAdmin) GetPrincipal() string {
@@ -1504,7 +1566,7 @@ type MetaMerge struct {
 
 func (x *MetaMerge) Reset() {
 	*x = MetaMerge{}
-	mi := &file_storagepb_meta_proto_msgTypes[21]
+	mi := &file_storagepb_meta_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1516,7 +1578,7 @@ func (x *MetaMerge) String() string {
 func (*MetaMerge) ProtoMessage() {}
 
 func (x *MetaMerge) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[21]
+	mi := &file_storagepb_meta_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1529,7 +1591,7 @@ func (x *MetaMerge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaMerge.ProtoReflect.Descriptor instead.
 func (*MetaMerge) Descriptor() ([]byte, []int) {
-	return file_storagepb_meta_proto_rawDescGZIP(), []int{21}
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *MetaMerge) GetReport() *bighivepb.ReportMergeRequest {
@@ -1550,7 +1612,7 @@ type MetaAssign_Item struct {
 
 func (x *MetaAssign_Item) Reset() {
 	*x = MetaAssign_Item{}
-	mi := &file_storagepb_meta_proto_msgTypes[22]
+	mi := &file_storagepb_meta_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1562,7 +1624,7 @@ func (x *MetaAssign_Item) String() string {
 func (*MetaAssign_Item) ProtoMessage() {}
 
 func (x *MetaAssign_Item) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[22]
+	mi := &file_storagepb_meta_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1610,7 +1672,7 @@ type MetaUnassign_Item struct {
 
 func (x *MetaUnassign_Item) Reset() {
 	*x = MetaUnassign_Item{}
-	mi := &file_storagepb_meta_proto_msgTypes[23]
+	mi := &file_storagepb_meta_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1622,7 +1684,7 @@ func (x *MetaUnassign_Item) String() string {
 func (*MetaUnassign_Item) ProtoMessage() {}
 
 func (x *MetaUnassign_Item) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[23]
+	mi := &file_storagepb_meta_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1671,7 +1733,7 @@ type MetaLogSplitDone_Item struct {
 
 func (x *MetaLogSplitDone_Item) Reset() {
 	*x = MetaLogSplitDone_Item{}
-	mi := &file_storagepb_meta_proto_msgTypes[24]
+	mi := &file_storagepb_meta_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1683,7 +1745,7 @@ func (x *MetaLogSplitDone_Item) String() string {
 func (*MetaLogSplitDone_Item) ProtoMessage() {}
 
 func (x *MetaLogSplitDone_Item) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[24]
+	mi := &file_storagepb_meta_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1696,7 +1758,7 @@ func (x *MetaLogSplitDone_Item) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaLogSplitDone_Item.ProtoReflect.Descriptor instead.
 func (*MetaLogSplitDone_Item) Descriptor() ([]byte, []int) {
-	return file_storagepb_meta_proto_rawDescGZIP(), []int{12, 0}
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{13, 0}
 }
 
 func (x *MetaLogSplitDone_Item) GetTabletId() string {
@@ -1731,7 +1793,7 @@ var File_storagepb_meta_proto protoreflect.FileDescriptor
 
 const file_storagepb_meta_proto_rawDesc = "" +
 	"\n" +
-	"\x14storagepb/meta.proto\x12\x12bighive.storage.v1\x1a\x16bighivepb/common.proto\x1a\x16bighivepb/master.proto\"\xc5\v\n" +
+	"\x14storagepb/meta.proto\x12\x12bighive.storage.v1\x1a\x16bighivepb/common.proto\x1a\x16bighivepb/master.proto\"\x8f\f\n" +
 	"\vMetaCommand\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12H\n" +
 	"\fcreate_table\x18\x02 \x01(\v2#.bighive.storage.v1.MetaCreateTableH\x00R\vcreateTable\x12H\n" +
@@ -1758,7 +1820,8 @@ const file_storagepb_meta_proto_rawDesc = "" +
 	"\x05grant\x18\x12 \x01(\v2\x1d.bighive.storage.v1.MetaGrantH\x00R\x05grant\x128\n" +
 	"\x06revoke\x18\x13 \x01(\v2\x1e.bighive.storage.v1.MetaRevokeH\x00R\x06revoke\x12Q\n" +
 	"\x0fbootstrap_admin\x18\x14 \x01(\v2&.bighive.storage.v1.MetaBootstrapAdminH\x00R\x0ebootstrapAdmin\x125\n" +
-	"\x05merge\x18\x15 \x01(\v2\x1d.bighive.storage.v1.MetaMergeH\x00R\x05mergeB\x05\n" +
+	"\x05merge\x18\x15 \x01(\v2\x1d.bighive.storage.v1.MetaMergeH\x00R\x05merge\x12H\n" +
+	"\ftablet_loads\x18\x16 \x01(\v2#.bighive.storage.v1.MetaTabletLoadsH\x00R\vtabletLoadsB\x05\n" +
 	"\x03cmd\"a\n" +
 	"\x0fMetaCreateTable\x12/\n" +
 	"\x06schema\x18\x01 \x01(\v2\x17.bighive.v1.TableSchemaR\x06schema\x12\x1d\n" +
@@ -1796,7 +1859,9 @@ const file_storagepb_meta_proto_rawDesc = "" +
 	"\ttablet_id\x18\x01 \x01(\tR\btabletId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12!\n" +
 	"\ftserver_uuid\x18\x03 \x01(\tR\vtserverUuid\x123\n" +
-	"\bposition\x18\x04 \x01(\v2\x17.bighive.v1.LogPositionR\bposition\"k\n" +
+	"\bposition\x18\x04 \x01(\v2\x17.bighive.v1.LogPositionR\bposition\"K\n" +
+	"\x0fMetaTabletLoads\x128\n" +
+	"\x05loads\x18\x01 \x03(\v2\".bighive.storage.v1.MetaTabletLoadR\x05loads\"k\n" +
 	"\x0eMetaCheckpoint\x12!\n" +
 	"\ftserver_uuid\x18\x01 \x01(\tR\vtserverUuid\x126\n" +
 	"\areports\x18\x02 \x03(\v2\x1c.bighive.v1.CheckpointReportR\areports\"'\n" +
@@ -1853,7 +1918,7 @@ func file_storagepb_meta_proto_rawDescGZIP() []byte {
 	return file_storagepb_meta_proto_rawDescData
 }
 
-var file_storagepb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_storagepb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_storagepb_meta_proto_goTypes = []any{
 	(*MetaCommand)(nil),                  // 0: bighive.storage.v1.MetaCommand
 	(*MetaCreateTable)(nil),              // 1: bighive.storage.v1.MetaCreateTable
@@ -1864,31 +1929,32 @@ var file_storagepb_meta_proto_goTypes = []any{
 	(*MetaAssign)(nil),                   // 6: bighive.storage.v1.MetaAssign
 	(*MetaUnassign)(nil),                 // 7: bighive.storage.v1.MetaUnassign
 	(*MetaTabletLoad)(nil),               // 8: bighive.storage.v1.MetaTabletLoad
-	(*MetaCheckpoint)(nil),               // 9: bighive.storage.v1.MetaCheckpoint
-	(*MetaAllocateIds)(nil),              // 10: bighive.storage.v1.MetaAllocateIds
-	(*MetaSplit)(nil),                    // 11: bighive.storage.v1.MetaSplit
-	(*MetaLogSplitDone)(nil),             // 12: bighive.storage.v1.MetaLogSplitDone
-	(*MetaRecoveryFilesDeleted)(nil),     // 13: bighive.storage.v1.MetaRecoveryFilesDeleted
-	(*MetaDeleteFamily)(nil),             // 14: bighive.storage.v1.MetaDeleteFamily
-	(*MetaSetGCRule)(nil),                // 15: bighive.storage.v1.MetaSetGCRule
-	(*MetaFamilyPurged)(nil),             // 16: bighive.storage.v1.MetaFamilyPurged
-	(*MetaSetCompression)(nil),           // 17: bighive.storage.v1.MetaSetCompression
-	(*MetaGrant)(nil),                    // 18: bighive.storage.v1.MetaGrant
-	(*MetaRevoke)(nil),                   // 19: bighive.storage.v1.MetaRevoke
-	(*MetaBootstrapAdmin)(nil),           // 20: bighive.storage.v1.MetaBootstrapAdmin
-	(*MetaMerge)(nil),                    // 21: bighive.storage.v1.MetaMerge
-	(*MetaAssign_Item)(nil),              // 22: bighive.storage.v1.MetaAssign.Item
-	(*MetaUnassign_Item)(nil),            // 23: bighive.storage.v1.MetaUnassign.Item
-	(*MetaLogSplitDone_Item)(nil),        // 24: bighive.storage.v1.MetaLogSplitDone.Item
-	(*bighivepb.TableSchema)(nil),        // 25: bighive.v1.TableSchema
-	(*bighivepb.FamilySpec)(nil),         // 26: bighive.v1.FamilySpec
-	(*bighivepb.LogPosition)(nil),        // 27: bighive.v1.LogPosition
-	(*bighivepb.CheckpointReport)(nil),   // 28: bighive.v1.CheckpointReport
-	(*bighivepb.SplitChild)(nil),         // 29: bighive.v1.SplitChild
-	(*bighivepb.GcRule)(nil),             // 30: bighive.v1.GcRule
-	(bighivepb.Compression)(0),           // 31: bighive.v1.Compression
-	(*bighivepb.Grant)(nil),              // 32: bighive.v1.Grant
-	(*bighivepb.ReportMergeRequest)(nil), // 33: bighive.v1.ReportMergeRequest
+	(*MetaTabletLoads)(nil),              // 9: bighive.storage.v1.MetaTabletLoads
+	(*MetaCheckpoint)(nil),               // 10: bighive.storage.v1.MetaCheckpoint
+	(*MetaAllocateIds)(nil),              // 11: bighive.storage.v1.MetaAllocateIds
+	(*MetaSplit)(nil),                    // 12: bighive.storage.v1.MetaSplit
+	(*MetaLogSplitDone)(nil),             // 13: bighive.storage.v1.MetaLogSplitDone
+	(*MetaRecoveryFilesDeleted)(nil),     // 14: bighive.storage.v1.MetaRecoveryFilesDeleted
+	(*MetaDeleteFamily)(nil),             // 15: bighive.storage.v1.MetaDeleteFamily
+	(*MetaSetGCRule)(nil),                // 16: bighive.storage.v1.MetaSetGCRule
+	(*MetaFamilyPurged)(nil),             // 17: bighive.storage.v1.MetaFamilyPurged
+	(*MetaSetCompression)(nil),           // 18: bighive.storage.v1.MetaSetCompression
+	(*MetaGrant)(nil),                    // 19: bighive.storage.v1.MetaGrant
+	(*MetaRevoke)(nil),                   // 20: bighive.storage.v1.MetaRevoke
+	(*MetaBootstrapAdmin)(nil),           // 21: bighive.storage.v1.MetaBootstrapAdmin
+	(*MetaMerge)(nil),                    // 22: bighive.storage.v1.MetaMerge
+	(*MetaAssign_Item)(nil),              // 23: bighive.storage.v1.MetaAssign.Item
+	(*MetaUnassign_Item)(nil),            // 24: bighive.storage.v1.MetaUnassign.Item
+	(*MetaLogSplitDone_Item)(nil),        // 25: bighive.storage.v1.MetaLogSplitDone.Item
+	(*bighivepb.TableSchema)(nil),        // 26: bighive.v1.TableSchema
+	(*bighivepb.FamilySpec)(nil),         // 27: bighive.v1.FamilySpec
+	(*bighivepb.LogPosition)(nil),        // 28: bighive.v1.LogPosition
+	(*bighivepb.CheckpointReport)(nil),   // 29: bighive.v1.CheckpointReport
+	(*bighivepb.SplitChild)(nil),         // 30: bighive.v1.SplitChild
+	(*bighivepb.GcRule)(nil),             // 31: bighive.v1.GcRule
+	(bighivepb.Compression)(0),           // 32: bighive.v1.Compression
+	(*bighivepb.Grant)(nil),              // 33: bighive.v1.Grant
+	(*bighivepb.ReportMergeRequest)(nil), // 34: bighive.v1.ReportMergeRequest
 }
 var file_storagepb_meta_proto_depIdxs = []int32{
 	1,  // 0: bighive.storage.v1.MetaCommand.create_table:type_name -> bighive.storage.v1.MetaCreateTable
@@ -1898,38 +1964,40 @@ var file_storagepb_meta_proto_depIdxs = []int32{
 	6,  // 4: bighive.storage.v1.MetaCommand.assign:type_name -> bighive.storage.v1.MetaAssign
 	7,  // 5: bighive.storage.v1.MetaCommand.unassign:type_name -> bighive.storage.v1.MetaUnassign
 	8,  // 6: bighive.storage.v1.MetaCommand.tablet_load:type_name -> bighive.storage.v1.MetaTabletLoad
-	9,  // 7: bighive.storage.v1.MetaCommand.checkpoint:type_name -> bighive.storage.v1.MetaCheckpoint
-	10, // 8: bighive.storage.v1.MetaCommand.allocate_ids:type_name -> bighive.storage.v1.MetaAllocateIds
-	11, // 9: bighive.storage.v1.MetaCommand.split:type_name -> bighive.storage.v1.MetaSplit
-	12, // 10: bighive.storage.v1.MetaCommand.log_split_done:type_name -> bighive.storage.v1.MetaLogSplitDone
-	13, // 11: bighive.storage.v1.MetaCommand.recovery_files_deleted:type_name -> bighive.storage.v1.MetaRecoveryFilesDeleted
-	14, // 12: bighive.storage.v1.MetaCommand.delete_family:type_name -> bighive.storage.v1.MetaDeleteFamily
-	15, // 13: bighive.storage.v1.MetaCommand.set_gc_rule:type_name -> bighive.storage.v1.MetaSetGCRule
-	16, // 14: bighive.storage.v1.MetaCommand.family_purged:type_name -> bighive.storage.v1.MetaFamilyPurged
-	17, // 15: bighive.storage.v1.MetaCommand.set_compression:type_name -> bighive.storage.v1.MetaSetCompression
-	18, // 16: bighive.storage.v1.MetaCommand.grant:type_name -> bighive.storage.v1.MetaGrant
-	19, // 17: bighive.storage.v1.MetaCommand.revoke:type_name -> bighive.storage.v1.MetaRevoke
-	20, // 18: bighive.storage.v1.MetaCommand.bootstrap_admin:type_name -> bighive.storage.v1.MetaBootstrapAdmin
-	21, // 19: bighive.storage.v1.MetaCommand.merge:type_name -> bighive.storage.v1.MetaMerge
-	25, // 20: bighive.storage.v1.MetaCreateTable.schema:type_name -> bighive.v1.TableSchema
-	26, // 21: bighive.storage.v1.MetaAddFamily.family:type_name -> bighive.v1.FamilySpec
-	5,  // 22: bighive.storage.v1.MetaRegisterTServer.tserver:type_name -> bighive.storage.v1.MetaTServer
-	22, // 23: bighive.storage.v1.MetaAssign.items:type_name -> bighive.storage.v1.MetaAssign.Item
-	23, // 24: bighive.storage.v1.MetaUnassign.items:type_name -> bighive.storage.v1.MetaUnassign.Item
-	27, // 25: bighive.storage.v1.MetaTabletLoad.position:type_name -> bighive.v1.LogPosition
-	28, // 26: bighive.storage.v1.MetaCheckpoint.reports:type_name -> bighive.v1.CheckpointReport
-	29, // 27: bighive.storage.v1.MetaSplit.children:type_name -> bighive.v1.SplitChild
-	24, // 28: bighive.storage.v1.MetaLogSplitDone.items:type_name -> bighive.storage.v1.MetaLogSplitDone.Item
-	30, // 29: bighive.storage.v1.MetaSetGCRule.gc_rule:type_name -> bighive.v1.GcRule
-	31, // 30: bighive.storage.v1.MetaSetCompression.compression:type_name -> bighive.v1.Compression
-	32, // 31: bighive.storage.v1.MetaGrant.grant:type_name -> bighive.v1.Grant
-	32, // 32: bighive.storage.v1.MetaRevoke.grant:type_name -> bighive.v1.Grant
-	33, // 33: bighive.storage.v1.MetaMerge.report:type_name -> bighive.v1.ReportMergeRequest
-	34, // [34:34] is the sub-list for method output_type
-	34, // [34:34] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	10, // 7: bighive.storage.v1.MetaCommand.checkpoint:type_name -> bighive.storage.v1.MetaCheckpoint
+	11, // 8: bighive.storage.v1.MetaCommand.allocate_ids:type_name -> bighive.storage.v1.MetaAllocateIds
+	12, // 9: bighive.storage.v1.MetaCommand.split:type_name -> bighive.storage.v1.MetaSplit
+	13, // 10: bighive.storage.v1.MetaCommand.log_split_done:type_name -> bighive.storage.v1.MetaLogSplitDone
+	14, // 11: bighive.storage.v1.MetaCommand.recovery_files_deleted:type_name -> bighive.storage.v1.MetaRecoveryFilesDeleted
+	15, // 12: bighive.storage.v1.MetaCommand.delete_family:type_name -> bighive.storage.v1.MetaDeleteFamily
+	16, // 13: bighive.storage.v1.MetaCommand.set_gc_rule:type_name -> bighive.storage.v1.MetaSetGCRule
+	17, // 14: bighive.storage.v1.MetaCommand.family_purged:type_name -> bighive.storage.v1.MetaFamilyPurged
+	18, // 15: bighive.storage.v1.MetaCommand.set_compression:type_name -> bighive.storage.v1.MetaSetCompression
+	19, // 16: bighive.storage.v1.MetaCommand.grant:type_name -> bighive.storage.v1.MetaGrant
+	20, // 17: bighive.storage.v1.MetaCommand.revoke:type_name -> bighive.storage.v1.MetaRevoke
+	21, // 18: bighive.storage.v1.MetaCommand.bootstrap_admin:type_name -> bighive.storage.v1.MetaBootstrapAdmin
+	22, // 19: bighive.storage.v1.MetaCommand.merge:type_name -> bighive.storage.v1.MetaMerge
+	9,  // 20: bighive.storage.v1.MetaCommand.tablet_loads:type_name -> bighive.storage.v1.MetaTabletLoads
+	26, // 21: bighive.storage.v1.MetaCreateTable.schema:type_name -> bighive.v1.TableSchema
+	27, // 22: bighive.storage.v1.MetaAddFamily.family:type_name -> bighive.v1.FamilySpec
+	5,  // 23: bighive.storage.v1.MetaRegisterTServer.tserver:type_name -> bighive.storage.v1.MetaTServer
+	23, // 24: bighive.storage.v1.MetaAssign.items:type_name -> bighive.storage.v1.MetaAssign.Item
+	24, // 25: bighive.storage.v1.MetaUnassign.items:type_name -> bighive.storage.v1.MetaUnassign.Item
+	28, // 26: bighive.storage.v1.MetaTabletLoad.position:type_name -> bighive.v1.LogPosition
+	8,  // 27: bighive.storage.v1.MetaTabletLoads.loads:type_name -> bighive.storage.v1.MetaTabletLoad
+	29, // 28: bighive.storage.v1.MetaCheckpoint.reports:type_name -> bighive.v1.CheckpointReport
+	30, // 29: bighive.storage.v1.MetaSplit.children:type_name -> bighive.v1.SplitChild
+	25, // 30: bighive.storage.v1.MetaLogSplitDone.items:type_name -> bighive.storage.v1.MetaLogSplitDone.Item
+	31, // 31: bighive.storage.v1.MetaSetGCRule.gc_rule:type_name -> bighive.v1.GcRule
+	32, // 32: bighive.storage.v1.MetaSetCompression.compression:type_name -> bighive.v1.Compression
+	33, // 33: bighive.storage.v1.MetaGrant.grant:type_name -> bighive.v1.Grant
+	33, // 34: bighive.storage.v1.MetaRevoke.grant:type_name -> bighive.v1.Grant
+	34, // 35: bighive.storage.v1.MetaMerge.report:type_name -> bighive.v1.ReportMergeRequest
+	36, // [36:36] is the sub-list for method output_type
+	36, // [36:36] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_storagepb_meta_proto_init() }
@@ -1958,6 +2026,7 @@ func file_storagepb_meta_proto_init() {
 		(*MetaCommand_Revoke)(nil),
 		(*MetaCommand_BootstrapAdmin)(nil),
 		(*MetaCommand_Merge)(nil),
+		(*MetaCommand_TabletLoads)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1965,7 +2034,7 @@ func file_storagepb_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_storagepb_meta_proto_rawDesc), len(file_storagepb_meta_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   25,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
