@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"bighive/meta"
+	"bighive/internal/limits"
 	pb "bighive/proto/bighivepb"
 )
 
@@ -109,7 +109,7 @@ func TestReportTabletLoads(t *testing.T) {
 
 	// A malformed request is refused whole, before any command.
 	one := &pb.TabletLoadReport{TabletId: l.Locations[0].TabletId, Epoch: l.Locations[0].Epoch, Position: pos}
-	tooMany := make([]*pb.TabletLoadReport, meta.MaxTabletLoads+1)
+	tooMany := make([]*pb.TabletLoadReport, limits.MaxTabletLoads+1)
 	for i := range tooMany {
 		tooMany[i] = one
 	}

@@ -36,7 +36,7 @@ func (m *Master) ReportTabletLoad(ctx context.Context, req *pb.ReportTabletLoadR
 }
 
 // ReportTabletLoads applies the loads of one tserver as one raft command
-// (at most meta.MaxTabletLoads); each load is accepted or refused on its
+// (at most limits.MaxTabletLoads); each load is accepted or refused on its
 // own, as ReportTabletLoad would (stale epoch or another owner:
 // FailedPrecondition; no such tablet: NotFound). A malformed request is
 // refused whole.
@@ -47,8 +47,8 @@ func (m *Master) ReportTabletLoads(ctx context.Context, req *pb.ReportTabletLoad
 	if req.TserverUuid == "" {
 		return nil, apierr.InvalidArgument("load reports need tserver_uuid")
 	}
-	if n := len(req.Loads); n == 0 || n > meta.MaxTabletLoads {
-		return nil, apierr.InvalidArgument("load reports name %d loads; give 1 to %d", n, meta.MaxTabletLoads)
+	if n := len(req.Loads); n == 0 || n > limits.MaxTabletLoads {
+		return nil, apierr.InvalidArgument("load reports name %d loads; give 1 to %d", n, limits.MaxTabletLoads)
 	}
 	for i, l := range req.Loads {
 		if l.GetTabletId() == "" {

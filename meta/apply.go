@@ -22,10 +22,6 @@ const (
 // MaxAllocateIDs bounds one AllocateIds command.
 const MaxAllocateIDs = 1000
 
-// MaxTabletLoads bounds the loads of one TabletLoads command (and of one
-// ReportTabletLoads call): 1024 loads make a command of about 100 KiB.
-const MaxTabletLoads = 1024
-
 // writer applies commands inside one read-write transaction.
 type writer struct {
 	Reader
@@ -476,8 +472,8 @@ func (w *writer) tabletLoad(c *spb.MetaTabletLoad) (*Result, error) {
 // it writes); an internal error (a corrupt record, a failed write) fails
 // the whole command, whose transaction is then rolled back.
 func (w *writer) tabletLoads(c *spb.MetaTabletLoads) (*Result, error) {
-	if len(c.Loads) == 0 || len(c.Loads) > MaxTabletLoads {
-		return nil, apierr.InvalidArgument("tablet loads command has %d loads; give 1 to %d", len(c.Loads), MaxTabletLoads)
+	if len(c.Loads) == 0 || len(c.Loads) > limits.MaxTabletLoads {
+		return nil, apierr.InvalidArgument("tablet loads command has %d loads; give 1 to %d", len(c.Loads), limits.MaxTabletLoads)
 	}
 	res := &Result{Tablets: make([]*pb.TabletMeta, len(c.Loads)), Statuses: make([]error, len(c.Loads))}
 	for i, l := range c.Loads {

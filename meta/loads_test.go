@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"bighive/internal/apierr"
+	"bighive/internal/limits"
 	pb "bighive/proto/bighivepb"
 	spb "bighive/proto/storagepb"
 )
@@ -68,7 +69,7 @@ func TestTabletLoadsPerLoad(t *testing.T) {
 	if c := apierr.CodeOf(f.apply(loadsCmd()).Err); c != codes.InvalidArgument {
 		t.Errorf("empty loads command: %v", c)
 	}
-	big := make([]*spb.MetaCommand, MaxTabletLoads+1)
+	big := make([]*spb.MetaCommand, limits.MaxTabletLoads+1)
 	for i := range big {
 		big[i] = loadCmd(t4, 1, "a", "a_1", 10)
 	}
