@@ -16,7 +16,8 @@ import (
 )
 
 // ReportTabletLoad appends the loader's log position to the tablet's list
-// and marks it SERVING, if the reporter owns it at that epoch.
+// and marks it SERVING, if the reporter owns it at that epoch. It is a
+// ReportTabletLoads of one load; its refusal is the call's error.
 func (m *Master) ReportTabletLoad(ctx context.Context, req *pb.ReportTabletLoadRequest) (*pb.ReportTabletLoadResponse, error) {
 	if _, err := m.ready(); err != nil {
 		return nil, err
@@ -24,12 +25,58 @@ func (m *Master) ReportTabletLoad(ctx context.Context, req *pb.ReportTabletLoadR
 	if req.TabletId == "" || req.TserverUuid == "" {
 		return nil, apierr.InvalidArgument("load report needs tablet_id and tserver_uuid")
 	}
-	res, err := m.apply(ctx, &spb.MetaCommand{Cmd: &spb.MetaCommand_TabletLoad{TabletLoad: &spb.MetaTabletLoad{
-		TabletId: req.TabletId, Epoch: req.Epoch, TserverUuid: req.TserverUuid, Position: req.Position}}})
+	res, err := m.applyLoads(ctx, req.TserverUuid, []*pb.TabletLoadReport{{TabletId: req.TabletId, Epoch: req.Epoch, Position: req.Position}})
 	if err != nil {
 		return nil, err
 	}
+	if err := res.Statuses[0]; err != nil {
+		return nil, err
+	}
 	return &pb.ReportTabletLoadResponse{Tablet: res.Tablets[0]}, nil
+}
+
+// ReportTabletLoads applies the loads of one tserver as one raft command
+// (at most limits.MaxTabletLoads); each load is accepted or refused on its
+// own, as ReportTabletLoad would (stale epoch or another owner:
+// FailedPrecondition; no such tablet: NotFound). A malformed request is
+// refused whole.
+func (m *Master) ReportTabletLoads(ctx context.Context, req *pb.ReportTabletLoadsRequest) (*pb.ReportTabletLoadsResponse, error) {
+	if _, err := m.ready(); err != nil {
+		return nil, err
+	}
+	if req.TserverUuid == "" {
+		return nil, apierr.InvalidArgument("load reports need tserver_uuid")
+	}
+	if n := len(req.Loads); n == 0 || n > limits.MaxTabletLoads {
+		return nil, apierr.InvalidArgument("load reports name %d loads; give 1 to %d", n, limits.MaxTabletLoads)
+	}
+	for i, l := range req.Loads {
+		if l.GetTabletId() == "" {
+			return nil, apierr.InvalidArgument("load report %d of %d needs tablet_id", i, len(req.Loads))
+		}
+		if err := meta.ValidPosition(l.Position); err != nil {
+			return nil, apierr.Wrap(codes.InvalidArgument, err, "load report %d of %d (tablet %s)", i, len(req.Loads), l.TabletId)
+		}
+	}
+	res, err := m.applyLoads(ctx, req.TserverUuid, req.Loads)
+	if err != nil {
+		return nil, err
+	}
+	resp := &pb.ReportTabletLoadsResponse{Results: make([]*pb.TabletLoadResult, len(req.Loads))}
+	for i, e := range res.Statuses {
+		resp.Results[i] = &pb.TabletLoadResult{Status: apierr.RowStatus(e), Tablet: res.Tablets[i]}
+	}
+	return resp, nil
+}
+
+// applyLoads proposes one TabletLoads command of tserver's loads; the
+// result has a tablet or a refusal per load, in order.
+func (m *Master) applyLoads(ctx context.Context, tserver string, loads []*pb.TabletLoadReport) (*meta.Result, error) {
+	c := &spb.MetaTabletLoads{Loads: make([]*spb.MetaTabletLoad, len(loads))}
+	for i, l := range loads {
+		c.Loads[i] = &spb.MetaTabletLoad{TabletId: l.TabletId, Epoch: l.Epoch, TserverUuid: tserver, Position: l.Position}
+	}
+	return m.apply(ctx, &spb.MetaCommand{Cmd: &spb.MetaCommand_TabletLoads{TabletLoads: c}})
 }
 
 // ReportCheckpoint applies a burst of checkpoint reports as one command;

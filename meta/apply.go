@@ -60,6 +60,8 @@ func (w *writer) dispatch(cmd *spb.MetaCommand) (*Result, error) {
 		return w.unassign(c.Unassign)
 	case *spb.MetaCommand_TabletLoad:
 		return w.tabletLoad(c.TabletLoad)
+	case *spb.MetaCommand_TabletLoads:
+		return w.tabletLoads(c.TabletLoads)
 	case *spb.MetaCommand_Checkpoint:
 		return w.checkpoint(c.Checkpoint)
 	case *spb.MetaCommand_AllocateIds:
@@ -422,6 +424,10 @@ func (w *writer) owned(id string, epoch int64, tserver string) (*pb.TabletMeta, 
 	return t, nil
 }
 
+// ValidPosition is the check the FSM makes of a reported log position,
+// for callers that validate a request before they propose it.
+func ValidPosition(p *pb.LogPosition) error { return validPosition(p) }
+
 func validPosition(p *pb.LogPosition) error {
 	if p == nil || p.Prefix == "" {
 		return apierr.InvalidArgument("log position needs a prefix")
@@ -449,6 +455,30 @@ func (w *writer) tabletLoad(c *spb.MetaTabletLoad) (*Result, error) {
 		return nil, err
 	}
 	return &Result{Tablets: []*pb.TabletMeta{nt}}, nil
+}
+
+// tabletLoads applies each load as tabletLoad does. A load refused for
+// its own reasons (stale epoch, another owner, no such tablet, a bad
+// position) is refused alone and changed nothing (tabletLoad checks before
+// it writes); an internal error (a corrupt record, a failed write) fails
+// the whole command, whose transaction is then rolled back.
+func (w *writer) tabletLoads(c *spb.MetaTabletLoads) (*Result, error) {
+	if len(c.Loads) == 0 || len(c.Loads) > limits.MaxTabletLoads {
+		return nil, apierr.InvalidArgument("tablet loads command has %d loads; give 1 to %d", len(c.Loads), limits.MaxTabletLoads)
+	}
+	res := &Result{Tablets: make([]*pb.TabletMeta, len(c.Loads)), Statuses: make([]error, len(c.Loads))}
+	for i, l := range c.Loads {
+		one, err := w.tabletLoad(l)
+		if err != nil {
+			if apierr.CodeOf(err) == apierrInternal {
+				return nil, err
+			}
+			res.Statuses[i] = err
+			continue
+		}
+		res.Tablets[i] = one.Tablets[0]
+	}
+	return res, nil
 }
 
 func (w *writer) checkpoint(c *spb.MetaCheckpoint) (*Result, error) {

@@ -48,11 +48,13 @@ func (e *CorruptionError) Unwrap() error { return e.Err }
 type Result struct {
 	Err error
 	// Tablets: CreateTable's initial tablets, ReportSplit's children, the
-	// loaded tablet of TabletLoad, the tablets Assign changed.
+	// loaded tablet of TabletLoad, the tablets Assign changed; TabletLoads'
+	// loaded tablets, one per load in order (nil where it was refused).
 	Tablets []*pb.TabletMeta
 	// IDs: AllocateIds' tablet ids; RegisterTServer's tablets made UNASSIGNED.
 	IDs []string
-	// Statuses: Checkpoint's per-report outcome, in order (nil = applied).
+	// Statuses: Checkpoint's per-report and TabletLoads' per-load outcome,
+	// in order (nil = applied).
 	Statuses []error
 	// Applied: how many Assign/Unassign items applied.
 	Applied int

@@ -30,7 +30,9 @@
 //     detail, which tells a client that nothing was applied) when it may
 //     have been logged but is not acknowledged;
 //   - 9: a loaded tablet serves only after the master committed this
-//     tserver's log position into the tablet's list (ReportTabletLoad);
+//     tserver's log position into the tablet's list: its own entry of a
+//     ReportTabletLoads call (loadreport.go batches the loads that finish
+//     while a call is in flight into the next one; no timer);
 //   - fail stop: once the log fails (an I/O error on a log file: ENOSPC, a
 //     failed fdatasync; no later write can be made durable) the tserver
 //     gives up its lease and stops serving at once, logs the cause, and

@@ -13,12 +13,13 @@ import (
 	"bighive/tablet"
 )
 
-// maxConcurrentLoads bounds the tablet loads that run at once. Each load
-// ends in a ReportTabletLoad call, one raft command at the master: a
-// heartbeat reply assigning 10 000 tablets used to start 10 000 of them
-// at once, which kept the master so busy that the calls timed out and
-// were retried (docs/scale.md, 'A tserver with 10 000 tablets'). 64 keeps
-// raft's batches full without queueing past the attempt timeout.
+// maxConcurrentLoads bounds the tablet loads that open and replay at
+// once. A heartbeat reply assigning 10 000 tablets used to start 10 000 of
+// them at once, each ending in its own load report call, which kept the
+// master so busy that the calls timed out and were retried (docs/scale.md,
+// 'A tserver with 10 000 tablets'). The load report is made outside the
+// slot: the reports are batched (loadReporter), one call in flight, so
+// waiting for the master is no work to bound.
 const maxConcurrentLoads = 64
 
 // applyAssignments unloads the tablets the master took away and starts
@@ -53,20 +54,11 @@ func (s *Server) applyAssignments(ctx context.Context, assign []*pb.TabletAssign
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			select {
-			case s.loadSlots <- struct{}{}:
-				defer func() { <-s.loadSlots }()
-			case <-ctx.Done():
-				s.assignMu.Lock()
-				s.clearPending(m)
-				s.assignMu.Unlock()
-				return
-			}
-			r := s.openAssigned(a)
+			r, rec := s.replayInSlot(ctx, a)
 			if r == nil {
 				return
 			}
-			if err := s.recover(ctx, r, a.Tablet); err != nil && ctx.Err() == nil {
+			if err := s.reportAndServe(ctx, r, a.Tablet, rec); err != nil && ctx.Err() == nil {
 				s.log.Error("tablet load failed", "tablet", r.ID(), "epoch", r.Epoch(), "err", err)
 			}
 		}()
@@ -78,7 +70,7 @@ func (s *Server) applyAssignments(ctx context.Context, assign []*pb.TabletAssign
 // assignment again while the first load waited for its slot); it replaces
 // a replica of an older epoch. Under assignMu, as applyAssignments: a
 // tablet the master unassigns meanwhile is either unloaded by it or, if
-// opened after, refused by the master at ReportTabletLoad (its epoch or
+// opened after, refused by the master at its load report (its epoch or
 // owner no longer match) and unloaded, never served.
 func (s *Server) openAssigned(a *pb.TabletAssignment) *replica {
 	s.assignMu.Lock()
@@ -145,46 +137,80 @@ func (s *Server) open(a *pb.TabletAssignment) (*replica, error) {
 	return r, nil
 }
 
-// recover replays a tablet's logs, records this tserver's log position in
-// its metadata and only then serves it (docs/design.md 'Log positions';
-// invariant 9 there, 'metadata names every log a tablet needs').
-func (s *Server) recover(ctx context.Context, r *replica, m *pb.TabletMeta) error {
-	began := time.Now()
-	if err := s.replayRecoveryFiles(ctx, r, m); err != nil {
+// replayed is what a load's replay did, for its log line.
+type replayed struct {
+	began          time.Time
+	files, records int
+}
+
+// replayInSlot opens an assigned tablet and replays its logs in one of
+// the load slots; nil if it was not opened (loaded already, failed, or ctx
+// ended) or its replay failed (it is unloaded then).
+func (s *Server) replayInSlot(ctx context.Context, a *pb.TabletAssignment) (*replica, replayed) {
+	select {
+	case s.loadSlots <- struct{}{}:
+		defer func() { <-s.loadSlots }()
+	case <-ctx.Done():
+		s.assignMu.Lock()
+		s.clearPending(a.Tablet)
+		s.assignMu.Unlock()
+		return nil, replayed{}
+	}
+	r := s.openAssigned(a)
+	if r == nil {
+		return nil, replayed{}
+	}
+	rec, err := s.replay(ctx, r, a.Tablet)
+	if err != nil {
 		s.failLoad(r, err)
-		return err
+		if ctx.Err() == nil {
+			s.log.Error("tablet load failed", "tablet", r.ID(), "epoch", r.Epoch(), "err", err)
+		}
+		return nil, rec
+	}
+	return r, rec
+}
+
+// replay replays a tablet's logs: its recovery files, every listed log
+// position, and a split child's split logs.
+func (s *Server) replay(ctx context.Context, r *replica, m *pb.TabletMeta) (replayed, error) {
+	rec := replayed{began: time.Now()}
+	if err := s.replayRecoveryFiles(ctx, r, m); err != nil {
+		return rec, err
 	}
 	positions := positionsFromPB(m.LogPositions)
 	rep, err := checkpoint.RecoverTablet(ctx, r.Engine(), positions, s.fs, s.opts.Root)
 	for _, f := range rep.Files {
 		s.metrics.onRecoveryRead(readLogReplay, f.Size)
 	}
+	rec.files, rec.records = len(rep.Files), rep.Records
 	if err != nil {
-		s.failLoad(r, err)
-		return fmt.Errorf("tserver: replay tablet %s: %w", r.ID(), err)
+		return rec, fmt.Errorf("tserver: replay tablet %s: %w", r.ID(), err)
 	}
 	// A split child: the writes made while its parent split (split.go).
-	if err := s.replaySplitLogs(r, m.SplitLogs); err != nil {
-		s.failLoad(r, err)
-		return err
-	}
+	return rec, s.replaySplitLogs(r, m.SplitLogs)
+}
+
+// reportAndServe records this tserver's log position in a replayed
+// tablet's metadata and only then serves it (docs/design.md 'Log
+// positions'; invariant 9 there, 'metadata names every log a tablet
+// needs'). The report goes with the other loads that finish meanwhile
+// (loadReporter); a refusal of this tablet's load unloads it alone.
+func (s *Server) reportAndServe(ctx context.Context, r *replica, m *pb.TabletMeta, rec replayed) error {
 	// Before the first write: our own position joins the tablet's list.
 	pos := s.wal.Position()
-	err = s.master.Call(ctx, func(ctx context.Context, mc pb.MasterClient) error {
-		_, err := mc.ReportTabletLoad(ctx, &pb.ReportTabletLoadRequest{
-			TabletId: r.ID(), Epoch: r.Epoch(), TserverUuid: s.uuid,
-			Position: &pb.LogPosition{Prefix: pos.Prefix, FileTimestamp: pos.FileTS},
-		})
-		return err
+	err := s.loadReports.report(ctx, &pb.TabletLoadReport{
+		TabletId: r.ID(), Epoch: r.Epoch(),
+		Position: &pb.LogPosition{Prefix: pos.Prefix, FileTimestamp: pos.FileTS},
 	})
 	if err != nil {
 		s.failLoad(r, err)
 		return fmt.Errorf("tserver: report load of tablet %s: %w", r.ID(), err)
 	}
 	r.Engine().SetServing(true)
-	since(s.metrics.recoveries, began)
+	since(s.metrics.recoveries, rec.began)
 	s.log.Info("tablet serving", "tablet", r.ID(), "epoch", r.Epoch(), "tsfiles", len(m.Tsfiles),
-		"log_files", len(rep.Files), "records", rep.Records, "took", time.Since(began))
+		"log_files", rec.files, "records", rec.records, "took", time.Since(rec.began))
 	s.nudgeHeartbeat()
 	return nil
 }

@@ -172,9 +172,11 @@ type Server struct {
 	// calls for one tablet could each open a replica, leaving one never
 	// closed, or put an older epoch over a newer one.
 	assignMu sync.Mutex
-	// loadSlots bounds the tablet loads (replay and load report) that run
-	// at once; see maxConcurrentLoads.
+	// loadSlots bounds the tablet loads (open and replay) that run at
+	// once; see maxConcurrentLoads.
 	loadSlots chan struct{}
+	// loadReports batches the load reports (loadreport.go).
+	loadReports *loadReporter
 	// pendingLoads: tablet id → epoch of a load started by
 	// applyAssignments that has not opened the tablet yet, so that an
 	// assignment the master sends again meanwhile starts no second load.
@@ -304,6 +306,7 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 	}
 
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.loadReports = newLoadReporter(s.ctx, &s.wg, s.sendLoads)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()

@@ -92,6 +92,7 @@ var Methods = map[string]Need{
 	masterSvc + "RegisterTServer":   internal,
 	masterSvc + "Heartbeat":         internal,
 	masterSvc + "ReportTabletLoad":  internal,
+	masterSvc + "ReportTabletLoads": internal,
 	masterSvc + "ReportCheckpoint":  internal,
 	masterSvc + "AllocateTabletIds": internal,
 	masterSvc + "ReportSplit":       internal,

@@ -27,6 +27,10 @@ const (
 	MaxSplitKeys = 100_000
 )
 
+// MaxTabletLoads bounds the loads of one ReportTabletLoads call and of
+// its raft command: 1024 loads make a command of about 100 KiB.
+const MaxTabletLoads = 1024
+
 // GRPCServerOptions sets the server's message size limits to MaxRequestBytes.
 func GRPCServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{

@@ -13,6 +13,7 @@ var InternalMethods = map[string]bool{
 	pb.Master_RegisterTServer_FullMethodName:   true,
 	pb.Master_Heartbeat_FullMethodName:         true,
 	pb.Master_ReportTabletLoad_FullMethodName:  true,
+	pb.Master_ReportTabletLoads_FullMethodName: true,
 	pb.Master_ReportCheckpoint_FullMethodName:  true,
 	pb.Master_AllocateTabletIds_FullMethodName: true,
 	pb.Master_ReportSplit_FullMethodName:       true,

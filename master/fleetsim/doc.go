@@ -22,9 +22,10 @@
 //   - Each registers (uuid, incarnation, WAL prefix), then heartbeats at
 //     the interval the master tells it (production: 1 s), listing every
 //     tablet it serves with a size, plus a load summary.
-//   - An assignment is "loaded" by a ReportTabletLoad carrying a log
-//     position of its own prefix (so a later failover has logs to split):
-//     one log file per incarnation, as a tserver whose log never rolls;
+//   - An assignment is "loaded" by a load report carrying a log position
+//     of its own prefix (so a later failover has logs to split), the
+//     loads of one heartbeat reply in one ReportTabletLoads call; one
+//     log file per incarnation, as a tserver whose log never rolls;
 //     the tablet is serving once the master accepted it. Unassignments
 //     drop tablets at once.
 //   - A log-split task is answered with one recovery file per tablet it

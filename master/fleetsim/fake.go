@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"bighive/internal/hbdelta"
+	"bighive/internal/apierr"
+	"bighive/internal/limits"
 	pb "bighive/proto/bighivepb"
 	"bighive/wal"
 )
@@ -192,6 +194,7 @@ func (k *Fake) heartbeat(ctx context.Context) {
 	if len(dropped) > 0 {
 		k.fl.drop(dropped, k.UUID, now)
 	}
+	var loads []*pb.TabletLoadReport
 	for _, a := range resp.Assign {
 		k.fl.Assignments.Add(1)
 		id, ep := a.Tablet.TabletId, a.Tablet.Epoch
@@ -206,10 +209,17 @@ func (k *Fake) heartbeat(ctx context.Context) {
 			k.fl.drop([]string{id}, k.UUID, now)
 		}
 		k.loading[id] = ep
+		loads = append(loads, &pb.TabletLoadReport{TabletId: id, Epoch: ep})
+	}
+	// One reply's loads finish together: one batched report per
+	// limits.MaxTabletLoads of them, as a tserver's loadReporter sends.
+	for len(loads) > 0 {
+		batch := loads[:min(len(loads), limits.MaxTabletLoads)]
+		loads = loads[len(batch):]
 		k.fl.calls.Add(1)
 		go func() {
 			defer k.fl.calls.Done()
-			k.loadTablet(ctx, gen, id, ep)
+			k.loadTablets(ctx, gen, batch)
 		}()
 	}
 	for _, task := range resp.LogSplitTasks {
@@ -224,9 +234,10 @@ func (k *Fake) heartbeat(ctx context.Context) {
 	}
 }
 
-// loadTablet reports the tablet loaded at a log position of this fake's
-// prefix and serves it once the master accepted the report.
-func (k *Fake) loadTablet(ctx context.Context, gen int, id string, ep int64) {
+// loadTablets reports the tablets loaded at a log position of this
+// fake's prefix in one ReportTabletLoads call and serves each once the
+// master accepted its load.
+func (k *Fake) loadTablets(ctx context.Context, gen int, loads []*pb.TabletLoadReport) {
 	select {
 	case k.fl.load <- struct{}{}:
 	case <-ctx.Done():
@@ -235,26 +246,35 @@ func (k *Fake) loadTablet(ctx context.Context, gen int, id string, ep int64) {
 	k.mu.Lock()
 	pos := &pb.LogPosition{Prefix: k.prefix, FileTimestamp: k.logFile}
 	k.mu.Unlock()
+	for _, l := range loads {
+		l.Position = pos
+	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	_, err := pb.NewMasterClient(k.fl.conns[k.fl.leader.Load()%int32(len(k.fl.conns))]).ReportTabletLoad(cctx,
-		&pb.ReportTabletLoadRequest{TabletId: id, Epoch: ep, TserverUuid: k.UUID,
-			Position: pos})
+	resp, err := pb.NewMasterClient(k.fl.conns[k.fl.leader.Load()%int32(len(k.fl.conns))]).ReportTabletLoads(cctx,
+		&pb.ReportTabletLoadsRequest{TserverUuid: k.UUID, Loads: loads})
 	cancel()
 	<-k.fl.load
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.gen != gen || k.loading[id] != ep {
-		return // killed or unassigned meanwhile
+	for i, l := range loads {
+		id, ep := l.TabletId, l.Epoch
+		if k.gen != gen || k.loading[id] != ep {
+			continue // killed or unassigned meanwhile
+		}
+		delete(k.loading, id)
+		lerr := err
+		if err == nil {
+			lerr = apierr.FromRowStatus(resp.Results[i].GetStatus())
+		}
+		if lerr != nil {
+			k.fl.LoadErrors.Add(1)
+			k.fl.lastLoadErr.Store(lerr.Error())
+			continue // the master resends the assignment
+		}
+		k.fl.Loads.Add(1)
+		k.tablets[id] = ep
+		k.fl.take(id, k.UUID, time.Now())
 	}
-	delete(k.loading, id)
-	if err != nil {
-		k.fl.LoadErrors.Add(1)
-		k.fl.lastLoadErr.Store(err.Error())
-		return // the master resends the assignment
-	}
-	k.fl.Loads.Add(1)
-	k.tablets[id] = ep
-	k.fl.take(id, k.UUID, time.Now())
 }
 
 // answerSplit answers a log-split task with one recovery file path per

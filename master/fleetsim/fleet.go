@@ -25,7 +25,7 @@ type Config struct {
 	Addrs []string
 	// N is the number of fake tservers.
 	N int
-	// LoadConcurrency bounds the ReportTabletLoad calls in flight over the
+	// LoadConcurrency bounds the ReportTabletLoads calls in flight over the
 	// whole fleet (default 64), as a real tserver bounds its loaders.
 	LoadConcurrency int
 	// ChurnEvery: once StartChurn is called, kill a random running fake
@@ -55,12 +55,12 @@ type Fleet struct {
 
 	Reregisters   atomic.Int64 // Reregister answers
 	HBErrors      atomic.Int64 // failed heartbeats
-	Loads         atomic.Int64 // accepted ReportTabletLoad calls
+	Loads         atomic.Int64 // accepted tablet loads
 	SplitTasks    atomic.Int64 // log-split tasks answered
 	Assignments   atomic.Int64 // assignments received
 	Unassignments atomic.Int64 // unassignments received
 	Killed        atomic.Int64 // fakes the churn killed
-	LoadErrors    atomic.Int64 // refused or failed ReportTabletLoad calls
+	LoadErrors    atomic.Int64 // tablet loads refused, or in a failed ReportTabletLoads call
 	lastLoadErr   atomic.Value
 
 	ctx         context.Context

@@ -2046,6 +2046,221 @@ func (x *ReportTabletLoadResponse) GetTablet() *TabletMeta {
 	return nil
 }
 
+// One finished load of a ReportTabletLoadsRequest.
+type TabletLoadReport struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TabletId string                 `protobuf:"bytes,1,opt,name=tablet_id,json=tabletId,proto3" json:"tablet_id,omitempty"`
+	Epoch    int64                  `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// The loader's current log position, appended to the tablet's list.
+	Position      *LogPosition `protobuf:"bytes,3,opt,name=position,proto3" json:"position,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TabletLoadReport) Reset() {
+	*x = TabletLoadReport{}
+	mi := &file_bighivepb_master_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TabletLoadReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TabletLoadReport) ProtoMessage() {}
+
+func (x *TabletLoadReport) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TabletLoadReport.ProtoReflect.Descriptor instead.
+func (*TabletLoadReport) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *TabletLoadReport) GetTabletId() string {
+	if x != nil {
+		return x.TabletId
+	}
+	return ""
+}
+
+func (x *TabletLoadReport) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *TabletLoadReport) GetPosition() *LogPosition {
+	if x != nil {
+		return x.Position
+	}
+	return nil
+}
+
+// The loads of one tserver, at most 1024, applied in one raft command.
+type ReportTabletLoadsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TserverUuid   string                 `protobuf:"bytes,1,opt,name=tserver_uuid,json=tserverUuid,proto3" json:"tserver_uuid,omitempty"`
+	Loads         []*TabletLoadReport    `protobuf:"bytes,2,rep,name=loads,proto3" json:"loads,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportTabletLoadsRequest) Reset() {
+	*x = ReportTabletLoadsRequest{}
+	mi := &file_bighivepb_master_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportTabletLoadsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportTabletLoadsRequest) ProtoMessage() {}
+
+func (x *ReportTabletLoadsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportTabletLoadsRequest.ProtoReflect.Descriptor instead.
+func (*ReportTabletLoadsRequest) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ReportTabletLoadsRequest) GetTserverUuid() string {
+	if x != nil {
+		return x.TserverUuid
+	}
+	return ""
+}
+
+func (x *ReportTabletLoadsRequest) GetLoads() []*TabletLoadReport {
+	if x != nil {
+		return x.Loads
+	}
+	return nil
+}
+
+// The outcome of one load, in the request's order.
+type TabletLoadResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// OK, or why this load was refused (FailedPrecondition: stale epoch or
+	// not this tserver's; NotFound: no such tablet).
+	Status *RowStatus `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	// The tablet as updated (SERVING), set when status is OK.
+	Tablet        *TabletMeta `protobuf:"bytes,2,opt,name=tablet,proto3" json:"tablet,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TabletLoadResult) Reset() {
+	*x = TabletLoadResult{}
+	mi := &file_bighivepb_master_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TabletLoadResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TabletLoadResult) ProtoMessage() {}
+
+func (x *TabletLoadResult) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TabletLoadResult.ProtoReflect.Descriptor instead.
+func (*TabletLoadResult) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *TabletLoadResult) GetStatus() *RowStatus {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+func (x *TabletLoadResult) GetTablet() *TabletMeta {
+	if x != nil {
+		return x.Tablet
+	}
+	return nil
+}
+
+type ReportTabletLoadsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Results       []*TabletLoadResult    `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportTabletLoadsResponse) Reset() {
+	*x = ReportTabletLoadsResponse{}
+	mi := &file_bighivepb_master_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportTabletLoadsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportTabletLoadsResponse) ProtoMessage() {}
+
+func (x *ReportTabletLoadsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportTabletLoadsResponse.ProtoReflect.Descriptor instead.
+func (*ReportTabletLoadsResponse) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ReportTabletLoadsResponse) GetResults() []*TabletLoadResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
 type CheckpointReport struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	TabletId string                 `protobuf:"bytes,1,opt,name=tablet_id,json=tabletId,proto3" json:"tablet_id,omitempty"`
@@ -2062,7 +2277,7 @@ type CheckpointReport struct {
 
 func (x *CheckpointReport) Reset() {
 	*x = CheckpointReport{}
-	mi := &file_bighivepb_master_proto_msgTypes[32]
+	mi := &file_bighivepb_master_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2074,7 +2289,7 @@ func (x *CheckpointReport) String() string {
 func (*CheckpointReport) ProtoMessage() {}
 
 func (x *CheckpointReport) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[32]
+	mi := &file_bighivepb_master_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2087,7 +2302,7 @@ func (x *CheckpointReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointReport.ProtoReflect.Descriptor instead.
 func (*CheckpointReport) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{32}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CheckpointReport) GetTabletId() string {
@@ -2136,7 +2351,7 @@ type ReportCheckpointRequest struct {
 
 func (x *ReportCheckpointRequest) Reset() {
 	*x = ReportCheckpointRequest{}
-	mi := &file_bighivepb_master_proto_msgTypes[33]
+	mi := &file_bighivepb_master_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2148,7 +2363,7 @@ func (x *ReportCheckpointRequest) String() string {
 func (*ReportCheckpointRequest) ProtoMessage() {}
 
 func (x *ReportCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[33]
+	mi := &file_bighivepb_master_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2161,7 +2376,7 @@ func (x *ReportCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*ReportCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{33}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ReportCheckpointRequest) GetTserverUuid() string {
@@ -2188,7 +2403,7 @@ type ReportCheckpointResponse struct {
 
 func (x *ReportCheckpointResponse) Reset() {
 	*x = ReportCheckpointResponse{}
-	mi := &file_bighivepb_master_proto_msgTypes[34]
+	mi := &file_bighivepb_master_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2200,7 +2415,7 @@ func (x *ReportCheckpointResponse) String() string {
 func (*ReportCheckpointResponse) ProtoMessage() {}
 
 func (x *ReportCheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[34]
+	mi := &file_bighivepb_master_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2213,7 +2428,7 @@ func (x *ReportCheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportCheckpointResponse.ProtoReflect.Descriptor instead.
 func (*ReportCheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{34}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ReportCheckpointResponse) GetStatuses() []*RowStatus {
@@ -2232,7 +2447,7 @@ type AllocateTabletIdsRequest struct {
 
 func (x *AllocateTabletIdsRequest) Reset() {
 	*x = AllocateTabletIdsRequest{}
-	mi := &file_bighivepb_master_proto_msgTypes[35]
+	mi := &file_bighivepb_master_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2244,7 +2459,7 @@ func (x *AllocateTabletIdsRequest) String() string {
 func (*AllocateTabletIdsRequest) ProtoMessage() {}
 
 func (x *AllocateTabletIdsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[35]
+	mi := &file_bighivepb_master_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2257,7 +2472,7 @@ func (x *AllocateTabletIdsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateTabletIdsRequest.ProtoReflect.Descriptor instead.
 func (*AllocateTabletIdsRequest) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{35}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *AllocateTabletIdsRequest) GetCount() uint32 {
@@ -2276,7 +2491,7 @@ type AllocateTabletIdsResponse struct {
 
 func (x *AllocateTabletIdsResponse) Reset() {
 	*x = AllocateTabletIdsResponse{}
-	mi := &file_bighivepb_master_proto_msgTypes[36]
+	mi := &file_bighivepb_master_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2288,7 +2503,7 @@ func (x *AllocateTabletIdsResponse) String() string {
 func (*AllocateTabletIdsResponse) ProtoMessage() {}
 
 func (x *AllocateTabletIdsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[36]
+	mi := &file_bighivepb_master_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2301,7 +2516,7 @@ func (x *AllocateTabletIdsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateTabletIdsResponse.ProtoReflect.Descriptor instead.
 func (*AllocateTabletIdsResponse) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{36}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *AllocateTabletIdsResponse) GetTabletIds() []string {
@@ -2324,7 +2539,7 @@ type SplitChild struct {
 
 func (x *SplitChild) Reset() {
 	*x = SplitChild{}
-	mi := &file_bighivepb_master_proto_msgTypes[37]
+	mi := &file_bighivepb_master_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2336,7 +2551,7 @@ func (x *SplitChild) String() string {
 func (*SplitChild) ProtoMessage() {}
 
 func (x *SplitChild) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[37]
+	mi := &file_bighivepb_master_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2349,7 +2564,7 @@ func (x *SplitChild) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitChild.ProtoReflect.Descriptor instead.
 func (*SplitChild) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{37}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SplitChild) GetTabletId() string {
@@ -2399,7 +2614,7 @@ type ReportSplitRequest struct {
 
 func (x *ReportSplitRequest) Reset() {
 	*x = ReportSplitRequest{}
-	mi := &file_bighivepb_master_proto_msgTypes[38]
+	mi := &file_bighivepb_master_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2411,7 +2626,7 @@ func (x *ReportSplitRequest) String() string {
 func (*ReportSplitRequest) ProtoMessage() {}
 
 func (x *ReportSplitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[38]
+	mi := &file_bighivepb_master_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2424,7 +2639,7 @@ func (x *ReportSplitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportSplitRequest.ProtoReflect.Descriptor instead.
 func (*ReportSplitRequest) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{38}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ReportSplitRequest) GetParentTabletId() string {
@@ -2464,7 +2679,7 @@ type ReportSplitResponse struct {
 
 func (x *ReportSplitResponse) Reset() {
 	*x = ReportSplitResponse{}
-	mi := &file_bighivepb_master_proto_msgTypes[39]
+	mi := &file_bighivepb_master_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2476,7 +2691,7 @@ func (x *ReportSplitResponse) String() string {
 func (*ReportSplitResponse) ProtoMessage() {}
 
 func (x *ReportSplitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[39]
+	mi := &file_bighivepb_master_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2489,7 +2704,7 @@ func (x *ReportSplitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportSplitResponse.ProtoReflect.Descriptor instead.
 func (*ReportSplitResponse) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{39}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ReportSplitResponse) GetChildren() []*TabletMeta {
@@ -2509,7 +2724,7 @@ type SplitTabletRequest struct {
 
 func (x *SplitTabletRequest) Reset() {
 	*x = SplitTabletRequest{}
-	mi := &file_bighivepb_master_proto_msgTypes[40]
+	mi := &file_bighivepb_master_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2521,7 +2736,7 @@ func (x *SplitTabletRequest) String() string {
 func (*SplitTabletRequest) ProtoMessage() {}
 
 func (x *SplitTabletRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[40]
+	mi := &file_bighivepb_master_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2534,7 +2749,7 @@ func (x *SplitTabletRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitTabletRequest.ProtoReflect.Descriptor instead.
 func (*SplitTabletRequest) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{40}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *SplitTabletRequest) GetTable() string {
@@ -2559,7 +2774,7 @@ type SplitTabletResponse struct {
 
 func (x *SplitTabletResponse) Reset() {
 	*x = SplitTabletResponse{}
-	mi := &file_bighivepb_master_proto_msgTypes[41]
+	mi := &file_bighivepb_master_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2571,7 +2786,7 @@ func (x *SplitTabletResponse) String() string {
 func (*SplitTabletResponse) ProtoMessage() {}
 
 func (x *SplitTabletResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[41]
+	mi := &file_bighivepb_master_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2584,7 +2799,7 @@ func (x *SplitTabletResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitTabletResponse.ProtoReflect.Descriptor instead.
 func (*SplitTabletResponse) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{41}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{45}
 }
 
 type ReportLogSplitRequest struct {
@@ -2600,7 +2815,7 @@ type ReportLogSplitRequest struct {
 
 func (x *ReportLogSplitRequest) Reset() {
 	*x = ReportLogSplitRequest{}
-	mi := &file_bighivepb_master_proto_msgTypes[42]
+	mi := &file_bighivepb_master_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2612,7 +2827,7 @@ func (x *ReportLogSplitRequest) String() string {
 func (*ReportLogSplitRequest) ProtoMessage() {}
 
 func (x *ReportLogSplitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[42]
+	mi := &file_bighivepb_master_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2625,7 +2840,7 @@ func (x *ReportLogSplitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportLogSplitRequest.ProtoReflect.Descriptor instead.
 func (*ReportLogSplitRequest) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{42}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ReportLogSplitRequest) GetTaskId() string {
@@ -2664,7 +2879,7 @@ type ReportLogSplitResponse struct {
 
 func (x *ReportLogSplitResponse) Reset() {
 	*x = ReportLogSplitResponse{}
-	mi := &file_bighivepb_master_proto_msgTypes[43]
+	mi := &file_bighivepb_master_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2676,7 +2891,7 @@ func (x *ReportLogSplitResponse) String() string {
 func (*ReportLogSplitResponse) ProtoMessage() {}
 
 func (x *ReportLogSplitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[43]
+	mi := &file_bighivepb_master_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2689,7 +2904,7 @@ func (x *ReportLogSplitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportLogSplitResponse.ProtoReflect.Descriptor instead.
 func (*ReportLogSplitResponse) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{43}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{47}
 }
 
 type GetGCReferencesRequest struct {
@@ -2702,7 +2917,7 @@ type GetGCReferencesRequest struct {
 
 func (x *GetGCReferencesRequest) Reset() {
 	*x = GetGCReferencesRequest{}
-	mi := &file_bighivepb_master_proto_msgTypes[44]
+	mi := &file_bighivepb_master_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2714,7 +2929,7 @@ func (x *GetGCReferencesRequest) String() string {
 func (*GetGCReferencesRequest) ProtoMessage() {}
 
 func (x *GetGCReferencesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[44]
+	mi := &file_bighivepb_master_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2727,7 +2942,7 @@ func (x *GetGCReferencesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGCReferencesRequest.ProtoReflect.Descriptor instead.
 func (*GetGCReferencesRequest) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{44}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *GetGCReferencesRequest) GetBlockStoreUuid() string {
@@ -2757,7 +2972,7 @@ type GetGCReferencesResponse struct {
 
 func (x *GetGCReferencesResponse) Reset() {
 	*x = GetGCReferencesResponse{}
-	mi := &file_bighivepb_master_proto_msgTypes[45]
+	mi := &file_bighivepb_master_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2769,7 +2984,7 @@ func (x *GetGCReferencesResponse) String() string {
 func (*GetGCReferencesResponse) ProtoMessage() {}
 
 func (x *GetGCReferencesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[45]
+	mi := &file_bighivepb_master_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2782,7 +2997,7 @@ func (x *GetGCReferencesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGCReferencesResponse.ProtoReflect.Descriptor instead.
 func (*GetGCReferencesResponse) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{45}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *GetGCReferencesResponse) GetBlocks() []uint64 {
@@ -2815,7 +3030,7 @@ type RowStatus struct {
 
 func (x *RowStatus) Reset() {
 	*x = RowStatus{}
-	mi := &file_bighivepb_master_proto_msgTypes[46]
+	mi := &file_bighivepb_master_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2827,7 +3042,7 @@ func (x *RowStatus) String() string {
 func (*RowStatus) ProtoMessage() {}
 
 func (x *RowStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[46]
+	mi := &file_bighivepb_master_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2840,7 +3055,7 @@ func (x *RowStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RowStatus.ProtoReflect.Descriptor instead.
 func (*RowStatus) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{46}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RowStatus) GetCode() int32 {
@@ -2874,7 +3089,7 @@ type DeleteFamilyRequest struct {
 
 func (x *DeleteFamilyRequest) Reset() {
 	*x = DeleteFamilyRequest{}
-	mi := &file_bighivepb_master_proto_msgTypes[47]
+	mi := &file_bighivepb_master_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2886,7 +3101,7 @@ func (x *DeleteFamilyRequest) String() string {
 func (*DeleteFamilyRequest) ProtoMessage() {}
 
 func (x *DeleteFamilyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[47]
+	mi := &file_bighivepb_master_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2899,7 +3114,7 @@ func (x *DeleteFamilyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteFamilyRequest.ProtoReflect.Descriptor instead.
 func (*DeleteFamilyRequest) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{47}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *DeleteFamilyRequest) GetTable() string {
@@ -2924,7 +3139,7 @@ type DeleteFamilyResponse struct {
 
 func (x *DeleteFamilyResponse) Reset() {
 	*x = DeleteFamilyResponse{}
-	mi := &file_bighivepb_master_proto_msgTypes[48]
+	mi := &file_bighivepb_master_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2936,7 +3151,7 @@ func (x *DeleteFamilyResponse) String() string {
 func (*DeleteFamilyResponse) ProtoMessage() {}
 
 func (x *DeleteFamilyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[48]
+	mi := &file_bighivepb_master_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2949,7 +3164,7 @@ func (x *DeleteFamilyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteFamilyResponse.ProtoReflect.Descriptor instead.
 func (*DeleteFamilyResponse) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{48}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{52}
 }
 
 type SetGCRuleRequest struct {
@@ -2963,7 +3178,7 @@ type SetGCRuleRequest struct {
 
 func (x *SetGCRuleRequest) Reset() {
 	*x = SetGCRuleRequest{}
-	mi := &file_bighivepb_master_proto_msgTypes[49]
+	mi := &file_bighivepb_master_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2975,7 +3190,7 @@ func (x *SetGCRuleRequest) String() string {
 func (*SetGCRuleRequest) ProtoMessage() {}
 
 func (x *SetGCRuleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[49]
+	mi := &file_bighivepb_master_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2988,7 +3203,7 @@ func (x *SetGCRuleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetGCRuleRequest.ProtoReflect.Descriptor instead.
 func (*SetGCRuleRequest) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{49}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *SetGCRuleRequest) GetTable() string {
@@ -3020,7 +3235,7 @@ type SetGCRuleResponse struct {
 
 func (x *SetGCRuleResponse) Reset() {
 	*x = SetGCRuleResponse{}
-	mi := &file_bighivepb_master_proto_msgTypes[50]
+	mi := &file_bighivepb_master_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3032,7 +3247,7 @@ func (x *SetGCRuleResponse) String() string {
 func (*SetGCRuleResponse) ProtoMessage() {}
 
 func (x *SetGCRuleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[50]
+	mi := &file_bighivepb_master_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3045,7 +3260,7 @@ func (x *SetGCRuleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetGCRuleResponse.ProtoReflect.Descriptor instead.
 func (*SetGCRuleResponse) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{50}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{54}
 }
 
 type DropRowRangeRequest struct {
@@ -3062,7 +3277,7 @@ type DropRowRangeRequest struct {
 
 func (x *DropRowRangeRequest) Reset() {
 	*x = DropRowRangeRequest{}
-	mi := &file_bighivepb_master_proto_msgTypes[51]
+	mi := &file_bighivepb_master_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3074,7 +3289,7 @@ func (x *DropRowRangeRequest) String() string {
 func (*DropRowRangeRequest) ProtoMessage() {}
 
 func (x *DropRowRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[51]
+	mi := &file_bighivepb_master_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3087,7 +3302,7 @@ func (x *DropRowRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropRowRangeRequest.ProtoReflect.Descriptor instead.
 func (*DropRowRangeRequest) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{51}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *DropRowRangeRequest) GetTable() string {
@@ -3148,7 +3363,7 @@ type DropRowRangeResponse struct {
 
 func (x *DropRowRangeResponse) Reset() {
 	*x = DropRowRangeResponse{}
-	mi := &file_bighivepb_master_proto_msgTypes[52]
+	mi := &file_bighivepb_master_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3160,7 +3375,7 @@ func (x *DropRowRangeResponse) String() string {
 func (*DropRowRangeResponse) ProtoMessage() {}
 
 func (x *DropRowRangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[52]
+	mi := &file_bighivepb_master_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3173,7 +3388,7 @@ func (x *DropRowRangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropRowRangeResponse.ProtoReflect.Descriptor instead.
 func (*DropRowRangeResponse) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{52}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{56}
 }
 
 type GetMasterStatusRequest struct {
@@ -3184,7 +3399,7 @@ type GetMasterStatusRequest struct {
 
 func (x *GetMasterStatusRequest) Reset() {
 	*x = GetMasterStatusRequest{}
-	mi := &file_bighivepb_master_proto_msgTypes[53]
+	mi := &file_bighivepb_master_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3196,7 +3411,7 @@ func (x *GetMasterStatusRequest) String() string {
 func (*GetMasterStatusRequest) ProtoMessage() {}
 
 func (x *GetMasterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[53]
+	mi := &file_bighivepb_master_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3209,7 +3424,7 @@ func (x *GetMasterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMasterStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetMasterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{53}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{57}
 }
 
 type GetMasterStatusResponse struct {
@@ -3233,7 +3448,7 @@ type GetMasterStatusResponse struct {
 
 func (x *GetMasterStatusResponse) Reset() {
 	*x = GetMasterStatusResponse{}
-	mi := &file_bighivepb_master_proto_msgTypes[54]
+	mi := &file_bighivepb_master_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3245,7 +3460,7 @@ func (x *GetMasterStatusResponse) String() string {
 func (*GetMasterStatusResponse) ProtoMessage() {}
 
 func (x *GetMasterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[54]
+	mi := &file_bighivepb_master_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3258,7 +3473,7 @@ func (x *GetMasterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMasterStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetMasterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{54}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *GetMasterStatusResponse) GetId() string {
@@ -3335,7 +3550,7 @@ type SetFamilyCompressionRequest struct {
 
 func (x *SetFamilyCompressionRequest) Reset() {
 	*x = SetFamilyCompressionRequest{}
-	mi := &file_bighivepb_master_proto_msgTypes[55]
+	mi := &file_bighivepb_master_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3347,7 +3562,7 @@ func (x *SetFamilyCompressionRequest) String() string {
 func (*SetFamilyCompressionRequest) ProtoMessage() {}
 
 func (x *SetFamilyCompressionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[55]
+	mi := &file_bighivepb_master_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3360,7 +3575,7 @@ func (x *SetFamilyCompressionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetFamilyCompressionRequest.ProtoReflect.Descriptor instead.
 func (*SetFamilyCompressionRequest) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{55}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *SetFamilyCompressionRequest) GetTable() string {
@@ -3392,7 +3607,7 @@ type SetFamilyCompressionResponse struct {
 
 func (x *SetFamilyCompressionResponse) Reset() {
 	*x = SetFamilyCompressionResponse{}
-	mi := &file_bighivepb_master_proto_msgTypes[56]
+	mi := &file_bighivepb_master_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3404,7 +3619,7 @@ func (x *SetFamilyCompressionResponse) String() string {
 func (*SetFamilyCompressionResponse) ProtoMessage() {}
 
 func (x *SetFamilyCompressionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[56]
+	mi := &file_bighivepb_master_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3417,7 +3632,7 @@ func (x *SetFamilyCompressionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetFamilyCompressionResponse.ProtoReflect.Descriptor instead.
 func (*SetFamilyCompressionResponse) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{56}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{60}
 }
 
 // Gives principal role on table ("" = every table).
@@ -3432,7 +3647,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_bighivepb_master_proto_msgTypes[57]
+	mi := &file_bighivepb_master_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3444,7 +3659,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[57]
+	mi := &file_bighivepb_master_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3457,7 +3672,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{57}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *Grant) GetPrincipal() string {
@@ -3492,7 +3707,7 @@ type GrantList struct {
 
 func (x *GrantList) Reset() {
 	*x = GrantList{}
-	mi := &file_bighivepb_master_proto_msgTypes[58]
+	mi := &file_bighivepb_master_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3504,7 +3719,7 @@ func (x *GrantList) String() string {
 func (*GrantList) ProtoMessage() {}
 
 func (x *GrantList) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[58]
+	mi := &file_bighivepb_master_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3517,7 +3732,7 @@ func (x *GrantList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantList.ProtoReflect.Descriptor instead.
 func (*GrantList) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{58}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *GrantList) GetVersion() uint64 {
@@ -3543,7 +3758,7 @@ type GrantRequest struct {
 
 func (x *GrantRequest) Reset() {
 	*x = GrantRequest{}
-	mi := &file_bighivepb_master_proto_msgTypes[59]
+	mi := &file_bighivepb_master_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3555,7 +3770,7 @@ func (x *GrantRequest) String() string {
 func (*GrantRequest) ProtoMessage() {}
 
 func (x *GrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[59]
+	mi := &file_bighivepb_master_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3568,7 +3783,7 @@ func (x *GrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRequest.ProtoReflect.Descriptor instead.
 func (*GrantRequest) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{59}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *GrantRequest) GetGrant() *Grant {
@@ -3586,7 +3801,7 @@ type GrantResponse struct {
 
 func (x *GrantResponse) Reset() {
 	*x = GrantResponse{}
-	mi := &file_bighivepb_master_proto_msgTypes[60]
+	mi := &file_bighivepb_master_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3598,7 +3813,7 @@ func (x *GrantResponse) String() string {
 func (*GrantResponse) ProtoMessage() {}
 
 func (x *GrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[60]
+	mi := &file_bighivepb_master_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3611,7 +3826,7 @@ func (x *GrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantResponse.ProtoReflect.Descriptor instead.
 func (*GrantResponse) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{60}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{64}
 }
 
 type RevokeRequest struct {
@@ -3623,7 +3838,7 @@ type RevokeRequest struct {
 
 func (x *RevokeRequest) Reset() {
 	*x = RevokeRequest{}
-	mi := &file_bighivepb_master_proto_msgTypes[61]
+	mi := &file_bighivepb_master_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3635,7 +3850,7 @@ func (x *RevokeRequest) String() string {
 func (*RevokeRequest) ProtoMessage() {}
 
 func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[61]
+	mi := &file_bighivepb_master_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3648,7 +3863,7 @@ func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeRequest.ProtoReflect.Descriptor instead.
 func (*RevokeRequest) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{61}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *RevokeRequest) GetGrant() *Grant {
@@ -3666,7 +3881,7 @@ type RevokeResponse struct {
 
 func (x *RevokeResponse) Reset() {
 	*x = RevokeResponse{}
-	mi := &file_bighivepb_master_proto_msgTypes[62]
+	mi := &file_bighivepb_master_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3678,7 +3893,7 @@ func (x *RevokeResponse) String() string {
 func (*RevokeResponse) ProtoMessage() {}
 
 func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[62]
+	mi := &file_bighivepb_master_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3691,7 +3906,7 @@ func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeResponse.ProtoReflect.Descriptor instead.
 func (*RevokeResponse) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{62}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{66}
 }
 
 type ListGrantsRequest struct {
@@ -3702,7 +3917,7 @@ type ListGrantsRequest struct {
 
 func (x *ListGrantsRequest) Reset() {
 	*x = ListGrantsRequest{}
-	mi := &file_bighivepb_master_proto_msgTypes[63]
+	mi := &file_bighivepb_master_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3714,7 +3929,7 @@ func (x *ListGrantsRequest) String() string {
 func (*ListGrantsRequest) ProtoMessage() {}
 
 func (x *ListGrantsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[63]
+	mi := &file_bighivepb_master_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3727,7 +3942,7 @@ func (x *ListGrantsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGrantsRequest.ProtoReflect.Descriptor instead.
 func (*ListGrantsRequest) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{63}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{67}
 }
 
 type ListGrantsResponse struct {
@@ -3739,7 +3954,7 @@ type ListGrantsResponse struct {
 
 func (x *ListGrantsResponse) Reset() {
 	*x = ListGrantsResponse{}
-	mi := &file_bighivepb_master_proto_msgTypes[64]
+	mi := &file_bighivepb_master_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3751,7 +3966,7 @@ func (x *ListGrantsResponse) String() string {
 func (*ListGrantsResponse) ProtoMessage() {}
 
 func (x *ListGrantsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[64]
+	mi := &file_bighivepb_master_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3764,7 +3979,7 @@ func (x *ListGrantsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGrantsResponse.ProtoReflect.Descriptor instead.
 func (*ListGrantsResponse) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{64}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ListGrantsResponse) GetGrants() *GrantList {
@@ -3794,7 +4009,7 @@ type ReportMergeRequest struct {
 
 func (x *ReportMergeRequest) Reset() {
 	*x = ReportMergeRequest{}
-	mi := &file_bighivepb_master_proto_msgTypes[65]
+	mi := &file_bighivepb_master_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3806,7 +4021,7 @@ func (x *ReportMergeRequest) String() string {
 func (*ReportMergeRequest) ProtoMessage() {}
 
 func (x *ReportMergeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[65]
+	mi := &file_bighivepb_master_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3819,7 +4034,7 @@ func (x *ReportMergeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportMergeRequest.ProtoReflect.Descriptor instead.
 func (*ReportMergeRequest) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{65}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ReportMergeRequest) GetLeftTabletId() string {
@@ -3880,7 +4095,7 @@ type ReportMergeResponse struct {
 
 func (x *ReportMergeResponse) Reset() {
 	*x = ReportMergeResponse{}
-	mi := &file_bighivepb_master_proto_msgTypes[66]
+	mi := &file_bighivepb_master_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3892,7 +4107,7 @@ func (x *ReportMergeResponse) String() string {
 func (*ReportMergeResponse) ProtoMessage() {}
 
 func (x *ReportMergeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[66]
+	mi := &file_bighivepb_master_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3905,7 +4120,7 @@ func (x *ReportMergeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportMergeResponse.ProtoReflect.Descriptor instead.
 func (*ReportMergeResponse) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{66}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ReportMergeResponse) GetMerged() *TabletMeta {
@@ -3931,7 +4146,7 @@ type MergeTabletsRequest struct {
 
 func (x *MergeTabletsRequest) Reset() {
 	*x = MergeTabletsRequest{}
-	mi := &file_bighivepb_master_proto_msgTypes[67]
+	mi := &file_bighivepb_master_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3943,7 +4158,7 @@ func (x *MergeTabletsRequest) String() string {
 func (*MergeTabletsRequest) ProtoMessage() {}
 
 func (x *MergeTabletsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[67]
+	mi := &file_bighivepb_master_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3956,7 +4171,7 @@ func (x *MergeTabletsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeTabletsRequest.ProtoReflect.Descriptor instead.
 func (*MergeTabletsRequest) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{67}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *MergeTabletsRequest) GetTable() string {
@@ -3996,7 +4211,7 @@ type MergeTabletsResponse struct {
 
 func (x *MergeTabletsResponse) Reset() {
 	*x = MergeTabletsResponse{}
-	mi := &file_bighivepb_master_proto_msgTypes[68]
+	mi := &file_bighivepb_master_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4008,7 +4223,7 @@ func (x *MergeTabletsResponse) String() string {
 func (*MergeTabletsResponse) ProtoMessage() {}
 
 func (x *MergeTabletsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_master_proto_msgTypes[68]
+	mi := &file_bighivepb_master_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4021,7 +4236,7 @@ func (x *MergeTabletsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeTabletsResponse.ProtoReflect.Descriptor instead.
 func (*MergeTabletsResponse) Descriptor() ([]byte, []int) {
-	return file_bighivepb_master_proto_rawDescGZIP(), []int{68}
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *MergeTabletsResponse) GetMergedTabletId() string {
@@ -4181,7 +4396,19 @@ const file_bighivepb_master_proto_rawDesc = "" +
 	"\ftserver_uuid\x18\x03 \x01(\tR\vtserverUuid\x123\n" +
 	"\bposition\x18\x04 \x01(\v2\x17.bighive.v1.LogPositionR\bposition\"J\n" +
 	"\x18ReportTabletLoadResponse\x12.\n" +
-	"\x06tablet\x18\x01 \x01(\v2\x16.bighive.v1.TabletMetaR\x06tablet\"\xf4\x01\n" +
+	"\x06tablet\x18\x01 \x01(\v2\x16.bighive.v1.TabletMetaR\x06tablet\"z\n" +
+	"\x10TabletLoadReport\x12\x1b\n" +
+	"\ttablet_id\x18\x01 \x01(\tR\btabletId\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x123\n" +
+	"\bposition\x18\x03 \x01(\v2\x17.bighive.v1.LogPositionR\bposition\"q\n" +
+	"\x18ReportTabletLoadsRequest\x12!\n" +
+	"\ftserver_uuid\x18\x01 \x01(\tR\vtserverUuid\x122\n" +
+	"\x05loads\x18\x02 \x03(\v2\x1c.bighive.v1.TabletLoadReportR\x05loads\"q\n" +
+	"\x10TabletLoadResult\x12-\n" +
+	"\x06status\x18\x01 \x01(\v2\x15.bighive.v1.RowStatusR\x06status\x12.\n" +
+	"\x06tablet\x18\x02 \x01(\v2\x16.bighive.v1.TabletMetaR\x06tablet\"S\n" +
+	"\x19ReportTabletLoadsResponse\x126\n" +
+	"\aresults\x18\x01 \x03(\v2\x1c.bighive.v1.TabletLoadResultR\aresults\"\xf4\x01\n" +
 	"\x10CheckpointReport\x12\x1b\n" +
 	"\ttablet_id\x18\x01 \x01(\tR\btabletId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12<\n" +
@@ -4311,7 +4538,7 @@ const file_bighivepb_master_proto_rawDesc = "" +
 	"\n" +
 	"ROLE_WRITE\x10\x02\x12\x0e\n" +
 	"\n" +
-	"ROLE_ADMIN\x10\x032\xea\x11\n" +
+	"ROLE_ADMIN\x10\x032\xcc\x12\n" +
 	"\x06Master\x12N\n" +
 	"\vCreateTable\x12\x1e.bighive.v1.CreateTableRequest\x1a\x1f.bighive.v1.CreateTableResponse\x12N\n" +
 	"\vDeleteTable\x12\x1e.bighive.v1.DeleteTableRequest\x1a\x1f.bighive.v1.DeleteTableResponse\x12K\n" +
@@ -4324,7 +4551,8 @@ const file_bighivepb_master_proto_rawDesc = "" +
 	"\fListTServers\x12\x1f.bighive.v1.ListTServersRequest\x1a .bighive.v1.ListTServersResponse\x12Z\n" +
 	"\x0fRegisterTServer\x12\".bighive.v1.RegisterTServerRequest\x1a#.bighive.v1.RegisterTServerResponse\x12H\n" +
 	"\tHeartbeat\x12\x1c.bighive.v1.HeartbeatRequest\x1a\x1d.bighive.v1.HeartbeatResponse\x12]\n" +
-	"\x10ReportTabletLoad\x12#.bighive.v1.ReportTabletLoadRequest\x1a$.bighive.v1.ReportTabletLoadResponse\x12]\n" +
+	"\x10ReportTabletLoad\x12#.bighive.v1.ReportTabletLoadRequest\x1a$.bighive.v1.ReportTabletLoadResponse\x12`\n" +
+	"\x11ReportTabletLoads\x12$.bighive.v1.ReportTabletLoadsRequest\x1a%.bighive.v1.ReportTabletLoadsResponse\x12]\n" +
 	"\x10ReportCheckpoint\x12#.bighive.v1.ReportCheckpointRequest\x1a$.bighive.v1.ReportCheckpointResponse\x12`\n" +
 	"\x11AllocateTabletIds\x12$.bighive.v1.AllocateTabletIdsRequest\x1a%.bighive.v1.AllocateTabletIdsResponse\x12N\n" +
 	"\vReportSplit\x12\x1e.bighive.v1.ReportSplitRequest\x1a\x1f.bighive.v1.ReportSplitResponse\x12N\n" +
@@ -4356,7 +4584,7 @@ func file_bighivepb_master_proto_rawDescGZIP() []byte {
 }
 
 var file_bighivepb_master_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_bighivepb_master_proto_msgTypes = make([]protoimpl.MessageInfo, 72)
+var file_bighivepb_master_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
 var file_bighivepb_master_proto_goTypes = []any{
 	(Role)(0),                            // 0: bighive.v1.Role
 	(*TableInfo)(nil),                    // 1: bighive.v1.TableInfo
@@ -4391,174 +4619,185 @@ var file_bighivepb_master_proto_goTypes = []any{
 	(*HeartbeatResponse)(nil),            // 30: bighive.v1.HeartbeatResponse
 	(*ReportTabletLoadRequest)(nil),      // 31: bighive.v1.ReportTabletLoadRequest
 	(*ReportTabletLoadResponse)(nil),     // 32: bighive.v1.ReportTabletLoadResponse
-	(*CheckpointReport)(nil),             // 33: bighive.v1.CheckpointReport
-	(*ReportCheckpointRequest)(nil),      // 34: bighive.v1.ReportCheckpointRequest
-	(*ReportCheckpointResponse)(nil),     // 35: bighive.v1.ReportCheckpointResponse
-	(*AllocateTabletIdsRequest)(nil),     // 36: bighive.v1.AllocateTabletIdsRequest
-	(*AllocateTabletIdsResponse)(nil),    // 37: bighive.v1.AllocateTabletIdsResponse
-	(*SplitChild)(nil),                   // 38: bighive.v1.SplitChild
-	(*ReportSplitRequest)(nil),           // 39: bighive.v1.ReportSplitRequest
-	(*ReportSplitResponse)(nil),          // 40: bighive.v1.ReportSplitResponse
-	(*SplitTabletRequest)(nil),           // 41: bighive.v1.SplitTabletRequest
-	(*SplitTabletResponse)(nil),          // 42: bighive.v1.SplitTabletResponse
-	(*ReportLogSplitRequest)(nil),        // 43: bighive.v1.ReportLogSplitRequest
-	(*ReportLogSplitResponse)(nil),       // 44: bighive.v1.ReportLogSplitResponse
-	(*GetGCReferencesRequest)(nil),       // 45: bighive.v1.GetGCReferencesRequest
-	(*GetGCReferencesResponse)(nil),      // 46: bighive.v1.GetGCReferencesResponse
-	(*RowStatus)(nil),                    // 47: bighive.v1.RowStatus
-	(*DeleteFamilyRequest)(nil),          // 48: bighive.v1.DeleteFamilyRequest
-	(*DeleteFamilyResponse)(nil),         // 49: bighive.v1.DeleteFamilyResponse
-	(*SetGCRuleRequest)(nil),             // 50: bighive.v1.SetGCRuleRequest
-	(*SetGCRuleResponse)(nil),            // 51: bighive.v1.SetGCRuleResponse
-	(*DropRowRangeRequest)(nil),          // 52: bighive.v1.DropRowRangeRequest
-	(*DropRowRangeResponse)(nil),         // 53: bighive.v1.DropRowRangeResponse
-	(*GetMasterStatusRequest)(nil),       // 54: bighive.v1.GetMasterStatusRequest
-	(*GetMasterStatusResponse)(nil),      // 55: bighive.v1.GetMasterStatusResponse
-	(*SetFamilyCompressionRequest)(nil),  // 56: bighive.v1.SetFamilyCompressionRequest
-	(*SetFamilyCompressionResponse)(nil), // 57: bighive.v1.SetFamilyCompressionResponse
-	(*Grant)(nil),                        // 58: bighive.v1.Grant
-	(*GrantList)(nil),                    // 59: bighive.v1.GrantList
-	(*GrantRequest)(nil),                 // 60: bighive.v1.GrantRequest
-	(*GrantResponse)(nil),                // 61: bighive.v1.GrantResponse
-	(*RevokeRequest)(nil),                // 62: bighive.v1.RevokeRequest
-	(*RevokeResponse)(nil),               // 63: bighive.v1.RevokeResponse
-	(*ListGrantsRequest)(nil),            // 64: bighive.v1.ListGrantsRequest
-	(*ListGrantsResponse)(nil),           // 65: bighive.v1.ListGrantsResponse
-	(*ReportMergeRequest)(nil),           // 66: bighive.v1.ReportMergeRequest
-	(*ReportMergeResponse)(nil),          // 67: bighive.v1.ReportMergeResponse
-	(*MergeTabletsRequest)(nil),          // 68: bighive.v1.MergeTabletsRequest
-	(*MergeTabletsResponse)(nil),         // 69: bighive.v1.MergeTabletsResponse
-	nil,                                  // 70: bighive.v1.DescribeTableResponse.TabletSizesEntry
-	nil,                                  // 71: bighive.v1.DescribeTableResponse.TabletSpaceEntry
-	nil,                                  // 72: bighive.v1.ReportLogSplitRequest.RecoveryFilesEntry
-	(*TableSchema)(nil),                  // 73: bighive.v1.TableSchema
-	(CachePriority)(0),                   // 74: bighive.v1.CachePriority
-	(*TabletMeta)(nil),                   // 75: bighive.v1.TabletMeta
-	(*FamilySpec)(nil),                   // 76: bighive.v1.FamilySpec
-	(*RowRange)(nil),                     // 77: bighive.v1.RowRange
-	(TabletState)(0),                     // 78: bighive.v1.TabletState
-	(*LogPosition)(nil),                  // 79: bighive.v1.LogPosition
-	(*TSFileRef)(nil),                    // 80: bighive.v1.TSFileRef
-	(*DataDirGroup)(nil),                 // 81: bighive.v1.DataDirGroup
-	(*TabletError)(nil),                  // 82: bighive.v1.TabletError
-	(*GcRule)(nil),                       // 83: bighive.v1.GcRule
-	(Compression)(0),                     // 84: bighive.v1.Compression
+	(*TabletLoadReport)(nil),             // 33: bighive.v1.TabletLoadReport
+	(*ReportTabletLoadsRequest)(nil),     // 34: bighive.v1.ReportTabletLoadsRequest
+	(*TabletLoadResult)(nil),             // 35: bighive.v1.TabletLoadResult
+	(*ReportTabletLoadsResponse)(nil),    // 36: bighive.v1.ReportTabletLoadsResponse
+	(*CheckpointReport)(nil),             // 37: bighive.v1.CheckpointReport
+	(*ReportCheckpointRequest)(nil),      // 38: bighive.v1.ReportCheckpointRequest
+	(*ReportCheckpointResponse)(nil),     // 39: bighive.v1.ReportCheckpointResponse
+	(*AllocateTabletIdsRequest)(nil),     // 40: bighive.v1.AllocateTabletIdsRequest
+	(*AllocateTabletIdsResponse)(nil),    // 41: bighive.v1.AllocateTabletIdsResponse
+	(*SplitChild)(nil),                   // 42: bighive.v1.SplitChild
+	(*ReportSplitRequest)(nil),           // 43: bighive.v1.ReportSplitRequest
+	(*ReportSplitResponse)(nil),          // 44: bighive.v1.ReportSplitResponse
+	(*SplitTabletRequest)(nil),           // 45: bighive.v1.SplitTabletRequest
+	(*SplitTabletResponse)(nil),          // 46: bighive.v1.SplitTabletResponse
+	(*ReportLogSplitRequest)(nil),        // 47: bighive.v1.ReportLogSplitRequest
+	(*ReportLogSplitResponse)(nil),       // 48: bighive.v1.ReportLogSplitResponse
+	(*GetGCReferencesRequest)(nil),       // 49: bighive.v1.GetGCReferencesRequest
+	(*GetGCReferencesResponse)(nil),      // 50: bighive.v1.GetGCReferencesResponse
+	(*RowStatus)(nil),                    // 51: bighive.v1.RowStatus
+	(*DeleteFamilyRequest)(nil),          // 52: bighive.v1.DeleteFamilyRequest
+	(*DeleteFamilyResponse)(nil),         // 53: bighive.v1.DeleteFamilyResponse
+	(*SetGCRuleRequest)(nil),             // 54: bighive.v1.SetGCRuleRequest
+	(*SetGCRuleResponse)(nil),            // 55: bighive.v1.SetGCRuleResponse
+	(*DropRowRangeRequest)(nil),          // 56: bighive.v1.DropRowRangeRequest
+	(*DropRowRangeResponse)(nil),         // 57: bighive.v1.DropRowRangeResponse
+	(*GetMasterStatusRequest)(nil),       // 58: bighive.v1.GetMasterStatusRequest
+	(*GetMasterStatusResponse)(nil),      // 59: bighive.v1.GetMasterStatusResponse
+	(*SetFamilyCompressionRequest)(nil),  // 60: bighive.v1.SetFamilyCompressionRequest
+	(*SetFamilyCompressionResponse)(nil), // 61: bighive.v1.SetFamilyCompressionResponse
+	(*Grant)(nil),                        // 62: bighive.v1.Grant
+	(*GrantList)(nil),                    // 63: bighive.v1.GrantList
+	(*GrantRequest)(nil),                 // 64: bighive.v1.GrantRequest
+	(*GrantResponse)(nil),                // 65: bighive.v1.GrantResponse
+	(*RevokeRequest)(nil),                // 66: bighive.v1.RevokeRequest
+	(*RevokeResponse)(nil),               // 67: bighive.v1.RevokeResponse
+	(*ListGrantsRequest)(nil),            // 68: bighive.v1.ListGrantsRequest
+	(*ListGrantsResponse)(nil),           // 69: bighive.v1.ListGrantsResponse
+	(*ReportMergeRequest)(nil),           // 70: bighive.v1.ReportMergeRequest
+	(*ReportMergeResponse)(nil),          // 71: bighive.v1.ReportMergeResponse
+	(*MergeTabletsRequest)(nil),          // 72: bighive.v1.MergeTabletsRequest
+	(*MergeTabletsResponse)(nil),         // 73: bighive.v1.MergeTabletsResponse
+	nil,                                  // 74: bighive.v1.DescribeTableResponse.TabletSizesEntry
+	nil,                                  // 75: bighive.v1.DescribeTableResponse.TabletSpaceEntry
+	nil,                                  // 76: bighive.v1.ReportLogSplitRequest.RecoveryFilesEntry
+	(*TableSchema)(nil),                  // 77: bighive.v1.TableSchema
+	(CachePriority)(0),                   // 78: bighive.v1.CachePriority
+	(*TabletMeta)(nil),                   // 79: bighive.v1.TabletMeta
+	(*FamilySpec)(nil),                   // 80: bighive.v1.FamilySpec
+	(*RowRange)(nil),                     // 81: bighive.v1.RowRange
+	(TabletState)(0),                     // 82: bighive.v1.TabletState
+	(*LogPosition)(nil),                  // 83: bighive.v1.LogPosition
+	(*TSFileRef)(nil),                    // 84: bighive.v1.TSFileRef
+	(*DataDirGroup)(nil),                 // 85: bighive.v1.DataDirGroup
+	(*TabletError)(nil),                  // 86: bighive.v1.TabletError
+	(*GcRule)(nil),                       // 87: bighive.v1.GcRule
+	(Compression)(0),                     // 88: bighive.v1.Compression
 }
 var file_bighivepb_master_proto_depIdxs = []int32{
-	73, // 0: bighive.v1.TableInfo.schema:type_name -> bighive.v1.TableSchema
-	74, // 1: bighive.v1.TableInfo.cache_priority:type_name -> bighive.v1.CachePriority
-	73, // 2: bighive.v1.CreateTableRequest.schema:type_name -> bighive.v1.TableSchema
+	77, // 0: bighive.v1.TableInfo.schema:type_name -> bighive.v1.TableSchema
+	78, // 1: bighive.v1.TableInfo.cache_priority:type_name -> bighive.v1.CachePriority
+	77, // 2: bighive.v1.CreateTableRequest.schema:type_name -> bighive.v1.TableSchema
 	1,  // 3: bighive.v1.CreateTableResponse.table:type_name -> bighive.v1.TableInfo
 	1,  // 4: bighive.v1.ListTablesResponse.tables:type_name -> bighive.v1.TableInfo
 	1,  // 5: bighive.v1.DescribeTableResponse.table:type_name -> bighive.v1.TableInfo
-	75, // 6: bighive.v1.DescribeTableResponse.tablets:type_name -> bighive.v1.TabletMeta
-	70, // 7: bighive.v1.DescribeTableResponse.tablet_sizes:type_name -> bighive.v1.DescribeTableResponse.TabletSizesEntry
-	71, // 8: bighive.v1.DescribeTableResponse.tablet_space:type_name -> bighive.v1.DescribeTableResponse.TabletSpaceEntry
-	76, // 9: bighive.v1.AddFamilyRequest.family:type_name -> bighive.v1.FamilySpec
-	74, // 10: bighive.v1.SetCachePriorityRequest.priority:type_name -> bighive.v1.CachePriority
-	77, // 11: bighive.v1.TabletLocation.range:type_name -> bighive.v1.RowRange
-	78, // 12: bighive.v1.TabletLocation.state:type_name -> bighive.v1.TabletState
-	73, // 13: bighive.v1.GetTableLocationsResponse.schema:type_name -> bighive.v1.TableSchema
+	79, // 6: bighive.v1.DescribeTableResponse.tablets:type_name -> bighive.v1.TabletMeta
+	74, // 7: bighive.v1.DescribeTableResponse.tablet_sizes:type_name -> bighive.v1.DescribeTableResponse.TabletSizesEntry
+	75, // 8: bighive.v1.DescribeTableResponse.tablet_space:type_name -> bighive.v1.DescribeTableResponse.TabletSpaceEntry
+	80, // 9: bighive.v1.AddFamilyRequest.family:type_name -> bighive.v1.FamilySpec
+	78, // 10: bighive.v1.SetCachePriorityRequest.priority:type_name -> bighive.v1.CachePriority
+	81, // 11: bighive.v1.TabletLocation.range:type_name -> bighive.v1.RowRange
+	82, // 12: bighive.v1.TabletLocation.state:type_name -> bighive.v1.TabletState
+	77, // 13: bighive.v1.GetTableLocationsResponse.schema:type_name -> bighive.v1.TableSchema
 	15, // 14: bighive.v1.GetTableLocationsResponse.locations:type_name -> bighive.v1.TabletLocation
 	17, // 15: bighive.v1.ListTServersResponse.tservers:type_name -> bighive.v1.TServerInfo
 	23, // 16: bighive.v1.TabletReport.space:type_name -> bighive.v1.TabletSpace
 	22, // 17: bighive.v1.HeartbeatRequest.tablets:type_name -> bighive.v1.TabletReport
 	24, // 18: bighive.v1.HeartbeatRequest.load:type_name -> bighive.v1.TServerLoad
-	75, // 19: bighive.v1.TabletAssignment.tablet:type_name -> bighive.v1.TabletMeta
-	73, // 20: bighive.v1.TabletAssignment.schema:type_name -> bighive.v1.TableSchema
-	74, // 21: bighive.v1.TabletAssignment.cache_priority:type_name -> bighive.v1.CachePriority
-	79, // 22: bighive.v1.LogSplitTask.file:type_name -> bighive.v1.LogPosition
-	74, // 23: bighive.v1.TableCachePriority.priority:type_name -> bighive.v1.CachePriority
+	79, // 19: bighive.v1.TabletAssignment.tablet:type_name -> bighive.v1.TabletMeta
+	77, // 20: bighive.v1.TabletAssignment.schema:type_name -> bighive.v1.TableSchema
+	78, // 21: bighive.v1.TabletAssignment.cache_priority:type_name -> bighive.v1.CachePriority
+	83, // 22: bighive.v1.LogSplitTask.file:type_name -> bighive.v1.LogPosition
+	78, // 23: bighive.v1.TableCachePriority.priority:type_name -> bighive.v1.CachePriority
 	26, // 24: bighive.v1.HeartbeatResponse.assign:type_name -> bighive.v1.TabletAssignment
 	27, // 25: bighive.v1.HeartbeatResponse.unassign:type_name -> bighive.v1.TabletUnassignment
 	28, // 26: bighive.v1.HeartbeatResponse.log_split_tasks:type_name -> bighive.v1.LogSplitTask
 	29, // 27: bighive.v1.HeartbeatResponse.cache_priorities:type_name -> bighive.v1.TableCachePriority
-	73, // 28: bighive.v1.HeartbeatResponse.schemas:type_name -> bighive.v1.TableSchema
-	59, // 29: bighive.v1.HeartbeatResponse.grants:type_name -> bighive.v1.GrantList
-	79, // 30: bighive.v1.ReportTabletLoadRequest.position:type_name -> bighive.v1.LogPosition
-	75, // 31: bighive.v1.ReportTabletLoadResponse.tablet:type_name -> bighive.v1.TabletMeta
-	79, // 32: bighive.v1.CheckpointReport.log_positions:type_name -> bighive.v1.LogPosition
-	80, // 33: bighive.v1.CheckpointReport.tsfiles:type_name -> bighive.v1.TSFileRef
-	81, // 34: bighive.v1.CheckpointReport.data_dir_group:type_name -> bighive.v1.DataDirGroup
-	33, // 35: bighive.v1.ReportCheckpointRequest.reports:type_name -> bighive.v1.CheckpointReport
-	47, // 36: bighive.v1.ReportCheckpointResponse.statuses:type_name -> bighive.v1.RowStatus
-	77, // 37: bighive.v1.SplitChild.range:type_name -> bighive.v1.RowRange
-	80, // 38: bighive.v1.SplitChild.tsfiles:type_name -> bighive.v1.TSFileRef
-	79, // 39: bighive.v1.SplitChild.log_positions:type_name -> bighive.v1.LogPosition
-	38, // 40: bighive.v1.ReportSplitRequest.children:type_name -> bighive.v1.SplitChild
-	75, // 41: bighive.v1.ReportSplitResponse.children:type_name -> bighive.v1.TabletMeta
-	72, // 42: bighive.v1.ReportLogSplitRequest.recovery_files:type_name -> bighive.v1.ReportLogSplitRequest.RecoveryFilesEntry
-	79, // 43: bighive.v1.GetGCReferencesResponse.log_positions:type_name -> bighive.v1.LogPosition
-	82, // 44: bighive.v1.RowStatus.tablet_error:type_name -> bighive.v1.TabletError
-	83, // 45: bighive.v1.SetGCRuleRequest.gc_rule:type_name -> bighive.v1.GcRule
-	84, // 46: bighive.v1.SetFamilyCompressionRequest.compression:type_name -> bighive.v1.Compression
-	0,  // 47: bighive.v1.Grant.role:type_name -> bighive.v1.Role
-	58, // 48: bighive.v1.GrantList.grants:type_name -> bighive.v1.Grant
-	58, // 49: bighive.v1.GrantRequest.grant:type_name -> bighive.v1.Grant
-	58, // 50: bighive.v1.RevokeRequest.grant:type_name -> bighive.v1.Grant
-	59, // 51: bighive.v1.ListGrantsResponse.grants:type_name -> bighive.v1.GrantList
-	80, // 52: bighive.v1.ReportMergeRequest.tsfiles:type_name -> bighive.v1.TSFileRef
-	75, // 53: bighive.v1.ReportMergeResponse.merged:type_name -> bighive.v1.TabletMeta
-	23, // 54: bighive.v1.DescribeTableResponse.TabletSpaceEntry.value:type_name -> bighive.v1.TabletSpace
-	2,  // 55: bighive.v1.Master.CreateTable:input_type -> bighive.v1.CreateTableRequest
-	4,  // 56: bighive.v1.Master.DeleteTable:input_type -> bighive.v1.DeleteTableRequest
-	6,  // 57: bighive.v1.Master.ListTables:input_type -> bighive.v1.ListTablesRequest
-	8,  // 58: bighive.v1.Master.DescribeTable:input_type -> bighive.v1.DescribeTableRequest
-	10, // 59: bighive.v1.Master.AddFamily:input_type -> bighive.v1.AddFamilyRequest
-	12, // 60: bighive.v1.Master.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
-	14, // 61: bighive.v1.Master.GetTableLocations:input_type -> bighive.v1.GetTableLocationsRequest
-	18, // 62: bighive.v1.Master.ListTServers:input_type -> bighive.v1.ListTServersRequest
-	20, // 63: bighive.v1.Master.RegisterTServer:input_type -> bighive.v1.RegisterTServerRequest
-	25, // 64: bighive.v1.Master.Heartbeat:input_type -> bighive.v1.HeartbeatRequest
-	31, // 65: bighive.v1.Master.ReportTabletLoad:input_type -> bighive.v1.ReportTabletLoadRequest
-	34, // 66: bighive.v1.Master.ReportCheckpoint:input_type -> bighive.v1.ReportCheckpointRequest
-	36, // 67: bighive.v1.Master.AllocateTabletIds:input_type -> bighive.v1.AllocateTabletIdsRequest
-	39, // 68: bighive.v1.Master.ReportSplit:input_type -> bighive.v1.ReportSplitRequest
-	41, // 69: bighive.v1.Master.SplitTablet:input_type -> bighive.v1.SplitTabletRequest
-	43, // 70: bighive.v1.Master.ReportLogSplit:input_type -> bighive.v1.ReportLogSplitRequest
-	45, // 71: bighive.v1.Master.GetGCReferences:input_type -> bighive.v1.GetGCReferencesRequest
-	48, // 72: bighive.v1.Master.DeleteFamily:input_type -> bighive.v1.DeleteFamilyRequest
-	50, // 73: bighive.v1.Master.SetGCRule:input_type -> bighive.v1.SetGCRuleRequest
-	52, // 74: bighive.v1.Master.DropRowRange:input_type -> bighive.v1.DropRowRangeRequest
-	54, // 75: bighive.v1.Master.GetMasterStatus:input_type -> bighive.v1.GetMasterStatusRequest
-	56, // 76: bighive.v1.Master.SetFamilyCompression:input_type -> bighive.v1.SetFamilyCompressionRequest
-	60, // 77: bighive.v1.Master.Grant:input_type -> bighive.v1.GrantRequest
-	62, // 78: bighive.v1.Master.Revoke:input_type -> bighive.v1.RevokeRequest
-	64, // 79: bighive.v1.Master.ListGrants:input_type -> bighive.v1.ListGrantsRequest
-	66, // 80: bighive.v1.Master.ReportMerge:input_type -> bighive.v1.ReportMergeRequest
-	68, // 81: bighive.v1.Master.MergeTablets:input_type -> bighive.v1.MergeTabletsRequest
-	3,  // 82: bighive.v1.Master.CreateTable:output_type -> bighive.v1.CreateTableResponse
-	5,  // 83: bighive.v1.Master.DeleteTable:output_type -> bighive.v1.DeleteTableResponse
-	7,  // 84: bighive.v1.Master.ListTables:output_type -> bighive.v1.ListTablesResponse
-	9,  // 85: bighive.v1.Master.DescribeTable:output_type -> bighive.v1.DescribeTableResponse
-	11, // 86: bighive.v1.Master.AddFamily:output_type -> bighive.v1.AddFamilyResponse
-	13, // 87: bighive.v1.Master.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
-	16, // 88: bighive.v1.Master.GetTableLocations:output_type -> bighive.v1.GetTableLocationsResponse
-	19, // 89: bighive.v1.Master.ListTServers:output_type -> bighive.v1.ListTServersResponse
-	21, // 90: bighive.v1.Master.RegisterTServer:output_type -> bighive.v1.RegisterTServerResponse
-	30, // 91: bighive.v1.Master.Heartbeat:output_type -> bighive.v1.HeartbeatResponse
-	32, // 92: bighive.v1.Master.ReportTabletLoad:output_type -> bighive.v1.ReportTabletLoadResponse
-	35, // 93: bighive.v1.Master.ReportCheckpoint:output_type -> bighive.v1.ReportCheckpointResponse
-	37, // 94: bighive.v1.Master.AllocateTabletIds:output_type -> bighive.v1.AllocateTabletIdsResponse
-	40, // 95: bighive.v1.Master.ReportSplit:output_type -> bighive.v1.ReportSplitResponse
-	42, // 96: bighive.v1.Master.SplitTablet:output_type -> bighive.v1.SplitTabletResponse
-	44, // 97: bighive.v1.Master.ReportLogSplit:output_type -> bighive.v1.ReportLogSplitResponse
-	46, // 98: bighive.v1.Master.GetGCReferences:output_type -> bighive.v1.GetGCReferencesResponse
-	49, // 99: bighive.v1.Master.DeleteFamily:output_type -> bighive.v1.DeleteFamilyResponse
-	51, // 100: bighive.v1.Master.SetGCRule:output_type -> bighive.v1.SetGCRuleResponse
-	53, // 101: bighive.v1.Master.DropRowRange:output_type -> bighive.v1.DropRowRangeResponse
-	55, // 102: bighive.v1.Master.GetMasterStatus:output_type -> bighive.v1.GetMasterStatusResponse
-	57, // 103: bighive.v1.Master.SetFamilyCompression:output_type -> bighive.v1.SetFamilyCompressionResponse
-	61, // 104: bighive.v1.Master.Grant:output_type -> bighive.v1.GrantResponse
-	63, // 105: bighive.v1.Master.Revoke:output_type -> bighive.v1.RevokeResponse
-	65, // 106: bighive.v1.Master.ListGrants:output_type -> bighive.v1.ListGrantsResponse
-	67, // 107: bighive.v1.Master.ReportMerge:output_type -> bighive.v1.ReportMergeResponse
-	69, // 108: bighive.v1.Master.MergeTablets:output_type -> bighive.v1.MergeTabletsResponse
-	82, // [82:109] is the sub-list for method output_type
-	55, // [55:82] is the sub-list for method input_type
-	55, // [55:55] is the sub-list for extension type_name
-	55, // [55:55] is the sub-list for extension extendee
-	0,  // [0:55] is the sub-list for field type_name
+	77, // 28: bighive.v1.HeartbeatResponse.schemas:type_name -> bighive.v1.TableSchema
+	63, // 29: bighive.v1.HeartbeatResponse.grants:type_name -> bighive.v1.GrantList
+	83, // 30: bighive.v1.ReportTabletLoadRequest.position:type_name -> bighive.v1.LogPosition
+	79, // 31: bighive.v1.ReportTabletLoadResponse.tablet:type_name -> bighive.v1.TabletMeta
+	83, // 32: bighive.v1.TabletLoadReport.position:type_name -> bighive.v1.LogPosition
+	33, // 33: bighive.v1.ReportTabletLoadsRequest.loads:type_name -> bighive.v1.TabletLoadReport
+	51, // 34: bighive.v1.TabletLoadResult.status:type_name -> bighive.v1.RowStatus
+	79, // 35: bighive.v1.TabletLoadResult.tablet:type_name -> bighive.v1.TabletMeta
+	35, // 36: bighive.v1.ReportTabletLoadsResponse.results:type_name -> bighive.v1.TabletLoadResult
+	83, // 37: bighive.v1.CheckpointReport.log_positions:type_name -> bighive.v1.LogPosition
+	84, // 38: bighive.v1.CheckpointReport.tsfiles:type_name -> bighive.v1.TSFileRef
+	85, // 39: bighive.v1.CheckpointReport.data_dir_group:type_name -> bighive.v1.DataDirGroup
+	37, // 40: bighive.v1.ReportCheckpointRequest.reports:type_name -> bighive.v1.CheckpointReport
+	51, // 41: bighive.v1.ReportCheckpointResponse.statuses:type_name -> bighive.v1.RowStatus
+	81, // 42: bighive.v1.SplitChild.range:type_name -> bighive.v1.RowRange
+	84, // 43: bighive.v1.SplitChild.tsfiles:type_name -> bighive.v1.TSFileRef
+	83, // 44: bighive.v1.SplitChild.log_positions:type_name -> bighive.v1.LogPosition
+	42, // 45: bighive.v1.ReportSplitRequest.children:type_name -> bighive.v1.SplitChild
+	79, // 46: bighive.v1.ReportSplitResponse.children:type_name -> bighive.v1.TabletMeta
+	76, // 47: bighive.v1.ReportLogSplitRequest.recovery_files:type_name -> bighive.v1.ReportLogSplitRequest.RecoveryFilesEntry
+	83, // 48: bighive.v1.GetGCReferencesResponse.log_positions:type_name -> bighive.v1.LogPosition
+	86, // 49: bighive.v1.RowStatus.tablet_error:type_name -> bighive.v1.TabletError
+	87, // 50: bighive.v1.SetGCRuleRequest.gc_rule:type_name -> bighive.v1.GcRule
+	88, // 51: bighive.v1.SetFamilyCompressionRequest.compression:type_name -> bighive.v1.Compression
+	0,  // 52: bighive.v1.Grant.role:type_name -> bighive.v1.Role
+	62, // 53: bighive.v1.GrantList.grants:type_name -> bighive.v1.Grant
+	62, // 54: bighive.v1.GrantRequest.grant:type_name -> bighive.v1.Grant
+	62, // 55: bighive.v1.RevokeRequest.grant:type_name -> bighive.v1.Grant
+	63, // 56: bighive.v1.ListGrantsResponse.grants:type_name -> bighive.v1.GrantList
+	84, // 57: bighive.v1.ReportMergeRequest.tsfiles:type_name -> bighive.v1.TSFileRef
+	79, // 58: bighive.v1.ReportMergeResponse.merged:type_name -> bighive.v1.TabletMeta
+	23, // 59: bighive.v1.DescribeTableResponse.TabletSpaceEntry.value:type_name -> bighive.v1.TabletSpace
+	2,  // 60: bighive.v1.Master.CreateTable:input_type -> bighive.v1.CreateTableRequest
+	4,  // 61: bighive.v1.Master.DeleteTable:input_type -> bighive.v1.DeleteTableRequest
+	6,  // 62: bighive.v1.Master.ListTables:input_type -> bighive.v1.ListTablesRequest
+	8,  // 63: bighive.v1.Master.DescribeTable:input_type -> bighive.v1.DescribeTableRequest
+	10, // 64: bighive.v1.Master.AddFamily:input_type -> bighive.v1.AddFamilyRequest
+	12, // 65: bighive.v1.Master.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
+	14, // 66: bighive.v1.Master.GetTableLocations:input_type -> bighive.v1.GetTableLocationsRequest
+	18, // 67: bighive.v1.Master.ListTServers:input_type -> bighive.v1.ListTServersRequest
+	20, // 68: bighive.v1.Master.RegisterTServer:input_type -> bighive.v1.RegisterTServerRequest
+	25, // 69: bighive.v1.Master.Heartbeat:input_type -> bighive.v1.HeartbeatRequest
+	31, // 70: bighive.v1.Master.ReportTabletLoad:input_type -> bighive.v1.ReportTabletLoadRequest
+	34, // 71: bighive.v1.Master.ReportTabletLoads:input_type -> bighive.v1.ReportTabletLoadsRequest
+	38, // 72: bighive.v1.Master.ReportCheckpoint:input_type -> bighive.v1.ReportCheckpointRequest
+	40, // 73: bighive.v1.Master.AllocateTabletIds:input_type -> bighive.v1.AllocateTabletIdsRequest
+	43, // 74: bighive.v1.Master.ReportSplit:input_type -> bighive.v1.ReportSplitRequest
+	45, // 75: bighive.v1.Master.SplitTablet:input_type -> bighive.v1.SplitTabletRequest
+	47, // 76: bighive.v1.Master.ReportLogSplit:input_type -> bighive.v1.ReportLogSplitRequest
+	49, // 77: bighive.v1.Master.GetGCReferences:input_type -> bighive.v1.GetGCReferencesRequest
+	52, // 78: bighive.v1.Master.DeleteFamily:input_type -> bighive.v1.DeleteFamilyRequest
+	54, // 79: bighive.v1.Master.SetGCRule:input_type -> bighive.v1.SetGCRuleRequest
+	56, // 80: bighive.v1.Master.DropRowRange:input_type -> bighive.v1.DropRowRangeRequest
+	58, // 81: bighive.v1.Master.GetMasterStatus:input_type -> bighive.v1.GetMasterStatusRequest
+	60, // 82: bighive.v1.Master.SetFamilyCompression:input_type -> bighive.v1.SetFamilyCompressionRequest
+	64, // 83: bighive.v1.Master.Grant:input_type -> bighive.v1.GrantRequest
+	66, // 84: bighive.v1.Master.Revoke:input_type -> bighive.v1.RevokeRequest
+	68, // 85: bighive.v1.Master.ListGrants:input_type -> bighive.v1.ListGrantsRequest
+	70, // 86: bighive.v1.Master.ReportMerge:input_type -> bighive.v1.ReportMergeRequest
+	72, // 87: bighive.v1.Master.MergeTablets:input_type -> bighive.v1.MergeTabletsRequest
+	3,  // 88: bighive.v1.Master.CreateTable:output_type -> bighive.v1.CreateTableResponse
+	5,  // 89: bighive.v1.Master.DeleteTable:output_type -> bighive.v1.DeleteTableResponse
+	7,  // 90: bighive.v1.Master.ListTables:output_type -> bighive.v1.ListTablesResponse
+	9,  // 91: bighive.v1.Master.DescribeTable:output_type -> bighive.v1.DescribeTableResponse
+	11, // 92: bighive.v1.Master.AddFamily:output_type -> bighive.v1.AddFamilyResponse
+	13, // 93: bighive.v1.Master.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
+	16, // 94: bighive.v1.Master.GetTableLocations:output_type -> bighive.v1.GetTableLocationsResponse
+	19, // 95: bighive.v1.Master.ListTServers:output_type -> bighive.v1.ListTServersResponse
+	21, // 96: bighive.v1.Master.RegisterTServer:output_type -> bighive.v1.RegisterTServerResponse
+	30, // 97: bighive.v1.Master.Heartbeat:output_type -> bighive.v1.HeartbeatResponse
+	32, // 98: bighive.v1.Master.ReportTabletLoad:output_type -> bighive.v1.ReportTabletLoadResponse
+	36, // 99: bighive.v1.Master.ReportTabletLoads:output_type -> bighive.v1.ReportTabletLoadsResponse
+	39, // 100: bighive.v1.Master.ReportCheckpoint:output_type -> bighive.v1.ReportCheckpointResponse
+	41, // 101: bighive.v1.Master.AllocateTabletIds:output_type -> bighive.v1.AllocateTabletIdsResponse
+	44, // 102: bighive.v1.Master.ReportSplit:output_type -> bighive.v1.ReportSplitResponse
+	46, // 103: bighive.v1.Master.SplitTablet:output_type -> bighive.v1.SplitTabletResponse
+	48, // 104: bighive.v1.Master.ReportLogSplit:output_type -> bighive.v1.ReportLogSplitResponse
+	50, // 105: bighive.v1.Master.GetGCReferences:output_type -> bighive.v1.GetGCReferencesResponse
+	53, // 106: bighive.v1.Master.DeleteFamily:output_type -> bighive.v1.DeleteFamilyResponse
+	55, // 107: bighive.v1.Master.SetGCRule:output_type -> bighive.v1.SetGCRuleResponse
+	57, // 108: bighive.v1.Master.DropRowRange:output_type -> bighive.v1.DropRowRangeResponse
+	59, // 109: bighive.v1.Master.GetMasterStatus:output_type -> bighive.v1.GetMasterStatusResponse
+	61, // 110: bighive.v1.Master.SetFamilyCompression:output_type -> bighive.v1.SetFamilyCompressionResponse
+	65, // 111: bighive.v1.Master.Grant:output_type -> bighive.v1.GrantResponse
+	67, // 112: bighive.v1.Master.Revoke:output_type -> bighive.v1.RevokeResponse
+	69, // 113: bighive.v1.Master.ListGrants:output_type -> bighive.v1.ListGrantsResponse
+	71, // 114: bighive.v1.Master.ReportMerge:output_type -> bighive.v1.ReportMergeResponse
+	73, // 115: bighive.v1.Master.MergeTablets:output_type -> bighive.v1.MergeTabletsResponse
+	88, // [88:116] is the sub-list for method output_type
+	60, // [60:88] is the sub-list for method input_type
+	60, // [60:60] is the sub-list for extension type_name
+	60, // [60:60] is the sub-list for extension extendee
+	0,  // [0:60] is the sub-list for field type_name
 }
 
 func init() { file_bighivepb_master_proto_init() }
@@ -4567,7 +4806,7 @@ func file_bighivepb_master_proto_init() {
 		return
 	}
 	file_bighivepb_common_proto_init()
-	file_bighivepb_master_proto_msgTypes[51].OneofWrappers = []any{
+	file_bighivepb_master_proto_msgTypes[55].OneofWrappers = []any{
 		(*DropRowRangeRequest_RowKeyPrefix)(nil),
 		(*DropRowRangeRequest_DeleteAllDataFromTable)(nil),
 	}
@@ -4577,7 +4816,7 @@ func file_bighivepb_master_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bighivepb_master_proto_rawDesc), len(file_bighivepb_master_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   72,
+			NumMessages:   76,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -33,6 +33,7 @@ const (
 	Master_RegisterTServer_FullMethodName      = "/bighive.v1.Master/RegisterTServer"
 	Master_Heartbeat_FullMethodName            = "/bighive.v1.Master/Heartbeat"
 	Master_ReportTabletLoad_FullMethodName     = "/bighive.v1.Master/ReportTabletLoad"
+	Master_ReportTabletLoads_FullMethodName    = "/bighive.v1.Master/ReportTabletLoads"
 	Master_ReportCheckpoint_FullMethodName     = "/bighive.v1.Master/ReportCheckpoint"
 	Master_AllocateTabletIds_FullMethodName    = "/bighive.v1.Master/AllocateTabletIds"
 	Master_ReportSplit_FullMethodName          = "/bighive.v1.Master/ReportSplit"
@@ -71,6 +72,9 @@ type MasterClient interface {
 	// Tablet metadata reports; each carries the tablet's epoch and is refused
 	// with FailedPrecondition when the epoch is stale.
 	ReportTabletLoad(ctx context.Context, in *ReportTabletLoadRequest, opts ...grpc.CallOption) (*ReportTabletLoadResponse, error)
+	// Many loads of one tserver in one raft command; each load is accepted
+	// or refused on its own.
+	ReportTabletLoads(ctx context.Context, in *ReportTabletLoadsRequest, opts ...grpc.CallOption) (*ReportTabletLoadsResponse, error)
 	ReportCheckpoint(ctx context.Context, in *ReportCheckpointRequest, opts ...grpc.CallOption) (*ReportCheckpointResponse, error)
 	// Split (docs/design.md 'Split'): step 2 (two new ids) and step 6 (the report).
 	AllocateTabletIds(ctx context.Context, in *AllocateTabletIdsRequest, opts ...grpc.CallOption) (*AllocateTabletIdsResponse, error)
@@ -218,6 +222,16 @@ func (c *masterClient) ReportTabletLoad(ctx context.Context, in *ReportTabletLoa
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ReportTabletLoadResponse)
 	err := c.cc.Invoke(ctx, Master_ReportTabletLoad_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *masterClient) ReportTabletLoads(ctx context.Context, in *ReportTabletLoadsRequest, opts ...grpc.CallOption) (*ReportTabletLoadsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReportTabletLoadsResponse)
+	err := c.cc.Invoke(ctx, Master_ReportTabletLoads_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -404,6 +418,9 @@ type MasterServer interface {
 	// Tablet metadata reports; each carries the tablet's epoch and is refused
 	// with FailedPrecondition when the epoch is stale.
 	ReportTabletLoad(context.Context, *ReportTabletLoadRequest) (*ReportTabletLoadResponse, error)
+	// Many loads of one tserver in one raft command; each load is accepted
+	// or refused on its own.
+	ReportTabletLoads(context.Context, *ReportTabletLoadsRequest) (*ReportTabletLoadsResponse, error)
 	ReportCheckpoint(context.Context, *ReportCheckpointRequest) (*ReportCheckpointResponse, error)
 	// Split (docs/design.md 'Split'): step 2 (two new ids) and step 6 (the report).
 	AllocateTabletIds(context.Context, *AllocateTabletIdsRequest) (*AllocateTabletIdsResponse, error)
@@ -479,6 +496,9 @@ func (UnimplementedMasterServer) Heartbeat(context.Context, *HeartbeatRequest) (
 }
 func (UnimplementedMasterServer) ReportTabletLoad(context.Context, *ReportTabletLoadRequest) (*ReportTabletLoadResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReportTabletLoad not implemented")
+}
+func (UnimplementedMasterServer) ReportTabletLoads(context.Context, *ReportTabletLoadsRequest) (*ReportTabletLoadsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReportTabletLoads not implemented")
 }
 func (UnimplementedMasterServer) ReportCheckpoint(context.Context, *ReportCheckpointRequest) (*ReportCheckpointResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReportCheckpoint not implemented")
@@ -743,6 +763,24 @@ func _Master_ReportTabletLoad_Handler(srv interface{}, ctx context.Context, dec 
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(MasterServer).ReportTabletLoad(ctx, req.(*ReportTabletLoadRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Master_ReportTabletLoads_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportTabletLoadsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).ReportTabletLoads(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_ReportTabletLoads_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).ReportTabletLoads(ctx, req.(*ReportTabletLoadsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1085,6 +1123,10 @@ var Master_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReportTabletLoad",
 			Handler:    _Master_ReportTabletLoad_Handler,
+		},
+		{
+			MethodName: "ReportTabletLoads",
+			Handler:    _Master_ReportTabletLoads_Handler,
 		},
 		{
 			MethodName: "ReportCheckpoint",

@@ -55,6 +55,7 @@ type MetaCommand struct {
 	//	*MetaCommand_Revoke
 	//	*MetaCommand_BootstrapAdmin
 	//	*MetaCommand_Merge
+	//	*MetaCommand_TabletLoads
 	//	*MetaCommand_CreateTablets
 	//	*MetaCommand_DeleteTablets
 	//	*MetaCommand_LogSplitsDone
@@ -287,6 +288,15 @@ func (x *MetaCommand) GetMerge() *MetaMerge {
 	return nil
 }
 
+func (x *MetaCommand) GetTabletLoads() *MetaTabletLoads {
+	if x != nil {
+		if x, ok := x.Cmd.(*MetaCommand_TabletLoads); ok {
+			return x.TabletLoads
+		}
+	}
+	return nil
+}
+
 func (x *MetaCommand) GetCreateTablets() *MetaCreateTablets {
 	if x != nil {
 		if x, ok := x.Cmd.(*MetaCommand_CreateTablets); ok {
@@ -398,6 +408,10 @@ type MetaCommand_Merge struct {
 	Merge *MetaMerge `protobuf:"bytes,21,opt,name=merge,proto3,oneof"`
 }
 
+type MetaCommand_TabletLoads struct {
+	TabletLoads *MetaTabletLoads `protobuf:"bytes,22,opt,name=tablet_loads,json=tabletLoads,proto3,oneof"`
+}
+
 type MetaCommand_CreateTablets struct {
 	CreateTablets *MetaCreateTablets `protobuf:"bytes,23,opt,name=create_tablets,json=createTablets,proto3,oneof"`
 }
@@ -449,6 +463,8 @@ func (*MetaCommand_Revoke) isMetaCommand_Cmd() {}
 func (*MetaCommand_BootstrapAdmin) isMetaCommand_Cmd() {}
 
 func (*MetaCommand_Merge) isMetaCommand_Cmd() {}
+
+func (*MetaCommand_TabletLoads) isMetaCommand_Cmd() {}
 
 func (*MetaCommand_CreateTablets) isMetaCommand_Cmd() {}
 
@@ -903,6 +919,52 @@ func (x *MetaTabletLoad) GetPosition() *bighivepb.LogPosition {
 	return nil
 }
 
+// Many loads in one transaction, each applied or refused on its own as a
+// MetaTabletLoad would be.
+type MetaTabletLoads struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Loads         []*MetaTabletLoad      `protobuf:"bytes,1,rep,name=loads,proto3" json:"loads,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetaTabletLoads) Reset() {
+	*x = MetaTabletLoads{}
+	mi := &file_storagepb_meta_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaTabletLoads) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaTabletLoads) ProtoMessage() {}
+
+func (x *MetaTabletLoads) ProtoReflect() protoreflect.Message {
+	mi := &file_storagepb_meta_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaTabletLoads.ProtoReflect.Descriptor instead.
+func (*MetaTabletLoads) Descriptor() ([]byte, []int) {
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *MetaTabletLoads) GetLoads() []*MetaTabletLoad {
+	if x != nil {
+		return x.Loads
+	}
+	return nil
+}
+
 // A burst of checkpoint reports of one tserver.
 type MetaCheckpoint struct {
 	state         protoimpl.MessageState        `protogen:"open.v1"`
@@ -914,7 +976,7 @@ type MetaCheckpoint struct {
 
 func (x *MetaCheckpoint) Reset() {
 	*x = MetaCheckpoint{}
-	mi := &file_storagepb_meta_proto_msgTypes[9]
+	mi := &file_storagepb_meta_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -926,7 +988,7 @@ func (x *MetaCheckpoint) String() string {
 func (*MetaCheckpoint) ProtoMessage() {}
 
 func (x *MetaCheckpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[9]
+	mi := &file_storagepb_meta_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -939,7 +1001,7 @@ func (x *MetaCheckpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaCheckpoint.ProtoReflect.Descriptor instead.
 func (*MetaCheckpoint) Descriptor() ([]byte, []int) {
-	return file_storagepb_meta_proto_rawDescGZIP(), []int{9}
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *MetaCheckpoint) GetTserverUuid() string {
@@ -966,7 +1028,7 @@ type MetaAllocateIds struct {
 
 func (x *MetaAllocateIds) Reset() {
 	*x = MetaAllocateIds{}
-	mi := &file_storagepb_meta_proto_msgTypes[10]
+	mi := &file_storagepb_meta_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -978,7 +1040,7 @@ func (x *MetaAllocateIds) String() string {
 func (*MetaAllocateIds) ProtoMessage() {}
 
 func (x *MetaAllocateIds) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[10]
+	mi := &file_storagepb_meta_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -991,7 +1053,7 @@ func (x *MetaAllocateIds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaAllocateIds.ProtoReflect.Descriptor instead.
 func (*MetaAllocateIds) Descriptor() ([]byte, []int) {
-	return file_storagepb_meta_proto_rawDescGZIP(), []int{10}
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *MetaAllocateIds) GetCount() uint32 {
@@ -1014,7 +1076,7 @@ type MetaSplit struct {
 
 func (x *MetaSplit) Reset() {
 	*x = MetaSplit{}
-	mi := &file_storagepb_meta_proto_msgTypes[11]
+	mi := &file_storagepb_meta_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1026,7 +1088,7 @@ func (x *MetaSplit) String() string {
 func (*MetaSplit) ProtoMessage() {}
 
 func (x *MetaSplit) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[11]
+	mi := &file_storagepb_meta_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1039,7 +1101,7 @@ func (x *MetaSplit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaSplit.ProtoReflect.Descriptor instead.
 func (*MetaSplit) Descriptor() ([]byte, []int) {
-	return file_storagepb_meta_proto_rawDescGZIP(), []int{11}
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *MetaSplit) GetParentTabletId() string {
@@ -1084,7 +1146,7 @@ type MetaLogSplitDone struct {
 
 func (x *MetaLogSplitDone) Reset() {
 	*x = MetaLogSplitDone{}
-	mi := &file_storagepb_meta_proto_msgTypes[12]
+	mi := &file_storagepb_meta_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1096,7 +1158,7 @@ func (x *MetaLogSplitDone) String() string {
 func (*MetaLogSplitDone) ProtoMessage() {}
 
 func (x *MetaLogSplitDone) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[12]
+	mi := &file_storagepb_meta_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1109,7 +1171,7 @@ func (x *MetaLogSplitDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaLogSplitDone.ProtoReflect.Descriptor instead.
 func (*MetaLogSplitDone) Descriptor() ([]byte, []int) {
-	return file_storagepb_meta_proto_rawDescGZIP(), []int{12}
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *MetaLogSplitDone) GetPrefix() string {
@@ -1137,7 +1199,7 @@ type MetaLogSplitsDone struct {
 
 func (x *MetaLogSplitsDone) Reset() {
 	*x = MetaLogSplitsDone{}
-	mi := &file_storagepb_meta_proto_msgTypes[13]
+	mi := &file_storagepb_meta_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1149,7 +1211,7 @@ func (x *MetaLogSplitsDone) String() string {
 func (*MetaLogSplitsDone) ProtoMessage() {}
 
 func (x *MetaLogSplitsDone) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[13]
+	mi := &file_storagepb_meta_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1162,7 +1224,7 @@ func (x *MetaLogSplitsDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaLogSplitsDone.ProtoReflect.Descriptor instead.
 func (*MetaLogSplitsDone) Descriptor() ([]byte, []int) {
-	return file_storagepb_meta_proto_rawDescGZIP(), []int{13}
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *MetaLogSplitsDone) GetSplits() []*MetaLogSplitDone {
@@ -1183,7 +1245,7 @@ type MetaRecoveryFilesDeleted struct {
 
 func (x *MetaRecoveryFilesDeleted) Reset() {
 	*x = MetaRecoveryFilesDeleted{}
-	mi := &file_storagepb_meta_proto_msgTypes[14]
+	mi := &file_storagepb_meta_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1195,7 +1257,7 @@ func (x *MetaRecoveryFilesDeleted) String() string {
 func (*MetaRecoveryFilesDeleted) ProtoMessage() {}
 
 func (x *MetaRecoveryFilesDeleted) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[14]
+	mi := &file_storagepb_meta_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1208,7 +1270,7 @@ func (x *MetaRecoveryFilesDeleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaRecoveryFilesDeleted.ProtoReflect.Descriptor instead.
 func (*MetaRecoveryFilesDeleted) Descriptor() ([]byte, []int) {
-	return file_storagepb_meta_proto_rawDescGZIP(), []int{14}
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *MetaRecoveryFilesDeleted) GetPaths() []string {
@@ -1230,7 +1292,7 @@ type MetaDeleteFamily struct {
 
 func (x *MetaDeleteFamily) Reset() {
 	*x = MetaDeleteFamily{}
-	mi := &file_storagepb_meta_proto_msgTypes[15]
+	mi := &file_storagepb_meta_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1242,7 +1304,7 @@ func (x *MetaDeleteFamily) String() string {
 func (*MetaDeleteFamily) ProtoMessage() {}
 
 func (x *MetaDeleteFamily) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[15]
+	mi := &file_storagepb_meta_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1255,7 +1317,7 @@ func (x *MetaDeleteFamily) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaDeleteFamily.ProtoReflect.Descriptor instead.
 func (*MetaDeleteFamily) Descriptor() ([]byte, []int) {
-	return file_storagepb_meta_proto_rawDescGZIP(), []int{15}
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *MetaDeleteFamily) GetTable() string {
@@ -1285,7 +1347,7 @@ type MetaSetGCRule struct {
 
 func (x *MetaSetGCRule) Reset() {
 	*x = MetaSetGCRule{}
-	mi := &file_storagepb_meta_proto_msgTypes[16]
+	mi := &file_storagepb_meta_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1297,7 +1359,7 @@ func (x *MetaSetGCRule) String() string {
 func (*MetaSetGCRule) ProtoMessage() {}
 
 func (x *MetaSetGCRule) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[16]
+	mi := &file_storagepb_meta_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1310,7 +1372,7 @@ func (x *MetaSetGCRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaSetGCRule.ProtoReflect.Descriptor instead.
 func (*MetaSetGCRule) Descriptor() ([]byte, []int) {
-	return file_storagepb_meta_proto_rawDescGZIP(), []int{16}
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *MetaSetGCRule) GetTable() string {
@@ -1347,7 +1409,7 @@ type MetaFamilyPurged struct {
 
 func (x *MetaFamilyPurged) Reset() {
 	*x = MetaFamilyPurged{}
-	mi := &file_storagepb_meta_proto_msgTypes[17]
+	mi := &file_storagepb_meta_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1359,7 +1421,7 @@ func (x *MetaFamilyPurged) String() string {
 func (*MetaFamilyPurged) ProtoMessage() {}
 
 func (x *MetaFamilyPurged) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[17]
+	mi := &file_storagepb_meta_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1372,7 +1434,7 @@ func (x *MetaFamilyPurged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaFamilyPurged.ProtoReflect.Descriptor instead.
 func (*MetaFamilyPurged) Descriptor() ([]byte, []int) {
-	return file_storagepb_meta_proto_rawDescGZIP(), []int{17}
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *MetaFamilyPurged) GetTable() string {
@@ -1401,7 +1463,7 @@ type MetaSetCompression struct {
 
 func (x *MetaSetCompression) Reset() {
 	*x = MetaSetCompression{}
-	mi := &file_storagepb_meta_proto_msgTypes[18]
+	mi := &file_storagepb_meta_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1413,7 +1475,7 @@ func (x *MetaSetCompression) String() string {
 func (*MetaSetCompression) ProtoMessage() {}
 
 func (x *MetaSetCompression) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[18]
+	mi := &file_storagepb_meta_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1426,7 +1488,7 @@ func (x *MetaSetCompression) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaSetCompression.ProtoReflect.Descriptor instead.
 func (*MetaSetCompression) Descriptor() ([]byte, []int) {
-	return file_storagepb_meta_proto_rawDescGZIP(), []int{18}
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *MetaSetCompression) GetTable() string {
@@ -1460,7 +1522,7 @@ type MetaGrant struct {
 
 func (x *MetaGrant) Reset() {
 	*x = MetaGrant{}
-	mi := &file_storagepb_meta_proto_msgTypes[19]
+	mi := &file_storagepb_meta_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1472,7 +1534,7 @@ func (x *MetaGrant) String() string {
 func (*MetaGrant) ProtoMessage() {}
 
 func (x *MetaGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[19]
+	mi := &file_storagepb_meta_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1485,7 +1547,7 @@ func (x *MetaGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaGrant.ProtoReflect.Descriptor instead.
 func (*MetaGrant) Descriptor() ([]byte, []int) {
-	return file_storagepb_meta_proto_rawDescGZIP(), []int{19}
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *MetaGrant) GetGrant() *bighivepb.Grant {
@@ -1506,7 +1568,7 @@ type MetaRevoke struct {
 
 func (x *MetaRevoke) Reset() {
 	*x = MetaRevoke{}
-	mi := &file_storagepb_meta_proto_msgTypes[20]
+	mi := &file_storagepb_meta_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1518,7 +1580,7 @@ func (x *MetaRevoke) String() string {
 func (*MetaRevoke) ProtoMessage() {}
 
 func (x *MetaRevoke) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[20]
+	mi := &file_storagepb_meta_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1531,7 +1593,7 @@ func (x *MetaRevoke) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaRevoke.ProtoReflect.Descriptor instead.
 func (*MetaRevoke) Descriptor() ([]byte, []int) {
-	return file_storagepb_meta_proto_rawDescGZIP(), []int{20}
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *MetaRevoke) GetGrant() *bighivepb.Grant {
@@ -1552,7 +1614,7 @@ type MetaBootstrapAdmin struct {
 
 func (x *MetaBootstrapAdmin) Reset() {
 	*x = MetaBootstrapAdmin{}
-	mi := &file_storagepb_meta_proto_msgTypes[21]
+	mi := &file_storagepb_meta_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1564,7 +1626,7 @@ func (x *MetaBootstrapAdmin) String() string {
 func (*MetaBootstrapAdmin) ProtoMessage() {}
 
 func (x *MetaBootstrapAdmin) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[21]
+	mi := &file_storagepb_meta_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1577,7 +1639,7 @@ func (x *MetaBootstrapAdmin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaBootstrapAdmin.ProtoReflect.Descriptor instead.
 func (*MetaBootstrapAdmin) Descriptor() ([]byte, []int) {
-	return file_storagepb_meta_proto_rawDescGZIP(), []int{21}
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *MetaBootstrapAdmin) GetPrincipal() string {
@@ -1598,7 +1660,7 @@ type MetaMerge struct {
 
 func (x *MetaMerge) Reset() {
 	*x = MetaMerge{}
-	mi := &file_storagepb_meta_proto_msgTypes[22]
+	mi := &file_storagepb_meta_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1610,7 +1672,7 @@ func (x *MetaMerge) String() string {
 func (*MetaMerge) ProtoMessage() {}
 
 func (x *MetaMerge) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[22]
+	mi := &file_storagepb_meta_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1623,7 +1685,7 @@ func (x *MetaMerge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaMerge.ProtoReflect.Descriptor instead.
 func (*MetaMerge) Descriptor() ([]byte, []int) {
-	return file_storagepb_meta_proto_rawDescGZIP(), []int{22}
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *MetaMerge) GetReport() *bighivepb.ReportMergeRequest {
@@ -1659,7 +1721,7 @@ type MetaCreateTablets struct {
 
 func (x *MetaCreateTablets) Reset() {
 	*x = MetaCreateTablets{}
-	mi := &file_storagepb_meta_proto_msgTypes[23]
+	mi := &file_storagepb_meta_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1671,7 +1733,7 @@ func (x *MetaCreateTablets) String() string {
 func (*MetaCreateTablets) ProtoMessage() {}
 
 func (x *MetaCreateTablets) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[23]
+	mi := &file_storagepb_meta_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1684,7 +1746,7 @@ func (x *MetaCreateTablets) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaCreateTablets.ProtoReflect.Descriptor instead.
 func (*MetaCreateTablets) Descriptor() ([]byte, []int) {
-	return file_storagepb_meta_proto_rawDescGZIP(), []int{23}
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *MetaCreateTablets) GetSchema() *bighivepb.TableSchema {
@@ -1744,7 +1806,7 @@ type MetaDeleteTablets struct {
 
 func (x *MetaDeleteTablets) Reset() {
 	*x = MetaDeleteTablets{}
-	mi := &file_storagepb_meta_proto_msgTypes[24]
+	mi := &file_storagepb_meta_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1756,7 +1818,7 @@ func (x *MetaDeleteTablets) String() string {
 func (*MetaDeleteTablets) ProtoMessage() {}
 
 func (x *MetaDeleteTablets) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[24]
+	mi := &file_storagepb_meta_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1769,7 +1831,7 @@ func (x *MetaDeleteTablets) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaDeleteTablets.ProtoReflect.Descriptor instead.
 func (*MetaDeleteTablets) Descriptor() ([]byte, []int) {
-	return file_storagepb_meta_proto_rawDescGZIP(), []int{24}
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *MetaDeleteTablets) GetTable() string {
@@ -1800,7 +1862,7 @@ type MetaPendingTable struct {
 
 func (x *MetaPendingTable) Reset() {
 	*x = MetaPendingTable{}
-	mi := &file_storagepb_meta_proto_msgTypes[25]
+	mi := &file_storagepb_meta_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1812,7 +1874,7 @@ func (x *MetaPendingTable) String() string {
 func (*MetaPendingTable) ProtoMessage() {}
 
 func (x *MetaPendingTable) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[25]
+	mi := &file_storagepb_meta_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1825,7 +1887,7 @@ func (x *MetaPendingTable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaPendingTable.ProtoReflect.Descriptor instead.
 func (*MetaPendingTable) Descriptor() ([]byte, []int) {
-	return file_storagepb_meta_proto_rawDescGZIP(), []int{25}
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *MetaPendingTable) GetSchema() *bighivepb.TableSchema {
@@ -1860,7 +1922,7 @@ type MetaAssign_Item struct {
 
 func (x *MetaAssign_Item) Reset() {
 	*x = MetaAssign_Item{}
-	mi := &file_storagepb_meta_proto_msgTypes[26]
+	mi := &file_storagepb_meta_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1872,7 +1934,7 @@ func (x *MetaAssign_Item) String() string {
 func (*MetaAssign_Item) ProtoMessage() {}
 
 func (x *MetaAssign_Item) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[26]
+	mi := &file_storagepb_meta_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1920,7 +1982,7 @@ type MetaUnassign_Item struct {
 
 func (x *MetaUnassign_Item) Reset() {
 	*x = MetaUnassign_Item{}
-	mi := &file_storagepb_meta_proto_msgTypes[27]
+	mi := &file_storagepb_meta_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1932,7 +1994,7 @@ func (x *MetaUnassign_Item) String() string {
 func (*MetaUnassign_Item) ProtoMessage() {}
 
 func (x *MetaUnassign_Item) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[27]
+	mi := &file_storagepb_meta_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1981,7 +2043,7 @@ type MetaLogSplitDone_Item struct {
 
 func (x *MetaLogSplitDone_Item) Reset() {
 	*x = MetaLogSplitDone_Item{}
-	mi := &file_storagepb_meta_proto_msgTypes[28]
+	mi := &file_storagepb_meta_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1993,7 +2055,7 @@ func (x *MetaLogSplitDone_Item) String() string {
 func (*MetaLogSplitDone_Item) ProtoMessage() {}
 
 func (x *MetaLogSplitDone_Item) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[28]
+	mi := &file_storagepb_meta_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2006,7 +2068,7 @@ func (x *MetaLogSplitDone_Item) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaLogSplitDone_Item.ProtoReflect.Descriptor instead.
 func (*MetaLogSplitDone_Item) Descriptor() ([]byte, []int) {
-	return file_storagepb_meta_proto_rawDescGZIP(), []int{12, 0}
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{13, 0}
 }
 
 func (x *MetaLogSplitDone_Item) GetTabletId() string {
@@ -2041,7 +2103,7 @@ var File_storagepb_meta_proto protoreflect.FileDescriptor
 
 const file_storagepb_meta_proto_rawDesc = "" +
 	"\n" +
-	"\x14storagepb/meta.proto\x12\x12bighive.storage.v1\x1a\x16bighivepb/common.proto\x1a\x16bighivepb/master.proto\"\xb6\r\n" +
+	"\x14storagepb/meta.proto\x12\x12bighive.storage.v1\x1a\x16bighivepb/common.proto\x1a\x16bighivepb/master.proto\"\x80\x0e\n" +
 	"\vMetaCommand\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12H\n" +
 	"\fcreate_table\x18\x02 \x01(\v2#.bighive.storage.v1.MetaCreateTableH\x00R\vcreateTable\x12H\n" +
@@ -2068,7 +2130,8 @@ const file_storagepb_meta_proto_rawDesc = "" +
 	"\x05grant\x18\x12 \x01(\v2\x1d.bighive.storage.v1.MetaGrantH\x00R\x05grant\x128\n" +
 	"\x06revoke\x18\x13 \x01(\v2\x1e.bighive.storage.v1.MetaRevokeH\x00R\x06revoke\x12Q\n" +
 	"\x0fbootstrap_admin\x18\x14 \x01(\v2&.bighive.storage.v1.MetaBootstrapAdminH\x00R\x0ebootstrapAdmin\x125\n" +
-	"\x05merge\x18\x15 \x01(\v2\x1d.bighive.storage.v1.MetaMergeH\x00R\x05merge\x12N\n" +
+	"\x05merge\x18\x15 \x01(\v2\x1d.bighive.storage.v1.MetaMergeH\x00R\x05merge\x12H\n" +
+	"\ftablet_loads\x18\x16 \x01(\v2#.bighive.storage.v1.MetaTabletLoadsH\x00R\vtabletLoads\x12N\n" +
 	"\x0ecreate_tablets\x18\x17 \x01(\v2%.bighive.storage.v1.MetaCreateTabletsH\x00R\rcreateTablets\x12N\n" +
 	"\x0edelete_tablets\x18\x18 \x01(\v2%.bighive.storage.v1.MetaDeleteTabletsH\x00R\rdeleteTablets\x12O\n" +
 	"\x0flog_splits_done\x18\x19 \x01(\v2%.bighive.storage.v1.MetaLogSplitsDoneH\x00R\rlogSplitsDoneB\x05\n" +
@@ -2109,7 +2172,9 @@ const file_storagepb_meta_proto_rawDesc = "" +
 	"\ttablet_id\x18\x01 \x01(\tR\btabletId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12!\n" +
 	"\ftserver_uuid\x18\x03 \x01(\tR\vtserverUuid\x123\n" +
-	"\bposition\x18\x04 \x01(\v2\x17.bighive.v1.LogPositionR\bposition\"k\n" +
+	"\bposition\x18\x04 \x01(\v2\x17.bighive.v1.LogPositionR\bposition\"K\n" +
+	"\x0fMetaTabletLoads\x128\n" +
+	"\x05loads\x18\x01 \x03(\v2\".bighive.storage.v1.MetaTabletLoadR\x05loads\"k\n" +
 	"\x0eMetaCheckpoint\x12!\n" +
 	"\ftserver_uuid\x18\x01 \x01(\tR\vtserverUuid\x126\n" +
 	"\areports\x18\x02 \x03(\v2\x1c.bighive.v1.CheckpointReportR\areports\"'\n" +
@@ -2183,7 +2248,7 @@ func file_storagepb_meta_proto_rawDescGZIP() []byte {
 	return file_storagepb_meta_proto_rawDescData
 }
 
-var file_storagepb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_storagepb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_storagepb_meta_proto_goTypes = []any{
 	(*MetaCommand)(nil),                  // 0: bighive.storage.v1.MetaCommand
 	(*MetaCreateTable)(nil),              // 1: bighive.storage.v1.MetaCreateTable
@@ -2194,35 +2259,36 @@ var file_storagepb_meta_proto_goTypes = []any{
 	(*MetaAssign)(nil),                   // 6: bighive.storage.v1.MetaAssign
 	(*MetaUnassign)(nil),                 // 7: bighive.storage.v1.MetaUnassign
 	(*MetaTabletLoad)(nil),               // 8: bighive.storage.v1.MetaTabletLoad
-	(*MetaCheckpoint)(nil),               // 9: bighive.storage.v1.MetaCheckpoint
-	(*MetaAllocateIds)(nil),              // 10: bighive.storage.v1.MetaAllocateIds
-	(*MetaSplit)(nil),                    // 11: bighive.storage.v1.MetaSplit
-	(*MetaLogSplitDone)(nil),             // 12: bighive.storage.v1.MetaLogSplitDone
-	(*MetaLogSplitsDone)(nil),            // 13: bighive.storage.v1.MetaLogSplitsDone
-	(*MetaRecoveryFilesDeleted)(nil),     // 14: bighive.storage.v1.MetaRecoveryFilesDeleted
-	(*MetaDeleteFamily)(nil),             // 15: bighive.storage.v1.MetaDeleteFamily
-	(*MetaSetGCRule)(nil),                // 16: bighive.storage.v1.MetaSetGCRule
-	(*MetaFamilyPurged)(nil),             // 17: bighive.storage.v1.MetaFamilyPurged
-	(*MetaSetCompression)(nil),           // 18: bighive.storage.v1.MetaSetCompression
-	(*MetaGrant)(nil),                    // 19: bighive.storage.v1.MetaGrant
-	(*MetaRevoke)(nil),                   // 20: bighive.storage.v1.MetaRevoke
-	(*MetaBootstrapAdmin)(nil),           // 21: bighive.storage.v1.MetaBootstrapAdmin
-	(*MetaMerge)(nil),                    // 22: bighive.storage.v1.MetaMerge
-	(*MetaCreateTablets)(nil),            // 23: bighive.storage.v1.MetaCreateTablets
-	(*MetaDeleteTablets)(nil),            // 24: bighive.storage.v1.MetaDeleteTablets
-	(*MetaPendingTable)(nil),             // 25: bighive.storage.v1.MetaPendingTable
-	(*MetaAssign_Item)(nil),              // 26: bighive.storage.v1.MetaAssign.Item
-	(*MetaUnassign_Item)(nil),            // 27: bighive.storage.v1.MetaUnassign.Item
-	(*MetaLogSplitDone_Item)(nil),        // 28: bighive.storage.v1.MetaLogSplitDone.Item
-	(*bighivepb.TableSchema)(nil),        // 29: bighive.v1.TableSchema
-	(*bighivepb.FamilySpec)(nil),         // 30: bighive.v1.FamilySpec
-	(*bighivepb.LogPosition)(nil),        // 31: bighive.v1.LogPosition
-	(*bighivepb.CheckpointReport)(nil),   // 32: bighive.v1.CheckpointReport
-	(*bighivepb.SplitChild)(nil),         // 33: bighive.v1.SplitChild
-	(*bighivepb.GcRule)(nil),             // 34: bighive.v1.GcRule
-	(bighivepb.Compression)(0),           // 35: bighive.v1.Compression
-	(*bighivepb.Grant)(nil),              // 36: bighive.v1.Grant
-	(*bighivepb.ReportMergeRequest)(nil), // 37: bighive.v1.ReportMergeRequest
+	(*MetaTabletLoads)(nil),              // 9: bighive.storage.v1.MetaTabletLoads
+	(*MetaCheckpoint)(nil),               // 10: bighive.storage.v1.MetaCheckpoint
+	(*MetaAllocateIds)(nil),              // 11: bighive.storage.v1.MetaAllocateIds
+	(*MetaSplit)(nil),                    // 12: bighive.storage.v1.MetaSplit
+	(*MetaLogSplitDone)(nil),             // 13: bighive.storage.v1.MetaLogSplitDone
+	(*MetaLogSplitsDone)(nil),            // 14: bighive.storage.v1.MetaLogSplitsDone
+	(*MetaRecoveryFilesDeleted)(nil),     // 15: bighive.storage.v1.MetaRecoveryFilesDeleted
+	(*MetaDeleteFamily)(nil),             // 16: bighive.storage.v1.MetaDeleteFamily
+	(*MetaSetGCRule)(nil),                // 17: bighive.storage.v1.MetaSetGCRule
+	(*MetaFamilyPurged)(nil),             // 18: bighive.storage.v1.MetaFamilyPurged
+	(*MetaSetCompression)(nil),           // 19: bighive.storage.v1.MetaSetCompression
+	(*MetaGrant)(nil),                    // 20: bighive.storage.v1.MetaGrant
+	(*MetaRevoke)(nil),                   // 21: bighive.storage.v1.MetaRevoke
+	(*MetaBootstrapAdmin)(nil),           // 22: bighive.storage.v1.MetaBootstrapAdmin
+	(*MetaMerge)(nil),                    // 23: bighive.storage.v1.MetaMerge
+	(*MetaCreateTablets)(nil),            // 24: bighive.storage.v1.MetaCreateTablets
+	(*MetaDeleteTablets)(nil),            // 25: bighive.storage.v1.MetaDeleteTablets
+	(*MetaPendingTable)(nil),             // 26: bighive.storage.v1.MetaPendingTable
+	(*MetaAssign_Item)(nil),              // 27: bighive.storage.v1.MetaAssign.Item
+	(*MetaUnassign_Item)(nil),            // 28: bighive.storage.v1.MetaUnassign.Item
+	(*MetaLogSplitDone_Item)(nil),        // 29: bighive.storage.v1.MetaLogSplitDone.Item
+	(*bighivepb.TableSchema)(nil),        // 30: bighive.v1.TableSchema
+	(*bighivepb.FamilySpec)(nil),         // 31: bighive.v1.FamilySpec
+	(*bighivepb.LogPosition)(nil),        // 32: bighive.v1.LogPosition
+	(*bighivepb.CheckpointReport)(nil),   // 33: bighive.v1.CheckpointReport
+	(*bighivepb.SplitChild)(nil),         // 34: bighive.v1.SplitChild
+	(*bighivepb.GcRule)(nil),             // 35: bighive.v1.GcRule
+	(bighivepb.Compression)(0),           // 36: bighive.v1.Compression
+	(*bighivepb.Grant)(nil),              // 37: bighive.v1.Grant
+	(*bighivepb.ReportMergeRequest)(nil), // 38: bighive.v1.ReportMergeRequest
 }
 var file_storagepb_meta_proto_depIdxs = []int32{
 	1,  // 0: bighive.storage.v1.MetaCommand.create_table:type_name -> bighive.storage.v1.MetaCreateTable
@@ -2232,44 +2298,46 @@ var file_storagepb_meta_proto_depIdxs = []int32{
 	6,  // 4: bighive.storage.v1.MetaCommand.assign:type_name -> bighive.storage.v1.MetaAssign
 	7,  // 5: bighive.storage.v1.MetaCommand.unassign:type_name -> bighive.storage.v1.MetaUnassign
 	8,  // 6: bighive.storage.v1.MetaCommand.tablet_load:type_name -> bighive.storage.v1.MetaTabletLoad
-	9,  // 7: bighive.storage.v1.MetaCommand.checkpoint:type_name -> bighive.storage.v1.MetaCheckpoint
-	10, // 8: bighive.storage.v1.MetaCommand.allocate_ids:type_name -> bighive.storage.v1.MetaAllocateIds
-	11, // 9: bighive.storage.v1.MetaCommand.split:type_name -> bighive.storage.v1.MetaSplit
-	12, // 10: bighive.storage.v1.MetaCommand.log_split_done:type_name -> bighive.storage.v1.MetaLogSplitDone
-	14, // 11: bighive.storage.v1.MetaCommand.recovery_files_deleted:type_name -> bighive.storage.v1.MetaRecoveryFilesDeleted
-	15, // 12: bighive.storage.v1.MetaCommand.delete_family:type_name -> bighive.storage.v1.MetaDeleteFamily
-	16, // 13: bighive.storage.v1.MetaCommand.set_gc_rule:type_name -> bighive.storage.v1.MetaSetGCRule
-	17, // 14: bighive.storage.v1.MetaCommand.family_purged:type_name -> bighive.storage.v1.MetaFamilyPurged
-	18, // 15: bighive.storage.v1.MetaCommand.set_compression:type_name -> bighive.storage.v1.MetaSetCompression
-	19, // 16: bighive.storage.v1.MetaCommand.grant:type_name -> bighive.storage.v1.MetaGrant
-	20, // 17: bighive.storage.v1.MetaCommand.revoke:type_name -> bighive.storage.v1.MetaRevoke
-	21, // 18: bighive.storage.v1.MetaCommand.bootstrap_admin:type_name -> bighive.storage.v1.MetaBootstrapAdmin
-	22, // 19: bighive.storage.v1.MetaCommand.merge:type_name -> bighive.storage.v1.MetaMerge
-	23, // 20: bighive.storage.v1.MetaCommand.create_tablets:type_name -> bighive.storage.v1.MetaCreateTablets
-	24, // 21: bighive.storage.v1.MetaCommand.delete_tablets:type_name -> bighive.storage.v1.MetaDeleteTablets
-	13, // 22: bighive.storage.v1.MetaCommand.log_splits_done:type_name -> bighive.storage.v1.MetaLogSplitsDone
-	29, // 23: bighive.storage.v1.MetaCreateTable.schema:type_name -> bighive.v1.TableSchema
-	30, // 24: bighive.storage.v1.MetaAddFamily.family:type_name -> bighive.v1.FamilySpec
-	5,  // 25: bighive.storage.v1.MetaRegisterTServer.tserver:type_name -> bighive.storage.v1.MetaTServer
-	26, // 26: bighive.storage.v1.MetaAssign.items:type_name -> bighive.storage.v1.MetaAssign.Item
-	27, // 27: bighive.storage.v1.MetaUnassign.items:type_name -> bighive.storage.v1.MetaUnassign.Item
-	31, // 28: bighive.storage.v1.MetaTabletLoad.position:type_name -> bighive.v1.LogPosition
-	32, // 29: bighive.storage.v1.MetaCheckpoint.reports:type_name -> bighive.v1.CheckpointReport
-	33, // 30: bighive.storage.v1.MetaSplit.children:type_name -> bighive.v1.SplitChild
-	28, // 31: bighive.storage.v1.MetaLogSplitDone.items:type_name -> bighive.storage.v1.MetaLogSplitDone.Item
-	12, // 32: bighive.storage.v1.MetaLogSplitsDone.splits:type_name -> bighive.storage.v1.MetaLogSplitDone
-	34, // 33: bighive.storage.v1.MetaSetGCRule.gc_rule:type_name -> bighive.v1.GcRule
-	35, // 34: bighive.storage.v1.MetaSetCompression.compression:type_name -> bighive.v1.Compression
-	36, // 35: bighive.storage.v1.MetaGrant.grant:type_name -> bighive.v1.Grant
-	36, // 36: bighive.storage.v1.MetaRevoke.grant:type_name -> bighive.v1.Grant
-	37, // 37: bighive.storage.v1.MetaMerge.report:type_name -> bighive.v1.ReportMergeRequest
-	29, // 38: bighive.storage.v1.MetaCreateTablets.schema:type_name -> bighive.v1.TableSchema
-	29, // 39: bighive.storage.v1.MetaPendingTable.schema:type_name -> bighive.v1.TableSchema
-	40, // [40:40] is the sub-list for method output_type
-	40, // [40:40] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	10, // 7: bighive.storage.v1.MetaCommand.checkpoint:type_name -> bighive.storage.v1.MetaCheckpoint
+	11, // 8: bighive.storage.v1.MetaCommand.allocate_ids:type_name -> bighive.storage.v1.MetaAllocateIds
+	12, // 9: bighive.storage.v1.MetaCommand.split:type_name -> bighive.storage.v1.MetaSplit
+	13, // 10: bighive.storage.v1.MetaCommand.log_split_done:type_name -> bighive.storage.v1.MetaLogSplitDone
+	15, // 11: bighive.storage.v1.MetaCommand.recovery_files_deleted:type_name -> bighive.storage.v1.MetaRecoveryFilesDeleted
+	16, // 12: bighive.storage.v1.MetaCommand.delete_family:type_name -> bighive.storage.v1.MetaDeleteFamily
+	17, // 13: bighive.storage.v1.MetaCommand.set_gc_rule:type_name -> bighive.storage.v1.MetaSetGCRule
+	18, // 14: bighive.storage.v1.MetaCommand.family_purged:type_name -> bighive.storage.v1.MetaFamilyPurged
+	19, // 15: bighive.storage.v1.MetaCommand.set_compression:type_name -> bighive.storage.v1.MetaSetCompression
+	20, // 16: bighive.storage.v1.MetaCommand.grant:type_name -> bighive.storage.v1.MetaGrant
+	21, // 17: bighive.storage.v1.MetaCommand.revoke:type_name -> bighive.storage.v1.MetaRevoke
+	22, // 18: bighive.storage.v1.MetaCommand.bootstrap_admin:type_name -> bighive.storage.v1.MetaBootstrapAdmin
+	23, // 19: bighive.storage.v1.MetaCommand.merge:type_name -> bighive.storage.v1.MetaMerge
+	9,  // 20: bighive.storage.v1.MetaCommand.tablet_loads:type_name -> bighive.storage.v1.MetaTabletLoads
+	24, // 21: bighive.storage.v1.MetaCommand.create_tablets:type_name -> bighive.storage.v1.MetaCreateTablets
+	25, // 22: bighive.storage.v1.MetaCommand.delete_tablets:type_name -> bighive.storage.v1.MetaDeleteTablets
+	14, // 23: bighive.storage.v1.MetaCommand.log_splits_done:type_name -> bighive.storage.v1.MetaLogSplitsDone
+	30, // 24: bighive.storage.v1.MetaCreateTable.schema:type_name -> bighive.v1.TableSchema
+	31, // 25: bighive.storage.v1.MetaAddFamily.family:type_name -> bighive.v1.FamilySpec
+	5,  // 26: bighive.storage.v1.MetaRegisterTServer.tserver:type_name -> bighive.storage.v1.MetaTServer
+	27, // 27: bighive.storage.v1.MetaAssign.items:type_name -> bighive.storage.v1.MetaAssign.Item
+	28, // 28: bighive.storage.v1.MetaUnassign.items:type_name -> bighive.storage.v1.MetaUnassign.Item
+	32, // 29: bighive.storage.v1.MetaTabletLoad.position:type_name -> bighive.v1.LogPosition
+	8,  // 30: bighive.storage.v1.MetaTabletLoads.loads:type_name -> bighive.storage.v1.MetaTabletLoad
+	33, // 31: bighive.storage.v1.MetaCheckpoint.reports:type_name -> bighive.v1.CheckpointReport
+	34, // 32: bighive.storage.v1.MetaSplit.children:type_name -> bighive.v1.SplitChild
+	29, // 33: bighive.storage.v1.MetaLogSplitDone.items:type_name -> bighive.storage.v1.MetaLogSplitDone.Item
+	13, // 34: bighive.storage.v1.MetaLogSplitsDone.splits:type_name -> bighive.storage.v1.MetaLogSplitDone
+	35, // 35: bighive.storage.v1.MetaSetGCRule.gc_rule:type_name -> bighive.v1.GcRule
+	36, // 36: bighive.storage.v1.MetaSetCompression.compression:type_name -> bighive.v1.Compression
+	37, // 37: bighive.storage.v1.MetaGrant.grant:type_name -> bighive.v1.Grant
+	37, // 38: bighive.storage.v1.MetaRevoke.grant:type_name -> bighive.v1.Grant
+	38, // 39: bighive.storage.v1.MetaMerge.report:type_name -> bighive.v1.ReportMergeRequest
+	30, // 40: bighive.storage.v1.MetaCreateTablets.schema:type_name -> bighive.v1.TableSchema
+	30, // 41: bighive.storage.v1.MetaPendingTable.schema:type_name -> bighive.v1.TableSchema
+	42, // [42:42] is the sub-list for method output_type
+	42, // [42:42] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_storagepb_meta_proto_init() }
@@ -2298,6 +2366,7 @@ func file_storagepb_meta_proto_init() {
 		(*MetaCommand_Revoke)(nil),
 		(*MetaCommand_BootstrapAdmin)(nil),
 		(*MetaCommand_Merge)(nil),
+		(*MetaCommand_TabletLoads)(nil),
 		(*MetaCommand_CreateTablets)(nil),
 		(*MetaCommand_DeleteTablets)(nil),
 		(*MetaCommand_LogSplitsDone)(nil),
@@ -2308,7 +2377,7 @@ func file_storagepb_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_storagepb_meta_proto_rawDesc), len(file_storagepb_meta_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   29,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
