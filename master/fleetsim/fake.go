@@ -5,8 +5,8 @@ import (
 	"sync"
 	"time"
 
-	"bighive/internal/hbdelta"
 	"bighive/internal/apierr"
+	"bighive/internal/hbdelta"
 	"bighive/internal/limits"
 	pb "bighive/proto/bighivepb"
 	"bighive/wal"
