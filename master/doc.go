@@ -64,7 +64,8 @@
 //     tservers dead nor assigns until Config.StartupGrace passed or every
 //     tserver the metadata knew at its start has heartbeated or
 //     registered, so a cold start spreads the tablets over the tservers
-//     that check in.
+//     that check in; a first start (no tserver known) ends it two
+//     heartbeats after the first tserver checked in.
 //   - Unassigned tablets go to live tservers that have heartbeated to this
 //     leader, always to the one with the fewest tablets (ties by uuid), so
 //     the spread is within one of even.
