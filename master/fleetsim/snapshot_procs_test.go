@@ -3,6 +3,7 @@ package fleetsim
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -25,12 +26,22 @@ func snapshotRestoreProcs(t *testing.T, s size) {
 		t.Fatal(err)
 	}
 	waited := time.Now()
+	// Raft snapshots only once SnapshotThreshold entries were applied since
+	// its last snapshot; with batched load reports and chunked DDL the
+	// scenario may end fewer than that past it. Every 2 s without a
+	// snapshot a small table is created, whose commands (create, assign,
+	// loads) pass the threshold.
+	nudged, nudges := time.Now(), 0
 	sm, err := w.ms.NewestSnapshot(l)
 	for ; err == nil && (sm == nil || sm.Index < applied); sm, err = w.ms.NewestSnapshot(l) {
 		select {
 		case <-ctx.Done():
-			t.Fatalf("the leader took no snapshot at index %d or later: %v", applied, ctx.Err())
+			t.Fatalf("the leader took no snapshot at index %d or later (%d tables created to pass the threshold): %v", applied, nudges, ctx.Err())
 		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Since(nudged) > 2*time.Second {
+			w.createTable(ctx, fmt.Sprintf("nudge%d", nudges), 9)
+			nudged, nudges = time.Now(), nudges+1
 		}
 	}
 	if err != nil {
