@@ -28,7 +28,10 @@ var (
 
 // Tablet is one tablet's engine as the checkpoint, the compactor and the
 // collectors see it. *tablet.Tablet provides every method but Epoch and
-// Serving; Engine adds them.
+// Serving; Engine adds them. One value is one load of the tablet: the
+// coordinator tells loads apart by comparing values (a pointer), so a
+// tablet loaded again must be a new value, and Options.Tablets must return
+// the same value for one load every time.
 type Tablet interface {
 	// ID is the tablet id, the one WAL records carry.
 	ID() string

@@ -42,6 +42,7 @@ type candidate struct {
 func (c *Coordinator) candidates() []candidate {
 	tablets := c.opts.Tablets()
 	c.forgetMajors(tablets)
+	c.forgetStates(tablets)
 	out := make([]candidate, 0, len(tablets))
 	for _, t := range tablets {
 		if _, ok := t.(Compactor); !ok || !t.Serving() {
@@ -237,7 +238,7 @@ func (c *Coordinator) compact(ctx context.Context, t Tablet, major bool, width i
 		return fmt.Errorf("checkpoint: compact tablet %s: %w", t.ID(), err)
 	}
 	c.metaMu.Lock()
-	ts := c.stateOf(t.ID())
+	ts := c.stateOf(t)
 	list := replaceRun(c.filesLocked(t, ts), footers, info)
 	_, _, err = c.commit(ctx, []Update{{TabletID: t.ID(), Epoch: t.Epoch(), TSFiles: list}}, []Tablet{t})
 	if err == nil {

@@ -199,9 +199,20 @@ type Coordinator struct {
 	backlog backlog // backlog.go: file counts for the backlog rule
 }
 
-// tabletState is what the coordinator remembers of a tablet between
-// checkpoints. Guarded by metaMu.
+// tabletState is what the coordinator remembers of one load of a tablet
+// between checkpoints. Guarded by metaMu.
+//
+// It belongs to the Tablet value it was made for (owner), not to the
+// tablet id: a tablet unloaded here (moved away, or its load failed) and
+// loaded again later is a new Tablet, whose buffers hold what the new load
+// replayed and took since. A file the old load flushed, whose commit failed
+// or was refused, holds none of that; committed for the new load with the
+// new log position, and installed in place of its standby buffer, it would
+// lose every write since the old flush. So a state whose owner is another
+// value is dropped (its file left to the orphan pass: a failed commit's
+// outcome may be unknown, so the metadata may name it).
 type tabletState struct {
+	owner Tablet
 	// sealedAt is the position rolled to when the current standby buffer
 	// was sealed: once it is flushed, every unflushed write of the tablet
 	// lies at or after it. nil when no standby is pending or its roll failed.
@@ -386,13 +397,35 @@ func (c *Coordinator) endCheckpoint() {
 	c.splitMu.Unlock()
 }
 
-func (c *Coordinator) stateOf(id string) *tabletState {
-	ts := c.tabs[id]
-	if ts == nil {
-		ts = &tabletState{}
-		c.tabs[id] = ts
+// stateOf returns the state of t's load (see tabletState), a fresh one if
+// the id's state belonged to an earlier load. Called with metaMu held.
+func (c *Coordinator) stateOf(t Tablet) *tabletState {
+	ts := c.tabs[t.ID()]
+	if ts == nil || ts.owner != t {
+		if ts != nil && ts.flushed != nil {
+			c.log.Warn("checkpoint: dropping a flushed TSFile of an earlier load of the tablet",
+				"tablet", t.ID(), "footer", ts.flushed.FooterRef())
+		}
+		ts = &tabletState{owner: t}
+		c.tabs[t.ID()] = ts
 	}
 	return ts
+}
+
+// forgetStates drops the states of loads no longer served here, so that
+// the orphan pass stops keeping their flushed files. Takes metaMu.
+func (c *Coordinator) forgetStates(tablets []Tablet) {
+	here := make(map[Tablet]bool, len(tablets))
+	for _, t := range tablets {
+		here[t] = true
+	}
+	c.metaMu.Lock()
+	defer c.metaMu.Unlock()
+	for id, ts := range c.tabs {
+		if !here[ts.owner] {
+			delete(c.tabs, id)
+		}
+	}
 }
 
 // Result describes one checkpoint.
@@ -485,7 +518,7 @@ func (c *Coordinator) Checkpoint(ctx context.Context) (Result, error) {
 	c.metaMu.Lock()
 	for _, p := range parts {
 		if p.swapped {
-			ts := c.stateOf(p.t.ID())
+			ts := c.stateOf(p.t)
 			if rollErr == nil {
 				ts.sealedAt = &pos
 			} else {
@@ -521,7 +554,7 @@ func (c *Coordinator) Checkpoint(ctx context.Context) (Result, error) {
 	c.metaMu.Lock()
 	pendingFile := make([]bool, len(parts))
 	for i, p := range parts {
-		pendingFile[i] = c.stateOf(p.t.ID()).flushed != nil
+		pendingFile[i] = c.stateOf(p.t).flushed != nil
 	}
 	c.metaMu.Unlock()
 	for i, p := range parts {
@@ -539,7 +572,7 @@ func (c *Coordinator) Checkpoint(ctx context.Context) (Result, error) {
 				return
 			}
 			c.metaMu.Lock()
-			c.stateOf(p.t.ID()).flushed = &info
+			c.stateOf(p.t).flushed = &info
 			res.FlushedBytes += info.Size
 			c.metaMu.Unlock()
 		}()
@@ -572,7 +605,7 @@ func (c *Coordinator) Checkpoint(ctx context.Context) (Result, error) {
 		if flushErrs[i] != nil {
 			continue // its old positions still cover its data
 		}
-		ts := c.stateOf(p.t.ID())
+		ts := c.stateOf(p.t)
 		if p.t.HasStandby() && ts.flushed == nil {
 			continue
 		}
@@ -594,7 +627,7 @@ func (c *Coordinator) Checkpoint(ctx context.Context) (Result, error) {
 	ups, upTabs, commitErr := c.commit(ctx, ups, upTabs)
 	if commitErr == nil {
 		for _, t := range upTabs {
-			ts := c.stateOf(t.ID())
+			ts := c.stateOf(t)
 			if ts.flushed != nil {
 				if err := t.InstallFlushed(*ts.flushed); err != nil {
 					c.log.Warn("checkpoint: install flushed TSFile", "tablet", t.ID(), "err", err)

@@ -37,6 +37,11 @@
 //     sealed it (not the newer one: the active buffer holds writes since
 //     that roll); a failed step 7 is retried by the next checkpoint, which
 //     reports the full current file list again.
+//   - What a checkpoint leaves for the next (a flushed file not yet
+//     committed, the roll that sealed a standby) belongs to one load of
+//     the tablet (one Tablet value), never to its id: a tablet unloaded
+//     and loaded here again starts clean, and its new buffers are flushed,
+//     never replaced by the old load's file.
 //   - Only serving tablets (logs replayed) take part.
 //   - Replaced TSFiles' blocks are deleted with one deletion transaction
 //     only after a commit that no longer names them.

@@ -21,7 +21,11 @@
 //     the heartbeat was sent, on the monotonic clock — is valid; a write
 //     whose lease ran out during its append is not acknowledged; told to
 //     register again, the tserver drops every tablet first, and every
-//     register call is a new incarnation;
+//     register call is a new incarnation; a heartbeat lists every tablet
+//     this tserver may still serve at its epoch, a load still waiting for
+//     its slot too (not serving), and an unassignment cancels such a load
+//     before it opens, so a heartbeat that no longer lists a tablet tells
+//     the master its old owner let go (a move may then finish);
 //   - 8: every handler returns apierr statuses: InvalidArgument for bad
 //     input, NOT_SERVING/WRONG_TABLET/RECOVERING details for routing;
 //     ReadModifyWriteRow answers FailedPrecondition for an increment of a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"bighive/blockstore"
@@ -34,6 +35,15 @@ func (s *Server) applyAssignments(ctx context.Context, assign []*pb.TabletAssign
 		if r := s.tablets.get(u.TabletId); r != nil && (u.Epoch == 0 || r.Epoch() <= u.Epoch) {
 			s.unload(r, "unassigned by the master")
 		}
+		// A load still waiting to open is cancelled too: the master takes
+		// a heartbeat that no longer lists the tablet as the end of this
+		// tserver's hold on it (a move's old owner let go), and a load that
+		// went on would report and serve the old epoch beside the new
+		// owner until the master noticed.
+		if ep, ok := s.pendingLoads[u.TabletId]; ok && (u.Epoch == 0 || ep <= u.Epoch) {
+			s.setPending(u.TabletId, 0)
+			s.log.Info("pending tablet load cancelled", "tablet", u.TabletId, "epoch", ep, "why", "unassigned by the master")
+		}
 	}
 	for _, a := range assign {
 		m := a.GetTablet()
@@ -50,7 +60,7 @@ func (s *Server) applyAssignments(ctx context.Context, assign []*pb.TabletAssign
 			// The old epoch stops now, not when the new one's load starts.
 			s.unload(r, fmt.Sprintf("reassigned at epoch %d", m.Epoch))
 		}
-		s.pendingLoads[m.TabletId] = m.Epoch
+		s.setPending(m.TabletId, m.Epoch)
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
@@ -65,18 +75,23 @@ func (s *Server) applyAssignments(ctx context.Context, assign []*pb.TabletAssign
 	}
 }
 
-// openAssigned opens an assigned tablet and registers it, unless a replica
-// at this epoch or a later one is registered already (the master sent the
-// assignment again while the first load waited for its slot); it replaces
-// a replica of an older epoch. Under assignMu, as applyAssignments: a
-// tablet the master unassigns meanwhile is either unloaded by it or, if
-// opened after, refused by the master at its load report (its epoch or
-// owner no longer match) and unloaded, never served.
+// openAssigned opens an assigned tablet and registers it, unless its
+// load is no longer pending at this epoch (the master unassigned it, or
+// assigned a later epoch, while it waited for its slot) or a replica at
+// this epoch or a later one is registered already; it replaces a replica
+// of an older epoch. Under assignMu, as applyAssignments: a tablet the
+// master unassigns meanwhile is cancelled before it opens, unloaded by it
+// after, or, if its owner or epoch changed, refused by the master at its
+// load report and unloaded, never served. The load stays pending until
+// the replica is registered, so every heartbeat lists it (reports).
 func (s *Server) openAssigned(a *pb.TabletAssignment) *replica {
 	s.assignMu.Lock()
 	defer s.assignMu.Unlock()
 	m := a.Tablet
-	s.clearPending(m)
+	if s.pendingLoads[m.TabletId] != m.Epoch {
+		return nil // cancelled or superseded
+	}
+	defer s.clearPending(m)
 	if r := s.tablets.get(m.TabletId); r != nil {
 		if r.Epoch() >= m.Epoch {
 			return nil
@@ -97,8 +112,27 @@ func (s *Server) openAssigned(a *pb.TabletAssignment) *replica {
 // stays). Under assignMu.
 func (s *Server) clearPending(m *pb.TabletMeta) {
 	if s.pendingLoads[m.TabletId] == m.Epoch {
-		delete(s.pendingLoads, m.TabletId)
+		s.setPending(m.TabletId, 0)
 	}
+}
+
+// setPending records a pending load of id at epoch (0: none). Under
+// assignMu.
+func (s *Server) setPending(id string, epoch int64) {
+	s.pendingMu.Lock()
+	defer s.pendingMu.Unlock()
+	if epoch == 0 {
+		delete(s.pendingLoads, id)
+	} else {
+		s.pendingLoads[id] = epoch
+	}
+}
+
+// pendingSnapshot copies the pending loads (for the heartbeat).
+func (s *Server) pendingSnapshot() map[string]int64 {
+	s.pendingMu.Lock()
+	defer s.pendingMu.Unlock()
+	return maps.Clone(s.pendingLoads)
 }
 
 // open opens an assigned tablet over its TSFiles (their footers only);
@@ -275,10 +309,21 @@ func (s *Server) nudgeHeartbeat() {
 	}
 }
 
-// reports describes the tablets held here for the heartbeat.
+// reports describes the tablets held here for the heartbeat: the
+// registered ones, and the loads still waiting to open (not serving, no
+// size), which this tserver may yet serve at their epoch. The pending
+// loads are read first: a load leaves them only after its tablet is
+// registered, so none falls between the two reads.
 func (s *Server) reports() []*pb.TabletReport {
+	pending := s.pendingSnapshot()
 	all := s.tablets.all()
-	out := make([]*pb.TabletReport, 0, len(all))
+	out := make([]*pb.TabletReport, 0, len(all)+len(pending))
+	for _, r := range all {
+		delete(pending, r.ID())
+	}
+	for id, ep := range pending {
+		out = append(out, &pb.TabletReport{TabletId: id, Epoch: ep})
+	}
 	for _, r := range all {
 		files := r.Engine().Files()
 		space := tabletSpace(files, r.Engine().EstimateGarbage)

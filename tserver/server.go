@@ -178,10 +178,14 @@ type Server struct {
 	// loadReports batches the load reports (loadreport.go).
 	loadReports *loadReporter
 	// pendingLoads: tablet id → epoch of a load started by
-	// applyAssignments that has not opened the tablet yet, so that an
-	// assignment the master sends again meanwhile starts no second load.
-	// Guarded by assignMu.
+	// applyAssignments that has not registered the tablet yet, so that an
+	// assignment the master sends again meanwhile starts no second load,
+	// an unassignment cancels it, and heartbeats report it as held (a
+	// tablet this tserver may still serve at that epoch). Changed under
+	// assignMu and pendingMu, read under either: heartbeats read it under
+	// pendingMu alone, since assignMu is held while a tablet opens.
 	pendingLoads map[string]int64
+	pendingMu    sync.Mutex
 	eng          *engineState
 	split        *splitter // split.go
 

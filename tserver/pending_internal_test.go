@@ -1,0 +1,116 @@
+package tserver
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"bighive/master"
+	pb "bighive/proto/bighivepb"
+)
+
+func localAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// heldReport returns the heartbeat's report of tablet id, nil if none.
+func heldReport(s *Server, id string) *pb.TabletReport {
+	for _, r := range s.reports() {
+		if r.TabletId == id {
+			return r
+		}
+	}
+	return nil
+}
+
+// TestPendingLoadHeldAndCancelled: a tablet whose load waits for a slot is
+// held (a heartbeat lists it, not serving, at its epoch), and an
+// unassignment of it, or a later epoch's assignment, cancels that load
+// before it opens. Before, a waiting load was in no heartbeat and ignored
+// the unassignment: the master took the heartbeat without it as the end
+// of a move, assigned the tablet to the new owner, and this tserver's load
+// went on, committed its load report first and served the old epoch beside
+// the new owner, whose replay of its log missed the writes acknowledged
+// here after it.
+func TestPendingLoadHeldAndCancelled(t *testing.T) {
+	dir := t.TempDir()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	m, err := master.Start(master.Config{ID: "m1", Dir: filepath.Join(dir, "master"), RaftAddr: localAddr(t),
+		Lease: 3 * time.Hour, Heartbeat: time.Hour, TickInterval: 50 * time.Millisecond, Logger: quiet}, lis)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx := context.Background()
+	s, err := Start(ctx, Options{Listen: localAddr(t), Masters: []string{m.Addr()}, Root: filepath.Join(dir, "root"),
+		HeartbeatInterval: 200 * time.Millisecond, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// The first heartbeat's reply applied, no other comes unless nudged
+	// (the interval is an hour): no reply of the master's own undoes what
+	// the test does.
+	for !s.leaseValid() {
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	// Every load slot taken: an assigned tablet's load waits.
+	for range cap(s.loadSlots) {
+		s.loadSlots <- struct{}{}
+	}
+	defer func() {
+		for range cap(s.loadSlots) {
+			<-s.loadSlots
+		}
+	}()
+	assign := func(id string, epoch int64) *pb.TabletAssignment {
+		a := &pb.TabletAssignment{Tablet: &pb.TabletMeta{TabletId: id, Table: "t", Epoch: epoch, Range: &pb.RowRange{}}}
+		s.applyAssignments(ctx, []*pb.TabletAssignment{a}, nil)
+		return a
+	}
+
+	for _, tc := range []struct {
+		name   string
+		cancel func(id string)
+	}{
+		{"unassigned", func(id string) {
+			s.applyAssignments(ctx, nil, []*pb.TabletUnassignment{{TabletId: id, Epoch: 3}})
+		}},
+		{"reassigned at a later epoch", func(id string) { assign(id, 4) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := "pending-" + tc.name
+			a := assign(id, 3)
+			if r := heldReport(s, id); r == nil || r.Epoch != 3 || r.Serving {
+				t.Fatalf("heartbeat report of the waiting load = %v, want epoch 3, not serving", r)
+			}
+			tc.cancel(id)
+			if r := heldReport(s, id); r != nil && r.Epoch == 3 {
+				t.Fatalf("heartbeat still reports the cancelled load: %v", r)
+			}
+			// The waiting load's goroutine, once it gets its slot, opens
+			// nothing.
+			if r := s.openAssigned(a); r != nil {
+				t.Fatalf("the cancelled load of epoch 3 opened tablet %s at epoch %d", r.ID(), r.Epoch())
+			}
+			if r := s.tablets.get(id); r != nil {
+				t.Fatalf("tablet %s registered at epoch %d after its load was cancelled", id, r.Epoch())
+			}
+		})
+	}
+}
