@@ -65,7 +65,10 @@ func (ls *leaderState) inStartupGrace(now time.Time) bool {
 			if l.heard {
 				// Seen by this tick (every Heartbeat/2), not at the
 				// heartbeat itself: at most half an interval late.
-				g.until, g.settling = minTime(g.until, now.Add(g.settle)), true
+				if t := now.Add(g.settle); t.Before(g.until) {
+					g.until = t
+				}
+				g.settling = true
 				break
 			}
 		}
@@ -87,11 +90,4 @@ func (ls *leaderState) inStartupGrace(now time.Time) bool {
 	ls.m.events.add("leader", "start-up grace over after %s (%s): %d of %d known tservers checked in, %d live",
 		now.Sub(ls.since).Round(time.Millisecond), g.reason, heard, len(g.await), live)
 	return false
-}
-
-func minTime(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
 }
