@@ -84,6 +84,21 @@ func waitFiles(t *testing.T, n *node, id string, want int) {
 	}
 }
 
+// waitCompactions waits until the coordinator has counted at least want
+// compactions and returns its stats: a tablet's new file list is visible
+// a moment before the compaction that made it is counted.
+func waitCompactions(t *testing.T, n *node, want int64) checkpoint.Stats {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st := n.coord.Stats()
+		if st.Compactions >= want || time.Now().After(deadline) {
+			return st
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // TestBacklogMode: with a duty so small that the rest after a normal
 // compaction outlasts the test, tablets past BacklogFiles are still
 // compacted, most files first and back to back, by one merge each that
@@ -135,7 +150,7 @@ func TestBacklogMode(t *testing.T) {
 	n.run()
 	waitFiles(t, n, b, maxFiles)
 	waitFiles(t, n, a, maxFiles)
-	st := n.coord.Stats()
+	st := waitCompactions(t, n, 2)
 	if st.BacklogCompactions != 2 || st.Compactions != 2 {
 		t.Fatalf("%d compactions, %d in backlog mode; want 2 and 2 (one merge each back to %d files, no rest)",
 			st.Compactions, st.BacklogCompactions, maxFiles)
@@ -160,7 +175,7 @@ func TestBacklogMode(t *testing.T) {
 	// Entering backlog mode cuts the rest short.
 	addFiles(t, n, b, backlogFiles+1-(maxFiles+2))
 	waitFiles(t, n, b, maxFiles)
-	st = n.coord.Stats()
+	st = waitCompactions(t, n, 4)
 	if st.BacklogCompactions != 3 || st.Compactions != 4 {
 		t.Fatalf("%d compactions, %d in backlog mode; want 4 and 3", st.Compactions, st.BacklogCompactions)
 	}

@@ -256,6 +256,15 @@ func (c *Coordinator) compact(ctx context.Context, t Tablet, major bool, width i
 	}
 	if err == nil {
 		c.noteFiles(t.ID(), len(t.Files()))
+		// Counted with the install, under metaMu: Stats never lag the
+		// file list a reader sees.
+		c.count(func(s *Stats) {
+			s.CompactedBytes += info.Size
+			s.Compactions++
+			if major {
+				s.MajorCompacts++
+			}
+		})
 	}
 	c.metaMu.Unlock()
 	if err != nil {
@@ -264,13 +273,6 @@ func (c *Coordinator) compact(ctx context.Context, t Tablet, major bool, width i
 	if major {
 		c.noteMajor(t.ID(), time.Now(), info.FooterRef())
 	}
-	c.count(func(s *Stats) {
-		s.CompactedBytes += info.Size
-		s.Compactions++
-		if major {
-			s.MajorCompacts++
-		}
-	})
 	if c.opts.OnCompaction != nil {
 		c.opts.OnCompaction(major, inBytes, info.Size, time.Since(start))
 	}
