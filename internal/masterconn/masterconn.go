@@ -207,7 +207,10 @@ func (c *Conn) Invoke(ctx context.Context, fn func(ctx context.Context, cc grpc.
 		if !ok {
 			return err // the master's own answer
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || pastDeadline(ctx) {
+			// pastDeadline: gRPC may end an attempt at the caller's
+			// deadline a moment before the context's own timer fires;
+			// that timeout is not a master's answer to keep as Last.
 			return retryError(ctx, attempt, cmp(last, err))
 		}
 		last = err
@@ -263,6 +266,13 @@ func retryable(err error) (hint string, redirect, ok bool) {
 	return "", false, false
 }
 
+// pastDeadline reports whether ctx's deadline has passed, whether or not
+// its timer has fired yet.
+func pastDeadline(ctx context.Context) bool {
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
+}
+
 func cmp(a, b error) error {
 	if a != nil {
 		return a
@@ -273,11 +283,14 @@ func cmp(a, b error) error {
 // retryError is the error of a call whose context ended: the context's code
 // (DeadlineExceeded or Canceled), the attempts made and the last failure.
 func retryError(ctx context.Context, attempts int, last error) error {
-	code := codes.DeadlineExceeded
-	if errors.Is(ctx.Err(), context.Canceled) {
+	code, ctxErr := codes.DeadlineExceeded, ctx.Err()
+	if errors.Is(ctxErr, context.Canceled) {
 		code = codes.Canceled
 	}
-	return &Error{code: code, ctxErr: ctx.Err(), Attempts: attempts, Last: last}
+	if ctxErr == nil { // past the deadline, the timer not yet fired
+		ctxErr = context.DeadlineExceeded
+	}
+	return &Error{code: code, ctxErr: ctxErr, Attempts: attempts, Last: last}
 }
 
 // Error is the error of a call whose context ended before a master
