@@ -177,8 +177,16 @@ func EncodeRecoveryFile(r SplitRange, recs []*Record) ([]byte, error) {
 	return append(buf, foot...), nil
 }
 
+// recoveryWriters bounds the recovery files WriteRecoveryFiles writes at
+// once. Issue 21: a split for 10 000 tablets started 10 000 goroutines,
+// each blocked in create, fsync and rename, so the process held thousands
+// of OS threads in the kernel (the machine's load average went past 300)
+// for no gain: on ext4 here 10 000 files took 3.5 s with 10 000 writers
+// and 3.3 s with 64 (concurrent fsyncs share journal commits either way).
+const recoveryWriters = 64
+
 // WriteRecoveryFiles writes the recovery file of r of every tablet of
-// recs (in parallel) and returns each one's path relative to root and
+// recs (recoveryWriters at a time) and returns each one's path relative to root and
 // their total size. When it returns nil every file and every directory up
 // to root/recovery are durable: each file is fsynced before its rename,
 // and the range directory once after all renames.
@@ -200,13 +208,22 @@ func WriteRecoveryFiles(fsys vfs.FS, root string, r SplitRange, recs map[string]
 		err         error
 	}
 	results := make(chan result, len(recs))
-	for tablet, rs := range recs {
+	work := make(chan string)
+	for range min(recoveryWriters, len(recs)) {
 		go func() {
-			rel := r.RecoveryFile(tablet)
-			size, err := writeSynced(fsys, filepath.Join(root, rel), r, rs)
-			results <- result{tablet, rel, size, err}
+			for tablet := range work {
+				rel := r.RecoveryFile(tablet)
+				size, err := writeSynced(fsys, filepath.Join(root, rel), r, recs[tablet])
+				results <- result{tablet, rel, size, err}
+			}
 		}()
 	}
+	go func() {
+		for tablet := range recs {
+			work <- tablet
+		}
+		close(work)
+	}()
 	out := make(map[string]string, len(recs))
 	var total int64
 	var errs []error
