@@ -13,7 +13,9 @@ import (
 	pb "bighive/proto/bighivepb"
 )
 
-func localAddr(t *testing.T) string {
+// FreeAddr returns a loopback address free a moment ago, for a server a
+// test starts; the package's external tests use it too.
+func FreeAddr(t *testing.T) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -49,14 +51,14 @@ func TestPendingLoadHeldAndCancelled(t *testing.T) {
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	m, err := master.Start(master.Config{ID: "m1", Dir: filepath.Join(dir, "master"), RaftAddr: localAddr(t),
+	m, err := master.Start(master.Config{ID: "m1", Dir: filepath.Join(dir, "master"), RaftAddr: FreeAddr(t),
 		Lease: 3 * time.Hour, Heartbeat: time.Hour, TickInterval: 50 * time.Millisecond, Logger: quiet}, lis)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
 	ctx := context.Background()
-	s, err := Start(ctx, Options{Listen: localAddr(t), Masters: []string{m.Addr()}, Root: filepath.Join(dir, "root"),
+	s, err := Start(ctx, Options{Listen: FreeAddr(t), Masters: []string{m.Addr()}, Root: filepath.Join(dir, "root"),
 		HeartbeatInterval: 200 * time.Millisecond, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)

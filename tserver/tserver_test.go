@@ -27,15 +27,7 @@ type node struct {
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+var freeAddr = tserver.FreeAddr
 
 // startNode starts a master with the given lease and tservers with small
 // buffers and fast heartbeats; opt, if set, adjusts tserver i's options.
