@@ -499,6 +499,11 @@ func (w *writer) checkpointOne(tserver string, r *pb.CheckpointReport) error {
 	if err != nil {
 		return err
 	}
+	if r.FenceFiles {
+		if err := dropsUnreplaced(t, r); err != nil {
+			return err
+		}
+	}
 	nt := proto.Clone(t).(*pb.TabletMeta)
 	// An empty list leaves the positions unchanged: a compaction reports
 	// new files but no new position (a checkpoint always names one).
@@ -514,6 +519,29 @@ func (w *writer) checkpointOne(tserver string, r *pb.CheckpointReport) error {
 		nt.DataDirGroup = r.DataDirGroup
 	}
 	return w.putTablet(t, nt)
+}
+
+// dropsUnreplaced is the compare-and-swap of a fenced report: every file
+// t's list names must be in the report's list or its replaced run.
+func dropsUnreplaced(t *pb.TabletMeta, r *pb.CheckpointReport) error {
+	type fileKey struct {
+		store  string
+		footer uint64
+	}
+	keep := make(map[fileKey]bool, len(r.Tsfiles)+len(r.Replaced))
+	for _, f := range r.Tsfiles {
+		keep[fileKey{f.BlockStoreUuid, f.FooterBlock}] = true
+	}
+	for _, f := range r.Replaced {
+		keep[fileKey{f.BlockStoreUuid, f.FooterBlock}] = true
+	}
+	for _, f := range t.Tsfiles {
+		if !keep[fileKey{f.BlockStoreUuid, f.FooterBlock}] {
+			return apierr.Aborted("tablet %s: the report leaves out TSFile %s/%d, which it does not replace: it was computed from another list than the tablet's",
+				t.TabletId, f.BlockStoreUuid, f.FooterBlock)
+		}
+	}
+	return nil
 }
 
 func (w *writer) allocateIDs(c *spb.MetaAllocateIds) (*Result, error) {

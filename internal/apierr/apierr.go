@@ -69,6 +69,10 @@ func FailedPrecondition(format string, args ...any) error {
 	return newf(codes.FailedPrecondition, format, args...)
 }
 
+// Aborted is a conflict with a concurrent change (a compare-and-swap that
+// found something else): nothing was applied.
+func Aborted(format string, args ...any) error { return newf(codes.Aborted, format, args...) }
+
 // ResourceExhausted: a memory or size limit refused the request.
 func ResourceExhausted(format string, args ...any) error {
 	return newf(codes.ResourceExhausted, format, args...)

@@ -2269,8 +2269,18 @@ type CheckpointReport struct {
 	// (a compaction's report).
 	LogPositions []*LogPosition `protobuf:"bytes,3,rep,name=log_positions,json=logPositions,proto3" json:"log_positions,omitempty"`
 	// Replaces the tablet's TSFile list.
-	Tsfiles       []*TSFileRef  `protobuf:"bytes,4,rep,name=tsfiles,proto3" json:"tsfiles,omitempty"`
-	DataDirGroup  *DataDirGroup `protobuf:"bytes,5,opt,name=data_dir_group,json=dataDirGroup,proto3" json:"data_dir_group,omitempty"`
+	Tsfiles      []*TSFileRef  `protobuf:"bytes,4,rep,name=tsfiles,proto3" json:"tsfiles,omitempty"`
+	DataDirGroup *DataDirGroup `protobuf:"bytes,5,opt,name=data_dir_group,json=dataDirGroup,proto3" json:"data_dir_group,omitempty"`
+	// When fence_files is set the swap of the list is a compare-and-swap: a
+	// report whose tsfiles leave out a recorded file (named by block store
+	// and footer) that is not among replaced is refused with ABORTED, since
+	// it was computed from a list that is not the tablet's (an ended load's,
+	// a closed engine's). Tservers always set it; commands logged before it
+	// existed apply as they did.
+	FenceFiles bool `protobuf:"varint,6,opt,name=fence_files,json=fenceFiles,proto3" json:"fence_files,omitempty"`
+	// The recorded files tsfiles may leave out: a compaction's run (only
+	// block_store_uuid and footer_block are read).
+	Replaced      []*TSFileRef `protobuf:"bytes,7,rep,name=replaced,proto3" json:"replaced,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2336,6 +2346,20 @@ func (x *CheckpointReport) GetTsfiles() []*TSFileRef {
 func (x *CheckpointReport) GetDataDirGroup() *DataDirGroup {
 	if x != nil {
 		return x.DataDirGroup
+	}
+	return nil
+}
+
+func (x *CheckpointReport) GetFenceFiles() bool {
+	if x != nil {
+		return x.FenceFiles
+	}
+	return false
+}
+
+func (x *CheckpointReport) GetReplaced() []*TSFileRef {
+	if x != nil {
+		return x.Replaced
 	}
 	return nil
 }
@@ -4408,13 +4432,16 @@ const file_bighivepb_master_proto_rawDesc = "" +
 	"\x06status\x18\x01 \x01(\v2\x15.bighive.v1.RowStatusR\x06status\x12.\n" +
 	"\x06tablet\x18\x02 \x01(\v2\x16.bighive.v1.TabletMetaR\x06tablet\"S\n" +
 	"\x19ReportTabletLoadsResponse\x126\n" +
-	"\aresults\x18\x01 \x03(\v2\x1c.bighive.v1.TabletLoadResultR\aresults\"\xf4\x01\n" +
+	"\aresults\x18\x01 \x03(\v2\x1c.bighive.v1.TabletLoadResultR\aresults\"\xc8\x02\n" +
 	"\x10CheckpointReport\x12\x1b\n" +
 	"\ttablet_id\x18\x01 \x01(\tR\btabletId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12<\n" +
 	"\rlog_positions\x18\x03 \x03(\v2\x17.bighive.v1.LogPositionR\flogPositions\x12/\n" +
 	"\atsfiles\x18\x04 \x03(\v2\x15.bighive.v1.TSFileRefR\atsfiles\x12>\n" +
-	"\x0edata_dir_group\x18\x05 \x01(\v2\x18.bighive.v1.DataDirGroupR\fdataDirGroup\"t\n" +
+	"\x0edata_dir_group\x18\x05 \x01(\v2\x18.bighive.v1.DataDirGroupR\fdataDirGroup\x12\x1f\n" +
+	"\vfence_files\x18\x06 \x01(\bR\n" +
+	"fenceFiles\x121\n" +
+	"\breplaced\x18\a \x03(\v2\x15.bighive.v1.TSFileRefR\breplaced\"t\n" +
 	"\x17ReportCheckpointRequest\x12!\n" +
 	"\ftserver_uuid\x18\x01 \x01(\tR\vtserverUuid\x126\n" +
 	"\areports\x18\x02 \x03(\v2\x1c.bighive.v1.CheckpointReportR\areports\"M\n" +
@@ -4717,87 +4744,88 @@ var file_bighivepb_master_proto_depIdxs = []int32{
 	83, // 37: bighive.v1.CheckpointReport.log_positions:type_name -> bighive.v1.LogPosition
 	84, // 38: bighive.v1.CheckpointReport.tsfiles:type_name -> bighive.v1.TSFileRef
 	85, // 39: bighive.v1.CheckpointReport.data_dir_group:type_name -> bighive.v1.DataDirGroup
-	37, // 40: bighive.v1.ReportCheckpointRequest.reports:type_name -> bighive.v1.CheckpointReport
-	51, // 41: bighive.v1.ReportCheckpointResponse.statuses:type_name -> bighive.v1.RowStatus
-	81, // 42: bighive.v1.SplitChild.range:type_name -> bighive.v1.RowRange
-	84, // 43: bighive.v1.SplitChild.tsfiles:type_name -> bighive.v1.TSFileRef
-	83, // 44: bighive.v1.SplitChild.log_positions:type_name -> bighive.v1.LogPosition
-	42, // 45: bighive.v1.ReportSplitRequest.children:type_name -> bighive.v1.SplitChild
-	79, // 46: bighive.v1.ReportSplitResponse.children:type_name -> bighive.v1.TabletMeta
-	76, // 47: bighive.v1.ReportLogSplitRequest.recovery_files:type_name -> bighive.v1.ReportLogSplitRequest.RecoveryFilesEntry
-	83, // 48: bighive.v1.GetGCReferencesResponse.log_positions:type_name -> bighive.v1.LogPosition
-	86, // 49: bighive.v1.RowStatus.tablet_error:type_name -> bighive.v1.TabletError
-	87, // 50: bighive.v1.SetGCRuleRequest.gc_rule:type_name -> bighive.v1.GcRule
-	88, // 51: bighive.v1.SetFamilyCompressionRequest.compression:type_name -> bighive.v1.Compression
-	0,  // 52: bighive.v1.Grant.role:type_name -> bighive.v1.Role
-	62, // 53: bighive.v1.GrantList.grants:type_name -> bighive.v1.Grant
-	62, // 54: bighive.v1.GrantRequest.grant:type_name -> bighive.v1.Grant
-	62, // 55: bighive.v1.RevokeRequest.grant:type_name -> bighive.v1.Grant
-	63, // 56: bighive.v1.ListGrantsResponse.grants:type_name -> bighive.v1.GrantList
-	84, // 57: bighive.v1.ReportMergeRequest.tsfiles:type_name -> bighive.v1.TSFileRef
-	79, // 58: bighive.v1.ReportMergeResponse.merged:type_name -> bighive.v1.TabletMeta
-	23, // 59: bighive.v1.DescribeTableResponse.TabletSpaceEntry.value:type_name -> bighive.v1.TabletSpace
-	2,  // 60: bighive.v1.Master.CreateTable:input_type -> bighive.v1.CreateTableRequest
-	4,  // 61: bighive.v1.Master.DeleteTable:input_type -> bighive.v1.DeleteTableRequest
-	6,  // 62: bighive.v1.Master.ListTables:input_type -> bighive.v1.ListTablesRequest
-	8,  // 63: bighive.v1.Master.DescribeTable:input_type -> bighive.v1.DescribeTableRequest
-	10, // 64: bighive.v1.Master.AddFamily:input_type -> bighive.v1.AddFamilyRequest
-	12, // 65: bighive.v1.Master.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
-	14, // 66: bighive.v1.Master.GetTableLocations:input_type -> bighive.v1.GetTableLocationsRequest
-	18, // 67: bighive.v1.Master.ListTServers:input_type -> bighive.v1.ListTServersRequest
-	20, // 68: bighive.v1.Master.RegisterTServer:input_type -> bighive.v1.RegisterTServerRequest
-	25, // 69: bighive.v1.Master.Heartbeat:input_type -> bighive.v1.HeartbeatRequest
-	31, // 70: bighive.v1.Master.ReportTabletLoad:input_type -> bighive.v1.ReportTabletLoadRequest
-	34, // 71: bighive.v1.Master.ReportTabletLoads:input_type -> bighive.v1.ReportTabletLoadsRequest
-	38, // 72: bighive.v1.Master.ReportCheckpoint:input_type -> bighive.v1.ReportCheckpointRequest
-	40, // 73: bighive.v1.Master.AllocateTabletIds:input_type -> bighive.v1.AllocateTabletIdsRequest
-	43, // 74: bighive.v1.Master.ReportSplit:input_type -> bighive.v1.ReportSplitRequest
-	45, // 75: bighive.v1.Master.SplitTablet:input_type -> bighive.v1.SplitTabletRequest
-	47, // 76: bighive.v1.Master.ReportLogSplit:input_type -> bighive.v1.ReportLogSplitRequest
-	49, // 77: bighive.v1.Master.GetGCReferences:input_type -> bighive.v1.GetGCReferencesRequest
-	52, // 78: bighive.v1.Master.DeleteFamily:input_type -> bighive.v1.DeleteFamilyRequest
-	54, // 79: bighive.v1.Master.SetGCRule:input_type -> bighive.v1.SetGCRuleRequest
-	56, // 80: bighive.v1.Master.DropRowRange:input_type -> bighive.v1.DropRowRangeRequest
-	58, // 81: bighive.v1.Master.GetMasterStatus:input_type -> bighive.v1.GetMasterStatusRequest
-	60, // 82: bighive.v1.Master.SetFamilyCompression:input_type -> bighive.v1.SetFamilyCompressionRequest
-	64, // 83: bighive.v1.Master.Grant:input_type -> bighive.v1.GrantRequest
-	66, // 84: bighive.v1.Master.Revoke:input_type -> bighive.v1.RevokeRequest
-	68, // 85: bighive.v1.Master.ListGrants:input_type -> bighive.v1.ListGrantsRequest
-	70, // 86: bighive.v1.Master.ReportMerge:input_type -> bighive.v1.ReportMergeRequest
-	72, // 87: bighive.v1.Master.MergeTablets:input_type -> bighive.v1.MergeTabletsRequest
-	3,  // 88: bighive.v1.Master.CreateTable:output_type -> bighive.v1.CreateTableResponse
-	5,  // 89: bighive.v1.Master.DeleteTable:output_type -> bighive.v1.DeleteTableResponse
-	7,  // 90: bighive.v1.Master.ListTables:output_type -> bighive.v1.ListTablesResponse
-	9,  // 91: bighive.v1.Master.DescribeTable:output_type -> bighive.v1.DescribeTableResponse
-	11, // 92: bighive.v1.Master.AddFamily:output_type -> bighive.v1.AddFamilyResponse
-	13, // 93: bighive.v1.Master.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
-	16, // 94: bighive.v1.Master.GetTableLocations:output_type -> bighive.v1.GetTableLocationsResponse
-	19, // 95: bighive.v1.Master.ListTServers:output_type -> bighive.v1.ListTServersResponse
-	21, // 96: bighive.v1.Master.RegisterTServer:output_type -> bighive.v1.RegisterTServerResponse
-	30, // 97: bighive.v1.Master.Heartbeat:output_type -> bighive.v1.HeartbeatResponse
-	32, // 98: bighive.v1.Master.ReportTabletLoad:output_type -> bighive.v1.ReportTabletLoadResponse
-	36, // 99: bighive.v1.Master.ReportTabletLoads:output_type -> bighive.v1.ReportTabletLoadsResponse
-	39, // 100: bighive.v1.Master.ReportCheckpoint:output_type -> bighive.v1.ReportCheckpointResponse
-	41, // 101: bighive.v1.Master.AllocateTabletIds:output_type -> bighive.v1.AllocateTabletIdsResponse
-	44, // 102: bighive.v1.Master.ReportSplit:output_type -> bighive.v1.ReportSplitResponse
-	46, // 103: bighive.v1.Master.SplitTablet:output_type -> bighive.v1.SplitTabletResponse
-	48, // 104: bighive.v1.Master.ReportLogSplit:output_type -> bighive.v1.ReportLogSplitResponse
-	50, // 105: bighive.v1.Master.GetGCReferences:output_type -> bighive.v1.GetGCReferencesResponse
-	53, // 106: bighive.v1.Master.DeleteFamily:output_type -> bighive.v1.DeleteFamilyResponse
-	55, // 107: bighive.v1.Master.SetGCRule:output_type -> bighive.v1.SetGCRuleResponse
-	57, // 108: bighive.v1.Master.DropRowRange:output_type -> bighive.v1.DropRowRangeResponse
-	59, // 109: bighive.v1.Master.GetMasterStatus:output_type -> bighive.v1.GetMasterStatusResponse
-	61, // 110: bighive.v1.Master.SetFamilyCompression:output_type -> bighive.v1.SetFamilyCompressionResponse
-	65, // 111: bighive.v1.Master.Grant:output_type -> bighive.v1.GrantResponse
-	67, // 112: bighive.v1.Master.Revoke:output_type -> bighive.v1.RevokeResponse
-	69, // 113: bighive.v1.Master.ListGrants:output_type -> bighive.v1.ListGrantsResponse
-	71, // 114: bighive.v1.Master.ReportMerge:output_type -> bighive.v1.ReportMergeResponse
-	73, // 115: bighive.v1.Master.MergeTablets:output_type -> bighive.v1.MergeTabletsResponse
-	88, // [88:116] is the sub-list for method output_type
-	60, // [60:88] is the sub-list for method input_type
-	60, // [60:60] is the sub-list for extension type_name
-	60, // [60:60] is the sub-list for extension extendee
-	0,  // [0:60] is the sub-list for field type_name
+	84, // 40: bighive.v1.CheckpointReport.replaced:type_name -> bighive.v1.TSFileRef
+	37, // 41: bighive.v1.ReportCheckpointRequest.reports:type_name -> bighive.v1.CheckpointReport
+	51, // 42: bighive.v1.ReportCheckpointResponse.statuses:type_name -> bighive.v1.RowStatus
+	81, // 43: bighive.v1.SplitChild.range:type_name -> bighive.v1.RowRange
+	84, // 44: bighive.v1.SplitChild.tsfiles:type_name -> bighive.v1.TSFileRef
+	83, // 45: bighive.v1.SplitChild.log_positions:type_name -> bighive.v1.LogPosition
+	42, // 46: bighive.v1.ReportSplitRequest.children:type_name -> bighive.v1.SplitChild
+	79, // 47: bighive.v1.ReportSplitResponse.children:type_name -> bighive.v1.TabletMeta
+	76, // 48: bighive.v1.ReportLogSplitRequest.recovery_files:type_name -> bighive.v1.ReportLogSplitRequest.RecoveryFilesEntry
+	83, // 49: bighive.v1.GetGCReferencesResponse.log_positions:type_name -> bighive.v1.LogPosition
+	86, // 50: bighive.v1.RowStatus.tablet_error:type_name -> bighive.v1.TabletError
+	87, // 51: bighive.v1.SetGCRuleRequest.gc_rule:type_name -> bighive.v1.GcRule
+	88, // 52: bighive.v1.SetFamilyCompressionRequest.compression:type_name -> bighive.v1.Compression
+	0,  // 53: bighive.v1.Grant.role:type_name -> bighive.v1.Role
+	62, // 54: bighive.v1.GrantList.grants:type_name -> bighive.v1.Grant
+	62, // 55: bighive.v1.GrantRequest.grant:type_name -> bighive.v1.Grant
+	62, // 56: bighive.v1.RevokeRequest.grant:type_name -> bighive.v1.Grant
+	63, // 57: bighive.v1.ListGrantsResponse.grants:type_name -> bighive.v1.GrantList
+	84, // 58: bighive.v1.ReportMergeRequest.tsfiles:type_name -> bighive.v1.TSFileRef
+	79, // 59: bighive.v1.ReportMergeResponse.merged:type_name -> bighive.v1.TabletMeta
+	23, // 60: bighive.v1.DescribeTableResponse.TabletSpaceEntry.value:type_name -> bighive.v1.TabletSpace
+	2,  // 61: bighive.v1.Master.CreateTable:input_type -> bighive.v1.CreateTableRequest
+	4,  // 62: bighive.v1.Master.DeleteTable:input_type -> bighive.v1.DeleteTableRequest
+	6,  // 63: bighive.v1.Master.ListTables:input_type -> bighive.v1.ListTablesRequest
+	8,  // 64: bighive.v1.Master.DescribeTable:input_type -> bighive.v1.DescribeTableRequest
+	10, // 65: bighive.v1.Master.AddFamily:input_type -> bighive.v1.AddFamilyRequest
+	12, // 66: bighive.v1.Master.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
+	14, // 67: bighive.v1.Master.GetTableLocations:input_type -> bighive.v1.GetTableLocationsRequest
+	18, // 68: bighive.v1.Master.ListTServers:input_type -> bighive.v1.ListTServersRequest
+	20, // 69: bighive.v1.Master.RegisterTServer:input_type -> bighive.v1.RegisterTServerRequest
+	25, // 70: bighive.v1.Master.Heartbeat:input_type -> bighive.v1.HeartbeatRequest
+	31, // 71: bighive.v1.Master.ReportTabletLoad:input_type -> bighive.v1.ReportTabletLoadRequest
+	34, // 72: bighive.v1.Master.ReportTabletLoads:input_type -> bighive.v1.ReportTabletLoadsRequest
+	38, // 73: bighive.v1.Master.ReportCheckpoint:input_type -> bighive.v1.ReportCheckpointRequest
+	40, // 74: bighive.v1.Master.AllocateTabletIds:input_type -> bighive.v1.AllocateTabletIdsRequest
+	43, // 75: bighive.v1.Master.ReportSplit:input_type -> bighive.v1.ReportSplitRequest
+	45, // 76: bighive.v1.Master.SplitTablet:input_type -> bighive.v1.SplitTabletRequest
+	47, // 77: bighive.v1.Master.ReportLogSplit:input_type -> bighive.v1.ReportLogSplitRequest
+	49, // 78: bighive.v1.Master.GetGCReferences:input_type -> bighive.v1.GetGCReferencesRequest
+	52, // 79: bighive.v1.Master.DeleteFamily:input_type -> bighive.v1.DeleteFamilyRequest
+	54, // 80: bighive.v1.Master.SetGCRule:input_type -> bighive.v1.SetGCRuleRequest
+	56, // 81: bighive.v1.Master.DropRowRange:input_type -> bighive.v1.DropRowRangeRequest
+	58, // 82: bighive.v1.Master.GetMasterStatus:input_type -> bighive.v1.GetMasterStatusRequest
+	60, // 83: bighive.v1.Master.SetFamilyCompression:input_type -> bighive.v1.SetFamilyCompressionRequest
+	64, // 84: bighive.v1.Master.Grant:input_type -> bighive.v1.GrantRequest
+	66, // 85: bighive.v1.Master.Revoke:input_type -> bighive.v1.RevokeRequest
+	68, // 86: bighive.v1.Master.ListGrants:input_type -> bighive.v1.ListGrantsRequest
+	70, // 87: bighive.v1.Master.ReportMerge:input_type -> bighive.v1.ReportMergeRequest
+	72, // 88: bighive.v1.Master.MergeTablets:input_type -> bighive.v1.MergeTabletsRequest
+	3,  // 89: bighive.v1.Master.CreateTable:output_type -> bighive.v1.CreateTableResponse
+	5,  // 90: bighive.v1.Master.DeleteTable:output_type -> bighive.v1.DeleteTableResponse
+	7,  // 91: bighive.v1.Master.ListTables:output_type -> bighive.v1.ListTablesResponse
+	9,  // 92: bighive.v1.Master.DescribeTable:output_type -> bighive.v1.DescribeTableResponse
+	11, // 93: bighive.v1.Master.AddFamily:output_type -> bighive.v1.AddFamilyResponse
+	13, // 94: bighive.v1.Master.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
+	16, // 95: bighive.v1.Master.GetTableLocations:output_type -> bighive.v1.GetTableLocationsResponse
+	19, // 96: bighive.v1.Master.ListTServers:output_type -> bighive.v1.ListTServersResponse
+	21, // 97: bighive.v1.Master.RegisterTServer:output_type -> bighive.v1.RegisterTServerResponse
+	30, // 98: bighive.v1.Master.Heartbeat:output_type -> bighive.v1.HeartbeatResponse
+	32, // 99: bighive.v1.Master.ReportTabletLoad:output_type -> bighive.v1.ReportTabletLoadResponse
+	36, // 100: bighive.v1.Master.ReportTabletLoads:output_type -> bighive.v1.ReportTabletLoadsResponse
+	39, // 101: bighive.v1.Master.ReportCheckpoint:output_type -> bighive.v1.ReportCheckpointResponse
+	41, // 102: bighive.v1.Master.AllocateTabletIds:output_type -> bighive.v1.AllocateTabletIdsResponse
+	44, // 103: bighive.v1.Master.ReportSplit:output_type -> bighive.v1.ReportSplitResponse
+	46, // 104: bighive.v1.Master.SplitTablet:output_type -> bighive.v1.SplitTabletResponse
+	48, // 105: bighive.v1.Master.ReportLogSplit:output_type -> bighive.v1.ReportLogSplitResponse
+	50, // 106: bighive.v1.Master.GetGCReferences:output_type -> bighive.v1.GetGCReferencesResponse
+	53, // 107: bighive.v1.Master.DeleteFamily:output_type -> bighive.v1.DeleteFamilyResponse
+	55, // 108: bighive.v1.Master.SetGCRule:output_type -> bighive.v1.SetGCRuleResponse
+	57, // 109: bighive.v1.Master.DropRowRange:output_type -> bighive.v1.DropRowRangeResponse
+	59, // 110: bighive.v1.Master.GetMasterStatus:output_type -> bighive.v1.GetMasterStatusResponse
+	61, // 111: bighive.v1.Master.SetFamilyCompression:output_type -> bighive.v1.SetFamilyCompressionResponse
+	65, // 112: bighive.v1.Master.Grant:output_type -> bighive.v1.GrantResponse
+	67, // 113: bighive.v1.Master.Revoke:output_type -> bighive.v1.RevokeResponse
+	69, // 114: bighive.v1.Master.ListGrants:output_type -> bighive.v1.ListGrantsResponse
+	71, // 115: bighive.v1.Master.ReportMerge:output_type -> bighive.v1.ReportMergeResponse
+	73, // 116: bighive.v1.Master.MergeTablets:output_type -> bighive.v1.MergeTabletsResponse
+	89, // [89:117] is the sub-list for method output_type
+	61, // [61:89] is the sub-list for method input_type
+	61, // [61:61] is the sub-list for extension type_name
+	61, // [61:61] is the sub-list for extension extendee
+	0,  // [0:61] is the sub-list for field type_name
 }
 
 func init() { file_bighivepb_master_proto_init() }
