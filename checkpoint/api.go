@@ -24,6 +24,17 @@ var (
 	ErrCommit = errors.New("checkpoint: metadata commit failed")
 	// ErrClosed is returned after Close.
 	ErrClosed = errors.New("checkpoint: coordinator closed")
+	// ErrFilesChanged is returned by a Metadata for an update whose file
+	// list leaves out a recorded TSFile that is not in its Replaced run:
+	// the update was computed from a list that is not the tablet's (an
+	// ended load's, a closed engine's).
+	ErrFilesChanged = errors.New("checkpoint: update drops TSFiles it did not replace")
+	// ErrLoadEnded refuses a commit whose load of the tablet is no longer
+	// the serving one (unloaded, loaded again, merged or split away).
+	ErrLoadEnded = errors.New("checkpoint: the load of the tablet ended")
+	// ErrNoLease: the tserver's lease is not valid, so no checkpoint,
+	// compaction, commit or deletion runs (docs/design.md 'Fencing').
+	ErrNoLease = errors.New("checkpoint: no valid lease")
 )
 
 // Tablet is one tablet's engine as the checkpoint, the compactor and the
@@ -61,6 +72,18 @@ type Tablet interface {
 	InstallFlushed(info tsfile.Info) error
 	// Files is the tablet's read set of TSFiles, newest first.
 	Files() []tsfile.Info
+}
+
+// Load is implemented by tablets whose load can end while a background
+// commit computed for it is in flight (*Engine does). The coordinator
+// holds the load from before a commit of it until after the install and
+// the deletions that follow; ending the load (Engine.Close) waits for
+// those and makes every later Hold fail, so nothing computed for an ended
+// load is committed, installed or deleted after it ended.
+type Load interface {
+	// Hold keeps the load from ending until release is called; ok is
+	// false (and release nil) when it ended already.
+	Hold() (release func(), ok bool)
 }
 
 // Compactor is implemented by tablets that can compact their TSFiles
@@ -112,6 +135,34 @@ type Update struct {
 	// TSFiles is the tablet's full TSFile list, newest first (the order of
 	// tablet.Options.Files); it replaces the recorded one.
 	TSFiles []tsfile.Info
+	// Replaced are the recorded files TSFiles may leave out (a
+	// compaction's run). The list swap is a compare-and-swap: an update
+	// that leaves out any other recorded file is refused with
+	// ErrFilesChanged.
+	Replaced []blockstore.BlockRef
+	// Load is the load of the tablet the update was computed for (a
+	// Metadata in a tserver refuses it with ErrLoadEnded when another
+	// load serves the tablet); nil outside the coordinator.
+	Load Tablet
+}
+
+// Drops returns the first file of recorded that u leaves out without
+// naming it in Replaced, and whether there is one: the compare-and-swap
+// every Metadata applies.
+func (u *Update) Drops(recorded []blockstore.BlockRef) (blockstore.BlockRef, bool) {
+	keep := make(map[blockstore.BlockRef]bool, len(u.TSFiles)+len(u.Replaced))
+	for _, f := range u.TSFiles {
+		keep[f.FooterRef()] = true
+	}
+	for _, r := range u.Replaced {
+		keep[r] = true
+	}
+	for _, r := range recorded {
+		if !keep[r] {
+			return r, true
+		}
+	}
+	return blockstore.BlockRef{}, false
 }
 
 // Metadata is the tablet metadata seam: the local bbolt implementation
@@ -121,9 +172,13 @@ type Metadata interface {
 	// Commit records every update, atomically per tablet. It is called
 	// only after the TSFiles' creation transactions committed (invariant 3
 	// in docs/design.md, 'metadata names only committed TSFiles'). When it
-	// returns nil the updates are durable. An update
-	// with a stale epoch fails with ErrStaleEpoch and changes nothing for
-	// that tablet; implementations may refuse the whole batch.
+	// returns nil the updates are durable. An update with a stale epoch
+	// (ErrStaleEpoch), of an unknown tablet (ErrUnknownTablet), of an
+	// ended load (ErrLoadEnded) or whose list drops a recorded file it
+	// does not replace (ErrFilesChanged, see Update.Drops) is refused and
+	// changes nothing for that tablet: the error is a *RefusedError naming
+	// it, and implementations may refuse the whole batch. Any other error
+	// leaves the outcome unknown.
 	Commit(ctx context.Context, updates []Update) error
 }
 

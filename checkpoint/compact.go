@@ -67,6 +67,9 @@ func (c *Coordinator) candidates() []candidate {
 // backlog-mode compaction, or a rest cut short because a tablet entered
 // backlog mode, so the tablet with the most files goes next.
 func (c *Coordinator) compactionPass(ctx context.Context) bool {
+	if !c.leaseValid() {
+		return false
+	}
 	for i, cd := range c.candidates() {
 		if ctx.Err() != nil {
 			return false
@@ -195,13 +198,16 @@ func pickMerge(files []tsfile.Info, width int) []tsfile.Info {
 // Compact runs one compaction of t now: a major one of all its files, or
 // a merging one of the MergeWidth adjacent files with the smallest total
 // size. The new file list is committed to the metadata (log positions
-// unchanged) before the tablet's read set switches to it; the replaced
-// files' blocks are then deleted with one deletion transaction, those of
-// Options.Store only (see Options.Store for the others). A failed
-// commit deletes nothing: the new file, if the commit did not apply,
-// becomes an orphan for CollectOrphans. A major compaction restarts the
-// tablet's MajorEvery clock. Afterwards Compact sleeps so that
-// compactions average at most CompactionRate bytes per second.
+// unchanged, the run as Update.Replaced) before the tablet's read set
+// switches to it; the replaced files' blocks are then deleted with one
+// deletion transaction, those of Options.Store only (see Options.Store
+// for the others), and only while the lease holds. A refused commit
+// installs and deletes nothing: the new file becomes an orphan for
+// CollectOrphans. A commit whose outcome is unknown leaves the compaction
+// pending: the next update of the tablet's load names it again (and the
+// next Compact of it only retries that commit). A major compaction
+// restarts the tablet's MajorEvery clock. Afterwards Compact sleeps so
+// that compactions average at most CompactionRate bytes per second.
 func (c *Coordinator) Compact(ctx context.Context, t Tablet, major bool) error {
 	return c.compact(ctx, t, major, c.opts.MergeWidth, true)
 }
@@ -213,9 +219,23 @@ func (c *Coordinator) compact(ctx context.Context, t Tablet, major bool, width i
 	if !ok {
 		return fmt.Errorf("checkpoint: tablet %s cannot compact", t.ID())
 	}
+	if !c.leaseValid() {
+		return ErrNoLease
+	}
 	c.compactMu.Lock()
 	defer c.compactMu.Unlock()
 	defer c.running.beginCompaction(t.ID(), major)()
+	c.metaMu.Lock()
+	if ts := c.stateOf(t); ts.compacted != nil {
+		// An earlier compaction's commit had no answer: settle it first.
+		_, err := c.commit(ctx, []Update{c.updateLocked(t, ts)}, nil)
+		c.metaMu.Unlock()
+		if err != nil {
+			return fmt.Errorf("checkpoint: pending compaction of tablet %s: %w", t.ID(), err)
+		}
+		return nil
+	}
+	c.metaMu.Unlock()
 	start := time.Now()
 	files := t.Files()
 	if !major {
@@ -237,38 +257,20 @@ func (c *Coordinator) compact(ctx context.Context, t Tablet, major bool, width i
 	if err != nil {
 		return fmt.Errorf("checkpoint: compact tablet %s: %w", t.ID(), err)
 	}
+	if c.opts.compactHook != nil {
+		c.opts.compactHook(t)
+	}
 	c.metaMu.Lock()
 	ts := c.stateOf(t)
-	list := replaceRun(c.filesLocked(t, ts), footers, info)
-	_, _, err = c.commit(ctx, []Update{{TabletID: t.ID(), Epoch: t.Epoch(), TSFiles: list}}, []Tablet{t})
-	if err == nil {
-		err = comp.InstallCompacted(footers, info)
-		if err != nil {
-			err = fmt.Errorf("checkpoint: install compacted file of tablet %s: %w", t.ID(), err)
-			// The metadata names info and not the run: the next commit
-			// names the run again, so nothing may be deleted now.
-			files = nil
-		}
-	} else {
-		c.count(func(s *Stats) { s.FailedCommits++ })
-		err = fmt.Errorf("%w: compaction of tablet %s: %w", ErrCommit, t.ID(), err)
-		files = nil
-	}
-	if err == nil {
-		c.noteFiles(t.ID(), len(t.Files()))
-		// Counted with the install, under metaMu: Stats never lag the
-		// file list a reader sees.
-		c.count(func(s *Stats) {
-			s.CompactedBytes += info.Size
-			s.Compactions++
-			if major {
-				s.MajorCompacts++
-			}
-		})
-	}
+	ts.compacted = &pendingCompaction{run: files, info: info, major: major}
+	n, err := c.commit(ctx, []Update{c.updateLocked(t, ts)}, nil)
 	c.metaMu.Unlock()
 	if err != nil {
-		return err
+		c.count(func(s *Stats) { s.FailedCommits++ })
+		return fmt.Errorf("%w: compaction of tablet %s: %w", ErrCommit, t.ID(), err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: compaction of tablet %s: nothing committed", ErrCommit, t.ID())
 	}
 	if major {
 		c.noteMajor(t.ID(), time.Now(), info.FooterRef())
@@ -276,7 +278,6 @@ func (c *Coordinator) compact(ctx context.Context, t Tablet, major bool, width i
 	if c.opts.OnCompaction != nil {
 		c.opts.OnCompaction(major, inBytes, info.Size, time.Since(start))
 	}
-	c.deleteFiles(files)
 	c.log.Debug("compaction done", "tablet", t.ID(), "major", major, "files", len(footers), "in_bytes", inBytes, "out_bytes", info.Size, "took", time.Since(start))
 	if paced {
 		c.pace(ctx, inBytes, time.Since(start))

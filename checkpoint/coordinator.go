@@ -105,6 +105,12 @@ type Options struct {
 	// minutes; negative disables it.
 	OrphanEvery time.Duration
 
+	// Lease reports whether this node may commit now (a tserver: its lease
+	// from the master is valid). Without it no checkpoint, compaction,
+	// commit or deletion starts, and what is in flight is abandoned before
+	// its commit or its deletions (docs/design.md 'Fencing'). nil: always.
+	Lease func() bool
+
 	// Logger receives progress and errors. Default slog.Default().
 	Logger *slog.Logger
 
@@ -118,6 +124,9 @@ type Options struct {
 	// hook, when set (tests), is called after each step of Checkpoint
 	// with the step's number; an error stops the checkpoint there.
 	hook func(step int) error
+	// compactHook, when set (tests), is called between a compaction's
+	// write of its output and its commit.
+	compactHook func(t Tablet)
 }
 
 func (o Options) withDefaults() Options {
@@ -218,9 +227,29 @@ type tabletState struct {
 	// lies at or after it. nil when no standby is pending or its roll failed.
 	sealedAt *wal.Position
 	// flushed is the TSFile of the standby buffer, written but not yet
-	// named by a committed update (step 7 failed): the next checkpoint
+	// installed (step 7 failed, or its install did): the next checkpoint
 	// commits it instead of flushing the buffer again.
 	flushed *tsfile.Info
+	// compacted is a compaction whose commit's outcome is unknown (the
+	// metadata may name its output or its run): every later update of the
+	// load names the output in place of the run, with the run as
+	// Replaced, until one is accepted and the compaction installed.
+	compacted *pendingCompaction
+}
+
+// pendingCompaction is a compaction written but not yet installed.
+type pendingCompaction struct {
+	run   []tsfile.Info // the replaced files, in read-set order
+	info  tsfile.Info   // the output; Footer 0: nothing was left
+	major bool
+}
+
+func (p *pendingCompaction) refs() []blockstore.BlockRef {
+	out := make([]blockstore.BlockRef, len(p.run))
+	for i, f := range p.run {
+		out[i] = f.FooterRef()
+	}
+	return out
 }
 
 // Stats are cumulative counters.
@@ -464,6 +493,9 @@ type Result struct {
 func (c *Coordinator) Checkpoint(ctx context.Context) (Result, error) {
 	var res Result
 	began := time.Now()
+	if !c.leaseValid() {
+		return res, ErrNoLease
+	}
 	if err := c.acquire(ctx); err != nil {
 		return res, err
 	}
@@ -600,7 +632,6 @@ func (c *Coordinator) Checkpoint(ctx context.Context) (Result, error) {
 	t4 := time.Now()
 	c.metaMu.Lock()
 	var ups []Update
-	var upTabs []Tablet
 	for i, p := range parts {
 		if flushErrs[i] != nil {
 			continue // its old positions still cover its data
@@ -609,7 +640,7 @@ func (c *Coordinator) Checkpoint(ctx context.Context) (Result, error) {
 		if p.t.HasStandby() && ts.flushed == nil {
 			continue
 		}
-		u := Update{TabletID: p.t.ID(), Epoch: p.t.Epoch(), TSFiles: c.filesLocked(p.t, ts)}
+		u := c.updateLocked(p.t, ts)
 		switch {
 		case p.swapped || !p.pending:
 			// Everything written before the roll is in TSFiles now.
@@ -622,27 +653,26 @@ func (c *Coordinator) Checkpoint(ctx context.Context) (Result, error) {
 			// Sealed by a failed roll: keep the positions.
 		}
 		ups = append(ups, u)
-		upTabs = append(upTabs, p.t)
 	}
-	ups, upTabs, commitErr := c.commit(ctx, ups, upTabs)
-	if commitErr == nil {
-		for _, t := range upTabs {
-			ts := c.stateOf(t)
-			if ts.flushed != nil {
-				if err := t.InstallFlushed(*ts.flushed); err != nil {
-					c.log.Warn("checkpoint: install flushed TSFile", "tablet", t.ID(), "err", err)
-				}
-				c.noteFiles(t.ID(), len(t.Files()))
+	committed, commitErr := c.commit(ctx, ups, func(u Update, ts *tabletState) error {
+		t := u.Load
+		if ts.flushed != nil {
+			if err := t.InstallFlushed(*ts.flushed); err != nil {
+				// The metadata names the file: it stays pending, named
+				// by the next update, and is installed by a later one.
+				return fmt.Errorf("checkpoint: install flushed TSFile of tablet %s: %w", t.ID(), err)
 			}
-			ts.flushed, ts.sealedAt = nil, nil
+			c.noteFiles(t.ID(), len(t.Files()))
 		}
-		res.Committed = len(ups)
-	}
+		ts.flushed, ts.sealedAt = nil, nil
+		return nil
+	})
+	res.Committed = committed
 	c.metaMu.Unlock()
 	res.Commit = time.Since(t4)
 	if commitErr != nil {
 		c.count(func(s *Stats) { s.FailedCommits++ })
-		c.log.Error("checkpoint: metadata commit failed; the next checkpoint retries", "err", commitErr)
+		c.log.Error("checkpoint: metadata commit failed or refused; the next checkpoint retries", "committed", committed, "err", commitErr)
 		errs = append(errs, fmt.Errorf("%w: %w", ErrCommit, commitErr))
 		return res, errors.Join(errs...)
 	}
@@ -658,43 +688,151 @@ func (c *Coordinator) Checkpoint(ctx context.Context) (Result, error) {
 	return res, errors.Join(errs...)
 }
 
-// filesLocked is the file list to commit for t: its read set, and before
-// it a flushed file not yet installed. Called with metaMu held.
-func (c *Coordinator) filesLocked(t Tablet, ts *tabletState) []tsfile.Info {
+// updateLocked is the update of t's load as its state stands: its read
+// set, before it a flushed file not yet installed, and a pending
+// compaction's output in place of its run (which it replaces). Log
+// positions are left to the caller. Called with metaMu held.
+func (c *Coordinator) updateLocked(t Tablet, ts *tabletState) Update {
 	files := t.Files()
 	if ts.flushed != nil {
 		files = append([]tsfile.Info{*ts.flushed}, files...)
 	}
-	return files
+	u := Update{TabletID: t.ID(), Epoch: t.Epoch(), Load: t}
+	if pc := ts.compacted; pc != nil {
+		u.Replaced = pc.refs()
+		files = replaceRun(files, u.Replaced, pc.info)
+	}
+	u.TSFiles = files
+	return u
 }
 
-// commit calls Meta.Commit; when the metadata refuses some tablets it
-// commits the rest again without them. It returns what was committed.
-// Called with metaMu held.
-func (c *Coordinator) commit(ctx context.Context, ups []Update, tabs []Tablet) ([]Update, []Tablet, error) {
+// commit is the one way an update reaches the Metadata (doc.go, 'Fencing').
+// With metaMu held, it
+//
+//   - commits nothing without a valid lease (ErrNoLease);
+//   - holds each update's load (Load) from before the commit until after
+//     done ran for it, and refuses an update whose load ended
+//     (ErrLoadEnded);
+//   - calls Meta.Commit; when the metadata refuses some tablets
+//     (*RefusedError) it commits the rest again without them;
+//   - for every accepted update, installs and deletes its load's pending
+//     compaction (the deletions only while the lease holds), then calls
+//     done (nil: nothing more).
+//
+// A refused update's pending compaction is dropped: its output is left to
+// the orphan pass, its run to the metadata that still names it. It returns
+// how many updates were accepted and an error when any was not: a
+// *RefusedError for the refused ones, or the commit's error (outcome
+// unknown: the state stays for the next commit to name again).
+func (c *Coordinator) commit(ctx context.Context, ups []Update, done func(Update, *tabletState) error) (int, error) {
 	if len(ups) == 0 {
-		return nil, nil, nil
+		return 0, nil
 	}
-	err := c.opts.Meta.Commit(ctx, ups)
-	var ref *RefusedError
-	if err == nil || !errors.As(err, &ref) || len(ref.Tablets) == 0 {
-		return ups, tabs, err
+	if !c.leaseValid() {
+		return 0, ErrNoLease
 	}
-	var ups2 []Update
-	var tabs2 []Tablet
-	for i, u := range ups {
-		if _, bad := ref.Tablets[u.TabletID]; bad {
-			c.log.Warn("checkpoint: metadata refused a tablet", "tablet", u.TabletID, "err", ref.Tablets[u.TabletID])
-			continue
+	refused := map[string]error{}
+	loads := make(map[string]Tablet, len(ups))
+	held := ups[:0:0]
+	for _, u := range ups {
+		loads[u.TabletID] = u.Load
+		if l, ok := u.Load.(Load); ok {
+			release, ok := l.Hold()
+			if !ok {
+				refused[u.TabletID] = fmt.Errorf("tablet %s: %w", u.TabletID, ErrLoadEnded)
+				continue
+			}
+			defer release()
 		}
-		ups2 = append(ups2, u)
-		tabs2 = append(tabs2, tabs[i])
+		held = append(held, u)
 	}
-	if len(ups2) == 0 {
-		return nil, nil, nil
+	ups = held
+	var err error
+	if len(ups) > 0 {
+		err = c.opts.Meta.Commit(ctx, ups)
+		var ref *RefusedError
+		if errors.As(err, &ref) && len(ref.Tablets) > 0 {
+			var rest []Update
+			for _, u := range ups {
+				if why, bad := ref.Tablets[u.TabletID]; bad {
+					refused[u.TabletID] = why
+					continue
+				}
+				rest = append(rest, u)
+			}
+			ups, err = rest, nil
+			if len(ups) > 0 {
+				err = c.opts.Meta.Commit(ctx, ups)
+			}
+		}
 	}
-	return ups2, tabs2, c.opts.Meta.Commit(ctx, ups2)
+	for id, why := range refused {
+		c.log.Warn("checkpoint: metadata refused a tablet's update", "tablet", id, "err", why)
+		if ts := c.tabs[id]; ts != nil && ts.owner == loads[id] {
+			ts.compacted = nil
+		}
+	}
+	if err != nil {
+		if len(refused) > 0 {
+			err = errors.Join(err, &RefusedError{Tablets: refused})
+		}
+		return 0, err
+	}
+	var errs []error
+	for _, u := range ups {
+		ts := c.stateOf(u.Load)
+		if err := c.installCompaction(u.Load, ts); err != nil {
+			errs = append(errs, err)
+		}
+		if done != nil {
+			if err := done(u, ts); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if len(refused) > 0 {
+		errs = append(errs, &RefusedError{Tablets: refused})
+	}
+	return len(ups), errors.Join(errs...)
 }
+
+// installCompaction installs t's pending compaction, which an accepted
+// update named, and deletes its run's blocks while the lease holds.
+// Called by commit with metaMu and the load held.
+func (c *Coordinator) installCompaction(t Tablet, ts *tabletState) error {
+	pc := ts.compacted
+	if pc == nil {
+		return nil
+	}
+	ts.compacted = nil
+	comp, ok := t.(Compactor)
+	if !ok {
+		return fmt.Errorf("checkpoint: tablet %s cannot compact", t.ID())
+	}
+	if err := comp.InstallCompacted(pc.refs(), pc.info); err != nil {
+		// The metadata names the output and not the run, so the run's
+		// blocks stay: the orphan pass collects them once unused.
+		return fmt.Errorf("checkpoint: install compacted file of tablet %s: %w", t.ID(), err)
+	}
+	c.noteFiles(t.ID(), len(t.Files()))
+	// Counted with the install, under metaMu: Stats never lag the file
+	// list a reader sees.
+	c.count(func(s *Stats) {
+		s.CompactedBytes += pc.info.Size
+		s.Compactions++
+		if pc.major {
+			s.MajorCompacts++
+		}
+	})
+	if !c.leaseValid() {
+		c.log.Warn("checkpoint: lease lost after a compaction's commit; its replaced files are left to the orphan pass", "tablet", t.ID())
+		return nil
+	}
+	c.deleteFiles(pc.run)
+	return nil
+}
+
+func (c *Coordinator) leaseValid() bool { return c.opts.Lease == nil || c.opts.Lease() }
 
 func (c *Coordinator) step(n int) error {
 	c.running.setStep(n)

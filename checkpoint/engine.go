@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"sync"
 	"sync/atomic"
 
 	"bighive/tablet"
@@ -9,10 +10,17 @@ import (
 
 // Engine adapts a *tablet.Tablet to Tablet, Compactor and Replayer: it
 // adds the assignment epoch and the serving flag the engine does not keep.
+//
+// One Engine is one load of the tablet (Load): Close ends it, after the
+// background commits that hold it finished, and no later commit, install
+// or deletion computed for it runs.
 type Engine struct {
 	*tablet.Tablet
 	epoch   int64
 	serving atomic.Bool
+
+	loadMu sync.RWMutex // held shared by Hold, exclusively by Close
+	ended  bool         // guarded by loadMu
 }
 
 var (
@@ -20,6 +28,7 @@ var (
 	_ Compactor        = (*Engine)(nil)
 	_ GarbageEstimator = (*Engine)(nil)
 	_ Replayer         = (*Engine)(nil)
+	_ Load             = (*Engine)(nil)
 )
 
 // NewEngine wraps t at epoch. It is not serving until SetServing(true).
@@ -35,6 +44,27 @@ func (e *Engine) Serving() bool { return e.serving.Load() }
 
 // SetServing marks the tablet loaded (logs replayed) or not.
 func (e *Engine) SetServing(v bool) { e.serving.Store(v) }
+
+// Hold keeps the load from ending (Close waits) until release is called;
+// ok is false once Close began.
+func (e *Engine) Hold() (release func(), ok bool) {
+	e.loadMu.RLock()
+	if e.ended {
+		e.loadMu.RUnlock()
+		return nil, false
+	}
+	return e.loadMu.RUnlock, true
+}
+
+// Close ends the load: it waits for the commits holding it (Hold), makes
+// every later Hold fail and stops serving, then closes the engine.
+func (e *Engine) Close() error {
+	e.loadMu.Lock()
+	e.ended = true
+	e.serving.Store(false)
+	e.loadMu.Unlock()
+	return e.Tablet.Close()
+}
 
 // Replay applies a logged mutation to the active buffer with its logged
 // write sequence and timestamps (so replaying twice is replaying once), and

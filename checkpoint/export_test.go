@@ -12,6 +12,13 @@ func WithHook(opts Options, hook func(step int) error) Options {
 	return opts
 }
 
+// WithCompactHook returns opts with a hook called between a compaction's
+// write of its output and its commit.
+func WithCompactHook(opts Options, hook func(t Tablet)) Options {
+	opts.compactHook = hook
+	return opts
+}
+
 // MajorDue exposes Coordinator.majorDue; NoteMajor, noteMajor.
 func MajorDue(c *Coordinator, id string, now time.Time) bool { return c.majorDue(id, now) }
 func NoteMajor(c *Coordinator, id string, now time.Time)     { c.noteMajor(id, now, blockstore.BlockRef{}) }

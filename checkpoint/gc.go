@@ -48,10 +48,13 @@ func (c *Coordinator) CollectLogs(ctx context.Context) error {
 // deletes blocks of a store not its own). With grace 0 they are deleted at once: right
 // only at start-up, before anything writes. It excludes checkpoints,
 // compactions and splits while it runs, and returns the number of blocks
-// deleted.
+// deleted. Without a valid lease it deletes nothing (ErrNoLease).
 func (c *Coordinator) CollectOrphans(ctx context.Context, grace time.Duration) (int, error) {
 	if c.opts.Refs == nil || c.opts.Blocks == nil {
 		return 0, nil
+	}
+	if !c.leaseValid() {
+		return 0, ErrNoLease
 	}
 	if err := c.acquire(ctx); err != nil {
 		return 0, err
@@ -89,6 +92,11 @@ func (c *Coordinator) CollectOrphans(ctx context.Context, grace time.Duration) (
 				inUse[ref] = struct{}{}
 			}
 		}
+		if ts.compacted != nil { // a later update names it
+			for _, ref := range ts.compacted.info.BlockRefs() {
+				inUse[ref] = struct{}{}
+			}
+		}
 	}
 	c.metaMu.Unlock()
 
@@ -116,6 +124,9 @@ func (c *Coordinator) CollectOrphans(ctx context.Context, grace time.Duration) (
 	c.orphanSeen = seen
 	if len(doomed) == 0 {
 		return 0, nil
+	}
+	if !c.leaseValid() {
+		return 0, ErrNoLease
 	}
 	tx := c.opts.Blocks.NewDeletionTransaction()
 	for _, id := range doomed {

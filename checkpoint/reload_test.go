@@ -95,8 +95,9 @@ func TestReloadedTabletIgnoresOldFlush(t *testing.T) {
 					t.Fatal(err)
 				}
 				res, err := n.coord.Checkpoint(ctx)
-				if err != nil {
-					t.Fatalf("checkpoint with a refused tablet: %v", err)
+				var ref *checkpoint.RefusedError
+				if !errors.As(err, &ref) || ref.Tablets[id] == nil || !errors.Is(err, checkpoint.ErrStaleEpoch) {
+					t.Fatalf("checkpoint with a refused tablet: %v, want a RefusedError naming %s for its stale epoch", err, id)
 				}
 				if res.Committed != cfg.tablets-1 {
 					t.Fatalf("checkpoint committed %d tablets, want %d (all but the refused one)", res.Committed, cfg.tablets-1)

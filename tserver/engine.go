@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc/codes"
 
@@ -40,6 +41,7 @@ func newEngineState(s *Server) *engineState {
 		Refs:     masterRefs{s},
 		LogGC:    s.wal,
 		Logger:   s.log,
+		Lease:    s.leaseValid,
 
 		OnCheckpoint:   s.metrics.onCheckpoint,
 		OnCompaction:   s.metrics.onCompaction,
@@ -139,23 +141,50 @@ func positionsFromPB(ps []*pb.LogPosition) []wal.Position {
 
 // masterMeta is the checkpoint's Metadata seam backed by the master: one
 // ReportCheckpoint (one raft command) for every tablet of a checkpoint.
+// It is the tserver's side of the fencing rule (docs/design.md
+// 'Fencing'): nothing is sent without a valid lease, and the call ends
+// when the lease does; an update of a tablet not registered here, or
+// whose load is not the registered one, is refused, not skipped; every
+// report is a compare-and-swap of the file list (fence_files).
 type masterMeta struct{ s *Server }
 
 func (m masterMeta) Commit(ctx context.Context, updates []checkpoint.Update) error {
+	now := time.Now()
+	if !m.s.leaseValid() {
+		return checkpoint.ErrNoLease
+	}
+	// Past the lease the master may give the tablets to another tserver:
+	// a report still in flight then is abandoned, its outcome unknown.
+	ctx, cancel := context.WithTimeout(ctx, m.s.lease.remaining(now))
+	defer cancel()
 	req := &pb.ReportCheckpointRequest{TserverUuid: m.s.uuid}
+	refused := map[string]error{}
 	for _, u := range updates {
 		r := m.s.tablets.get(u.TabletID)
-		if r == nil {
+		switch {
+		case r == nil:
+			refused[u.TabletID] = fmt.Errorf("tablet %s is not registered on this tserver: %w", u.TabletID, checkpoint.ErrUnknownTablet)
+			continue
+		case u.Load != nil && checkpoint.Tablet(r.Engine()) != u.Load:
+			refused[u.TabletID] = fmt.Errorf("tablet %s is served by another load: %w", u.TabletID, checkpoint.ErrLoadEnded)
 			continue
 		}
-		rep := &pb.CheckpointReport{TabletId: u.TabletID, Epoch: u.Epoch, Tsfiles: m.s.tsfileRefs(u.TSFiles)}
+		rep := &pb.CheckpointReport{TabletId: u.TabletID, Epoch: u.Epoch, Tsfiles: m.s.tsfileRefs(u.TSFiles), FenceFiles: true}
+		for _, ref := range u.Replaced {
+			store := ref.Store
+			if store == "" {
+				store = m.s.uuid // as tsfileRefs names such files
+			}
+			rep.Replaced = append(rep.Replaced, &pb.TSFileRef{BlockStoreUuid: store, FooterBlock: uint64(ref.ID)})
+		}
 		if u.LogPositions != nil { // nil: a compaction, the list stays
 			rep.LogPositions = positionsToPB(u.LogPositions)
 		}
 		req.Reports = append(req.Reports, rep)
 	}
-	if len(req.Reports) == 0 {
-		return nil
+	if len(refused) > 0 {
+		// The batch is all or nothing for the caller: send none of it.
+		return &checkpoint.RefusedError{Tablets: refused}
 	}
 	var resp *pb.ReportCheckpointResponse
 	err := m.s.master.Call(ctx, func(ctx context.Context, mc pb.MasterClient) (err error) {
@@ -165,15 +194,25 @@ func (m masterMeta) Commit(ctx context.Context, updates []checkpoint.Update) err
 	if err != nil {
 		return fmt.Errorf("tserver: report checkpoint: %w", err)
 	}
-	refused := map[string]error{}
+	if n := len(resp.GetStatuses()); n != len(req.Reports) {
+		return fmt.Errorf("tserver: report checkpoint: %d statuses for %d reports; outcome unknown", n, len(req.Reports))
+	}
 	for i, st := range resp.GetStatuses() {
-		if i >= len(req.Reports) || codes.Code(st.Code) == codes.OK {
+		code := codes.Code(st.Code)
+		if code == codes.OK {
 			continue
 		}
 		id := req.Reports[i].TabletId
-		cause := checkpoint.ErrUnknownTablet
-		if codes.Code(st.Code) == codes.FailedPrecondition {
+		var cause error
+		switch code {
+		case codes.FailedPrecondition:
 			cause = checkpoint.ErrStaleEpoch
+		case codes.NotFound:
+			cause = checkpoint.ErrUnknownTablet
+		case codes.Aborted:
+			cause = checkpoint.ErrFilesChanged
+		default:
+			cause = apierr.FromRowStatus(st)
 		}
 		refused[id] = fmt.Errorf("tablet %s: %s: %w", id, st.Message, cause)
 	}

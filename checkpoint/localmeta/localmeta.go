@@ -279,8 +279,9 @@ func (d *DB) load(b *bolt.Bucket, id string, epoch int64) (checkpoint.TabletMeta
 }
 
 // Commit applies every update in one bbolt transaction: all or nothing.
-// An update whose tablet is unknown or at another epoch makes the whole
-// batch fail with a *checkpoint.RefusedError naming those tablets. Durable
+// An update whose tablet is unknown or at another epoch, or whose file
+// list drops a recorded file it does not replace (Update.Drops), makes the
+// whole batch fail with a *checkpoint.RefusedError naming those tablets. Durable
 // when it returns nil.
 func (d *DB) Commit(ctx context.Context, updates []checkpoint.Update) error {
 	if err := ctx.Err(); err != nil {
@@ -298,6 +299,14 @@ func (d *DB) Commit(ctx context.Context, updates []checkpoint.Update) error {
 			}
 			if err != nil {
 				return err
+			}
+			recorded := make([]blockstore.BlockRef, len(m.TSFiles))
+			for j, f := range m.TSFiles {
+				recorded[j] = f.FooterRef()
+			}
+			if ref, drops := u.Drops(recorded); drops {
+				refused[u.TabletID] = fmt.Errorf("tablet %s: file %v: %w", u.TabletID, ref, checkpoint.ErrFilesChanged)
+				continue
 			}
 			if u.LogPositions != nil {
 				m.LogPositions = slices.Clone(u.LogPositions)

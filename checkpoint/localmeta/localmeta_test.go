@@ -220,3 +220,56 @@ func TestStoresKeptApart(t *testing.T) {
 		}
 	}
 }
+
+// TestCommitIsCompareAndSwap: an update may leave out of the recorded
+// list only the files it names as Replaced; one computed from another
+// list (an ended load's, a closed engine's empty one) is refused and
+// changes nothing.
+func TestCommitIsCompareAndSwap(t *testing.T) {
+	ctx := context.Background()
+	a, b := file(5, 4), file(7, 6)
+	tests := []struct {
+		name     string
+		files    []tsfile.Info
+		replaced []tsfile.Info
+		wantErr  error
+	}{
+		{"checkpoint adds a file", []tsfile.Info{file(9, 8), a, b}, nil, nil},
+		{"compaction replaces its run", []tsfile.Info{file(11, 10)}, []tsfile.Info{a, b}, nil},
+		{"retry of an applied update", []tsfile.Info{a, b}, nil, nil},
+		{"drops a file it does not replace", []tsfile.Info{file(11, 10), b}, nil, checkpoint.ErrFilesChanged},
+		{"closed engine's empty list", nil, []tsfile.Info{a}, checkpoint.ErrFilesChanged},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			db, _ := openTemp(t)
+			if err := db.Create(ctx, checkpoint.TabletMeta{TabletID: "t1", Epoch: 1, TSFiles: []tsfile.Info{a, b}}); err != nil {
+				t.Fatal(err)
+			}
+			u := checkpoint.Update{TabletID: "t1", Epoch: 1, TSFiles: tc.files}
+			for _, f := range tc.replaced {
+				u.Replaced = append(u.Replaced, f.FooterRef())
+			}
+			err := db.Commit(ctx, []checkpoint.Update{u})
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("Commit: %v, want %v", err, tc.wantErr)
+			}
+			m, err := db.Get("t1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := tc.files
+			if tc.wantErr != nil {
+				want = []tsfile.Info{a, b}
+			}
+			if len(m.TSFiles) != len(want) {
+				t.Fatalf("recorded %d files, want %d", len(m.TSFiles), len(want))
+			}
+			for i := range want {
+				if m.TSFiles[i].FooterRef() != want[i].FooterRef() {
+					t.Errorf("file %d is %v, want %v", i, m.TSFiles[i].FooterRef(), want[i].FooterRef())
+				}
+			}
+		})
+	}
+}
