@@ -44,7 +44,8 @@
 //     never replaced by the old load's file.
 //   - Only serving tablets (logs replayed) take part.
 //   - Replaced TSFiles' blocks are deleted with one deletion transaction
-//     only after a commit that no longer names them.
+//     only after an accepted commit of the same load that no longer names
+//     them, while that load is held and the lease is valid (Fencing).
 //   - A block is named by (store UUID, block ID) — blockstore.BlockRef —
 //     wherever it is referenced, compared or deleted: IDs are unique only
 //     inside one store. A deletion goes only to Options.Blocks and only for
@@ -65,6 +66,26 @@
 //     file; orphan collection deletes only blocks of Options.Store that no
 //     tablet anywhere names and no local tablet uses, after a grace period
 //     (invariant 9 in docs/design.md, 'nothing named is deleted').
+//
+// # Fencing
+//
+// Every metadata update goes through one function (commit) and follows
+// the fencing rule of docs/design.md ('Fencing background commits'):
+//
+//   - an update names its load (Update.Load, the Tablet value) and is
+//     refused with ErrLoadEnded once that load ended: the coordinator
+//     holds the load (Load.Hold) from before the commit until after the
+//     install and the deletions that follow, and Engine.Close waits for
+//     that hold;
+//   - nothing starts, commits or deletes without a valid lease
+//     (Options.Lease, ErrNoLease);
+//   - the file list is a compare-and-swap (Update.Replaced, Update.Drops,
+//     ErrFilesChanged);
+//   - a refusal (*RefusedError) installs and deletes nothing, and is
+//     returned as an error; a commit without an answer leaves what it
+//     named pending in the load's state (a flushed file, a compaction),
+//     and the next update of that load names it again until one is
+//     accepted.
 //
 // # Compaction backlog
 //
