@@ -175,6 +175,16 @@ func TestAuthMatrix(t *testing.T) {
 		return wOrders.Put(ctx, "w1", "cf", "q", []byte("by writer"))
 	})
 	t.Logf("a new grant reached the tserver after %v (heartbeat %v)", took, authHeartbeat)
+	// The reader's grant was made after the writer's and may come with a
+	// later heartbeat.
+	rFirst, err := dialAs(t, c, readerToken).Open(ctx, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pollUntil(t, "reader's grant reaches the tserver", 30*time.Second, func() error {
+		_, err := rFirst.Get(ctx, "w1")
+		return err
+	})
 
 	// read writing: PermissionDenied, on the batch stream and on unary
 	// calls, and the row is absent afterwards.
