@@ -116,18 +116,11 @@ func (m mergeMaster) ReportMerge(ctx context.Context, rep merge.Report) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, reportMergeTimeout)
 	defer cancel()
-	err := m.s.master.Call(ctx, func(ctx context.Context, mc pb.MasterClient) error {
+	return m.s.report(ctx, merge.ErrRefused, func(ctx context.Context, mc pb.MasterClient) error {
 		resp, err := mc.ReportMerge(ctx, req)
 		if err == nil {
 			*m.committed = resp.Merged
 		}
 		return err
 	})
-	switch apierr.CodeOf(err) {
-	case codes.OK:
-		return nil
-	case codes.InvalidArgument, codes.FailedPrecondition, codes.AlreadyExists, codes.NotFound:
-		return fmt.Errorf("%w: %w", merge.ErrRefused, err)
-	}
-	return err
 }
