@@ -59,6 +59,8 @@ func (s *Server) Merge(ctx context.Context, req *pb.MergeRequest) (*pb.MergeResp
 		return nil, apierr.Wrap(codes.FailedPrecondition, err, "merge %s+%s", left.ID(), right.ID())
 	case errors.Is(err, merge.ErrBusy):
 		return nil, apierr.Wrap(codes.ResourceExhausted, err, "tserver %s: merge %s+%s", s.addr, left.ID(), right.ID())
+	case errors.Is(err, merge.ErrOutcomeUnknown):
+		return nil, apierr.Wrap(codes.Aborted, err, "tserver %s: merge %s+%s may have committed; both unloaded here, the master's metadata decides", s.addr, left.ID(), right.ID())
 	}
 	return nil, apierr.Wrap(codes.Aborted, err, "tserver %s: merge %s+%s failed; nothing changed", s.addr, left.ID(), right.ID())
 }

@@ -312,9 +312,11 @@ func (s *Server) Split(ctx context.Context, req *pb.SplitRequest) (*pb.SplitResp
 		return nil, apierr.Tablet(pb.TabletError_NOT_SERVING, r.ID(), r.Epoch(), "tablet %s is not serving on %s", r.ID(), s.addr)
 	case errors.Is(err, split.ErrBusy):
 		return nil, apierr.Wrap(codes.Unavailable, err, "tserver %s: split tablet %s", s.addr, r.ID())
+	case errors.Is(err, split.ErrOutcomeUnknown):
+		return nil, apierr.Wrap(codes.Aborted, err, "tserver %s: split of tablet %s may have committed; it is unloaded here, the master's metadata decides", s.addr, r.ID())
 	}
-	// The parent is intact (or unloaded, if the outcome is unknown); a
-	// split is not retried by the caller's library but by a later request.
+	// The parent is intact; a split is not retried by the caller's library
+	// but by a later request.
 	return nil, apierr.Wrap(codes.Aborted, err, "tserver %s: split tablet %s failed; nothing changed", s.addr, r.ID())
 }
 
