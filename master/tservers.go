@@ -104,6 +104,8 @@ func (m *Master) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.H
 	plan := planHeartbeat(base, req, gen, now, ls.movesFromLocked(req.Uuid))
 	ls.mu.Unlock()
 	ok := false
+	// held is guarded by the tserver's heartbeat lock, not ls.mu
+	// (heldset.go): this runs before the deferred unlock above.
 	defer func() {
 		if !ok && base != nil && req.Delta && !plan.sendFull {
 			base.held = nil // applied in place, not acknowledged: no base

@@ -57,6 +57,23 @@
 // fenced and the caller unloads both: whichever the master decided, the
 // next owner loads from metadata that covers every acknowledged write.
 //
+// # A refusal of a retried report is outcome unknown
+//
+// Only a definite refusal (ErrRefused) undoes the merge: the parents take
+// writes again and the flushed files are deleted. A refusal is definite
+// only when it answered the report's first attempt. The master connection
+// retries an attempt on another master after a transport error, a timeout
+// or a leader change, and the attempt it retries may have committed with
+// its reply lost. The master answers a retried report of a committed merge
+// as committed only while the merged tablet is the reporter's (meta's
+// mergeDone); once it moved, or was split or merged again, the retry is
+// refused (NotFound, FailedPrecondition …) though the merge committed.
+// Undoing the merge then would let parents the metadata no longer has
+// take writes no later owner reads, and delete files the merged tablet
+// names. So a refusal of a retried report is outcome unknown: the parents
+// stay fenced and are unloaded, nothing is deleted, and the master assigns
+// whatever its metadata holds.
+//
 // Writes stop for the fence only: from step 3 to the merged tablet's load,
 // which is two buffer flushes (small, after step 1's checkpoint), one raft
 // command and opening TSFiles.

@@ -21,7 +21,8 @@ var (
 	// the next checkpoint flushes it and the merge is retried after.
 	ErrBusy = errors.New("merge: tablet has an unflushed standby buffer")
 	// ErrRefused wraps the master's definite refusal of the report (stale
-	// epoch, not the owner, not adjacent): nothing was committed.
+	// epoch, not the owner, not adjacent), one that answered the report's
+	// first attempt: nothing was committed.
 	ErrRefused = errors.New("merge: master refused the merge")
 	// ErrOutcomeUnknown: the report's outcome is unknown. Both parents
 	// stay fenced and must be unloaded here.
@@ -79,8 +80,11 @@ type Master interface {
 	AllocateTabletIDs(ctx context.Context, n int) ([]string, error)
 	// ReportMerge asks the master to replace both parents by the merged
 	// tablet in one transaction: nil once committed (also for a retried
-	// report of a committed merge), an error wrapping ErrRefused when the
-	// master refused it, any other error when the outcome is unknown.
+	// report of a committed merge), an error wrapping ErrRefused only when
+	// the master's refusal is definite, any other error when the outcome
+	// is unknown. A refusal of a retried report (an earlier attempt may
+	// have committed with its reply lost) is outcome unknown, not
+	// ErrRefused (doc.go).
 	ReportMerge(ctx context.Context, r Report) error
 }
 

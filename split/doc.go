@@ -78,6 +78,19 @@
 // decided, the next owner of the rows loads them from metadata that covers
 // every acknowledged write.
 //
+// A refusal of a retried report is outcome unknown too. Only a definite
+// refusal (ErrRefused) undoes the split (the parent takes writes again,
+// the split logs and the children's TSFiles are deleted), and a refusal is
+// definite only when it answered the report's first attempt. The master
+// connection retries an attempt on another master after a transport
+// error, a timeout or a leader change, and the attempt it retries may have
+// committed with its reply lost. The master answers a retried report of a
+// committed split as committed only while both children exist as the
+// split made them (meta's splitDone); once a child was split or merged
+// again the retry is refused (NotFound …) though the split committed, and
+// undoing it would let a parent the metadata no longer has take writes
+// and delete the files and split logs the children name.
+//
 // # Storms
 //
 // The tserver (tserver/split.go) splits a tablet at most once per interval,

@@ -33,7 +33,8 @@ var (
 	// ErrSplitLog wraps a failed append to a split log.
 	ErrSplitLog = errors.New("split: split log append failed")
 	// ErrRefused wraps the master's definite refusal of the report (stale
-	// epoch, unknown parent, bad children): nothing was committed.
+	// epoch, unknown parent, bad children), one that answered the report's
+	// first attempt: nothing was committed.
 	ErrRefused = errors.New("split: master refused the split")
 	// ErrOutcomeUnknown: the report's outcome is unknown (the master did
 	// not answer). The parent must stay fenced and be unloaded here; the
@@ -96,8 +97,10 @@ type Master interface {
 	// ReportSplit asks the master to replace the parent by the children in
 	// one transaction (step 6). It returns nil once committed (a retried
 	// report of a committed split also answers nil), an error wrapping
-	// ErrRefused when the master refused it, any other error when the
-	// outcome is unknown.
+	// ErrRefused only when the master's refusal is definite, any other
+	// error when the outcome is unknown. A refusal of a retried report (an
+	// earlier attempt may have committed with its reply lost) is outcome
+	// unknown, not ErrRefused (doc.go).
 	ReportSplit(ctx context.Context, r Report) error
 }
 

@@ -21,9 +21,10 @@ import (
 // rule (max versions, max age, nested unions and intersections) or a
 // family's absence from the schema hide; when the run holds the tablet's
 // oldest file it drops the tombstones too, since every cell they can hide
-// is in the run (a newer file holds only higher sequences) and replay never
-// applies a record at or below the files' largest sequence again (see
-// "Compactions" in the package doc). A major compaction always keeps an
+// is in the run (of each row, a newer file holds only higher sequences;
+// across rows not, after a merge) and replay never applies a record at or
+// below the files' largest sequence again (see "Compactions" in the
+// package doc). A major compaction always keeps an
 // entry of the run's highest sequence, so the files' largest sequence,
 // which bounds replay, never goes down: that entry itself, or, for a cell
 // it drops, a column tombstone of that cell's timestamp (see

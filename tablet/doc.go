@@ -126,19 +126,29 @@
 // cell overwrote, and the cell does not come back when the rule is
 // relaxed or the family created again). Why purging is safe:
 //
-//  1. Files are ordered by sequence: every entry of a newer file has a
-//     higher sequence than every entry of an older one. A flush writes a
-//     buffer swapped while no write is in flight (the write path assigns
-//     sequences and applies under the checkpoint's shared state lock, the
-//     swap takes it exclusively), a buffer is flushed and committed before
-//     the next swap, replay applies only records above every file (3), and
-//     a compaction replaces an adjacent run by one file.
+//  1. Files are ordered by sequence row by row: every entry of a row in a
+//     newer file has a higher sequence than every entry of that row in an
+//     older one. A flush writes a buffer swapped while no write is in
+//     flight (the write path assigns sequences and applies under the
+//     checkpoint's shared state lock, the swap takes it exclusively), a
+//     buffer is flushed and committed before the next swap, replay applies
+//     only records above every file (3), a compaction replaces an adjacent
+//     run by one file, a split child's file is its parent's snapshot
+//     clipped to its range, and a merged tablet writes above every file of
+//     both parents. Across rows the order need not hold: a merged tablet's
+//     list is the merge's flushed files (the left parent's, then the
+//     right's), then the left parent's files, then the right's, and each
+//     parent had a sequence of its own, so a file of the right parent may
+//     hold higher sequences than a file of the left listed before it. A
+//     row, though, lived in one parent only.
 //  2. Hence every logged record whose sequences are at or below F, the
 //     largest MaxSeq of the tablet's files, is in the files (or was
 //     dropped from them with what hid it). A split child's file is its
 //     parent's snapshot clipped to its range; its split log holds only
-//     later writes. A major compaction keeps an entry of sequence F, so
-//     F never goes down, even when everything else is dropped.
+//     later writes. A merged tablet replays no log of its parents: its
+//     files hold their buffers as of the fence. A major compaction keeps
+//     an entry of sequence F, so F never goes down, even when everything
+//     else is dropped.
 //  3. Replay (log positions, recovery files, split logs) skips a record
 //     whose last sequence is at or below FlushedSeq, the F of the files
 //     Open was given. Such records are read: a checkpoint names the log
@@ -147,10 +157,11 @@
 //     so until the next checkpoint commits a restart or a failover reads
 //     again records that file holds.
 //  4. A tombstone T of a run that holds the oldest file hides only cells
-//     of lower sequence. By 1 and 2 those are in the run, not in a newer
-//     file or a buffer, and the compaction drops them; by 3 no replay
-//     brings one back after a restart or on another tserver. So T hides
-//     nothing any more and can go.
+//     of its row of lower sequence. The run is a suffix of the list, so it
+//     holds every file of T's row from T's file on; by 1 and 2 those cells
+//     are in the run, not in a newer file or a buffer, and the compaction
+//     drops them; by 3 no replay brings one back after a restart or on
+//     another tserver. So T hides nothing any more and can go.
 //
 // Without the skip in 3, purging would still rest on a wider argument
 // (a replayed record comes with every later record of the tablet, its

@@ -59,6 +59,8 @@ func (s *Server) Merge(ctx context.Context, req *pb.MergeRequest) (*pb.MergeResp
 		return nil, apierr.Wrap(codes.FailedPrecondition, err, "merge %s+%s", left.ID(), right.ID())
 	case errors.Is(err, merge.ErrBusy):
 		return nil, apierr.Wrap(codes.ResourceExhausted, err, "tserver %s: merge %s+%s", s.addr, left.ID(), right.ID())
+	case errors.Is(err, merge.ErrOutcomeUnknown):
+		return nil, apierr.Wrap(codes.Aborted, err, "tserver %s: merge %s+%s may have committed; both unloaded here, the master's metadata decides", s.addr, left.ID(), right.ID())
 	}
 	return nil, apierr.Wrap(codes.Aborted, err, "tserver %s: merge %s+%s failed; nothing changed", s.addr, left.ID(), right.ID())
 }
@@ -116,18 +118,11 @@ func (m mergeMaster) ReportMerge(ctx context.Context, rep merge.Report) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, reportMergeTimeout)
 	defer cancel()
-	err := m.s.master.Call(ctx, func(ctx context.Context, mc pb.MasterClient) error {
+	return m.s.report(ctx, merge.ErrRefused, func(ctx context.Context, mc pb.MasterClient) error {
 		resp, err := mc.ReportMerge(ctx, req)
 		if err == nil {
 			*m.committed = resp.Merged
 		}
 		return err
 	})
-	switch apierr.CodeOf(err) {
-	case codes.OK:
-		return nil
-	case codes.InvalidArgument, codes.FailedPrecondition, codes.AlreadyExists, codes.NotFound:
-		return fmt.Errorf("%w: %w", merge.ErrRefused, err)
-	}
-	return err
 }

@@ -212,16 +212,9 @@ func TestDeadTServerReregistersAsNewIncarnation(t *testing.T) {
 
 	// Its old tablets, at their old epochs, are refused by the victim, and
 	// still served by the other tserver.
-	conn, err := grpc.NewClient(victim.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ts := pb.NewTServerClient(conn)
+	ts := tserverClient(t, victim.Addr())
 	for _, tb := range held {
-		_, err := ts.MutateRow(ctx, &pb.MutateRowRequest{TabletId: tb.ID, Epoch: tb.Epoch, Row: &pb.RowMutation{
-			RowKey: []byte(tb.StartRow + "-late"), Mutations: []*pb.Mutation{{Mutation: &pb.Mutation_SetCell_{SetCell: &pb.Mutation_SetCell{
-				Family: "cf", Qualifier: []byte("late"), TimestampMicros: -1, Value: []byte("late")}}}}}})
+		err := writeLate(ctx, ts, tb)
 		if te, ok := apierr.TabletReason(err); !ok || te.Reason != pb.TabletError_NOT_SERVING {
 			t.Errorf("write to old tablet %s at epoch %d on the re-registered victim: %v, want NOT_SERVING", tb.ID, tb.Epoch, err)
 		}

@@ -238,18 +238,42 @@ func (m splitMaster) ReportSplit(ctx context.Context, rep split.Report) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, reportSplitTimeout)
 	defer cancel()
-	err := m.s.master.Call(ctx, func(ctx context.Context, mc pb.MasterClient) error {
+	return m.s.report(ctx, split.ErrRefused, func(ctx context.Context, mc pb.MasterClient) error {
 		resp, err := mc.ReportSplit(ctx, req)
 		if err == nil {
 			*m.committed = resp.Children
 		}
 		return err
 	})
+}
+
+// report sends a split's or a merge's report (fn, one attempt) to the
+// master. It returns nil once committed, an error wrapping refused when
+// the refusal is definite, and any other error when the outcome is
+// unknown. masterconn retries an attempt on another master after a
+// transport error, a timeout or a leader change, and a retried attempt
+// may follow one that committed with its reply lost. The master answers a
+// retried report of a committed split or merge as committed only while
+// the result is as the commit left it (meta's splitDone, mergeDone): once
+// a child was split or merged again, or the merged tablet moved, the
+// retry is refused though the report committed. So a refusal is definite
+// only when it answered the first attempt; a refusal of a retried report
+// is outcome unknown, and the caller keeps the parents fenced and deletes
+// nothing.
+func (s *Server) report(ctx context.Context, refused error, fn func(ctx context.Context, mc pb.MasterClient) error) error {
+	attempts := 0 // fn's calls: only those can have reached a master
+	err := s.master.Call(ctx, func(ctx context.Context, mc pb.MasterClient) error {
+		attempts++
+		return fn(ctx, mc)
+	})
 	switch apierr.CodeOf(err) {
 	case codes.OK:
 		return nil
 	case codes.InvalidArgument, codes.FailedPrecondition, codes.AlreadyExists, codes.NotFound:
-		return fmt.Errorf("%w: %w", split.ErrRefused, err)
+		if attempts == 1 {
+			return fmt.Errorf("%w: %w", refused, err)
+		}
+		return fmt.Errorf("report refused at attempt %d, after an attempt that may have committed: %w", attempts, err)
 	}
 	return err
 }
@@ -288,9 +312,11 @@ func (s *Server) Split(ctx context.Context, req *pb.SplitRequest) (*pb.SplitResp
 		return nil, apierr.Tablet(pb.TabletError_NOT_SERVING, r.ID(), r.Epoch(), "tablet %s is not serving on %s", r.ID(), s.addr)
 	case errors.Is(err, split.ErrBusy):
 		return nil, apierr.Wrap(codes.Unavailable, err, "tserver %s: split tablet %s", s.addr, r.ID())
+	case errors.Is(err, split.ErrOutcomeUnknown):
+		return nil, apierr.Wrap(codes.Aborted, err, "tserver %s: split of tablet %s may have committed; it is unloaded here, the master's metadata decides", s.addr, r.ID())
 	}
-	// The parent is intact (or unloaded, if the outcome is unknown); a
-	// split is not retried by the caller's library but by a later request.
+	// The parent is intact; a split is not retried by the caller's library
+	// but by a later request.
 	return nil, apierr.Wrap(codes.Aborted, err, "tserver %s: split tablet %s failed; nothing changed", s.addr, r.ID())
 }
 

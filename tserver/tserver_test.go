@@ -12,6 +12,7 @@ import (
 
 	"bighive/client"
 	"bighive/master"
+	pb "bighive/proto/bighivepb"
 	"bighive/tserver"
 )
 
@@ -53,16 +54,27 @@ func startNode(t *testing.T, tservers int, lease time.Duration, opt func(i int, 
 		m.Close()
 	})
 	for i := 0; i < tservers; i++ {
-		o := tserver.Options{Listen: freeAddr(t), Masters: []string{m.Addr()}, Root: n.root, MemLimit: 1 << 20,
-			HeartbeatInterval: 200 * time.Millisecond, Logger: quiet()}
-		if opt != nil {
-			opt(i, &o)
-		}
-		n.opts = append(n.opts, o)
-		n.servers = append(n.servers, nil)
-		n.start(i)
+		n.add(func(o *tserver.Options) {
+			if opt != nil {
+				opt(i, o)
+			}
+		})
 	}
 	return n
+}
+
+// add starts one more tserver with small buffers and fast heartbeats;
+// opt, if set, adjusts its options.
+func (n *node) add(opt func(o *tserver.Options)) {
+	n.t.Helper()
+	o := tserver.Options{Listen: freeAddr(n.t), Masters: []string{n.master.Addr()}, Root: n.root, MemLimit: 1 << 20,
+		HeartbeatInterval: 200 * time.Millisecond, Logger: quiet()}
+	if opt != nil {
+		opt(&o)
+	}
+	n.opts = append(n.opts, o)
+	n.servers = append(n.servers, nil)
+	n.start(len(n.servers) - 1)
 }
 
 // start starts tserver i (again, after a Close: same address and root).
@@ -83,6 +95,15 @@ func (n *node) client(ctx context.Context) *client.Client {
 	}
 	n.t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// writeLate writes one cell, past tb's start row, to tablet tb at its
+// epoch through ts.
+func writeLate(ctx context.Context, ts pb.TServerClient, tb client.TabletInfo) error {
+	_, err := ts.MutateRow(ctx, &pb.MutateRowRequest{TabletId: tb.ID, Epoch: tb.Epoch, Row: &pb.RowMutation{
+		RowKey: []byte(tb.StartRow + "-late"), Mutations: []*pb.Mutation{{Mutation: &pb.Mutation_SetCell_{SetCell: &pb.Mutation_SetCell{
+			Family: "cf", Qualifier: []byte("late"), TimestampMicros: -1, Value: []byte("late")}}}}}})
+	return err
 }
 
 // waitServing polls until every tablet of table is served.

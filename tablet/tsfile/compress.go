@@ -33,7 +33,7 @@ const (
 // DefaultCompression is the codec of a family whose schema names none.
 const DefaultCompression = CompressionSnappy
 
-// The codec byte at the start of every page of format version 3. The
+// The codec byte at the start of every page from format version 3 on. The
 // values are part of the format and must not change.
 const (
 	codecRaw    byte = 0
@@ -148,8 +148,8 @@ func encodePage(dst, scratch, body []byte, c Compression) (page, scratchOut []by
 	return dst, scratch, nil
 }
 
-// storedPage is a version-3 page whose checksum and header verifyPage
-// checked.
+// storedPage is a page of format version 3 or later whose checksum and
+// header verifyPage checked.
 type storedPage struct {
 	id      blockstore.BlockID
 	off     int64 // of the page in its data block
@@ -159,11 +159,11 @@ type storedPage struct {
 	payload []byte
 }
 
-// verifyPage checks a stored page of format version 3 (at offset off of
-// data block id): the checksum first, over the stored bytes, then the
-// header (a known codec, 4 <= rawLen <= MaxPageBytes, and a raw payload
-// of exactly rawLen bytes). Nothing is allocated from the header's word
-// before the checksum matched.
+// verifyPage checks a stored page of format version 3 or later (at
+// offset off of data block id): the checksum first, over the stored
+// bytes, then the header (a known codec, 4 <= rawLen <= MaxPageBytes, and
+// a raw payload of exactly rawLen bytes). Nothing is allocated from the
+// header's word before the checksum matched.
 func verifyPage(id blockstore.BlockID, off int64, page []byte) (storedPage, error) {
 	if len(page) < 2+4 {
 		return storedPage{}, corrupt(id, off, "page of %d bytes", len(page))
@@ -237,9 +237,9 @@ func (p *storedPage) inflate(dst []byte) ([]byte, error) {
 	return nil, corrupt(p.id, p.off, "unknown page codec %d", p.codec)
 }
 
-// decodePage verifies a stored page of format version 3 and returns its
-// body (verifyPage, then inflate). The body aliases page when the page is
-// stored raw.
+// decodePage verifies a stored page of format version 3 or later and
+// returns its body (verifyPage, then inflate). The body aliases page when
+// the page is stored raw.
 func decodePage(id blockstore.BlockID, off int64, page []byte) ([]byte, error) {
 	p, err := verifyPage(id, off, page)
 	if err != nil {

@@ -105,7 +105,7 @@
 //   - Version 2 is version 3 without compression: page := body
 //     crc32c(body):u32 (a page is at least 8 bytes), and fam has no
 //     rawSize. Tablets keep reading their version-2 files; compactions
-//     rewrite them as version 3.
+//     rewrite them in the current version (FormatVersion, 4).
 //   - Version 3 adds the codec byte and rawLen to each page and rawSize
 //     to each fam.
 //   - Version 4 adds counts to each fam; pages are those of version 3.

@@ -39,8 +39,9 @@ const DefaultPageSize = 32 << 10
 
 const trailerLen = 8 // version-2 page: u32 count, u32 crc
 
-// minPageLen is the shortest stored page of a version: a version-3 page
-// has at least its codec byte, a one-byte raw length and the crc.
+// minPageLen is the shortest stored page of a version: a page of version
+// 3 or later has at least its codec byte, a one-byte raw length and the
+// crc.
 func minPageLen(version uint32) int64 {
 	if version == 2 {
 		return trailerLen
@@ -461,8 +462,8 @@ func decodeBloom(id blockstore.BlockID, b []byte) (bloom, error) {
 
 // checkPage verifies a stored page (at offset off of data block id) of a
 // file of the given version and returns its entry bytes, uncompressed: a
-// version-2 page is entry* count:u32 crc32c:u32, a version-3 page is
-// decoded by decodePage. The checksum is checked before anything else.
+// version-2 page is entry* count:u32 crc32c:u32, a page of version 3 or
+// later is decoded by decodePage. The checksum is checked before anything else.
 func checkPage(version uint32, id blockstore.BlockID, off int64, page []byte, wantCount int) ([]byte, error) {
 	var body []byte
 	if version == 2 {

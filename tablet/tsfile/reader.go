@@ -252,8 +252,8 @@ func (r *Reader) loadBloom() (*bloom, error) {
 
 // entryCorrupt is the error for bad entry bytes at position pos of page
 // p's entry bytes. In a version-2 file they lie at p.off+pos of the data
-// block; a version-3 page may be compressed, so the error names the page's
-// offset and the position in its uncompressed bytes. (The page's checksum
+// block; a page of version 3 or later may be compressed, so the error
+// names the page's offset and the position in its uncompressed bytes. (The page's checksum
 // passed, so only a writer's fault gets here.)
 func (r *Reader) entryCorrupt(m *dataMeta, p *indexEntry, pos int, format string, args ...any) error {
 	if r.footer.version == 2 {
