@@ -20,12 +20,14 @@ import (
 var benchCommand = cli.Command{
 	Name: "bench",
 	Args: "[--duration D] [--ops N] [--concurrency N] [--value-size B] [--keys N] [--tablets N] " +
-		"[--api native,bigtable] [--bigtable ADDR] [--phases P,…] [--distribution uniform|zipfian] [--floor-probe D] [--counters N] [--runs N] [--cache-bytes B] [--mem-limit B] [--tls] [--dir DIR] [-q]",
+		"[--api native,bigtable] [--bigtable ADDR] [--phases P,…] [--distribution uniform|zipfian] [--floor-probe D] [--counters N] [--runs N] [--cache-bytes B] [--mem-limit B] [--tls] [--pids ROLE=PID,…] [--dir DIR] [-q]",
 	Summary: "benchmark against a ping floor: PerformanceEvaluation's sequentialWrite, randomWrite, sequentialRead, randomRead, scan, scanRange10/100/1000, " +
-		"bulk, increment and checkAndMutate, and YCSB workloads A-F, through the native client and/or the official Cloud Bigtable Go client via a frontend; a local 1+1 cluster unless --masters",
+		"bulk, increment and checkAndMutate, and YCSB workloads A-F, through the native client and/or the official Cloud Bigtable Go client via a frontend; a local 1+1 cluster unless --masters; " +
+		"each phase's CPU µs per operation of the client, the tservers, the masters and the frontend",
 	Example: "bench --duration 5s --phases randomWrite,randomRead\nbench --phases ycsb --distribution uniform\nbench --api native,bigtable --duration 5s --runs 3\n" +
 		"bench --masters 127.0.0.1:7100 --api bigtable --bigtable 127.0.0.1:8086\nbench --duration 5s --phases put,increment,checkandmutate\n" +
-		"bench --masters 127.0.0.1:7100 --concurrency 16\nbench --runs 3 --json -q\nbench --tls --duration 3s --phases put,get,scan",
+		"bench --masters 127.0.0.1:7100 --concurrency 16\nbench --runs 3 --json -q\nbench --tls --duration 3s --phases put,get,scan\n" +
+		"bench --masters 127.0.0.1:7100 --pids tserver=4242,master=4240",
 	Run: runBench,
 }
 
@@ -55,6 +57,8 @@ func runBench(ctx context.Context, env *cli.Env, args []string) error {
 	btAddr := fs.String("bigtable", "", "with --masters and --api bigtable: the frontend's `address`")
 	quiet := fs.Bool("q", false, "no progress lines")
 	withTLS := fs.Bool("tls", false, "local only: run every measurement twice, on a plaintext cluster and on a TLS one (certificates generated), and print the ratios tls/plaintext")
+	pids := fs.String("pids", "", "with --masters: the server processes whose CPU time to measure, as role=pid,… "+
+		"(default: the processes of this machine listening on the masters', the live tservers' and the frontend's addresses)")
 	if _, err := env.Parse(fs, args, 0, 0); err != nil {
 		return err
 	}
@@ -83,6 +87,16 @@ func runBench(ctx context.Context, env *cli.Env, args []string) error {
 	}
 	if *withTLS && remote {
 		return fmt.Errorf("bench: --tls compares a plaintext and a TLS cluster, both local; it does not take --masters")
+	}
+	if *pids != "" {
+		if !remote {
+			return fmt.Errorf("bench: --pids names the processes of a cluster given by --masters; a local cluster's are found by themselves")
+		}
+		procs, err := bench.ParseProcs(*pids)
+		if err != nil {
+			return err
+		}
+		o.Procs = procs
 	}
 	transports := []bool{false}
 	if *withTLS {
@@ -181,6 +195,7 @@ func benchRemote(ctx context.Context, env *cli.Env, o bench.Options) (*bench.Rep
 	}
 	defer c.Close()
 	o.Client = c
+	o.Masters = env.Masters
 	return bench.Run(ctx, o)
 }
 
@@ -213,6 +228,7 @@ func benchLocal(ctx context.Context, o bench.Options, dir string, run int, cache
 	}
 	defer cl.Close()
 	o.Client = cl
+	o.Masters = c.MasterAddrs()
 	o.Credentials = c.Credentials()
 	o.BigtableAddr = c.BigtableAddr() // the cluster's frontend process
 	rep, err := bench.Run(ctx, o)

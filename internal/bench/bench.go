@@ -7,6 +7,8 @@ import (
 	"io"
 	"maps"
 	"math/rand/v2"
+	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -168,6 +170,14 @@ type Options struct {
 	Distribution string
 
 	selected map[string]bool // the resolved Phases
+	// Masters are the masters' addresses; with Procs nil, the processes
+	// of this machine listening on them, on the live tservers' addresses
+	// and on BigtableAddr are the ones whose CPU time the run measures
+	// besides its own.
+	Masters []string
+	// Procs, if not nil, are the server processes whose CPU time the run
+	// measures (`bench --pids`), instead of those found by address.
+	Procs []Proc
 	// FloorProbe is the length of the ping probe before each phase after
 	// ping, whose pings/s are the floor of that phase's ratio (default
 	// Duration/5, at most 2 s; negative: no probes, every phase's ratio is
@@ -304,7 +314,8 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		return nil, err
 	}
 	r := &runner{opts: opts, rep: &Report{API: opts.API, Run: opts.Run, Seed: opts.Seed, Keys: opts.Keys, ValueSize: opts.ValueSize,
-		Concurrency: opts.Concurrency, Tablets: opts.Tablets, CacheBytes: opts.CacheBytes, Distribution: opts.Distribution}}
+		Concurrency: opts.Concurrency, Tablets: opts.Tablets, CacheBytes: opts.CacheBytes, Distribution: opts.Distribution,
+		Cores: runtime.NumCPU()}}
 	r.value = make([]byte, opts.ValueSize)
 	rng := rand.New(rand.NewPCG(opts.Seed, 0))
 	for i := range r.value {
@@ -315,6 +326,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if err := r.createTable(ctx); err != nil {
 		return nil, err
 	}
+	r.measuredProcs(ctx)
 	defer func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
@@ -368,6 +380,50 @@ func (r *runner) createTable(ctx context.Context) error {
 		return fmt.Errorf("bench: create table: %w", err)
 	}
 	return waitServing(ctx, c, r.opts.Table)
+}
+
+// measuredProcs sets the server processes whose CPU time the run
+// measures besides its own: Options.Procs, or those of this machine that
+// listen on the addresses of the live tservers, the masters and the
+// frontend. A server found in this process (an in-process cluster) is
+// left out: its CPU time is in the client's.
+func (r *runner) measuredProcs(ctx context.Context) {
+	o := &r.opts
+	procs, missing := o.Procs, []string(nil)
+	if procs == nil {
+		var tservers []string
+		list, err := o.Client.TServers(ctx)
+		if err != nil {
+			missing = append(missing, fmt.Sprintf("tservers: %v", err))
+		}
+		for _, s := range list {
+			if s.Live {
+				tservers = append(tservers, s.Address)
+			}
+		}
+		servers := append(numbered(RoleTServer, tservers), numbered(RoleMaster, o.Masters)...)
+		if o.BigtableAddr != "" {
+			servers = append(servers, server{RoleFrontend, o.BigtableAddr})
+		}
+		found, notFound := findProcs(ctx, servers)
+		missing = append(missing, notFound...)
+		for _, p := range found {
+			if p.Pid == os.Getpid() {
+				missing = append(missing, fmt.Sprintf("%s %s: in this process, its CPU time is the client's", p.Role, p.Addr))
+				continue
+			}
+			procs = append(procs, p)
+		}
+	}
+	r.rep.Procs, r.rep.Unmeasured = procs, missing
+	names := []string{fmt.Sprintf("%s (pid %d)", RoleClient, os.Getpid())}
+	for _, p := range procs {
+		names = append(names, fmt.Sprintf("%s (pid %d)", p.Role, p.Pid))
+	}
+	r.logf("cpu time of: %s", strings.Join(names, ", "))
+	for _, m := range missing {
+		r.logf("cpu time not measured: %s", m)
+	}
 }
 
 // waitServing polls until every tablet of table is served.

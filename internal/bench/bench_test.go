@@ -143,6 +143,15 @@ func tinyRun(t *testing.T, api string) {
 		if (res.Floor == ping.CallsPerSec()) != (phase == bench.PhasePing) {
 			t.Errorf("%s: floor %v, ping phase %v: want a probe of its own", phase, res.Floor, ping.CallsPerSec())
 		}
+		// The servers are in this process: only the client's CPU is
+		// measured, and it is all of it.
+		if c, ok := res.CPUOf(bench.RoleClient); !ok || c.CPU <= 0 || c.PerOp <= 0 || len(res.CPU) != 1 || res.CoresBusy <= 0 {
+			t.Errorf("%s: cpu %+v, cores busy %v: want the client's alone", phase, res.CPU, res.CoresBusy)
+		}
+	}
+	if len(rep.Procs) != 0 || len(rep.Unmeasured) == 0 || !strings.Contains(rep.Unmeasured[0], "tserver") ||
+		!strings.Contains(rep.Unmeasured[0], "in this process") {
+		t.Errorf("procs %+v, not measured %q: want the in-process tserver not measured", rep.Procs, rep.Unmeasured)
 	}
 	// Ops bounds the calls of timed phases; a scan pass returns every row,
 	// a ranged scan its n rows.
@@ -239,7 +248,8 @@ func checkJSON(t *testing.T, rep *bench.Report) {
 		}
 		for _, r := range results {
 			for _, f := range []string{"phase", "calls", "rows", "bytes", "elapsed_ns", "rows_per_sec", "calls_per_sec", "mb_per_sec",
-				"floor_per_sec", "floor_ratio", "p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns", "load"} {
+				"floor_per_sec", "floor_ratio", "p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns", "load",
+				"cpu", "cores_busy", "machine_cores_busy"} {
 				if _, ok := r[f]; !ok {
 					t.Errorf("result %s lacks %q", r["phase"], f)
 				}
@@ -258,6 +268,60 @@ func checkJSON(t *testing.T, rep *bench.Report) {
 	}
 	if !reflect.DeepEqual(back.Runs[0], rep) {
 		t.Errorf("decoded report differs:\n%+v\nwant\n%+v", back.Runs[0], rep)
+	}
+}
+
+// TestLocalCPU runs a short bench on a local cluster of real processes:
+// every phase reports the CPU time per row of the client and of the
+// tserver, master and frontend, found by the addresses they listen on.
+func TestLocalCPU(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts a cluster of processes")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c, err := bench.StartLocal(ctx, bench.LocalOptions{Dir: t.TempDir(), CacheBytes: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cl, err := c.Client(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var out strings.Builder
+	rep, err := bench.Run(ctx, bench.Options{Client: cl, Masters: c.MasterAddrs(), BigtableAddr: c.BigtableAddr(),
+		Keys: 2000, Tablets: 2, Concurrency: 8, ValueSize: 100, Duration: time.Second, Seed: 1, CacheBytes: 8 << 20,
+		Phases: []string{bench.PhaseRandomWrite}, Out: &out})
+	t.Log(out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var roles []string
+	for _, p := range rep.Procs {
+		roles = append(roles, p.Role)
+	}
+	if strings.Join(roles, ",") != "tserver,master,frontend" || len(rep.Unmeasured) != 0 {
+		t.Fatalf("measured %v, not measured %q; want tserver, master and frontend", roles, rep.Unmeasured)
+	}
+	for _, res := range rep.Results {
+		for _, role := range []string{bench.RoleClient, bench.RoleTServer} {
+			if c, ok := res.CPUOf(role); !ok || c.CPU <= 0 || c.PerOp <= 0 {
+				t.Errorf("%s: %s cpu %+v (%v)", res.Phase, role, c, ok)
+			}
+		}
+		if _, ok := res.CPUOf(bench.RoleFrontend); !ok || res.CoresBusy <= 0 {
+			t.Errorf("%s: cpu %+v, cores busy %v", res.Phase, res.CPU, res.CoresBusy)
+		}
+	}
+	var table bytes.Buffer
+	if err := rep.Print(&table, "local"); err != nil {
+		t.Fatal(err)
+	}
+	t.Log(table.String())
+	if !strings.Contains(table.String(), "cpu µs/op") || !strings.Contains(table.String(), "frontend") {
+		t.Errorf("report lacks the CPU table:\n%s", table.String())
 	}
 }
 

@@ -79,6 +79,28 @@
 // off every phase's ratio is to the ping phase at the start.
 // While a phase runs, Options.Progress gets a rate line every second.
 //
+// Each phase also reports what it cost in CPU, process by process: the
+// user + system time of the client (this process, from getrusage) and of
+// each server process (utime + stime of /proc/<pid>/stat, in clock ticks
+// of 1/AT_CLKTCK s, read from the auxiliary vector: 10 ms on Linux), read
+// just before the phase's first call and just after its last, so that
+// warm-ups, floor probes and the untimed fill are outside. Each is
+// divided by the phase's rows, the unit of its rows/s (a Put, a Get, a
+// ping, a YCSB operation; each row of a bulk batch or of a scan): µs per
+// operation, so that µs/op × rows/s is the cores the process kept busy;
+// Result.CPU keeps the CPU time itself too, to divide by calls or bytes.
+// Beside them, the cores busy: the measured processes' CPU time over the
+// wall time, of runtime.NumCPU, and the whole machine's (/proc/stat's
+// busy time, whoever used it; the difference is the machine's other
+// load). The server processes are those of this machine listening on the
+// masters' (Options.Masters), the live tservers' and the frontend's
+// (BigtableAddr) addresses, found through /proc/net/tcp{,6} and the
+// sockets among /proc/<pid>/fd, or those Options.Procs names (bench
+// --pids). A server on another machine, or in this process (an
+// in-process cluster, whose CPU time is then in the client's), is listed
+// in Report.Unmeasured. Work a phase leaves behind (a checkpoint or a
+// compaction still running) counts in the next phase's figures.
+//
 // The data calls go through Options.API: Bighive's client (APINative) or
 // the official Cloud Bigtable Go client through a frontend serving the
 // Bigtable API (APIBigtable), behind one small interface (store), so the

@@ -41,7 +41,10 @@ type opFunc func(ctx context.Context, w *worker, i int64) (rows, bytes int64, er
 // drive runs op on conc goroutines until d has passed or maxOps calls
 // were started (maxOps <= 0: no limit), then waits for the calls in
 // flight. It stops at the first error. While it runs, a rate line goes
-// to Options.Progress every ProgressEvery.
+// to Options.Progress every ProgressEvery. The CPU time of the client and
+// of Report.Procs is read just before the first call starts and just
+// after the last one ends, so the result's CPU figures cover exactly its
+// Elapsed.
 func (r *runner) drive(ctx context.Context, phase string, conc int, d time.Duration, maxOps int64, op opFunc) (Result, error) {
 	return r.driveInit(ctx, phase, conc, d, maxOps, nil, op)
 }
@@ -64,6 +67,7 @@ func (r *runner) driveInit(ctx context.Context, phase string, conc int, d time.D
 			init(workers[w])
 		}
 	}
+	cpu0 := sampleCPU(r.rep.Procs)
 	start := time.Now()
 	stop := start.Add(d)
 	stopProgress := r.progress(phase, start, &rows)
@@ -90,8 +94,11 @@ func (r *runner) driveInit(ctx context.Context, phase string, conc int, d time.D
 		}(w)
 	}
 	wg.Wait()
+	elapsed := time.Since(start)
+	cpu1 := sampleCPU(r.rep.Procs)
 	stopProgress()
-	res := Result{Phase: phase, Elapsed: time.Since(start), Rows: rows.Load(), Bytes: bytes.Load()}
+	res := Result{Phase: phase, Elapsed: elapsed, Rows: rows.Load(), Bytes: bytes.Load()}
+	cpuOver(&res, r.rep.Procs, cpu0, cpu1)
 	var all []time.Duration
 	for k := range nKinds {
 		var lat []time.Duration

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -67,6 +68,65 @@ type Result struct {
 	Ops []OpStats `json:"ops,omitempty"`
 	// Load is the 1-minute load average when the phase ended (-1 unknown).
 	Load float64 `json:"load"`
+	// CPU is the CPU time of the client (this process) and of each of
+	// Report.Procs over the phase's timed window (a process unreadable
+	// then is missing). CoresBusy is their sum over Elapsed; MachineBusy
+	// the busy time of all the machine's CPUs over Elapsed, whoever used
+	// it (-1 unknown).
+	CPU         []ProcCPU `json:"cpu,omitempty"`
+	CoresBusy   float64   `json:"cores_busy"`
+	MachineBusy float64   `json:"machine_cores_busy"`
+}
+
+// ProcCPU is one process's CPU time over a phase.
+type ProcCPU struct {
+	// Role is RoleClient or a Proc's role.
+	Role string `json:"role"`
+	Pid  int    `json:"pid,omitempty"`
+	// CPU is its user + system time.
+	CPU time.Duration `json:"cpu_ns"`
+	// PerOp is CPU in µs per row of the phase (Result.Rows: a call of
+	// Put, Get, ping, increment or checkAndMutate, a YCSB operation, a
+	// row of a bulk batch or a scan), so PerOp × rows/s / 1e6 is the
+	// cores it kept busy.
+	PerOp float64 `json:"us_per_op"`
+}
+
+// CPUOf returns the CPU time of the process of role over the phase.
+func (r Result) CPUOf(role string) (ProcCPU, bool) {
+	for _, c := range r.CPU {
+		if c.Role == role {
+			return c, true
+		}
+	}
+	return ProcCPU{}, false
+}
+
+// cpuLine is the CPU figures of r: µs per row of each of roles ("-"
+// where unknown) and the cores busy.
+func (r Result) cpuLine(roles []string, cores int) string {
+	var parts []string
+	for _, role := range roles {
+		parts = append(parts, role+" "+r.perOp(role))
+	}
+	return fmt.Sprintf("cpu µs/op: %s; cores busy %s", strings.Join(parts, ", "), r.busy(cores))
+}
+
+// perOp is the µs per row of role, or "-".
+func (r Result) perOp(role string) string {
+	if c, ok := r.CPUOf(role); ok {
+		return strconv.FormatFloat(c.PerOp, 'f', 1, 64)
+	}
+	return "-"
+}
+
+// busy is "1.57 of 2", with the machine's figure when known.
+func (r Result) busy(cores int) string {
+	s := fmt.Sprintf("%.2f of %d", r.CoresBusy, cores)
+	if r.MachineBusy >= 0 {
+		s += fmt.Sprintf(" (machine %.2f)", r.MachineBusy)
+	}
+	return s
 }
 
 // MarshalJSON adds the rates to the stored fields.
@@ -116,6 +176,13 @@ func (r Result) String() string {
 		s += fmt.Sprintf("  p50 %v p90 %v p99 %v p99.9 %v max %v", round(r.P50), round(r.P90), round(r.P99), round(r.P999), round(r.Max))
 	}
 	s += fmt.Sprintf("  (%d rows in %v, load %.1f)", r.Rows, r.Elapsed.Round(time.Millisecond), r.Load)
+	if len(r.CPU) > 0 {
+		var roles []string
+		for _, c := range r.CPU {
+			roles = append(roles, c.Role)
+		}
+		s += "\n    " + r.cpuLine(roles, runtime.NumCPU())
+	}
 	for _, o := range r.Ops {
 		s += fmt.Sprintf("\n    %-15s %8d  p50 %v p99 %v max %v", o.Kind, o.Count, round(o.P50), round(o.P99), round(o.Max))
 	}
@@ -153,10 +220,26 @@ type Report struct {
 	Distribution string `json:"distribution"`
 	// TSFileBytes and TSFiles describe the table after the checkpoint
 	// before the reads; HotRows is randomReadWarm's hot range.
-	TSFileBytes int64    `json:"tsfile_bytes"`
-	TSFiles     int      `json:"tsfiles"`
-	HotRows     int      `json:"hot_rows"`
-	Results     []Result `json:"results"`
+	TSFileBytes int64 `json:"tsfile_bytes"`
+	TSFiles     int   `json:"tsfiles"`
+	HotRows     int   `json:"hot_rows"`
+	// Cores is the CPUs this process may run on (the "of" of cores busy).
+	Cores int `json:"cores"`
+	// Procs are the server processes whose CPU time each phase reports
+	// besides the client's; Unmeasured says which servers are not among
+	// them and why (another machine, this process, …).
+	Procs      []Proc   `json:"procs,omitempty"`
+	Unmeasured []string `json:"unmeasured,omitempty"`
+	Results    []Result `json:"results"`
+}
+
+// roles are the processes of the CPU figures: the client, then Procs.
+func (r *Report) roles() []string {
+	roles := []string{RoleClient}
+	for _, p := range r.Procs {
+		roles = append(roles, p.Role)
+	}
+	return roles
 }
 
 // Result returns the result of phase, if the run has one.
@@ -171,9 +254,10 @@ func (r *Report) Result(phase string) (Result, bool) {
 
 // Median combines runs phase by phase: each figure is the median of that
 // figure over the runs that have the phase (throughputs through Elapsed
-// normalised to 1 s, so Rows, Calls and Bytes are the median rates; the
-// floor ratio is the median of each run's own ratio). Load is the median
-// load.
+// normalised to 1 s, so Rows, Calls and Bytes are the median rates, and
+// each process's CPU its median CPU time per second; the floor ratio,
+// the CPU per row and the cores busy are the medians of each run's own).
+// Load is the median load. The pids of Procs are the first run's.
 func Median(runs []*Report) *Report {
 	if len(runs) == 0 {
 		return nil
@@ -196,6 +280,19 @@ func Median(runs []*Report) *Report {
 		m.Floor = median(rs, func(r Result) float64 { return r.Floor })
 		m.FloorRatio = median(rs, func(r Result) float64 { return r.FloorRatio })
 		m.Load = median(rs, func(r Result) float64 { return r.Load })
+		m.CoresBusy = median(rs, func(r Result) float64 { return r.CoresBusy })
+		m.MachineBusy = median(rs, func(r Result) float64 { return r.MachineBusy })
+		for _, c := range first.CPU {
+			var has []Result
+			for _, r := range rs {
+				if _, ok := r.CPUOf(c.Role); ok {
+					has = append(has, r)
+				}
+			}
+			m.CPU = append(m.CPU, ProcCPU{Role: c.Role,
+				CPU:   time.Duration(median(has, func(r Result) float64 { x, _ := r.CPUOf(c.Role); return perSec(float64(x.CPU), r.Elapsed) })),
+				PerOp: median(has, func(r Result) float64 { x, _ := r.CPUOf(c.Role); return x.PerOp })})
+		}
 		for _, op := range first.Ops {
 			o := OpStats{Kind: op.Kind}
 			o.Count = int64(median(rs, func(r Result) float64 { x, _ := r.Op(op.Kind); return perSec(float64(x.Count), r.Elapsed) }))
@@ -280,7 +377,37 @@ func (r *Report) Print(w io.Writer, title string) error {
 				lat(o.P50), lat(o.P90), lat(o.P99), lat(o.P999), lat(o.Max))
 		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return r.printCPU(w)
+}
+
+// printCPU writes each phase's CPU µs per row of each process and the
+// cores busy, as a table, and the servers not measured.
+func (r *Report) printCPU(w io.Writer) error {
+	fmt.Fprintf(w, "\ncpu µs/op (user + system time over the timed window, per row), cores busy of %d\n", r.Cores)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	roles := r.roles()
+	fmt.Fprintf(tw, "phase\t%s\tcores busy\tmachine\t\n", strings.Join(roles, "\t"))
+	for _, x := range r.Results {
+		cells := []string{x.Phase}
+		for _, role := range roles {
+			cells = append(cells, x.perOp(role))
+		}
+		machine := "-"
+		if x.MachineBusy >= 0 {
+			machine = fmt.Sprintf("%.2f", x.MachineBusy)
+		}
+		fmt.Fprintf(tw, "%s\t%.2f\t%s\t\n", strings.Join(cells, "\t"), x.CoresBusy, machine)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, m := range r.Unmeasured {
+		fmt.Fprintf(w, "not measured: %s\n", m)
+	}
+	return nil
 }
 
 // JSONOutput is what `bighive bench --json` writes: every run of every
