@@ -230,30 +230,42 @@ func (c *Client) withDeadline(ctx context.Context) (context.Context, context.Can
 // do runs op until it succeeds, fails permanently, or ctx runs out, with
 // backoff between attempts. op gets a context bounded by the attempt
 // timeout and a peer to pass as grpc.Peer, which tells whether the request
-// reached a server. The error returned is a status prefixed by prefix.
-func (c *Client) do(ctx context.Context, prefix string, idempotent bool, op func(ctx context.Context, p *peer.Peer) error) error {
-	ctx, cancel := c.withDeadline(ctx)
-	defer cancel()
+// reached a server. The error returned is a status prefixed by prefix(),
+// which is called only when there is an error to return.
+//
+// The retry timeout (ctx's deadline, or the client's retry timeout when
+// ctx has none) is kept as a time, not a context: each attempt gets one
+// context whose deadline is the sooner of its attempt timeout and the
+// retry timeout, so a call that succeeds at once makes one timer, not two.
+func (c *Client) do(ctx context.Context, prefix func() string, idempotent bool, op func(ctx context.Context, p *peer.Peer) error) error {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(c.opts.retryTimeout)
+	}
 	bo := newBackoff(c.opts.minBackoff, c.opts.maxBackoff)
 	var last error
 	for attempt := 1; ; attempt++ {
-		actx, acancel := context.WithTimeout(ctx, c.opts.attemptTimeout)
+		ad := time.Now().Add(c.opts.attemptTimeout)
+		if deadline.Before(ad) {
+			ad = deadline
+		}
+		actx, acancel := context.WithDeadline(ctx, ad)
 		var p peer.Peer
 		err := op(actx, &p)
 		acancel()
 		if err == nil {
 			return nil
 		}
-		if ctx.Err() != nil {
-			return deadlineError(ctx, prefix, attempt, cmp.Or(last, err))
+		if ctx.Err() != nil || !time.Now().Before(deadline) {
+			return deadlineError(ctx, prefix(), attempt, cmp.Or(last, err))
 		}
 		if !classify(ctx, err, p.Addr != nil).retry(idempotent) {
-			return statusError(err, prefix)
+			return statusError(err, prefix())
 		}
 		last = err
-		c.opts.log.Debug("client: retrying", "op", prefix, "attempt", attempt, "err", err)
-		if sleep(ctx, bo.next()) != nil {
-			return deadlineError(ctx, prefix, attempt, last)
+		c.opts.log.Debug("client: retrying", "op", prefix(), "attempt", attempt, "err", err)
+		if sleep(ctx, min(bo.next(), time.Until(deadline))) != nil || !time.Now().Before(deadline) {
+			return deadlineError(ctx, prefix(), attempt, last)
 		}
 	}
 }

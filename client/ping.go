@@ -15,9 +15,9 @@ import (
 // measures the floor of a data call: a Get of row costs a Ping plus the
 // tserver's work.
 func (t *Table) Ping(ctx context.Context, row string) error {
-	prefix := errorPrefix("table %q: ping the tserver of row %q", t.name, row)
+	prefix := func() string { return errorPrefix("table %q: ping the tserver of row %q", t.name, row) }
 	if err := limits.ValidateRowKey([]byte(row)); err != nil {
-		return statusError(err, prefix)
+		return statusError(err, prefix())
 	}
 	return t.c.do(ctx, prefix, true, func(ctx context.Context, p *peer.Peer) error {
 		loc, err := t.lc.lookup(ctx, row)

@@ -146,13 +146,13 @@ func readSettingsOf(opts []ReadOption) (readSettings, error) {
 
 // Get reads one row. A missing row is a Row with no cells and a nil error.
 func (t *Table) Get(ctx context.Context, row string, opts ...ReadOption) (Row, error) {
-	prefix := errorPrefix("table %q: get row %q", t.name, row)
+	prefix := func() string { return errorPrefix("table %q: get row %q", t.name, row) }
 	s, err := readSettingsOf(opts)
 	if err == nil {
 		err = limits.ValidateRowKey([]byte(row))
 	}
 	if err != nil {
-		return Row{}, statusError(err, prefix)
+		return Row{}, statusError(err, prefix())
 	}
 	var out Row
 	chunked := false

@@ -155,20 +155,25 @@ func statusError(err error, prefix string) error {
 	return status.FromProto(p).Err()
 }
 
-// deadlineError is the error of an operation whose retries ran out of time.
+// deadlineError is the error of an operation whose retries ran out of
+// time: ctx ended, or the retry timeout of a ctx without deadline passed.
 func deadlineError(ctx context.Context, prefix string, attempts int, last error) error {
+	cause := ctx.Err()
+	if cause == nil {
+		cause = context.DeadlineExceeded
+	}
 	c := codes.DeadlineExceeded
-	if errors.Is(ctx.Err(), context.Canceled) {
+	if errors.Is(cause, context.Canceled) {
 		c = codes.Canceled
 	}
 	if last == nil {
-		return status.Errorf(c, "%s: %v", prefix, ctx.Err())
+		return status.Errorf(c, "%s: %v", prefix, cause)
 	}
 	var ue *unsentError
 	if errors.As(last, &ue) {
 		last = ue.err
 	}
-	return status.Errorf(c, "%s: %v after %d attempts; last error: %s", prefix, ctx.Err(), attempts, status.Convert(last).Message())
+	return status.Errorf(c, "%s: %v after %d attempts; last error: %s", prefix, cause, attempts, status.Convert(last).Message())
 }
 
 // errorPrefix formats the prefix of an operation's errors.

@@ -114,14 +114,17 @@ func (t *Table) apply(ctx context.Context, prefix func() string, row string, m *
 	if err := limits.ValidateRowMutation(rm); err != nil {
 		return statusError(err, prefix())
 	}
-	ctx, cancel := t.c.withDeadline(ctx)
-	defer cancel()
 	if t.c.coalesce != nil && m.idempotent() {
+		// The coalesced attempt and the retries after it share one
+		// retry timeout.
+		var cancel context.CancelFunc
+		ctx, cancel = t.c.withDeadline(ctx)
+		defer cancel()
 		if handled, err := t.coalescedApply(ctx, prefix, rm); handled {
 			return err
 		}
 	}
-	return t.c.do(ctx, prefix(), m.idempotent(), func(ctx context.Context, p *peer.Peer) error {
+	return t.c.do(ctx, prefix, m.idempotent(), func(ctx context.Context, p *peer.Peer) error {
 		loc, err := t.lc.lookup(ctx, row)
 		if err != nil {
 			return unsent(err)
