@@ -237,6 +237,16 @@ func (t *Table) ReadRows(ctx context.Context, rows RowSet, fn func(Row) bool, op
 	if len(spans) == 0 {
 		return nil
 	}
+	if len(spans) == 1 && spans[0].end == spans[0].start+"\x00" {
+		// One row: a Get, one command on the batch stream, instead of a
+		// scan stream opened and closed for it (what a Bigtable client's
+		// ReadRow asks of the frontend).
+		r, err := t.Get(ctx, spans[0].start, opts...)
+		if err == nil && len(r.Cells) > 0 {
+			fn(r)
+		}
+		return err
+	}
 	return t.read(ctx, prefix, &s, spans, fn)
 }
 
