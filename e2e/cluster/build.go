@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -227,7 +228,9 @@ func cachedBuild(root, name string) (string, error) {
 }
 
 func goBuild(root, name string) (string, error) {
-	dir := filepath.Join(os.TempDir(), fmt.Sprintf("bighive-e2e-bin-%d", os.Getuid()))
+	// One directory per checkout: a test that restarts a process runs the
+	// file again, and another checkout's build must not have replaced it.
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("bighive-e2e-bin-%d-%08x", os.Getuid(), crc32.ChecksumIEEE([]byte(root))))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("cluster: %w", err)
 	}
