@@ -4,6 +4,15 @@
 // Bighive's. It is its own Go module: Bighive does not depend on Pebble, and
 // `go test ./...` in the repository root does not build this.
 //
+// As in `bighive bench`, row i's value is its own: a --value-size slice of a
+// 4 MiB random pool generated once from the seed, at an offset given by a
+// hash of i, so neighbouring rows' values are unrelated and Pebble's
+// compressed blocks are as large as the data (with the defaults, about
+// 0.5 GB of sstables, several times the block cache), while a write costs no
+// allocation or random generation. Every Get checks the value is the row's:
+// its size and its bytes. After the flush each run prints its sstables'
+// size.
+//
 //	cd bench/pebble && go run . --runs 3
 //
 // Phases (each with the same meaning as the bench phase it is compared with):
@@ -21,7 +30,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -96,12 +107,13 @@ func run(ctx context.Context, o options) error {
 		} else if o.runs > 1 {
 			dir = fmt.Sprintf("%s/run%d", o.dir, i)
 		}
-		rs, err := oneRun(ctx, o, dir, o.seed+uint64(i))
+		rs, size, err := oneRun(ctx, o, dir, o.seed+uint64(i))
 		if err != nil {
 			return fmt.Errorf("run %d: %w", i, err)
 		}
 		if !o.jsonOut {
-			fmt.Printf("run %d (%s)\n", i, dir)
+			fmt.Printf("run %d (%s): after the flush %.0f MB in %d sstables, block cache %.0f MB\n",
+				i, dir, float64(size.TablesSize)/1e6, size.TablesCount, float64(o.cacheBytes)/1e6)
 			printTable(rs)
 		}
 		all = append(all, rs)
@@ -161,78 +173,116 @@ func (quiet) Fatalf(f string, args ...any) { fmt.Fprintf(os.Stderr, f+"\n", args
 
 func key(i int) []byte { return fmt.Appendf(nil, "%016d", i) }
 
-func oneRun(ctx context.Context, o options, dir string, seed uint64) ([]result, error) {
+// valuePool is the size of the random pool the rows' values are cut from.
+const valuePool = 4 << 20
+
+// values are the rows' values, those of `bighive bench` for the same seed
+// and size: row i's is a size-byte slice of a random pool, at an offset given
+// by a hash of i. A copy of internal/bench/values.go, which this module
+// cannot import without depending on all of Bighive.
+type values struct {
+	pool []byte
+	size int
+}
+
+func newValues(seed uint64, size int) values {
+	pool := make([]byte, valuePool+size)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	var w [8]byte
+	for i := 0; i < len(pool); i += len(w) {
+		binary.LittleEndian.PutUint64(w[:], rng.Uint64())
+		copy(pool[i:], w[:])
+	}
+	return values{pool: pool, size: size}
+}
+
+// of is row i's value; it is shared, not to be modified.
+func (v values) of(i int) []byte {
+	h, x := uint64(0xcbf29ce484222325), uint64(i) // FNV-1a over i's 8 bytes, low byte first
+	for range 8 {
+		h ^= x & 0xff
+		h *= 1099511628211
+		x >>= 8
+	}
+	off := h % (valuePool + 1)
+	return v.pool[off : off+uint64(v.size) : off+uint64(v.size)]
+}
+
+func oneRun(ctx context.Context, o options, dir string, seed uint64) ([]result, pebble.LevelMetrics, error) {
+	var size pebble.LevelMetrics
 	cache := pebble.NewCache(o.cacheBytes)
 	defer cache.Unref()
 	db, err := pebble.Open(dir, &pebble.Options{Cache: cache, Logger: quiet{}})
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", dir, err)
+		return nil, size, fmt.Errorf("open %s: %w", dir, err)
 	}
 	defer db.Close()
-	value := make([]byte, o.valueSize)
-	rng := rand.New(rand.NewPCG(seed, 0))
-	for i := range value {
-		value[i] = byte(rng.Uint32())
-	}
+	vals := newValues(seed, o.valueSize)
 	var rs []result
 
 	r, err := timed(ctx, "randomWrite", o, seed, func(rng *rand.Rand) (int, error) {
-		return o.valueSize + 16, db.Set(key(rng.IntN(o.keys)), value, pebble.Sync)
+		i := rng.IntN(o.keys)
+		return o.valueSize + 16, db.Set(key(i), vals.of(i), pebble.Sync)
 	})
 	if err != nil {
-		return nil, err
+		return nil, size, err
 	}
 	rs = append(rs, r)
 
-	r, err = bulk(ctx, db, o, value, seed)
+	r, err = bulk(ctx, db, o, vals, seed)
 	if err != nil {
-		return nil, err
+		return nil, size, err
 	}
 	rs = append(rs, r)
 	if err := db.Flush(); err != nil {
-		return nil, fmt.Errorf("flush: %w", err)
+		return nil, size, fmt.Errorf("flush: %w", err)
 	}
+	size = db.Metrics().Total()
 
 	hot := int(o.cacheBytes/2) / (o.valueSize + 16)
 	hot = min(hot, o.keys)
 	for i := 0; i < hot; i++ {
-		if err := get(db, key(i), o.valueSize); err != nil {
-			return nil, err
+		if err := get(db, vals, i); err != nil {
+			return nil, size, err
 		}
 	}
 	r, err = timed(ctx, "randomReadWarm", o, seed, func(rng *rand.Rand) (int, error) {
-		return o.valueSize + 16, get(db, key(rng.IntN(hot)), o.valueSize)
+		return o.valueSize + 16, get(db, vals, rng.IntN(hot))
 	})
 	if err != nil {
-		return nil, err
+		return nil, size, err
 	}
 	rs = append(rs, r)
 
 	r, err = timed(ctx, "randomRead", o, seed, func(rng *rand.Rand) (int, error) {
-		return o.valueSize + 16, get(db, key(rng.IntN(o.keys)), o.valueSize)
+		return o.valueSize + 16, get(db, vals, rng.IntN(o.keys))
 	})
 	if err != nil {
-		return nil, err
+		return nil, size, err
 	}
 	rs = append(rs, r)
 
 	r, err = scan(ctx, db, o)
 	if err != nil {
-		return nil, err
+		return nil, size, err
 	}
 	rs = append(rs, r)
-	return rs, nil
+	return rs, size, nil
 }
 
-func get(db *pebble.DB, k []byte, size int) error {
+// get reads row i, which must hold row i's value.
+func get(db *pebble.DB, vals values, i int) error {
+	k := key(i)
 	v, closer, err := db.Get(k)
 	if err != nil {
 		return fmt.Errorf("get %s: %w", k, err)
 	}
-	n := len(v)
-	closer.Close()
-	if n != size {
-		return fmt.Errorf("get %s: %d bytes, want %d", k, n, size)
+	defer closer.Close()
+	if len(v) != vals.size {
+		return fmt.Errorf("get %s: %d bytes, want %d", k, len(v), vals.size)
+	}
+	if !bytes.Equal(v, vals.of(i)) {
+		return fmt.Errorf("get %s: not the row's value", k)
 	}
 	return nil
 }
@@ -297,7 +347,7 @@ func summarize(name string, rows, bytes int64, d time.Duration, lat []time.Durat
 
 // bulk writes every row once, in batches from a permutation of the keyspace,
 // o.concurrency batches in flight, each committed with a sync.
-func bulk(ctx context.Context, db *pebble.DB, o options, value []byte, seed uint64) (result, error) {
+func bulk(ctx context.Context, db *pebble.DB, o options, vals values, seed uint64) (result, error) {
 	perm := rand.New(rand.NewPCG(seed, 99)).Perm(o.keys)
 	var (
 		next  atomic.Int64
@@ -319,7 +369,7 @@ func bulk(ctx context.Context, db *pebble.DB, o options, value []byte, seed uint
 				t := time.Now()
 				b := db.NewBatch()
 				for _, i := range perm[lo:min(lo+o.batch, len(perm))] {
-					b.Set(key(i), value, nil)
+					b.Set(key(i), vals.of(i), nil)
 				}
 				err := b.Commit(pebble.Sync)
 				b.Close()
@@ -339,7 +389,7 @@ func bulk(ctx context.Context, db *pebble.DB, o options, value []byte, seed uint
 	if first != nil {
 		return result{}, fmt.Errorf("bulk: %w", first)
 	}
-	return summarize("bulk", int64(o.keys), int64(o.keys)*int64(len(value)+16), time.Since(start), lat), nil
+	return summarize("bulk", int64(o.keys), int64(o.keys)*int64(o.valueSize+16), time.Since(start), lat), nil
 }
 
 // scan reads the whole keyspace with one iterator, repeated until

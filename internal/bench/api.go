@@ -34,12 +34,12 @@ type store interface {
 	Ping(ctx context.Context, key string) error
 	// Put writes value to row key's cf:v at the server's time, durably.
 	Put(ctx context.Context, key string, value []byte) error
-	// Bulk writes value at timestamp ts (µs) to every row; it fails if
+	// Bulk writes values[j] at timestamp ts (µs) to rows[j]; it fails if
 	// any row does.
-	Bulk(ctx context.Context, rows []string, ts int64, value []byte) error
-	// Get reads row key and returns its cells' count, the length of its
-	// first value and the key, qualifier and value bytes it moved.
-	Get(ctx context.Context, key string) (cells, valueLen int, bytes int64, err error)
+	Bulk(ctx context.Context, rows []string, ts int64, values [][]byte) error
+	// Get reads row key and returns its cells' count, its first value and
+	// the key, qualifier and value bytes it moved.
+	Get(ctx context.Context, key string) (cells int, value []byte, bytes int64, err error)
 	// Scan reads the rows of [start, end) in order ("" end: the table's
 	// end) and calls f with each row's key, cell count and bytes until f
 	// returns false.
@@ -67,11 +67,11 @@ func (s nativeStore) Put(ctx context.Context, key string, value []byte) error {
 	return s.tbl.Put(ctx, key, family, qualifier, value)
 }
 
-func (s nativeStore) Bulk(ctx context.Context, rows []string, ts int64, value []byte) error {
+func (s nativeStore) Bulk(ctx context.Context, rows []string, ts int64, values [][]byte) error {
 	ms := make([]*client.Mutation, len(rows))
 	for j := range rows {
 		ms[j] = client.NewMutation()
-		ms[j].Set(family, qualifier, ts, value)
+		ms[j].Set(family, qualifier, ts, values[j])
 	}
 	errs, err := s.tbl.ApplyBulk(ctx, rows, ms)
 	if err != nil {
@@ -85,12 +85,12 @@ func (s nativeStore) Bulk(ctx context.Context, rows []string, ts int64, value []
 	return nil
 }
 
-func (s nativeStore) Get(ctx context.Context, key string) (int, int, int64, error) {
+func (s nativeStore) Get(ctx context.Context, key string) (int, []byte, int64, error) {
 	row, err := s.tbl.Get(ctx, key)
 	if err != nil || len(row.Cells) == 0 {
-		return 0, 0, 0, err
+		return 0, nil, 0, err
 	}
-	return len(row.Cells), len(row.Cells[0].Value), rowBytes(row), nil
+	return len(row.Cells), row.Cells[0].Value, rowBytes(row), nil
 }
 
 func rowBytes(row client.Row) int64 {
@@ -167,11 +167,11 @@ func (s *bigtableStore) Put(ctx context.Context, key string, value []byte) error
 	return s.tbl.Apply(ctx, key, m)
 }
 
-func (s *bigtableStore) Bulk(ctx context.Context, rows []string, ts int64, value []byte) error {
+func (s *bigtableStore) Bulk(ctx context.Context, rows []string, ts int64, values [][]byte) error {
 	ms := make([]*bigtable.Mutation, len(rows))
 	for j := range rows {
 		ms[j] = bigtable.NewMutation()
-		ms[j].Set(family, qualifier, bigtable.Timestamp(ts), value)
+		ms[j].Set(family, qualifier, bigtable.Timestamp(ts), values[j])
 	}
 	errs, err := s.tbl.ApplyBulk(ctx, rows, ms)
 	if err != nil {
@@ -185,12 +185,12 @@ func (s *bigtableStore) Bulk(ctx context.Context, rows []string, ts int64, value
 	return nil
 }
 
-func btRowBytes(row bigtable.Row) (cells, first int, n int64) {
+func btRowBytes(row bigtable.Row) (cells int, first []byte, n int64) {
 	n = int64(len(row.Key()))
 	for _, items := range row {
 		for _, it := range items {
 			if cells == 0 {
-				first = len(it.Value)
+				first = it.Value
 			}
 			cells++
 			n += int64(len(it.Column) - len(family) - 1 + len(it.Value))
@@ -199,10 +199,10 @@ func btRowBytes(row bigtable.Row) (cells, first int, n int64) {
 	return cells, first, n
 }
 
-func (s *bigtableStore) Get(ctx context.Context, key string) (int, int, int64, error) {
+func (s *bigtableStore) Get(ctx context.Context, key string) (int, []byte, int64, error) {
 	row, err := s.tbl.ReadRow(ctx, key)
 	if err != nil || row == nil {
-		return 0, 0, 0, err
+		return 0, nil, 0, err
 	}
 	cells, first, n := btRowBytes(row)
 	return cells, first, n, nil

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"math/rand/v2"
 	"os"
 	"runtime"
 	"slices"
@@ -316,11 +315,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	r := &runner{opts: opts, rep: &Report{API: opts.API, Run: opts.Run, Seed: opts.Seed, Keys: opts.Keys, ValueSize: opts.ValueSize,
 		Concurrency: opts.Concurrency, Tablets: opts.Tablets, CacheBytes: opts.CacheBytes, Distribution: opts.Distribution,
 		Cores: runtime.NumCPU()}}
-	r.value = make([]byte, opts.ValueSize)
-	rng := rand.New(rand.NewPCG(opts.Seed, 0))
-	for i := range r.value {
-		r.value[i] = byte(rng.Uint32())
-	}
+	r.values = newValues(opts.Seed, opts.ValueSize)
 	r.logf("api %s; seed %d; %d keys of %d-byte values, %d tablets, %d goroutines, %v per phase",
 		opts.API, opts.Seed, opts.Keys, opts.ValueSize, opts.Tablets, opts.Concurrency, opts.Duration)
 	if err := r.createTable(ctx); err != nil {
@@ -347,12 +342,12 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 }
 
 type runner struct {
-	opts  Options
-	rep   *Report
-	st    store
-	value []byte
-	floor float64     // the ping phase's calls/s
-	ack   *ackCounter // rows the YCSB workloads inserted
+	opts   Options
+	rep    *Report
+	st     store
+	values values      // the rows' values
+	floor  float64     // the ping phase's calls/s
+	ack    *ackCounter // rows the YCSB workloads inserted
 }
 
 func (r *runner) logf(format string, args ...any) {

@@ -4,9 +4,15 @@
 //
 // A run is a sequence of fixed-time phases over one table of Keys rows
 // (row key = the row's index as 16 decimal digits, one family "cf", one
-// column "cf:v", values of ValueSize random bytes, MaxVersions 1). The
-// write, read and scan phases are named after HBase's
-// PerformanceEvaluation; ycsbA … ycsbF are YCSB's core workloads:
+// column "cf:v", MaxVersions 1). Row i's value is ValueSize random bytes
+// of its own: a slice of a 4 MiB random pool generated once from the
+// seed, at an offset given by a hash of i. Every write of row i writes
+// the same value; neighbouring rows' values are unrelated, so the
+// table's compressed TSFile pages are as large as its data (with the
+// default 500 000 rows of 1000 B, about 0.5 GB, several times the block
+// cache), and a write costs the client no allocation or random
+// generation. The write, read and scan phases are named after
+// HBase's PerformanceEvaluation; ycsbA … ycsbF are YCSB's core workloads:
 //
 //	ping      the floor: a no-op RPC per call at the same concurrency over
 //	          the same connections (the tserver's Ping RPC to the server
@@ -62,8 +68,11 @@
 // (put, get, get-warm and get-cold are the earlier names of randomWrite,
 // randomReadWarm + randomRead, randomReadWarm and randomRead).
 //
-// Every phase checks what it reads (row present, value size; a ranged
-// scan returns exactly its rows, in order) and stops at the first error:
+// Every phase checks what it reads (a Get: the row present with one
+// cell, of ValueSize bytes, that are the row's own value, so a read of
+// the wrong row fails unless the two rows' pool offsets happen to be
+// equal, about one chance in 4 million; a scan: exactly its rows, in
+// order, one cell each) and stops at the first error:
 // a benchmark that returned errors measures nothing. Each phase reports
 // its rows/s, MB/s (row key + qualifier + value bytes), its ratio to the
 // floor and the latencies of one

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -178,11 +179,13 @@ func (r *runner) pingOp(ctx context.Context, w *worker, _ int64) (int64, int64, 
 	return 1, 0, nil
 }
 
-func (r *runner) putOne(ctx context.Context, k string) (int64, int64, error) {
-	if err := r.st.Put(ctx, k, r.value); err != nil {
+// putOne writes row i's value to row i.
+func (r *runner) putOne(ctx context.Context, i int) (int64, int64, error) {
+	k, v := Key(i), r.values.of(i)
+	if err := r.st.Put(ctx, k, v); err != nil {
 		return 0, 0, fmt.Errorf("put %s: %w", k, err)
 	}
-	return 1, int64(len(k) + len(qualifier) + len(r.value)), nil
+	return 1, int64(len(k) + len(qualifier) + len(v)), nil
 }
 
 // sequentialWrite: durable Puts of the rows in key order, call i writing
@@ -191,7 +194,7 @@ func (r *runner) putOne(ctx context.Context, k string) (int64, int64, error) {
 func (r *runner) sequentialWrite(ctx context.Context) (Result, error) {
 	r.logf("%s: rows in order, %d goroutines", PhaseSequentialWrite, r.opts.Concurrency)
 	return r.timed(PhaseSequentialWrite, ctx, func(ctx context.Context, _ *worker, i int64) (int64, int64, error) {
-		return r.putOne(ctx, Key(int(i%int64(r.opts.Keys))))
+		return r.putOne(ctx, int(i%int64(r.opts.Keys)))
 	})
 }
 
@@ -199,7 +202,7 @@ func (r *runner) sequentialWrite(ctx context.Context) (Result, error) {
 func (r *runner) randomWrite(ctx context.Context) (Result, error) {
 	r.logf("%s: random rows, %d goroutines", PhaseRandomWrite, r.opts.Concurrency)
 	return r.timed(PhaseRandomWrite, ctx, func(ctx context.Context, w *worker, _ int64) (int64, int64, error) {
-		return r.putOne(ctx, Key(w.rng.IntN(r.opts.Keys)))
+		return r.putOne(ctx, w.rng.IntN(r.opts.Keys))
 	})
 }
 
@@ -223,13 +226,14 @@ func (r *runner) bulk(ctx context.Context, timed bool) (Result, error) {
 	var cursor atomic.Int64 // next batch, across the timed and the fill part
 	op := func(ctx context.Context, _ *worker, _ int64) (int64, int64, error) {
 		b := cursor.Add(1) - 1
-		rows := make([]string, o.BatchSize)
+		rows, vals := make([]string, o.BatchSize), make([][]byte, o.BatchSize)
 		var n int64
 		for j := range rows {
-			rows[j] = Key(permute(int((b*int64(o.BatchSize)+int64(j))%int64(o.Keys)), o.Keys))
-			n += int64(len(rows[j]) + len(qualifier) + len(r.value))
+			i := permute(int((b*int64(o.BatchSize)+int64(j))%int64(o.Keys)), o.Keys)
+			rows[j], vals[j] = Key(i), r.values.of(i)
+			n += int64(len(rows[j]) + len(qualifier) + len(vals[j]))
 		}
-		if err := r.st.Bulk(ctx, rows, time.Now().UnixMicro(), r.value); err != nil {
+		if err := r.st.Bulk(ctx, rows, time.Now().UnixMicro(), vals); err != nil {
 			return 0, 0, fmt.Errorf("apply bulk: %w", err)
 		}
 		return int64(len(rows)), n, nil
@@ -253,13 +257,19 @@ func (r *runner) bulk(ctx context.Context, timed bool) (Result, error) {
 	return res, nil
 }
 
-func (r *runner) getOne(ctx context.Context, k string) (int64, error) {
-	cells, vlen, n, err := r.st.Get(ctx, k)
+// getOne reads row i, which must hold row i's value: one cell, of
+// ValueSize bytes, that are the bytes of row i's value.
+func (r *runner) getOne(ctx context.Context, i int) (int64, error) {
+	k := Key(i)
+	cells, v, n, err := r.st.Get(ctx, k)
 	if err != nil {
 		return 0, fmt.Errorf("get %s: %w", k, err)
 	}
-	if cells != 1 || vlen != len(r.value) {
-		return 0, fmt.Errorf("%w: get %s: %d cells, want 1 of %d bytes", ErrMismatch, k, cells, len(r.value))
+	if cells != 1 || len(v) != r.opts.ValueSize {
+		return 0, fmt.Errorf("%w: get %s: %d cells (the first of %d bytes), want 1 of %d bytes", ErrMismatch, k, cells, len(v), r.opts.ValueSize)
+	}
+	if !bytes.Equal(v, r.values.of(i)) {
+		return 0, fmt.Errorf("%w: get %s: not the row's value (%x…)", ErrMismatch, k, v[:min(len(v), 8)])
 	}
 	return n, nil
 }
@@ -267,7 +277,7 @@ func (r *runner) getOne(ctx context.Context, k string) (int64, error) {
 // hotRows is the size of randomReadWarm's hot range: rows whose TSFile bytes
 // take at most half the block cache (and at most the keyspace).
 func (r *runner) hotRows() int {
-	perRow := int64(len(r.value) + 64) // value, key, qualifier, timestamp, index entry
+	perRow := int64(r.opts.ValueSize + 64) // value, key, qualifier, timestamp, index entry
 	if r.rep.TSFileBytes > 0 {
 		perRow = max(perRow, r.rep.TSFileBytes/int64(r.opts.Keys))
 	}
@@ -279,7 +289,7 @@ func (r *runner) hotRows() int {
 func (r *runner) sequentialRead(ctx context.Context) (Result, error) {
 	r.logf("%s: rows in order, %d goroutines", PhaseSequentialRead, r.opts.Concurrency)
 	return r.timed(PhaseSequentialRead, ctx, func(ctx context.Context, _ *worker, i int64) (int64, int64, error) {
-		b, err := r.getOne(ctx, Key(int(i%int64(r.opts.Keys))))
+		b, err := r.getOne(ctx, int(i%int64(r.opts.Keys)))
 		return 1, b, err
 	})
 }
@@ -291,15 +301,15 @@ func (r *runner) randomReadWarm(ctx context.Context) (Result, error) {
 	r.rep.HotRows = hot
 	start := time.Now()
 	if _, err := r.drive(ctx, "warm-up", r.opts.Concurrency, 24*time.Hour, int64(hot), func(ctx context.Context, _ *worker, i int64) (int64, int64, error) {
-		b, err := r.getOne(ctx, Key(int(i)))
+		b, err := r.getOne(ctx, int(i))
 		return 1, b, err
 	}); err != nil {
 		return Result{Phase: PhaseRandomReadWarm}, fmt.Errorf("warm-up: %w", err)
 	}
 	r.logf("%s: read the hot range of %d rows (%.0f MB of a %.0f MB cache) in %v", PhaseRandomReadWarm, hot,
-		mb(int64(hot)*int64(len(r.value)+keyLen)), mb(r.opts.CacheBytes), time.Since(start).Round(time.Millisecond))
+		mb(int64(hot)*int64(r.opts.ValueSize+keyLen)), mb(r.opts.CacheBytes), time.Since(start).Round(time.Millisecond))
 	return r.timed(PhaseRandomReadWarm, ctx, func(ctx context.Context, w *worker, _ int64) (int64, int64, error) {
-		b, err := r.getOne(ctx, Key(w.rng.IntN(hot)))
+		b, err := r.getOne(ctx, w.rng.IntN(hot))
 		return 1, b, err
 	})
 }
@@ -311,7 +321,7 @@ func (r *runner) randomRead(ctx context.Context) (Result, error) {
 			mb(r.rep.TSFileBytes), mb(r.opts.CacheBytes), min(100, 100*float64(r.opts.CacheBytes)/float64(r.rep.TSFileBytes)))
 	}
 	return r.timed(PhaseRandomRead, ctx, func(ctx context.Context, w *worker, _ int64) (int64, int64, error) {
-		b, err := r.getOne(ctx, Key(w.rng.IntN(r.opts.Keys)))
+		b, err := r.getOne(ctx, w.rng.IntN(r.opts.Keys))
 		return 1, b, err
 	})
 }

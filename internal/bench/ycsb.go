@@ -95,7 +95,7 @@ func (r *runner) ycsb(ctx context.Context, wl ycsbWorkload) (Result, error) {
 		switch kind {
 		case kindInsert:
 			i := r.ack.take()
-			n, b, err := r.putOne(ctx, Key(int(i)))
+			n, b, err := r.putOne(ctx, int(i))
 			if err != nil {
 				return 0, 0, fmt.Errorf("insert: %w", err)
 			}
@@ -108,7 +108,7 @@ func (r *runner) ycsb(ctx context.Context, wl ycsbWorkload) (Result, error) {
 			_, b, err := r.scanExact(ctx, int(lo), int(hi))
 			return 1, b, err // one operation, as YCSB counts
 		}
-		k := Key(int(r.ycsbKey(w, wl, r.ack.limit.Load())))
+		k := int(r.ycsbKey(w, wl, r.ack.limit.Load()))
 		switch kind {
 		case kindUpdate:
 			return r.putOne(ctx, k)
