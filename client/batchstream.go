@@ -398,10 +398,27 @@ func (s *batchSession) broke(cause error) {
 	s.bc.mu.Unlock()
 }
 
+// commandPath reports whether a call to the tserver at addr goes as one
+// command (command): to the local tserver, or on the batch stream.
+func (c *Client) commandPath(addr string) bool {
+	return c.batch != nil || c.opts.local != nil && addr == c.opts.local.Addr()
+}
+
+// command runs one command on the tserver at addr: in this process when
+// it is the local tserver (WithLocalTServer), else on the batch stream.
+func (c *Client) command(ctx context.Context, addr string, cmd *pb.BatchCommandsRequest_Command, p *peer.Peer) (*pb.BatchCommandsResponse_Result, error) {
+	if c.opts.local != nil && addr == c.opts.local.Addr() {
+		res := c.opts.local.Command(ctx, cmd)
+		p.Addr = streamAddr(addr) // it reached the tserver: its outcome is the result's
+		return res, apierr.FromRowStatus(res.GetStatus())
+	}
+	return c.batch.call(ctx, addr, cmd, p)
+}
+
 // mutateRow is MutateRow on the batch stream when it is on, else unary.
 func (c *Client) mutateRow(ctx context.Context, addr string, req *pb.MutateRowRequest, p *peer.Peer) error {
-	if c.batch != nil {
-		_, err := c.batch.call(ctx, addr, &pb.BatchCommandsRequest_Command{
+	if c.commandPath(addr) {
+		_, err := c.command(ctx, addr, &pb.BatchCommandsRequest_Command{
 			Command: &pb.BatchCommandsRequest_Command_MutateRow{MutateRow: req}}, p)
 		return err
 	}
@@ -415,8 +432,8 @@ func (c *Client) mutateRow(ctx context.Context, addr string, req *pb.MutateRowRe
 
 // readRow is ReadRow on the batch stream when it is on, else unary.
 func (c *Client) readRow(ctx context.Context, addr string, req *pb.ReadRowRequest, p *peer.Peer) (*pb.ReadRowResponse, error) {
-	if c.batch != nil {
-		res, err := c.batch.call(ctx, addr, &pb.BatchCommandsRequest_Command{
+	if c.commandPath(addr) {
+		res, err := c.command(ctx, addr, &pb.BatchCommandsRequest_Command{
 			Command: &pb.BatchCommandsRequest_Command_ReadRow{ReadRow: req}}, p)
 		if err != nil {
 			return nil, err
@@ -436,8 +453,8 @@ func (c *Client) readRow(ctx context.Context, addr string, req *pb.ReadRowReques
 // ping is Ping on the batch stream when it is on, else unary: the floor of
 // the transport the data calls use.
 func (c *Client) ping(ctx context.Context, addr string, p *peer.Peer) error {
-	if c.batch != nil {
-		_, err := c.batch.call(ctx, addr, &pb.BatchCommandsRequest_Command{
+	if c.commandPath(addr) {
+		_, err := c.command(ctx, addr, &pb.BatchCommandsRequest_Command{
 			Command: &pb.BatchCommandsRequest_Command_Ping{Ping: &pb.PingRequest{}}}, p)
 		return err
 	}

@@ -47,6 +47,7 @@ type options struct {
 	noFlatScan             bool
 	dialOpts               []grpc.DialOption
 	creds                  credentials.TransportCredentials // nil: plaintext
+	local                  LocalTServer                     // nil: every tserver over gRPC
 	log                    *slog.Logger
 	now                    func() time.Time
 }
@@ -85,6 +86,25 @@ func WithBulkConcurrency(n int) Option { return func(o *options) { o.bulkConcurr
 // call still returns once its own row is durable, with its own error. See
 // the package documentation.
 func WithWriteCoalescing(on bool) Option { return func(o *options) { o.coalesceWrites = on } }
+
+// LocalTServer is a tserver in the caller's own process: a tserver that
+// serves the Cloud Bigtable API through a Client of its own reaches its
+// own tablets through it, without a connection to itself.
+type LocalTServer interface {
+	// Addr is the address the tserver is registered at ("" until it is
+	// known: calls then go over gRPC).
+	Addr() string
+	// Command runs one command as the tserver's batch stream would, and
+	// returns its result (the Id is not used).
+	Command(ctx context.Context, cmd *pb.BatchCommandsRequest_Command) *pb.BatchCommandsResponse_Result
+}
+
+// WithLocalTServer sends the Puts, Applies, Gets and Pings for the tablets
+// of the tserver t, which runs in this process, to t directly, with the
+// same outcomes and retries as over the batch stream. Other calls (bulk
+// writes, scans, conditional and read-modify-write mutations) and other
+// tservers go over gRPC as usual.
+func WithLocalTServer(t LocalTServer) Option { return func(o *options) { o.local = t } }
 
 // WithBatchStream turns the batch stream on or off (default on): Puts,
 // Applies and Gets go to each tserver on one long-lived stream that

@@ -226,6 +226,9 @@ func (t *Table) coalescedApply(ctx context.Context, prefix func() string, rm *pb
 	if err != nil {
 		return false, nil
 	}
+	if l := t.c.opts.local; l != nil && loc.addr == l.Addr() {
+		return false, nil // a command in this process: nothing to coalesce
+	}
 	out := t.c.coalesce.write(ctx, loc, rm)
 	if out.err == nil {
 		return true, nil

@@ -29,7 +29,10 @@ import (
 //
 //	go test ./frontend -run '^$' -bench CPUPerCall -count 3
 //
-// reports cpu-µs/op (user + system time of the process per call).
+// reports cpu-µs/op (user + system time of the process per call). The
+// bigtable-api cases go through a frontend; bigtable-api-in-tserver
+// through the same API served as cmd/tserver --bigtable serves it, its
+// client reaching the tserver in-process.
 func BenchmarkCPUPerCall(b *testing.B) {
 	ctx := context.Background()
 	value := make([]byte, 1000)
@@ -45,6 +48,11 @@ func BenchmarkCPUPerCall(b *testing.B) {
 		b.Fatal(err)
 	}
 	api := officialClient(b, serve(b, func(g *grpc.Server) { New(c.Client(), nil).Register(g) }))
+	// The API served by the tserver itself (cmd/tserver --bigtable): its
+	// client reaches the tserver in-process.
+	local := officialClient(b, serve(b, func(g *grpc.Server) {
+		New(c.Client(client.WithLocalTServer(c.TServer(0))), nil).Register(g)
+	}))
 	null := officialClient(b, serve(b, func(g *grpc.Server) { btpb.RegisterBigtableServer(g, nullBigtable{value: value}) }))
 	const rows = 1000
 	key := func(i int) string { return fmt.Sprintf("row%06d", i%rows) }
@@ -81,9 +89,11 @@ func BenchmarkCPUPerCall(b *testing.B) {
 			return err
 		}},
 		{"get/bigtable-api", apiGet(api.Open("t"))},
+		{"get/bigtable-api-in-tserver", apiGet(local.Open("t"))},
 		{"get/bigtable-client-floor", apiGet(null.Open("t"))},
 		{"put/native", func(i int) error { return native.Put(ctx, key(i), "cf", "q", value) }},
 		{"put/bigtable-api", apiPut(api.Open("t"))},
+		{"put/bigtable-api-in-tserver", apiPut(local.Open("t"))},
 		{"put/bigtable-client-floor", apiPut(null.Open("t"))},
 	}
 	for _, tc := range cases {

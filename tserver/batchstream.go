@@ -243,6 +243,24 @@ func (s *Server) mutateGroup(ctx context.Context, tabletID string, epoch int64, 
 	}
 }
 
+// Command runs one batch-stream command in this process, with the checks,
+// metrics and write grouping of a command that came on a batch stream, and
+// returns its result: a client in this process (the Cloud Bigtable API
+// served by this tserver) reaches its tablets without a connection to
+// itself. It implements client.LocalTServer with Addr.
+func (s *Server) Command(ctx context.Context, cmd *pb.BatchCommandsRequest_Command) *pb.BatchCommandsResponse_Result {
+	select {
+	case <-s.draining:
+		return &batchResult{Id: cmd.Id, Status: apierr.RowStatus(closingErr(s, cmd))}
+	default:
+	}
+	var res *batchResult
+	var wg sync.WaitGroup
+	s.runCommands(ctx, []*pb.BatchCommandsRequest_Command{cmd}, &wg, func(r *batchResult) { res = r })
+	wg.Wait()
+	return res
+}
+
 // closingErr refuses a command that arrived after the tserver began to
 // close: NOT_SERVING, so the client looks the tablet up again.
 func closingErr(s *Server, c *pb.BatchCommandsRequest_Command) error {

@@ -108,6 +108,11 @@ type Options struct {
 	// HTTPListen is the address of the HTTP port (/metrics, /debug/pprof/);
 	// empty: no HTTP port.
 	HTTPListen string
+	// Services, if set, registers more services on the tserver's gRPC
+	// server before it serves: cmd/tserver's --bigtable registers the
+	// Cloud Bigtable API (package frontend) there, over a client that
+	// reaches this tserver through Command.
+	Services func(*grpc.Server)
 	// Metrics is the registry the tserver's metrics go to (default: a new
 	// one with the Go runtime and process collectors).
 	Metrics *prometheus.Registry
@@ -299,6 +304,9 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...))...)
 	pb.RegisterTServerServer(s.grpc, s)
+	if opts.Services != nil {
+		opts.Services(s.grpc)
+	}
 	s.health = obs.RegisterHealthAndReflection(s.grpc, pb.TServer_ServiceDesc.ServiceName)
 	if opts.HTTPListen != "" {
 		if s.http, err = obs.ListenHTTPTLS(opts.HTTPListen, reg, s.log, tlsconf.HTTPConfig(opts.TLS)); err != nil {

@@ -2,6 +2,11 @@
 //
 //	tserver --listen 127.0.0.1:7200 --masters 127.0.0.1:7100 --fs-root /shared/bighive
 //
+// With --bigtable it also serves the Cloud Bigtable API on its gRPC port,
+// as a frontend does (package frontend), over a client that reaches this
+// tserver's own tablets in-process and the others' over gRPC: a one-tserver
+// cluster then answers Bigtable clients without the frontend's extra hop.
+//
 // It stops cleanly on SIGTERM or SIGINT: in-flight requests finish, the
 // log is closed (every acknowledged write is already durable). When its
 // log fails (an I/O error: a full disk, a failed fdatasync) it gives up its
@@ -16,14 +21,20 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc"
+
+	"bighive/client"
+	"bighive/frontend"
 	"bighive/internal/auth"
 	"bighive/internal/faultfile"
 	"bighive/internal/obs"
 	"bighive/internal/tlsconf"
 	"bighive/merge"
+	pb "bighive/proto/bighivepb"
 	"bighive/split"
 	"bighive/tserver"
 )
@@ -52,6 +63,7 @@ func main() {
 		stopFiles      = flag.Int("compaction-stop-files", 0, "TSFiles per tablet past which its writes are delayed, 1 ms doubling per further file up to compaction-max-write-delay (0: 2 × compaction-backlog-files; negative: never)")
 		maxWriteDelay  = flag.Duration("compaction-max-write-delay", 250*time.Millisecond, "longest delay of one write by compaction-stop-files (at most 1s): writes are slowed, never stopped")
 		compactRate    = flag.Int64("compaction-rate", 64<<20, "average `bytes` per second compactions read; negative: unthrottled")
+		bigtable       = flag.Bool("bigtable", false, "also serve the Cloud Bigtable API (data and table admin) on the gRPC port, as a frontend would, reaching this tserver's own tablets in-process and other tservers' over gRPC; not with --auth-tokens")
 		splitFault     = flag.String("split-fault-file", "", "testing only: a `file` holding a split step number; the split that reaches that step removes the file and kills this process")
 		mergeFault     = flag.String("merge-fault-file", "", "testing only: a `file` holding a merge step number; the merge that reaches that step removes the file and kills this process")
 	)
@@ -75,9 +87,31 @@ func main() {
 		fmt.Fprintf(os.Stderr, "tserver: --auth-tokens: %v\n", err)
 		os.Exit(2)
 	}
+	if *bigtable && authTokens != nil {
+		// The frontend forwards each caller's token on its own RPCs; the
+		// in-process path has no RPC to carry it.
+		fmt.Fprintln(os.Stderr, "tserver: --bigtable does not work with --auth-tokens yet; run a frontend")
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	var services func(*grpc.Server)
+	local := &localTServer{}
+	if *bigtable {
+		copts := []client.Option{client.WithLogger(log), client.WithLocalTServer(local)}
+		if tlsSrc != nil {
+			copts = append(copts, client.WithTransportCredentials(tlsconf.Credentials(tlsSrc)))
+		}
+		c, err := client.Dial(ctx, splitList(*masters), copts...)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "tserver: --bigtable: %v\n", err)
+			os.Exit(2)
+		}
+		defer c.Close()
+		services = frontend.New(c, log).Register
+	}
 	s, err := tserver.Start(ctx, tserver.Options{
+		Services:   services,
 		Listen:     *listen,
 		Advertise:  *advertise,
 		Masters:    splitList(*masters),
@@ -111,6 +145,7 @@ func main() {
 		log.Error("start failed", "err", err)
 		os.Exit(1)
 	}
+	local.s.Store(s)
 	select {
 	case <-s.Done():
 		// The log failed: the tserver gave up its lease and stopped, so
@@ -124,6 +159,23 @@ func main() {
 		log.Error("shutdown", "err", err)
 		os.Exit(1)
 	}
+}
+
+// localTServer is the tserver as the embedded Bigtable API's client
+// reaches it (client.LocalTServer): no address until it started.
+type localTServer struct {
+	s atomic.Pointer[tserver.Server]
+}
+
+func (l *localTServer) Addr() string {
+	if s := l.s.Load(); s != nil {
+		return s.Addr()
+	}
+	return ""
+}
+
+func (l *localTServer) Command(ctx context.Context, cmd *pb.BatchCommandsRequest_Command) *pb.BatchCommandsResponse_Result {
+	return l.s.Load().Command(ctx, cmd)
 }
 
 func splitList(s string) []string {
