@@ -401,14 +401,24 @@ func (s *batchSession) broke(cause error) {
 // commandPath reports whether a call to the tserver at addr goes as one
 // command (command): to the local tserver, or on the batch stream.
 func (c *Client) commandPath(addr string) bool {
-	return c.batch != nil || c.opts.local != nil && addr == c.opts.local.Addr()
+	return c.batch != nil || c.localTServer(addr) != nil
+}
+
+// localTServer returns the tserver of this process at addr, nil if none.
+func (c *Client) localTServer(addr string) LocalTServer {
+	for _, l := range c.opts.local {
+		if l.Addr() == addr {
+			return l
+		}
+	}
+	return nil
 }
 
 // command runs one command on the tserver at addr: in this process when
 // it is the local tserver (WithLocalTServer), else on the batch stream.
 func (c *Client) command(ctx context.Context, addr string, cmd *pb.BatchCommandsRequest_Command, p *peer.Peer) (*pb.BatchCommandsResponse_Result, error) {
-	if c.opts.local != nil && addr == c.opts.local.Addr() {
-		res := c.opts.local.Command(ctx, cmd)
+	if l := c.localTServer(addr); l != nil {
+		res := l.Command(ctx, cmd)
 		p.Addr = streamAddr(addr) // it reached the tserver: its outcome is the result's
 		return res, apierr.FromRowStatus(res.GetStatus())
 	}

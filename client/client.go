@@ -47,7 +47,7 @@ type options struct {
 	noFlatScan             bool
 	dialOpts               []grpc.DialOption
 	creds                  credentials.TransportCredentials // nil: plaintext
-	local                  LocalTServer                     // nil: every tserver over gRPC
+	local                  []LocalTServer                   // tservers in this process (WithLocalTServer)
 	log                    *slog.Logger
 	now                    func() time.Time
 }
@@ -103,8 +103,10 @@ type LocalTServer interface {
 // of the tserver t, which runs in this process, to t directly, with the
 // same outcomes and retries as over the batch stream. Other calls (bulk
 // writes, scans, conditional and read-modify-write mutations) and other
-// tservers go over gRPC as usual.
-func WithLocalTServer(t LocalTServer) Option { return func(o *options) { o.local = t } }
+// tservers go over gRPC as usual. Given several times, it adds each.
+func WithLocalTServer(t LocalTServer) Option {
+	return func(o *options) { o.local = append(o.local, t) }
+}
 
 // WithBatchStream turns the batch stream on or off (default on): Puts,
 // Applies and Gets go to each tserver on one long-lived stream that

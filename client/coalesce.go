@@ -226,7 +226,7 @@ func (t *Table) coalescedApply(ctx context.Context, prefix func() string, rm *pb
 	if err != nil {
 		return false, nil
 	}
-	if l := t.c.opts.local; l != nil && loc.addr == l.Addr() {
+	if t.c.localTServer(loc.addr) != nil {
 		return false, nil // a command in this process: nothing to coalesce
 	}
 	out := t.c.coalesce.write(ctx, loc, rm)

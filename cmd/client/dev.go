@@ -87,7 +87,13 @@ func runDev(ctx context.Context, env *cli.Env, args []string) error {
 	var api *frontend.Listener
 	var apiClient *client.Client
 	if *btAddr != "" {
-		apiClient, err = client.Dial(ctx, []string{m.Addr()}, client.WithLogger(log))
+		// The API's client reaches the tservers of this process without
+		// a connection to them.
+		copts := []client.Option{client.WithLogger(log)}
+		for _, s := range servers {
+			copts = append(copts, client.WithLocalTServer(s))
+		}
+		apiClient, err = client.Dial(ctx, []string{m.Addr()}, copts...)
 		if err != nil {
 			return err
 		}
