@@ -11,7 +11,10 @@
 // retries of its own. Cloud Bigtable likewise puts a routing frontend
 // before its tablet servers. Any number of frontends may run (one per
 // `bighive dev`, one per host, several behind a TCP load balancer): they
-// share nothing but the cluster.
+// share nothing but the cluster. A tserver may serve the API itself
+// (cmd/tserver --bigtable): this package is then registered on the
+// tserver's gRPC server, over a client that reaches that tserver's tablets
+// in-process (client.WithLocalTServer).
 //
 // Resource names are projects/{p}/instances/{i}/tables/{t}; any project and
 // instance are accepted, like Google's emulator, and the table ID is the
