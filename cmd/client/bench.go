@@ -55,6 +55,7 @@ func runBench(ctx context.Context, env *cli.Env, args []string) error {
 	dir := fs.String("dir", "", "directory of the local cluster, kept afterwards (default: a temporary one, removed)")
 	apis := fs.String("api", bench.APINative, "client(s) of the data calls, comma-separated: native (Bighive's client) and/or bigtable (the official Cloud Bigtable Go client through a frontend); both print the ratios too")
 	btAddr := fs.String("bigtable", "", "with --masters and --api bigtable: the frontend's `address`")
+	apiOnTServer := fs.Bool("bigtable-on-tserver", false, "local, with --api bigtable: the official client talks to the tserver started with --bigtable (the API served in-process), not to the frontend process")
 	quiet := fs.Bool("q", false, "no progress lines")
 	withTLS := fs.Bool("tls", false, "local only: run every measurement twice, on a plaintext cluster and on a TLS one (certificates generated), and print the ratios tls/plaintext")
 	pids := fs.String("pids", "", "with --masters: the server processes whose CPU time to measure, as role=pid,… "+
@@ -131,7 +132,7 @@ func runBench(ctx context.Context, env *cli.Env, args []string) error {
 				if remote {
 					rep, err = benchRemote(ctx, env, o)
 				} else {
-					rep, err = benchLocal(ctx, o, *dir, run, *cache, *memLimit, tls)
+					rep, err = benchLocal(ctx, o, *dir, run, *cache, *memLimit, tls, *apiOnTServer)
 				}
 				if err != nil {
 					return err
@@ -199,7 +200,7 @@ func benchRemote(ctx context.Context, env *cli.Env, o bench.Options) (*bench.Rep
 	return bench.Run(ctx, o)
 }
 
-func benchLocal(ctx context.Context, o bench.Options, dir string, run int, cache, memLimit int64, tls bool) (*bench.Report, error) {
+func benchLocal(ctx context.Context, o bench.Options, dir string, run int, cache, memLimit int64, tls, apiOnTServer bool) (*bench.Report, error) {
 	runDir := ""
 	if dir != "" {
 		runDir = fmt.Sprintf("%s/run%d-%s", dir, run, o.API)
@@ -217,7 +218,7 @@ func benchLocal(ctx context.Context, o bench.Options, dir string, run int, cache
 	if o.Out != nil {
 		fmt.Fprintf(o.Out, "starting 1 master + 1 tserver under %s\n", runDir)
 	}
-	c, err := bench.StartLocal(ctx, bench.LocalOptions{Dir: runDir, CacheBytes: cache, MemLimit: memLimit, TLS: tls})
+	c, err := bench.StartLocal(ctx, bench.LocalOptions{Dir: runDir, CacheBytes: cache, MemLimit: memLimit, TLS: tls, APIOnTServer: apiOnTServer})
 	if err != nil {
 		return nil, err
 	}
@@ -231,6 +232,9 @@ func benchLocal(ctx context.Context, o bench.Options, dir string, run int, cache
 	o.Masters = c.MasterAddrs()
 	o.Credentials = c.Credentials()
 	o.BigtableAddr = c.BigtableAddr() // the cluster's frontend process
+	if apiOnTServer {
+		o.BigtableAddr = c.TServerAddr(0)
+	}
 	rep, err := bench.Run(ctx, o)
 	if rep != nil {
 		rep.TLS = tls

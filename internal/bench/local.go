@@ -17,6 +17,9 @@ type LocalOptions struct {
 	// TLS runs the cluster with TLS (certificates generated under Dir;
 	// see cluster.Options.TLS).
 	TLS bool
+	// APIOnTServer starts the tserver with --bigtable: it serves the Cloud
+	// Bigtable API itself (the cluster's frontend process runs as well).
+	APIOnTServer bool
 }
 
 // StartLocal starts one master and one tserver as real processes (built
@@ -29,6 +32,9 @@ func StartLocal(ctx context.Context, opts LocalOptions) (*cluster.Cluster, error
 	}
 	if opts.MemLimit > 0 {
 		flags = append(flags, fmt.Sprintf("--mem-limit=%d", opts.MemLimit))
+	}
+	if opts.APIOnTServer {
+		flags = append(flags, "--bigtable")
 	}
 	c, err := cluster.Start(ctx, cluster.Options{Masters: 1, TServers: 1, Dir: opts.Dir, Flags: flags, TLS: opts.TLS})
 	if err != nil {
