@@ -77,6 +77,9 @@ func runBighive(ctx context.Context, o options, p *procs, dir string, seed uint6
 		"--value-size", strconv.Itoa(o.valueSize), "--keys", strconv.Itoa(o.keys),
 		"--batch", strconv.Itoa(o.batch), "--cache-bytes", strconv.FormatInt(o.cacheBytes, 10),
 		"--seed", strconv.FormatUint(seed, 10), "--dir", filepath.Join(dir, "bighive")}
+	if o.apiOnTServer {
+		args = append(args, "--bigtable-on-tserver")
+	}
 	cmd := exec.Command(o.clientBin, args...)
 	cmd.Dir = o.root // the bench builds ./cmd/master, ./cmd/tserver, ./cmd/frontend of the module here
 	// TMPDIR: the bench's cluster builds its binaries under the temporary

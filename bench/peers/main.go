@@ -51,20 +51,21 @@ const (
 var allPeers = []string{peerBighive, peerPebble, peerRedis, peerEtcd, peerEmulator, peerBighiveBT}
 
 type options struct {
-	duration    time.Duration
-	runs        int
-	concurrency int
-	valueSize   int
-	keys        int
-	batch       int
-	cacheBytes  int64
-	seed        uint64
-	only        []string
-	install     bool
-	keep        bool
-	quiet       bool
-	emulator    string
-	root        string
+	duration     time.Duration
+	runs         int
+	concurrency  int
+	valueSize    int
+	keys         int
+	batch        int
+	cacheBytes   int64
+	seed         uint64
+	only         []string
+	install      bool
+	keep         bool
+	apiOnTServer bool // Bighive through the official client: the tserver serves the API
+	quiet        bool
+	emulator     string
+	root         string
 
 	// Found or built at the start.
 	moduleDir, clientBin, pebbleBin, emulatorBin, redisBin, redisBenchBin, etcdBin string
@@ -94,6 +95,7 @@ func main() {
 	flag.Int64Var(&o.cacheBytes, "cache-bytes", 64<<20, "Bighive's and Pebble's block cache `bytes`; the warm range is half of it")
 	flag.Uint64Var(&o.seed, "seed", 1, "random seed of run 1 (run i uses seed+i-1)")
 	flag.BoolVar(&o.install, "install", true, "as root, apt-get install redis-server and etcd-server when missing")
+	flag.BoolVar(&o.apiOnTServer, "bigtable-on-tserver", false, "Bighive through the official client: talk to the tserver serving the API itself (tserver --bigtable), not to a frontend process")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temporary directory (data and logs of every peer)")
 	flag.BoolVar(&o.quiet, "q", false, "no progress lines")
 	flag.StringVar(&o.emulator, "emulator", "", "cbtemulator `binary` (default: PATH, then google-cloud-cli's, else built from this module)")
