@@ -73,7 +73,7 @@ func (s *Server) runMerge(ctx context.Context, left, right *replica) (*merge.Res
 	opts := merge.Options{
 		Blocks: s.blocks, Store: s.uuid, Exclusive: s.eng.coord.Exclusive, BeginSplit: s.eng.coord.BeginSplit,
 		Checkpoint: func(ctx context.Context) error { _, err := s.eng.coord.Checkpoint(ctx); return err },
-		Master:     mergeMaster{s: s, committed: &committed},
+		Master:     mergeMaster{s: s, committed: &committed, left: left, right: right},
 		Hook:       s.opts.MergeHook,
 		Logger:     s.log,
 	}
@@ -103,8 +103,9 @@ func (s *Server) runMerge(ctx context.Context, left, right *replica) (*merge.Res
 
 // mergeMaster is merge.Master over the master's RPCs.
 type mergeMaster struct {
-	s         *Server
-	committed **pb.TabletMeta
+	s           *Server
+	committed   **pb.TabletMeta
+	left, right *replica // the loads the merge was computed for
 }
 
 func (m mergeMaster) AllocateTabletIDs(ctx context.Context, n int) ([]string, error) {
@@ -118,7 +119,7 @@ func (m mergeMaster) ReportMerge(ctx context.Context, rep merge.Report) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, reportMergeTimeout)
 	defer cancel()
-	return m.s.report(ctx, merge.ErrRefused, func(ctx context.Context, mc pb.MasterClient) error {
+	return m.s.report(ctx, merge.ErrRefused, []*replica{m.left, m.right}, func(ctx context.Context, mc pb.MasterClient) error {
 		resp, err := mc.ReportMerge(ctx, req)
 		if err == nil {
 			*m.committed = resp.Merged

@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"bighive/checkpoint"
 	"bighive/internal/apierr"
 	pb "bighive/proto/bighivepb"
 	"bighive/split"
@@ -185,7 +186,7 @@ func (sp *splitter) run(ctx context.Context, r *replica, row []byte) (_ *split.R
 			releases = append(releases, release)
 			return tsfile.Open(store, f.FooterRef(), tsfile.ReaderOptions{})
 		},
-		Master: splitMaster{s: s, committed: &committed},
+		Master: splitMaster{s: s, committed: &committed, parent: r},
 	}
 	req := split.Request{TabletID: r.ID(), Epoch: r.Epoch(), Start: r.Start(), End: r.End(), Row: row, Tablet: r.Engine(),
 		Route: r.Route, Compression: r.Engine().Compression()}
@@ -214,6 +215,7 @@ func (sp *splitter) run(ctx context.Context, r *replica, row []byte) (_ *split.R
 type splitMaster struct {
 	s         *Server
 	committed *[]*pb.TabletMeta
+	parent    *replica // the load the split was computed for
 }
 
 func (m splitMaster) AllocateTabletIDs(ctx context.Context, n int) ([]string, error) {
@@ -238,7 +240,7 @@ func (m splitMaster) ReportSplit(ctx context.Context, rep split.Report) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, reportSplitTimeout)
 	defer cancel()
-	return m.s.report(ctx, split.ErrRefused, func(ctx context.Context, mc pb.MasterClient) error {
+	return m.s.report(ctx, split.ErrRefused, []*replica{m.parent}, func(ctx context.Context, mc pb.MasterClient) error {
 		resp, err := mc.ReportSplit(ctx, req)
 		if err == nil {
 			*m.committed = resp.Children
@@ -260,7 +262,36 @@ func (m splitMaster) ReportSplit(ctx context.Context, rep split.Report) error {
 // only when it answered the first attempt; a refusal of a retried report
 // is outcome unknown, and the caller keeps the parents fenced and deletes
 // nothing.
-func (s *Server) report(ctx context.Context, refused error, fn func(ctx context.Context, mc pb.MasterClient) error) error {
+//
+// The report is fenced like every background commit (docs/design.md,
+// 'Fencing background commits'): nothing is sent without a valid lease,
+// or when a parent's load (the replica the split or merge was computed
+// for) is no longer the registered one; both are definite refusals. The
+// parents' loads are held until the answer, so none is unloaded and
+// loaded again while its report is in flight; the report ends with the
+// lease (its outcome then unknown).
+func (s *Server) report(ctx context.Context, refused error, parents []*replica, fn func(ctx context.Context, mc pb.MasterClient) error) error {
+	now := time.Now()
+	if !s.leaseValid() {
+		return fmt.Errorf("%w: %w", refused, checkpoint.ErrNoLease)
+	}
+	// Past the lease the master may give the parents to another tserver;
+	// an unload waiting for the parents' hold waits no longer than that.
+	ctx, cancel := context.WithTimeout(ctx, s.lease.remaining(now))
+	defer cancel()
+	for _, p := range parents {
+		if p == nil {
+			continue
+		}
+		release, ok := p.Engine().Hold()
+		if !ok || s.tablets.get(p.ID()) != p {
+			if ok {
+				release()
+			}
+			return fmt.Errorf("%w: tablet %s: %w", refused, p.ID(), checkpoint.ErrLoadEnded)
+		}
+		defer release()
+	}
 	attempts := 0 // fn's calls: only those can have reached a master
 	err := s.master.Call(ctx, func(ctx context.Context, mc pb.MasterClient) error {
 		attempts++

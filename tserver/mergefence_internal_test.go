@@ -1,0 +1,105 @@
+package tserver
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"bighive/checkpoint"
+	"bighive/client"
+	"bighive/master"
+	"bighive/merge"
+)
+
+// TestMergeReportFencedByLoad: a parent of a merge is unloaded here after
+// the merge fenced it and before its report. The report was computed for
+// a load that no longer serves the tablet (loaded again, even at the same
+// epoch, its new load would take writes the merge does not hold), so it
+// is not sent: the merge is refused with ErrLoadEnded, and the metadata
+// still holds both parents.
+func TestMergeReportFencedByLoad(t *testing.T) {
+	dir := t.TempDir()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	m, err := master.Start(master.Config{ID: "m1", Dir: filepath.Join(dir, "master"), RaftAddr: FreeAddr(t),
+		Lease: 10 * time.Second, Heartbeat: 200 * time.Millisecond, TickInterval: 50 * time.Millisecond, Logger: quiet,
+		MergeThreshold: -1}, lis)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var srv atomic.Pointer[Server]
+	var unloaded atomic.Bool
+	s, err := Start(ctx, Options{Listen: FreeAddr(t), Masters: []string{m.Addr()}, Root: filepath.Join(dir, "root"),
+		HeartbeatInterval: 200 * time.Millisecond, Logger: quiet,
+		MergeHook: func(step merge.Step) error {
+			if step == merge.StepReport && unloaded.CompareAndSwap(false, true) {
+				s := srv.Load()
+				for _, r := range s.tablets.all() {
+					if len(r.Start()) == 0 { // the left parent
+						s.unload(r, "test: unloaded while its merge reports")
+					}
+				}
+			}
+			return nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	srv.Store(s)
+	c, err := client.Dial(ctx, []string{m.Addr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "cf"}}, SplitKeys: []string{"m"}}); err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := c.Open(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range []string{"a", "z"} {
+		if err := tbl.Put(ctx, row, "cf", "q", []byte(row)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var left, right *replica
+	for _, r := range s.tablets.all() {
+		if len(r.Start()) == 0 {
+			left = r
+		} else {
+			right = r
+		}
+	}
+	if left == nil || right == nil {
+		t.Fatal("the table's two tablets are not both served here")
+	}
+	_, err = s.runMerge(s.ctx, left, right)
+	if !errors.Is(err, merge.ErrRefused) || !errors.Is(err, checkpoint.ErrLoadEnded) {
+		t.Fatalf("merge whose left parent was unloaded before its report: %v, want ErrRefused wrapping ErrLoadEnded", err)
+	}
+	tablets, err := c.Tablets(ctx, "t")
+	if err != nil || len(tablets) != 2 {
+		t.Fatalf("the metadata holds %d tablets (%v), want both parents", len(tablets), err)
+	}
+	// The master gives the unloaded parent back; every row reads.
+	for _, row := range []string{"a", "z"} {
+		got, err := tbl.Get(ctx, row)
+		if err != nil || len(got.Cells) != 1 || string(got.Cells[0].Value) != row {
+			t.Fatalf("get %s after the refused merge: %+v, %v", row, got, err)
+		}
+	}
+}
