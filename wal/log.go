@@ -96,6 +96,7 @@ type Log struct {
 	queue      []*batch      // sealed batches, oldest first, not yet taken by the flusher
 	space      chan struct{} // closed and replaced whenever the flusher takes a batch
 	nextSeq    uint64
+	rolledAt   uint64   // nextSeq at the last Roll (0: none): a Roll with no append since returns pos
 	lastTS     int64    // newest file timestamp handed out
 	pos        Position // file that records appended now go to (or a later one)
 	fileBytes  int64    // bytes assigned to the file of cur
@@ -572,7 +573,11 @@ func (l *Log) Roll() (Position, error) {
 		l.mu.Unlock()
 		return Position{}, err
 	}
-	if l.cur.records == 0 && l.cur.newFileTS != 0 {
+	// No append since the last roll (or the open batch already starts a
+	// file): the current position covers everything. The flusher may
+	// have taken the last roll's empty batch already, so the batch alone
+	// does not tell.
+	if l.cur.records == 0 && (l.cur.newFileTS != 0 || l.rolledAt == l.nextSeq) {
 		pos := l.pos
 		l.mu.Unlock()
 		return pos, nil
@@ -581,6 +586,7 @@ func (l *Log) Roll() (Position, error) {
 		l.sealLocked()
 	}
 	l.startFileLocked()
+	l.rolledAt = l.nextSeq
 	pos := l.pos
 	l.mu.Unlock()
 	select {
