@@ -3,10 +3,7 @@ package tserver
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"net"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,7 +12,6 @@ import (
 	"bighive/checkpoint"
 	"bighive/client"
 	"bighive/internal/masterconn"
-	"bighive/master"
 	pb "bighive/proto/bighivepb"
 )
 
@@ -34,26 +30,9 @@ func (shortMaster) ReportCheckpoint(context.Context, *pb.ReportCheckpointRequest
 // reply with fewer statuses than reports is an error (before, read as all
 // OK); and nothing is sent without a lease.
 func TestMasterMetaNeverSkips(t *testing.T) {
-	dir := t.TempDir()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	m, err := master.Start(master.Config{ID: "m1", Dir: filepath.Join(dir, "master"), RaftAddr: FreeAddr(t),
-		Lease: 10 * time.Second, Heartbeat: 200 * time.Millisecond, TickInterval: 50 * time.Millisecond, Logger: quiet}, lis)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m, s := startWithMaster(t, nil, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, err := Start(ctx, Options{Listen: FreeAddr(t), Masters: []string{m.Addr()}, Root: filepath.Join(dir, "root"),
-		HeartbeatInterval: 200 * time.Millisecond, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
 	c, err := client.Dial(ctx, []string{m.Addr()})
 	if err != nil {
 		t.Fatal(err)

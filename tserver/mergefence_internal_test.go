@@ -3,10 +3,6 @@ package tserver
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
-	"net"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,26 +20,10 @@ import (
 // is not sent: the merge is refused with ErrLoadEnded, and the metadata
 // still holds both parents.
 func TestMergeReportFencedByLoad(t *testing.T) {
-	dir := t.TempDir()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	m, err := master.Start(master.Config{ID: "m1", Dir: filepath.Join(dir, "master"), RaftAddr: FreeAddr(t),
-		Lease: 10 * time.Second, Heartbeat: 200 * time.Millisecond, TickInterval: 50 * time.Millisecond, Logger: quiet,
-		MergeThreshold: -1}, lis)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	var srv atomic.Pointer[Server]
 	var unloaded atomic.Bool
-	s, err := Start(ctx, Options{Listen: FreeAddr(t), Masters: []string{m.Addr()}, Root: filepath.Join(dir, "root"),
-		HeartbeatInterval: 200 * time.Millisecond, Logger: quiet,
-		MergeHook: func(step merge.Step) error {
+	m, s := startWithMaster(t, func(c *master.Config) { c.MergeThreshold = -1 }, func(o *Options) {
+		o.MergeHook = func(step merge.Step) error {
 			if step == merge.StepReport && unloaded.CompareAndSwap(false, true) {
 				s := srv.Load()
 				for _, r := range s.tablets.all() {
@@ -53,12 +33,11 @@ func TestMergeReportFencedByLoad(t *testing.T) {
 				}
 			}
 			return nil
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+		}
+	})
 	srv.Store(s)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	c, err := client.Dial(ctx, []string{m.Addr()})
 	if err != nil {
 		t.Fatal(err)

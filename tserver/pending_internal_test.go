@@ -25,6 +25,41 @@ func FreeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
+// startWithMaster starts a master and one tserver of this package in a
+// fresh directory, closed when the test ends: a lease of 10 s, heartbeats
+// every 200 ms. mcfg and topts, when set, adjust the master's and the
+// tserver's options first.
+func startWithMaster(t *testing.T, mcfg func(*master.Config), topts func(*Options)) (*master.Master, *Server) {
+	t.Helper()
+	dir := t.TempDir()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg := master.Config{ID: "m1", Dir: filepath.Join(dir, "master"), RaftAddr: FreeAddr(t),
+		Lease: 10 * time.Second, Heartbeat: 200 * time.Millisecond, TickInterval: 50 * time.Millisecond, Logger: quiet}
+	if mcfg != nil {
+		mcfg(&cfg)
+	}
+	m, err := master.Start(cfg, lis)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	opts := Options{Listen: FreeAddr(t), Masters: []string{m.Addr()}, Root: filepath.Join(dir, "root"),
+		HeartbeatInterval: 200 * time.Millisecond, Logger: quiet}
+	if topts != nil {
+		topts(&opts)
+	}
+	s, err := Start(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return m, s
+}
+
 // heldReport returns the heartbeat's report of tablet id, nil if none.
 func heldReport(s *Server, id string) *pb.TabletReport {
 	for _, r := range s.reports() {
@@ -45,25 +80,8 @@ func heldReport(s *Server, id string) *pb.TabletReport {
 // the new owner, whose replay of its log missed the writes acknowledged
 // here after it.
 func TestPendingLoadHeldAndCancelled(t *testing.T) {
-	dir := t.TempDir()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	m, err := master.Start(master.Config{ID: "m1", Dir: filepath.Join(dir, "master"), RaftAddr: FreeAddr(t),
-		Lease: 3 * time.Hour, Heartbeat: time.Hour, TickInterval: 50 * time.Millisecond, Logger: quiet}, lis)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	_, s := startWithMaster(t, func(c *master.Config) { c.Lease, c.Heartbeat = 3*time.Hour, time.Hour }, nil)
 	ctx := context.Background()
-	s, err := Start(ctx, Options{Listen: FreeAddr(t), Masters: []string{m.Addr()}, Root: filepath.Join(dir, "root"),
-		HeartbeatInterval: 200 * time.Millisecond, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
 	// The first heartbeat's reply applied, no other comes unless nudged
 	// (the interval is an hour): no reply of the master's own undoes what
 	// the test does.
