@@ -102,12 +102,8 @@ func (s *Server) servingEngines() []checkpoint.Tablet {
 func (s *Server) tsfileRefs(files []tsfile.Info) []*pb.TSFileRef {
 	out := make([]*pb.TSFileRef, 0, len(files))
 	for _, f := range files {
-		store := f.Store
-		if store == "" {
-			store = s.uuid // only this tserver's own store is written here
-		}
 		ref := &pb.TSFileRef{
-			BlockStoreUuid:     store,
+			BlockStoreUuid:     s.storeName(f.Store),
 			FooterBlock:        uint64(f.Footer),
 			SizeBytes:          f.Size,
 			FirstRow:           f.MinRow,
@@ -121,6 +117,16 @@ func (s *Server) tsfileRefs(files []tsfile.Info) []*pb.TSFileRef {
 		out = append(out, ref)
 	}
 	return out
+}
+
+// storeName is the block store a file names for the master: its own, or
+// this tserver's when it names none (only this tserver's store is written
+// here).
+func (s *Server) storeName(store string) string {
+	if store == "" {
+		return s.uuid
+	}
+	return store
 }
 
 func positionsToPB(ps []wal.Position) []*pb.LogPosition {
@@ -171,11 +177,7 @@ func (m masterMeta) Commit(ctx context.Context, updates []checkpoint.Update) err
 		}
 		rep := &pb.CheckpointReport{TabletId: u.TabletID, Epoch: u.Epoch, Tsfiles: m.s.tsfileRefs(u.TSFiles), FenceFiles: true}
 		for _, ref := range u.Replaced {
-			store := ref.Store
-			if store == "" {
-				store = m.s.uuid // as tsfileRefs names such files
-			}
-			rep.Replaced = append(rep.Replaced, &pb.TSFileRef{BlockStoreUuid: store, FooterBlock: uint64(ref.ID)})
+			rep.Replaced = append(rep.Replaced, &pb.TSFileRef{BlockStoreUuid: m.s.storeName(ref.Store), FooterBlock: uint64(ref.ID)})
 		}
 		if u.LogPositions != nil { // nil: a compaction, the list stays
 			rep.LogPositions = positionsToPB(u.LogPositions)
