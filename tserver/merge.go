@@ -72,7 +72,7 @@ func (s *Server) runMerge(ctx context.Context, left, right *replica) (*merge.Res
 	var committed *pb.TabletMeta
 	opts := merge.Options{
 		Blocks: s.blocks, Store: s.uuid, Exclusive: s.eng.coord.Exclusive, BeginSplit: s.eng.coord.BeginSplit,
-		Checkpoint: func(ctx context.Context) error { _, err := s.eng.coord.Checkpoint(ctx); return err },
+		Checkpoint: s.checkpointFirst,
 		Master:     mergeMaster{s: s, committed: &committed, left: left, right: right},
 		Hook:       s.opts.MergeHook,
 		Logger:     s.log,

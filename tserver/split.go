@@ -177,7 +177,7 @@ func (sp *splitter) run(ctx context.Context, r *replica, row []byte) (_ *split.R
 	opts := split.Options{
 		FS: s.fs, Root: s.opts.Root, Blocks: s.blocks, Store: s.uuid, Exclusive: s.eng.coord.Exclusive,
 		BeginSplit: s.eng.coord.BeginSplit, Hook: sp.hook, Logger: s.log,
-		Checkpoint: func(ctx context.Context) error { _, err := s.eng.coord.Checkpoint(ctx); return err },
+		Checkpoint: s.checkpointFirst,
 		OpenFile: func(f tsfile.Info) (*tsfile.Reader, error) {
 			store, release, err := s.openStoreFor(f.FooterRef())
 			if err != nil {
@@ -247,6 +247,19 @@ func (m splitMaster) ReportSplit(ctx context.Context, rep split.Report) error {
 		}
 		return err
 	})
+}
+
+// checkpointFirst is the checkpoint a split or merge starts with, so that
+// its fence flushes little. The metadata's refusal of other tablets'
+// updates (a tablet unloaded meanwhile) does not stop it: the split or
+// merge checks its own tablets' buffers and fences its own report.
+func (s *Server) checkpointFirst(ctx context.Context) error {
+	_, err := s.eng.coord.Checkpoint(ctx)
+	if ref := (*checkpoint.RefusedError)(nil); errors.As(err, &ref) {
+		s.log.Warn("checkpoint before a split or merge refused some tablets; going on", "err", err)
+		return nil
+	}
+	return err
 }
 
 // report sends a split's or a merge's report (fn, one attempt) to the
