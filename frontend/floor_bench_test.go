@@ -81,6 +81,7 @@ func BenchmarkCPUPerCall(b *testing.B) {
 		name string
 		call func(i int) error
 	}{
+		{"ping/native", func(i int) error { return native.Ping(ctx, key(i)) }},
 		{"get/native", func(i int) error {
 			r, err := native.Get(ctx, key(i))
 			if err == nil && len(r.Cells) != 1 {

@@ -198,18 +198,18 @@ func (s *Server) runCommands(ctx context.Context, cmds []*pb.BatchCommandsReques
 	}
 	for _, g := range groupReads(reads) {
 		wg.Add(1)
-		go func() {
+		s.workers.run(func() {
 			defer wg.Done()
 			s.readRows(ctx, g, emitRead)
-		}()
+		})
 	}
 	for _, k := range order {
 		g := groups[k]
 		wg.Add(1)
-		go func() {
+		s.workers.run(func() {
 			defer wg.Done()
 			s.mutateGroup(ctx, k.tablet, k.epoch, g, emitWrite)
-		}()
+		})
 	}
 }
 

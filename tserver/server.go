@@ -209,6 +209,8 @@ type Server struct {
 	// draining is closed when Close starts: batch streams, which a client
 	// keeps open, stop taking commands and end, so GracefulStop ends.
 	draining chan struct{}
+	// workers runs the batch streams' command groups (workers.go).
+	workers *workers
 }
 
 // Start opens the tserver's storage, starts serving gRPC and registers
@@ -242,6 +244,7 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 		pendingLoads: map[string]int64{},
 		done:         make(chan struct{}),
 		draining:     make(chan struct{}),
+		workers:      newWorkers(),
 	}
 	if s.addr == "" {
 		s.addr = lis.Addr().String()
@@ -440,6 +443,7 @@ func (s *Server) Close() error {
 	}
 	s.cancel()
 	s.wg.Wait()
+	s.workers.close()
 	s.eng.stop()
 	var errs []error
 	errs = append(errs, s.wal.Close())
