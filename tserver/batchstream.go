@@ -13,6 +13,7 @@ import (
 
 	"bighive/internal/apierr"
 	"bighive/internal/mutation"
+	"bighive/internal/obs"
 	pb "bighive/proto/bighivepb"
 )
 
@@ -159,13 +160,13 @@ func (s *Server) runCommands(ctx context.Context, cmds []*pb.BatchCommandsReques
 	// Each command is counted in the request metrics under its own
 	// method name, timed from the arrival of its message.
 	began := time.Now()
-	counted := func(method string) func(*batchResult) {
+	counted := func(m *obs.CommandMetrics) func(*batchResult) {
 		return func(r *batchResult) {
-			s.grpcMetrics.ObserveCommand(method, began, codes.Code(r.GetStatus().GetCode()))
+			m.Observe(began, codes.Code(r.GetStatus().GetCode()))
 			emit(r)
 		}
 	}
-	emitWrite, emitRead, emitPing := counted(batchMutateMethod), counted(batchReadMethod), counted(batchPingMethod)
+	emitWrite, emitRead, emitPing := counted(s.mutateMetrics), counted(s.readMetrics), counted(s.pingMetrics)
 	type groupKey struct {
 		tablet string
 		epoch  int64

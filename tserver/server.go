@@ -152,13 +152,14 @@ type Server struct {
 
 	lis  net.Listener
 	grpc *grpc.Server
-	// grpcMetrics counts calls, and the batch stream's commands.
-	grpcMetrics *obs.GRPCMetrics
-	master      *masterconn.Conn
-	wal         *wal.Log
-	blocks      blockstore.Manager
-	cache       *blockcache.Cache
-	stores      *stores
+	// The batch stream's commands, counted as calls of these methods
+	// (the interceptors count the calls).
+	mutateMetrics, readMetrics, pingMetrics *obs.CommandMetrics
+	master                                  *masterconn.Conn
+	wal                                     *wal.Log
+	blocks                                  blockstore.Manager
+	cache                                   *blockcache.Cache
+	stores                                  *stores
 
 	lease          lease
 	health         *obs.Health
@@ -296,7 +297,9 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 	s.eng = newEngineState(s)
 
 	gm := obs.NewGRPCMetrics(reg)
-	s.grpcMetrics = gm
+	s.mutateMetrics = gm.Command(batchMutateMethod)
+	s.readMetrics = gm.Command(batchReadMethod)
+	s.pingMetrics = gm.Command(batchPingMethod)
 	unary := []grpc.UnaryServerInterceptor{gm.UnaryInterceptor(), apierr.UnaryServerInterceptor(s.log), tlsconf.UnaryInternalInterceptor(opts.TLS)}
 	stream := []grpc.StreamServerInterceptor{gm.StreamInterceptor(), apierr.StreamServerInterceptor(s.log), tlsconf.StreamInternalInterceptor(opts.TLS)}
 	if s.auth = s.newChecker(opts.AuthTokens); s.auth != nil {

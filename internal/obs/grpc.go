@@ -2,6 +2,7 @@ package obs
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,13 +45,40 @@ func (g *GRPCMetrics) observe(method string, began time.Time, err error) {
 	g.latency.WithLabelValues(method).Observe(time.Since(began).Seconds())
 }
 
-// ObserveCommand counts and times one command carried inside a stream
-// (the tserver's batch stream runs MutateRow and ReadRow commands there),
-// under method, as if it were its own call: a long-lived stream is counted
-// by the interceptor only when it ends.
-func (g *GRPCMetrics) ObserveCommand(method string, began time.Time, code codes.Code) {
-	g.requests.WithLabelValues(method, code.String()).Inc()
-	g.latency.WithLabelValues(method).Observe(time.Since(began).Seconds())
+// CommandMetrics counts and times the commands of one method carried
+// inside a stream (the tserver's batch stream runs MutateRow, ReadRow and
+// Ping commands there) as if each were its own call: a long-lived stream
+// is counted by the interceptor only when it ends. Its series are looked
+// up once, not per command (a label lookup hashes the labels under a
+// lock, which cost more than the Ping it counted).
+type CommandMetrics struct {
+	method  string
+	g       *GRPCMetrics
+	latency prometheus.Observer
+	byCode  [codes.Unauthenticated + 1]atomic.Pointer[prometheus.Counter]
+}
+
+// Command returns the metrics of the commands named method.
+func (g *GRPCMetrics) Command(method string) *CommandMetrics {
+	return &CommandMetrics{method: method, g: g, latency: g.latency.WithLabelValues(method)}
+}
+
+// Observe counts one command that began at began and ended with code.
+func (m *CommandMetrics) Observe(began time.Time, code codes.Code) {
+	m.latency.Observe(time.Since(began).Seconds())
+	if int(code) >= len(m.byCode) {
+		m.g.requests.WithLabelValues(m.method, code.String()).Inc()
+		return
+	}
+	c := m.byCode[code].Load()
+	if c == nil {
+		// The series is made on the first command with this code, so
+		// /metrics shows only codes that happened.
+		counter := m.g.requests.WithLabelValues(m.method, code.String())
+		c = &counter
+		m.byCode[code].Store(c)
+	}
+	(*c).Inc()
 }
 
 // UnaryInterceptor counts and times unary calls.

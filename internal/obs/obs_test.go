@@ -3,11 +3,15 @@ package obs
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
 )
 
 func TestDefaultHTTPAddr(t *testing.T) {
@@ -121,3 +125,44 @@ func TestVersion(t *testing.T) {
 }
 
 func testNow() time.Time { return time.Now() }
+
+// TestCommandMetrics checks that a stream's commands are counted by method
+// and code, each code's series made on its first command, and timed.
+func TestCommandMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewGRPCMetrics(reg).Command("/svc/Stream/Cmd")
+	began := time.Now()
+	for _, c := range []codes.Code{codes.OK, codes.OK, codes.NotFound, codes.Code(99)} {
+		m.Observe(began, c)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]float64{}
+	var observed uint64
+	for _, f := range families {
+		for _, metric := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range metric.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["method"] != "/svc/Stream/Cmd" {
+				t.Errorf("%s: method %q", f.GetName(), labels["method"])
+			}
+			switch f.GetName() {
+			case "bighive_grpc_server_requests_total":
+				counts[labels["code"]] = metric.GetCounter().GetValue()
+			case "bighive_grpc_server_request_duration_seconds":
+				observed = metric.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	want := map[string]float64{"OK": 2, "NotFound": 1, codes.Code(99).String(): 1}
+	if fmt.Sprint(counts) != fmt.Sprint(want) {
+		t.Errorf("counts by code %v, want %v", counts, want)
+	}
+	if observed != 4 {
+		t.Errorf("%d commands timed, want 4", observed)
+	}
+}
