@@ -52,5 +52,7 @@
 // MemoryUsage is the sum over every linked entry (overwritten ones included:
 // they still occupy memory until the buffer is dropped) of
 // len(row)+len(family)+len(qualifier)+len(value) plus EntryOverhead plus 8
-// bytes per skiplist tower level. It ignores only the allocator's rounding.
+// bytes per skiplist tower slot (a node of height h has the fewest of 1,
+// 2, 4, 8 or 20 slots that hold h, in its own allocation). It ignores only
+// the allocator's rounding.
 package memstore

@@ -16,11 +16,67 @@ const EntryOverhead = int64(unsafe.Sizeof(node{}))
 
 const towerSlotSize = int64(unsafe.Sizeof(atomic.Pointer[node]{}))
 
+// A node and its tower are one allocation (newNode), and a search step
+// reads only the fields at the node's start (key, next and the tower
+// after them): one cache miss per step where a separately allocated tower
+// made two.
 type node struct {
-	e    Entry
-	seq  uint64
 	key  rowPrefix // of e.Row: decides most comparisons without loading the row
 	next []atomic.Pointer[node]
+	seq  uint64
+	e    Entry
+}
+
+// Nodes with towers of 1, 2, 4, 8 and maxHeight slots: newNode takes the
+// smallest that holds the height (3 of 4 nodes have height 1).
+type (
+	node1 struct {
+		n node
+		t [1]atomic.Pointer[node]
+	}
+	node2 struct {
+		n node
+		t [2]atomic.Pointer[node]
+	}
+	node4 struct {
+		n node
+		t [4]atomic.Pointer[node]
+	}
+	node8 struct {
+		n node
+		t [8]atomic.Pointer[node]
+	}
+	nodeMax struct {
+		n node
+		t [maxHeight]atomic.Pointer[node]
+	}
+)
+
+// newNode returns a node with a tower of height h, allocated with it, and
+// the tower slots allocated (h rounded up to a size above).
+func newNode(h int) (*node, int) {
+	switch {
+	case h <= 1:
+		x := &node1{}
+		x.n.next = x.t[:h]
+		return &x.n, len(x.t)
+	case h <= 2:
+		x := &node2{}
+		x.n.next = x.t[:h]
+		return &x.n, len(x.t)
+	case h <= 4:
+		x := &node4{}
+		x.n.next = x.t[:h]
+		return &x.n, len(x.t)
+	case h <= 8:
+		x := &node8{}
+		x.n.next = x.t[:h]
+		return &x.n, len(x.t)
+	default:
+		x := &nodeMax{}
+		x.n.next = x.t[:h]
+		return &x.n, len(x.t)
+	}
 }
 
 // Memstore is a sorted write buffer. Apply may be called from one goroutine
@@ -39,7 +95,8 @@ type Memstore struct {
 
 // New returns an empty Memstore.
 func New() *Memstore {
-	m := &Memstore{head: &node{next: make([]atomic.Pointer[node], maxHeight)}, rnd: 0x9E3779B97F4A7C15}
+	head, _ := newNode(maxHeight)
+	m := &Memstore{head: head, rnd: 0x9E3779B97F4A7C15}
 	m.height.Store(1)
 	return m
 }
@@ -84,24 +141,31 @@ func (m *Memstore) Apply(entries []Entry) {
 }
 
 func (m *Memstore) insert(src *Entry, seq uint64, prev *[maxHeight]*node) {
-	// One allocation for the byte fields.
-	buf := make([]byte, len(src.Row)+len(src.Qualifier)+len(src.Value))
+	// One allocation for the byte fields, family included (the string
+	// is made over bytes that are never written again).
+	buf := make([]byte, len(src.Row)+len(src.Family)+len(src.Qualifier)+len(src.Value))
 	n := copy(buf, src.Row)
 	row := buf[:n:n]
+	f := copy(buf[n:], src.Family)
+	var family string
+	if f > 0 {
+		family = unsafe.String(&buf[n], f)
+	}
+	n += f
 	q := copy(buf[n:], src.Qualifier)
 	qual := buf[n : n+q : n+q]
 	copy(buf[n+q:], src.Value)
 	val := buf[n+q:]
-	e := Entry{Row: row, Family: cloneString(src.Family), Qualifier: qual, Timestamp: src.Timestamp, End: src.End, Seq: src.Seq, Kind: src.Kind, Value: val}
+	h := m.randomHeight()
+	nd, slots := newNode(h)
+	nd.key, nd.seq = prefixOf(row), seq
+	nd.e = Entry{Row: row, Family: family, Qualifier: qual, Timestamp: src.Timestamp, End: src.End, Seq: src.Seq, Kind: src.Kind, Value: val}
 	if len(src.Qualifier) == 0 {
-		e.Qualifier = nil
+		nd.e.Qualifier = nil
 	}
 	if len(src.Value) == 0 {
-		e.Value = nil
+		nd.e.Value = nil
 	}
-
-	h := m.randomHeight()
-	nd := &node{e: e, seq: seq, key: prefixOf(e.Row), next: make([]atomic.Pointer[node], h)}
 	m.findPrev(nd, prev)
 	if cur := int(m.height.Load()); h > cur {
 		for l := cur; l < h; l++ {
@@ -115,15 +179,8 @@ func (m *Memstore) insert(src *Entry, seq uint64, prev *[maxHeight]*node) {
 		nd.next[l].Store(prev[l].next[l].Load())
 		prev[l].next[l].Store(nd)
 	}
-	m.mem.Add(EntryOverhead + int64(h)*towerSlotSize + int64(len(buf)) + int64(len(e.Family)))
+	m.mem.Add(EntryOverhead + int64(slots)*towerSlotSize + int64(len(buf)))
 	m.count.Add(1)
-}
-
-func cloneString(s string) string {
-	if s == "" {
-		return ""
-	}
-	return string([]byte(s))
 }
 
 // less orders nodes: entry order (key, then higher Seq first), then newer
