@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"bighive/blockstore"
 )
@@ -162,6 +163,13 @@ func fnv1a(s string) uint64 {
 
 // Get returns the value cached under k and counts a hit or a miss.
 func (c *Cache) Get(k Key) ([]byte, bool) {
+	v, _, ok := c.GetIndexed(k)
+	return v, ok
+}
+
+// GetIndexed is Get that also returns the index attached to the value
+// (SetIndex), nil if none.
+func (c *Cache) GetIndexed(k Key) ([]byte, []uint32, bool) {
 	s := c.shard(k)
 	s.mu.Lock()
 	e, ok := s.m[k]
@@ -170,13 +178,37 @@ func (c *Cache) Get(k Key) ([]byte, bool) {
 		l.remove(e)
 		l.pushFront(e)
 	}
+	var index []uint32
+	if ok {
+		index = e.index
+	}
 	s.mu.Unlock()
 	if !ok {
 		c.misses.Add(1)
-		return nil, false
+		return nil, nil, false
 	}
 	c.hits.Add(1)
-	return e.value, true
+	return e.value, index, true
+}
+
+// SetIndex attaches index to the value cached under k, if that is still
+// value (the same bytes, not a value inserted since), and charges its
+// bytes. An index is what its user derives from the value to search it
+// (the TSFile reader: where each row of a page starts), made once per
+// cached page rather than once per search.
+func (c *Cache) SetIndex(k Key, value []byte, index []uint32) {
+	s := c.shard(k)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.m[k]
+	if !ok || e.index != nil || len(e.value) != len(value) || unsafe.SliceData(e.value) != unsafe.SliceData(value) {
+		return
+	}
+	add := int64(4 * len(index))
+	e.index, e.charge = index, e.charge+add
+	s.charge += add
+	s.byClass[e.list] += add
+	s.evict(c)
 }
 
 // Contains reports whether k is cached, without counting or touching it.
@@ -207,6 +239,11 @@ func (c *Cache) Insert(o *Owner, k Key, value []byte) {
 	s.lists[e.list].pushFront(e)
 	s.charge += charge
 	s.byClass[e.list] += charge
+	s.evict(c)
+}
+
+// evict drops pages by priority and recency until the shard fits.
+func (s *shard) evict(c *Cache) {
 	for s.charge > s.capacity {
 		victim := s.victim()
 		if victim == nil {
@@ -251,6 +288,7 @@ func (c *Cache) Stats() Stats {
 type entry struct {
 	key        Key
 	value      []byte
+	index      []uint32 // SetIndex; charged
 	owner      *Owner
 	charge     int64
 	list       int

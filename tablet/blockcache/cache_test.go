@@ -181,3 +181,30 @@ func TestKeysOfStoresDiffer(t *testing.T) {
 		t.Fatalf("store-b page = %q, want b", v)
 	}
 }
+
+// TestSetIndex checks that an index attaches only to the value it was made
+// from, is returned with it, and is charged.
+func TestSetIndex(t *testing.T) {
+	c := New(Options{Capacity: 1 << 20, Shards: 1})
+	o := c.NewOwner("t", Medium)
+	k := Key{Offset: 7}
+	v := []byte("page")
+	c.Insert(o, k, v)
+	before := c.Stats().Charge
+	c.SetIndex(k, []byte("page"), []uint32{1, 2}) // other bytes, equal content
+	if _, idx, _ := c.GetIndexed(k); idx != nil {
+		t.Fatalf("index %v attached to a value not cached", idx)
+	}
+	c.SetIndex(k, v, []uint32{1, 2})
+	got, idx, ok := c.GetIndexed(k)
+	if !ok || string(got) != "page" || len(idx) != 2 || idx[1] != 2 {
+		t.Fatalf("GetIndexed = %q, %v, %v", got, idx, ok)
+	}
+	if d := c.Stats().Charge - before; d != 8 {
+		t.Fatalf("index charged %d bytes, want 8", d)
+	}
+	c.Insert(o, k, []byte("new page"))
+	if _, idx, _ := c.GetIndexed(k); idx != nil {
+		t.Fatalf("a replaced value kept the old index %v", idx)
+	}
+}

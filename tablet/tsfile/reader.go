@@ -288,12 +288,14 @@ func (r *Reader) ref(id blockstore.BlockID) blockstore.BlockRef {
 // block, from the cache or the store. ahead > 1 reads up to that many
 // following uncached pages in the same I/O and caches them. The cache
 // holds entry bytes uncompressed, so a page is decompressed once per miss.
-func (r *Reader) page(m *dataMeta, idx []indexEntry, i, ahead int) ([]byte, error) {
+// From the cache it also returns the page's row index if one was attached
+// (seekIndexed), and hit is true.
+func (r *Reader) page(m *dataMeta, idx []indexEntry, i, ahead int) (body []byte, rows []uint32, hit bool, err error) {
 	p := &idx[i]
 	key := blockcache.Key{Block: r.ref(m.data), Offset: p.off}
 	if c := r.opts.Cache; c != nil {
-		if v, ok := c.Get(key); ok {
-			return v, nil
+		if v, rows, ok := c.GetIndexed(key); ok {
+			return v, rows, true, nil
 		}
 	}
 	n := 1
@@ -305,12 +307,12 @@ func (r *Reader) page(m *dataMeta, idx []indexEntry, i, ahead int) ([]byte, erro
 	last := &idx[i+n-1]
 	b, err := r.block(m.data)
 	if err != nil {
-		return nil, err
+		return nil, nil, false, err
 	}
 	buf := getReadBuf(int(last.off + last.length - p.off))
 	got, err := b.ReadAt(buf, p.off)
 	if err != nil && err != io.EOF {
-		return nil, fmt.Errorf("tsfile: read block %s at %d: %w", m.data, p.off, err)
+		return nil, nil, false, fmt.Errorf("tsfile: read block %s at %d: %w", m.data, p.off, err)
 	}
 	// A short read (a truncated block) leaves zeros, never a reused
 	// buffer's older bytes: the checksum then fails.
@@ -383,14 +385,14 @@ func (r *Reader) page(m *dataMeta, idx []indexEntry, i, ahead int) ([]byte, erro
 		defer putReadBuf(buf)
 	}
 	if len(bodies) == 0 {
-		return nil, fail(firstErr)
+		return nil, nil, false, fail(firstErr)
 	}
 	if r.opts.Cache != nil {
 		for j, body := range bodies {
 			r.opts.Cache.Insert(r.opts.Owner, blockcache.Key{Block: r.ref(m.data), Offset: idx[i+j].off}, body)
 		}
 	}
-	return bodies[0], nil
+	return bodies[0], nil, false, nil
 }
 
 // readBufs holds read buffers of compressed pages for reuse: once a
@@ -464,9 +466,11 @@ type famIter struct {
 	pageNo int
 	d      decoder
 	left   int // entries left in the page after cur
-	cur    memstore.Entry
-	valid  bool
-	err    error
+	// rows is the row index of page pageNo (rowIndex), nil if it has none.
+	rows  []uint32
+	cur   memstore.Entry
+	valid bool
+	err   error
 
 	// rev is the page LastRowBefore decoded last, kept for a reverse walk:
 	// the next LastRowBefore searches its rows, and SeekGE into it starts
@@ -507,12 +511,12 @@ func (it *famIter) loadPage(i int) {
 		it.valid = false
 		return
 	}
-	body, err := it.r.page(it.m, it.idx, i, it.ahead)
+	body, rows, _, err := it.r.page(it.m, it.idx, i, it.ahead)
 	if err != nil {
 		it.fail(err)
 		return
 	}
-	it.pageNo = i
+	it.pageNo, it.rows = i, rows
 	it.d = decoder{b: body}
 	it.left = it.idx[i].count
 	it.decode()
@@ -559,20 +563,23 @@ func (it *famIter) SeekGE(key *memstore.Entry) {
 	if i > 0 {
 		i--
 	}
-	if wasValid && it.pageNo == i && it.rev.body == nil && memstore.CompareKey(&it.cur, key) < 0 {
+	if wasValid && it.pageNo == i && it.rows == nil && it.rev.body == nil && memstore.CompareKey(&it.cur, key) < 0 {
 		// Forward within the page the iterator is on (a multi-get seeks
 		// its sorted rows in turn): every entry before cur is below key,
 		// so decoding on from cur finds key's successor without looking
 		// the page up or decoding it from its start again.
 		it.r.seeksInPage.Add(1)
 		it.valid = true
+	} else if it.seekIndexed(i, key) {
+		// Positioned through the page's row index: at the first entry
+		// of the first row at or after key's row.
 	} else if rp := &it.rev; rp.body != nil && rp.page == i {
 		// A reverse walk seeks into the page it decoded: start at the
 		// first entry of the first row at or after key's row (the last row
 		// if none; decode then moves on to the next page).
 		j := sort.Search(len(rp.rows), func(j int) bool { return bytes.Compare(rp.rows[j], key.Row) >= 0 })
 		j = min(j, len(rp.rows)-1)
-		it.pageNo = i
+		it.pageNo, it.rows = i, nil
 		it.d = decoder{b: rp.body, pos: rp.off[j]}
 		it.left = it.idx[i].count - rp.entry[j]
 		it.decode()
@@ -663,7 +670,7 @@ func (it *famIter) LastRowBefore(bound []byte) ([]byte, bool, error) {
 
 // decodeRev decodes page i into it.rev.
 func (it *famIter) decodeRev(i int) error {
-	body, err := it.r.page(it.m, it.idx, i, 1)
+	body, _, _, err := it.r.page(it.m, it.idx, i, 1)
 	if err != nil {
 		return err
 	}
