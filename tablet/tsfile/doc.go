@@ -135,7 +135,10 @@
 //     index, and caches verified pages' entries, uncompressed, in a
 //     blockcache.Cache under (data block, offset). A scan that misses
 //     reads the next uncached pages in the same I/O (read-ahead:
-//     ReaderOptions.ReadAhead, default 4).
+//     ReaderOptions.ReadAhead, default 4). The second seek into a cached
+//     page makes its row index (where each row starts) and attaches it to
+//     the cached page; later seeks binary-search it (rowindex.go). Only a
+//     page that decodes whole, in row order, gets one.
 //   - A checksum failure of a whole block is reported at offset 0; one of
 //     a page at the page's offset in its data block.
 package tsfile
