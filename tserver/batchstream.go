@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"runtime"
 	"sync"
 	"time"
 
@@ -24,11 +25,18 @@ import (
 // Replica.WriteBatch (one admission, one WAL group commit, one apply
 // pass), the ReadRow commands of one tablet (and epoch and selection) go
 // through one multi-get (Replica.GetRows: one snapshot, the rows in key
-// order), each group on its own goroutine. A sender goroutine
-// answers in batches: each response message holds every result that is
-// ready when the previous message has been sent. Every command gets the
-// status its unary call would have returned, so the client's retry rules
-// are the same.
+// order). Each tablet's writes run on a goroutine of their own (each
+// waits for its group commit); a message's reads all run on one, one
+// group after the other (a warm read does not wait, and one goroutine per
+// group made one response message per group). A group's results are
+// handed to the sender together. The sender goroutine answers in batches:
+// each response message holds every result that is ready when the
+// previous message has been sent, and if commands are still running it
+// yields once before sending, so that results finishing on the other core
+// share the message (each message costs a write and a read system call on
+// each side, more than a warm Get). Every command gets the status its
+// unary call would have returned, so the client's retry rules are the
+// same.
 
 const (
 	// batchStreamInflight bounds the commands of one stream being run or
@@ -42,15 +50,22 @@ const (
 
 type batchResult = pb.BatchCommandsResponse_Result
 
+// results collects the results of one group, to be handed over together.
+type results []*batchResult
+
+func (rs *results) add(r *batchResult) { *rs = append(*rs, r) }
+
 // BatchCommands serves one batch stream until the client closes it or it
 // breaks. Work already handed out finishes (a write in the WAL is applied
 // whatever happens to the stream) before it returns.
 func (s *Server) BatchCommands(stream pb.TServer_BatchCommandsServer) error {
 	ctx := stream.Context()
-	out := make(chan *batchResult, batchStreamInflight)
+	out := make(chan results, batchStreamInflight)
 	slots := make(chan struct{}, batchStreamInflight)
-	emit := func(r *batchResult) {
-		out <- r
+	emit := func(rs results) {
+		if len(rs) > 0 {
+			out <- rs
+		}
 	}
 	senderDone := make(chan error, 1)
 	go func() { senderDone <- s.sendResults(stream, out, slots) }()
@@ -92,9 +107,11 @@ loop:
 			case <-s.draining:
 				// Received but not run: refused with a routing error, which
 				// tells the client that nothing was applied.
+				var rs results
 				for _, c := range req.Commands {
-					emit(&batchResult{Id: c.Id, Status: apierr.RowStatus(closingErr(s, c))})
+					rs.add(&batchResult{Id: c.Id, Status: apierr.RowStatus(closingErr(s, c))})
 				}
+				emit(rs)
 				continue
 			default:
 			}
@@ -119,25 +136,38 @@ loop:
 
 // sendResults sends the results of out in batches until out is closed,
 // freeing a slot per result. After a failed Send it only drains out.
-func (s *Server) sendResults(stream pb.TServer_BatchCommandsServer, out <-chan *batchResult, slots <-chan struct{}) error {
+func (s *Server) sendResults(stream pb.TServer_BatchCommandsServer, out <-chan results, slots <-chan struct{}) error {
 	var sendErr error
-	for r := range out {
-		resp := &pb.BatchCommandsResponse{Results: []*batchResult{r}}
-		size := proto.Size(r)
-		<-slots
-	more:
-		for size < batchResponseBytes {
-			select {
-			case r, ok := <-out:
-				if !ok {
-					break more
-				}
+	for rs := range out {
+		resp := &pb.BatchCommandsResponse{}
+		size := 0
+		take := func(rs results) {
+			for _, r := range rs {
 				resp.Results = append(resp.Results, r)
 				size += proto.Size(r)
 				<-slots
-			default:
-				break more
 			}
+		}
+		drain := func() bool {
+			for size < batchResponseBytes {
+				select {
+				case rs, ok := <-out:
+					if !ok {
+						return false
+					}
+					take(rs)
+				default:
+					return true
+				}
+			}
+			return true
+		}
+		take(rs)
+		if drain() && size < batchResponseBytes && len(slots) > 0 {
+			// Commands are still running: let them finish (a warm read
+			// takes microseconds) and share this message.
+			runtime.Gosched()
+			drain()
 		}
 		if sendErr == nil {
 			sendErr = stream.Send(resp)
@@ -155,18 +185,17 @@ const (
 )
 
 // runCommands starts the commands of one message: one goroutine per
-// tablet's group of writes, one per tablet's group of reads.
-func (s *Server) runCommands(ctx context.Context, cmds []*pb.BatchCommandsRequest_Command, wg *sync.WaitGroup, emit func(*batchResult)) {
+// tablet's group of writes, one for all its reads.
+func (s *Server) runCommands(ctx context.Context, cmds []*pb.BatchCommandsRequest_Command, wg *sync.WaitGroup, emit func(results)) {
 	// Each command is counted in the request metrics under its own
 	// method name, timed from the arrival of its message.
 	began := time.Now()
-	counted := func(m *obs.CommandMetrics) func(*batchResult) {
+	counted := func(m *obs.CommandMetrics, rs *results) func(*batchResult) {
 		return func(r *batchResult) {
 			m.Observe(began, codes.Code(r.GetStatus().GetCode()))
-			emit(r)
+			rs.add(r)
 		}
 	}
-	emitWrite, emitRead, emitPing := counted(s.mutateMetrics), counted(s.readMetrics), counted(s.pingMetrics)
 	type groupKey struct {
 		tablet string
 		epoch  int64
@@ -174,9 +203,10 @@ func (s *Server) runCommands(ctx context.Context, cmds []*pb.BatchCommandsReques
 	var groups map[groupKey][]*pb.BatchCommandsRequest_Command
 	var order []groupKey
 	var reads []*pb.BatchCommandsRequest_Command
+	var now results // answered without running
 	for _, c := range cmds {
 		if err := s.checkBatchCommand(ctx, c); err != nil {
-			emit(&batchResult{Id: c.Id, Status: apierr.RowStatus(err)})
+			now.add(&batchResult{Id: c.Id, Status: apierr.RowStatus(err)})
 			continue
 		}
 		switch {
@@ -192,16 +222,21 @@ func (s *Server) runCommands(ctx context.Context, cmds []*pb.BatchCommandsReques
 		case c.GetReadRow() != nil:
 			reads = append(reads, c)
 		case c.GetPing() != nil:
-			emitPing(&batchResult{Id: c.Id, Status: &pb.RowStatus{}})
+			counted(s.pingMetrics, &now)(&batchResult{Id: c.Id, Status: &pb.RowStatus{}})
 		default:
-			emit(&batchResult{Id: c.Id, Status: apierr.RowStatus(apierr.InvalidArgument("batch command %d names no request", c.Id))})
+			now.add(&batchResult{Id: c.Id, Status: apierr.RowStatus(apierr.InvalidArgument("batch command %d names no request", c.Id))})
 		}
 	}
-	for _, g := range groupReads(reads) {
+	emit(now)
+	if len(reads) > 0 {
 		wg.Add(1)
 		s.workers.run(func() {
 			defer wg.Done()
-			s.readRows(ctx, g, emitRead)
+			var rs results
+			for _, g := range groupReads(reads) {
+				s.readRows(ctx, g, counted(s.readMetrics, &rs))
+			}
+			emit(rs)
 		})
 	}
 	for _, k := range order {
@@ -209,7 +244,9 @@ func (s *Server) runCommands(ctx context.Context, cmds []*pb.BatchCommandsReques
 		wg.Add(1)
 		s.workers.run(func() {
 			defer wg.Done()
-			s.mutateGroup(ctx, k.tablet, k.epoch, g, emitWrite)
+			var rs results
+			s.mutateGroup(ctx, k.tablet, k.epoch, g, counted(s.mutateMetrics, &rs))
+			emit(rs)
 		})
 	}
 }
@@ -257,7 +294,11 @@ func (s *Server) Command(ctx context.Context, cmd *pb.BatchCommandsRequest_Comma
 	}
 	var res *batchResult
 	var wg sync.WaitGroup
-	s.runCommands(ctx, []*pb.BatchCommandsRequest_Command{cmd}, &wg, func(r *batchResult) { res = r })
+	s.runCommands(ctx, []*pb.BatchCommandsRequest_Command{cmd}, &wg, func(rs results) {
+		if len(rs) > 0 {
+			res = rs[0]
+		}
+	})
 	wg.Wait()
 	return res
 }
