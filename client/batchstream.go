@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"runtime"
 	"sync"
 	"time"
 
@@ -295,6 +296,11 @@ func (s *batchSession) send() {
 		case <-s.stream.Context().Done():
 			return
 		}
+		// Let the callers woken with this one (a group commit answers
+		// many at once) add their commands first: each message costs a
+		// write system call here and a read on the tserver, more than the
+		// command itself.
+		runtime.Gosched()
 		for {
 			msg := s.take()
 			if msg == nil {

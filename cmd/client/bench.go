@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -60,8 +61,20 @@ func runBench(ctx context.Context, env *cli.Env, args []string) error {
 	withTLS := fs.Bool("tls", false, "local only: run every measurement twice, on a plaintext cluster and on a TLS one (certificates generated), and print the ratios tls/plaintext")
 	pids := fs.String("pids", "", "with --masters: the server processes whose CPU time to measure, as role=pid,… "+
 		"(default: the processes of this machine listening on the masters', the live tservers' and the frontend's addresses)")
+	cpuProfile := fs.String("cpuprofile", "", "write the CPU profile of this process (the client) over the whole run to `file` (the servers' are on their /debug/pprof/)")
 	if _, err := env.Parse(fs, args, 0, 0); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("bench: --cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("bench: --cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	o.CacheBytes = *cache
 	o.Phases = strings.Split(*phases, ",")
