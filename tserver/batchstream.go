@@ -277,7 +277,7 @@ func (s *Server) mutateGroup(ctx context.Context, tabletID string, epoch int64, 
 		return
 	}
 	for k, err := range r.WriteBatch(ctx, ms) {
-		emit(&batchResult{Id: cmds[idx[k]].Id, Status: apierr.RowStatus(s.writeErr(r, err))})
+		emit(&batchResult{Id: cmds[idx[k]].Id, Status: apierr.RowStatus(s.tabletErr(r, err))})
 	}
 }
 

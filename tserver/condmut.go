@@ -2,7 +2,6 @@ package tserver
 
 import (
 	"context"
-	"errors"
 
 	"google.golang.org/grpc/codes"
 
@@ -10,7 +9,6 @@ import (
 	"bighive/internal/limits"
 	"bighive/internal/mutation"
 	pb "bighive/proto/bighivepb"
-	rp "bighive/replica"
 )
 
 // maxCondMutations bounds the true and false mutations of one
@@ -50,7 +48,7 @@ func (s *Server) CheckAndMutateRow(ctx context.Context, req *pb.CheckAndMutateRo
 	}
 	matched, err := r.CheckAndMutate(ctx, req.RowKey, o.Filter, onTrue, onFalse)
 	if err != nil {
-		return nil, s.condErr(r, err)
+		return nil, s.tabletErr(r, err)
 	}
 	return &pb.CheckAndMutateRowResponse{PredicateMatched: matched}, nil
 }
@@ -65,12 +63,4 @@ func condOps(row []byte, muts []*pb.Mutation, name string) ([]mutation.Op, error
 		return nil, apierr.Wrap(apierr.CodeOf(err), err, "%s", name)
 	}
 	return m.Ops, nil
-}
-
-// condErr maps an error of a conditional mutation to its status.
-func (s *Server) condErr(r *replica, err error) error {
-	if errors.Is(err, rp.ErrInvalidCondMutation) {
-		return apierr.Wrap(codes.InvalidArgument, err, "tablet %s", r.ID())
-	}
-	return s.writeErr(r, err)
 }

@@ -33,7 +33,7 @@ func TestCheckAndMutateErrorStatus(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			err := s.condErr(r, tc.err)
+			err := s.tabletErr(r, tc.err)
 			_, routing := apierr.TabletReason(err)
 			if code := apierr.CodeOf(err); code != tc.code || routing != tc.routing {
 				t.Fatalf("%v: code %v routing %v, want %v routing %v", err, code, routing, tc.code, tc.routing)

@@ -2,7 +2,6 @@ package tserver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -271,17 +270,4 @@ func (m masterRefs) ReferencedBlocks(ctx context.Context) (map[blockstore.BlockR
 		}
 	}
 	return out, nil
-}
-
-// engineErr maps engine errors to API statuses.
-func engineErr(r *replica, err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, errUnknownFamily), errors.Is(err, errInvalidMutation):
-		return apierr.Wrap(codes.InvalidArgument, err, "tablet %s", r.ID())
-	case errors.Is(err, errTabletClosed):
-		return apierr.Tablet(pb.TabletError_NOT_SERVING, r.ID(), r.Epoch(), "tablet %s was unloaded", r.ID())
-	}
-	return err
 }

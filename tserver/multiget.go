@@ -87,7 +87,7 @@ func (s *Server) readRows(ctx context.Context, g *readGroup, emit func(*batchRes
 		key := c.GetReadRow().RowKey
 		if !r.Contains(key) {
 			// What Replica.Get returns for it.
-			fail([]*pb.BatchCommandsRequest_Command{c}, s.writeErr(r, fmt.Errorf("%w: row %q is outside tablet %s", rp.ErrWrongTablet, key, r.ID())))
+			fail([]*pb.BatchCommandsRequest_Command{c}, s.tabletErr(r, fmt.Errorf("%w: row %q is outside tablet %s", rp.ErrWrongTablet, key, r.ID())))
 			continue
 		}
 		rows, in = append(rows, key), append(in, c)
@@ -101,7 +101,7 @@ func (s *Server) readRows(ctx context.Context, g *readGroup, emit func(*batchRes
 		return true
 	})
 	if err != nil {
-		fail(in, s.writeErr(r, err))
+		fail(in, s.tabletErr(r, err))
 		return
 	}
 	for i, c := range in {

@@ -2,9 +2,6 @@ package tserver
 
 import (
 	"context"
-	"errors"
-
-	"google.golang.org/grpc/codes"
 
 	"bighive/internal/apierr"
 	"bighive/internal/limits"
@@ -48,18 +45,7 @@ func (s *Server) ReadModifyWriteRow(ctx context.Context, req *pb.ReadModifyWrite
 	}
 	row, err := r.ReadModifyWrite(ctx, req.RowKey, rules)
 	if err != nil {
-		return nil, s.rmwErr(r, err)
+		return nil, s.tabletErr(r, err)
 	}
 	return &pb.ReadModifyWriteRowResponse{Row: rowToPB(row)}, nil
-}
-
-// rmwErr maps an error of a read-modify-write to its status.
-func (s *Server) rmwErr(r *replica, err error) error {
-	switch {
-	case errors.Is(err, rp.ErrNotCounter):
-		return apierr.Wrap(codes.FailedPrecondition, err, "tablet %s", r.ID())
-	case errors.Is(err, rp.ErrInvalidRule):
-		return apierr.Wrap(codes.InvalidArgument, err, "tablet %s", r.ID())
-	}
-	return s.writeErr(r, err)
 }

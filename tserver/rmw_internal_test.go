@@ -37,7 +37,7 @@ func TestReadModifyWriteErrorStatus(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			err := s.rmwErr(r, tc.err)
+			err := s.tabletErr(r, tc.err)
 			_, routing := apierr.TabletReason(err)
 			if code := apierr.CodeOf(err); code != tc.code || routing != tc.routing {
 				t.Fatalf("read-modify-write: %v: code %v routing %v, want %v routing %v", err, code, routing, tc.code, tc.routing)
@@ -45,7 +45,7 @@ func TestReadModifyWriteErrorStatus(t *testing.T) {
 			if errors.Is(tc.err, rp.ErrNotCounter) || errors.Is(tc.err, rp.ErrInvalidRule) {
 				return // only read-modify-writes have these
 			}
-			err = s.writeErr(r, tc.err)
+			err = s.tabletErr(r, tc.err)
 			_, routing = apierr.TabletReason(err)
 			if code := apierr.CodeOf(err); code != tc.code || routing != tc.routing {
 				t.Fatalf("write: %v: code %v routing %v, want %v routing %v", err, code, routing, tc.code, tc.routing)

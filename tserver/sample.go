@@ -32,7 +32,7 @@ func (s *Server) SampleRowKeys(ctx context.Context, req *pb.SampleRowKeysRequest
 	}
 	samples, total, err := r.Engine().SampleRowKeys(ctx, r.Start(), end, req.SampleBytes)
 	if err != nil {
-		return nil, engineErr(r, err)
+		return nil, s.tabletErr(r, err)
 	}
 	resp := &pb.SampleRowKeysResponse{Samples: make([]*pb.RowKeySample, 0, len(samples)+1)}
 	for _, smp := range samples {

@@ -292,7 +292,7 @@ func (s *Server) tombstoneRows(ctx context.Context, r *replica, start, end []byt
 	for {
 		keys, err := list(ctx, start, end, dropBatch)
 		if err != nil {
-			return n, engineErr(r, err)
+			return n, s.tabletErr(r, err)
 		}
 		ms := make([]*mutation.RowMutation, len(keys))
 		for i, k := range keys {
@@ -300,7 +300,7 @@ func (s *Server) tombstoneRows(ctx context.Context, r *replica, start, end []byt
 		}
 		for _, err := range write(ctx, ms) {
 			if err != nil {
-				return n, s.writeErr(r, err)
+				return n, s.tabletErr(r, err)
 			}
 		}
 		n += int64(len(keys))

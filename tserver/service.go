@@ -3,7 +3,6 @@ package tserver
 import (
 	"bytes"
 	"context"
-	"errors"
 	"time"
 
 	btpb "cloud.google.com/go/bigtable/apiv2/bigtablepb"
@@ -13,34 +12,9 @@ import (
 	"bighive/internal/apierr"
 	"bighive/internal/mutation"
 	pb "bighive/proto/bighivepb"
-	rp "bighive/replica"
 	"bighive/tablet"
 	"bighive/tablet/filter"
 )
-
-// writeErr maps an error of the write path and the reads (package
-// replica) to the status a client acts on.
-func (s *Server) writeErr(r *replica, err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, rp.ErrWrongTablet):
-		return apierr.Tablet(pb.TabletError_WRONG_TABLET, r.ID(), r.Epoch(), "%v", err)
-	case errors.Is(err, rp.ErrNotServing):
-		return apierr.Tablet(pb.TabletError_NOT_SERVING, r.ID(), r.Epoch(), "%v", err)
-	case errors.Is(err, rp.ErrSplitting):
-		return apierr.Tablet(pb.TabletError_WRONG_TABLET, r.ID(), r.Epoch(), "tablet %s is splitting; refresh its location", r.ID())
-	case errors.Is(err, rp.ErrUnknownOutcome), errors.Is(err, rp.ErrLog):
-		// Not a routing error (a TabletError tells the client that nothing
-		// was applied and that it may retry anywhere): the write may be in
-		// the log, so only an idempotent one may be retried — a retried
-		// server-timestamped write would be applied twice.
-		return apierr.Wrap(codes.Unavailable, err, "tserver %s: the write may have been applied; its outcome is unknown", s.addr)
-	case errors.Is(err, filter.ErrInvalid):
-		return apierr.InvalidArgument("%v", err)
-	}
-	return engineErr(r, err)
-}
 
 // admitWrite is a tablet's write admission (replica.Options.Throttle):
 // the backlog rule's delay while the tablet has too many TSFiles
@@ -86,7 +60,7 @@ func (s *Server) MutateRow(ctx context.Context, req *pb.MutateRowRequest) (*pb.M
 		return nil, err
 	}
 	if err := r.Write(ctx, m); err != nil {
-		return nil, s.writeErr(r, err)
+		return nil, s.tabletErr(r, err)
 	}
 	return &pb.MutateRowResponse{}, nil
 }
@@ -109,7 +83,7 @@ func (s *Server) MutateRows(ctx context.Context, req *pb.MutateRowsRequest) (*pb
 	}
 	// One WriteBatch: one admission, one group commit, one apply pass.
 	for k, err := range r.WriteBatch(ctx, ms) {
-		statuses[idx[k]] = rowStatus(s.writeErr(r, err))
+		statuses[idx[k]] = rowStatus(s.tabletErr(r, err))
 	}
 	return &pb.MutateRowsResponse{Statuses: statuses}, nil
 }
@@ -207,7 +181,7 @@ func (s *Server) ReadRow(ctx context.Context, req *pb.ReadRowRequest) (*pb.ReadR
 	}
 	row, found, err := r.Get(ctx, req.RowKey, opts)
 	if err != nil {
-		return nil, s.writeErr(r, err)
+		return nil, s.tabletErr(r, err)
 	}
 	if !found {
 		return &pb.ReadRowResponse{Row: &pb.Row{Key: req.RowKey}}, nil
@@ -292,7 +266,7 @@ func (s *Server) ScanRows(req *pb.ScanRowsRequest, stream pb.TServer_ScanRowsSer
 		return out.err
 	}
 	if err != nil {
-		return s.writeErr(r, err)
+		return s.tabletErr(r, err)
 	}
 	return out.flush(false)
 }
