@@ -142,15 +142,34 @@ func (ls *leaderState) liveLocked(now time.Time) []string {
 }
 
 // tick: declare dead tservers and free their tablets, finish moves,
-// assign unassigned tablets, start rebalancing moves.
+// assign unassigned tablets, start rebalancing moves. Each step is a
+// function; a step that returns false ends the tick (a failed command, or
+// work the next tick does against the committed state).
 func (ls *leaderState) tick(ctx context.Context) {
-	m := ls.m
 	now := time.Now()
 	if ls.inStartupGrace(now) {
 		return
 	}
+	if !ls.freeDeadTablets(ctx, now) {
+		return
+	}
+	live, ok := ls.finishMoves(ctx, now)
+	if !ok {
+		return
+	}
+	// Tables left half created or half deleted (ddlchunk.go).
+	ls.finishPending(ctx)
+	owned, counts, ok := ls.assignUnassigned(ctx, now, live)
+	if !ok {
+		return
+	}
+	ls.rebalance(live, owned, counts)
+}
 
-	// 1. Dead tservers: their tablets become UNASSIGNED (one command).
+// freeDeadTablets is step 1: tservers whose lease ran out are declared
+// dead, and their tablets become UNASSIGNED (one command).
+func (ls *leaderState) freeDeadTablets(ctx context.Context, now time.Time) bool {
+	m := ls.m
 	ls.mu.Lock()
 	var dead []string
 	for u, l := range ls.leases {
@@ -181,15 +200,21 @@ func (ls *leaderState) tick(ctx context.Context) {
 		res, err := m.apply(ctx, &spb.MetaCommand{Cmd: &spb.MetaCommand_Unassign{Unassign: &spb.MetaUnassign{Items: un}}})
 		if err != nil {
 			m.log.Warn("unassigning dead tservers' tablets failed", "err", err)
-			return
+			return false
 		}
 		m.log.Info("unassigned tablets of dead tservers", "tablets", res.Applied, "tservers", dead)
 		m.events.add("recovery", "%d tablets of dead tservers %v unassigned for recovery", res.Applied, dead)
 	}
+	return true
+}
 
-	// 2. Moves whose old owner stopped: assign to the new owner.
+// finishMoves is step 2: a move whose old owner stopped serving the
+// tablet is finished by assigning the tablet to the new owner. It returns
+// the live tservers.
+func (ls *leaderState) finishMoves(ctx context.Context, now time.Time) (live []string, ok bool) {
+	m := ls.m
 	ls.mu.Lock()
-	live := ls.liveLocked(now)
+	live = ls.liveLocked(now)
 	var items []*spb.MetaAssign_Item
 	forMerge := false
 	for id, mv := range ls.moves {
@@ -213,35 +238,40 @@ func (ls *leaderState) tick(ctx context.Context) {
 	if forMerge {
 		if err := m.mergeHook(MergeStepMoving); err != nil {
 			m.log.Warn("finishing moves failed", "err", err) // the old owners are sent the tablets again
-			return
+			return nil, false
 		}
 	}
 	if len(items) > 0 {
 		res, err := m.apply(ctx, &spb.MetaCommand{Cmd: &spb.MetaCommand_Assign{Assign: &spb.MetaAssign{Items: items}}})
 		if err != nil {
 			m.log.Warn("finishing moves failed", "err", err)
-			return
+			return nil, false
 		}
 		m.log.Info("moved tablets", "tablets", res.Applied)
 		for _, it := range items {
 			m.events.add("move", "tablet %s assigned to %s (end of a move)", it.TabletId, it.TserverUuid)
 		}
 	}
+	return live, true
+}
 
-	// Tables left half created or half deleted (ddlchunk.go).
-	ls.finishPending(ctx)
-
-	// 3. Unassigned tablets to the least loaded live tservers, once their
-	// owners' logs are split by tablet (logsplit.go); log splits whose
-	// tasks all answered are committed first, so their tablets go now.
+// assignUnassigned is step 3: unassigned tablets go to the least loaded
+// live tservers, once their owners' logs are split by tablet
+// (logsplit.go); log splits whose tasks all answered are committed first,
+// so their tablets go now. It returns each live tserver's tablets and
+// their counts with the moves in flight, for step 4, and false when step
+// 4 waits for the next tick (nothing live, a failed command, or tablets
+// assigned or held now: rebalancing plans against the committed state).
+func (ls *leaderState) assignUnassigned(ctx context.Context, now time.Time, live []string) (owned map[string][]string, counts map[string]int, ok bool) {
+	m := ls.m
 	ls.commitSplits(ctx)
 	if len(live) == 0 {
-		return
+		return nil, nil, false
 	}
 	ls.collectRecoveryGarbage(now)
 	var unassigned []*pb.TabletMeta
-	counts := map[string]int{}
-	owned := map[string][]string{} // ids only: decoding every tablet each tick was most of the leader's CPU
+	counts = map[string]int{}
+	owned = map[string][]string{} // ids only: decoding every tablet each tick was most of the leader's CPU
 	err := m.view(func(r *meta.Reader) (err error) {
 		if unassigned, err = unassignedTablets(r); err != nil {
 			return err
@@ -254,7 +284,7 @@ func (ls *leaderState) tick(ctx context.Context) {
 	})
 	if err != nil {
 		m.log.Error("leader cannot read tablets", "err", err)
-		return
+		return nil, nil, false
 	}
 	ls.mu.Lock()
 	for _, mv := range ls.moves {
@@ -281,7 +311,7 @@ func (ls *leaderState) tick(ctx context.Context) {
 	}
 	plan := planAssign(ids, live, counts)
 	ls.mu.Unlock()
-	items = items[:0]
+	var items []*spb.MetaAssign_Item
 	for _, id := range ids {
 		items = append(items, &spb.MetaAssign_Item{TabletId: id, ExpectedEpoch: epoch[id], TserverUuid: plan[id]})
 	}
@@ -289,7 +319,7 @@ func (ls *leaderState) tick(ctx context.Context) {
 		res, err := m.apply(ctx, &spb.MetaCommand{Cmd: &spb.MetaCommand_Assign{Assign: &spb.MetaAssign{Items: items}}})
 		if err != nil {
 			m.log.Warn("assigning tablets failed", "err", err)
-			return
+			return nil, nil, false
 		}
 		m.log.Info("assigned tablets", "tablets", res.Applied, "live_tservers", len(live))
 	}
@@ -297,10 +327,15 @@ func (ls *leaderState) tick(ctx context.Context) {
 		ls.poke()
 	}
 	if len(ids) > 0 || len(held) > 0 {
-		return // rebalance on the next tick, against the committed state
+		return nil, nil, false // rebalance on the next tick, against the committed state
 	}
+	return owned, counts, true
+}
 
-	// 4. Rebalance with a bounded number of moves in flight.
+// rebalance is step 4: moves from the most to the least loaded live
+// tservers, with a bounded number of moves in flight (Config.MaxMoves).
+func (ls *leaderState) rebalance(live []string, owned map[string][]string, counts map[string]int) {
+	m := ls.m
 	ls.mu.Lock()
 	budget := m.cfg.MaxMoves - len(ls.moves)
 	if budget <= 0 {
