@@ -111,86 +111,18 @@ func (m *Master) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.H
 			base.held = nil // applied in place, not acknowledged: no base
 		}
 	}()
-	// Briefs (meta.Reader.TabletBrief) suffice for the reconciliation; only
-	// owned tablets the tserver does not hold at their epoch, which may be
-	// (re)sent, are decoded whole.
-	var (
-		known   bool
-		owned   []ownedTablet
-		full    = map[string]*pb.TabletMeta{}
-		missing = map[string]bool{} // held tablets that do not exist
-		schemas = map[string]*pb.TableSchema{}
-		grants  *pb.GrantList
-	)
-	err = m.view(func(r *meta.Reader) error {
-		ts, err := r.TServer(req.Uuid)
-		if err != nil || ts.Incarnation != req.Incarnation {
-			return nil
-		}
-		known = true
-		if grants, err = grantsFor(r, req.GrantsVersion); err != nil {
-			return err
-		}
-		if plan.sendFull {
-			return nil
-		}
-		if !plan.reconcile {
-			for _, table := range plan.recon.tables {
-				if schemas[table], err = r.Table(table); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-		pending := pendingSet(r) // tables being deleted: their tablets go at once
-		ownedEpoch := map[string]int64{}
-		for _, id := range r.TabletIDsOf(req.Uuid) {
-			b, ok, err := r.TabletBrief(id)
-			if err != nil {
-				return err
-			}
-			if !ok || pending[b.Table] {
-				// !ok cannot happen (the owners index and the tablet are
-				// written in one transaction); a pending table's tablets
-				// are not the tserver's any more.
-				continue
-			}
-			owned = append(owned, ownedTablet{id: id, Brief: b})
-			ownedEpoch[id] = b.Epoch
-			if h, ok := plan.held[id]; !ok || h.epoch != b.Epoch {
-				if full[id], err = r.Tablet(id); err != nil {
-					return err
-				}
-			}
-			if schemas[b.Table] == nil {
-				if schemas[b.Table], err = r.Table(b.Table); err != nil {
-					return err
-				}
-			}
-		}
-		for id, h := range plan.held {
-			if ep, ok := ownedEpoch[id]; ok && ep == h.epoch {
-				continue
-			}
-			if b, ok, err := r.TabletBrief(id); err != nil {
-				return err
-			} else if !ok || pending[b.Table] {
-				missing[id] = true
-			}
-		}
-		return nil
-	})
+	v, err := m.heartbeatView(req, &plan)
 	if err != nil {
 		return nil, err
 	}
-	if !known {
+	if !v.known {
 		return &pb.HeartbeatResponse{Reregister: true}, nil
 	}
 	if m.cfg.heartbeatHook != nil {
 		m.cfg.heartbeatHook(req)
 	}
 	resp := &pb.HeartbeatResponse{LeaseDurationMicros: m.cfg.Lease.Microseconds(), MasterHttpAddress: obs.AdvertisedHTTPAddr(m.HTTPAddr(), m.grpcAddr),
-		Grants: grants}
+		Grants: v.grants}
 
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
@@ -221,8 +153,94 @@ func (m *Master) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.H
 		m.metrics.hbKinds.WithLabelValues("send_full").Inc()
 		return resp, nil
 	}
+	ls.answerHeartbeatLocked(l, req, &plan, v, gen, now, resp)
+	return resp, nil
+}
+
+// hbView is what a heartbeat's answer needs from the metadata.
+type hbView struct {
+	known   bool // the tserver is registered at this incarnation
+	owned   []ownedTablet
+	full    map[string]*pb.TabletMeta // owned tablets not held at their epoch, decoded whole
+	missing map[string]bool           // held tablets that do not exist
+	schemas map[string]*pb.TableSchema
+	grants  *pb.GrantList
+}
+
+// heartbeatView reads what the heartbeat's plan needs, in one view.
+// Briefs (meta.Reader.TabletBrief) suffice for the reconciliation; only
+// owned tablets the tserver does not hold at their epoch, which may be
+// (re)sent, are decoded whole.
+func (m *Master) heartbeatView(req *pb.HeartbeatRequest, plan *heartbeatPlan) (*hbView, error) {
+	v := &hbView{full: map[string]*pb.TabletMeta{}, missing: map[string]bool{}, schemas: map[string]*pb.TableSchema{}}
+	err := m.view(func(r *meta.Reader) error {
+		ts, err := r.TServer(req.Uuid)
+		if err != nil || ts.Incarnation != req.Incarnation {
+			return nil
+		}
+		v.known = true
+		if v.grants, err = grantsFor(r, req.GrantsVersion); err != nil {
+			return err
+		}
+		if plan.sendFull {
+			return nil
+		}
+		if !plan.reconcile {
+			for _, table := range plan.recon.tables {
+				if v.schemas[table], err = r.Table(table); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		pending := pendingSet(r) // tables being deleted: their tablets go at once
+		ownedEpoch := map[string]int64{}
+		for _, id := range r.TabletIDsOf(req.Uuid) {
+			b, ok, err := r.TabletBrief(id)
+			if err != nil {
+				return err
+			}
+			if !ok || pending[b.Table] {
+				// !ok cannot happen (the owners index and the tablet are
+				// written in one transaction); a pending table's tablets
+				// are not the tserver's any more.
+				continue
+			}
+			v.owned = append(v.owned, ownedTablet{id: id, Brief: b})
+			ownedEpoch[id] = b.Epoch
+			if h, ok := plan.held[id]; !ok || h.epoch != b.Epoch {
+				if v.full[id], err = r.Tablet(id); err != nil {
+					return err
+				}
+			}
+			if v.schemas[b.Table] == nil {
+				if v.schemas[b.Table], err = r.Table(b.Table); err != nil {
+					return err
+				}
+			}
+		}
+		for id, h := range plan.held {
+			if ep, ok := ownedEpoch[id]; ok && ep == h.epoch {
+				continue
+			}
+			if b, ok, err := r.TabletBrief(id); err != nil {
+				return err
+			} else if !ok || pending[b.Table] {
+				v.missing[id] = true
+			}
+		}
+		return nil
+	})
+	return v, err
+}
+
+// answerHeartbeatLocked fills the answer to a heartbeat that renewed l:
+// the reconciliation's assignments and unassignments, the moves away from
+// the tserver, its log split tasks, and changed cache priorities and
+// schemas. ls.mu is held.
+func (ls *leaderState) answerHeartbeatLocked(l *lease, req *pb.HeartbeatRequest, plan *heartbeatPlan, v *hbView, gen uint64, now time.Time, resp *pb.HeartbeatResponse) {
 	l.held, l.ackSeq, l.recon = plan.held, req.Seq, plan.recon
-	m.metrics.hbKinds.WithLabelValues(plan.kind(req)).Inc()
+	ls.m.metrics.hbKinds.WithLabelValues(plan.kind(req)).Inc()
 	resp.AckedSeq = req.Seq
 	// Sizes change only by what is reported: a delta lists the tablets
 	// whose size moved (internal/hbdelta), a full heartbeat all.
@@ -232,7 +250,7 @@ func (m *Master) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.H
 		ls.space[rep.TabletId] = rep.Space
 	}
 	if plan.reconcile {
-		ls.reconcileLocked(l, owned, gen, missing)
+		ls.reconcileLocked(l, v.owned, gen, v.missing)
 	}
 	// Held tablets that are not this tserver's at that epoch go, in every
 	// reply until the tserver no longer reports them.
@@ -256,7 +274,7 @@ func (m *Master) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.H
 		}
 	}
 	if plan.reconcile {
-		resp.Assign = ls.assignmentsLocked(l, owned, full, schemas, now)
+		resp.Assign = ls.assignmentsLocked(l, v.owned, v.full, v.schemas, now)
 	}
 	resp.LogSplitTasks = ls.splitTasksForLocked(req.Uuid, now)
 	for _, table := range l.recon.tables {
@@ -267,12 +285,11 @@ func (m *Master) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.H
 		}
 		// Changed schemas, in case the push of the change did not reach
 		// this tserver (it keeps the highest version it sees).
-		if sch := schemas[table]; sch != nil && sch.Version > 0 && l.sentSchema[table] != sch.Version {
+		if sch := v.schemas[table]; sch != nil && sch.Version > 0 && l.sentSchema[table] != sch.Version {
 			resp.Schemas = append(resp.Schemas, sch)
 			l.sentSchema[table] = sch.Version
 		}
 	}
-	return resp, nil
 }
 
 // ownedTablet is a tablet the heartbeating tserver owns, by its brief.
