@@ -136,41 +136,72 @@ func (o *Options) defaults() {
 	}
 }
 
-// Server is one tablet server process.
+// Server is one tablet server process. Its state is in three named parts
+// besides the process's identity and lifecycle: membership (the lease and
+// the heartbeats that keep it), hosting (the tablets it serves and their
+// loads, splits and batch-stream workers) and storage (the log, the block
+// stores and cache, and the background engine). The parts are embedded, so
+// a field reads as s.lease; the struct says which part it belongs to.
 type Server struct {
 	pb.UnimplementedTServerServer
 
-	opts        Options
-	log         *slog.Logger
-	fs          vfs.FS
-	addr        string // advertised address
-	prefix      string // WAL prefix
-	uuid        string
-	auth        *auth.Checker // nil: no authorization
-	grantsSeen  atomic.Uint64 // without auth: the grants version last heard of
-	incarnation int64
+	opts   Options
+	log    *slog.Logger
+	fs     vfs.FS
+	addr   string // advertised address
+	prefix string // WAL prefix
+	uuid   string
+	auth   *auth.Checker // nil: no authorization
 
 	lis  net.Listener
 	grpc *grpc.Server
 	// The batch stream's commands, counted as calls of these methods
 	// (the interceptors count the calls).
 	mutateMetrics, readMetrics, pingMetrics *obs.CommandMetrics
-	master                                  *masterconn.Conn
-	wal                                     *wal.Log
-	blocks                                  blockstore.Manager
-	cache                                   *blockcache.Cache
-	stores                                  *stores
+	metrics                                 *metrics
+	http                                    *obs.HTTPServer
+
+	membership
+	hosting
+	storage
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	closed atomic.Bool
+
+	// failed is set once the log failed (logFailed): nothing is served
+	// from then on. fatal is the cause; done is closed once the tserver
+	// has stopped on it.
+	failed   atomic.Bool
+	failOnce sync.Once
+	fatal    error
+	done     chan struct{}
+	// draining is closed when Close starts: batch streams, which a client
+	// keeps open, stop taking commands and end, so GracefulStop ends.
+	draining chan struct{}
+}
+
+// membership is the tserver's standing with the master: its registration
+// (incarnation), its lease and health, and the heartbeat loop's state
+// (heartbeat.go, lease.go).
+type membership struct {
+	master      *masterconn.Conn
+	incarnation int64
+	grantsSeen  atomic.Uint64 // without auth: the grants version last heard of
 
 	lease          lease
 	health         *obs.Health
-	healthMu       sync.Mutex // orders updateHealth's read of the lease with its Set
-	metrics        *metrics
-	http           *obs.HTTPServer
+	healthMu       sync.Mutex   // orders updateHealth's read of the lease with its Set
 	heartbeatEvery atomic.Int64 // nanoseconds
 	heartbeatNow   chan struct{}
 	hbDelta        hbdelta.Tracker // the heartbeat loop's: what the master acknowledged
 	masterHTTP     atomic.Value    // string: the leader's HTTP address from the last heartbeat reply
+}
 
+// hosting is the tablets the tserver serves and the work that changes that
+// set: loads (load.go), splits (split.go), and the batch streams' workers.
+type hosting struct {
 	tablets registry
 	schemas schemas // schema.go
 	// assignMu serialises applyAssignments: the heartbeat loop and a
@@ -192,26 +223,20 @@ type Server struct {
 	// pendingMu alone, since assignMu is held while a tablet opens.
 	pendingLoads map[string]int64
 	pendingMu    sync.Mutex
-	eng          *engineState
 	split        *splitter // split.go
-
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	closed atomic.Bool
-
-	// failed is set once the log failed (logFailed): nothing is served
-	// from then on. fatal is the cause; done is closed once the tserver
-	// has stopped on it.
-	failed   atomic.Bool
-	failOnce sync.Once
-	fatal    error
-	done     chan struct{}
-	// draining is closed when Close starts: batch streams, which a client
-	// keeps open, stop taking commands and end, so GracefulStop ends.
-	draining chan struct{}
 	// workers runs the batch streams' command groups (workers.go).
 	workers *workers
+}
+
+// storage is what the tserver stores with: its log, its block stores and
+// their cache, and the background engine that checkpoints and compacts
+// (engine.go, stores.go).
+type storage struct {
+	wal    *wal.Log
+	blocks blockstore.Manager
+	cache  *blockcache.Cache
+	stores *stores
+	eng    *engineState
 }
 
 // Start opens the tserver's storage, starts serving gRPC and registers
@@ -234,18 +259,22 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 		}
 	}()
 	s = &Server{
-		opts:         opts,
-		log:          opts.Logger,
-		fs:           opts.FS,
-		addr:         opts.Advertise,
-		lis:          lis,
-		incarnation:  time.Now().UnixMicro(),
-		heartbeatNow: make(chan struct{}, 1),
-		loadSlots:    make(chan struct{}, maxConcurrentLoads),
-		pendingLoads: map[string]int64{},
-		done:         make(chan struct{}),
-		draining:     make(chan struct{}),
-		workers:      newWorkers(),
+		opts:     opts,
+		log:      opts.Logger,
+		fs:       opts.FS,
+		addr:     opts.Advertise,
+		lis:      lis,
+		done:     make(chan struct{}),
+		draining: make(chan struct{}),
+		membership: membership{
+			incarnation:  time.Now().UnixMicro(),
+			heartbeatNow: make(chan struct{}, 1),
+		},
+		hosting: hosting{
+			loadSlots:    make(chan struct{}, maxConcurrentLoads),
+			pendingLoads: map[string]int64{},
+			workers:      newWorkers(),
+		},
 	}
 	if s.addr == "" {
 		s.addr = lis.Addr().String()
