@@ -1,0 +1,113 @@
+package frontend
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/bigtable"
+	btpb "cloud.google.com/go/bigtable/apiv2/bigtablepb"
+	"google.golang.org/grpc"
+)
+
+// nullServerEnv makes the test binary, run by BenchmarkNullServerCPU, a
+// Bigtable server that does nothing (nullBigtable) on a loopback port it
+// prints, until it is killed.
+const nullServerEnv = "BIGHIVE_NULL_BIGTABLE_SERVER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(nullServerEnv) != "" {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		g := grpc.NewServer(ServerOptions()...)
+		btpb.RegisterBigtableServer(g, nullBigtable{value: make([]byte, 1000)})
+		fmt.Println(lis.Addr().String())
+		_ = g.Serve(lis)
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// BenchmarkNullServerCPU measures the CPU that a gRPC server process
+// spends per official-client call when it does nothing else: the floor,
+// set by gRPC's per-call work (a new HTTP/2 stream, headers, a goroutine),
+// of what any Bigtable API server costs per Put or Get, Bighive's
+// included. The server runs as its own process (this test binary,
+// re-executed) and its CPU is read from /proc:
+//
+//	go test ./frontend -run '^$' -bench NullServerCPU -benchtime 50000x -count 3
+//
+// reports server-cpu-µs/op.
+func BenchmarkNullServerCPU(b *testing.B) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), nullServerEnv+"=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	addr, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		b.Fatalf("null server: %v", err)
+	}
+	tbl := officialClient(b, strings.TrimSpace(addr)).Open("t")
+	ctx := context.Background()
+	value := make([]byte, 1000)
+	for _, tc := range []struct {
+		name string
+		call func() error
+	}{
+		{"get", func() error { _, err := tbl.ReadRow(ctx, "row"); return err }},
+		{"put", func() error {
+			m := bigtable.NewMutation()
+			m.Set("cf", "q", bigtable.ServerTime, value)
+			return tbl.Apply(ctx, "row", m)
+		}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.SetParallelism(32) // 64 callers on 2 cores, as the bench
+			cpu0 := procCPU(b, cmd.Process.Pid)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if err := tc.call(); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			b.ReportMetric(float64((procCPU(b, cmd.Process.Pid)-cpu0).Microseconds())/float64(b.N), "server-cpu-µs/op")
+		})
+	}
+}
+
+// procCPU is the user and system time process pid has used, from
+// /proc/pid/stat (fields 14 and 15, in clock ticks of 10 ms).
+func procCPU(b *testing.B, pid int) time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The command name (field 2) is in parentheses and may hold spaces.
+	fields := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
+	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
+	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		b.Fatalf("/proc/%d/stat: %q", pid, raw)
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
