@@ -115,7 +115,7 @@ loop:
 				continue
 			default:
 			}
-			s.runCommands(ctx, req.Commands, &wg, emit)
+			s.runCommands(ctx, req.Commands, &wg, s.workers.run, emit)
 		case err := <-recvDone:
 			if !errors.Is(err, io.EOF) {
 				recvErr = err
@@ -185,8 +185,9 @@ const (
 )
 
 // runCommands starts the commands of one message: one goroutine per
-// tablet's group of writes, one for all its reads.
-func (s *Server) runCommands(ctx context.Context, cmds []*pb.BatchCommandsRequest_Command, wg *sync.WaitGroup, emit func(results)) {
+// tablet's group of writes, one for all its reads. run starts each
+// (s.workers.run; Command runs them in its caller's goroutine).
+func (s *Server) runCommands(ctx context.Context, cmds []*pb.BatchCommandsRequest_Command, wg *sync.WaitGroup, run func(func()), emit func(results)) {
 	// Each command is counted in the request metrics under its own
 	// method name, timed from the arrival of its message.
 	began := time.Now()
@@ -230,7 +231,7 @@ func (s *Server) runCommands(ctx context.Context, cmds []*pb.BatchCommandsReques
 	emit(now)
 	if len(reads) > 0 {
 		wg.Add(1)
-		s.workers.run(func() {
+		run(func() {
 			defer wg.Done()
 			var rs results
 			for _, g := range groupReads(reads) {
@@ -242,7 +243,7 @@ func (s *Server) runCommands(ctx context.Context, cmds []*pb.BatchCommandsReques
 	for _, k := range order {
 		g := groups[k]
 		wg.Add(1)
-		s.workers.run(func() {
+		run(func() {
 			defer wg.Done()
 			var rs results
 			s.mutateGroup(ctx, k.tablet, k.epoch, g, counted(s.mutateMetrics, &rs))
@@ -294,7 +295,8 @@ func (s *Server) Command(ctx context.Context, cmd *pb.BatchCommandsRequest_Comma
 	}
 	var res *batchResult
 	var wg sync.WaitGroup
-	s.runCommands(ctx, []*pb.BatchCommandsRequest_Command{cmd}, &wg, func(rs results) {
+	// One command: it runs in this goroutine (no hand-off to a worker).
+	s.runCommands(ctx, []*pb.BatchCommandsRequest_Command{cmd}, &wg, func(f func()) { f() }, func(rs results) {
 		if len(rs) > 0 {
 			res = rs[0]
 		}
