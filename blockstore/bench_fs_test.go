@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"bighive/internal/vfs/errorfs"
+	"bighive/storage/vfs/errorfs"
 )
 
 // BenchmarkStartup opens a store of 1 000 full containers holding 200 000

@@ -4,8 +4,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"bighive/internal/vfs"
-	"bighive/internal/vfs/errorfs"
+	"bighive/storage/vfs"
+	"bighive/storage/vfs/errorfs"
 )
 
 // BenchmarkCommit commits 1000 blocks of 64 KiB per iteration, in one

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"bighive/internal/vfs"
+	"bighive/storage/vfs"
 )
 
 // BlockID identifies a block. It is opaque to callers; String is 16 hex

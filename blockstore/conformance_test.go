@@ -12,7 +12,7 @@ import (
 	"sync"
 	"testing"
 
-	"bighive/internal/vfs"
+	"bighive/storage/vfs"
 )
 
 // managerKinds is the conformance matrix: every test in this file runs

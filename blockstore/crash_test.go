@@ -8,8 +8,8 @@ import (
 	"log/slog"
 	"testing"
 
-	"bighive/internal/vfs"
-	"bighive/internal/vfs/errorfs"
+	"bighive/storage/vfs"
+	"bighive/storage/vfs/errorfs"
 )
 
 const crashDir = "/store"

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"bighive/internal/vfs"
+	"bighive/storage/vfs"
 )
 
 // fileOpener is how managers open .data, .metadata and block files: the

@@ -11,9 +11,9 @@ import (
 	"syscall"
 	"testing"
 
-	"bighive/internal/vfs"
-	"bighive/internal/vfs/errorfs"
 	"bighive/proto/storagepb"
+	"bighive/storage/vfs"
+	"bighive/storage/vfs/errorfs"
 )
 
 // eioUnder fails every operation under one of the armed directories with

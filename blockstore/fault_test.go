@@ -7,8 +7,8 @@ import (
 	"syscall"
 	"testing"
 
-	"bighive/internal/vfs"
-	"bighive/internal/vfs/errorfs"
+	"bighive/storage/vfs"
+	"bighive/storage/vfs/errorfs"
 )
 
 // TestInjectedFailures fails the first operation of a kind on the data or

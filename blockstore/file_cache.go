@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"bighive/internal/vfs"
+	"bighive/storage/vfs"
 )
 
 // FileCache bounds the open descriptors of many files (Kudu's FileCache).

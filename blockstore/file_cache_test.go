@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"bighive/internal/vfs"
 	"bighive/proto/storagepb"
+	"bighive/storage/vfs"
 )
 
 func TestFileCacheBoundsAndReopens(t *testing.T) {

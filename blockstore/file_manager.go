@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"bighive/internal/vfs"
+	"bighive/storage/vfs"
 )
 
 // File names of the file block manager: <dir>/<16 hex id>.block, written

@@ -11,8 +11,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"bighive/internal/vfs"
 	"bighive/proto/storagepb"
+	"bighive/storage/vfs"
 )
 
 // FsManager is a block store over several data directories (Kudu's

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"bighive/internal/vfs"
-	"bighive/internal/vfs/errorfs"
 	"bighive/proto/storagepb"
+	"bighive/storage/vfs"
+	"bighive/storage/vfs/errorfs"
 )
 
 func mustFs(t *testing.T, opts Options) *FsManager {

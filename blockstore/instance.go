@@ -12,8 +12,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"bighive/internal/vfs"
 	"bighive/proto/storagepb"
+	"bighive/storage/vfs"
 )
 
 // File names of the FsManager. They must not change.

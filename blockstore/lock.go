@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"bighive/internal/vfs"
+	"bighive/storage/vfs"
 )
 
 // dirLock is the exclusive flock a read-write open holds on

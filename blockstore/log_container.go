@@ -10,8 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"bighive/internal/vfs"
 	"bighive/proto/storagepb"
+	"bighive/storage/vfs"
 )
 
 // File name suffixes of a log container. They must not change.

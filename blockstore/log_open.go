@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"bighive/internal/vfs"
 	"bighive/proto/storagepb"
+	"bighive/storage/vfs"
 )
 
 // loadedContainer is the outcome of replaying one container.

@@ -3,7 +3,7 @@ package blockstore
 import (
 	"testing"
 
-	"bighive/internal/vfs"
+	"bighive/storage/vfs"
 )
 
 // TestStats: live bytes follow commits and deletions, deleted blocks'

@@ -12,7 +12,7 @@ import (
 
 	"bighive/checkpoint"
 	"bighive/internal/mutation"
-	"bighive/internal/vfs/errorfs"
+	"bighive/storage/vfs/errorfs"
 )
 
 // TestWriteDelay: no delay up to StopFiles, then 1 ms doubling with each

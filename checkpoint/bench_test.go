@@ -15,7 +15,7 @@ import (
 
 	"bighive/checkpoint"
 	"bighive/internal/mutation"
-	"bighive/internal/vfs"
+	"bighive/storage/vfs"
 )
 
 // peakRSS is VmHWM of this process in bytes.

@@ -10,7 +10,7 @@ import (
 
 	"bighive/checkpoint"
 	"bighive/internal/mutation"
-	"bighive/internal/vfs"
+	"bighive/storage/vfs"
 )
 
 // BenchmarkScaleCheckpointWindow: a single-node tserver (real WAL, block

@@ -10,7 +10,7 @@ import (
 
 	"bighive/checkpoint"
 	"bighive/internal/mutation"
-	"bighive/internal/vfs/errorfs"
+	"bighive/storage/vfs/errorfs"
 )
 
 // TestCompactionModel interleaves random writes and deletes, checkpoints,

@@ -13,7 +13,7 @@ import (
 
 	"bighive/checkpoint"
 	"bighive/checkpoint/localmeta"
-	"bighive/internal/vfs/errorfs"
+	"bighive/storage/vfs/errorfs"
 )
 
 func snapshotMeta(t *testing.T, db *localmeta.DB, path string) {

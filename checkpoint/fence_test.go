@@ -12,7 +12,7 @@ import (
 
 	"bighive/blockstore"
 	"bighive/checkpoint"
-	"bighive/internal/vfs/errorfs"
+	"bighive/storage/vfs/errorfs"
 	"bighive/tablet/tsfile"
 )
 

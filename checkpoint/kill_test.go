@@ -18,7 +18,7 @@ import (
 
 	"bighive/checkpoint"
 	"bighive/internal/mutation"
-	"bighive/internal/vfs"
+	"bighive/storage/vfs"
 )
 
 const (

@@ -16,8 +16,8 @@ import (
 	"bighive/checkpoint"
 	"bighive/checkpoint/localmeta"
 	"bighive/internal/mutation"
-	"bighive/internal/vfs"
 	"bighive/replica"
+	"bighive/storage/vfs"
 	"bighive/wal"
 )
 

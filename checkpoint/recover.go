@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"bighive/internal/vfs"
+	"bighive/storage/vfs"
 	"bighive/tablet/tsfile"
 	"bighive/wal"
 )

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"bighive/checkpoint"
-	"bighive/internal/vfs/errorfs"
+	"bighive/storage/vfs/errorfs"
 )
 
 // reload replaces tablet id of n by a new engine loaded the way a tserver

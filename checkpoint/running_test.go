@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"bighive/checkpoint"
-	"bighive/internal/vfs/errorfs"
+	"bighive/storage/vfs/errorfs"
 )
 
 // TestRunningReportsCheckpoint: Running names the checkpoint in progress

@@ -15,7 +15,7 @@ import (
 	"bighive/blockstore"
 	"bighive/checkpoint"
 	"bighive/internal/mutation"
-	"bighive/internal/vfs"
+	"bighive/storage/vfs"
 	"bighive/tablet/tsfile"
 )
 

@@ -12,10 +12,10 @@ import (
 	"testing"
 
 	"bighive/internal/mutation"
-	"bighive/internal/vfs"
-	"bighive/internal/vfs/errorfs"
 	"bighive/replica"
 	"bighive/split"
+	"bighive/storage/vfs"
+	"bighive/storage/vfs/errorfs"
 	"bighive/tablet"
 	"bighive/tablet/tsfile"
 	"bighive/wal"

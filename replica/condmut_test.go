@@ -13,8 +13,8 @@ import (
 	btpb "cloud.google.com/go/bigtable/apiv2/bigtablepb"
 
 	"bighive/internal/mutation"
-	"bighive/internal/vfs/errorfs"
 	"bighive/replica"
+	"bighive/storage/vfs/errorfs"
 	"bighive/tablet"
 	"bighive/tablet/filter"
 )

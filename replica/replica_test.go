@@ -16,9 +16,9 @@ import (
 	"bighive/blockstore"
 	"bighive/checkpoint"
 	"bighive/internal/mutation"
-	"bighive/internal/vfs"
-	"bighive/internal/vfs/errorfs"
 	"bighive/replica"
+	"bighive/storage/vfs"
+	"bighive/storage/vfs/errorfs"
 	"bighive/tablet"
 	"bighive/wal"
 )

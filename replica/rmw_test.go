@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"bighive/internal/mutation"
-	"bighive/internal/vfs/errorfs"
 	"bighive/replica"
+	"bighive/storage/vfs/errorfs"
 	"bighive/tablet"
 )
 

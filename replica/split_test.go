@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"bighive/internal/vfs"
-	"bighive/internal/vfs/errorfs"
 	"bighive/split"
+	"bighive/storage/vfs"
+	"bighive/storage/vfs/errorfs"
 	"bighive/tablet/tsfile"
 	"bighive/wal"
 )

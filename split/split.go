@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"bighive/blockstore"
-	"bighive/internal/vfs"
 	"bighive/memstore"
+	"bighive/storage/vfs"
 	"bighive/tablet"
 	"bighive/tablet/tsfile"
 	"bighive/wal"

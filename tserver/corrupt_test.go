@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"bighive/client"
-	"bighive/internal/vfs"
+	"bighive/storage/vfs"
 	"bighive/tserver"
 	"bighive/wal"
 )

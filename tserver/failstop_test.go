@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"bighive/client"
-	"bighive/internal/vfs"
-	"bighive/internal/vfs/errorfs"
+	"bighive/storage/vfs"
+	"bighive/storage/vfs/errorfs"
 	"bighive/tserver"
 	"bighive/wal"
 )

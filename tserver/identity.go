@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"bighive/internal/vfs"
+	"bighive/storage/vfs"
 	"bighive/wal"
 )
 

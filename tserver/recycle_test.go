@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"bighive/client"
-	"bighive/internal/vfs"
+	"bighive/storage/vfs"
 	"bighive/tserver"
 	"bighive/wal"
 )

@@ -22,10 +22,10 @@ import (
 	"bighive/internal/masterconn"
 	"bighive/internal/obs"
 	"bighive/internal/tlsconf"
-	"bighive/internal/vfs"
 	"bighive/merge"
 	pb "bighive/proto/bighivepb"
 	"bighive/split"
+	"bighive/storage/vfs"
 	"bighive/tablet/blockcache"
 	"bighive/wal"
 )

@@ -7,7 +7,7 @@ import (
 	"sync"
 
 	"bighive/blockstore"
-	"bighive/internal/vfs"
+	"bighive/storage/vfs"
 )
 
 // stores opens block stores by UUID: this tserver's own store read-write,

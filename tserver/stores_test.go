@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"bighive/blockstore"
-	"bighive/internal/vfs"
+	"bighive/storage/vfs"
 )
 
 // TestStoresCountUsers: a read-only store stays open while some user

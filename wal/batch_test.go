@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"bighive/internal/mutation"
-	"bighive/internal/vfs"
+	"bighive/storage/vfs"
 )
 
 func TestAppendBatch(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"bighive/internal/mutation"
-	"bighive/internal/vfs"
+	"bighive/storage/vfs"
 )
 
 // BenchmarkWAL measures durable appends of 1000-byte values at 1, 16, 64

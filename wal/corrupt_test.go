@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"bighive/internal/vfs"
+	"bighive/storage/vfs"
 )
 
 // corruptLog is a closed log of corruptFiles files, corruptPerFile

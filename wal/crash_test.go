@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"bighive/internal/mutation"
-	"bighive/internal/vfs"
+	"bighive/storage/vfs"
 )
 
 // The crash test runs this test binary again as a child (env crashChildEnv

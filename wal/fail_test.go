@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"bighive/internal/vfs"
-	"bighive/internal/vfs/errorfs"
+	"bighive/storage/vfs"
+	"bighive/storage/vfs/errorfs"
 )
 
 // syncGate blocks the fdatasync of log files while armed, so a test can

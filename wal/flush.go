@@ -7,7 +7,7 @@ import (
 	"runtime"
 	"time"
 
-	"bighive/internal/vfs"
+	"bighive/storage/vfs"
 )
 
 // flushLoop is the one flusher goroutine. It takes batches in order, so a

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 
-	"bighive/internal/vfs"
+	"bighive/storage/vfs"
 )
 
 // DeleteBefore deletes the log files of pos.Prefix that lie wholly before

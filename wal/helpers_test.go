@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"bighive/internal/mutation"
-	"bighive/internal/vfs"
+	"bighive/storage/vfs"
 )
 
 const testPrefix = "127.0.0.1_3a7070"

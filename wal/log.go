@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"bighive/internal/mutation"
-	"bighive/internal/vfs"
+	"bighive/storage/vfs"
 )
 
 // Prealloc says how the next log file is prepared in the background.

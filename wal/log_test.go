@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"bighive/internal/vfs"
+	"bighive/storage/vfs"
 )
 
 func TestAppendReplayConcurrent(t *testing.T) {

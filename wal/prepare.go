@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"bighive/internal/vfs"
+	"bighive/storage/vfs"
 )
 
 // preparer keeps the next log file ready in the background and retires

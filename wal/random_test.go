@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"bighive/internal/mutation"
-	"bighive/internal/vfs"
+	"bighive/storage/vfs"
 )
 
 // TestRecycleRandomized runs one log through a random mix of appends (some

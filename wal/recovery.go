@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"bighive/internal/vfs"
+	"bighive/storage/vfs"
 )
 
 // Recovery files: a dead tserver's log split by tablet (docs/design.md 'Log

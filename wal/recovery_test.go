@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"bighive/internal/vfs"
+	"bighive/storage/vfs"
 )
 
 // TestSplitLogAndRecoveryFiles splits a multi-file log by tablet into two

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"bighive/internal/vfs"
+	"bighive/storage/vfs"
 )
 
 // recycledLog is a closed log of two files: older (fresh, recycledOlder

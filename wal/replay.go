@@ -11,7 +11,7 @@ import (
 	"slices"
 
 	"bighive/internal/mutation"
-	"bighive/internal/vfs"
+	"bighive/storage/vfs"
 )
 
 // Record is one replayed record: one atomic row mutation of one tablet.

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"bighive/internal/vfs"
+	"bighive/storage/vfs"
 )
 
 // writeTestFile logs n records of value size vsize into one file, closes

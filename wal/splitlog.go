@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"bighive/internal/mutation"
-	"bighive/internal/vfs"
+	"bighive/storage/vfs"
 )
 
 // A single-file log in this package's format, for split logs

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"bighive/internal/vfs"
+	"bighive/storage/vfs"
 )
 
 func TestSingleFileAppendReplay(t *testing.T) {

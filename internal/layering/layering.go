@@ -6,7 +6,8 @@
 //
 // Layers, lowest first:
 //
-//	0  internal/* (but the four of layer 8) and proto/*: shared non-API code and the API definitions
+//	0  internal/* (but the four of layer 8), proto/* and storage/vfs: shared non-API code, the API definitions
+//	   and the file seam of the storage engine
 //	1  blockstore, wal, memstore: storage primitives
 //	2  tablet and tablet/*: one tablet's engine, TSFiles, the block cache, filters
 //	3  checkpoint, split, merge: checkpoint, compaction, recovery; the tserver side of a split and of a merge
@@ -33,9 +34,10 @@ import (
 // Layers maps a package path (relative to the module, without "bighive/")
 // or a path prefix ending in "/" to its layer.
 var Layers = map[string]int{
-	"internal/": 0,
-	"proto/":    0,
-	"proto":     0,
+	"internal/":   0,
+	"proto/":      0,
+	"proto":       0,
+	"storage/vfs": 0,
 
 	"blockstore": 1,
 	"wal":        1,

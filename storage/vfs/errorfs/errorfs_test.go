@@ -5,7 +5,7 @@ import (
 	"io/fs"
 	"testing"
 
-	"bighive/internal/vfs"
+	"bighive/storage/vfs"
 )
 
 func TestOnIndexPathMatch(t *testing.T) {

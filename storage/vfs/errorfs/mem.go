@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"bighive/internal/vfs"
+	"bighive/storage/vfs"
 )
 
 const createFlag = os.O_CREATE

@@ -27,7 +27,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"bighive/internal/vfs"
+	"bighive/storage/vfs"
 )
 
 // ErrInjected is the error injectors return (wrapped in an *fs.PathError by
