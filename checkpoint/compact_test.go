@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"bighive/checkpoint"
-	"bighive/internal/mutation"
+	"bighive/storage/mutation"
 	"bighive/storage/vfs/errorfs"
 )
 

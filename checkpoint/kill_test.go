@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"bighive/checkpoint"
-	"bighive/internal/mutation"
+	"bighive/storage/mutation"
 	"bighive/storage/vfs"
 )
 

@@ -15,8 +15,8 @@ import (
 	"bighive/blockstore"
 	"bighive/checkpoint"
 	"bighive/checkpoint/localmeta"
-	"bighive/internal/mutation"
 	"bighive/replica"
+	"bighive/storage/mutation"
 	"bighive/storage/vfs"
 	"bighive/wal"
 )

@@ -7,7 +7,7 @@ import (
 
 	"bighive/blockstore"
 	"bighive/checkpoint"
-	"bighive/internal/mutation"
+	"bighive/storage/mutation"
 	"bighive/tablet"
 	"bighive/wal"
 )

@@ -14,7 +14,7 @@ import (
 
 	"bighive/blockstore"
 	"bighive/checkpoint"
-	"bighive/internal/mutation"
+	"bighive/storage/mutation"
 	"bighive/storage/vfs"
 	"bighive/tablet/tsfile"
 )

@@ -10,7 +10,7 @@ import (
 	"bighive/blockstore"
 	"bighive/checkpoint"
 	"bighive/checkpoint/localmeta"
-	"bighive/internal/mutation"
+	"bighive/storage/mutation"
 	"bighive/tablet"
 	"bighive/tablet/blockcache"
 )

@@ -5,7 +5,7 @@ import (
 	"math/rand"
 	"testing"
 
-	"bighive/internal/mutation"
+	"bighive/storage/mutation"
 )
 
 // BenchmarkApplyRandom inserts one cell per op at a random row of 16

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"bighive/internal/mutation"
+	"bighive/storage/mutation"
 )
 
 // Entry is one cell or tombstone. Kind reuses the WAL's op kinds.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"bighive/internal/mutation"
+	"bighive/storage/mutation"
 )
 
 func set(row, fam, q string, ts int64, v string) Entry {

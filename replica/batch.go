@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"slices"
 
-	"bighive/internal/mutation"
+	"bighive/storage/mutation"
 	"bighive/wal"
 )
 

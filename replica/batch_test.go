@@ -11,9 +11,9 @@ import (
 	"syscall"
 	"testing"
 
-	"bighive/internal/mutation"
 	"bighive/replica"
 	"bighive/split"
+	"bighive/storage/mutation"
 	"bighive/storage/vfs"
 	"bighive/storage/vfs/errorfs"
 	"bighive/tablet"

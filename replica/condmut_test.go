@@ -12,8 +12,8 @@ import (
 
 	btpb "cloud.google.com/go/bigtable/apiv2/bigtablepb"
 
-	"bighive/internal/mutation"
 	"bighive/replica"
+	"bighive/storage/mutation"
 	"bighive/storage/vfs/errorfs"
 	"bighive/tablet"
 	"bighive/tablet/filter"

@@ -9,8 +9,8 @@ import (
 	"sync/atomic"
 
 	"bighive/checkpoint"
-	"bighive/internal/mutation"
 	"bighive/split"
+	"bighive/storage/mutation"
 	"bighive/tablet"
 	"bighive/wal"
 )

@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"bighive/internal/limits"
-	"bighive/internal/mutation"
+	"bighive/storage/mutation"
 	"bighive/tablet"
 )
 

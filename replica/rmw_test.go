@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"bighive/internal/mutation"
 	"bighive/replica"
+	"bighive/storage/mutation"
 	"bighive/storage/vfs/errorfs"
 	"bighive/tablet"
 )

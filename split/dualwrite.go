@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"sync"
 
-	"bighive/internal/mutation"
+	"bighive/storage/mutation"
 	"bighive/wal"
 )
 

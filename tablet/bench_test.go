@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"bighive/blockstore"
-	"bighive/internal/mutation"
+	"bighive/storage/mutation"
 	"bighive/tablet/blockcache"
 )
 

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"bighive/blockstore"
-	"bighive/internal/mutation"
+	"bighive/storage/mutation"
 	"bighive/tablet/blockcache"
 	"bighive/tablet/tsfile"
 )

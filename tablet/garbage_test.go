@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"bighive/blockstore"
-	"bighive/internal/mutation"
+	"bighive/storage/mutation"
 )
 
 // TestEstimateGarbage: the estimate of what a major compaction drops is

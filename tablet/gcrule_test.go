@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"bighive/blockstore"
-	"bighive/internal/mutation"
+	"bighive/storage/mutation"
 )
 
 func TestGCRuleGarbage(t *testing.T) {

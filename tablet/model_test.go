@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"bighive/blockstore"
-	"bighive/internal/mutation"
+	"bighive/storage/mutation"
 	"bighive/tablet/blockcache"
 )
 

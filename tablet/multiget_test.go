@@ -9,7 +9,7 @@ import (
 
 	btpb "cloud.google.com/go/bigtable/apiv2/bigtablepb"
 
-	"bighive/internal/mutation"
+	"bighive/storage/mutation"
 	"bighive/tablet/blockcache"
 )
 

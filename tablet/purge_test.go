@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"bighive/blockstore"
-	"bighive/internal/mutation"
+	"bighive/storage/mutation"
 )
 
 // TestMajorCompactionPurgesTombstonesOnlyWithTheOldestFile: a major

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"math"
 
-	"bighive/internal/mutation"
 	"bighive/memstore"
+	"bighive/storage/mutation"
 	"bighive/tablet/filter"
 )
 

@@ -12,7 +12,7 @@ import (
 	btpb "cloud.google.com/go/bigtable/apiv2/bigtablepb"
 
 	"bighive/blockstore"
-	"bighive/internal/mutation"
+	"bighive/storage/mutation"
 	"bighive/tablet/filter"
 )
 

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"testing"
 
-	"bighive/internal/mutation"
+	"bighive/storage/mutation"
 )
 
 // TestSampleRowKeys: over uniform rows, the samples are strictly

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"bighive/internal/mutation"
+	"bighive/storage/mutation"
 	"bighive/tablet/blockcache"
 	"bighive/tablet/tsfile"
 )

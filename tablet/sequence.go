@@ -4,7 +4,7 @@ import (
 	"context"
 	"slices"
 
-	"bighive/internal/mutation"
+	"bighive/storage/mutation"
 )
 
 // Reads see a prefix of write-sequence order.

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"bighive/internal/mutation"
+	"bighive/storage/mutation"
 )
 
 // TestReadsSeeAPrefixOfSequenceOrder: a delete (sequence n) and a later put

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"bighive/blockstore"
-	"bighive/internal/mutation"
+	"bighive/storage/mutation"
 )
 
 func openTablet(t *testing.T, clock *fakeClock) *Tablet {

@@ -8,9 +8,9 @@ import (
 
 	"bighive/internal/apierr"
 	"bighive/internal/limits"
-	"bighive/internal/mutation"
 	pb "bighive/proto/bighivepb"
 	rp "bighive/replica"
+	"bighive/storage/mutation"
 )
 
 // maxCondMutations bounds the true and false mutations of one

@@ -1,7 +1,7 @@
 package tserver
 
 import (
-	"bighive/internal/mutation"
+	"bighive/storage/mutation"
 	"bytes"
 	"context"
 	"sync"

@@ -11,9 +11,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"bighive/internal/apierr"
-	"bighive/internal/mutation"
 	pb "bighive/proto/bighivepb"
 	rp "bighive/replica"
+	"bighive/storage/mutation"
 	"bighive/tablet"
 	"bighive/tablet/filter"
 )

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"bighive/internal/mutation"
+	"bighive/storage/mutation"
 	"bighive/storage/vfs"
 )
 

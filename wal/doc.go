@@ -108,7 +108,7 @@
 // in the checksum, so that appenders checksum everything else before
 // they take the log's lock, and only those 16 bytes under it.
 //
-// mutation is the bighive/internal/mutation encoding of the RowMutation
+// mutation is the bighive/storage/mutation encoding of the RowMutation
 // (row key, then each op: kind, family, qualifier, cell timestamp, delete
 // range end, value).
 //

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 
-	"bighive/internal/mutation"
+	"bighive/storage/mutation"
 )
 
 // The on-disk format; doc.go draws both versions. These constants must

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"testing"
 
-	"bighive/internal/mutation"
+	"bighive/storage/mutation"
 	"bighive/storage/vfs"
 )
 

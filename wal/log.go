@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"bighive/internal/mutation"
+	"bighive/storage/mutation"
 	"bighive/storage/vfs"
 )
 

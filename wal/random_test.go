@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"bighive/internal/mutation"
+	"bighive/storage/mutation"
 	"bighive/storage/vfs"
 )
 

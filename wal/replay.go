@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 
-	"bighive/internal/mutation"
+	"bighive/storage/mutation"
 	"bighive/storage/vfs"
 )
 

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"bighive/internal/mutation"
+	"bighive/storage/mutation"
 	"bighive/storage/vfs"
 )
 

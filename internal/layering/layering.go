@@ -6,8 +6,8 @@
 //
 // Layers, lowest first:
 //
-//	0  internal/* (but the four of layer 8), proto/* and storage/vfs: shared non-API code, the API definitions
-//	   and the file seam of the storage engine
+//	0  internal/* (but the four of layer 8), proto/*, storage/mutation and storage/vfs: shared non-API code,
+//	   the API definitions, the row mutations the engine logs and applies, and its file seam
 //	1  blockstore, wal, memstore: storage primitives
 //	2  tablet and tablet/*: one tablet's engine, TSFiles, the block cache, filters
 //	3  checkpoint, split, merge: checkpoint, compaction, recovery; the tserver side of a split and of a merge
@@ -34,10 +34,11 @@ import (
 // Layers maps a package path (relative to the module, without "bighive/")
 // or a path prefix ending in "/" to its layer.
 var Layers = map[string]int{
-	"internal/":   0,
-	"proto/":      0,
-	"proto":       0,
-	"storage/vfs": 0,
+	"internal/":        0,
+	"proto/":           0,
+	"proto":            0,
+	"storage/mutation": 0,
+	"storage/vfs":      0,
 
 	"blockstore": 1,
 	"wal":        1,

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"bighive/blockstore"
-	"bighive/internal/mutation"
 	"bighive/memstore"
+	"bighive/storage/mutation"
 	"bighive/tablet/blockcache"
 )
 

@@ -7,8 +7,8 @@ import (
 	"hash/crc32"
 
 	"bighive/blockstore"
-	"bighive/internal/mutation"
 	"bighive/memstore"
+	"bighive/storage/mutation"
 )
 
 // FormatVersion is the TSFile format written by this package. It must

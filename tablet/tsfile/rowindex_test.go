@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"bighive/internal/mutation"
 	"bighive/memstore"
+	"bighive/storage/mutation"
 	"bighive/tablet/blockcache"
 )
 

@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"bighive/blockstore"
-	"bighive/internal/mutation"
 	"bighive/memstore"
+	"bighive/storage/mutation"
 	"bighive/tablet/blockcache"
 )
 

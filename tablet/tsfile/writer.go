@@ -9,8 +9,8 @@ import (
 	"sort"
 
 	"bighive/blockstore"
-	"bighive/internal/mutation"
 	"bighive/memstore"
+	"bighive/storage/mutation"
 )
 
 // Info describes a written TSFile. A tablet's metadata needs only Store and
