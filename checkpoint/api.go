@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"bighive/blockstore"
+	"bighive/storage/blockstore"
 	"bighive/tablet/tsfile"
 	"bighive/wal"
 )

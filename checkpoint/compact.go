@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"bighive/blockstore"
+	"bighive/storage/blockstore"
 	"bighive/tablet/tsfile"
 )
 

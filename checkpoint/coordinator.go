@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"bighive/blockstore"
+	"bighive/storage/blockstore"
 	"bighive/tablet/tsfile"
 	"bighive/wal"
 )

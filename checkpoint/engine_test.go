@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"bighive/blockstore"
 	"bighive/checkpoint"
+	"bighive/storage/blockstore"
 	"bighive/tablet"
 )
 

@@ -3,7 +3,7 @@ package checkpoint
 import (
 	"time"
 
-	"bighive/blockstore"
+	"bighive/storage/blockstore"
 )
 
 // WithHook returns opts with a hook called after each step of Checkpoint.

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"bighive/blockstore"
 	"bighive/checkpoint"
+	"bighive/storage/blockstore"
 	"bighive/storage/vfs/errorfs"
 	"bighive/tablet/tsfile"
 )

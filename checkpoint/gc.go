@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"bighive/blockstore"
+	"bighive/storage/blockstore"
 )
 
 // CollectLogs deletes this tserver's log files that lie wholly before

@@ -12,10 +12,10 @@ import (
 	"sync"
 	"testing"
 
-	"bighive/blockstore"
 	"bighive/checkpoint"
 	"bighive/checkpoint/localmeta"
 	"bighive/replica"
+	"bighive/storage/blockstore"
 	"bighive/storage/mutation"
 	"bighive/storage/vfs"
 	"bighive/wal"

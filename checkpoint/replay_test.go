@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"bighive/blockstore"
 	"bighive/checkpoint"
+	"bighive/storage/blockstore"
 	"bighive/storage/mutation"
 	"bighive/tablet"
 	"bighive/wal"

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"bighive/blockstore"
 	"bighive/checkpoint"
+	"bighive/storage/blockstore"
 	"bighive/storage/mutation"
 	"bighive/storage/vfs"
 	"bighive/tablet/tsfile"

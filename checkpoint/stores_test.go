@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"bighive/blockstore"
 	"bighive/checkpoint"
 	"bighive/checkpoint/localmeta"
+	"bighive/storage/blockstore"
 	"bighive/storage/mutation"
 	"bighive/tablet"
 	"bighive/tablet/blockcache"

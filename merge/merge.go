@@ -8,8 +8,8 @@ import (
 	"log/slog"
 	"time"
 
-	"bighive/blockstore"
 	"bighive/split"
+	"bighive/storage/blockstore"
 	"bighive/tablet/tsfile"
 )
 

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"bighive/blockstore"
 	"bighive/checkpoint"
 	"bighive/replica"
+	"bighive/storage/blockstore"
 	"bighive/storage/mutation"
 	"bighive/storage/vfs"
 	"bighive/storage/vfs/errorfs"

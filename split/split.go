@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"bighive/blockstore"
 	"bighive/memstore"
+	"bighive/storage/blockstore"
 	"bighive/storage/vfs"
 	"bighive/tablet"
 	"bighive/tablet/tsfile"

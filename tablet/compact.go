@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"slices"
 
-	"bighive/blockstore"
 	"bighive/memstore"
+	"bighive/storage/blockstore"
 	"bighive/tablet/tsfile"
 )
 

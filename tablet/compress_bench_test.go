@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"bighive/blockstore"
+	"bighive/storage/blockstore"
 	"bighive/storage/mutation"
 	"bighive/tablet/blockcache"
 	"bighive/tablet/tsfile"

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"bighive/blockstore"
+	"bighive/storage/blockstore"
 	"bighive/storage/mutation"
 	"bighive/tablet/blockcache"
 )

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"bighive/blockstore"
+	"bighive/storage/blockstore"
 	"bighive/storage/mutation"
 )
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"bighive/blockstore"
+	"bighive/storage/blockstore"
 	"bighive/storage/mutation"
 	"bighive/tablet/blockcache"
 )

@@ -8,8 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"bighive/blockstore"
 	"bighive/memstore"
+	"bighive/storage/blockstore"
 	"bighive/storage/mutation"
 	"bighive/tablet/blockcache"
 	"bighive/tablet/tsfile"

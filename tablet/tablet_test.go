@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"bighive/blockstore"
+	"bighive/storage/blockstore"
 	"bighive/storage/mutation"
 )
 

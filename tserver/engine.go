@@ -9,10 +9,10 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	"bighive/blockstore"
 	"bighive/checkpoint"
 	"bighive/internal/apierr"
 	pb "bighive/proto/bighivepb"
+	"bighive/storage/blockstore"
 	"bighive/tablet/blockcache"
 	"bighive/tablet/tsfile"
 	"bighive/wal"

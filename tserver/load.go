@@ -7,10 +7,10 @@ import (
 	"maps"
 	"time"
 
-	"bighive/blockstore"
 	"bighive/checkpoint"
 	pb "bighive/proto/bighivepb"
 	rp "bighive/replica"
+	"bighive/storage/blockstore"
 	"bighive/tablet"
 )
 

@@ -5,8 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"bighive/blockstore"
 	"bighive/checkpoint"
+	"bighive/storage/blockstore"
 	"bighive/wal"
 )
 

@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
-	"bighive/blockstore"
 	"bighive/internal/apierr"
 	"bighive/internal/auth"
 	"bighive/internal/hbdelta"
@@ -25,6 +24,7 @@ import (
 	"bighive/merge"
 	pb "bighive/proto/bighivepb"
 	"bighive/split"
+	"bighive/storage/blockstore"
 	"bighive/storage/vfs"
 	"bighive/tablet/blockcache"
 	"bighive/wal"

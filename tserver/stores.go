@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"sync"
 
-	"bighive/blockstore"
+	"bighive/storage/blockstore"
 	"bighive/storage/vfs"
 )
 

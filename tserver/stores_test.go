@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"bighive/blockstore"
+	"bighive/storage/blockstore"
 	"bighive/storage/vfs"
 )
 

@@ -14,9 +14,9 @@ import (
 	bolt "go.etcd.io/bbolt"
 	"google.golang.org/protobuf/proto"
 
-	"bighive/blockstore"
 	"bighive/checkpoint"
 	"bighive/proto/storagepb"
+	"bighive/storage/blockstore"
 	"bighive/tablet/tsfile"
 	"bighive/wal"
 )

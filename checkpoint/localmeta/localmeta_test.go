@@ -9,8 +9,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"bighive/blockstore"
 	"bighive/checkpoint"
+	"bighive/storage/blockstore"
 	"bighive/tablet/tsfile"
 	"bighive/wal"
 )

@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"bighive/blockstore"
+	"bighive/storage/blockstore"
 )
 
 // Priority is a table's cache class.

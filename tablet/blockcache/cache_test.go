@@ -4,7 +4,7 @@ import (
 	"sync"
 	"testing"
 
-	"bighive/blockstore"
+	"bighive/storage/blockstore"
 )
 
 const page = 1000

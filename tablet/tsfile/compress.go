@@ -8,7 +8,7 @@ import (
 	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
 
-	"bighive/blockstore"
+	"bighive/storage/blockstore"
 )
 
 // Compression is the codec of a family's data pages. The zero value,

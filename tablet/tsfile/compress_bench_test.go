@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"bighive/blockstore"
 	"bighive/memstore"
+	"bighive/storage/blockstore"
 	"bighive/tablet/blockcache"
 )
 

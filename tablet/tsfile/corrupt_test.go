@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"bighive/blockstore"
 	"bighive/memstore"
+	"bighive/storage/blockstore"
 )
 
 // onDisk finds where a block's bytes lie in the store's data files.

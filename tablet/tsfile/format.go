@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"hash/crc32"
 
-	"bighive/blockstore"
 	"bighive/memstore"
+	"bighive/storage/blockstore"
 	"bighive/storage/mutation"
 )
 

@@ -5,7 +5,7 @@ import (
 	"io"
 	"sync"
 
-	"bighive/blockstore"
+	"bighive/storage/blockstore"
 )
 
 // memManager is an in-memory blockstore.Manager for the fuzz target, where

@@ -9,8 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"bighive/blockstore"
 	"bighive/memstore"
+	"bighive/storage/blockstore"
 	"bighive/tablet/blockcache"
 )
 

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"bighive/blockstore"
 	"bighive/memstore"
+	"bighive/storage/blockstore"
 	"bighive/storage/mutation"
 	"bighive/tablet/blockcache"
 )

@@ -9,8 +9,8 @@ import (
 	"sort"
 	"testing"
 
-	"bighive/blockstore"
 	"bighive/memstore"
+	"bighive/storage/blockstore"
 	"bighive/storage/mutation"
 	"bighive/tablet/blockcache"
 )

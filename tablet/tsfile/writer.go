@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"sort"
 
-	"bighive/blockstore"
 	"bighive/memstore"
+	"bighive/storage/blockstore"
 	"bighive/storage/mutation"
 )
 

@@ -15,7 +15,7 @@ import (
 // metadata compaction that repair performs (CompactLiveRatio 0.85 makes
 // these 80%-live containers eligible).
 //
-//	go test -run '^$' -bench BenchmarkStartup -benchtime 10x ./blockstore
+//	go test -run '^$' -bench BenchmarkStartup -benchtime 10x ./storage/blockstore
 func BenchmarkStartup(b *testing.B) {
 	const containers, perContainer, deleted = 1000, 200, 40
 	dir := b.TempDir()
@@ -74,7 +74,7 @@ func BenchmarkStartup(b *testing.B) {
 // directories and reports the most and fewest tablets per directory, for
 // the power of two choices and, as a baseline, plain random choice.
 //
-//	go test -run '^$' -bench BenchmarkPlacement ./blockstore
+//	go test -run '^$' -bench BenchmarkPlacement ./storage/blockstore
 func BenchmarkPlacement(b *testing.B) {
 	const tablets, ndirs = 1000, 8
 	b.Run("two_choices", func(b *testing.B) {
