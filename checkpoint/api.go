@@ -6,8 +6,8 @@ import (
 	"fmt"
 
 	"bighive/storage/blockstore"
+	"bighive/storage/wal"
 	"bighive/tablet/tsfile"
-	"bighive/wal"
 )
 
 // Named errors; check them with errors.Is.

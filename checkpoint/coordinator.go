@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"bighive/storage/blockstore"
+	"bighive/storage/wal"
 	"bighive/tablet/tsfile"
-	"bighive/wal"
 )
 
 // Options configure a Coordinator.

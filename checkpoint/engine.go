@@ -4,8 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"bighive/storage/wal"
 	"bighive/tablet"
-	"bighive/wal"
 )
 
 // Engine adapts a *tablet.Tablet to Tablet, Compactor and Replayer: it

@@ -18,7 +18,7 @@ import (
 	"bighive/storage/blockstore"
 	"bighive/storage/mutation"
 	"bighive/storage/vfs"
-	"bighive/wal"
+	"bighive/storage/wal"
 )
 
 // nodeConfig describes a single-node store: WAL and block store on fs

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"bighive/storage/vfs"
+	"bighive/storage/wal"
 	"bighive/tablet/tsfile"
-	"bighive/wal"
 )
 
 // TabletMeta is what a tablet's metadata records (docs/design.md 'Log

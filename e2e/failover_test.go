@@ -20,7 +20,7 @@ import (
 	"bighive/e2e/cluster"
 	"bighive/internal/apierr"
 	pb "bighive/proto/bighivepb"
-	"bighive/wal"
+	"bighive/storage/wal"
 )
 
 // Failover tests (issue 10) run on short leases so that a dead tserver is

@@ -12,7 +12,7 @@ import (
 
 	"bighive/client"
 	"bighive/e2e/cluster"
-	"bighive/wal"
+	"bighive/storage/wal"
 )
 
 // Issue 21, "a real tserver with 10 000 tablets": real master and tserver

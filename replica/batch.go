@@ -7,7 +7,7 @@ import (
 	"slices"
 
 	"bighive/storage/mutation"
-	"bighive/wal"
+	"bighive/storage/wal"
 )
 
 // WriteBatch is Write for many row mutations of the tablet at once: errs[i]

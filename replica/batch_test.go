@@ -16,9 +16,9 @@ import (
 	"bighive/storage/mutation"
 	"bighive/storage/vfs"
 	"bighive/storage/vfs/errorfs"
+	"bighive/storage/wal"
 	"bighive/tablet"
 	"bighive/tablet/tsfile"
-	"bighive/wal"
 )
 
 func noFaults() errorfs.Injector { return errorfs.InjectorFunc(func(errorfs.Op) error { return nil }) }

@@ -19,8 +19,8 @@ import (
 	"bighive/storage/mutation"
 	"bighive/storage/vfs"
 	"bighive/storage/vfs/errorfs"
+	"bighive/storage/wal"
 	"bighive/tablet"
-	"bighive/wal"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))

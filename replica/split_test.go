@@ -12,8 +12,8 @@ import (
 	"bighive/split"
 	"bighive/storage/vfs"
 	"bighive/storage/vfs/errorfs"
+	"bighive/storage/wal"
 	"bighive/tablet/tsfile"
-	"bighive/wal"
 )
 
 // splitMaster is the master seam of a split: it hands out two ids and

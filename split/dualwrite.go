@@ -8,7 +8,7 @@ import (
 	"sync"
 
 	"bighive/storage/mutation"
-	"bighive/wal"
+	"bighive/storage/wal"
 )
 
 // DualWrite routes the parent's writes into the children's split logs

@@ -12,9 +12,9 @@ import (
 	"bighive/memstore"
 	"bighive/storage/blockstore"
 	"bighive/storage/vfs"
+	"bighive/storage/wal"
 	"bighive/tablet"
 	"bighive/tablet/tsfile"
-	"bighive/wal"
 )
 
 // Named errors; check them with errors.Is.

@@ -13,8 +13,8 @@ import (
 
 	"bighive/client"
 	"bighive/storage/vfs"
+	"bighive/storage/wal"
 	"bighive/tserver"
-	"bighive/wal"
 )
 
 // lockedBuffer collects a logger's output for a test to search.

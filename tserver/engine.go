@@ -13,9 +13,9 @@ import (
 	"bighive/internal/apierr"
 	pb "bighive/proto/bighivepb"
 	"bighive/storage/blockstore"
+	"bighive/storage/wal"
 	"bighive/tablet/blockcache"
 	"bighive/tablet/tsfile"
-	"bighive/wal"
 )
 
 // engineState is the storage side of the tserver: the checkpoint

@@ -12,8 +12,8 @@ import (
 	"bighive/client"
 	"bighive/storage/vfs"
 	"bighive/storage/vfs/errorfs"
+	"bighive/storage/wal"
 	"bighive/tserver"
-	"bighive/wal"
 )
 
 // TestFailedLogStopsTheTServer fails tserver 0's write-ahead log under

@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"bighive/storage/vfs"
-	"bighive/wal"
+	"bighive/storage/wal"
 )
 
 // Shared-root layout (docs/design.md 'Storage layout') beyond wal/ and splitlog/:

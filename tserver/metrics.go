@@ -7,7 +7,7 @@ import (
 
 	"bighive/checkpoint"
 	"bighive/storage/blockstore"
-	"bighive/wal"
+	"bighive/storage/wal"
 )
 
 // metrics are the tserver's Prometheus metrics. Most figures are read at

@@ -11,8 +11,8 @@ import (
 
 	"bighive/client"
 	"bighive/storage/vfs"
+	"bighive/storage/wal"
 	"bighive/tserver"
-	"bighive/wal"
 )
 
 // recycledLogFiles counts the log files of prefix whose header says they

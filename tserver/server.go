@@ -26,8 +26,8 @@ import (
 	"bighive/split"
 	"bighive/storage/blockstore"
 	"bighive/storage/vfs"
+	"bighive/storage/wal"
 	"bighive/tablet/blockcache"
-	"bighive/wal"
 )
 
 // Options configure a tserver.

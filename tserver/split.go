@@ -14,8 +14,8 @@ import (
 	"bighive/internal/apierr"
 	pb "bighive/proto/bighivepb"
 	"bighive/split"
+	"bighive/storage/wal"
 	"bighive/tablet/tsfile"
-	"bighive/wal"
 )
 
 // Split defaults (Options.Split*).

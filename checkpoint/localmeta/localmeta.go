@@ -17,8 +17,8 @@ import (
 	"bighive/checkpoint"
 	"bighive/proto/storagepb"
 	"bighive/storage/blockstore"
+	"bighive/storage/wal"
 	"bighive/tablet/tsfile"
-	"bighive/wal"
 )
 
 // Version is the schema version stored under meta/"version". It must

@@ -11,8 +11,8 @@ import (
 
 	"bighive/checkpoint"
 	"bighive/storage/blockstore"
+	"bighive/storage/wal"
 	"bighive/tablet/tsfile"
-	"bighive/wal"
 )
 
 func openTemp(t *testing.T) (*DB, string) {

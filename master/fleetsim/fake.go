@@ -9,7 +9,7 @@ import (
 	"bighive/internal/hbdelta"
 	"bighive/internal/limits"
 	pb "bighive/proto/bighivepb"
-	"bighive/wal"
+	"bighive/storage/wal"
 )
 
 // Fake is one simulated tserver.

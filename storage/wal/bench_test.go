@@ -25,7 +25,7 @@ import (
 // concurrency. It also compares pre-zeroed with fallocated files and
 // padded with unpadded flushes. Run:
 //
-//	go test -run '^$' -bench BenchmarkWAL -benchtime 2s ./wal/
+//	go test -run '^$' -bench BenchmarkWAL -benchtime 2s ./storage/wal/
 //
 // and read the table it prints at the end.
 func BenchmarkWAL(b *testing.B) {
@@ -301,7 +301,7 @@ func benchDir(b *testing.B) string {
 // user+sys, and sys alone), which includes the background preparation.
 // Run:
 //
-//	go test -run '^$' -bench BenchmarkRecycle -benchtime 3s -count 3 ./wal/
+//	go test -run '^$' -bench BenchmarkRecycle -benchtime 3s -count 3 ./storage/wal/
 func BenchmarkRecycle(b *testing.B) {
 	b.Run("full", func(b *testing.B) { benchRecycle(b, 4<<20, 0) })
 	b.Run("rolled", func(b *testing.B) { benchRecycle(b, 64<<20, 2<<20) })
@@ -402,7 +402,7 @@ func rusage(b *testing.B) (user, sys int64) {
 // start write-out, fdatasync), and that cost per 1066-byte record (a
 // 1000-byte value with framing) that the file then holds. Run:
 //
-//	go test -run '^$' -bench BenchmarkPrepareZeroed -count 3 ./wal/
+//	go test -run '^$' -bench BenchmarkPrepareZeroed -count 3 ./storage/wal/
 func BenchmarkPrepareZeroed(b *testing.B) {
 	const size = 64 << 20
 	p := newPreparer(vfs.Default, benchDir(b), size, PreallocZero, 0, nil)
