@@ -3,7 +3,7 @@ package split
 import (
 	"bytes"
 
-	"bighive/memstore"
+	"bighive/storage/memstore"
 )
 
 // clipped yields the entries of src whose rows lie in [start, end) (end

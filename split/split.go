@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"bighive/memstore"
 	"bighive/storage/blockstore"
+	"bighive/storage/memstore"
 	"bighive/storage/vfs"
 	"bighive/storage/wal"
 	"bighive/tablet"

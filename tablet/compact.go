@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"slices"
 
-	"bighive/memstore"
 	"bighive/storage/blockstore"
+	"bighive/storage/memstore"
 	"bighive/tablet/tsfile"
 )
 

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"testing"
 
-	"bighive/memstore"
+	"bighive/storage/memstore"
 )
 
 // dumpRow logs the merged entries of row (on a model mismatch).

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"sync"
 
-	"bighive/memstore"
+	"bighive/storage/memstore"
 	"bighive/tablet/tsfile"
 )
 

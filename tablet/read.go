@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"math"
 
-	"bighive/memstore"
+	"bighive/storage/memstore"
 	"bighive/storage/mutation"
 	"bighive/tablet/filter"
 )

@@ -5,7 +5,7 @@ import (
 	"context"
 	"fmt"
 
-	"bighive/memstore"
+	"bighive/storage/memstore"
 )
 
 // KeyRange is the half-open row range [Start, End); End nil is unbounded.

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"slices"
 
-	"bighive/memstore"
+	"bighive/storage/memstore"
 )
 
 // DefaultSampleBytes is the spacing of SampleRowKeys when none is given.

@@ -8,8 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"bighive/memstore"
 	"bighive/storage/blockstore"
+	"bighive/storage/memstore"
 	"bighive/storage/mutation"
 	"bighive/tablet/blockcache"
 	"bighive/tablet/tsfile"

@@ -84,7 +84,7 @@ func TestCheck(t *testing.T) {
 		want    []string // substrings, one per violation
 	}{
 		{"down and sideways", map[string][]string{
-			"tablet/tsfile": {"storage/blockstore", "memstore", "tablet/blockcache", "storage/mutation"},
+			"tablet/tsfile": {"storage/blockstore", "storage/memstore", "tablet/blockcache", "storage/mutation"},
 			"frontend":      {"client", "meta", "internal/apierr"},
 			"e2e":           {"e2e/cluster", "client"},
 			"internal/demo": {"e2e/cluster"},

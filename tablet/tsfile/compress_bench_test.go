@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"bighive/memstore"
 	"bighive/storage/blockstore"
+	"bighive/storage/memstore"
 	"bighive/tablet/blockcache"
 )
 

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"bighive/memstore"
 	"bighive/storage/blockstore"
+	"bighive/storage/memstore"
 )
 
 // onDisk finds where a block's bytes lie in the store's data files.

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"hash/crc32"
 
-	"bighive/memstore"
 	"bighive/storage/blockstore"
+	"bighive/storage/memstore"
 	"bighive/storage/mutation"
 )
 

@@ -9,8 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"bighive/memstore"
 	"bighive/storage/blockstore"
+	"bighive/storage/memstore"
 	"bighive/tablet/blockcache"
 )
 

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"sort"
 
-	"bighive/memstore"
+	"bighive/storage/memstore"
 	"bighive/tablet/blockcache"
 )
 

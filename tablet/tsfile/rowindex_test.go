@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"bighive/memstore"
+	"bighive/storage/memstore"
 	"bighive/storage/mutation"
 	"bighive/tablet/blockcache"
 )

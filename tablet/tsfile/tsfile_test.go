@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"bighive/memstore"
 	"bighive/storage/blockstore"
+	"bighive/storage/memstore"
 	"bighive/storage/mutation"
 	"bighive/tablet/blockcache"
 )

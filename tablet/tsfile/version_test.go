@@ -9,8 +9,8 @@ import (
 	"sort"
 	"testing"
 
-	"bighive/memstore"
 	"bighive/storage/blockstore"
+	"bighive/storage/memstore"
 	"bighive/storage/mutation"
 	"bighive/tablet/blockcache"
 )

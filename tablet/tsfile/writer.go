@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"sort"
 
-	"bighive/memstore"
 	"bighive/storage/blockstore"
+	"bighive/storage/memstore"
 	"bighive/storage/mutation"
 )
 

@@ -12,7 +12,7 @@ import (
 // decimal digits (the bench's keys) with a 1000-byte value, into a buffer
 // that already holds 64 Ki entries (about a 64 MiB write buffer):
 //
-//	go test ./memstore -run '^$' -bench ApplyRandom -count 6
+//	go test ./storage/memstore -run '^$' -bench ApplyRandom -count 6
 func BenchmarkApplyRandom(b *testing.B) {
 	const preload = 64 << 10
 	rnd := rand.New(rand.NewSource(1))
