@@ -6,8 +6,8 @@ import (
 	"fmt"
 
 	"bighive/storage/blockstore"
+	"bighive/storage/tablet/tsfile"
 	"bighive/storage/wal"
-	"bighive/tablet/tsfile"
 )
 
 // Named errors; check them with errors.Is.

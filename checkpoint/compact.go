@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"bighive/storage/blockstore"
-	"bighive/tablet/tsfile"
+	"bighive/storage/tablet/tsfile"
 )
 
 // runCompactions looks for tablets that need a compaction every Interval

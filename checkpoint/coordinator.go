@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"bighive/storage/blockstore"
+	"bighive/storage/tablet/tsfile"
 	"bighive/storage/wal"
-	"bighive/tablet/tsfile"
 )
 
 // Options configure a Coordinator.

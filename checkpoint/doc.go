@@ -127,6 +127,6 @@
 // "Compactions").
 //
 // The package writes no files of its own: TSFiles are the engine's
-// (tablet/tsfile), log files the WAL's, and the local metadata format is in
+// (storage/tablet/tsfile), log files the WAL's, and the local metadata format is in
 // package localmeta.
 package checkpoint

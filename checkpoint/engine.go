@@ -4,8 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"bighive/storage/tablet"
 	"bighive/storage/wal"
-	"bighive/tablet"
 )
 
 // Engine adapts a *tablet.Tablet to Tablet, Compactor and Replayer: it

@@ -6,7 +6,7 @@ import (
 
 	"bighive/checkpoint"
 	"bighive/storage/blockstore"
-	"bighive/tablet"
+	"bighive/storage/tablet"
 )
 
 var testSchema = tablet.Schema{Families: map[string]tablet.FamilyPolicy{"f": {}, "g": {}, "one": {MaxVersions: 1}}}

@@ -12,8 +12,8 @@ import (
 
 	"bighive/checkpoint"
 	"bighive/storage/blockstore"
+	"bighive/storage/tablet/tsfile"
 	"bighive/storage/vfs/errorfs"
-	"bighive/tablet/tsfile"
 )
 
 // The tests of this file drive the fencing rule (doc.go, 'Fencing'): a

@@ -7,9 +7,9 @@ import (
 	"slices"
 	"time"
 
+	"bighive/storage/tablet/tsfile"
 	"bighive/storage/vfs"
 	"bighive/storage/wal"
-	"bighive/tablet/tsfile"
 )
 
 // TabletMeta is what a tablet's metadata records (docs/design.md 'Log

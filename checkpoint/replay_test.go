@@ -8,8 +8,8 @@ import (
 	"bighive/checkpoint"
 	"bighive/storage/blockstore"
 	"bighive/storage/mutation"
+	"bighive/storage/tablet"
 	"bighive/storage/wal"
-	"bighive/tablet"
 )
 
 // TestReplayObservesRecords: a replayed record (from a log, a recovery file

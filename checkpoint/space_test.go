@@ -15,8 +15,8 @@ import (
 	"bighive/checkpoint"
 	"bighive/storage/blockstore"
 	"bighive/storage/mutation"
+	"bighive/storage/tablet/tsfile"
 	"bighive/storage/vfs"
-	"bighive/tablet/tsfile"
 )
 
 // The sizes of the storage-efficiency targets: small in CI, full size by

@@ -11,8 +11,8 @@ import (
 	"bighive/checkpoint/localmeta"
 	"bighive/storage/blockstore"
 	"bighive/storage/mutation"
-	"bighive/tablet"
-	"bighive/tablet/blockcache"
+	"bighive/storage/tablet"
+	"bighive/storage/tablet/blockcache"
 )
 
 // Two tservers' block stores, named "store-a" and "store-b" in the tablet

@@ -10,7 +10,7 @@ import (
 
 	"bighive/client"
 	"bighive/internal/clustertest"
-	"bighive/tablet"
+	"bighive/storage/tablet"
 )
 
 // TestMajorCompactionPurgesThroughRealServers writes, on real servers, one

@@ -10,7 +10,7 @@ import (
 
 	"bighive/split"
 	"bighive/storage/blockstore"
-	"bighive/tablet/tsfile"
+	"bighive/storage/tablet/tsfile"
 )
 
 // Named errors; check them with errors.Is.

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"bighive/split"
-	"bighive/tablet/tsfile"
+	"bighive/storage/tablet/tsfile"
 )
 
 // The tablets and the master are fakes here: they are the fault-injection

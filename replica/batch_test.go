@@ -14,11 +14,11 @@ import (
 	"bighive/replica"
 	"bighive/split"
 	"bighive/storage/mutation"
+	"bighive/storage/tablet"
+	"bighive/storage/tablet/tsfile"
 	"bighive/storage/vfs"
 	"bighive/storage/vfs/errorfs"
 	"bighive/storage/wal"
-	"bighive/tablet"
-	"bighive/tablet/tsfile"
 )
 
 func noFaults() errorfs.Injector { return errorfs.InjectorFunc(func(errorfs.Op) error { return nil }) }

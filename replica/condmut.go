@@ -7,8 +7,8 @@ import (
 	"slices"
 
 	"bighive/storage/mutation"
-	"bighive/tablet"
-	"bighive/tablet/filter"
+	"bighive/storage/tablet"
+	"bighive/storage/tablet/filter"
 )
 
 // ErrInvalidCondMutation: a conditional mutation is malformed (neither

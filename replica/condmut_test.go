@@ -14,9 +14,9 @@ import (
 
 	"bighive/replica"
 	"bighive/storage/mutation"
+	"bighive/storage/tablet"
+	"bighive/storage/tablet/filter"
 	"bighive/storage/vfs/errorfs"
-	"bighive/tablet"
-	"bighive/tablet/filter"
 )
 
 func compileFilter(t *testing.T, f *btpb.RowFilter) *filter.Filter {

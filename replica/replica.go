@@ -11,8 +11,8 @@ import (
 	"bighive/checkpoint"
 	"bighive/split"
 	"bighive/storage/mutation"
+	"bighive/storage/tablet"
 	"bighive/storage/wal"
-	"bighive/tablet"
 )
 
 // Named errors; check them with errors.Is. The tserver maps each to the

@@ -17,10 +17,10 @@ import (
 	"bighive/replica"
 	"bighive/storage/blockstore"
 	"bighive/storage/mutation"
+	"bighive/storage/tablet"
 	"bighive/storage/vfs"
 	"bighive/storage/vfs/errorfs"
 	"bighive/storage/wal"
-	"bighive/tablet"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))

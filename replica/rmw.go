@@ -11,7 +11,7 @@ import (
 
 	"bighive/internal/limits"
 	"bighive/storage/mutation"
-	"bighive/tablet"
+	"bighive/storage/tablet"
 )
 
 // ErrNotCounter: an increment found a latest cell that is not a 64-bit

@@ -10,8 +10,8 @@ import (
 
 	"bighive/replica"
 	"bighive/storage/mutation"
+	"bighive/storage/tablet"
 	"bighive/storage/vfs/errorfs"
-	"bighive/tablet"
 )
 
 // gatedLog holds back the append of the first DeleteRow until release is

@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"bighive/split"
+	"bighive/storage/tablet/tsfile"
 	"bighive/storage/vfs"
 	"bighive/storage/vfs/errorfs"
 	"bighive/storage/wal"
-	"bighive/tablet/tsfile"
 )
 
 // splitMaster is the master seam of a split: it hands out two ids and

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 
-	"bighive/tablet"
+	"bighive/storage/tablet"
 )
 
 // maxSamples bounds the rows remembered while looking for the middle row.

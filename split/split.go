@@ -11,10 +11,10 @@ import (
 
 	"bighive/storage/blockstore"
 	"bighive/storage/memstore"
+	"bighive/storage/tablet"
+	"bighive/storage/tablet/tsfile"
 	"bighive/storage/vfs"
 	"bighive/storage/wal"
-	"bighive/tablet"
-	"bighive/tablet/tsfile"
 )
 
 // Named errors; check them with errors.Is.

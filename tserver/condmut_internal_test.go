@@ -8,8 +8,8 @@ import (
 
 	"bighive/internal/apierr"
 	rp "bighive/replica"
-	"bighive/tablet"
-	"bighive/tablet/filter"
+	"bighive/storage/tablet"
+	"bighive/storage/tablet/filter"
 )
 
 // TestCheckAndMutateErrorStatus: a conditional mutation that may have

@@ -13,9 +13,9 @@ import (
 	"bighive/internal/apierr"
 	pb "bighive/proto/bighivepb"
 	"bighive/storage/blockstore"
+	"bighive/storage/tablet/blockcache"
+	"bighive/storage/tablet/tsfile"
 	"bighive/storage/wal"
-	"bighive/tablet/blockcache"
-	"bighive/tablet/tsfile"
 )
 
 // engineState is the storage side of the tserver: the checkpoint

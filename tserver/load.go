@@ -11,7 +11,7 @@ import (
 	pb "bighive/proto/bighivepb"
 	rp "bighive/replica"
 	"bighive/storage/blockstore"
-	"bighive/tablet"
+	"bighive/storage/tablet"
 )
 
 // maxConcurrentLoads bounds the tablet loads that open and replay at

@@ -10,7 +10,7 @@ import (
 	"bighive/internal/apierr"
 	pb "bighive/proto/bighivepb"
 	rp "bighive/replica"
-	"bighive/tablet"
+	"bighive/storage/tablet"
 )
 
 // readGroup is the ReadRow commands of one batch message that one

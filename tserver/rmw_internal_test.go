@@ -9,7 +9,7 @@ import (
 
 	"bighive/internal/apierr"
 	rp "bighive/replica"
-	"bighive/tablet"
+	"bighive/storage/tablet"
 )
 
 // TestReadModifyWriteErrorStatus: a write or read-modify-write that may

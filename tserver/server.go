@@ -25,9 +25,9 @@ import (
 	pb "bighive/proto/bighivepb"
 	"bighive/split"
 	"bighive/storage/blockstore"
+	"bighive/storage/tablet/blockcache"
 	"bighive/storage/vfs"
 	"bighive/storage/wal"
-	"bighive/tablet/blockcache"
 )
 
 // Options configure a tserver.

@@ -14,8 +14,8 @@ import (
 	pb "bighive/proto/bighivepb"
 	rp "bighive/replica"
 	"bighive/storage/mutation"
-	"bighive/tablet"
-	"bighive/tablet/filter"
+	"bighive/storage/tablet"
+	"bighive/storage/tablet/filter"
 )
 
 // writeErr maps an error of the write path and the reads (package

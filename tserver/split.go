@@ -14,8 +14,8 @@ import (
 	"bighive/internal/apierr"
 	pb "bighive/proto/bighivepb"
 	"bighive/split"
+	"bighive/storage/tablet/tsfile"
 	"bighive/storage/wal"
-	"bighive/tablet/tsfile"
 )
 
 // Split defaults (Options.Split*).

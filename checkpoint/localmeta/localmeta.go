@@ -17,8 +17,8 @@ import (
 	"bighive/checkpoint"
 	"bighive/proto/storagepb"
 	"bighive/storage/blockstore"
+	"bighive/storage/tablet/tsfile"
 	"bighive/storage/wal"
-	"bighive/tablet/tsfile"
 )
 
 // Version is the schema version stored under meta/"version". It must

@@ -11,8 +11,8 @@ import (
 
 	"bighive/checkpoint"
 	"bighive/storage/blockstore"
+	"bighive/storage/tablet/tsfile"
 	"bighive/storage/wal"
-	"bighive/tablet/tsfile"
 )
 
 func openTemp(t *testing.T) (*DB, string) {

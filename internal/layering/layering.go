@@ -9,7 +9,7 @@
 //	0  internal/* (but the four of layer 8), proto/*, storage/mutation and storage/vfs: shared non-API code,
 //	   the API definitions, the row mutations the engine logs and applies, and its file seam
 //	1  storage/blockstore, storage/wal, storage/memstore: storage primitives
-//	2  tablet and tablet/*: one tablet's engine, TSFiles, the block cache, filters
+//	2  storage/tablet and storage/tablet/*: one tablet's engine, TSFiles, the block cache, filters
 //	3  checkpoint, split, merge: checkpoint, compaction, recovery; the tserver side of a split and of a merge
 //	4  replica: the one write path of a served tablet
 //	5  tserver, master, meta: the servers and the master's state machine
@@ -44,7 +44,7 @@ var Layers = map[string]int{
 	"storage/wal":        1,
 	"storage/memstore":   1,
 
-	"tablet": 2,
+	"storage/tablet": 2,
 
 	"checkpoint": 3,
 	"split":      3,

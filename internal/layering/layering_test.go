@@ -84,12 +84,12 @@ func TestCheck(t *testing.T) {
 		want    []string // substrings, one per violation
 	}{
 		{"down and sideways", map[string][]string{
-			"tablet/tsfile": {"storage/blockstore", "storage/memstore", "tablet/blockcache", "storage/mutation"},
-			"frontend":      {"client", "meta", "internal/apierr"},
-			"e2e":           {"e2e/cluster", "client"},
-			"internal/demo": {"e2e/cluster"},
+			"storage/tablet/tsfile": {"storage/blockstore", "storage/memstore", "storage/tablet/blockcache", "storage/mutation"},
+			"frontend":              {"client", "meta", "internal/apierr"},
+			"e2e":                   {"e2e/cluster", "client"},
+			"internal/demo":         {"e2e/cluster"},
 		}, nil},
-		{"up", map[string][]string{"storage/wal": {"tablet"}}, []string{"storage/wal imports tablet: a lower layer must not import a higher one (layer 1 → 2)"}},
+		{"up", map[string][]string{"storage/wal": {"storage/tablet"}}, []string{"storage/wal imports storage/tablet: a lower layer must not import a higher one (layer 1 → 2)"}},
 		{"internal base up to a tool", map[string][]string{"storage/vfs": {"internal/cli"}}, []string{"layer 0 → 8"}},
 		{"harness outside e2e", map[string][]string{"internal/cli": {"e2e/cluster"}}, []string{"internal/cli imports e2e/cluster: the multi-process harness is for e2e tests"}},
 		{"no layer", map[string][]string{"status": nil}, []string{"status: package has no layer"}},

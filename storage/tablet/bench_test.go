@@ -9,7 +9,7 @@ import (
 
 	"bighive/storage/blockstore"
 	"bighive/storage/mutation"
-	"bighive/tablet/blockcache"
+	"bighive/storage/tablet/blockcache"
 )
 
 const (

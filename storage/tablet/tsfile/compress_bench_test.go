@@ -9,7 +9,7 @@ import (
 
 	"bighive/storage/blockstore"
 	"bighive/storage/memstore"
-	"bighive/tablet/blockcache"
+	"bighive/storage/tablet/blockcache"
 )
 
 // cpuTime is the process's user and system CPU time so far.
@@ -59,7 +59,7 @@ func scanAll(b *testing.B, r *Reader) int64 {
 // order, so load on the machine falls on all three alike; each scan's
 // time includes collecting its garbage.
 //
-//	go test ./tablet/tsfile/ -run '^$' -bench BenchmarkCompression -benchtime 20x
+//	go test ./storage/tablet/tsfile/ -run '^$' -bench BenchmarkCompression -benchtime 20x
 func BenchmarkCompression(b *testing.B) {
 	const rows, valueLen = 16000, 1000
 	rng := rand.New(rand.NewSource(1))

@@ -9,7 +9,7 @@ import (
 
 	"bighive/storage/memstore"
 	"bighive/storage/mutation"
-	"bighive/tablet/blockcache"
+	"bighive/storage/tablet/blockcache"
 )
 
 // TestSeekRowIndex checks seeks into cached pages, which go through the

@@ -13,7 +13,7 @@ import (
 
 	"bighive/storage/blockstore"
 	"bighive/storage/mutation"
-	"bighive/tablet/filter"
+	"bighive/storage/tablet/filter"
 )
 
 // scanAll runs ScanRanges and returns the rows.
@@ -180,7 +180,7 @@ func TestReverseScanEqualsReversedForward(t *testing.T) {
 // Replay a failure with TABLET_SEED=<seed>.
 func TestReverseScanRandom(t *testing.T) {
 	seed := seedFromEnv(t)
-	t.Logf("seed %d (replay: TABLET_SEED=%d go test -run TestReverseScanRandom ./tablet/)", seed, seed)
+	t.Logf("seed %d (replay: TABLET_SEED=%d go test -run TestReverseScanRandom ./storage/tablet/)", seed, seed)
 	rng := rand.New(rand.NewSource(seed))
 	ctx := context.Background()
 	clock := &fakeClock{}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"bighive/tablet/blockcache"
+	"bighive/storage/tablet/blockcache"
 )
 
 // BenchmarkMultiGet reads 100 random rows of one warm TSFile per round:

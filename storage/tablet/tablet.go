@@ -11,8 +11,8 @@ import (
 	"bighive/storage/blockstore"
 	"bighive/storage/memstore"
 	"bighive/storage/mutation"
-	"bighive/tablet/blockcache"
-	"bighive/tablet/tsfile"
+	"bighive/storage/tablet/blockcache"
+	"bighive/storage/tablet/tsfile"
 )
 
 // TSFileInfo describes a TSFile of the tablet (what its metadata records).

@@ -8,7 +8,7 @@ import (
 
 	"bighive/storage/memstore"
 	"bighive/storage/mutation"
-	"bighive/tablet/filter"
+	"bighive/storage/tablet/filter"
 )
 
 // Column names one column.

@@ -12,7 +12,7 @@ import (
 	"bighive/storage/blockstore"
 	"bighive/storage/memstore"
 	"bighive/storage/mutation"
-	"bighive/tablet/blockcache"
+	"bighive/storage/tablet/blockcache"
 )
 
 const repeatedText = "The quick brown fox jumps over the lazy dog; pack my box with five dozen liquor jugs. "

@@ -10,7 +10,7 @@ import (
 
 	"bighive/storage/blockstore"
 	"bighive/storage/mutation"
-	"bighive/tablet/tsfile"
+	"bighive/storage/tablet/tsfile"
 )
 
 // mixedValue is an n-byte value, half repeated text and half random.

@@ -8,7 +8,7 @@ import (
 
 	"bighive/storage/blockstore"
 	"bighive/storage/memstore"
-	"bighive/tablet/tsfile"
+	"bighive/storage/tablet/tsfile"
 )
 
 // CompactFiles merges the named TSFiles (their footers, Info.FooterRef;

@@ -10,7 +10,7 @@ import (
 	btpb "cloud.google.com/go/bigtable/apiv2/bigtablepb"
 
 	"bighive/storage/mutation"
-	"bighive/tablet/blockcache"
+	"bighive/storage/tablet/blockcache"
 )
 
 // TestGetRowsEqualsGetAndScan is a randomized differential test of the
@@ -20,7 +20,7 @@ import (
 // Replay a failure with TABLET_SEED=<seed>.
 func TestGetRowsEqualsGetAndScan(t *testing.T) {
 	seed := seedFromEnv(t)
-	t.Logf("seed %d (replay: TABLET_SEED=%d go test -run TestGetRowsEqualsGetAndScan ./tablet/)", seed, seed)
+	t.Logf("seed %d (replay: TABLET_SEED=%d go test -run TestGetRowsEqualsGetAndScan ./storage/tablet/)", seed, seed)
 	rng := rand.New(rand.NewSource(seed))
 	ctx := context.Background()
 	clock := &fakeClock{}

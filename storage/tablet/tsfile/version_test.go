@@ -12,7 +12,7 @@ import (
 	"bighive/storage/blockstore"
 	"bighive/storage/memstore"
 	"bighive/storage/mutation"
-	"bighive/tablet/blockcache"
+	"bighive/storage/tablet/blockcache"
 )
 
 // fixtures are TSFiles of older format versions written by the writer of

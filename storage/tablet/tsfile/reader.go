@@ -11,7 +11,7 @@ import (
 
 	"bighive/storage/blockstore"
 	"bighive/storage/memstore"
-	"bighive/tablet/blockcache"
+	"bighive/storage/tablet/blockcache"
 )
 
 // ReaderOptions configures Open.

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"sync"
 
-	"bighive/tablet/tsfile"
+	"bighive/storage/tablet/tsfile"
 )
 
 // GarbageEstimate is what a major compaction of all the tablet's TSFiles

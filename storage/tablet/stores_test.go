@@ -8,7 +8,7 @@ import (
 
 	"bighive/storage/blockstore"
 	"bighive/storage/mutation"
-	"bighive/tablet/blockcache"
+	"bighive/storage/tablet/blockcache"
 )
 
 // writeFile writes rows [0, n) named prefix+i as one TSFile of a tablet

@@ -13,7 +13,7 @@ import (
 	"bighive/storage/blockstore"
 	"bighive/storage/memstore"
 	"bighive/storage/mutation"
-	"bighive/tablet/blockcache"
+	"bighive/storage/tablet/blockcache"
 )
 
 func newStore(t testing.TB) blockstore.Manager {

@@ -10,8 +10,8 @@ import (
 
 	"bighive/storage/blockstore"
 	"bighive/storage/mutation"
-	"bighive/tablet/blockcache"
-	"bighive/tablet/tsfile"
+	"bighive/storage/tablet/blockcache"
+	"bighive/storage/tablet/tsfile"
 )
 
 func processCPU() time.Duration {
@@ -30,7 +30,7 @@ func processCPU() time.Duration {
 // each scan starting on a collected heap and paying for collecting its own
 // garbage; wall and CPU throughput are printed side by side.
 //
-//	go test ./tablet/ -run '^$' -bench BenchmarkScanCompression -benchtime 20x
+//	go test ./storage/tablet/ -run '^$' -bench BenchmarkScanCompression -benchtime 20x
 func BenchmarkScanCompression(b *testing.B) {
 	ctx := context.Background()
 	const rows = 16000

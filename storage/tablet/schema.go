@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"bighive/storage/mutation"
-	"bighive/tablet/blockcache"
-	"bighive/tablet/tsfile"
+	"bighive/storage/tablet/blockcache"
+	"bighive/storage/tablet/tsfile"
 )
 
 // Priority is a table's block-cache class (High, Medium, Low).

@@ -8,7 +8,7 @@ import (
 	"sync"
 
 	"bighive/storage/memstore"
-	"bighive/tablet/tsfile"
+	"bighive/storage/tablet/tsfile"
 )
 
 // GetRows reads many rows from one snapshot: what Get returns for each of

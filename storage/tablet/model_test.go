@@ -15,7 +15,7 @@ import (
 
 	"bighive/storage/blockstore"
 	"bighive/storage/mutation"
-	"bighive/tablet/blockcache"
+	"bighive/storage/tablet/blockcache"
 )
 
 // model is the plain reference: maps of cells and tombstones, read by
@@ -206,7 +206,7 @@ func seedFromEnv(t *testing.T) int64 {
 // TABLET_SEED=<seed>.
 func TestModel(t *testing.T) {
 	seed := seedFromEnv(t)
-	t.Logf("seed %d (replay: TABLET_SEED=%d go test -run TestModel ./tablet/)", seed, seed)
+	t.Logf("seed %d (replay: TABLET_SEED=%d go test -run TestModel ./storage/tablet/)", seed, seed)
 	rng := rand.New(rand.NewSource(seed))
 	ctx := context.Background()
 	store := newStore(t)

@@ -5,7 +5,7 @@ import (
 	"sort"
 
 	"bighive/storage/memstore"
-	"bighive/tablet/blockcache"
+	"bighive/storage/tablet/blockcache"
 )
 
 // A row index lists where each distinct row of a page starts: pairs of
