@@ -8,8 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"bighive/checkpoint"
 	"bighive/split"
+	"bighive/storage/checkpoint"
 	"bighive/storage/mutation"
 	"bighive/storage/tablet"
 	"bighive/storage/wal"

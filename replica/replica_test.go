@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"bighive/checkpoint"
 	"bighive/replica"
 	"bighive/storage/blockstore"
+	"bighive/storage/checkpoint"
 	"bighive/storage/mutation"
 	"bighive/storage/tablet"
 	"bighive/storage/vfs"

@@ -9,10 +9,10 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	"bighive/checkpoint"
 	"bighive/internal/apierr"
 	pb "bighive/proto/bighivepb"
 	"bighive/storage/blockstore"
+	"bighive/storage/checkpoint"
 	"bighive/storage/tablet/blockcache"
 	"bighive/storage/tablet/tsfile"
 	"bighive/storage/wal"

@@ -7,10 +7,10 @@ import (
 	"maps"
 	"time"
 
-	"bighive/checkpoint"
 	pb "bighive/proto/bighivepb"
 	rp "bighive/replica"
 	"bighive/storage/blockstore"
+	"bighive/storage/checkpoint"
 	"bighive/storage/tablet"
 )
 

@@ -5,8 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"bighive/checkpoint"
 	"bighive/storage/blockstore"
+	"bighive/storage/checkpoint"
 	"bighive/storage/wal"
 )
 

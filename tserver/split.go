@@ -10,10 +10,10 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	"bighive/checkpoint"
 	"bighive/internal/apierr"
 	pb "bighive/proto/bighivepb"
 	"bighive/split"
+	"bighive/storage/checkpoint"
 	"bighive/storage/tablet/tsfile"
 	"bighive/storage/wal"
 )

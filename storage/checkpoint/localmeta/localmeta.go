@@ -14,9 +14,9 @@ import (
 	bolt "go.etcd.io/bbolt"
 	"google.golang.org/protobuf/proto"
 
-	"bighive/checkpoint"
 	"bighive/proto/storagepb"
 	"bighive/storage/blockstore"
+	"bighive/storage/checkpoint"
 	"bighive/storage/tablet/tsfile"
 	"bighive/storage/wal"
 )

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"bighive/checkpoint"
 	"bighive/storage/blockstore"
+	"bighive/storage/checkpoint"
 	"bighive/storage/mutation"
 	"bighive/storage/tablet"
 	"bighive/storage/wal"

@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"bighive/checkpoint"
 	"bighive/storage/blockstore"
+	"bighive/storage/checkpoint"
 	"bighive/storage/tablet"
 )
 

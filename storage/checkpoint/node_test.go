@@ -12,10 +12,10 @@ import (
 	"sync"
 	"testing"
 
-	"bighive/checkpoint"
-	"bighive/checkpoint/localmeta"
 	"bighive/replica"
 	"bighive/storage/blockstore"
+	"bighive/storage/checkpoint"
+	"bighive/storage/checkpoint/localmeta"
 	"bighive/storage/mutation"
 	"bighive/storage/vfs"
 	"bighive/storage/wal"

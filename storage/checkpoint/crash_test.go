@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"bighive/checkpoint"
-	"bighive/checkpoint/localmeta"
+	"bighive/storage/checkpoint"
+	"bighive/storage/checkpoint/localmeta"
 	"bighive/storage/vfs/errorfs"
 )
 

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"bighive/checkpoint"
 	"bighive/storage/blockstore"
+	"bighive/storage/checkpoint"
 	"bighive/storage/mutation"
 	"bighive/storage/tablet/tsfile"
 	"bighive/storage/vfs"

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"bighive/checkpoint"
+	"bighive/storage/checkpoint"
 	"bighive/storage/mutation"
 	"bighive/storage/vfs/errorfs"
 )

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"bighive/checkpoint"
 	"bighive/storage/blockstore"
+	"bighive/storage/checkpoint"
 	"bighive/storage/tablet/tsfile"
 	"bighive/storage/vfs/errorfs"
 )

@@ -9,8 +9,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"bighive/checkpoint"
 	"bighive/storage/blockstore"
+	"bighive/storage/checkpoint"
 	"bighive/storage/tablet/tsfile"
 	"bighive/storage/wal"
 )

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"bighive/checkpoint"
+	"bighive/storage/checkpoint"
 	"bighive/storage/vfs/errorfs"
 )
 

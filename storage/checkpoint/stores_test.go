@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"bighive/checkpoint"
-	"bighive/checkpoint/localmeta"
 	"bighive/storage/blockstore"
+	"bighive/storage/checkpoint"
+	"bighive/storage/checkpoint/localmeta"
 	"bighive/storage/mutation"
 	"bighive/storage/tablet"
 	"bighive/storage/tablet/blockcache"

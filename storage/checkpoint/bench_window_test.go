@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"bighive/checkpoint"
+	"bighive/storage/checkpoint"
 	"bighive/storage/mutation"
 	"bighive/storage/vfs"
 )
@@ -20,7 +20,7 @@ import (
 // state lock, steps 2-5) over the rounds and the whole checkpoint's time
 // (issue 21; docs/scale.md, 'A tserver with 10 000 tablets'):
 //
-//	go test ./checkpoint -run XXX -bench ScaleCheckpointWindow -benchtime 1x
+//	go test ./storage/checkpoint -run XXX -bench ScaleCheckpointWindow -benchtime 1x
 func BenchmarkScaleCheckpointWindow(b *testing.B) {
 	for _, tablets := range []int{500, 10000} {
 		b.Run(fmt.Sprintf("tablets=%d", tablets), func(b *testing.B) { benchWindow(b, tablets) })

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"bighive/checkpoint"
+	"bighive/storage/checkpoint"
 )
 
 // TestAdmitWriteExcludesExclusive: an admitted write holds off Exclusive

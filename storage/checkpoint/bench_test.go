@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"bighive/checkpoint"
+	"bighive/storage/checkpoint"
 	"bighive/storage/mutation"
 	"bighive/storage/vfs"
 )

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"bighive/checkpoint"
+	"bighive/storage/checkpoint"
 	"bighive/storage/mutation"
 	"bighive/storage/vfs/errorfs"
 )
