@@ -8,8 +8,8 @@ import (
 	"log/slog"
 	"time"
 
-	"bighive/split"
 	"bighive/storage/blockstore"
+	"bighive/storage/split"
 	"bighive/storage/tablet/tsfile"
 )
 

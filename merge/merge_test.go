@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"bighive/split"
+	"bighive/storage/split"
 	"bighive/storage/tablet/tsfile"
 )
 

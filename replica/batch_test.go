@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"bighive/replica"
-	"bighive/split"
 	"bighive/storage/mutation"
+	"bighive/storage/split"
 	"bighive/storage/tablet"
 	"bighive/storage/tablet/tsfile"
 	"bighive/storage/vfs"

@@ -8,9 +8,9 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"bighive/split"
 	"bighive/storage/checkpoint"
 	"bighive/storage/mutation"
+	"bighive/storage/split"
 	"bighive/storage/tablet"
 	"bighive/storage/wal"
 )

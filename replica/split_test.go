@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"bighive/split"
+	"bighive/storage/split"
 	"bighive/storage/tablet/tsfile"
 	"bighive/storage/vfs"
 	"bighive/storage/vfs/errorfs"

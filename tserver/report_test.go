@@ -17,7 +17,7 @@ import (
 	"bighive/master"
 	"bighive/merge"
 	pb "bighive/proto/bighivepb"
-	"bighive/split"
+	"bighive/storage/split"
 	"bighive/tserver"
 )
 

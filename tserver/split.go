@@ -12,8 +12,8 @@ import (
 
 	"bighive/internal/apierr"
 	pb "bighive/proto/bighivepb"
-	"bighive/split"
 	"bighive/storage/checkpoint"
+	"bighive/storage/split"
 	"bighive/storage/tablet/tsfile"
 	"bighive/storage/wal"
 )

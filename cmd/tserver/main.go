@@ -35,7 +35,7 @@ import (
 	"bighive/internal/tlsconf"
 	"bighive/merge"
 	pb "bighive/proto/bighivepb"
-	"bighive/split"
+	"bighive/storage/split"
 	"bighive/tserver"
 )
 
