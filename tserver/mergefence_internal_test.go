@@ -9,8 +9,8 @@ import (
 
 	"bighive/client"
 	"bighive/master"
-	"bighive/merge"
 	"bighive/storage/checkpoint"
+	"bighive/storage/merge"
 )
 
 // TestMergeReportFencedByLoad: a parent of a merge is unloaded here after

@@ -15,8 +15,8 @@ import (
 	"bighive/client"
 	"bighive/internal/apierr"
 	"bighive/master"
-	"bighive/merge"
 	pb "bighive/proto/bighivepb"
+	"bighive/storage/merge"
 	"bighive/storage/split"
 	"bighive/tserver"
 )

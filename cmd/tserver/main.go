@@ -33,8 +33,8 @@ import (
 	"bighive/internal/faultfile"
 	"bighive/internal/obs"
 	"bighive/internal/tlsconf"
-	"bighive/merge"
 	pb "bighive/proto/bighivepb"
+	"bighive/storage/merge"
 	"bighive/storage/split"
 	"bighive/tserver"
 )

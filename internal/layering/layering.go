@@ -10,7 +10,7 @@
 //	   the API definitions, the row mutations the engine logs and applies, and its file seam
 //	1  storage/blockstore, storage/wal, storage/memstore: storage primitives
 //	2  storage/tablet and storage/tablet/*: one tablet's engine, TSFiles, the block cache, filters
-//	3  storage/checkpoint, storage/split, merge: checkpoint, compaction, recovery; the tserver side of a split and of a merge
+//	3  storage/checkpoint, storage/split, storage/merge: checkpoint, compaction, recovery; the tserver side of a split and of a merge
 //	4  replica: the one write path of a served tablet
 //	5  tserver, master, meta: the servers and the master's state machine
 //	6  client: the Go client library
@@ -48,7 +48,7 @@ var Layers = map[string]int{
 
 	"storage/checkpoint": 3,
 	"storage/split":      3,
-	"merge":              3,
+	"storage/merge":      3,
 
 	"replica": 4,
 
