@@ -9,8 +9,8 @@ import (
 	"bighive/internal/apierr"
 	"bighive/internal/limits"
 	pb "bighive/proto/bighivepb"
-	rp "bighive/replica"
 	"bighive/storage/mutation"
+	rp "bighive/storage/replica"
 )
 
 // maxCondMutations bounds the true and false mutations of one

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	pb "bighive/proto/bighivepb"
-	rp "bighive/replica"
 	"bighive/storage/blockstore"
 	"bighive/storage/checkpoint"
+	rp "bighive/storage/replica"
 	"bighive/storage/tablet"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	"bighive/internal/apierr"
 	pb "bighive/proto/bighivepb"
-	rp "bighive/replica"
+	rp "bighive/storage/replica"
 	"bighive/storage/tablet"
 )
 

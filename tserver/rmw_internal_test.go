@@ -8,7 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"bighive/internal/apierr"
-	rp "bighive/replica"
+	rp "bighive/storage/replica"
 	"bighive/storage/tablet"
 )
 

@@ -12,8 +12,8 @@ import (
 
 	"bighive/internal/apierr"
 	pb "bighive/proto/bighivepb"
-	rp "bighive/replica"
 	"bighive/storage/mutation"
+	rp "bighive/storage/replica"
 	"bighive/storage/tablet"
 	"bighive/storage/tablet/filter"
 )

@@ -11,7 +11,7 @@
 //	1  storage/blockstore, storage/wal, storage/memstore: storage primitives
 //	2  storage/tablet and storage/tablet/*: one tablet's engine, TSFiles, the block cache, filters
 //	3  storage/checkpoint, storage/split, storage/merge: checkpoint, compaction, recovery; the tserver side of a split and of a merge
-//	4  replica: the one write path of a served tablet
+//	4  storage/replica: the one write path of a served tablet
 //	5  tserver, master, meta: the servers and the master's state machine
 //	6  client: the Go client library
 //	7  frontend: the Cloud Bigtable API over the client
@@ -50,7 +50,7 @@ var Layers = map[string]int{
 	"storage/split":      3,
 	"storage/merge":      3,
 
-	"replica": 4,
+	"storage/replica": 4,
 
 	"tserver": 5,
 	"master":  5,

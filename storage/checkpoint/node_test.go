@@ -12,11 +12,11 @@ import (
 	"sync"
 	"testing"
 
-	"bighive/replica"
 	"bighive/storage/blockstore"
 	"bighive/storage/checkpoint"
 	"bighive/storage/checkpoint/localmeta"
 	"bighive/storage/mutation"
+	"bighive/storage/replica"
 	"bighive/storage/vfs"
 	"bighive/storage/wal"
 )

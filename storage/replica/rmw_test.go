@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"bighive/replica"
 	"bighive/storage/mutation"
+	"bighive/storage/replica"
 	"bighive/storage/tablet"
 	"bighive/storage/vfs/errorfs"
 )

@@ -12,8 +12,8 @@ import (
 
 	btpb "cloud.google.com/go/bigtable/apiv2/bigtablepb"
 
-	"bighive/replica"
 	"bighive/storage/mutation"
+	"bighive/storage/replica"
 	"bighive/storage/tablet"
 	"bighive/storage/tablet/filter"
 	"bighive/storage/vfs/errorfs"

@@ -11,8 +11,8 @@ import (
 	"syscall"
 	"testing"
 
-	"bighive/replica"
 	"bighive/storage/mutation"
+	"bighive/storage/replica"
 	"bighive/storage/split"
 	"bighive/storage/tablet"
 	"bighive/storage/tablet/tsfile"

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"bighive/replica"
 	"bighive/storage/blockstore"
 	"bighive/storage/checkpoint"
 	"bighive/storage/mutation"
+	"bighive/storage/replica"
 	"bighive/storage/tablet"
 	"bighive/storage/vfs"
 	"bighive/storage/vfs/errorfs"
