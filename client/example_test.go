@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"bighive/client"
-	"bighive/e2e/cluster"
+	"bighive/testkit/cluster"
 )
 
 // The examples run against a real cluster started by the e2e harness (one

@@ -18,8 +18,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"bighive/client"
-	"bighive/e2e/cluster"
 	"bighive/internal/apierr"
+	"bighive/testkit/cluster"
 )
 
 // The tokens of TestAuthMatrix: root is --bootstrap-admin; writer and

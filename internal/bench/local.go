@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"bighive/e2e/cluster"
+	"bighive/testkit/cluster"
 )
 
 // LocalOptions configure StartLocal.

@@ -10,7 +10,7 @@ import (
 
 	"cloud.google.com/go/bigtable"
 
-	"bighive/e2e/cluster"
+	"bighive/testkit/cluster"
 )
 
 // bigtableChapter: the official Cloud Bigtable Go client

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"bighive/e2e/cluster"
+	"bighive/testkit/cluster"
 )
 
 // TestBigtableChapter runs the Cloud Bigtable API chapter against a

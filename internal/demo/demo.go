@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"bighive/client"
-	"bighive/e2e/cluster"
+	"bighive/testkit/cluster"
 )
 
 // Options configure a tour.

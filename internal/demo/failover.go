@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"bighive/client"
-	"bighive/e2e/cluster"
+	"bighive/testkit/cluster"
 )
 
 // The demo cluster's lease, short so the failover chapter is quick.

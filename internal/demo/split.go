@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"bighive/client"
-	"bighive/e2e/cluster"
+	"bighive/testkit/cluster"
 )
 
 // splitChapter: a table that starts as one tablet grows under write load

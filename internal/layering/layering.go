@@ -15,15 +15,17 @@
 //	5  tserver, master, meta: the servers and the master's state machine
 //	6  client: the Go client library
 //	7  frontend: the Cloud Bigtable API over the client
-//	8  cmd/*, e2e, e2e/*, internal/cli, internal/demo, internal/bench,
-//	   internal/clustertest: mains, tools and test harnesses
+//	8  cmd/*, tools/*, testkit/*, e2e, internal/cli, internal/demo, internal/bench,
+//	   internal/clustertest: mains, tools, test harnesses and end-to-end tests
 //
 // A package belongs to the layer of its longest listed prefix, so a new
 // sub-package takes its parent's layer; a new top-level package must be
 // given one in Layers.
 //
-// Besides, the multi-process harness e2e/cluster is test infrastructure:
-// only e2e and the packages listed in Exceptions import it.
+// The harnesses of testkit (real processes, in-process servers) are on the
+// top layer, so the tools and the end-to-end tests may use them and no
+// package below may; tests of lower packages may, as their imports are not
+// checked.
 package layering
 
 import (
@@ -61,24 +63,13 @@ var Layers = map[string]int{
 	"frontend": 7,
 
 	"cmd/":                 8,
+	"tools/":               8,
+	"testkit/":             8,
 	"e2e":                  8,
 	"internal/cli":         8,
 	"internal/demo":        8,
 	"internal/bench":       8,
 	"internal/clustertest": 8,
-}
-
-// Harness is the multi-process cluster harness, imported only by e2e
-// and the Exceptions.
-const Harness = "e2e/cluster"
-
-// Exceptions are the imports the rules above would refuse, kept on
-// purpose, each with its reason.
-var Exceptions = map[[2]string]string{
-	{"internal/demo", Harness}: "the demo tours a cluster of real OS processes, " +
-		"which is what the harness starts, kills and restarts; a second process manager would drift from it",
-	{"internal/bench", Harness}: "`bighive bench` without --masters starts a local cluster of real processes " +
-		"so that the figures include the network and the fsyncs of real servers",
 }
 
 // LayerOf returns the layer of a module-relative package path: the layer
@@ -123,19 +114,10 @@ func Check(imports map[string][]string) []Violation {
 			continue
 		}
 		for _, to := range tos {
-			if _, ok := Exceptions[[2]string{from, to}]; ok {
-				continue
-			}
-			lt, ok := LayerOf(to)
-			switch {
-			case !ok:
-				continue // reported as the importee's own violation
-			case lt > lf:
+			// An importee with no layer is reported as its own violation.
+			if lt, ok := LayerOf(to); ok && lt > lf {
 				out = append(out, Violation{From: from, To: to,
 					Why: "a lower layer must not import a higher one (layer " + strconv.Itoa(lf) + " → " + strconv.Itoa(lt) + ")"})
-			case to == Harness && from != "e2e" && !strings.HasPrefix(from, "e2e/"):
-				out = append(out, Violation{From: from, To: to,
-					Why: "the multi-process harness is for e2e tests; list a reason in internal/layering.Exceptions to keep this import"})
 			}
 		}
 	}

@@ -8,14 +8,14 @@ import (
 	"testing"
 	"time"
 
-	"bighive/e2e/cluster"
 	"bighive/master"
+	"bighive/testkit/cluster"
 )
 
 var flagProcs = flag.Bool("scale.procs", true, "run the 3 masters as OS processes of cmd/master (false: in the test process)")
 
 // startWorldMasters starts the scenario's 3 masters: as OS processes of
-// the cmd/master binary (found or built as e2e/cluster does) when s.procs,
+// the cmd/master binary (found or built as testkit/cluster does) when s.procs,
 // else in this process.
 func startWorldMasters(t *testing.T, s size, extra func(*master.Config)) *Masters {
 	t.Helper()
