@@ -9,14 +9,14 @@ import (
 
 	"bighive/internal/bench"
 	"bighive/internal/cli"
-	"bighive/internal/clustertest"
+	"bighive/testkit/inproc"
 )
 
 // TestBenchJSON runs `bighive bench --json` twice against a real
 // in-process cluster: stdout is one JSON document with both runs and the
 // medians; the progress lines go to stderr, and -q silences them.
 func TestBenchJSON(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{})
+	c := inproc.Start(t, inproc.Options{})
 	masters := strings.Join(c.MasterAddrs(), ",")
 	args := []string{"bench", "--masters", masters, "--json", "--runs", "2", "--keys", "300", "--tablets", "2",
 		"--concurrency", "4", "--value-size", "50", "--duration", "2s", "--ops", "60", "--phases", "randomWrite,ycsbB"}

@@ -1,4 +1,4 @@
-package clustertest_test
+package inproc_test
 
 import (
 	"context"
@@ -7,14 +7,14 @@ import (
 	"time"
 
 	"bighive/client"
-	"bighive/internal/clustertest"
+	"bighive/testkit/inproc"
 )
 
 // TestClusterLifecycle drives every helper once: rows written to three
 // tablets on three tservers survive a checkpoint, both compactions, a
 // restart, and a tserver stopped for good, whose tablets move.
 func TestClusterLifecycle(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{TServers: 3, Lease: time.Second})
+	c := inproc.Start(t, inproc.Options{TServers: 3, Lease: time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	must(t, c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "cf"}}, SplitKeys: []string{"k3", "k6"}}))

@@ -1,4 +1,4 @@
-// Package clustertest starts a real Bighive cluster inside one test
+// Package inproc starts a real Bighive cluster inside one test
 // process: one master (master.Start: hashicorp/raft on loopback, bbolt)
 // and N tservers (tserver.Start: a real write-ahead log with fsync, a real
 // block store, gRPC on loopback), all under the test's temporary
@@ -10,11 +10,11 @@
 // Tests call Start, then the helpers, which return errors (so one cluster
 // can serve several subtests); every server stops in t.Cleanup.
 //
-// Compared with the e2e harness (separate OS processes, SIGKILL), this one
+// Compared with testkit/cluster (separate OS processes, SIGKILL), this one
 // is fast to start and shares the race detector with the test, but a
 // "crash" is a clean Close: what it tests is that data survives restarts
 // and moves, not that it survives losing unsynced bytes.
-package clustertest
+package inproc
 
 import (
 	"bytes"
@@ -109,7 +109,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 		Lease: opts.Lease, Heartbeat: opts.Heartbeat, Logger: opts.Logger}, lis)
 	if err != nil {
 		lis.Close()
-		t.Fatalf("clustertest: start master: %v", err)
+		t.Fatalf("inproc: start master: %v", err)
 	}
 	c := &Cluster{t: t, master: m, root: filepath.Join(dir, "root"), conns: map[string]*grpc.ClientConn{}}
 	t.Cleanup(c.close)
@@ -158,7 +158,7 @@ func (c *Cluster) waitRegistered(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("clustertest: %d of %d tservers not live at the master (%v): %w", missing, len(c.opts), err, ctx.Err())
+			return fmt.Errorf("inproc: %d of %d tservers not live at the master (%v): %w", missing, len(c.opts), err, ctx.Err())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -215,18 +215,18 @@ func (b *logBuffer) dumpIfFailed(t testing.TB) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	f, err := os.CreateTemp("", "clustertest-*.log")
+	f, err := os.CreateTemp("", "inproc-*.log")
 	if err != nil {
-		t.Logf("clustertest: cannot keep the server logs: %v", err)
+		t.Logf("inproc: cannot keep the server logs: %v", err)
 		return
 	}
 	defer f.Close()
 	if _, err := f.Write(b.buf.Bytes()); err != nil {
-		t.Logf("clustertest: write %s: %v", f.Name(), err)
+		t.Logf("inproc: write %s: %v", f.Name(), err)
 	}
 	lines := strings.Split(strings.TrimRight(b.buf.String(), "\n"), "\n")
 	tail := lines[max(0, len(lines)-80):]
-	t.Logf("clustertest: the servers' logs are in %s (%d lines, %d bytes dropped over the limit); the last %d:\n%s",
+	t.Logf("inproc: the servers' logs are in %s (%d lines, %d bytes dropped over the limit); the last %d:\n%s",
 		f.Name(), len(lines), b.dropped, len(tail), strings.Join(tail, "\n"))
 }
 
@@ -245,7 +245,7 @@ func freeAddr(t testing.TB) string {
 func (c *Cluster) start(i int) error {
 	s, err := tserver.Start(context.Background(), c.opts[i])
 	if err != nil {
-		return fmt.Errorf("clustertest: start tserver %d: %w", i, err)
+		return fmt.Errorf("inproc: start tserver %d: %w", i, err)
 	}
 	c.mu.Lock()
 	c.servers[i] = s
@@ -315,11 +315,11 @@ func (c *Cluster) RestartTServer(i int) error {
 	}
 	c.mu.Unlock()
 	if stopped {
-		return fmt.Errorf("clustertest: tserver %d was stopped for good", i)
+		return fmt.Errorf("inproc: tserver %d was stopped for good", i)
 	}
 	if s != nil {
 		if err := s.Close(); err != nil {
-			return fmt.Errorf("clustertest: close tserver %d: %w", i, err)
+			return fmt.Errorf("inproc: close tserver %d: %w", i, err)
 		}
 	}
 	return c.start(i)
@@ -336,7 +336,7 @@ func (c *Cluster) StopTServer(i int) error {
 	c.mu.Unlock()
 	if s != nil {
 		if err := s.Close(); err != nil {
-			return fmt.Errorf("clustertest: close tserver %d: %w", i, err)
+			return fmt.Errorf("inproc: close tserver %d: %w", i, err)
 		}
 	}
 	return nil
@@ -349,7 +349,7 @@ func (c *Cluster) TServerClient(i int) (pb.TServerClient, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.servers[i] == nil {
-		return nil, fmt.Errorf("clustertest: tserver %d is stopped", i)
+		return nil, fmt.Errorf("inproc: tserver %d is stopped", i)
 	}
 	addr := c.opts[i].Listen
 	cc, ok := c.conns[addr]
@@ -357,7 +357,7 @@ func (c *Cluster) TServerClient(i int) (pb.TServerClient, error) {
 		var err error
 		cc, err = grpc.NewClient(addr, limits.GRPCDialOptions(tlsconf.Credentials(nil))...)
 		if err != nil {
-			return nil, fmt.Errorf("clustertest: dial %s: %w", addr, err)
+			return nil, fmt.Errorf("inproc: dial %s: %w", addr, err)
 		}
 		c.conns[addr] = cc
 	}
@@ -402,7 +402,7 @@ func (c *Cluster) eachTServer(ctx context.Context, what string, fn func(ctx cont
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("clustertest: %s tserver %d: %w", what, i, err)
+			return fmt.Errorf("inproc: %s tserver %d: %w", what, i, err)
 		}
 	}
 	return nil
@@ -411,7 +411,7 @@ func (c *Cluster) eachTServer(ctx context.Context, what string, fn func(ctx cont
 // CreateTable creates the table and waits until it serves.
 func (c *Cluster) CreateTable(ctx context.Context, spec client.TableSpec) error {
 	if err := c.admin.CreateTable(ctx, spec); err != nil {
-		return fmt.Errorf("clustertest: create table %s: %w", spec.Name, err)
+		return fmt.Errorf("inproc: create table %s: %w", spec.Name, err)
 	}
 	return c.WaitServing(ctx, spec.Name)
 }
@@ -428,7 +428,7 @@ func (c *Cluster) WaitServing(ctx context.Context, table string) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("clustertest: table %s not serving: %s: %w", table, why, ctx.Err())
+			return fmt.Errorf("inproc: table %s not serving: %s: %w", table, why, ctx.Err())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}

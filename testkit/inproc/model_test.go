@@ -1,4 +1,4 @@
-package clustertest_test
+package inproc_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 	"bighive/client"
 	"bighive/client/clienttest"
-	"bighive/internal/clustertest"
+	"bighive/testkit/inproc"
 )
 
 // TestModel is a seeded randomized test of the whole tserver: a real
@@ -22,7 +22,7 @@ import (
 // in-memory model of Bigtable's semantics. A difference fails with the
 // seed and the index of the operation; rerun it with
 //
-//	go test ./internal/clustertest -run TestModel -model.seed=SEED [-model.ops=N] -v
+//	go test ./testkit/inproc -run TestModel -model.seed=SEED [-model.ops=N] -v
 //
 // and raise -model.ops to run longer.
 var (
@@ -392,7 +392,7 @@ func opKind(n int) string {
 func (r *modelRun) fail(format string, args ...any) {
 	r.t.Helper()
 	r.t.Logf("the last operations:\n%s", strings.Join(r.recent, "\n"))
-	r.t.Fatalf("model: seed %d, op %d: %s\nrerun: go test ./internal/clustertest -run TestModel -model.seed=%d -model.ops=%d -v",
+	r.t.Fatalf("model: seed %d, op %d: %s\nrerun: go test ./testkit/inproc -run TestModel -model.seed=%d -model.ops=%d -v",
 		r.seed, r.i, fmt.Sprintf(format, args...), r.seed, *modelOps)
 }
 
@@ -698,7 +698,7 @@ func TestModel(t *testing.T) {
 		runModel(t, seed, &fakeCluster{c: clienttest.Start(t, clienttest.Options{TServers: 3}), stopped: map[int]bool{}})
 	})
 	t.Run("real", func(t *testing.T) {
-		runModel(t, seed, clustertest.Start(t, clustertest.Options{TServers: 3, MemLimit: 256 << 10}))
+		runModel(t, seed, inproc.Start(t, inproc.Options{TServers: 3, MemLimit: 256 << 10}))
 	})
 }
 
