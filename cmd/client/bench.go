@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"bighive/internal/bench"
-	"bighive/internal/cli"
+	"bighive/tools/cli"
 )
 
 // benchCommand is the benchmark: by default on its own local cluster

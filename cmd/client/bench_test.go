@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"bighive/internal/bench"
-	"bighive/internal/cli"
 	"bighive/testkit/inproc"
+	"bighive/tools/cli"
 )
 
 // TestBenchJSON runs `bighive bench --json` twice against a real

@@ -14,8 +14,8 @@ import (
 
 	"bighive/client"
 	"bighive/frontend"
-	"bighive/internal/cli"
 	"bighive/master"
+	"bighive/tools/cli"
 	"bighive/tserver"
 )
 

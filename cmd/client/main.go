@@ -6,7 +6,7 @@ package main
 import (
 	"os"
 
-	"bighive/internal/cli"
+	"bighive/tools/cli"
 )
 
 func main() {

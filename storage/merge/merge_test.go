@@ -14,7 +14,7 @@ import (
 
 // The tablets and the master are fakes here: they are the fault-injection
 // seams of the protocol. The real parts run in e2e (TestMergeSIGKILLAtEachStep,
-// TestMergeEmptiedTableToTwo) and internal/cli (TestMergeCommand).
+// TestMergeEmptiedTableToTwo) and tools/cli (TestMergeCommand).
 
 type fakeTablet struct {
 	id      string

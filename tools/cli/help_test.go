@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"bighive/internal/cli"
+	"bighive/tools/cli"
 )
 
 // TestEveryCommandHelp: `bighive COMMAND --help` exits 0 and prints the

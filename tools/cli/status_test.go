@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"bighive/internal/cli"
+	"bighive/tools/cli"
 )
 
 // TestHelpCommand: `bighive help CMD` prints the command's full help

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"bighive/client/clienttest"
-	"bighive/internal/cli"
+	"bighive/tools/cli"
 )
 
 type run struct {

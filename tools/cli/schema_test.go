@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"bighive/internal/cli"
+	"bighive/tools/cli"
 )
 
 func TestParseGCPolicy(t *testing.T) {
