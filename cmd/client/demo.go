@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 
-	"bighive/internal/demo"
 	"bighive/tools/cli"
+	"bighive/tools/demo"
 )
 
 // demoCommand is the scripted tour on a fresh temporary local cluster of

@@ -6,7 +6,7 @@
 //
 // Layers, lowest first:
 //
-//	0  internal/* (but the two of layer 8), proto/*, storage/mutation and storage/vfs: shared non-API code,
+//	0  internal/* (but internal/bench, of layer 8), proto/*, storage/mutation and storage/vfs: shared non-API code,
 //	   the API definitions, the row mutations the engine logs and applies, and its file seam
 //	1  storage/blockstore, storage/wal, storage/memstore: storage primitives
 //	2  storage/tablet and storage/tablet/*: one tablet's engine, TSFiles, the block cache, filters
@@ -15,7 +15,7 @@
 //	5  tserver, master, meta: the servers and the master's state machine
 //	6  client: the Go client library
 //	7  frontend: the Cloud Bigtable API over the client
-//	8  cmd/*, tools/*, testkit/*, e2e, internal/demo, internal/bench:
+//	8  cmd/*, tools/*, testkit/*, e2e, internal/bench:
 //	   mains, tools, test harnesses and end-to-end tests
 //
 // A package belongs to the layer of its longest listed prefix, so a new
@@ -66,7 +66,6 @@ var Layers = map[string]int{
 	"tools/":         8,
 	"testkit/":       8,
 	"e2e":            8,
-	"internal/demo":  8,
 	"internal/bench": 8,
 }
 

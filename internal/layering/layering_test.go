@@ -76,7 +76,7 @@ func TestCheck(t *testing.T) {
 			"storage/tablet/tsfile": {"storage/blockstore", "storage/memstore", "storage/tablet/blockcache", "storage/mutation"},
 			"frontend":              {"client", "meta", "internal/apierr"},
 			"e2e":                   {"testkit/cluster", "client"},
-			"internal/demo":         {"testkit/cluster"},
+			"tools/demo":            {"testkit/cluster"},
 		}, nil},
 		{"up", map[string][]string{"storage/wal": {"storage/tablet"}}, []string{"storage/wal imports storage/tablet: a lower layer must not import a higher one (layer 1 → 2)"}},
 		{"internal base up to a tool", map[string][]string{"storage/vfs": {"tools/cli"}}, []string{"layer 0 → 8"}},
