@@ -178,7 +178,7 @@ const valuePool = 4 << 20
 
 // values are the rows' values, those of `bighive bench` for the same seed
 // and size: row i's is a size-byte slice of a random pool, at an offset given
-// by a hash of i. A copy of internal/bench/values.go, which this module
+// by a hash of i. A copy of tools/bench/values.go, which this module
 // cannot import without depending on all of Bighive.
 type values struct {
 	pool []byte

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"bighive/internal/bench"
+	"bighive/tools/bench"
 	"bighive/tools/cli"
 )
 

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"bighive/internal/bench"
 	"bighive/testkit/inproc"
+	"bighive/tools/bench"
 	"bighive/tools/cli"
 )
 

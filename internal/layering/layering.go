@@ -6,8 +6,8 @@
 //
 // Layers, lowest first:
 //
-//	0  internal/* (but internal/bench, of layer 8), proto/*, storage/mutation and storage/vfs: shared non-API code,
-//	   the API definitions, the row mutations the engine logs and applies, and its file seam
+//	0  internal/*, proto/*, storage/mutation, storage/vfs: the plumbing servers and client share, the API
+//	   definitions, the row mutations the engine logs and applies, and its file seam
 //	1  storage/blockstore, storage/wal, storage/memstore: storage primitives
 //	2  storage/tablet and storage/tablet/*: one tablet's engine, TSFiles, the block cache, filters
 //	3  storage/checkpoint, storage/split, storage/merge: checkpoint, compaction, recovery; the tserver side of a split and of a merge
@@ -15,12 +15,12 @@
 //	5  tserver, master, meta: the servers and the master's state machine
 //	6  client: the Go client library
 //	7  frontend: the Cloud Bigtable API over the client
-//	8  cmd/*, tools/*, testkit/*, e2e, internal/bench:
-//	   mains, tools, test harnesses and end-to-end tests
+//	8  cmd/*, tools/*, testkit/*, e2e: mains, what the CLI runs besides RPCs, test harnesses and end-to-end tests
 //
 // A package belongs to the layer of its longest listed prefix, so a new
-// sub-package takes its parent's layer; a new top-level package must be
-// given one in Layers.
+// sub-package takes its parent's layer; a new top-level package, or a new
+// package of the engine (storage/ has no layer of its own), must be given
+// one in Layers.
 //
 // The harnesses of testkit (real processes, in-process servers) are on the
 // top layer, so the tools and the end-to-end tests may use them and no
@@ -62,11 +62,10 @@ var Layers = map[string]int{
 
 	"frontend": 7,
 
-	"cmd/":           8,
-	"tools/":         8,
-	"testkit/":       8,
-	"e2e":            8,
-	"internal/bench": 8,
+	"cmd/":     8,
+	"tools/":   8,
+	"testkit/": 8,
+	"e2e":      8,
 }
 
 // LayerOf returns the layer of a module-relative package path: the layer

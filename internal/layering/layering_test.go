@@ -82,6 +82,7 @@ func TestCheck(t *testing.T) {
 		{"internal base up to a tool", map[string][]string{"storage/vfs": {"tools/cli"}}, []string{"layer 0 → 8"}},
 		{"harness below the top", map[string][]string{"client": {"testkit/cluster"}}, []string{"client imports testkit/cluster: a lower layer must not import a higher one (layer 6 → 8)"}},
 		{"no layer", map[string][]string{"status": nil}, []string{"status: package has no layer"}},
+		{"no layer in the engine", map[string][]string{"storage/index": {"storage/wal"}}, []string{"storage/index: package has no layer"}},
 		{"sub-package inherits", map[string][]string{"tserver/status": {"client"}}, []string{"layer 5 → 6"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -19,8 +19,8 @@ import (
 
 	"bighive/client"
 	"bighive/frontend"
-	"bighive/internal/bench"
 	"bighive/master"
+	"bighive/tools/bench"
 	"bighive/tserver"
 )
 
@@ -390,7 +390,7 @@ func TestLatencyPercentiles(t *testing.T) {
 // BenchmarkPut is the Put phase against an in-process master and tserver,
 // for a CPU profile:
 //
-//	go test -run XXX -bench Put -benchtime 200000x -cpuprofile cpu.out ./internal/bench/
+//	go test -run XXX -bench Put -benchtime 200000x -cpuprofile cpu.out ./tools/bench/
 //	go tool pprof -tagfocus side=tserver -top cpu.out
 func BenchmarkPut(b *testing.B) {
 	c := inProcess(b, 0)
