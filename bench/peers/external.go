@@ -17,7 +17,7 @@ import (
 // modules, built once at the start, and print JSON that is read here.
 
 // buildBinaries builds Bighive's client (the `bench` command) and
-// bench/pebble into tmp, as the selected peers need them.
+// tools/bench/pebble into tmp, as the selected peers need them.
 func buildBinaries(o *options, tmp string) error {
 	build := func(dir, out string, pkg string) error {
 		fmt.Fprintf(logOut, "peers: go build %s in %s\n", pkg, dir)
@@ -36,7 +36,7 @@ func buildBinaries(o *options, tmp string) error {
 	}
 	if o.want(peerPebble) {
 		o.pebbleBin = filepath.Join(tmp, "pebble-bench")
-		if err := build(filepath.Join(o.root, "bench", "pebble"), o.pebbleBin, "."); err != nil {
+		if err := build(filepath.Join(o.root, "tools", "bench", "pebble"), o.pebbleBin, "."); err != nil {
 			return err
 		}
 	}
@@ -123,7 +123,7 @@ func cleanEnv() []string {
 	return env
 }
 
-// pebbleJSON is `bench/pebble --json`'s output.
+// pebbleJSON is `tools/bench/pebble --json`'s output.
 type pebbleJSON struct {
 	Runs [][]struct {
 		Phase  string  `json:"phase"`
@@ -134,7 +134,7 @@ type pebbleJSON struct {
 	} `json:"runs"`
 }
 
-// runPebble runs bench/pebble once: embedded Pebble on the same
+// runPebble runs tools/bench/pebble once: embedded Pebble on the same
 // workloads, in its own process.
 func runPebble(ctx context.Context, o options, p *procs, dir string, seed uint64) (figures, error) {
 	args := []string{"--json", "--runs", "1", "--dir", filepath.Join(dir, "pebble"),
@@ -142,17 +142,17 @@ func runPebble(ctx context.Context, o options, p *procs, dir string, seed uint64
 		"--value-size", strconv.Itoa(o.valueSize), "--keys", strconv.Itoa(o.keys),
 		"--batch", strconv.Itoa(o.batch), "--cache-bytes", strconv.FormatInt(o.cacheBytes, 10),
 		"--seed", strconv.FormatUint(seed, 10)}
-	logf("pebble")("bench/pebble %s", strings.Join(args, " "))
+	logf("pebble")("tools/bench/pebble %s", strings.Join(args, " "))
 	out, err := p.run(ctx, exec.Command(o.pebbleBin, args...), filepath.Join(dir, "pebble.log"), 10*o.duration+15*time.Minute)
 	if err != nil {
 		return nil, err
 	}
 	var doc pebbleJSON
 	if err := json.Unmarshal(out, &doc); err != nil {
-		return nil, fmt.Errorf("bench/pebble output: %w: %.300q", err, out)
+		return nil, fmt.Errorf("tools/bench/pebble output: %w: %.300q", err, out)
 	}
 	if len(doc.Runs) != 1 {
-		return nil, fmt.Errorf("bench/pebble printed %d runs, want 1", len(doc.Runs))
+		return nil, fmt.Errorf("tools/bench/pebble printed %d runs, want 1", len(doc.Runs))
 	}
 	f := figures{}
 	for _, x := range doc.Runs[0] {

@@ -61,7 +61,7 @@ func permute(i, n int) int {
 }
 
 // hotRows is the warm range: rows whose key and value bytes fill half of
-// Bighive's block cache (as bench/pebble computes it).
+// Bighive's block cache (as tools/bench/pebble computes it).
 func hotRows(o options) int {
 	return max(1, min(o.keys, int(o.cacheBytes/2)/(o.valueSize+16)))
 }

@@ -5,7 +5,7 @@
 //   - Bighive through its native client and through the official Cloud
 //     Bigtable Go client (its own `bighive bench`, a fresh local cluster
 //     of one master, one tserver and a frontend), with the ping floor;
-//   - embedded Pebble (bench/pebble, another module);
+//   - embedded Pebble (tools/bench/pebble, another module);
 //   - Redis with appendfsync always (Debian's redis-server, measured with
 //     redis-benchmark);
 //   - a one-node etcd (Debian's etcd-server, through its Go client);

@@ -178,7 +178,7 @@ func versions(o options) []string {
 			rev, map[bool]string{true: " + a frontend", false: ""}[o.want(peerBighiveBT)], 8, o.cacheBytes>>20))
 	}
 	if o.want(peerPebble) {
-		v = append(v, "Pebble "+requireVersion(o.root+"/bench/pebble/go.mod", "github.com/cockroachdb/pebble/v2")+" (bench/pebble, embedded, synced writes)")
+		v = append(v, "Pebble "+requireVersion(o.root+"/tools/bench/pebble/go.mod", "github.com/cockroachdb/pebble/v2")+" (tools/bench/pebble, embedded, synced writes)")
 	}
 	if o.want(peerRedis) {
 		v = append(v, redisVersion(o.redisBin)+", redis-benchmark (appendonly yes, appendfsync always, save '')")

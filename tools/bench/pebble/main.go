@@ -13,7 +13,7 @@
 // its size and its bytes. After the flush each run prints its sstables'
 // size.
 //
-//	cd bench/pebble && go run . --runs 3
+//	cd tools/bench/pebble && go run . --runs 3
 //
 // Phases (each with the same meaning as the bench phase it is compared with):
 //   - randomWrite: 64 goroutines, each one synced Set of a random row per

@@ -1,4 +1,4 @@
-module bighive/bench/pebble
+module bighive/tools/bench/pebble
 
 go 1.26
 
