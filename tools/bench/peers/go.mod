@@ -1,4 +1,4 @@
-module bighive/bench/peers
+module bighive/tools/bench/peers
 
 go 1.26.0
 

@@ -15,7 +15,7 @@
 // It is its own Go module: Bighive does not depend on any peer, and
 // `go test ./...` in the repository root does not build this.
 //
-//	cd bench/peers && go run . --runs 3
+//	cd tools/bench/peers && go run . --runs 3
 //
 // Every server binds to 127.0.0.1 only, lives in a temporary directory,
 // and is stopped at the end, also on an error or an interrupt.
@@ -99,7 +99,7 @@ func main() {
 	flag.BoolVar(&o.keep, "keep", false, "keep the temporary directory (data and logs of every peer)")
 	flag.BoolVar(&o.quiet, "q", false, "no progress lines")
 	flag.StringVar(&o.emulator, "emulator", "", "cbtemulator `binary` (default: PATH, then google-cloud-cli's, else built from this module)")
-	flag.StringVar(&o.root, "root", "", "Bighive repository `dir` (default: git rev-parse --show-toplevel, else ../..)")
+	flag.StringVar(&o.root, "root", "", "Bighive repository `dir` (default: git rev-parse --show-toplevel, else ../../..)")
 	flag.Parse()
 	for _, p := range strings.Split(*only, ",") {
 		p = strings.TrimSpace(strings.ToLower(p))
@@ -225,14 +225,14 @@ func setup(o *options) error {
 		return err
 	}
 	o.moduleDir = wd
-	if b, err := os.ReadFile(filepath.Join(wd, "go.mod")); err != nil || !strings.HasPrefix(string(b), "module bighive/bench/peers\n") {
-		return errors.New("run this from bench/peers (go run .): its go.mod builds the emulator when there is no cbtemulator")
+	if b, err := os.ReadFile(filepath.Join(wd, "go.mod")); err != nil || !strings.HasPrefix(string(b), "module bighive/tools/bench/peers\n") {
+		return errors.New("run this from tools/bench/peers (go run .): its go.mod builds the emulator when there is no cbtemulator")
 	}
 	if o.root == "" {
 		if out, err := exec.Command("git", "rev-parse", "--show-toplevel").Output(); err == nil {
 			o.root = strings.TrimSpace(string(out))
 		} else {
-			o.root = filepath.Join(wd, "..", "..")
+			o.root = filepath.Join(wd, "..", "..", "..")
 		}
 	}
 	if o.root, err = filepath.Abs(o.root); err != nil {
