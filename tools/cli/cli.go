@@ -1,7 +1,8 @@
 // Package cli is the `bighive` command line: subcommands over the client
 // library, with aligned tables for people and --json (one object per line)
 // for programs. cmd/client is its thin main and adds the commands that need
-// the server packages (dev, demo) through Main's extra argument.
+// the server packages (tools/cli/dev, tools/demo, tools/bench) through
+// Main's extra argument, so this package links only the client library.
 //
 // Exit status: 0 on success, 1 when a command fails (the error is on
 // stderr), 2 for a usage error.

@@ -1,15 +1,14 @@
-package main
+package demo
 
 import (
 	"context"
 
 	"bighive/tools/cli"
-	"bighive/tools/demo"
 )
 
-// demoCommand is the scripted tour on a fresh temporary local cluster of
-// real processes (see package demo).
-var demoCommand = cli.Command{
+// Command is `bighive demo`: Run on a fresh temporary local cluster of
+// real processes.
+var Command = cli.Command{
 	Name:    "demo",
 	Args:    "[--rows N] [--dir DIR] [--keep]",
 	Summary: "a scripted tour on a temporary local cluster: load, read, checkpoint, restart, verify, the Cloud Bigtable API, failover, splits",
@@ -25,5 +24,5 @@ func runDemo(ctx context.Context, env *cli.Env, args []string) error {
 	if _, err := env.Parse(fs, args, 0, 0); err != nil {
 		return err
 	}
-	return demo.Run(ctx, demo.Options{Rows: *rows, Dir: *dir, Keep: *keep || *dir != "", Out: env.Stdout})
+	return Run(ctx, Options{Rows: *rows, Dir: *dir, Keep: *keep || *dir != "", Out: env.Stdout})
 }

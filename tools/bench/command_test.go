@@ -1,4 +1,4 @@
-package main
+package bench_test
 
 import (
 	"bytes"
@@ -26,7 +26,7 @@ func TestBenchJSON(t *testing.T) {
 		if quiet { // and without floor probes: every ratio is to the ping phase
 			a = append(a, "-q", "--floor-probe", "-1s")
 		}
-		if code := cli.Run(context.Background(), a, &stdout, &stderr, benchCommand); code != 0 {
+		if code := cli.Run(context.Background(), a, &stdout, &stderr, bench.Command); code != 0 {
 			t.Fatalf("bench exited %d: %s", code, stderr.String())
 		}
 		var doc bench.JSONOutput

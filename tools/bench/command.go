@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -12,13 +12,12 @@ import (
 	"strings"
 	"time"
 
-	"bighive/tools/bench"
 	"bighive/tools/cli"
 )
 
-// benchCommand is the benchmark: by default on its own local cluster
+// Command is `bighive bench`: Run, by default on its own local cluster
 // of one master and one tserver (real processes), or against --masters.
-var benchCommand = cli.Command{
+var Command = cli.Command{
 	Name: "bench",
 	Args: "[--duration D] [--ops N] [--concurrency N] [--value-size B] [--keys N] [--tablets N] " +
 		"[--api native,bigtable] [--bigtable ADDR] [--phases P,…] [--distribution uniform|zipfian] [--floor-probe D] [--counters N] [--runs N] [--cache-bytes B] [--mem-limit B] [--tls] [--pids ROLE=PID,…] [--dir DIR] [-q]",
@@ -34,7 +33,7 @@ var benchCommand = cli.Command{
 
 func runBench(ctx context.Context, env *cli.Env, args []string) error {
 	fs := env.FlagSet()
-	var o bench.Options
+	var o Options
 	fs.DurationVar(&o.Duration, "duration", 10*time.Second, "length of each timed phase")
 	fs.Int64Var(&o.Ops, "ops", 0, "also end each timed phase after this many calls (0: time only)")
 	fs.IntVar(&o.Concurrency, "concurrency", 64, "client goroutines")
@@ -46,15 +45,15 @@ func runBench(ctx context.Context, env *cli.Env, args []string) error {
 	fs.IntVar(&o.Counters, "counters", 1024, "rows the increment and checkAndMutate phases work on")
 	fs.Uint64Var(&o.Seed, "seed", 0, "seed of the key choices (0: the time)")
 	fs.DurationVar(&o.FloorProbe, "floor-probe", 0, "ping probe before each phase, the floor of its ratio (0: duration/5, at most 2s; negative: none, the ratios are to the first ping phase)")
-	fs.StringVar(&o.Distribution, "distribution", bench.DistZipfian, "key choice of YCSB workloads A, B, C, E, F: uniform or zipfian (D reads the latest rows)")
-	aliases := slices.Sorted(maps.Keys(bench.PhaseAliases))
-	phases := fs.String("phases", strings.Join(bench.AllPhases, ","),
+	fs.StringVar(&o.Distribution, "distribution", DistZipfian, "key choice of YCSB workloads A, B, C, E, F: uniform or zipfian (D reads the latest rows)")
+	aliases := slices.Sorted(maps.Keys(PhaseAliases))
+	phases := fs.String("phases", strings.Join(AllPhases, ","),
 		"phases to run (case-insensitive; ping always runs), or the groups "+strings.Join(aliases, ","))
 	runs := fs.Int("runs", 1, "runs (each on a fresh cluster when local); more than one prints the medians too")
 	cache := fs.Int64("cache-bytes", 64<<20, "the tserver's block cache `bytes` (local: passed as --cache-bytes; remote: what it is)")
 	memLimit := fs.Int64("mem-limit", 0, "local tserver's --mem-limit `bytes` (0: its default)")
 	dir := fs.String("dir", "", "directory of the local cluster, kept afterwards (default: a temporary one, removed)")
-	apis := fs.String("api", bench.APINative, "client(s) of the data calls, comma-separated: native (Bighive's client) and/or bigtable (the official Cloud Bigtable Go client through a frontend); both print the ratios too")
+	apis := fs.String("api", APINative, "client(s) of the data calls, comma-separated: native (Bighive's client) and/or bigtable (the official Cloud Bigtable Go client through a frontend); both print the ratios too")
 	btAddr := fs.String("bigtable", "", "with --masters and --api bigtable: the frontend's `address`")
 	apiOnTServer := fs.Bool("bigtable-on-tserver", false, "local, with --api bigtable: the official client talks to the tserver started with --bigtable (the API served in-process), not to the frontend process")
 	quiet := fs.Bool("q", false, "no progress lines")
@@ -92,11 +91,11 @@ func runBench(ctx context.Context, env *cli.Env, args []string) error {
 
 	apiList := strings.Split(*apis, ",")
 	for _, a := range apiList {
-		if a != bench.APINative && a != bench.APIBigtable {
-			return fmt.Errorf("bench: unknown --api %q (want %s, %s or both)", a, bench.APINative, bench.APIBigtable)
+		if a != APINative && a != APIBigtable {
+			return fmt.Errorf("bench: unknown --api %q (want %s, %s or both)", a, APINative, APIBigtable)
 		}
 	}
-	if remote && *btAddr == "" && slices.Contains(apiList, bench.APIBigtable) {
+	if remote && *btAddr == "" && slices.Contains(apiList, APIBigtable) {
 		return fmt.Errorf("bench: --api bigtable against --masters needs --bigtable, the frontend's address")
 	}
 	if *withTLS && remote {
@@ -106,7 +105,7 @@ func runBench(ctx context.Context, env *cli.Env, args []string) error {
 		if !remote {
 			return fmt.Errorf("bench: --pids names the processes of a cluster given by --masters; a local cluster's are found by themselves")
 		}
-		procs, err := bench.ParseProcs(*pids)
+		procs, err := ParseProcs(*pids)
 		if err != nil {
 			return err
 		}
@@ -123,8 +122,8 @@ func runBench(ctx context.Context, env *cli.Env, args []string) error {
 
 	// Each run measures every API, each on a fresh cluster when local,
 	// one after the other, so that the APIs see the same machine load.
-	reports := map[string][]*bench.Report{}
-	var doc bench.JSONOutput
+	reports := map[string][]*Report{}
+	var doc JSONOutput
 	var keys []string // api, or api+"/tls", in order
 	for run := 1; run <= max(*runs, 1); run++ {
 		for _, api := range apiList {
@@ -140,7 +139,7 @@ func runBench(ctx context.Context, env *cli.Env, args []string) error {
 				if o.Out != nil {
 					fmt.Fprintf(o.Out, "\n=== run %d of %d, api %s, %s ===\n", run, *runs, api, mode)
 				}
-				var rep *bench.Report
+				var rep *Report
 				var err error
 				if remote {
 					rep, err = benchRemote(ctx, env, o)
@@ -161,11 +160,11 @@ func runBench(ctx context.Context, env *cli.Env, args []string) error {
 		}
 		o.Seed++
 	}
-	final := map[string]*bench.Report{}
+	final := map[string]*Report{}
 	for _, key := range keys {
 		final[key] = reports[key][len(reports[key])-1]
 		if len(reports[key]) > 1 {
-			final[key] = bench.Median(reports[key])
+			final[key] = Median(reports[key])
 			doc.Medians = append(doc.Medians, final[key])
 			if !env.JSON {
 				if err := final[key].Print(env.Stdout, fmt.Sprintf("median of %d runs", len(reports[key]))); err != nil {
@@ -175,16 +174,16 @@ func runBench(ctx context.Context, env *cli.Env, args []string) error {
 		}
 	}
 	if env.JSON {
-		return bench.WriteJSON(env.Stdout, doc)
+		return WriteJSON(env.Stdout, doc)
 	}
 	if len(apiList) > 1 {
-		if err := bench.PrintRatios(env.Stdout, final[bench.APINative], final[bench.APIBigtable]); err != nil {
+		if err := PrintRatios(env.Stdout, final[APINative], final[APIBigtable]); err != nil {
 			return err
 		}
 	}
 	if *withTLS {
 		for _, api := range apiList {
-			if err := bench.PrintTLSRatios(env.Stdout, final[api], final[api+"/tls"]); err != nil {
+			if err := PrintTLSRatios(env.Stdout, final[api], final[api+"/tls"]); err != nil {
 				return err
 			}
 		}
@@ -202,7 +201,7 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-func benchRemote(ctx context.Context, env *cli.Env, o bench.Options) (*bench.Report, error) {
+func benchRemote(ctx context.Context, env *cli.Env, o Options) (*Report, error) {
 	c, err := env.Client(ctx)
 	if err != nil {
 		return nil, err
@@ -210,10 +209,10 @@ func benchRemote(ctx context.Context, env *cli.Env, o bench.Options) (*bench.Rep
 	defer c.Close()
 	o.Client = c
 	o.Masters = env.Masters
-	return bench.Run(ctx, o)
+	return Run(ctx, o)
 }
 
-func benchLocal(ctx context.Context, o bench.Options, dir string, run int, cache, memLimit int64, tls, apiOnTServer bool) (*bench.Report, error) {
+func benchLocal(ctx context.Context, o Options, dir string, run int, cache, memLimit int64, tls, apiOnTServer bool) (*Report, error) {
 	runDir := ""
 	if dir != "" {
 		runDir = fmt.Sprintf("%s/run%d-%s", dir, run, o.API)
@@ -231,7 +230,7 @@ func benchLocal(ctx context.Context, o bench.Options, dir string, run int, cache
 	if o.Out != nil {
 		fmt.Fprintf(o.Out, "starting 1 master + 1 tserver under %s\n", runDir)
 	}
-	c, err := bench.StartLocal(ctx, bench.LocalOptions{Dir: runDir, CacheBytes: cache, MemLimit: memLimit, TLS: tls, APIOnTServer: apiOnTServer})
+	c, err := StartLocal(ctx, LocalOptions{Dir: runDir, CacheBytes: cache, MemLimit: memLimit, TLS: tls, APIOnTServer: apiOnTServer})
 	if err != nil {
 		return nil, err
 	}
@@ -248,7 +247,7 @@ func benchLocal(ctx context.Context, o bench.Options, dir string, run int, cache
 	if apiOnTServer {
 		o.BigtableAddr = c.TServerAddr(0)
 	}
-	rep, err := bench.Run(ctx, o)
+	rep, err := Run(ctx, o)
 	if rep != nil {
 		rep.TLS = tls
 	}

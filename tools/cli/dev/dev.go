@@ -1,4 +1,7 @@
-package main
+// Package dev is `bighive dev`: a local cluster in one process, for
+// trying Bighive and for developing against it. It is apart from package
+// cli so that the CLI itself links only the client library.
+package dev
 
 import (
 	"context"
@@ -19,10 +22,10 @@ import (
 	"bighive/tserver"
 )
 
-// devCommand runs a local cluster in one process: one master and three
+// Command runs a local cluster in one process: one master and three
 // tservers on loopback with real gRPC and real storage under --dir, and the
 // Cloud Bigtable API on --bigtable (the emulator's port by default).
-var devCommand = cli.Command{
+var Command = cli.Command{
 	Name:    "dev",
 	Args:    "[--dir DIR] [--port N] [--bigtable ADDR] [--http=false]",
 	Summary: "run a local cluster (1 master, 3 tservers, the Cloud Bigtable API on 127.0.0.1:8086) in this process until Ctrl-C; data persists in --dir",
