@@ -132,7 +132,7 @@ func TestLocateOrder(t *testing.T) {
 func TestInstalledBinaries(t *testing.T) {
 	haveCmd(t, "tserver")
 	bin := t.TempDir()
-	buildInto(t, bin, "master", "tserver", "frontend", "client")
+	buildInto(t, bin, "master", "tserver", "frontend", "bighive")
 
 	t.Run("BIGHIVE_BIN_DIR outside the module", func(t *testing.T) {
 		t.Setenv(BinDirEnv, bin)
@@ -160,7 +160,7 @@ func TestInstalledBinaries(t *testing.T) {
 	})
 
 	alone := t.TempDir()
-	data, err := os.ReadFile(filepath.Join(bin, "client"))
+	data, err := os.ReadFile(filepath.Join(bin, "bighive"))
 	if err != nil {
 		t.Fatal(err)
 	}

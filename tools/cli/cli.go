@@ -1,6 +1,6 @@
 // Package cli is the `bighive` command line: subcommands over the client
 // library, with aligned tables for people and --json (one object per line)
-// for programs. cmd/client is its thin main and adds the commands that need
+// for programs. cmd/bighive is its thin main and adds the commands that need
 // the server packages (tools/cli/dev, tools/demo, tools/bench) through
 // Main's extra argument, so this package links only the client library.
 //

@@ -30,7 +30,7 @@ func buildBinaries(o *options, tmp string) error {
 	}
 	if o.want(peerBighive) || o.want(peerBighiveBT) {
 		o.clientBin = filepath.Join(tmp, "bighive-client")
-		if err := build(o.root, o.clientBin, "./cmd/client"); err != nil {
+		if err := build(o.root, o.clientBin, "./cmd/bighive"); err != nil {
 			return err
 		}
 	}

@@ -238,8 +238,8 @@ func setup(o *options) error {
 	if o.root, err = filepath.Abs(o.root); err != nil {
 		return err
 	}
-	if _, err := os.Stat(filepath.Join(o.root, "cmd", "client")); err != nil {
-		return fmt.Errorf("%s is not Bighive's repository (no cmd/client); pass --root", o.root)
+	if _, err := os.Stat(filepath.Join(o.root, "cmd", "bighive")); err != nil {
+		return fmt.Errorf("%s is not Bighive's repository (no cmd/bighive); pass --root", o.root)
 	}
 	return nil
 }
