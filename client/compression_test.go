@@ -12,8 +12,8 @@ import (
 
 	"bighive/client"
 	"bighive/internal/apierr"
-	"bighive/internal/clustertest"
 	pb "bighive/proto/bighivepb"
+	"bighive/testkit/inproc"
 )
 
 // mixedValue is an n-byte value, half repeated text and half random.
@@ -28,7 +28,7 @@ func mixedValue(rng *rand.Rand, n int) []byte {
 }
 
 // fileBytes sums the TSFile bytes of each table's tablets on tserver 0.
-func fileBytes(t *testing.T, ctx context.Context, c *clustertest.Cluster) map[string]int64 {
+func fileBytes(t *testing.T, ctx context.Context, c *inproc.Cluster) map[string]int64 {
 	t.Helper()
 	ts, err := c.TServerClient(0)
 	if err != nil {
@@ -54,7 +54,7 @@ func TestFamilyCompressionThroughServer(t *testing.T) {
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewSource(seed))
-	c := clustertest.Start(t, clustertest.Options{TServers: 1})
+	c := inproc.Start(t, inproc.Options{TServers: 1})
 	ctx := ctxT(t)
 	cl := c.Client()
 	comps := map[string]client.Compression{"tn": client.CompressionNone, "ts": client.CompressionDefault, "tz": client.CompressionZstd}

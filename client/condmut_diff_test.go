@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"bighive/client"
-	"bighive/internal/clustertest"
+	"bighive/testkit/inproc"
 )
 
 var (
@@ -48,7 +48,7 @@ func TestCondMutationDifferential(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	c := clustertest.Start(t, clustertest.Options{})
+	c := inproc.Start(t, inproc.Options{})
 	bh := bighiveTable(t, ctx, c, "r2")
 	bt := bttestTable(t, ctx)
 

@@ -16,8 +16,8 @@ import (
 	"bighive/client"
 	"bighive/client/clienttest"
 	"bighive/internal/apierr"
-	"bighive/internal/clustertest"
 	pb "bighive/proto/bighivepb"
+	"bighive/testkit/inproc"
 )
 
 // valueIs is the predicate "the latest cell of family:column holds v".
@@ -237,7 +237,7 @@ func casRounds(t *testing.T, ctx context.Context, tbl *client.Table, row string,
 // race through rounds of compare-and-set on one row; every round has
 // exactly one winner and the row ends at the last round.
 func TestCondMutationCompareAndSet(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{})
+	c := inproc.Start(t, inproc.Options{})
 	ctx := ctxT(t)
 	_, tbl := rmwTable(t, c, ctx)
 	if err := tbl.Apply(ctx, "lock", setMut(client.ServerTime, "cf:v", "0")); err != nil {
@@ -262,7 +262,7 @@ func TestCondMutationCompareAndSet(t *testing.T) {
 // acknowledged winner, and the row's value lies between the acknowledged
 // wins and the acknowledged wins plus the calls of unknown outcome.
 func TestCondMutationAcrossFailures(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{TServers: 2, Lease: time.Second})
+	c := inproc.Start(t, inproc.Options{TServers: 2, Lease: time.Second})
 	ctx := ctxT(t)
 	cl, tbl := rmwTable(t, c, ctx)
 	const row = "lock"

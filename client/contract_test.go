@@ -17,14 +17,14 @@ import (
 	"bighive/client"
 	"bighive/client/clienttest"
 	"bighive/internal/apierr"
-	"bighive/internal/clustertest"
 	"bighive/internal/limits"
 	pb "bighive/proto/bighivepb"
+	"bighive/testkit/inproc"
 )
 
 // The contract: what the client relies on from a cluster, run against both
 // implementations the client's tests use — the real servers (an
-// in-process master and tservers, internal/clustertest) and the in-memory
+// in-process master and tservers, testkit/inproc) and the in-memory
 // fake (client/clienttest), so that the fake, which the fault-injection
 // tests need, cannot drift from the real thing. Every semantic test of the
 // client lives here; the tests in client_test.go use the fake only for
@@ -54,10 +54,10 @@ func TestContract(t *testing.T) {
 	}
 }
 
-type realEnv struct{ c *clustertest.Cluster }
+type realEnv struct{ c *inproc.Cluster }
 
 func startReal(t *testing.T) env {
-	return realEnv{clustertest.Start(t, clustertest.Options{TServers: 3})}
+	return realEnv{inproc.Start(t, inproc.Options{TServers: 3})}
 }
 
 func (e realEnv) masters() []string { return e.c.MasterAddrs() }

@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"bighive/client"
-	"bighive/internal/clustertest"
+	"bighive/testkit/inproc"
 )
 
 var (
@@ -108,7 +108,7 @@ func TestDifferential(t *testing.T) {
 
 	// A small write buffer: the tserver also checkpoints on its own, while
 	// the operations run.
-	d.c = clustertest.Start(t, clustertest.Options{TServers: 2, MemLimit: 16 << 10})
+	d.c = inproc.Start(t, inproc.Options{TServers: 2, MemLimit: 16 << 10})
 	d.cl = d.c.Client()
 	d.bh = bighiveTable(t, ctx, d.c)
 	d.bt = bttestTable(t, ctx)
@@ -267,7 +267,7 @@ type diffRun struct {
 	ctx  context.Context
 	seed uint64
 	rng  *rand.Rand
-	c    *clustertest.Cluster
+	c    *inproc.Cluster
 	cl   *client.Client
 	bh   *client.Table
 	bt   *bigtable.Table

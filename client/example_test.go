@@ -9,12 +9,13 @@ import (
 	"time"
 
 	"bighive/client"
-	"bighive/e2e/cluster"
+	"bighive/testkit/cluster"
 )
 
-// The examples run against a real cluster started by the e2e harness (one
-// master, one tserver as OS processes, shared by all examples), and their
-// Output comments are checked by go test.
+// The examples run against a real cluster started by the multi-process
+// harness, testkit/cluster (one master, one tserver as OS processes,
+// shared by all examples), and their Output comments are checked by go
+// test.
 
 var (
 	exampleOnce    sync.Once

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"bighive/client"
-	"bighive/internal/clustertest"
+	"bighive/testkit/inproc"
 )
 
 // TestRowFilterReal: on the real servers a RowFilter composes with the
@@ -21,7 +21,7 @@ import (
 // returned, labels come back, and a bad filter is InvalidArgument naming
 // what is wrong.
 func TestRowFilterReal(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{})
+	c := inproc.Start(t, inproc.Options{})
 	ctx := ctxT(t)
 	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "a"}, {Name: "b"}}}); err != nil {
 		t.Fatal(err)
@@ -92,7 +92,7 @@ func (w *wireBytes) HandleConn(context.Context, stats.ConnStats)                
 // tserver) moves at least 5x fewer bytes over the wire than a full scan of
 // a table with large values. It logs the figure.
 func TestKeyOnlyScanBytes(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{MemLimit: 64 << 20})
+	c := inproc.Start(t, inproc.Options{MemLimit: 64 << 20})
 	ctx := ctxT(t)
 	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "cf"}}}); err != nil {
 		t.Fatal(err)

@@ -8,14 +8,14 @@ import (
 
 	"bighive/client"
 	"bighive/internal/apierr"
-	"bighive/internal/clustertest"
+	"bighive/testkit/inproc"
 )
 
 // TestFamilyGCPolicy: a family created with FamilySpec.GCPolicy keeps that
 // policy (reads apply it), and DescribeTables shows the policy of every
 // family whose policy was given at creation or set by SetGCPolicy.
 func TestFamilyGCPolicy(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{TServers: 1})
+	c := inproc.Start(t, inproc.Options{TServers: 1})
 	ctx := ctxT(t)
 	cl := c.Client()
 	nested := client.IntersectionPolicy(client.MaxVersionsPolicy(1),

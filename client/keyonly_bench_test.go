@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc"
 
 	"bighive/client"
-	"bighive/internal/clustertest"
+	"bighive/testkit/inproc"
 )
 
 var (
@@ -26,7 +26,7 @@ var (
 // received over the wire (gRPC payload wire length) and their ratio; each
 // iteration is one key-only scan. Run it with -benchtime 1x.
 func BenchmarkKeyOnlyScan(b *testing.B) {
-	c := clustertest.Start(b, clustertest.Options{MemLimit: 64 << 20})
+	c := inproc.Start(b, inproc.Options{MemLimit: 64 << 20})
 	ctx := context.Background()
 	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "cf"}}}); err != nil {
 		b.Fatal(err)

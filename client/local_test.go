@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"bighive/client"
-	"bighive/internal/clustertest"
 	pb "bighive/proto/bighivepb"
+	"bighive/testkit/inproc"
 	"bighive/tserver"
 )
 
@@ -32,7 +32,7 @@ func (l *countingLocal) Command(ctx context.Context, cmd *pb.BatchCommandsReques
 // go over gRPC. What each path wrote, the other reads.
 func TestLocalTServer(t *testing.T) {
 	ctx := context.Background()
-	c := clustertest.Start(t, clustertest.Options{TServers: 2})
+	c := inproc.Start(t, inproc.Options{TServers: 2})
 	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "cf"}}, SplitKeys: []string{"m"}}); err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"bighive/client"
-	"bighive/internal/clustertest"
+	"bighive/testkit/inproc"
 )
 
 // The differential tests compare Bighive with Google's emulator bttest,
@@ -20,7 +20,7 @@ import (
 // the families diffFamilies.
 
 // bighiveTable creates table "t" on c, pre-split at splits.
-func bighiveTable(t *testing.T, ctx context.Context, c *clustertest.Cluster, splits ...string) *client.Table {
+func bighiveTable(t *testing.T, ctx context.Context, c *inproc.Cluster, splits ...string) *client.Table {
 	t.Helper()
 	spec := client.TableSpec{Name: "t", SplitKeys: splits}
 	for _, f := range diffFamilies {

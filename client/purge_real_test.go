@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"bighive/client"
-	"bighive/internal/clustertest"
-	"bighive/tablet"
+	"bighive/storage/tablet"
+	"bighive/testkit/inproc"
 )
 
 // TestMajorCompactionPurgesThroughRealServers writes, on real servers, one
@@ -26,7 +26,7 @@ import (
 // more entry (the one of highest sequence, which it always keeps): the
 // hidden cells and every tombstone are gone.
 func TestMajorCompactionPurgesThroughRealServers(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{TServers: 2, Lease: time.Second})
+	c := inproc.Start(t, inproc.Options{TServers: 2, Lease: time.Second})
 	ctx := ctxT(t)
 	spec := client.TableSpec{Name: "t", Families: []client.FamilySpec{
 		{Name: "v", MaxVersions: 1}, {Name: "a", MaxAge: time.Hour}, {Name: "n"}, {Name: "i"}, {Name: "d"}, {Name: "gone"},
@@ -251,7 +251,7 @@ func TestMajorCompactionPurgesThroughRealServers(t *testing.T) {
 // TSFile bytes are under 1% of before (one entry is left: an entry of the
 // highest sequence), and the table reads empty.
 func TestDeleteEveryRowThenMajorCompaction(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{})
+	c := inproc.Start(t, inproc.Options{})
 	ctx := ctxT(t)
 	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "cf"}}}); err != nil {
 		t.Fatal(err)

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"bighive/client"
-	"bighive/internal/clustertest"
+	"bighive/testkit/inproc"
 )
 
 var readPathRows = flag.Int("readpath.rows", 20_000, "BenchmarkReadPath: rows of 1000-byte values to load")
@@ -25,7 +25,7 @@ var readPathRows = flag.Int("readpath.rows", 20_000, "BenchmarkReadPath: rows of
 // of a RowList of 100 random rows; keys/s), and scan (one full scan per
 // iteration; MB/s of key, qualifier and value bytes).
 func BenchmarkReadPath(b *testing.B) {
-	c := clustertest.Start(b, clustertest.Options{MemLimit: 64 << 20})
+	c := inproc.Start(b, inproc.Options{MemLimit: 64 << 20})
 	ctx := context.Background()
 	n := *readPathRows
 	key := func(i int) string { return fmt.Sprintf("%016d", i) }

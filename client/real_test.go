@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"bighive/client"
-	"bighive/internal/clustertest"
+	"bighive/testkit/inproc"
 )
 
 // TestFollowsRealSplitsAndFailover: the client follows what the real
@@ -15,7 +15,7 @@ import (
 // acknowledged write reads back (TestTabletMovesAndSplits scripts the same
 // against the fake, with moves to chosen tservers).
 func TestFollowsRealSplitsAndFailover(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{TServers: 3, Lease: time.Second})
+	c := inproc.Start(t, inproc.Options{TServers: 3, Lease: time.Second})
 	ctx := ctxT(t)
 	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "cf"}}, SplitKeys: []string{"m"}}); err != nil {
 		t.Fatal(err)

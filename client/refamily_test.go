@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"bighive/client"
-	"bighive/internal/clustertest"
+	"bighive/testkit/inproc"
 )
 
 // familyCells lists the cells of family fam in the table, as
@@ -44,7 +44,7 @@ func familyCells(t *testing.T, tbl *client.Table, fam string) []string {
 // after a checkpoint, a major compaction, restarts of every tserver, a
 // split and a failover.
 func TestRecreatedFamilyStartsEmpty(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{TServers: 3, Lease: time.Second})
+	c := inproc.Start(t, inproc.Options{TServers: 3, Lease: time.Second})
 	ctx := ctxT(t)
 	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "cf"}, {Name: "f"}}, SplitKeys: []string{"m"}}); err != nil {
 		t.Fatal(err)
@@ -150,7 +150,7 @@ func TestRecreatedFamilyStartsEmpty(t *testing.T) {
 // still names it) and serves; the family created again afterwards is
 // empty.
 func TestDeletedFamilyRestartThenRecreate(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{TServers: 1})
+	c := inproc.Start(t, inproc.Options{TServers: 1})
 	ctx := ctxT(t)
 	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "cf"}, {Name: "f"}}}); err != nil {
 		t.Fatal(err)
@@ -218,7 +218,7 @@ func waitTablets(t *testing.T, cl *client.Client, table string, n int) {
 // table's estimated size, from SampleRowKeyOffsets, falls from the old
 // cells' bytes to little).
 func TestRecreatedFamilyCompactionReclaims(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{TServers: 1})
+	c := inproc.Start(t, inproc.Options{TServers: 1})
 	ctx := ctxT(t)
 	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "cf"}, {Name: "f"}}}); err != nil {
 		t.Fatal(err)
@@ -276,7 +276,7 @@ func TestRecreatedFamilyCompactionReclaims(t *testing.T) {
 // the old cells (once the tablet serves again), so the new family is
 // empty.
 func TestRecreateFinishesInterruptedDelete(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{TServers: 2, Lease: time.Second})
+	c := inproc.Start(t, inproc.Options{TServers: 2, Lease: time.Second})
 	ctx := ctxT(t)
 	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "cf"}, {Name: "f"}}, SplitKeys: []string{"m"}}); err != nil {
 		t.Fatal(err)

@@ -14,12 +14,12 @@ import (
 	"google.golang.org/grpc/status"
 
 	"bighive/client"
-	"bighive/internal/clustertest"
+	"bighive/testkit/inproc"
 )
 
 func counter(v int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(v)) }
 
-func rmwTable(t *testing.T, c *clustertest.Cluster, ctx context.Context, splits ...string) (*client.Client, *client.Table) {
+func rmwTable(t *testing.T, c *inproc.Cluster, ctx context.Context, splits ...string) (*client.Client, *client.Table) {
 	t.Helper()
 	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "cf"}, {Name: "g"}}, SplitKeys: splits}); err != nil {
 		t.Fatal(err)
@@ -36,7 +36,7 @@ func rmwTable(t *testing.T, c *clustertest.Cluster, ctx context.Context, splits 
 // servers: each case prepares a row, applies rules, and checks the
 // returned cells, the error code, and what a read sees afterwards.
 func TestReadModifyWriteSemantics(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{})
+	c := inproc.Start(t, inproc.Options{})
 	ctx := ctxT(t)
 	_, tbl := rmwTable(t, c, ctx)
 	type cell struct{ fam, col, val string }
@@ -214,7 +214,7 @@ func waitAcked(t *testing.T, ctx context.Context, acked *atomic.Int64, n int64) 
 // TestIncrementConcurrent: N goroutines increment one counter M times
 // each; the counter ends at exactly the number of increments.
 func TestIncrementConcurrent(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{})
+	c := inproc.Start(t, inproc.Options{})
 	ctx := ctxT(t)
 	_, tbl := rmwTable(t, c, ctx)
 	const n, m = 8, 40
@@ -235,7 +235,7 @@ func TestIncrementConcurrent(t *testing.T) {
 // the acknowledged plus the unknown ones, and it keeps counting from
 // there.
 func TestIncrementAcrossFailures(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{TServers: 2, Lease: time.Second})
+	c := inproc.Start(t, inproc.Options{TServers: 2, Lease: time.Second})
 	ctx := ctxT(t)
 	cl, tbl := rmwTable(t, c, ctx)
 	const n, m = 4, 60
@@ -295,7 +295,7 @@ func BenchmarkIncrement(b *testing.B) {
 		rows int64
 	}{{"one row", 1}, {"many rows", 1024}} {
 		b.Run(bc.name, func(b *testing.B) {
-			c := clustertest.Start(b, clustertest.Options{MemLimit: 64 << 20})
+			c := inproc.Start(b, inproc.Options{MemLimit: 64 << 20})
 			ctx := context.Background()
 			if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "cf"}}}); err != nil {
 				b.Fatal(err)
@@ -324,7 +324,7 @@ func BenchmarkIncrement(b *testing.B) {
 // BenchmarkPutReal is the plain-write baseline for BenchmarkIncrement:
 // the same cluster and concurrency, 32 goroutines on 1024 rows.
 func BenchmarkPutReal(b *testing.B) {
-	c := clustertest.Start(b, clustertest.Options{MemLimit: 64 << 20})
+	c := inproc.Start(b, inproc.Options{MemLimit: 64 << 20})
 	ctx := context.Background()
 	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "cf"}}}); err != nil {
 		b.Fatal(err)

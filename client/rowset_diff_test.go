@@ -13,7 +13,7 @@ import (
 	"cloud.google.com/go/bigtable"
 
 	"bighive/client"
-	"bighive/internal/clustertest"
+	"bighive/testkit/inproc"
 )
 
 var (
@@ -45,7 +45,7 @@ func TestRowSetDifferential(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	c := clustertest.Start(t, clustertest.Options{})
+	c := inproc.Start(t, inproc.Options{})
 	bh := bighiveTable(t, ctx, c, "r1", "r2", "r3")
 	bt := bttestTable(t, ctx)
 	// The old read paths, to compare the new ones with: unary ReadRow

@@ -10,8 +10,8 @@ import (
 	"bighive/client"
 	"bighive/client/clienttest"
 	"bighive/internal/apierr"
-	"bighive/internal/clustertest"
 	pb "bighive/proto/bighivepb"
+	"bighive/testkit/inproc"
 )
 
 // TestReadRowsResumes: a ReadRows of a row set, forward and reverse, whose
@@ -87,7 +87,7 @@ func TestReadRowsResumes(t *testing.T) {
 // and the tserver serving the rows still to come restarts, deliver every
 // row once, in order; the read does resume (the client logs its retries).
 func TestReadRowsResumesOnRealCluster(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{TServers: 2})
+	c := inproc.Start(t, inproc.Options{TServers: 2})
 	ctx := ctxT(t)
 	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "cf"}}, SplitKeys: []string{"row100", "row200"}}); err != nil {
 		t.Fatal(err)

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"bighive/client"
-	"bighive/internal/clustertest"
+	"bighive/testkit/inproc"
 )
 
 // TestSampleRowKeysReal: over a table of uniform rows in four tablets on
@@ -19,7 +19,7 @@ import (
 // same holds with the rows in write buffers, after a checkpoint (in
 // TSFiles), after a major compaction and after a split.
 func TestSampleRowKeysReal(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{TServers: 2})
+	c := inproc.Start(t, inproc.Options{TServers: 2})
 	ctx := ctxT(t)
 	splits := []string{"r0500", "r1000", "r1500"}
 	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "cf"}}, SplitKeys: splits}); err != nil {

@@ -10,15 +10,15 @@ import (
 
 	"bighive/client"
 	"bighive/internal/apierr"
-	"bighive/internal/clustertest"
 	pb "bighive/proto/bighivepb"
+	"bighive/testkit/inproc"
 )
 
 // schemaCluster starts a real cluster of two tservers with table t split
 // at "m" (so both tservers serve a tablet of it) and opens it.
-func schemaCluster(t *testing.T) (*clustertest.Cluster, *client.Client, *client.Table) {
+func schemaCluster(t *testing.T) (*inproc.Cluster, *client.Client, *client.Table) {
 	t.Helper()
-	c := clustertest.Start(t, clustertest.Options{TServers: 2})
+	c := inproc.Start(t, inproc.Options{TServers: 2})
 	ctx := ctxT(t)
 	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "cf"}}, SplitKeys: []string{"m"}}); err != nil {
 		t.Fatal(err)
@@ -323,7 +323,7 @@ func TestSchemaBadInput(t *testing.T) {
 // tablets recovered elsewhere from its log still hide the dropped rows
 // and keep the rows written after the drop.
 func TestDropRowRangeSurvivesFailover(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{TServers: 2, Lease: time.Second})
+	c := inproc.Start(t, inproc.Options{TServers: 2, Lease: time.Second})
 	ctx := ctxT(t)
 	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "cf"}}}); err != nil {
 		t.Fatal(err)

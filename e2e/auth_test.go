@@ -18,8 +18,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"bighive/client"
-	"bighive/e2e/cluster"
 	"bighive/internal/apierr"
+	"bighive/testkit/cluster"
 )
 
 // The tokens of TestAuthMatrix: root is --bootstrap-admin; writer and
@@ -72,7 +72,7 @@ func dialAs(t *testing.T, c *cluster.Cluster, token string, opts ...client.Optio
 // stdout, stderr and error.
 func bighive(t *testing.T, c *cluster.Cluster, env []string, args ...string) (string, string, error) {
 	t.Helper()
-	bin, err := cluster.Binary("client")
+	bin, err := cluster.Binary("bighive")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,9 +11,9 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"bighive/client"
-	"bighive/e2e/cluster"
 	"bighive/internal/apierr"
 	"bighive/internal/limits"
+	"bighive/testkit/cluster"
 )
 
 // startCluster starts a cluster for one test (in a fresh temporary

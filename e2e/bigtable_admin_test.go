@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"bighive/client"
-	"bighive/e2e/cluster"
+	"bighive/testkit/cluster"
 )
 
 // TestBigtableAdminAPI drives the table admin service of the cluster's

@@ -8,7 +8,7 @@ import (
 
 	"cloud.google.com/go/bigtable"
 
-	"bighive/e2e/cluster"
+	"bighive/testkit/cluster"
 )
 
 // TestBigtableAPIOnTServer: tservers started with --bigtable serve the

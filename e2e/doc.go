@@ -1,5 +1,5 @@
 // Package e2e holds Bighive's multi-process tests: real master and tserver
-// processes started by the cluster harness (e2e/cluster) on loopback, driven
+// processes started by the cluster harness (testkit/cluster) on loopback, driven
 // through the client library, killed with real signals. Each test asserts
 // that every acknowledged write reads back — invariants 1, 4, 6 and 8 of
 // docs/design.md (durable before acknowledged, idempotent replay, one

@@ -17,10 +17,10 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"bighive/client"
-	"bighive/e2e/cluster"
 	"bighive/internal/apierr"
 	pb "bighive/proto/bighivepb"
-	"bighive/wal"
+	"bighive/storage/wal"
+	"bighive/testkit/cluster"
 )
 
 // Failover tests (issue 10) run on short leases so that a dead tserver is

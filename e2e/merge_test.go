@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"bighive/client"
-	"bighive/e2e/cluster"
+	"bighive/testkit/cluster"
 )
 
 // mgCluster starts two tservers that never split on their own and the

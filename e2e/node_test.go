@@ -20,7 +20,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	"bighive/e2e/cluster"
+	"bighive/testkit/cluster"
 )
 
 // nodeDir holds the Node.js project of TestBigtableNodeClient: its

@@ -20,8 +20,8 @@ import (
 	rpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 
 	"bighive/client"
-	"bighive/e2e/cluster"
-	"bighive/internal/cli"
+	"bighive/testkit/cluster"
+	"bighive/tools/cli"
 )
 
 // scrape GETs addr's /metrics and returns every sample by its name with

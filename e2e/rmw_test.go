@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"bighive/client"
-	"bighive/e2e/cluster"
+	"bighive/testkit/cluster"
 )
 
 // TestIncrementAcrossSplitAndKill: goroutines increment one counter

@@ -11,12 +11,12 @@ import (
 	"time"
 
 	"bighive/client"
-	"bighive/e2e/cluster"
-	"bighive/wal"
+	"bighive/storage/wal"
+	"bighive/testkit/cluster"
 )
 
 // Issue 21, "a real tserver with 10 000 tablets": real master and tserver
-// processes (e2e/cluster), real WAL, block store and checkpoints on the
+// processes (testkit/cluster), real WAL, block store and checkpoints on the
 // local disk, one tserver holding every tablet of one table. CI runs it
 // at -scale.tablets=500; the full size is
 //

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"bighive/client"
-	"bighive/e2e/cluster"
+	"bighive/testkit/cluster"
 )
 
 // spCluster starts a cluster with a short lease (so a dead tserver's

@@ -12,7 +12,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"bighive/client"
-	"bighive/e2e/cluster"
+	"bighive/testkit/cluster"
 )
 
 // browser starts headless Chromium for chromedp. A missing chromium fails

@@ -24,11 +24,11 @@ import (
 	"google.golang.org/grpc/status"
 
 	"bighive/client"
-	"bighive/e2e/cluster"
 	"bighive/internal/limits"
 	"bighive/internal/tlsconf"
 	"bighive/internal/tlsconf/tlstest"
 	pb "bighive/proto/bighivepb"
+	"bighive/testkit/cluster"
 )
 
 // rawConn dials addr with one connection under src (nil: plaintext), so

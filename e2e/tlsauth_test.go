@@ -8,7 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"bighive/client"
-	"bighive/e2e/cluster"
+	"bighive/testkit/cluster"
 )
 
 // TestTLSWithTokens runs TLS and the permissions together, as a shared

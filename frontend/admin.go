@@ -12,7 +12,7 @@ import (
 
 	"bighive/client"
 	"bighive/internal/apierr"
-	"bighive/meta"
+	"bighive/internal/limits"
 )
 
 // The table admin service maps each method onto the Bighive client's
@@ -341,7 +341,7 @@ func familyRule(f client.FamilySpec) *adminpb.GcRule {
 
 // maxRuleDepth bounds the nesting of a GC rule taken from a request (the
 // top rule is level 1), as the master does.
-const maxRuleDepth = meta.MaxGCRuleDepth
+const maxRuleDepth = limits.MaxGCRuleDepth
 
 // policyFromAdmin is the client policy of an admin GC rule (validated again
 // by the master: positive versions and ages, and the nesting depth).

@@ -17,14 +17,14 @@ import (
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"bighive/client"
-	"bighive/internal/clustertest"
+	"bighive/testkit/inproc"
 )
 
 // adminFixture is a real in-process cluster, a frontend over it on
 // loopback, and the official Go admin client and a raw admin stub talking
 // to the frontend.
 type adminFixture struct {
-	cl   *clustertest.Cluster
+	cl   *inproc.Cluster
 	c    *client.Client
 	adm  *bigtable.AdminClient
 	raw  adminpb.BigtableTableAdminClient
@@ -33,7 +33,7 @@ type adminFixture struct {
 
 func startAdmin(t *testing.T) *adminFixture {
 	t.Helper()
-	cl := clustertest.Start(t, clustertest.Options{TServers: 2})
+	cl := inproc.Start(t, inproc.Options{TServers: 2})
 	c := cl.Client(client.WithBackoff(5*time.Millisecond, 100*time.Millisecond))
 	l, err := Listen("127.0.0.1:0", c, nil)
 	if err != nil {

@@ -20,20 +20,20 @@ import (
 	"google.golang.org/grpc/status"
 
 	"bighive/client"
-	"bighive/internal/clustertest"
+	"bighive/testkit/inproc"
 )
 
 // apiCluster is a real in-process cluster with a frontend in front of it
 // on loopback, and the official Cloud Bigtable client dialed to it.
 type apiCluster struct {
-	c    *clustertest.Cluster
+	c    *inproc.Cluster
 	conn *grpc.ClientConn
 	bt   *bigtable.Client
 }
 
 func startAPI(t *testing.T, spec client.TableSpec) *apiCluster {
 	t.Helper()
-	c := clustertest.Start(t, clustertest.Options{})
+	c := inproc.Start(t, inproc.Options{})
 	ctx := ctxT(t)
 	if spec.Name != "" {
 		if err := c.CreateTable(ctx, spec); err != nil {

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"bighive/client"
-	"bighive/internal/clustertest"
+	"bighive/testkit/inproc"
 )
 
 // TestDataEmulatorHost: the official Go client reaches the frontend
@@ -20,7 +20,7 @@ import (
 // back and one of 5 MiB fails with ResourceExhausted (as with Google's
 // emulator): ReadRows responses hold whole rows.
 func TestDataEmulatorHost(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{})
+	c := inproc.Start(t, inproc.Options{})
 	ctx := ctxT(t)
 	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "f"}}}); err != nil {
 		t.Fatal(err)

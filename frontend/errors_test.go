@@ -16,7 +16,7 @@ import (
 
 	"bighive/client"
 	"bighive/internal/apierr"
-	"bighive/internal/clustertest"
+	"bighive/testkit/inproc"
 )
 
 // TestAPIErrCodes: the codes Bigtable clients retry on (Unavailable,
@@ -50,7 +50,7 @@ func TestAPIErrCodes(t *testing.T) {
 // retrying, with a code Bigtable clients retry (Unavailable or
 // DeadlineExceeded), not Internal or Unknown.
 func TestDataUnavailableIsRetryable(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{})
+	c := inproc.Start(t, inproc.Options{})
 	ctx := ctxT(t)
 	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "f"}}}); err != nil {
 		t.Fatal(err)
@@ -98,7 +98,7 @@ func TestDataUnavailableIsRetryable(t *testing.T) {
 // from the first tablet reach the caller before the error, so a Bigtable
 // client resumes after them.
 func TestReadRowsFailureSendsRowsFirst(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{TServers: 2, Lease: 5 * time.Minute})
+	c := inproc.Start(t, inproc.Options{TServers: 2, Lease: 5 * time.Minute})
 	ctx := ctxT(t)
 	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", SplitKeys: []string{"m"}, Families: []client.FamilySpec{{Name: "f"}}}); err != nil {
 		t.Fatal(err)

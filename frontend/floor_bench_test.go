@@ -16,7 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"bighive/client"
-	"bighive/internal/clustertest"
+	"bighive/testkit/inproc"
 )
 
 // BenchmarkCPUPerCall measures the CPU time of one call, everything in
@@ -36,7 +36,7 @@ import (
 func BenchmarkCPUPerCall(b *testing.B) {
 	ctx := context.Background()
 	value := make([]byte, 1000)
-	c := clustertest.Start(b, clustertest.Options{})
+	c := inproc.Start(b, inproc.Options{})
 	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "cf"}}}); err != nil {
 		b.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"bighive/meta"
 	pb "bighive/proto/bighivepb"
 	spb "bighive/proto/storagepb"
-	"bighive/wal"
+	"bighive/storage/wal"
 )
 
 // Log splitting (issue 10; docs/design.md 'Log splitting'): recovering b

@@ -11,7 +11,7 @@ import (
 
 	"bighive/meta"
 	pb "bighive/proto/bighivepb"
-	"bighive/wal"
+	"bighive/storage/wal"
 )
 
 // splitter answers log-split tasks for a fake tserver like a real one

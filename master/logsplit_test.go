@@ -9,7 +9,7 @@ import (
 	"time"
 
 	pb "bighive/proto/bighivepb"
-	"bighive/wal"
+	"bighive/storage/wal"
 )
 
 // planWorld is a leader session without raft, for the planning functions.

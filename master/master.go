@@ -162,7 +162,7 @@ func Start(cfg Config, lis net.Listener) (*Master, error) {
 
 // raftStreamLayer is the mutual-TLS raft transport's stream layer on
 // addr, advertised as addr.
-func raftStreamLayer(src *tlsconf.Source, addr string) (*tlsconf.StreamLayer, error) {
+func raftStreamLayer(src *tlsconf.Source, addr string) (raft.StreamLayer, error) {
 	adv, err := net.ResolveTCPAddr("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("master: raft address %q: %w", addr, err)
@@ -171,7 +171,15 @@ func raftStreamLayer(src *tlsconf.Source, addr string) (*tlsconf.StreamLayer, er
 	if err != nil {
 		return nil, fmt.Errorf("master: %w", err)
 	}
-	return sl, nil
+	return raftStream{sl}, nil
+}
+
+// raftStream is tlsconf's stream layer as a raft.StreamLayer, whose Dial
+// takes a raft.ServerAddress.
+type raftStream struct{ *tlsconf.StreamLayer }
+
+func (s raftStream) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	return s.StreamLayer.Dial(string(address), timeout)
 }
 
 // Addr is the master's gRPC address.

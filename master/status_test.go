@@ -11,16 +11,16 @@ import (
 	"golang.org/x/net/html"
 
 	"bighive/client"
-	"bighive/internal/clustertest"
 	"bighive/internal/obs/pagetest"
 	"bighive/master"
+	"bighive/testkit/inproc"
 )
 
 // TestMasterStatusPage: the handler shows a table with its tablets in row
 // order (a split key with HTML in it escaped, shown as text), the
 // tserver with its lease, the raft peer and the recent events.
 func TestMasterStatusPage(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{})
+	c := inproc.Start(t, inproc.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const key = `<script>alert("x")</script>`

@@ -196,20 +196,16 @@ func ValidateCompression(family string, c pb.Compression) error {
 	return nil
 }
 
-// MaxGCRuleDepth bounds the nesting of a GC rule (unions and intersections
-// inside one another).
-const MaxGCRuleDepth = 32
-
 // ValidateGCRule checks a family's GC rule: max versions >= 1, max age > 0
-// and within the limit, nesting at most MaxGCRuleDepth deep. An unset rule
+// and within the limit, nesting at most limits.MaxGCRuleDepth deep. An unset rule
 // and empty unions and intersections are valid (they keep every cell).
 func ValidateGCRule(family string, r *pb.GcRule) error {
 	return validateGCRule(family, r, 1)
 }
 
 func validateGCRule(family string, r *pb.GcRule, depth int) error {
-	if depth > MaxGCRuleDepth {
-		return apierr.InvalidArgument("column family %q: GC rule nests deeper than %d levels", family, MaxGCRuleDepth)
+	if depth > limits.MaxGCRuleDepth {
+		return apierr.InvalidArgument("column family %q: GC rule nests deeper than %d levels", family, limits.MaxGCRuleDepth)
 	}
 	var subs []*pb.GcRule
 	switch x := r.GetRule().(type) {

@@ -14,9 +14,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"bighive/internal/apierr"
-	"bighive/internal/vfs"
 	pb "bighive/proto/bighivepb"
 	spb "bighive/proto/storagepb"
+	"bighive/storage/vfs"
 )
 
 // ErrClosed is returned by reads of a closed FSM.

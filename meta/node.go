@@ -18,8 +18,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"bighive/internal/apierr"
-	"bighive/internal/vfs"
 	spb "bighive/proto/storagepb"
+	"bighive/storage/vfs"
 )
 
 // Peer is one voter of the bootstrap configuration.

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"bighive/internal/apierr"
+	"bighive/internal/limits"
 	pb "bighive/proto/bighivepb"
 	spb "bighive/proto/storagepb"
 )
@@ -80,7 +81,7 @@ func TestSchemaChangeErrors(t *testing.T) {
 	f := openTestFSM(t)
 	f.mustApply(createCmd("t1"))
 	deep := &pb.GcRule{}
-	for range MaxGCRuleDepth {
+	for range limits.MaxGCRuleDepth {
 		deep = union(deep)
 	}
 	tests := []struct {

@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"bighive/client"
-	"bighive/internal/clustertest"
+	"bighive/testkit/inproc"
 	"bighive/tserver"
 )
 
@@ -19,7 +19,7 @@ import (
 // tablet's file count.
 func TestWriteSlowdownPastStopFiles(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
-	c := clustertest.Start(t, clustertest.Options{MemLimit: 64 << 20, TServer: func(i int, o *tserver.Options) {
+	c := inproc.Start(t, inproc.Options{MemLimit: 64 << 20, TServer: func(i int, o *tserver.Options) {
 		o.Metrics = reg
 		// No compaction catches up: the files stay.
 		o.CompactionMaxFiles, o.CompactionMajorEvery, o.CompactionGarbageShare = 100, -1, -1

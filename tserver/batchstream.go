@@ -13,9 +13,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"bighive/internal/apierr"
-	"bighive/internal/mutation"
 	"bighive/internal/obs"
 	pb "bighive/proto/bighivepb"
+	"bighive/storage/mutation"
 )
 
 // The batch stream (BatchCommands): one long-lived stream per client

@@ -12,9 +12,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"bighive/blockstore"
 	"bighive/client"
 	pb "bighive/proto/bighivepb"
+	"bighive/storage/blockstore"
 	"bighive/tserver"
 )
 

@@ -7,8 +7,8 @@ import (
 
 	"bighive/internal/apierr"
 	"bighive/internal/limits"
-	"bighive/internal/mutation"
 	pb "bighive/proto/bighivepb"
+	"bighive/storage/mutation"
 )
 
 // maxCondMutations bounds the true and false mutations of one

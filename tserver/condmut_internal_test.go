@@ -7,9 +7,9 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"bighive/internal/apierr"
-	rp "bighive/replica"
-	"bighive/tablet"
-	"bighive/tablet/filter"
+	rp "bighive/storage/replica"
+	"bighive/storage/tablet"
+	"bighive/storage/tablet/filter"
 )
 
 // TestCheckAndMutateErrorStatus: a conditional mutation that may have

@@ -3,8 +3,8 @@ package tserver
 import (
 	"bighive/internal/apierr"
 	"bighive/internal/limits"
-	"bighive/internal/mutation"
 	pb "bighive/proto/bighivepb"
+	"bighive/storage/mutation"
 )
 
 // toMutation validates a row mutation of the API and converts it into the

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"bighive/client"
-	"bighive/internal/vfs"
+	"bighive/storage/vfs"
+	"bighive/storage/wal"
 	"bighive/tserver"
-	"bighive/wal"
 )
 
 // lockedBuffer collects a logger's output for a test to search.

@@ -8,13 +8,13 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	"bighive/blockstore"
-	"bighive/checkpoint"
 	"bighive/internal/apierr"
 	pb "bighive/proto/bighivepb"
-	"bighive/tablet/blockcache"
-	"bighive/tablet/tsfile"
-	"bighive/wal"
+	"bighive/storage/blockstore"
+	"bighive/storage/checkpoint"
+	"bighive/storage/tablet/blockcache"
+	"bighive/storage/tablet/tsfile"
+	"bighive/storage/wal"
 )
 
 // engineState is the storage side of the tserver: the checkpoint

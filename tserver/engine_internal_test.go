@@ -9,10 +9,10 @@ import (
 
 	"google.golang.org/grpc"
 
-	"bighive/checkpoint"
 	"bighive/client"
 	"bighive/internal/masterconn"
 	pb "bighive/proto/bighivepb"
+	"bighive/storage/checkpoint"
 )
 
 // shortMaster answers every ReportCheckpoint with no status at all.

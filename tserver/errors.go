@@ -7,8 +7,8 @@ import (
 
 	"bighive/internal/apierr"
 	pb "bighive/proto/bighivepb"
-	rp "bighive/replica"
-	"bighive/tablet/filter"
+	rp "bighive/storage/replica"
+	"bighive/storage/tablet/filter"
 )
 
 // tabletErr maps an error of a served tablet (its writes, reads,

@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"bighive/client"
-	"bighive/internal/vfs"
-	"bighive/internal/vfs/errorfs"
+	"bighive/storage/vfs"
+	"bighive/storage/vfs/errorfs"
+	"bighive/storage/wal"
 	"bighive/tserver"
-	"bighive/wal"
 )
 
 // TestFailedLogStopsTheTServer fails tserver 0's write-ahead log under

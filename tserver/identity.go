@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"bighive/internal/vfs"
-	"bighive/wal"
+	"bighive/storage/vfs"
+	"bighive/storage/wal"
 )
 
 // Shared-root layout (docs/design.md 'Storage layout') beyond wal/ and splitlog/:

@@ -7,11 +7,11 @@ import (
 	"maps"
 	"time"
 
-	"bighive/blockstore"
-	"bighive/checkpoint"
 	pb "bighive/proto/bighivepb"
-	rp "bighive/replica"
-	"bighive/tablet"
+	"bighive/storage/blockstore"
+	"bighive/storage/checkpoint"
+	rp "bighive/storage/replica"
+	"bighive/storage/tablet"
 )
 
 // maxConcurrentLoads bounds the tablet loads that open and replay at

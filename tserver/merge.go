@@ -9,8 +9,8 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"bighive/internal/apierr"
-	"bighive/merge"
 	pb "bighive/proto/bighivepb"
+	"bighive/storage/merge"
 )
 
 // reportMergeTimeout bounds a merge's report; past it the outcome is unknown.

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"bighive/checkpoint"
 	"bighive/client"
 	"bighive/master"
-	"bighive/merge"
+	"bighive/storage/checkpoint"
+	"bighive/storage/merge"
 )
 
 // TestMergeReportFencedByLoad: a parent of a merge is unloaded here after

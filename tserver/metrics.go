@@ -5,9 +5,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"bighive/blockstore"
-	"bighive/checkpoint"
-	"bighive/wal"
+	"bighive/storage/blockstore"
+	"bighive/storage/checkpoint"
+	"bighive/storage/wal"
 )
 
 // metrics are the tserver's Prometheus metrics. Most figures are read at

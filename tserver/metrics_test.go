@@ -10,7 +10,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"bighive/client"
-	"bighive/internal/clustertest"
+	"bighive/testkit/inproc"
 	"bighive/tserver"
 )
 
@@ -49,7 +49,7 @@ func value(fams []*dto.MetricFamily, name string, labels ...string) (float64, bo
 // follow writes, reads, a checkpoint and a major compaction.
 func TestMetricsCollector(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
-	c := clustertest.Start(t, clustertest.Options{MemLimit: 64 << 20, TServer: func(i int, o *tserver.Options) { o.Metrics = reg }})
+	c := inproc.Start(t, inproc.Options{MemLimit: 64 << 20, TServer: func(i int, o *tserver.Options) { o.Metrics = reg }})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := c.CreateTable(ctx, client.TableSpec{Name: "m", Families: []client.FamilySpec{{Name: "cf"}}}); err != nil {

@@ -9,8 +9,8 @@ import (
 
 	"bighive/internal/apierr"
 	pb "bighive/proto/bighivepb"
-	rp "bighive/replica"
-	"bighive/tablet"
+	rp "bighive/storage/replica"
+	"bighive/storage/tablet"
 )
 
 // readGroup is the ReadRow commands of one batch message that one

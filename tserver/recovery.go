@@ -10,7 +10,7 @@ import (
 	"time"
 
 	pb "bighive/proto/bighivepb"
-	"bighive/wal"
+	"bighive/storage/wal"
 )
 
 // Log splitting, the tserver's side (master/logsplit.go plans it): a

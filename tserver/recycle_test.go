@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"bighive/client"
-	"bighive/internal/vfs"
+	"bighive/storage/vfs"
+	"bighive/storage/wal"
 	"bighive/tserver"
-	"bighive/wal"
 )
 
 // recycledLogFiles counts the log files of prefix whose header says they

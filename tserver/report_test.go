@@ -15,9 +15,9 @@ import (
 	"bighive/client"
 	"bighive/internal/apierr"
 	"bighive/master"
-	"bighive/merge"
 	pb "bighive/proto/bighivepb"
-	"bighive/split"
+	"bighive/storage/merge"
+	"bighive/storage/split"
 	"bighive/tserver"
 )
 

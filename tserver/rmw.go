@@ -6,7 +6,7 @@ import (
 	"bighive/internal/apierr"
 	"bighive/internal/limits"
 	pb "bighive/proto/bighivepb"
-	rp "bighive/replica"
+	rp "bighive/storage/replica"
 )
 
 // ReadModifyWriteRow applies append and increment rules to one row; see

@@ -8,8 +8,8 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"bighive/internal/apierr"
-	rp "bighive/replica"
-	"bighive/tablet"
+	rp "bighive/storage/replica"
+	"bighive/storage/tablet"
 )
 
 // TestReadModifyWriteErrorStatus: a write or read-modify-write that may

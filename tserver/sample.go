@@ -5,7 +5,7 @@ import (
 
 	"bighive/internal/apierr"
 	pb "bighive/proto/bighivepb"
-	"bighive/tablet"
+	"bighive/storage/tablet"
 )
 
 // MinSampleBytes is the smallest spacing SampleRowKeys accepts: it bounds

@@ -3,7 +3,7 @@ package tserver
 import (
 	"bighive/internal/flatrows"
 	pb "bighive/proto/bighivepb"
-	"bighive/tablet"
+	"bighive/storage/tablet"
 )
 
 const (

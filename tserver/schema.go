@@ -1,7 +1,7 @@
 package tserver
 
 import (
-	"bighive/internal/mutation"
+	"bighive/storage/mutation"
 	"bytes"
 	"context"
 	"sync"
@@ -13,8 +13,8 @@ import (
 	"bighive/internal/apierr"
 	"bighive/internal/limits"
 	pb "bighive/proto/bighivepb"
-	"bighive/tablet"
-	"bighive/tablet/tsfile"
+	"bighive/storage/tablet"
+	"bighive/storage/tablet/tsfile"
 )
 
 // schemas holds the newest schema (highest TableSchema.version) this

@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
-	"bighive/blockstore"
 	"bighive/internal/apierr"
 	"bighive/internal/auth"
 	"bighive/internal/hbdelta"
@@ -22,12 +21,13 @@ import (
 	"bighive/internal/masterconn"
 	"bighive/internal/obs"
 	"bighive/internal/tlsconf"
-	"bighive/internal/vfs"
-	"bighive/merge"
 	pb "bighive/proto/bighivepb"
-	"bighive/split"
-	"bighive/tablet/blockcache"
-	"bighive/wal"
+	"bighive/storage/blockstore"
+	"bighive/storage/merge"
+	"bighive/storage/split"
+	"bighive/storage/tablet/blockcache"
+	"bighive/storage/vfs"
+	"bighive/storage/wal"
 )
 
 // Options configure a tserver.

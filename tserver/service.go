@@ -10,10 +10,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"bighive/internal/apierr"
-	"bighive/internal/mutation"
 	pb "bighive/proto/bighivepb"
-	"bighive/tablet"
-	"bighive/tablet/filter"
+	"bighive/storage/mutation"
+	"bighive/storage/tablet"
+	"bighive/storage/tablet/filter"
 )
 
 // admitWrite is a tablet's write admission (replica.Options.Throttle):

@@ -2,8 +2,8 @@ package tserver
 
 import (
 	pb "bighive/proto/bighivepb"
-	"bighive/tablet"
-	"bighive/tablet/tsfile"
+	"bighive/storage/tablet"
+	"bighive/storage/tablet/tsfile"
 )
 
 // tabletSpace describes the space of a tablet's TSFiles for the heartbeat

@@ -10,12 +10,12 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	"bighive/checkpoint"
 	"bighive/internal/apierr"
 	pb "bighive/proto/bighivepb"
-	"bighive/split"
-	"bighive/tablet/tsfile"
-	"bighive/wal"
+	"bighive/storage/checkpoint"
+	"bighive/storage/split"
+	"bighive/storage/tablet/tsfile"
+	"bighive/storage/wal"
 )
 
 // Split defaults (Options.Split*).

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"bighive/client"
-	"bighive/split"
+	"bighive/storage/split"
 	"bighive/tserver"
 )
 

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"bighive/internal/obs"
-	"bighive/wal"
+	"bighive/storage/wal"
 )
 
 // The tserver's status page, served at "/" of its HTTP port: its lease,

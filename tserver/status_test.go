@@ -14,8 +14,8 @@ import (
 	"golang.org/x/net/html"
 
 	"bighive/client"
-	"bighive/internal/clustertest"
 	"bighive/internal/obs/pagetest"
+	"bighive/testkit/inproc"
 	"bighive/tserver"
 )
 
@@ -43,7 +43,7 @@ func cellBytes(t *testing.T, row *html.Node, class string) int64 {
 // lists its tablet with the TSFile bytes the master was told, the WAL
 // files, and the cache; a write after it shows in the buffer column.
 func TestTServerStatusPage(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{MemLimit: 64 << 20})
+	c := inproc.Start(t, inproc.Options{MemLimit: 64 << 20})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := c.CreateTable(ctx, client.TableSpec{Name: "sp", Families: []client.FamilySpec{{Name: "cf", Compression: client.CompressionNone}}}); err != nil {

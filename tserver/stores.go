@@ -6,8 +6,8 @@ import (
 	"log/slog"
 	"sync"
 
-	"bighive/blockstore"
-	"bighive/internal/vfs"
+	"bighive/storage/blockstore"
+	"bighive/storage/vfs"
 )
 
 // stores opens block stores by UUID: this tserver's own store read-write,

@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"bighive/blockstore"
-	"bighive/internal/vfs"
+	"bighive/storage/blockstore"
+	"bighive/storage/vfs"
 )
 
 // TestStoresCountUsers: a read-only store stays open while some user

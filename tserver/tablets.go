@@ -7,8 +7,8 @@ import (
 
 	"bighive/internal/apierr"
 	pb "bighive/proto/bighivepb"
-	rp "bighive/replica"
-	"bighive/tablet"
+	rp "bighive/storage/replica"
+	"bighive/storage/tablet"
 )
 
 // replica is one tablet as this tserver holds it: the write path and

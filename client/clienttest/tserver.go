@@ -13,7 +13,7 @@ import (
 	"bighive/internal/apierr"
 	"bighive/internal/limits"
 	pb "bighive/proto/bighivepb"
-	"bighive/tablet/filter"
+	"bighive/storage/tablet/filter"
 )
 
 type tserver struct {

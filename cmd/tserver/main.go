@@ -33,9 +33,9 @@ import (
 	"bighive/internal/faultfile"
 	"bighive/internal/obs"
 	"bighive/internal/tlsconf"
-	"bighive/merge"
 	pb "bighive/proto/bighivepb"
-	"bighive/split"
+	"bighive/storage/merge"
+	"bighive/storage/split"
 	"bighive/tserver"
 )
 

@@ -6,23 +6,26 @@
 //
 // Layers, lowest first:
 //
-//	0  internal/* (but the four of layer 8) and proto/*: shared non-API code and the API definitions
-//	1  blockstore, wal, memstore: storage primitives
-//	2  tablet and tablet/*: one tablet's engine, TSFiles, the block cache, filters
-//	3  checkpoint, split, merge: checkpoint, compaction, recovery; the tserver side of a split and of a merge
-//	4  replica: the one write path of a served tablet
+//	0  internal/*, proto/*, storage/mutation, storage/vfs: the plumbing servers and client share, the API
+//	   definitions, the row mutations the engine logs and applies, and its file seam
+//	1  storage/blockstore, storage/wal, storage/memstore: storage primitives
+//	2  storage/tablet and storage/tablet/*: one tablet's engine, TSFiles, the block cache, filters
+//	3  storage/checkpoint, storage/split, storage/merge: checkpoint, compaction, recovery; the tserver side of a split and of a merge
+//	4  storage/replica: the one write path of a served tablet
 //	5  tserver, master, meta: the servers and the master's state machine
 //	6  client: the Go client library
 //	7  frontend: the Cloud Bigtable API over the client
-//	8  cmd/*, e2e, e2e/*, internal/cli, internal/demo, internal/bench,
-//	   internal/clustertest: mains, tools and test harnesses
+//	8  cmd/*, tools/*, testkit/*, e2e: mains, what the CLI runs besides RPCs, test harnesses and end-to-end tests
 //
 // A package belongs to the layer of its longest listed prefix, so a new
-// sub-package takes its parent's layer; a new top-level package must be
-// given one in Layers.
+// sub-package takes its parent's layer; a new top-level package, or a new
+// package of the engine (storage/ has no layer of its own), must be given
+// one in Layers.
 //
-// Besides, the multi-process harness e2e/cluster is test infrastructure:
-// only e2e and the packages listed in Exceptions import it.
+// The harnesses of testkit (real processes, in-process servers) are on the
+// top layer, so the tools and the end-to-end tests may use them and no
+// package below may; tests of lower packages may, as their imports are not
+// checked.
 package layering
 
 import (
@@ -33,21 +36,23 @@ import (
 // Layers maps a package path (relative to the module, without "bighive/")
 // or a path prefix ending in "/" to its layer.
 var Layers = map[string]int{
-	"internal/": 0,
-	"proto/":    0,
-	"proto":     0,
+	"internal/":        0,
+	"proto/":           0,
+	"proto":            0,
+	"storage/mutation": 0,
+	"storage/vfs":      0,
 
-	"blockstore": 1,
-	"wal":        1,
-	"memstore":   1,
+	"storage/blockstore": 1,
+	"storage/wal":        1,
+	"storage/memstore":   1,
 
-	"tablet": 2,
+	"storage/tablet": 2,
 
-	"checkpoint": 3,
-	"split":      3,
-	"merge":      3,
+	"storage/checkpoint": 3,
+	"storage/split":      3,
+	"storage/merge":      3,
 
-	"replica": 4,
+	"storage/replica": 4,
 
 	"tserver": 5,
 	"master":  5,
@@ -57,25 +62,10 @@ var Layers = map[string]int{
 
 	"frontend": 7,
 
-	"cmd/":                 8,
-	"e2e":                  8,
-	"internal/cli":         8,
-	"internal/demo":        8,
-	"internal/bench":       8,
-	"internal/clustertest": 8,
-}
-
-// Harness is the multi-process cluster harness, imported only by e2e
-// and the Exceptions.
-const Harness = "e2e/cluster"
-
-// Exceptions are the imports the rules above would refuse, kept on
-// purpose, each with its reason.
-var Exceptions = map[[2]string]string{
-	{"internal/demo", Harness}: "the demo tours a cluster of real OS processes, " +
-		"which is what the harness starts, kills and restarts; a second process manager would drift from it",
-	{"internal/bench", Harness}: "`bighive bench` without --masters starts a local cluster of real processes " +
-		"so that the figures include the network and the fsyncs of real servers",
+	"cmd/":     8,
+	"tools/":   8,
+	"testkit/": 8,
+	"e2e":      8,
 }
 
 // LayerOf returns the layer of a module-relative package path: the layer
@@ -120,19 +110,10 @@ func Check(imports map[string][]string) []Violation {
 			continue
 		}
 		for _, to := range tos {
-			if _, ok := Exceptions[[2]string{from, to}]; ok {
-				continue
-			}
-			lt, ok := LayerOf(to)
-			switch {
-			case !ok:
-				continue // reported as the importee's own violation
-			case lt > lf:
+			// An importee with no layer is reported as its own violation.
+			if lt, ok := LayerOf(to); ok && lt > lf {
 				out = append(out, Violation{From: from, To: to,
 					Why: "a lower layer must not import a higher one (layer " + strconv.Itoa(lf) + " → " + strconv.Itoa(lt) + ")"})
-			case to == Harness && from != "e2e" && !strings.HasPrefix(from, "e2e/"):
-				out = append(out, Violation{From: from, To: to,
-					Why: "the multi-process harness is for e2e tests; list a reason in internal/layering.Exceptions to keep this import"})
 			}
 		}
 	}

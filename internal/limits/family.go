@@ -13,6 +13,12 @@ import (
 // accepted value, and a cell time minus it, well inside that range.
 const MaxFamilyMaxAge = 100 * 365 * 24 * time.Hour
 
+// MaxGCRuleDepth bounds the nesting of a column family's GC rule (unions
+// and intersections inside one another; the top rule is level 1). The
+// master refuses a deeper rule, and the frontend refuses one before
+// converting it.
+const MaxGCRuleDepth = 32
+
 // ValidateFamilyMaxAge checks a family's max_age_micros against
 // MaxFamilyMaxAge (0, keep forever, is fine; negatives are the caller's to
 // reject with its own message).

@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"net"
 	"time"
-
-	"github.com/hashicorp/raft"
 )
 
-// StreamLayer is a raft.StreamLayer over mutual TLS: it accepts only
+// StreamLayer is the network of raft over mutual TLS: it accepts only
 // peers presenting a certificate signed by the CA with the server role,
-// and dials presenting its own, requiring the same of the peer. The
+// and dials presenting its own, requiring the same of the peer. It is a
+// raft.StreamLayer but for Dial's address type, which the master adapts:
+// this package does not import raft, so the client and the frontend,
+// which use it, do not link raft. The
 // handshake runs on the first read or write, in the transport's goroutine
 // of that connection, so a slow or refused peer never stalls Accept.
 type StreamLayer struct {
@@ -60,15 +61,15 @@ func (l *StreamLayer) Close() error { return l.lis.Close() }
 func (l *StreamLayer) Addr() net.Addr { return l.advertise }
 
 // Dial connects to a raft peer and completes the handshake within timeout.
-func (l *StreamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	host, _, err := net.SplitHostPort(string(address))
+func (l *StreamLayer) Dial(address string, timeout time.Duration) (net.Conn, error) {
+	host, _, err := net.SplitHostPort(address)
 	if err != nil {
 		return nil, fmt.Errorf("tlsconf: raft address %q: %w", address, err)
 	}
 	cfg := l.src.ClientConfig()
 	cfg.ServerName = host
 	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: timeout}, Config: cfg}
-	c, err := d.Dial("tcp", string(address))
+	c, err := d.Dial("tcp", address)
 	if err != nil {
 		return nil, fmt.Errorf("tlsconf: raft dial %s: %w", address, err)
 	}

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -346,7 +345,7 @@ func TestRaftStreamLayer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	c, err := b.Dial(raft.ServerAddress(a.Addr().String()), 5*time.Second)
+	c, err := b.Dial(a.Addr().String(), 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-// On-disk records of bighive/checkpoint/localmeta: the local (single-node)
+// On-disk records of bighive/storage/checkpoint/localmeta: the local (single-node)
 // tablet metadata kept in a bbolt database. Field numbers are part of the
 // on-disk format and must not change.
 

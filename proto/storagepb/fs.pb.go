@@ -1,4 +1,4 @@
-// Instance files of bighive/blockstore's FsManager. Field numbers are part
+// Instance files of bighive/storage/blockstore's FsManager. Field numbers are part
 // of the on-disk format of the "instance" and "block_manager_instance"
 // files and must not change.
 

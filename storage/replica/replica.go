@@ -1,0 +1,332 @@
+package replica
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"bighive/storage/checkpoint"
+	"bighive/storage/mutation"
+	"bighive/storage/split"
+	"bighive/storage/tablet"
+	"bighive/storage/wal"
+)
+
+// Named errors; check them with errors.Is. The tserver maps each to the
+// gRPC status a client acts on.
+var (
+	// ErrWrongTablet: the row lies outside the tablet's range.
+	ErrWrongTablet = errors.New("replica: row outside the tablet")
+	// ErrNotServing: the tablet is loading, or was unloaded.
+	ErrNotServing = errors.New("replica: tablet not serving")
+	// ErrSplitting: a split of the tablet is reporting its children; the
+	// write was refused before it was logged.
+	ErrSplitting = errors.New("replica: tablet is being replaced by its children")
+	// ErrLog wraps a failed WAL append: the write was not applied, and
+	// may or may not be in the log. A failed log (wal.ErrFailed) is also
+	// reported to Options.LogFailed.
+	ErrLog = errors.New("replica: log append failed")
+	// ErrLeaseLost: the tserver's lease ran out while the write was being
+	// logged. The write is logged and applied, but the master may have
+	// given the tablet to another tserver meanwhile: its outcome is
+	// unknown to the caller.
+	ErrLeaseLost = errors.New("replica: lease lost during the write")
+	// ErrUnknownOutcome is wrapped by every error returned after the
+	// record may have been logged (ErrLeaseLost, a failed apply on a
+	// closed engine, whose record the tablet's next owner replays): the
+	// write may take effect. A non-idempotent write (read-modify-write)
+	// must not be retried after it.
+	ErrUnknownOutcome = errors.New("replica: the write may have been applied")
+)
+
+// Log is the tserver's write-ahead log as the write path needs it;
+// *wal.Log implements it.
+type Log interface {
+	// Append returns once the record is durable, or with an error.
+	Append(ctx context.Context, tabletID string, m *mutation.RowMutation) (uint64, error)
+	// AppendBatch appends the records of one tablet into one group
+	// commit and returns once each is durable or failed (errs[i]).
+	AppendBatch(ctx context.Context, tabletID string, ms []*mutation.RowMutation) (seqs []uint64, errs []error)
+}
+
+// Admitter is the checkpoint coordinator as the write path needs it;
+// *checkpoint.Coordinator implements it.
+type Admitter interface {
+	// AdmitWrite takes the global state lock shared; release ends it.
+	AdmitWrite() (release func())
+}
+
+// Options describe one served tablet.
+type Options struct {
+	ID, Table string
+	// Start and End bound the rows: [Start, End); End empty: unbounded.
+	Start, End []byte
+	Epoch      int64
+	// Engine, Log and Admit (the checkpoint coordinator) are required.
+	Engine *checkpoint.Engine
+	Log    Log
+	Admit  Admitter
+	// Lease reports whether the tserver's lease from the master is valid
+	// now; nil: always (single-node use and tests).
+	Lease func() bool
+	// Throttle holds a write back while the write buffers are over their
+	// hard limit; its error is returned as is. nil: no throttling.
+	Throttle func(ctx context.Context) error
+	// LogFailed is called with the error (wrapping wal.ErrFailed) of an
+	// append to a failed log; the tserver stops on it. nil: nothing.
+	LogFailed func(error)
+	// Server names the tserver in error messages.
+	Server string
+}
+
+// Replica is one tablet as a tserver serves it: its range and epoch, its
+// engine, the write path and the reads. Safe for concurrent use.
+type Replica struct {
+	o Options
+
+	// ops is held shared by each write from before its WAL append to after
+	// its apply, and exclusively by Stop, so a tablet leaves only between
+	// writes.
+	ops     sync.RWMutex
+	stopped bool // guarded by ops (exclusive)
+
+	// route is the running split's dual-write, nil when none runs. It is
+	// set and cleared under the coordinator's exclusive state lock (split
+	// step 4, and the end of a failed split), so a write admitted under
+	// the shared lock sees one value from admission to apply.
+	route atomic.Pointer[split.DualWrite]
+
+	// rows are the row locks (see rowlock.go): a plain write holds its
+	// row's stripe shared, a read-modify-write exclusively.
+	rows rowLocks
+}
+
+// New returns the replica of a tablet; it serves once its engine does
+// (Engine.SetServing).
+func New(o Options) *Replica {
+	if len(o.End) == 0 {
+		o.End = nil
+	}
+	return &Replica{o: o, rows: newRowLocks()}
+}
+
+// ID is the tablet id.
+func (r *Replica) ID() string { return r.o.ID }
+
+// Table is the tablet's table.
+func (r *Replica) Table() string { return r.o.Table }
+
+// Start is the first row of the tablet's range.
+func (r *Replica) Start() []byte { return r.o.Start }
+
+// End is the end (exclusive) of the tablet's range; nil: unbounded.
+func (r *Replica) End() []byte { return r.o.End }
+
+// Epoch is the assignment epoch.
+func (r *Replica) Epoch() int64 { return r.o.Epoch }
+
+// Engine is the tablet's engine, for the checkpoint, splits and status.
+func (r *Replica) Engine() *checkpoint.Engine { return r.o.Engine }
+
+// Serving reports whether the tablet takes reads and writes.
+func (r *Replica) Serving() bool { return r.o.Engine.Serving() }
+
+// Contains reports whether row lies in the tablet's range.
+func (r *Replica) Contains(row []byte) bool {
+	return bytes.Compare(row, r.o.Start) >= 0 && (r.o.End == nil || bytes.Compare(row, r.o.End) < 0)
+}
+
+// Route switches a split's dual-write on (d) or off (nil). Call it only
+// inside the split's Exclusive section (split.Request.Route).
+func (r *Replica) Route(d *split.DualWrite) { r.route.Store(d) }
+
+// Stop stops serving and waits for the writes in flight; afterwards every
+// write fails with ErrNotServing. It reports whether this call stopped
+// the replica (false: an earlier one did). The caller closes the engine.
+func (r *Replica) Stop() (first bool) {
+	r.o.Engine.SetServing(false)
+	r.ops.Lock()
+	defer r.ops.Unlock()
+	first = !r.stopped
+	r.stopped = true
+	return first
+}
+
+// Write is the write path of one row mutation: validate and assign
+// timestamps, wait for buffer memory, admit (tablet serving, the state
+// lock shared, a running split's dual-write), append to the WAL, append
+// to the split log, apply to the active buffer, check the lease. When it
+// returns nil the write is durable in the log and visible to reads, and,
+// during a split, durable in its child's split log too or else the split
+// cannot commit. See the package documentation for why the steps come in
+// this order.
+func (r *Replica) Write(ctx context.Context, m *mutation.RowMutation) error {
+	if err := r.enter(ctx, m.Row); err != nil {
+		return err
+	}
+	mu := r.rows.of(m.Row)
+	mu.RLock()
+	defer mu.RUnlock()
+	return r.write(ctx, m, nil, false)
+}
+
+// WriteInternal is Write for a mutation of the server itself, which may
+// name families absent from the schema: the delete-family tombstones that
+// mask a deleted family's old cells (tablet.BeginInternalWrite).
+func (r *Replica) WriteInternal(ctx context.Context, m *mutation.RowMutation) error {
+	if err := r.enter(ctx, m.Row); err != nil {
+		return err
+	}
+	mu := r.rows.of(m.Row)
+	mu.RLock()
+	defer mu.RUnlock()
+	return r.write(ctx, m, nil, true)
+}
+
+// enter checks the row against the range and waits for buffer memory
+// (steps 1 and 2), before any lock is taken.
+func (r *Replica) enter(ctx context.Context, row []byte) error {
+	if !r.Contains(row) {
+		return fmt.Errorf("%w: row %q is outside tablet %s [%q, %q)", ErrWrongTablet, row, r.o.ID, r.o.Start, r.o.End)
+	}
+	if r.o.Throttle != nil {
+		if err := r.o.Throttle(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// write runs steps 3 to 9 for a caller that holds m's row lock (shared or
+// exclusive). assigned, if not nil, is called after BeginWrite gave m its
+// sequence and timestamps and before the append: it may change the ops'
+// timestamps and values, not their number or kinds. internal accepts
+// families absent from the schema (WriteInternal).
+func (r *Replica) write(ctx context.Context, m *mutation.RowMutation, assigned func(*mutation.RowMutation), internal bool) error {
+	r.ops.RLock()
+	defer r.ops.RUnlock()
+	if r.stopped || !r.o.Engine.Serving() {
+		return fmt.Errorf("%w: tablet %s is no longer served by %s", ErrNotServing, r.o.ID, r.o.Server)
+	}
+	release := r.o.Admit.AdmitWrite()
+	defer release()
+	adm, err := r.route.Load().Admit() // nil unless a split runs
+	if err != nil {
+		return fmt.Errorf("%w: tablet %s: %w", ErrSplitting, r.o.ID, err)
+	}
+	defer adm.Done()
+	// The sequence is assigned inside the admitted section: a checkpoint
+	// swaps buffers only when no write is between here and its apply.
+	begin := r.o.Engine.BeginWrite
+	if internal {
+		begin = r.o.Engine.BeginInternalWrite
+	}
+	if err := begin(m); err != nil {
+		return fmt.Errorf("replica: tablet %s: %w", r.o.ID, err)
+	}
+	if assigned != nil {
+		assigned(m)
+	}
+
+	// The caller's context can stop the append only while the record is
+	// not yet queued (then it is never written); once queued, Append waits
+	// for its fate whatever the context does. From then on the record may
+	// be in the log, so the split-log append and the apply run to the end:
+	// "logged" never goes without "applied".
+	if err := r.appendLog(ctx, m); err != nil {
+		r.o.Engine.Abandon(m)
+		return err
+	}
+	ctx = context.WithoutCancel(ctx)
+	// A failed split-log append abandons the split (split.Admitted.Log
+	// records it, split.Run checks after its fence): the parent keeps its
+	// rows, so the write, logged here, still counts and is applied.
+	_ = adm.Log(ctx, m)
+	if err := r.o.Engine.Apply(m); err != nil {
+		// Validated by BeginWrite; only a closed engine gets here,
+		// and the tablet's next owner replays the record.
+		return fmt.Errorf("replica: tablet %s: apply: %w (%w)", r.o.ID, err, ErrUnknownOutcome)
+	}
+	if r.o.Lease != nil && !r.o.Lease() {
+		return fmt.Errorf("%w (%w): tserver %s, tablet %s", ErrLeaseLost, ErrUnknownOutcome, r.o.Server, r.o.ID)
+	}
+	return nil
+}
+
+// appendLog appends m to the tserver's log; an append to a failed log is
+// reported to LogFailed.
+func (r *Replica) appendLog(ctx context.Context, m *mutation.RowMutation) error {
+	if _, err := r.o.Log.Append(ctx, r.o.ID, m); err != nil {
+		if errors.Is(err, wal.ErrFailed) && r.o.LogFailed != nil {
+			r.o.LogFailed(err)
+		}
+		return fmt.Errorf("%w: tserver %s, tablet %s: %w", ErrLog, r.o.Server, r.o.ID, err)
+	}
+	return nil
+}
+
+// Get reads one row of the tablet.
+func (r *Replica) Get(ctx context.Context, row []byte, opts tablet.ReadOptions) (tablet.Row, bool, error) {
+	if !r.Contains(row) {
+		return tablet.Row{}, false, fmt.Errorf("%w: row %q is outside tablet %s", ErrWrongTablet, row, r.o.ID)
+	}
+	if !r.Serving() {
+		return tablet.Row{}, false, fmt.Errorf("%w: tablet %s", ErrNotServing, r.o.ID)
+	}
+	return r.o.Engine.Get(ctx, row, opts)
+}
+
+// Scan calls fn for the rows in [start, end) clipped to the tablet's
+// range (empty start: from the tablet's start; empty end: to its end), in
+// row order, at most limit rows (0: no limit), until fn returns false.
+func (r *Replica) Scan(ctx context.Context, start, end []byte, limit int, opts tablet.ReadOptions, fn func(tablet.Row) bool) error {
+	return r.ScanRanges(ctx, []tablet.KeyRange{{Start: start, End: end}}, false, limit, opts, fn)
+}
+
+// ScanRanges is the engine's ScanRanges with each range clipped to the
+// tablet's rows (an empty Start or End is unbounded); ranges left empty
+// are dropped.
+func (r *Replica) ScanRanges(ctx context.Context, ranges []tablet.KeyRange, reversed bool, limit int, opts tablet.ReadOptions, fn func(tablet.Row) bool) error {
+	if !r.Serving() {
+		return fmt.Errorf("%w: tablet %s", ErrNotServing, r.o.ID)
+	}
+	clipped := make([]tablet.KeyRange, 0, len(ranges))
+	for _, kr := range ranges {
+		start, end := kr.Start, kr.End
+		if len(start) == 0 || bytes.Compare(start, r.o.Start) < 0 {
+			start = r.o.Start
+		}
+		if r.o.End != nil && (len(end) == 0 || bytes.Compare(end, r.o.End) > 0) {
+			end = r.o.End
+		}
+		if len(end) == 0 {
+			end = nil
+		}
+		if end != nil && bytes.Compare(start, end) >= 0 {
+			continue
+		}
+		clipped = append(clipped, tablet.KeyRange{Start: start, End: end})
+	}
+	if len(clipped) == 0 {
+		return nil
+	}
+	return r.o.Engine.ScanRanges(ctx, clipped, reversed, limit, opts, fn)
+}
+
+// GetRows is the engine's GetRows (a multi-get from one snapshot) for rows
+// of this tablet: any row outside its range fails the whole call with
+// ErrWrongTablet.
+func (r *Replica) GetRows(ctx context.Context, rows [][]byte, opts tablet.ReadOptions, fn func(i int, row tablet.Row) bool) error {
+	for _, row := range rows {
+		if !r.Contains(row) {
+			return fmt.Errorf("%w: row %q is outside tablet %s", ErrWrongTablet, row, r.o.ID)
+		}
+	}
+	if !r.Serving() {
+		return fmt.Errorf("%w: tablet %s", ErrNotServing, r.o.ID)
+	}
+	return r.o.Engine.GetRows(ctx, rows, opts, fn)
+}

@@ -1,0 +1,105 @@
+package tablet
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"bighive/storage/mutation"
+	"bighive/storage/tablet/blockcache"
+	"bighive/storage/tablet/tsfile"
+)
+
+// Priority is a table's block-cache class (High, Medium, Low).
+type Priority = blockcache.Priority
+
+// Cache priorities, re-exported from blockcache.
+const (
+	High   = blockcache.High
+	Medium = blockcache.Medium
+	Low    = blockcache.Low
+)
+
+// FamilyPolicy is a column family's garbage-collection policy. Zero values
+// mean unlimited.
+type FamilyPolicy struct {
+	// MaxVersions keeps the newest N live versions of each column.
+	MaxVersions int
+	// MaxAge hides cells whose timestamp is older than now-MaxAge.
+	MaxAge time.Duration
+	// Rule, when set, is the family's GC rule and MaxVersions and MaxAge
+	// are ignored; when nil the rule is the union of the two.
+	Rule *GCRule
+	// Compression is the codec of the family's TSFile pages written from
+	// now on (files already written keep theirs); the zero value is
+	// tsfile.DefaultCompression.
+	Compression tsfile.Compression
+}
+
+// Schema is a table's column families.
+type Schema struct {
+	Families map[string]FamilyPolicy
+}
+
+// compression returns the codec of each family's pages: the family's,
+// else (families absent from the schema, and "" for row tombstones)
+// tsfile.DefaultCompression.
+func (s *Schema) compression() func(family string) tsfile.Compression {
+	codecs := make(map[string]tsfile.Compression, len(s.Families))
+	for name, f := range s.Families {
+		codecs[name] = f.Compression
+	}
+	return func(family string) tsfile.Compression { return codecs[family] }
+}
+
+// Errors of the tablet engine. The server maps ErrUnknownFamily and
+// ErrInvalidMutation to InvalidArgument.
+var (
+	ErrUnknownFamily   = errors.New("tablet: unknown column family")
+	ErrInvalidMutation = errors.New("tablet: invalid mutation")
+	ErrClosed          = errors.New("tablet: closed")
+	ErrNoStandby       = errors.New("tablet: no standby buffer")
+	ErrUnknownFile     = errors.New("tablet: TSFile not in the tablet's read set")
+)
+
+// validate checks m against the schema. assigned says whether ServerTime
+// must already have been replaced; anyFamily accepts families absent from
+// the schema.
+func (s *Schema) validate(m *mutation.RowMutation, assigned, anyFamily bool) error {
+	if len(m.Row) == 0 {
+		return fmt.Errorf("%w: empty row key", ErrInvalidMutation)
+	}
+	if len(m.Ops) == 0 {
+		return fmt.Errorf("%w: row %q has no operations", ErrInvalidMutation, m.Row)
+	}
+	for i := range m.Ops {
+		op := &m.Ops[i]
+		switch op.Kind {
+		case mutation.SetCell, mutation.DeleteColumn, mutation.DeleteFamily:
+			if _, ok := s.Families[op.Family]; !ok && !anyFamily {
+				return fmt.Errorf("%w %q (op %d on row %q)", ErrUnknownFamily, op.Family, i, m.Row)
+			}
+		case mutation.DeleteRow:
+		default:
+			return fmt.Errorf("%w: op %d has kind %v", ErrInvalidMutation, i, op.Kind)
+		}
+		ts := op.Timestamp
+		if ts == mutation.ServerTime {
+			if assigned {
+				return fmt.Errorf("%w: op %d has no timestamp assigned", ErrInvalidMutation, i)
+			}
+		} else if ts < 0 {
+			return fmt.Errorf("%w: op %d has timestamp %d", ErrInvalidMutation, i, ts)
+		}
+		if op.Kind == mutation.DeleteColumn && op.End != 0 && ts == mutation.ServerTime {
+			return fmt.Errorf("%w: op %d deletes up to %d from a server-assigned start", ErrInvalidMutation, i, op.End)
+		}
+		if op.Kind == mutation.DeleteColumn && op.End != 0 && ts != mutation.ServerTime && op.End <= ts {
+			return fmt.Errorf("%w: op %d deletes the empty range [%d, %d)", ErrInvalidMutation, i, ts, op.End)
+		}
+		if op.Kind != mutation.SetCell && len(op.Value) != 0 {
+			return fmt.Errorf("%w: op %d (%v) carries a value", ErrInvalidMutation, i, op.Kind)
+		}
+	}
+	return nil
+}
