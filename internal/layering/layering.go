@@ -2,7 +2,9 @@
 // checks the module's imports against it: a package imports only packages
 // of its own layer or of lower ones, never a higher one. Test files may
 // import upward (checkpoint's tests write through replica, for example);
-// only the non-test imports of each package are checked.
+// only the non-test imports of each package are checked. The test also
+// checks the package table of docs/internals.md: every package of the
+// module listed once, at its layer.
 //
 // Layers, lowest first:
 //
