@@ -102,11 +102,13 @@
 //     while that message was being sent, and so on: no timer, a lone call
 //     goes at once.
 //   - The tserver runs a message's writes as one batch write per tablet
-//     (one WAL group commit, one apply pass) and its reads concurrently,
-//     and answers with messages of the results that are ready. Each call
-//     returns when its own result came back, so a write is durable when
-//     its call returns nil, and it gets its own status: the code, message
-//     and TabletError the unary call would have returned.
+//     (one WAL group commit, one apply pass), each tablet's on a goroutine
+//     of its own, and its reads on one goroutine, as one multi-get per
+//     tablet and selection, and answers with messages of the results that
+//     are ready. Each call returns when its own result came back, so a
+//     write is durable when its call returns nil, and it gets its own
+//     status: the code, message and TabletError the unary call would have
+//     returned.
 //   - The retry rules above are unchanged. A result is classified as the
 //     unary reply; a call still waiting to be sent when the stream broke
 //     never reached a server (safe to retry); a call that was sent and got

@@ -51,7 +51,7 @@ import (
 //
 // Regenerate the expected output with
 //
-//	go test ./tablet -run DataDriven -rewrite
+//	go test ./storage/tablet -run DataDriven -rewrite
 //
 // and read every changed line before committing it.
 func TestReadsDataDriven(t *testing.T) {

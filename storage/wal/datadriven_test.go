@@ -57,7 +57,7 @@ import (
 //
 // Regenerate the expected output with
 //
-//	go test ./wal -run DataDriven -rewrite
+//	go test ./storage/wal -run DataDriven -rewrite
 //
 // and read every changed line before committing it.
 func TestReplayDataDriven(t *testing.T) {

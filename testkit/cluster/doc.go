@@ -8,8 +8,9 @@
 // is set; inside a checkout of the bighive module (the default for tests,
 // `bighive demo` and `bighive bench`), go build of ./cmd/<name> once per
 // process (using the build cache; the binaries live in
-// $TMPDIR/bighive-e2e-bin-<uid>/ and are replaced atomically, so parallel
-// test binaries share them safely); otherwise beside the running
+// $TMPDIR/bighive-e2e-bin-<uid>-<hash of the checkout's path>/ and are
+// replaced atomically, so parallel test binaries of one checkout share them
+// safely); otherwise beside the running
 // executable, then on PATH. A missing binary is an error naming it, the
 // places searched and how to provide it. Start then picks free loopback
 // ports and starts the processes with their output in the caller's
