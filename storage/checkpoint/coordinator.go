@@ -508,27 +508,69 @@ func (c *Coordinator) Checkpoint(ctx context.Context) (Result, error) {
 	if err := c.step(1); err != nil {
 		return res, err
 	}
-
-	tablets := c.opts.Tablets()
-	// Tablets that take part: serving at step 3. For each, swapped says
-	// whether step 3 swapped it.
-	type part struct {
-		t       Tablet
-		swapped bool
-		pending bool // a standby left by an earlier failed flush
+	parts := c.participants()
+	pos, err := c.swapAndRoll(parts, &res)
+	if err != nil {
+		return res, err
 	}
-	parts := make([]part, 0, len(tablets))
+	for i := 2; i <= 5; i++ {
+		if err := c.step(i); err != nil {
+			return res, err
+		}
+	}
+	flushErrs := c.flushStandbys(ctx, parts, &res)
+	var errs []error
+	for _, err := range flushErrs {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := c.step(6); err != nil {
+		return res, errors.Join(append(errs, err)...)
+	}
+	if err := c.commitFlushed(ctx, parts, pos, flushErrs, &res); err != nil {
+		return res, errors.Join(append(errs, err)...)
+	}
+	c.count(func(s *Stats) { s.Checkpoints++ })
+	if c.opts.OnCheckpoint != nil {
+		c.opts.OnCheckpoint(res, time.Since(began))
+	}
+	if err := c.step(7); err != nil {
+		errs = append(errs, err)
+	}
+	c.log.Debug("checkpoint done", "position", pos.String(), "swapped", res.Swapped, "flushed", res.Flushed,
+		"committed", res.Committed, "lock_held", res.LockHeld, "lock_wait", res.LockWait, "flush", res.Flush, "commit", res.Commit)
+	return res, errors.Join(errs...)
+}
 
-	// Which tablets take part is decided before the lock, to keep the
-	// window short: a standby appears or goes only through checkpoints,
-	// which this one excludes, and a tablet that starts serving meanwhile
-	// just waits for the next checkpoint.
+// part is a tablet that takes part in a checkpoint: serving when the
+// checkpoint began. swapped says whether step 3 swapped its buffers.
+type part struct {
+	t       Tablet
+	swapped bool
+	pending bool // a standby left by an earlier failed flush
+}
+
+// participants lists the tablets that take part. It is decided before
+// the lock, to keep the window short: a standby appears or goes only
+// through checkpoints, which this one excludes, and a tablet that starts
+// serving meanwhile just waits for the next checkpoint.
+func (c *Coordinator) participants() []part {
+	tablets := c.opts.Tablets()
+	parts := make([]part, 0, len(tablets))
 	for _, t := range tablets {
 		if t.Serving() {
 			parts = append(parts, part{t: t, pending: t.HasStandby()})
 		}
 	}
+	return parts
+}
 
+// swapAndRoll is steps 2 to 5: under the exclusive state lock, swap the
+// buffers of every part without a leftover standby (step 3) and roll the
+// log (step 4); then note where each swapped standby was sealed. A failed
+// roll leaves the swapped standbys to the next checkpoint.
+func (c *Coordinator) swapAndRoll(parts []part, res *Result) (wal.Position, error) {
 	// Step 2.
 	t0 := time.Now()
 	c.state.Lock()
@@ -564,7 +606,7 @@ func (c *Coordinator) Checkpoint(ctx context.Context) (Result, error) {
 		// flushed by the next checkpoint, which then keeps the old
 		// positions for them.
 		c.log.Error("checkpoint: roll failed", "err", rollErr)
-		return res, fmt.Errorf("checkpoint: roll: %w", rollErr)
+		return pos, fmt.Errorf("checkpoint: roll: %w", rollErr)
 	}
 	res.Position = pos
 	for _, p := range parts {
@@ -572,19 +614,19 @@ func (c *Coordinator) Checkpoint(ctx context.Context) (Result, error) {
 			res.Swapped++
 		}
 	}
-	for i := 2; i <= 5; i++ {
-		if err := c.step(i); err != nil {
-			return res, err
-		}
-	}
+	return pos, nil
+}
 
-	// Step 6.
+// flushStandbys is step 6: each standby (swapped now, or left by a failed
+// flush) that has no flushed file pending is written as a TSFile, at most
+// FlushParallelism at once. It returns each part's flush error.
+func (c *Coordinator) flushStandbys(ctx context.Context, parts []part, res *Result) []error {
 	t3 := time.Now()
 	flushErrs := make([]error, len(parts))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, c.opts.FlushParallelism)
 	c.metaMu.Lock()
-	pendingFile := make([]bool, len(parts))
+	pendingFile := make([]bool, len(parts)) // a flushed file not yet committed: not flushed again
 	for i, p := range parts {
 		pendingFile[i] = c.stateOf(p.t).flushed != nil
 	}
@@ -611,24 +653,27 @@ func (c *Coordinator) Checkpoint(ctx context.Context) (Result, error) {
 	}
 	wg.Wait()
 	res.Flush = time.Since(t3)
-	var errs []error
+	failed := 0
 	for i, err := range flushErrs {
 		if err != nil {
-			errs = append(errs, err)
+			failed++
 		} else if (parts[i].swapped || parts[i].pending) && !pendingFile[i] {
 			res.Flushed++
 		}
 	}
-	if len(errs) > 0 {
-		c.count(func(s *Stats) { s.FailedFlushes += int64(len(errs)) })
-		c.log.Error("checkpoint: flush failed", "tablets", len(errs), "err", errors.Join(errs...))
+	if failed > 0 {
+		c.count(func(s *Stats) { s.FailedFlushes += int64(failed) })
+		c.log.Error("checkpoint: flush failed", "tablets", failed, "err", errors.Join(flushErrs...))
 	}
 	c.count(func(s *Stats) { s.FlushedTablets += int64(res.Flushed); s.FlushedBytes += res.FlushedBytes })
-	if err := c.step(6); err != nil {
-		return res, errors.Join(append(errs, err)...)
-	}
+	return flushErrs
+}
 
-	// Step 7.
+// commitFlushed is step 7: one metadata update per part whose flush did
+// not fail, naming its files and the log position its data now starts
+// at, committed through commit (fenced by load and lease); each accepted
+// update installs the part's flushed file.
+func (c *Coordinator) commitFlushed(ctx context.Context, parts []part, pos wal.Position, flushErrs []error, res *Result) error {
 	t4 := time.Now()
 	c.metaMu.Lock()
 	var ups []Update
@@ -673,19 +718,9 @@ func (c *Coordinator) Checkpoint(ctx context.Context) (Result, error) {
 	if commitErr != nil {
 		c.count(func(s *Stats) { s.FailedCommits++ })
 		c.log.Error("checkpoint: metadata commit failed or refused; the next checkpoint retries", "committed", committed, "err", commitErr)
-		errs = append(errs, fmt.Errorf("%w: %w", ErrCommit, commitErr))
-		return res, errors.Join(errs...)
+		return fmt.Errorf("%w: %w", ErrCommit, commitErr)
 	}
-	c.count(func(s *Stats) { s.Checkpoints++ })
-	if c.opts.OnCheckpoint != nil {
-		c.opts.OnCheckpoint(res, time.Since(began))
-	}
-	if err := c.step(7); err != nil {
-		errs = append(errs, err)
-	}
-	c.log.Debug("checkpoint done", "position", pos.String(), "swapped", res.Swapped, "flushed", res.Flushed,
-		"committed", res.Committed, "lock_held", res.LockHeld, "lock_wait", res.LockWait, "flush", res.Flush, "commit", res.Commit)
-	return res, errors.Join(errs...)
+	return nil
 }
 
 // updateLocked is the update of t's load as its state stands: its read
