@@ -3,6 +3,7 @@ package blockstore
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -237,137 +238,184 @@ func OpenFs(opts Options) (_ *FsManager, rep *Report, err error) {
 		fm.progress.took.Store(int64(time.Since(start)))
 		fm.progress.done.Store(true)
 	}()
-	fsys, log := opts.FS, opts.Logger
-	for _, d := range opts.Dirs {
-		c := canonicalRoot(fsys, d)
-		if !slices.Contains(fm.dataRoots, c) {
-			fm.dataRoots = append(fm.dataRoots, c)
-		}
-	}
-	fm.metaRoot = fm.dataRoots[0]
-	if opts.MetadataDir != "" {
-		fm.metaRoot = canonicalRoot(fsys, opts.MetadataDir)
-	}
-	roots := []string{fm.metaRoot}
-	for _, r := range fm.dataRoots {
-		if !slices.Contains(roots, r) {
-			roots = append(roots, r)
-		}
-	}
+	o := &fsOpen{fm: fm, opts: opts, log: opts.Logger, missing: map[string]bool{}, failed: map[string]error{}}
+	o.canonicalRoots()
 	rep = &Report{Dirs: append([]string(nil), fm.dataRoots...)}
-	var undo rollback
+	o.rep = rep
 	defer func() {
 		if err != nil {
 			fm.releaseLocks()
 			if fm.ownCache && fm.cache != nil {
 				fm.cache.Close()
 			}
-			undo.run(fsys, log)
+			o.undo.run(opts.FS, o.log)
 		}
 	}()
+	for _, step := range []func() error{o.readInstances, o.instanceNewRoots, o.openDataDirs, o.removeMetaTemp, o.openManager} {
+		if err := step(); err != nil {
+			return nil, rep, err
+		}
+	}
+	o.recordNewDirs()
+	o.log.Info("blockstore: opened file system", "uuid", fm.uuid, "kind", opts.Kind, "roots", o.roots,
+		"healthy_dirs", len(healthyOf(fm.dirs)), "dirs", len(fm.dataRoots), "read_only", opts.ReadOnly,
+		"startup_time", time.Since(start))
+	return fm, rep, nil
+}
 
-	// 2. Instance files.
-	var ref *storagepb.FsInstance
+// fsOpen is one run of OpenFs: the state its steps share. Each step is a
+// method, in the order of OpenFs's doc; a failed step's error ends the
+// open and undo removes what the steps created.
+type fsOpen struct {
+	fm   *FsManager
+	opts Options
+	log  *slog.Logger
+	rep  *Report
+	undo rollback
+
+	roots   []string              // the metadata root, then the data roots
+	ref     *storagepb.FsInstance // the file system's instance (step 2)
+	format  bool                  // no instance file anywhere: a new file system
+	missing map[string]bool       // roots without an instance file
+	failed  map[string]error      // roots on a failed disk
+	states  []*dirState           // the data dirs that open (step 4)
+	dirErrs []error               // why the others did not
+}
+
+// dirState is a data dir being opened and its directory instance (nil
+// until step 4 gives a new directory one).
+type dirState struct {
+	d    *dataDir
+	inst *storagepb.FsDirInstance
+}
+
+// canonicalRoots is step 1: canonicalize and de-duplicate the roots.
+func (o *fsOpen) canonicalRoots() {
+	fm, fsys := o.fm, o.opts.FS
+	for _, d := range o.opts.Dirs {
+		c := canonicalRoot(fsys, d)
+		if !slices.Contains(fm.dataRoots, c) {
+			fm.dataRoots = append(fm.dataRoots, c)
+		}
+	}
+	fm.metaRoot = fm.dataRoots[0]
+	if o.opts.MetadataDir != "" {
+		fm.metaRoot = canonicalRoot(fsys, o.opts.MetadataDir)
+	}
+	o.roots = []string{fm.metaRoot}
+	for _, r := range fm.dataRoots {
+		if !slices.Contains(o.roots, r) {
+			o.roots = append(o.roots, r)
+		}
+	}
+}
+
+// readInstances is step 2: read every root's instance file.
+func (o *fsOpen) readInstances() error {
 	var refPath string
-	missing := map[string]bool{}
-	failed := map[string]error{}
-	for _, r := range roots {
-		inst, rerr := readInstance(fsys, r)
+	for _, r := range o.roots {
+		inst, rerr := readInstance(o.opts.FS, r)
 		switch {
 		case rerr == nil:
-			if ref == nil {
-				ref, refPath = inst, r
-			} else if inst.GetUuid() != ref.GetUuid() {
-				return nil, rep, fmt.Errorf("%w: %s contains UUID %s vs. %s contains UUID %s",
-					ErrUUIDMismatch, refPath, ref.GetUuid(), r, inst.GetUuid())
+			if o.ref == nil {
+				o.ref, refPath = inst, r
+			} else if inst.GetUuid() != o.ref.GetUuid() {
+				return fmt.Errorf("%w: %s contains UUID %s vs. %s contains UUID %s",
+					ErrUUIDMismatch, refPath, o.ref.GetUuid(), r, inst.GetUuid())
 			}
 		case isNotExist(rerr):
-			missing[r] = true
-		case opts.isDiskFailure(rerr):
-			failed[r] = rerr
-			log.Error("blockstore: root failed, skipping it", "root", r, "err", rerr)
+			o.missing[r] = true
+		case o.opts.isDiskFailure(rerr):
+			o.failed[r] = rerr
+			o.log.Error("blockstore: root failed, skipping it", "root", r, "err", rerr)
 		default:
-			return nil, rep, fmt.Errorf("blockstore: instance file of %s: %w", r, rerr)
+			return fmt.Errorf("blockstore: instance file of %s: %w", r, rerr)
 		}
 	}
-	if len(failed) == len(roots) {
-		return nil, rep, fmt.Errorf("%w: %w", ErrAllDirsFailed, joinMap(failed))
+	if len(o.failed) == len(o.roots) {
+		return fmt.Errorf("%w: %w", ErrAllDirsFailed, joinMap(o.failed))
 	}
-	format := false
-	if ref == nil {
-		if len(failed) > 0 {
-			return nil, rep, fmt.Errorf("%w: no healthy instance file, and failed roots may hold one: %w",
-				ErrDirFailed, joinMap(failed))
+	if o.ref == nil {
+		if len(o.failed) > 0 {
+			return fmt.Errorf("%w: no healthy instance file, and failed roots may hold one: %w",
+				ErrDirFailed, joinMap(o.failed))
 		}
-		if opts.ReadOnly {
-			return nil, rep, fmt.Errorf("%w: %s", ErrNotFormatted, strings.Join(roots, ", "))
+		if o.opts.ReadOnly {
+			return fmt.Errorf("%w: %s", ErrNotFormatted, strings.Join(o.roots, ", "))
 		}
-		format = true
-		ref = newInstance(newUUID(), time.Now())
+		o.format = true
+		o.ref = newInstance(newUUID(), time.Now())
 	}
-	fm.uuid = ref.GetUuid()
+	o.fm.uuid = o.ref.GetUuid()
+	return nil
+}
 
-	// 3. Instance files of new roots.
-	for _, r := range roots {
-		if !missing[r] {
+// instanceNewRoots is step 3: a root without an instance file gets one
+// (formatting a new file system, or a new disk, which must be empty).
+func (o *fsOpen) instanceNewRoots() error {
+	fsys := o.opts.FS
+	for _, r := range o.roots {
+		if !o.missing[r] {
 			continue
 		}
-		if opts.ReadOnly {
-			log.Warn("blockstore: root has no instance file; skipping it in a read-only open", "root", r)
-			failed[r] = fmt.Errorf("%w: %s has no instance file", ErrNotFormatted, r)
+		if o.opts.ReadOnly {
+			o.log.Warn("blockstore: root has no instance file; skipping it in a read-only open", "root", r)
+			o.failed[r] = fmt.Errorf("%w: %s has no instance file", ErrNotFormatted, r)
 			continue
 		}
-		if err := undo.mkdirAll(fsys, r); err != nil {
-			return nil, rep, err
+		if err := o.undo.mkdirAll(fsys, r); err != nil {
+			return err
 		}
-		if err := checkNewRoot(fsys, r, format); err != nil {
-			return nil, rep, err
+		if err := checkNewRoot(fsys, r, o.format); err != nil {
+			return err
 		}
 		p := filepath.Join(r, instanceFile)
-		if err := writeInstanceFile(fsys, p, instanceMagic, ref); err != nil {
-			return nil, rep, err
+		if err := writeInstanceFile(fsys, p, instanceMagic, o.ref); err != nil {
+			return err
 		}
-		undo.files = append(undo.files, p)
-		log.Info("blockstore: wrote instance file", "root", r, "uuid", fm.uuid, "new_file_system", format)
+		o.undo.files = append(o.undo.files, p)
+		o.log.Info("blockstore: wrote instance file", "root", r, "uuid", o.fm.uuid, "new_file_system", o.format)
 	}
+	return nil
+}
 
-	// 4. Data directories.
-	type dirState struct {
-		d    *dataDir
-		inst *storagepb.FsDirInstance
+// skipDir reports whether a data dir's error is a disk failure, which the
+// open goes on without (noting it), rather than an error that ends it.
+func (o *fsOpen) skipDir(r string, e error) bool {
+	if !o.opts.isDiskFailure(e) {
+		return false
 	}
-	var states []*dirState
-	var dirErrs []error
-	skip := func(r string, e error) bool {
-		if !opts.isDiskFailure(e) {
-			return false
-		}
-		log.Error("blockstore: data dir failed, opening without it", "dir", r, "err", e)
-		dirErrs = append(dirErrs, e)
-		return true
-	}
+	o.log.Error("blockstore: data dir failed, opening without it", "dir", r, "err", e)
+	o.dirErrs = append(o.dirErrs, e)
+	return true
+}
+
+// openDataDirs is step 4: lock each data dir (read-write only), read its
+// directory instance file, and give each new directory its own UUID.
+func (o *fsOpen) openDataDirs() error {
+	fm, fsys, opts := o.fm, o.opts.FS, o.opts
 	for _, r := range fm.dataRoots {
-		if e := failed[r]; e != nil {
-			dirErrs = append(dirErrs, e)
+		if e := o.failed[r]; e != nil {
+			o.dirErrs = append(o.dirErrs, e)
 			continue
 		}
 		d, derr := newDataDir(opts, r)
 		if derr != nil {
-			if skip(r, derr) {
+			if o.skipDir(r, derr) {
 				continue
 			}
-			return nil, rep, derr
+			return derr
 		}
 		if !opts.ReadOnly {
 			l, created, lerr := lockDir(fsys, r)
 			if created {
-				undo.files = append(undo.files, filepath.Join(r, lockFile))
+				o.undo.files = append(o.undo.files, filepath.Join(r, lockFile))
 			}
 			if lerr != nil {
-				if skip(r, lerr) {
+				if o.skipDir(r, lerr) {
 					continue
 				}
-				return nil, rep, lerr
+				return lerr
 			}
 			fm.locks = append(fm.locks, l)
 		}
@@ -375,34 +423,46 @@ func OpenFs(opts Options) (_ *FsManager, rep *Report, err error) {
 		switch {
 		case ierr == nil:
 			if di.GetDirType() != opts.Kind {
-				return nil, rep, fmt.Errorf("%w: %s is a %q directory, opening as %q",
+				return fmt.Errorf("%w: %s is a %q directory, opening as %q",
 					ErrKindMismatch, filepath.Join(r, dirInstanceFile), di.GetDirType(), opts.Kind)
 			}
 		case isNotExist(ierr):
 			if opts.ReadOnly {
-				log.Warn("blockstore: data dir has no directory instance file; skipping it in a read-only open", "dir", r)
-				dirErrs = append(dirErrs, fmt.Errorf("%w: %s has no directory instance file", ErrNotFormatted, r))
+				o.log.Warn("blockstore: data dir has no directory instance file; skipping it in a read-only open", "dir", r)
+				o.dirErrs = append(o.dirErrs, fmt.Errorf("%w: %s has no directory instance file", ErrNotFormatted, r))
 				continue
 			}
 			di = nil
 		default:
-			if skip(r, ierr) {
+			if o.skipDir(r, ierr) {
 				continue
 			}
-			return nil, rep, ierr
+			return ierr
 		}
-		states = append(states, &dirState{d: d, inst: di})
+		o.states = append(o.states, &dirState{d: d, inst: di})
 	}
-	// The set of directory UUIDs: every one named anywhere, then new ones.
+	if err := o.dirUUIDs(); err != nil {
+		return err
+	}
+	if len(o.states) == 0 {
+		return fmt.Errorf("%w: %w", ErrAllDirsFailed, errors.Join(o.dirErrs...))
+	}
+	return nil
+}
+
+// dirUUIDs settles the set of directory UUIDs: every one named anywhere,
+// then a new one for each new directory, whose instance file is written.
+func (o *fsOpen) dirUUIDs() error {
+	fm := o.fm
 	owner := map[string]string{}
-	for _, s := range states {
+	for _, s := range o.states {
 		if s.inst == nil {
 			continue
 		}
 		u := s.inst.GetDirSet().GetUuid()
-		if o, dup := owner[u]; dup {
-			return nil, rep, fmt.Errorf("%w: %s and %s both have directory UUID %s",
-				ErrUUIDMismatch, o, s.d.path, u)
+		if other, dup := owner[u]; dup {
+			return fmt.Errorf("%w: %s and %s both have directory UUID %s",
+				ErrUUIDMismatch, other, s.d.path, u)
 		}
 		owner[u] = s.d.path
 		s.d.uuid = u
@@ -412,7 +472,7 @@ func OpenFs(opts Options) (_ *FsManager, rep *Report, err error) {
 			fm.known = append(fm.known, u)
 		}
 	}
-	for _, s := range states {
+	for _, s := range o.states {
 		if s.inst != nil {
 			for _, u := range s.inst.GetDirSet().GetAllUuids() {
 				addKnown(u)
@@ -420,47 +480,51 @@ func OpenFs(opts Options) (_ *FsManager, rep *Report, err error) {
 			addKnown(s.d.uuid)
 		}
 	}
-	for _, s := range states {
+	for _, s := range o.states {
 		if s.inst == nil {
 			s.d.uuid = newUUID()
 			addKnown(s.d.uuid)
 		}
 	}
-	for _, s := range states {
+	for _, s := range o.states {
 		if s.inst != nil {
 			continue
 		}
 		s.inst = &storagepb.FsDirInstance{
 			DirSet:                   &storagepb.FsDirSet{Uuid: s.d.uuid, AllUuids: append([]string(nil), fm.known...)},
-			DirType:                  opts.Kind,
+			DirType:                  o.opts.Kind,
 			FilesystemBlockSizeBytes: uint64(s.d.blockSize),
 		}
 		p := filepath.Join(s.d.path, dirInstanceFile)
-		if werr := writeInstanceFile(fsys, p, dirInstanceMagic, s.inst); werr != nil {
-			return nil, rep, werr
+		if werr := writeInstanceFile(o.opts.FS, p, dirInstanceMagic, s.inst); werr != nil {
+			return werr
 		}
-		undo.files = append(undo.files, p)
+		o.undo.files = append(o.undo.files, p)
 	}
-	if len(states) == 0 {
-		return nil, rep, fmt.Errorf("%w: %w", ErrAllDirsFailed, errors.Join(dirErrs...))
-	}
+	return nil
+}
 
-	// 5. Temporary files of the metadata root.
-	if !opts.ReadOnly && !slices.Contains(fm.dataRoots, fm.metaRoot) && failed[fm.metaRoot] == nil {
-		if terr := removeTempFiles(fsys, fm.metaRoot, rep); terr != nil {
-			return nil, rep, terr
-		}
+// removeMetaTemp is step 5: remove the temporary files of the metadata
+// root (the block managers remove those of the data dirs).
+func (o *fsOpen) removeMetaTemp() error {
+	fm := o.fm
+	if !o.opts.ReadOnly && !slices.Contains(fm.dataRoots, fm.metaRoot) && o.failed[fm.metaRoot] == nil {
+		return removeTempFiles(o.opts.FS, fm.metaRoot, o.rep)
 	}
+	return nil
+}
 
-	// 6. The block manager.
+// openManager is step 6: open the block manager on the healthy dirs.
+func (o *fsOpen) openManager() error {
+	fm, opts := o.fm, o.opts
 	switch {
 	case opts.FileCache != nil:
 		fm.cache = opts.FileCache
 	case opts.MaxOpenFiles >= 0:
-		fm.cache = NewFileCache(fsys, FileCacheOptions{Capacity: opts.MaxOpenFiles, ExpiryPeriod: opts.FileCacheExpiry})
+		fm.cache = NewFileCache(opts.FS, FileCacheOptions{Capacity: opts.MaxOpenFiles, ExpiryPeriod: opts.FileCacheExpiry})
 		fm.ownCache = true
 	}
-	env := &bmEnv{rep: rep, place: fm.place, progress: fm.progress}
+	env := &bmEnv{rep: o.rep, place: fm.place, progress: fm.progress}
 	env.skip = func(d *dataDir, e error) bool {
 		if !opts.isDiskFailure(e) {
 			return false
@@ -468,7 +532,7 @@ func OpenFs(opts Options) (_ *FsManager, rep *Report, err error) {
 		fm.markDirFailed(d, e)
 		return true
 	}
-	for _, s := range states {
+	for _, s := range o.states {
 		d := s.d
 		d.onErr = fm.handleIOError
 		if fm.cache != nil && opts.Kind == KindLog {
@@ -480,34 +544,38 @@ func OpenFs(opts Options) (_ *FsManager, rep *Report, err error) {
 	}
 	fm.groups.init(opts.PlacementSeed)
 	var bm Manager
+	var err error
 	if opts.Kind == KindLog {
 		bm, err = openLog(opts, env)
 	} else {
 		bm, err = openFile(opts, env)
 	}
 	if err != nil {
-		return nil, rep, err
+		return err
 	}
 	fm.Manager = bm
+	return nil
+}
 
-	// 7. Record new directories in the other directories' instance files.
-	if !opts.ReadOnly {
-		for _, s := range states {
-			if s.d.failed.Load() || slices.Equal(s.inst.GetDirSet().GetAllUuids(), fm.known) {
-				continue
-			}
-			s.inst.DirSet.AllUuids = append([]string(nil), fm.known...)
-			p := filepath.Join(s.d.path, dirInstanceFile)
-			if werr := writeInstanceFile(fsys, p, dirInstanceMagic, s.inst); werr != nil {
-				s.d.ioError(werr)
-				log.Warn("blockstore: could not update directory instance file", "file", p, "err", werr)
-			}
+// recordNewDirs is step 7: record new directories in the other
+// directories' instance files. A failed write is that directory's I/O
+// error, not the open's.
+func (o *fsOpen) recordNewDirs() {
+	if o.opts.ReadOnly {
+		return
+	}
+	fm := o.fm
+	for _, s := range o.states {
+		if s.d.failed.Load() || slices.Equal(s.inst.GetDirSet().GetAllUuids(), fm.known) {
+			continue
+		}
+		s.inst.DirSet.AllUuids = append([]string(nil), fm.known...)
+		p := filepath.Join(s.d.path, dirInstanceFile)
+		if werr := writeInstanceFile(o.opts.FS, p, dirInstanceMagic, s.inst); werr != nil {
+			s.d.ioError(werr)
+			o.log.Warn("blockstore: could not update directory instance file", "file", p, "err", werr)
 		}
 	}
-	log.Info("blockstore: opened file system", "uuid", fm.uuid, "kind", opts.Kind, "roots", roots,
-		"healthy_dirs", len(healthyOf(fm.dirs)), "dirs", len(fm.dataRoots), "read_only", opts.ReadOnly,
-		"startup_time", time.Since(start))
-	return fm, rep, nil
 }
 
 func joinMap(m map[string]error) error {
