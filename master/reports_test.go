@@ -99,7 +99,7 @@ func TestReportSplit(t *testing.T) {
 	}
 	kid := func(i int, s, e string) *pb.SplitChild {
 		return &pb.SplitChild{TabletId: ids.TabletIds[i], Range: &pb.RowRange{StartRow: []byte(s), EndRow: []byte(e)},
-			LogPositions: []*pb.LogPosition{{Prefix: "ts0_7100", FileTimestamp: 5}}, SplitLogs: []string{"splitlog/" + ids.TabletIds[i] + ".log"}}
+			LogPositions: []*pb.LogPosition{{Prefix: "ts0_7100", FileTimestamp: 5}}, ChildLogs: []string{"splitlog/" + ids.TabletIds[i] + ".log"}}
 	}
 	bad := []struct {
 		name string
@@ -130,7 +130,7 @@ func TestReportSplit(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, ch := range resp.Children {
-		if ch.TserverUuid != f.uuid || ch.Epoch != 1 || ch.State != pb.TabletState_TABLET_STATE_ASSIGNED || len(ch.SplitLogs) != 1 {
+		if ch.TserverUuid != f.uuid || ch.Epoch != 1 || ch.State != pb.TabletState_TABLET_STATE_ASSIGNED || len(ch.ChildLogs) != 1 {
 			t.Errorf("child %v", ch)
 		}
 	}

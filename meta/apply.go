@@ -581,7 +581,7 @@ func (w *writer) split(c *spb.MetaSplit) (*Result, error) {
 			LogPositions: ch.LogPositions,
 			Tsfiles:      ch.Tsfiles,
 			DataDirGroup: parent.DataDirGroup,
-			SplitLogs:    ch.SplitLogs,
+			ChildLogs:    ch.ChildLogs,
 			// The parent's recovery files may hold writes the children
 			// still need; each child drops them at its first checkpoint.
 			RecoveryFiles: parent.RecoveryFiles,

@@ -52,7 +52,7 @@
 //	tables    <name>                       → bighive.v1.TableSchema (protobuf)
 //	tablets   <tablet id>                  → bighive.v1.TabletMeta  (protobuf: table, range,
 //	                                         state, tserver, epoch, log positions, TSFiles,
-//	                                         data-dir group, split logs, recovery files)
+//	                                         data-dir group, child logs, recovery files)
 //	ranges    <table> 0x00 <start row>     → <tablet id>   (location lookups, row order)
 //	owners    <tserver uuid> 0x00 <tablet> → empty         (uuid "" = UNASSIGNED)
 //	tservers  <uuid>                       → bighive.storage.v1.MetaTServer (protobuf: address,
@@ -112,7 +112,7 @@
 // it at epoch 1, in one transaction. Its TSFiles are the report's flushed
 // files followed by both parents' lists as this metadata holds them (never
 // as the report claims them, so a compaction committed meanwhile counts);
-// it has no log positions, split logs or recovery files, because the
+// it has no log positions, child logs or recovery files, because the
 // flushed files hold the parents' buffers as of their fence. A retried
 // report of a committed merge answers the merged tablet again.
 //

@@ -15,7 +15,7 @@ import (
 // first, then the left parent's and the right parent's lists as this
 // metadata holds them (a compaction that committed during the merge is
 // included; its replaced files are not). The parents' log positions,
-// split logs and recovery files are not carried over: the report's files
+// child logs and recovery files are not carried over: the report's files
 // hold everything the parents' buffers held when they were fenced.
 func (w *writer) merge(c *spb.MetaMerge) (*Result, error) {
 	r := c.GetReport()

@@ -64,17 +64,17 @@ func (w *writer) logSplitsDone(c *spb.MetaLogSplitsDone) (*Result, error) {
 	return res, nil
 }
 
-// dropRecoveryFiles moves t's recovery files and split logs (both paths
+// dropRecoveryFiles moves t's recovery files and child logs (both paths
 // relative to the shared root, both flushed by the checkpoint that calls
 // this) to the garbage list and clears them from t (the caller stores t).
 func (w *writer) dropRecoveryFiles(t *pb.TabletMeta) error {
 	gc := w.tx.Bucket(bucketRecoveryGC)
-	for _, f := range append(t.RecoveryFiles, t.SplitLogs...) {
+	for _, f := range append(t.RecoveryFiles, t.ChildLogs...) {
 		if err := gc.Put([]byte(f), nil); err != nil {
 			return err
 		}
 	}
-	t.RecoveryFiles, t.SplitLogs = nil, nil
+	t.RecoveryFiles, t.ChildLogs = nil, nil
 	return nil
 }
 
@@ -119,12 +119,12 @@ func OldestPosition(t *pb.TabletMeta, prefix string) (int64, bool) {
 	return oldest, found
 }
 
-// RecoveryFilesInUse is the set of recovery files and split logs some
+// RecoveryFilesInUse is the set of recovery files and child logs some
 // tablet names.
 func (r *Reader) RecoveryFilesInUse() (map[string]bool, error) {
 	out := map[string]bool{}
 	err := r.ForEachTablet(func(t *pb.TabletMeta) error {
-		for _, f := range append(t.RecoveryFiles, t.SplitLogs...) {
+		for _, f := range append(t.RecoveryFiles, t.ChildLogs...) {
 			out[f] = true
 		}
 		return nil

@@ -90,7 +90,7 @@ func TestLogSplitDoneAndRecoveryGC(t *testing.T) {
 	}
 }
 
-// TestSplitLogsRetiredByCheckpoint: a split child names its split log
+// TestSplitLogsRetiredByCheckpoint: a split child names its child log
 // until its first checkpoint, which moves the log to the garbage list.
 func TestSplitLogsRetiredByCheckpoint(t *testing.T) {
 	f := openTestFSM(t)
@@ -100,13 +100,13 @@ func TestSplitLogsRetiredByCheckpoint(t *testing.T) {
 	f.mustApply(assignCmd(&spb.MetaAssign_Item{TabletId: parent, TserverUuid: "a"}))
 	ids := f.mustApply(&spb.MetaCommand{Cmd: &spb.MetaCommand_AllocateIds{AllocateIds: &spb.MetaAllocateIds{Count: 2}}}).IDs
 	kid := func(id, s, e string) *pb.SplitChild {
-		return &pb.SplitChild{TabletId: id, Range: &pb.RowRange{StartRow: []byte(s), EndRow: []byte(e)}, SplitLogs: []string{"splitlog/" + id + ".log"}}
+		return &pb.SplitChild{TabletId: id, Range: &pb.RowRange{StartRow: []byte(s), EndRow: []byte(e)}, ChildLogs: []string{"splitlog/" + id + ".log"}}
 	}
 	f.mustApply(splitCmd(parent, 1, "a", kid(ids[0], "m", "q"), kid(ids[1], "q", "")))
 	var inUse map[string]bool
 	_ = f.View(func(r *Reader) (err error) { inUse, err = r.RecoveryFilesInUse(); return err })
 	if !inUse["splitlog/"+ids[0]+".log"] || !inUse["splitlog/"+ids[1]+".log"] {
-		t.Fatalf("split logs not in use after the split: %v", inUse)
+		t.Fatalf("child logs not in use after the split: %v", inUse)
 	}
 	child := f.tablet(ids[0])
 	f.mustApply(loadCmd(ids[0], child.Epoch, "a", "a_1", 100))
@@ -118,8 +118,8 @@ func TestSplitLogsRetiredByCheckpoint(t *testing.T) {
 		inUse, err = r.RecoveryFilesInUse()
 		return err
 	})
-	if len(f.tablet(ids[0]).SplitLogs) != 0 || !slices.Equal(garbage, []string{"splitlog/" + ids[0] + ".log"}) || inUse["splitlog/"+ids[0]+".log"] || !inUse["splitlog/"+ids[1]+".log"] {
-		t.Fatalf("after the child's checkpoint: split logs %v, garbage %v, in use %v", f.tablet(ids[0]).SplitLogs, garbage, inUse)
+	if len(f.tablet(ids[0]).ChildLogs) != 0 || !slices.Equal(garbage, []string{"splitlog/" + ids[0] + ".log"}) || inUse["splitlog/"+ids[0]+".log"] || !inUse["splitlog/"+ids[1]+".log"] {
+		t.Fatalf("after the child's checkpoint: child logs %v, garbage %v, in use %v", f.tablet(ids[0]).ChildLogs, garbage, inUse)
 	}
 }
 

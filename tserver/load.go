@@ -206,7 +206,7 @@ func (s *Server) replayInSlot(ctx context.Context, a *pb.TabletAssignment) (*rep
 }
 
 // replay replays a tablet's logs: its recovery files, every listed log
-// position, and a split child's split logs.
+// position, and a split child's logs.
 func (s *Server) replay(ctx context.Context, r *replica, m *pb.TabletMeta) (replayed, error) {
 	rec := replayed{began: time.Now()}
 	if err := s.replayRecoveryFiles(ctx, r, m); err != nil {
@@ -222,7 +222,7 @@ func (s *Server) replay(ctx context.Context, r *replica, m *pb.TabletMeta) (repl
 		return rec, fmt.Errorf("tserver: replay tablet %s: %w", r.ID(), err)
 	}
 	// A split child: the writes made while its parent split (split.go).
-	return rec, s.replaySplitLogs(r, m.SplitLogs)
+	return rec, s.replayChildLogs(r, m.ChildLogs)
 }
 
 // reportAndServe records this tserver's log position in a replayed

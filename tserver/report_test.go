@@ -114,14 +114,14 @@ func TestMergeRetriedReportRefusalIsUnknown(t *testing.T) {
 // TestSplitRetriedReportRefusalIsUnknown: the split report commits, its
 // reply is lost, and the retry is refused. The outcome is unknown, not
 // refused: the parent must not take writes again and neither the
-// children's TSFiles nor their split logs (here holding the writes made
+// children's TSFiles nor their child logs (here holding the writes made
 // after the snapshot) may be deleted; the children the master committed
 // are then assigned and hold every acknowledged write.
 func TestSplitRetriedReportRefusalIsUnknown(t *testing.T) {
 	testRetriedRefusal(t, retriedReport{
-		// After the snapshot: the writes go to the split logs.
+		// After the snapshot: the writes go to the child logs.
 		hook: func(o *tserver.Options, pause func()) {
-			o.SplitHook = func(s split.Step) error { return pauseAt(s == split.StepSplitLogs, pause) }
+			o.SplitHook = func(s split.Step) error { return pauseAt(s == split.StepChildLogs, pause) }
 		},
 		run:     func(ctx context.Context, c *client.Client) error { return c.SplitTablet(ctx, "t", "m") },
 		reports: func(l *lostReply) int32 { return l.splits.Load() },

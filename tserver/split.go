@@ -235,7 +235,7 @@ func (m splitMaster) ReportSplit(ctx context.Context, rep split.Report) error {
 	for _, c := range rep.Children {
 		req.Children = append(req.Children, &pb.SplitChild{
 			TabletId: c.ID, Range: &pb.RowRange{StartRow: c.Start, EndRow: c.End},
-			Tsfiles: m.s.tsfileRefs(c.TSFiles), SplitLogs: []string{c.SplitLog},
+			Tsfiles: m.s.tsfileRefs(c.TSFiles), ChildLogs: []string{c.ChildLog},
 		})
 	}
 	ctx, cancel := context.WithTimeout(ctx, reportSplitTimeout)
@@ -364,9 +364,9 @@ func (s *Server) Split(ctx context.Context, req *pb.SplitRequest) (*pb.SplitResp
 	return nil, apierr.Wrap(codes.Aborted, err, "tserver %s: split tablet %s failed; nothing changed", s.addr, r.ID())
 }
 
-// replaySplitLogs applies a split child's split logs (the writes made
+// replayChildLogs applies a split child's logs (the writes made
 // while its parent split) after its TSFiles opened and its logs replayed.
-func (s *Server) replaySplitLogs(r *replica, paths []string) error {
+func (s *Server) replayChildLogs(r *replica, paths []string) error {
 	for _, p := range paths {
 		rep, err := wal.ReplayFile(s.fs, filepath.Join(s.opts.Root, p), func(rec *wal.Record) error {
 			if rec.TabletID != r.ID() {
@@ -375,9 +375,9 @@ func (s *Server) replaySplitLogs(r *replica, paths []string) error {
 			return r.Engine().Replay(rec)
 		})
 		if err != nil {
-			return fmt.Errorf("tserver: replay split log %s of tablet %s: %w", p, r.ID(), err)
+			return fmt.Errorf("tserver: replay child log %s of tablet %s: %w", p, r.ID(), err)
 		}
-		s.log.Info("split log replayed", "tablet", r.ID(), "path", p, "records", rep.Records, "torn", rep.Torn)
+		s.log.Info("child log replayed", "tablet", r.ID(), "path", p, "records", rep.Records, "torn", rep.Torn)
 	}
 	return nil
 }

@@ -282,11 +282,11 @@ func TestSplitFaultAtEachStep(t *testing.T) {
 						t.Fatalf("tablet %s %s after a failed split", tb.ID, tb.State)
 					}
 				}
-				// No new split log is left behind (older ones may be gone:
+				// No new child log is left behind (older ones may be gone:
 				// a child's first checkpoint retires its log for deletion).
 				for _, l := range splitLogs(t, n.root) {
 					if !slices.Contains(logsBefore, l) {
-						t.Fatalf("split log %s left after a failed split (before: %v)", l, logsBefore)
+						t.Fatalf("child log %s left after a failed split (before: %v)", l, logsBefore)
 					}
 				}
 				// Retried later: now without fault.
@@ -304,7 +304,7 @@ func TestSplitFaultAtEachStep(t *testing.T) {
 			checkRows(t, ctx, tbl, want)
 		})
 	}
-	// Restart: the children recover from their TSFiles and split logs.
+	// Restart: the children recover from their TSFiles and child logs.
 	ctx = phase()
 	if err := n.servers[0].Close(); err != nil {
 		t.Fatal(err)

@@ -739,9 +739,9 @@ type TabletMeta struct {
 	LogPositions []*LogPosition `protobuf:"bytes,7,rep,name=log_positions,json=logPositions,proto3" json:"log_positions,omitempty"`
 	Tsfiles      []*TSFileRef   `protobuf:"bytes,8,rep,name=tsfiles,proto3" json:"tsfiles,omitempty"`
 	DataDirGroup *DataDirGroup  `protobuf:"bytes,9,opt,name=data_dir_group,json=dataDirGroup,proto3" json:"data_dir_group,omitempty"`
-	// Split logs (paths under <root>/splitlog/) that hold writes of this
+	// Child logs (paths under <root>/splitlog/) that hold writes of this
 	// tablet made while its parent split.
-	SplitLogs []string `protobuf:"bytes,10,rep,name=split_logs,json=splitLogs,proto3" json:"split_logs,omitempty"`
+	ChildLogs []string `protobuf:"bytes,10,rep,name=child_logs,json=childLogs,proto3" json:"child_logs,omitempty"`
 	// Recovery files (paths under <root>/recovery/, relative to the root)
 	// holding this tablet's records split out of a dead tserver's log; the
 	// positions of that log were replaced by them. A checkpoint that
@@ -844,9 +844,9 @@ func (x *TabletMeta) GetDataDirGroup() *DataDirGroup {
 	return nil
 }
 
-func (x *TabletMeta) GetSplitLogs() []string {
+func (x *TabletMeta) GetChildLogs() []string {
 	if x != nil {
-		return x.SplitLogs
+		return x.ChildLogs
 	}
 	return nil
 }
@@ -1861,8 +1861,8 @@ const file_bighivepb_common_proto_rawDesc = "" +
 	"\atsfiles\x18\b \x03(\v2\x15.bighive.v1.TSFileRefR\atsfiles\x12>\n" +
 	"\x0edata_dir_group\x18\t \x01(\v2\x18.bighive.v1.DataDirGroupR\fdataDirGroup\x12\x1d\n" +
 	"\n" +
-	"split_logs\x18\n" +
-	" \x03(\tR\tsplitLogs\x12%\n" +
+	"child_logs\x18\n" +
+	" \x03(\tR\tchildLogs\x12%\n" +
 	"\x0erecovery_files\x18\v \x03(\tR\rrecoveryFiles\"\x93\x05\n" +
 	"\bMutation\x129\n" +
 	"\bset_cell\x18\x01 \x01(\v2\x1c.bighive.v1.Mutation.SetCellH\x00R\asetCell\x12U\n" +

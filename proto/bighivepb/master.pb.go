@@ -2556,7 +2556,7 @@ type SplitChild struct {
 	Range         *RowRange              `protobuf:"bytes,2,opt,name=range,proto3" json:"range,omitempty"`
 	Tsfiles       []*TSFileRef           `protobuf:"bytes,3,rep,name=tsfiles,proto3" json:"tsfiles,omitempty"`
 	LogPositions  []*LogPosition         `protobuf:"bytes,4,rep,name=log_positions,json=logPositions,proto3" json:"log_positions,omitempty"`
-	SplitLogs     []string               `protobuf:"bytes,5,rep,name=split_logs,json=splitLogs,proto3" json:"split_logs,omitempty"`
+	ChildLogs     []string               `protobuf:"bytes,5,rep,name=child_logs,json=childLogs,proto3" json:"child_logs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2619,9 +2619,9 @@ func (x *SplitChild) GetLogPositions() []*LogPosition {
 	return nil
 }
 
-func (x *SplitChild) GetSplitLogs() []string {
+func (x *SplitChild) GetChildLogs() []string {
 	if x != nil {
-		return x.SplitLogs
+		return x.ChildLogs
 	}
 	return nil
 }
@@ -4459,7 +4459,7 @@ const file_bighivepb_master_proto_rawDesc = "" +
 	"\atsfiles\x18\x03 \x03(\v2\x15.bighive.v1.TSFileRefR\atsfiles\x12<\n" +
 	"\rlog_positions\x18\x04 \x03(\v2\x17.bighive.v1.LogPositionR\flogPositions\x12\x1d\n" +
 	"\n" +
-	"split_logs\x18\x05 \x03(\tR\tsplitLogs\"\xb8\x01\n" +
+	"child_logs\x18\x05 \x03(\tR\tchildLogs\"\xb8\x01\n" +
 	"\x12ReportSplitRequest\x12(\n" +
 	"\x10parent_tablet_id\x18\x01 \x01(\tR\x0eparentTabletId\x12!\n" +
 	"\fparent_epoch\x18\x02 \x01(\x03R\vparentEpoch\x12!\n" +

@@ -13,7 +13,7 @@ import (
 )
 
 // TestReplayObservesRecords: a replayed record (from a log, a recovery file
-// or a split log) moves the tablet's clock past its ops' timestamps, which
+// or a child log) moves the tablet's clock past its ops' timestamps, which
 // the writing server's tablet clock may have put ahead of the wall time the
 // log stamped on the record, and its write sequence past the record's; and
 // replaying it twice is replaying it once.

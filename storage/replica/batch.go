@@ -148,7 +148,7 @@ func (r *Replica) writeBatch(ctx context.Context, ms []*mutation.RowMutation, er
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
-	// Step 7: the split's dual-write, each row to its child's split log;
+	// Step 7: the split's dual-write, each row to its child's log;
 	// a failure there abandons the split, not the write (see Write).
 	_ = adm.LogBatch(ctx, logged)
 	// Step 8: one apply pass, in sequence order.

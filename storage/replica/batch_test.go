@@ -208,7 +208,7 @@ func TestWriteBatchFailedLog(t *testing.T) {
 }
 
 // TestWriteBatchDuringSplit: batches written while a real split
-// dual-writes reach both the WAL and their child's split log, the rows of
+// dual-writes reach both the WAL and their child's child log, the rows of
 // each child in it, and the split commits.
 func TestWriteBatchDuringSplit(t *testing.T) {
 	g := newRig(t, noFaults())
@@ -219,7 +219,7 @@ func TestWriteBatchDuringSplit(t *testing.T) {
 			return tsfile.Open(g.mgr, f.FooterRef(), tsfile.ReaderOptions{})
 		},
 		Hook: func(s split.Step) error {
-			if s == split.StepSplitLogs {
+			if s == split.StepChildLogs {
 				close(routed)
 				<-cont
 			}
@@ -247,15 +247,15 @@ func TestWriteBatchDuringSplit(t *testing.T) {
 	}
 	for c, id := range []string{"c1", "c2"} {
 		got := map[string]bool{}
-		if _, err := wal.ReplayFile(vfs.Default, filepath.Join(g.root, split.SplitLogPath(id)), func(rec *wal.Record) error {
+		if _, err := wal.ReplayFile(vfs.Default, filepath.Join(g.root, split.ChildLogPath(id)), func(rec *wal.Record) error {
 			got[string(rec.Mutation.Row)] = true
 			return nil
 		}); err != nil {
-			t.Fatalf("replay split log %s: %v", id, err)
+			t.Fatalf("replay child log %s: %v", id, err)
 		}
 		for i, m := range ms {
 			if got[string(m.Row)] != (i%2 == c) {
-				t.Errorf("row %s in split log %s: %v", m.Row, id, got[string(m.Row)])
+				t.Errorf("row %s in child log %s: %v", m.Row, id, got[string(m.Row)])
 			}
 		}
 	}

@@ -33,7 +33,7 @@
 //     record is waited for whatever the context does and, once logged,
 //     applied, so a cancelled request never leaves a record that is
 //     logged but invisible until the next restart.
-//  7. During a split, the record is appended to the split log of the
+//  7. During a split, the record is appended to the child log of the
 //     child covering its row. A failed append there abandons the split
 //     (it is checked after the split's fence, before its report), so the
 //     parent keeps owning the row and the write still counts.
@@ -110,7 +110,7 @@
 //
 //   - When Write (or WriteBatch for a row) returns nil the record is durable in the WAL (fdatasync
 //     returned) and visible to every later read of the replica; during a
-//     split it is also durable in its child's split log, or else that
+//     split it is also durable in its child's log, or else that
 //     split never reports to the master (the parent keeps the row).
 //   - When Write returns an error the record is either not logged, or
 //     logged and applied (ErrLeaseLost; an error of step 7 is not

@@ -158,9 +158,9 @@ func (r *Replica) Stop() (first bool) {
 // Write is the write path of one row mutation: validate and assign
 // timestamps, wait for buffer memory, admit (tablet serving, the state
 // lock shared, a running split's dual-write), append to the WAL, append
-// to the split log, apply to the active buffer, check the lease. When it
+// to the child log, apply to the active buffer, check the lease. When it
 // returns nil the write is durable in the log and visible to reads, and,
-// during a split, durable in its child's split log too or else the split
+// during a split, durable in its child's log too or else the split
 // cannot commit. See the package documentation for why the steps come in
 // this order.
 func (r *Replica) Write(ctx context.Context, m *mutation.RowMutation) error {

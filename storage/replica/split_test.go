@@ -26,13 +26,13 @@ func (splitMaster) AllocateTabletIDs(context.Context, int) ([]string, error) {
 
 func (splitMaster) ReportSplit(context.Context, split.Report) error { return nil }
 
-// TestCancelDuringSplitLogAppend runs a real split of the replica's tablet
+// TestCancelDuringChildLogAppend runs a real split of the replica's tablet
 // and, while it dual-writes, cancels a write's request context while its
 // split-log append is in flight (held back by the errorfs seam). The
 // split must still commit, and the write come back either acknowledged —
-// then visible in the parent and in its child's split log, which the
+// then visible in the parent and in its child's log, which the
 // child replays — or failed and in neither log.
-func TestCancelDuringSplitLogAppend(t *testing.T) {
+func TestCancelDuringChildLogAppend(t *testing.T) {
 	var armed atomic.Bool
 	entered := make(chan struct{}, 1)
 	release := make(chan struct{})
@@ -57,7 +57,7 @@ func TestCancelDuringSplitLogAppend(t *testing.T) {
 			return tsfile.Open(g.mgr, f.FooterRef(), tsfile.ReaderOptions{})
 		},
 		Hook: func(s split.Step) error {
-			if s == split.StepSplitLogs {
+			if s == split.StepChildLogs {
 				close(routed)
 				<-cont
 			}
@@ -89,18 +89,18 @@ func TestCancelDuringSplitLogAppend(t *testing.T) {
 	if serr := <-splitDone; serr != nil {
 		t.Fatalf("split: %v", serr)
 	}
-	inSplitLog := false
-	if _, rerr := wal.ReplayFile(vfs.Default, filepath.Join(g.root, split.SplitLogPath("c2")), func(rec *wal.Record) error {
-		inSplitLog = inSplitLog || string(rec.Mutation.Row) == "x"
+	inChildLog := false
+	if _, rerr := wal.ReplayFile(vfs.Default, filepath.Join(g.root, split.ChildLogPath("c2")), func(rec *wal.Record) error {
+		inChildLog = inChildLog || string(rec.Mutation.Row) == "x"
 		return nil
 	}); rerr != nil {
-		t.Fatalf("replay the split log: %v", rerr)
+		t.Fatalf("replay the child log: %v", rerr)
 	}
 	vis, inLog := g.visible(t, "x", "v"), g.logged(t, "x")
-	t.Logf("write returned %v; visible %v, in the log %v, in the split log %v", err, vis, inLog, inSplitLog)
+	t.Logf("write returned %v; visible %v, in the log %v, in the child log %v", err, vis, inLog, inChildLog)
 	switch {
-	case err == nil && (!vis || !inSplitLog):
-		t.Fatalf("an acknowledged write is visible %v, in its child's split log %v", vis, inSplitLog)
+	case err == nil && (!vis || !inChildLog):
+		t.Fatalf("an acknowledged write is visible %v, in its child's log %v", vis, inChildLog)
 	case err != nil && inLog && !vis:
 		t.Fatalf("write failed with %v, but its record is in the log and not applied", err)
 	case err != nil && errors.Is(err, context.Canceled):

@@ -7,11 +7,11 @@
 //
 //	<root>/splitlog/<child-id>.log   one per child, created at step 4
 //
-// A split log is a single-file log in the WAL's format (wal.CreateSingle,
+// A child log is a single-file log in the WAL's format (wal.CreateSingle,
 // format version 2, see package wal): file header with the child id as
 // prefix, then records `seq, timestamp, tablet id (the child's), row
 // mutation`, length-prefixed and CRC-32C checksummed. The children's
-// metadata names it (TabletMeta.split_logs, relative to the root); a
+// metadata names it (TabletMeta.child_logs, relative to the root); a
 // child's loader replays it (wal.ReplayFile) after its TSFiles are open.
 //
 // # The six steps (Run)
@@ -25,13 +25,13 @@
 //  3. The middle row: one scan of the visible rows with bounded sampling;
 //     the first row at which half the bytes lie before it. It is a row key,
 //     so every row goes whole to one child.
-//  4. Both split logs are created (header and directory entry synced).
+//  4. Both child logs are created (header and directory entry synced).
 //     Then, under the exclusive state lock (Options.Exclusive) — which every
 //     write holds shared from its WAL append to its apply — the parent's writes are routed
 //     through DualWrite and the active buffer is swapped out. This is the
 //     snapshot point S: a write acknowledged before S is in the swapped
 //     buffer or the TSFiles; a write after S is appended (durably, before
-//     its acknowledgement) to the split log of the child covering its row,
+//     its acknowledgement) to the log of the child covering its row,
 //     as well as to the tserver's WAL.
 //  5. The children's TSFiles: the swapped buffer is flushed to a temporary
 //     TSFile, and the merge (newest first) of it and the parent's TSFiles,
@@ -40,10 +40,10 @@
 //  6. The parent is fenced: new writes fail with ErrFenced (the tserver
 //     answers WRONG_TABLET) and the admitted ones finish their split-log
 //     append. A write whose split-log append failed (it is in the
-//     parent's log and buffer, not in its child's split log) abandons the
+//     parent's log and buffer, not in its child's log) abandons the
 //     split here, before any report. Then the report: the master, in one raft command (one bbolt
 //     transaction), checks the parent's epoch, removes the parent and adds
-//     the children (range, TSFiles, no log positions, split logs), both
+//     the children (range, TSFiles, no log positions, child logs), both
 //     ASSIGNED to this tserver at epoch 1. The caller unloads the parent
 //     and loads the children through the normal load path.
 //
@@ -55,7 +55,7 @@
 // or not — is in the tserver's WAL before it is acknowledged. So a crash
 // (or failure) at steps 1–6 before the commit leaves the parent intact,
 // and after recovery (here or on another tserver) it holds every
-// acknowledged write; the leftovers are split logs (removed on a failure;
+// acknowledged write; the leftovers are child logs (removed on a failure;
 // after a crash unnamed files no replay reads) and the children's TSFile
 // blocks, which no metadata names (deleted on a failure, else collected by
 // the orphan pass). A failed split is retried later.
@@ -63,10 +63,10 @@
 // After the commit the children hold every acknowledged write of their
 // rows: those acknowledged before S are in their TSFiles (the snapshot
 // holds all of the parent's data as of S); those after S are in their
-// split logs, durably before the acknowledgement; and no write is
+// child logs, durably before the acknowledgement; and no write is
 // acknowledged by the parent after the fence, which precedes the report.
 // A record in both (a write that raced the snapshot can only be in the
-// split log, but replaying a split log twice, or one whose writes a later
+// child log, but replaying a child log twice, or one whose writes a later
 // checkpoint of the child flushed, is harmless) replays idempotently: the
 // triple (row, column, timestamp) is unique and its timestamp is in the
 // record (invariant 4 in docs/design.md, 'replay is idempotent'). Hence the children need no log position
@@ -80,7 +80,7 @@
 //
 // A refusal of a retried report is outcome unknown too. Only a definite
 // refusal (ErrRefused) undoes the split (the parent takes writes again,
-// the split logs and the children's TSFiles are deleted), and a refusal is
+// the child logs and the children's TSFiles are deleted), and a refusal is
 // definite only when it answered the report's first attempt. The master
 // connection retries an attempt on another master after a transport
 // error, a timeout or a leader change, and the attempt it retries may have
@@ -89,7 +89,7 @@
 // split made them (meta's splitDone); once a child was split or merged
 // again the retry is refused (NotFound …) though the split committed, and
 // undoing it would let a parent the metadata no longer has take writes
-// and delete the files and split logs the children name.
+// and delete the files and child logs the children name.
 //
 // # Storms
 //

@@ -11,7 +11,7 @@ import (
 	"bighive/storage/wal"
 )
 
-// DualWrite routes the parent's writes into the children's split logs
+// DualWrite routes the parent's writes into the children's child logs
 // while a split runs (step 4 until the report of step 6). The tserver's
 // write path calls Admit under the shared state lock before its WAL
 // append, Log after it, and Done when the write ends.
@@ -47,10 +47,10 @@ func (d *DualWrite) Admit() (*Admitted, error) {
 	return &Admitted{d: d}, nil
 }
 
-// Log appends m to the split log of the child that covers its row and
+// Log appends m to the log of the child that covers its row and
 // returns once the record is durable. The caller's context does not cut
 // the append short: a write already in the parent's log must reach the
-// split log too, or the split must fail. A failed append is remembered,
+// child log too, or the split must fail. A failed append is remembered,
 // and the split that admitted the write then refuses to commit (Run
 // checks after the fence), so the parent, which logged and applied the
 // write, keeps owning its row.
@@ -60,7 +60,7 @@ func (a *Admitted) Log(ctx context.Context, m *mutation.RowMutation) error {
 	}
 	i := a.d.child(m.Row)
 	if err := a.d.logs[i].Append(context.WithoutCancel(ctx), a.d.ids[i], m); err != nil {
-		err = fmt.Errorf("%w: %w", ErrSplitLog, err)
+		err = fmt.Errorf("%w: %w", ErrChildLog, err)
 		a.d.errMu.Lock()
 		if a.d.err == nil {
 			a.d.err = err
@@ -94,7 +94,7 @@ func (a *Admitted) LogBatch(ctx context.Context, ms []*mutation.RowMutation) (er
 			if err == nil {
 				continue
 			}
-			err = fmt.Errorf("%w: %w", ErrSplitLog, err)
+			err = fmt.Errorf("%w: %w", ErrChildLog, err)
 			errs[idx[k]] = err
 			a.d.errMu.Lock()
 			if a.d.err == nil {
@@ -128,7 +128,7 @@ func (d *DualWrite) child(row []byte) int {
 }
 
 // fence refuses new writes and waits for the admitted ones: when it
-// returns, every write the parent may still acknowledge is in a split log.
+// returns, every write the parent may still acknowledge is in a child log.
 func (d *DualWrite) fence() {
 	d.mu.Lock()
 	d.fenced = true

@@ -30,8 +30,8 @@ var (
 	// ErrFenced is returned to a write of the parent once the split's
 	// report is being sent (the client refreshes its locations).
 	ErrFenced = errors.New("split: tablet is being replaced by its children")
-	// ErrSplitLog wraps a failed append to a split log.
-	ErrSplitLog = errors.New("split: split log append failed")
+	// ErrChildLog wraps a failed append to a child log.
+	ErrChildLog = errors.New("split: child log append failed")
 	// ErrRefused wraps the master's definite refusal of the report (stale
 	// epoch, unknown parent, bad children), one that answered the report's
 	// first attempt: nothing was committed.
@@ -53,7 +53,7 @@ const (
 	StepPrepare   Step = 1 // preparing state entered: no checkpoint runs
 	StepAllocate  Step = 2 // child ids allocated at the master
 	StepMidRow    Step = 3 // middle row chosen
-	StepSplitLogs Step = 4 // split logs created, dual-write on, buffers swapped
+	StepChildLogs Step = 4 // child logs created, dual-write on, buffers swapped
 	StepTSFiles   Step = 5 // children's TSFiles written (no metadata changed)
 	StepReport    Step = 6 // the parent fenced, the report about to be sent
 	StepCommitted Step = 7 // the master committed the split
@@ -79,8 +79,9 @@ type Child struct {
 	ID         string
 	Start, End []byte // [Start, End); End nil: unbounded
 	TSFiles    []tsfile.Info
-	// SplitLog is the child's split log, relative to the shared root.
-	SplitLog string
+	// ChildLog is the child's log during the split (its dual-written
+	// writes), relative to the shared root.
+	ChildLog string
 }
 
 // Report is step 6's report to the master.
@@ -161,9 +162,9 @@ type Result struct {
 	Took, Blocked time.Duration
 }
 
-// SplitLogPath is the path, relative to the shared root, of a child's
-// split log.
-func SplitLogPath(childID string) string { return filepath.Join("splitlog", childID+".log") }
+// ChildLogPath is the path, relative to the shared root, of a child's
+// child log.
+func ChildLogPath(childID string) string { return filepath.Join("splitlog", childID+".log") }
 
 // Run splits one tablet, following the six steps in doc.go.
 // A nil error means the master committed the split: the caller unloads
@@ -226,14 +227,14 @@ func Run(ctx context.Context, o Options, req Request) (res *Result, err error) {
 		}
 	}
 	rep := Report{ParentID: req.TabletID, Epoch: req.Epoch, Children: [2]Child{
-		{ID: ids[0], Start: req.Start, End: mid, SplitLog: SplitLogPath(ids[0])},
-		{ID: ids[1], Start: mid, End: req.End, SplitLog: SplitLogPath(ids[1])},
+		{ID: ids[0], Start: req.Start, End: mid, ChildLog: ChildLogPath(ids[0])},
+		{ID: ids[1], Start: mid, End: req.End, ChildLog: ChildLogPath(ids[1])},
 	}}
 	if err := hook(StepMidRow); err != nil {
 		return nil, err
 	}
 
-	// Step 4: the split logs, then dual-write and the snapshot point in
+	// Step 4: the child logs, then dual-write and the snapshot point in
 	// one exclusive section of the state lock.
 	dw := &DualWrite{mid: mid, ids: [2]string{ids[0], ids[1]}}
 	var children []tsfile.Info // written so far, deleted on failure
@@ -249,7 +250,7 @@ func Run(ctx context.Context, o Options, req Request) (res *Result, err error) {
 		}
 		dw.unfence()
 		if derr := dw.drain(true); derr != nil {
-			log.Warn("split: removing split logs", "err", derr)
+			log.Warn("split: removing child logs", "err", derr)
 		}
 		deleteFiles(o, children, log)
 	}()
@@ -268,7 +269,7 @@ func Run(ctx context.Context, o Options, req Request) (res *Result, err error) {
 	if pending && !swapped {
 		return nil, ErrBusy
 	}
-	if err := hook(StepSplitLogs); err != nil {
+	if err := hook(StepChildLogs); err != nil {
 		return nil, err
 	}
 
@@ -288,7 +289,7 @@ func Run(ctx context.Context, o Options, req Request) (res *Result, err error) {
 	fenced := time.Now()
 	// Every admitted write has ended (fence waited for them). A write
 	// whose split-log append failed is in the parent's log and buffer but
-	// not in its child's split log: the children would miss it, so the
+	// not in its child's log: the children would miss it, so the
 	// split stops here and the parent keeps its rows.
 	if ferr := dw.failed(); ferr != nil {
 		return nil, fmt.Errorf("split: tablet %s: a dual write failed, the split is abandoned: %w", req.TabletID, ferr)
@@ -304,10 +305,10 @@ func Run(ctx context.Context, o Options, req Request) (res *Result, err error) {
 		return nil, fmt.Errorf("%w: tablet %s: %w", ErrOutcomeUnknown, req.TabletID, err)
 	}
 	blocked := time.Since(fenced)
-	// Committed: the children own the rows. The split logs stay (the
+	// Committed: the children own the rows. The child logs stay (the
 	// children replay them when they load, here or elsewhere).
 	if derr := dw.drain(false); derr != nil {
-		log.Warn("split: closing split logs", "err", derr)
+		log.Warn("split: closing child logs", "err", derr)
 	}
 	if err := hook(StepCommitted); err != nil {
 		// Past the commit a failure changes nothing: the split is done.
@@ -320,9 +321,9 @@ func Run(ctx context.Context, o Options, req Request) (res *Result, err error) {
 }
 
 func createSplitLog(o Options, id string) (*wal.SingleFile, error) {
-	f, err := wal.CreateSingle(o.FS, filepath.Join(o.Root, SplitLogPath(id)), id)
+	f, err := wal.CreateSingle(o.FS, filepath.Join(o.Root, ChildLogPath(id)), id)
 	if err != nil {
-		return nil, fmt.Errorf("split: create split log of %s: %w", id, err)
+		return nil, fmt.Errorf("split: create child log of %s: %w", id, err)
 	}
 	return f, nil
 }

@@ -43,7 +43,7 @@
 // life, across restarts and moves to other tservers (the tserver's WAL
 // sequence is per server and is not comparable after a failover): Open
 // continues above the largest Seq and timestamp of the TSFiles (kept in
-// their footers), and replay (log, recovery files, split logs) observes the
+// their footers), and replay (log, recovery files, child logs) observes the
 // Seq and the timestamps of every record it applies (ObserveMutation), so
 // sequences and server timestamps assigned afterwards are greater than
 // every existing one even when this server's clock is behind.
@@ -144,12 +144,12 @@
 //  2. Hence every logged record whose sequences are at or below F, the
 //     largest MaxSeq of the tablet's files, is in the files (or was
 //     dropped from them with what hid it). A split child's file is its
-//     parent's snapshot clipped to its range; its split log holds only
+//     parent's snapshot clipped to its range; its child log holds only
 //     later writes. A merged tablet replays no log of its parents: its
 //     files hold their buffers as of the fence. A major compaction keeps
 //     an entry of sequence F, so F never goes down, even when everything
 //     else is dropped.
-//  3. Replay (log positions, recovery files, split logs) skips a record
+//  3. Replay (log positions, recovery files, child logs) skips a record
 //     whose last sequence is at or below FlushedSeq, the F of the files
 //     Open was given. Such records are read: a checkpoint names the log
 //     file it rolled to, which holds only later writes, but one whose

@@ -103,7 +103,7 @@ func TestAppendBatch(t *testing.T) {
 }
 
 // TestSingleFileAppendBatch: a batch larger than the unsynced window
-// (SplitLogMaxFlush) syncs its own records before it waits for room, so
+// (ChildLogMaxFlush) syncs its own records before it waits for room, so
 // it neither deadlocks nor breaks the window bound, and every record
 // replays.
 func TestSingleFileAppendBatch(t *testing.T) {

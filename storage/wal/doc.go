@@ -116,7 +116,7 @@
 // are pre-zeroed (or grow), and the rest of the file is zero. L is at most
 // MaxRecordBytes.
 //
-// Version 1, still read (files of older logs; split logs made before;
+// Version 1, still read (files of older logs; child logs made before;
 // recovery files keep its frames): the header has no flags field (32 bytes
 // before the prefix instead of 36), and a frame is length u32 | crc u32 |
 // payload, crc = CRC-32C of the length bytes and the payload, unmasked. A
@@ -193,8 +193,8 @@
 // only the newest file (the one it continues); damage in older files
 // stays in place for replay and log splitting to report.
 //
-// Single-file logs (split logs, CreateSingle) are new files of the same
-// format: their header's maxFlush (SplitLogMaxFlush) bounds the bytes
+// Single-file logs (child logs, CreateSingle) are new files of the same
+// format: their header's maxFlush (ChildLogMaxFlush) bounds the bytes
 // written and not yet synced at any time, or one larger record alone.
 //
 // # Appends, contexts and failure

@@ -286,7 +286,7 @@ func TestSingleFileContextEndsDuringSync(t *testing.T) {
 	<-gate.entered // written, in its fdatasync
 	// A record that does not fit in the window behind the unsynced one
 	// waits for room; its context stops it.
-	big := testMutation(2, 1<<20) // more than the window (SplitLogMaxFlush) behind the unsynced record
+	big := testMutation(2, 1<<20) // more than the window (ChildLogMaxFlush) behind the unsynced record
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	res2 := make(chan error, 1)
 	go func() { res2 <- f.Append(ctx2, "c", big) }()

@@ -141,9 +141,9 @@ func TestTaskIDRoundTrip(t *testing.T) {
 	if err != nil || split != nil || del != p {
 		t.Fatalf("delete task: %v %q %v", split, del, err)
 	}
-	// A retired split log can be deleted too.
+	// A retired child log can be deleted too.
 	if _, del, err := ParseTaskID(DeleteTaskID("splitlog/t0000000000000009.log")); err != nil || del != "splitlog/t0000000000000009.log" {
-		t.Fatalf("split log delete task: %q %v", del, err)
+		t.Fatalf("child log delete task: %q %v", del, err)
 	}
 	for _, bad := range []string{"", "split/", "split/x/1-2", "delete/../etc/passwd", "delete/recovery/" + r.String() + "/../../x.log",
 		"delete/splitlog/.log", "delete/splitlog/../wal/x.log", "delete/splitlog/x.txt", "delete/splitlog/a/b.log",

@@ -14,7 +14,7 @@ import (
 	"bighive/storage/vfs"
 )
 
-// A single-file log in this package's format, for split logs
+// A single-file log in this package's format, for child logs
 // (<root>/splitlog/<tablet-id>.log, docs/design.md 'Split'): the same file
 // header (Version) and the same record frames, so ReplayFile reads it
 // and tells a torn tail from corruption exactly as for a tserver's log.
@@ -29,17 +29,17 @@ import (
 // never in a file whose name a crash can lose.
 //
 // A crash can damage only what was written after the last completed sync.
-// Appenders keep that unsynced tail within SplitLogMaxFlush bytes, or one
+// Appenders keep that unsynced tail within ChildLogMaxFlush bytes, or one
 // larger record alone: a record that would push it past the window waits
 // until the syncs in flight have made room. So the header's MaxFlush is a
 // true bound, and replay tells a torn tail from corruption with the same
 // window rule as for a tserver's log (a single-file log is the newest and
 // only file of its owner).
 
-// SplitLogMaxFlush is the torn-tail window written into a single-file
+// ChildLogMaxFlush is the torn-tail window written into a single-file
 // log's header: the most bytes written and not yet synced at any time
 // (or one larger record).
-const SplitLogMaxFlush = 1 << 20
+const ChildLogMaxFlush = 1 << 20
 
 // ErrSingleClosed is returned by Append after Close or Remove.
 var ErrSingleClosed = errors.New("wal: single-file log closed")
@@ -82,7 +82,7 @@ func CreateSingle(fsys vfs.FS, path, owner string) (*SingleFile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("wal: create %s: %w", path, err)
 	}
-	h := fileHeader{Prefix: owner, FileTS: time.Now().UnixMicro(), FirstSeq: 1, MaxFlush: SplitLogMaxFlush}
+	h := fileHeader{Prefix: owner, FileTS: time.Now().UnixMicro(), FirstSeq: 1, MaxFlush: ChildLogMaxFlush}
 	buf := h.appendTo(nil)
 	if _, err := f.WriteAt(buf, 0); err == nil {
 		err = f.Sync()
@@ -202,7 +202,7 @@ func (s *SingleFile) writeLocked(ctx context.Context, frame []byte, partial uint
 		if s.err != nil {
 			return 0, s.err
 		}
-		if s.off == s.durable || s.off-s.durable+n <= SplitLogMaxFlush {
+		if s.off == s.durable || s.off-s.durable+n <= ChildLogMaxFlush {
 			break
 		}
 		if noWait {
