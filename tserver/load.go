@@ -164,7 +164,7 @@ func (s *Server) open(a *pb.TabletAssignment) (*replica, error) {
 	}
 	r.Replica = rp.New(rp.Options{
 		ID: m.TabletId, Table: m.Table, Start: m.GetRange().GetStartRow(), End: m.GetRange().GetEndRow(), Epoch: m.Epoch,
-		Engine: checkpoint.NewEngine(t, m.Epoch), Log: s.wal, Admit: s.eng.coord,
+		Load: checkpoint.NewTabletLoad(t, m.Epoch), Log: s.wal, Admit: s.eng.coord,
 		Lease: s.leaseValid, Throttle: s.admitWrite(m.TabletId), LogFailed: s.logFailed,
 		Server: s.addr,
 	})
@@ -213,7 +213,7 @@ func (s *Server) replay(ctx context.Context, r *replica, m *pb.TabletMeta) (repl
 		return rec, err
 	}
 	positions := positionsFromPB(m.LogPositions)
-	rep, err := checkpoint.RecoverTablet(ctx, r.Engine(), positions, s.fs, s.opts.Root)
+	rep, err := checkpoint.RecoverTablet(ctx, r.Load(), positions, s.fs, s.opts.Root)
 	for _, f := range rep.Files {
 		s.metrics.onRecoveryRead(readLogReplay, f.Size)
 	}
@@ -241,7 +241,7 @@ func (s *Server) reportAndServe(ctx context.Context, r *replica, m *pb.TabletMet
 		s.failLoad(r, err)
 		return fmt.Errorf("tserver: report load of tablet %s: %w", r.ID(), err)
 	}
-	r.Engine().SetServing(true)
+	r.Load().SetServing(true)
 	since(s.metrics.recoveries, rec.began)
 	s.log.Info("tablet serving", "tablet", r.ID(), "epoch", r.Epoch(), "tsfiles", len(m.Tsfiles),
 		"log_files", rec.files, "records", rec.records, "took", time.Since(rec.began))
@@ -297,7 +297,7 @@ func (s *Server) unload(r *replica, why string) {
 		return
 	}
 	s.tablets.remove(r)
-	r.Engine().Close()
+	r.Load().Close()
 	s.log.Info("tablet unloaded", "tablet", r.ID(), "epoch", r.Epoch(), "why", why)
 	s.nudgeHeartbeat()
 }
@@ -325,11 +325,11 @@ func (s *Server) reports() []*pb.TabletReport {
 		out = append(out, &pb.TabletReport{TabletId: id, Epoch: ep})
 	}
 	for _, r := range all {
-		files := r.Engine().Files()
-		space := tabletSpace(files, r.Engine().EstimateGarbage)
-		mem := r.Engine().MemoryUsage()
+		files := r.Load().Files()
+		space := tabletSpace(files, r.Load().EstimateGarbage)
+		mem := r.Load().MemoryUsage()
 		out = append(out, &pb.TabletReport{TabletId: r.ID(), Epoch: r.Epoch(), SizeBytes: space.FileBytes + mem, MemstoreBytes: mem,
-			Serving: r.Engine().Serving(), Space: space})
+			Serving: r.Load().Serving(), Space: space})
 	}
 	return out
 }

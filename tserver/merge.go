@@ -32,7 +32,7 @@ func (s *Server) Merge(ctx context.Context, req *pb.MergeRequest) (*pb.MergeResp
 		return nil, err
 	}
 	for _, r := range []*replica{left, right} {
-		if !r.Engine().Serving() {
+		if !r.Load().Serving() {
 			return nil, apierr.Tablet(pb.TabletError_NOT_SERVING, r.ID(), r.Epoch(), "tablet %s is not serving on %s", r.ID(), s.addr)
 		}
 	}
@@ -78,7 +78,7 @@ func (s *Server) runMerge(ctx context.Context, left, right *replica) (*merge.Res
 		Logger:     s.log,
 	}
 	parent := func(r *replica) merge.Parent {
-		p := merge.Parent{ID: r.ID(), Epoch: r.Epoch(), Start: r.Start(), End: r.End(), Tablet: r.Engine(), Route: r.Route}
+		p := merge.Parent{ID: r.ID(), Epoch: r.Epoch(), Start: r.Start(), End: r.End(), Tablet: r.Load(), Route: r.Route}
 		if len(p.End) == 0 {
 			p.End = nil
 		}

@@ -121,7 +121,7 @@ func (s *Server) replayRecoveryFiles(ctx context.Context, r *replica, m *pb.Tabl
 				return nil // a split parent's records: the split flushed them
 			}
 			records++
-			return r.Engine().Replay(rec)
+			return r.Load().Replay(rec)
 		})
 		if err != nil {
 			return fmt.Errorf("tserver: replay recovery file of tablet %s: %w", r.ID(), err)

@@ -30,7 +30,7 @@ func (s *Server) SampleRowKeys(ctx context.Context, req *pb.SampleRowKeysRequest
 	if len(end) == 0 {
 		end = nil
 	}
-	samples, total, err := r.Engine().SampleRowKeys(ctx, r.Start(), end, req.SampleBytes)
+	samples, total, err := r.Load().SampleRowKeys(ctx, r.Start(), end, req.SampleBytes)
 	if err != nil {
 		return nil, s.tabletErr(r, err)
 	}

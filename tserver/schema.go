@@ -62,7 +62,7 @@ func (s *Server) learnSchema(ts *pb.TableSchema) {
 	sch := schemaOf(newest)
 	for _, r := range s.tablets.all() {
 		if r.Table() == newest.Name {
-			r.Engine().SetSchema(sch)
+			r.Load().SetSchema(sch)
 		}
 	}
 	s.log.Info("schema updated", "table", newest.Name, "version", newest.Version, "families", len(newest.Families))
@@ -72,7 +72,7 @@ func (s *Server) learnSchema(ts *pb.TableSchema) {
 // r is in the registry, so a push that raced with its load is not missed.
 func (s *Server) refreshSchema(r *replica) {
 	if ts := s.schemas.get(r.Table()); ts != nil {
-		r.Engine().SetSchema(schemaOf(ts))
+		r.Load().SetSchema(schemaOf(ts))
 	}
 }
 
@@ -176,7 +176,7 @@ func (s *Server) schemaToPB(r *replica) *pb.TableSchema {
 		return ts
 	}
 	out := &pb.TableSchema{Name: r.Table()}
-	for name, f := range r.Engine().Schema().Families {
+	for name, f := range r.Load().Schema().Families {
 		spec := &pb.FamilySpec{Name: name, MaxVersions: uint32(f.MaxVersions), MaxAgeMicros: f.MaxAge.Microseconds(), Compression: compressionToPB(f.Compression)}
 		if f.Rule != nil {
 			spec.GcRule = gcRuleToPB(f.Rule)
@@ -226,7 +226,7 @@ func (s *Server) DropRows(ctx context.Context, req *pb.DropRowsRequest) (*pb.Dro
 	if len(end) == 0 {
 		end = nil
 	}
-	n, err := s.tombstoneRows(ctx, r, start, end, r.Engine().RowKeys,
+	n, err := s.tombstoneRows(ctx, r, start, end, r.Load().RowKeys,
 		mutation.Op{Kind: mutation.DeleteRow, Timestamp: mutation.ServerTime}, r.WriteBatch)
 	if err != nil {
 		return nil, err
@@ -262,7 +262,7 @@ func (s *Server) PurgeFamily(ctx context.Context, req *pb.PurgeFamilyRequest) (*
 				req.Family, r.ID(), r.Table(), s.schemas.get(r.Table()).GetVersion())
 		}
 	}
-	if err := r.Engine().WaitWrites(ctx); err != nil {
+	if err := r.Load().WaitWrites(ctx); err != nil {
 		return nil, apierr.Wrap(codes.DeadlineExceeded, err, "purge family %q of tablet %s: waiting for writes in flight", req.Family, r.ID())
 	}
 	start, end := r.Start(), r.End()
@@ -270,7 +270,7 @@ func (s *Server) PurgeFamily(ctx context.Context, req *pb.PurgeFamilyRequest) (*
 		end = nil
 	}
 	list := func(ctx context.Context, start, end []byte, limit int) ([][]byte, error) {
-		return r.Engine().FamilyRowKeys(ctx, req.Family, start, end, limit)
+		return r.Load().FamilyRowKeys(ctx, req.Family, start, end, limit)
 	}
 	n, err := s.tombstoneRows(ctx, r, start, end, list,
 		mutation.Op{Kind: mutation.DeleteFamily, Family: req.Family, Timestamp: mutation.ServerTime}, r.WriteBatchInternal)

@@ -421,7 +421,7 @@ func (s *Server) logFailed(err error) {
 		s.lease.revoke()
 		s.updateHealth()
 		for _, r := range s.tablets.all() {
-			r.Engine().SetServing(false)
+			r.Load().SetServing(false)
 		}
 		s.log.Error("tserver: the write-ahead log failed; giving up the lease and stopping", "err", err)
 		s.fatal = fmt.Errorf("tserver %s: stopped on a failed log: %w", s.addr, err)

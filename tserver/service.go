@@ -124,7 +124,7 @@ func readOptions(f *pb.ReadFilter, rowFilter []byte) (tablet.ReadOptions, error)
 }
 
 func checkFamilies(r *replica, o *tablet.ReadOptions) error {
-	sch := r.Engine().Schema()
+	sch := r.Load().Schema()
 	for _, f := range o.Families {
 		if _, ok := sch.Families[f]; !ok {
 			return apierr.InvalidArgument("tablet %s: unknown column family %q", r.ID(), f)
@@ -285,7 +285,7 @@ func (s *Server) Checkpoint(ctx context.Context, _ *pb.CheckpointRequest) (*pb.C
 func (s *Server) tsfileBytes() int64 {
 	var n int64
 	for _, r := range s.tablets.all() {
-		for _, f := range r.Engine().Files() {
+		for _, f := range r.Load().Files() {
 			n += f.Size
 		}
 	}
@@ -302,13 +302,13 @@ func (s *Server) Compact(ctx context.Context, req *pb.CompactRequest) (*pb.Compa
 		targets = []*replica{r}
 	} else {
 		for _, r := range s.tablets.all() {
-			if r.Engine().Serving() {
+			if r.Load().Serving() {
 				targets = append(targets, r)
 			}
 		}
 	}
 	for _, r := range targets {
-		if err := s.eng.coord.Compact(ctx, r.Engine(), req.Major); err != nil {
+		if err := s.eng.coord.Compact(ctx, r.Load(), req.Major); err != nil {
 			return nil, apierr.Wrap(codes.Unavailable, err, "tserver %s: compact tablet %s", s.addr, r.ID())
 		}
 	}
@@ -321,11 +321,11 @@ func (s *Server) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusRes
 		MemstoreBytes: s.eng.coord.MemoryUsage(), Counters: map[string]int64{}}
 	for _, r := range s.tablets.all() {
 		st := &pb.TabletStatus{TabletId: r.ID(), Table: r.Table(), Range: &pb.RowRange{StartRow: r.Start(), EndRow: r.End()}, Epoch: r.Epoch(), State: "loading"}
-		if r.Engine().Serving() {
+		if r.Load().Serving() {
 			st.State = "serving"
 		}
-		st.MemstoreBytes = r.Engine().MemoryUsage()
-		for _, f := range r.Engine().Files() {
+		st.MemstoreBytes = r.Load().MemoryUsage()
+		for _, f := range r.Load().Files() {
 			st.TsfileBytes += f.Size
 			st.TsfileCount++
 		}

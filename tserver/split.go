@@ -88,8 +88,8 @@ func (sp *splitter) start(ctx context.Context) {
 
 // size is a tablet's TSFiles plus its write buffers.
 func size(r *replica) int64 {
-	n := r.Engine().MemoryUsage()
-	for _, f := range r.Engine().Files() {
+	n := r.Load().MemoryUsage()
+	for _, f := range r.Load().Files() {
 		n += f.Size
 	}
 	return n
@@ -105,7 +105,7 @@ func (sp *splitter) watch(ctx context.Context) {
 	}
 	all := s.tablets.all()
 	for _, r := range all {
-		if !r.Engine().Serving() {
+		if !r.Load().Serving() {
 			return // a tablet is recovering: no split now
 		}
 	}
@@ -154,7 +154,7 @@ func (sp *splitter) release(id string) {
 func (sp *splitter) run(ctx context.Context, r *replica, row []byte) (_ *split.Result, err error) {
 	s := sp.s
 	defer sp.release(r.ID())
-	if !r.Engine().Serving() {
+	if !r.Load().Serving() {
 		return nil, errNotServingSplit
 	}
 	began := time.Now()
@@ -188,8 +188,8 @@ func (sp *splitter) run(ctx context.Context, r *replica, row []byte) (_ *split.R
 		},
 		Master: splitMaster{s: s, committed: &committed, parent: r},
 	}
-	req := split.Request{TabletID: r.ID(), Epoch: r.Epoch(), Start: r.Start(), End: r.End(), Row: row, Tablet: r.Engine(),
-		Route: r.Route, Compression: r.Engine().Compression()}
+	req := split.Request{TabletID: r.ID(), Epoch: r.Epoch(), Start: r.Start(), End: r.End(), Row: row, Tablet: r.Load(),
+		Route: r.Route, Compression: r.Load().Compression()}
 	if len(req.End) == 0 {
 		req.End = nil
 	}
@@ -296,7 +296,7 @@ func (s *Server) report(ctx context.Context, refused error, parents []*replica, 
 		if p == nil {
 			continue
 		}
-		release, ok := p.Engine().Hold()
+		release, ok := p.Load().Hold()
 		if !ok || s.tablets.get(p.ID()) != p {
 			if ok {
 				release()
@@ -372,7 +372,7 @@ func (s *Server) replayChildLogs(r *replica, paths []string) error {
 			if rec.TabletID != r.ID() {
 				return nil
 			}
-			return r.Engine().Replay(rec)
+			return r.Load().Replay(rec)
 		})
 		if err != nil {
 			return fmt.Errorf("tserver: replay child log %s of tablet %s: %w", p, r.ID(), err)

@@ -118,7 +118,7 @@ func (s *Server) statusPage() *StatusPage {
 		p.MasterHTTP = v
 	}
 	for _, r := range s.tablets.all() {
-		e := r.Engine()
+		e := r.Load()
 		end := obs.ShowKey(r.End())
 		if len(r.End()) == 0 {
 			end = "∞"

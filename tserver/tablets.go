@@ -65,7 +65,7 @@ func (g *registry) closeAll() {
 	for _, r := range g.all() {
 		g.remove(r)
 		r.Stop()
-		r.Engine().Close()
+		r.Load().Close()
 	}
 }
 
@@ -88,7 +88,7 @@ func (s *Server) serving(tabletID string, epoch int64) (*replica, error) {
 		return nil, apierr.Tablet(pb.TabletError_NOT_SERVING, tabletID, epoch,
 			"tablet %s is served by %s at epoch %d, not %d", tabletID, s.addr, r.Epoch(), epoch)
 	}
-	if !r.Engine().Serving() {
+	if !r.Load().Serving() {
 		return nil, apierr.Tablet(pb.TabletError_RECOVERING, tabletID, epoch, "tablet %s is loading on %s", tabletID, s.addr)
 	}
 	return r, nil
@@ -118,5 +118,5 @@ func (s *Server) TSFiles(tabletID string) []tablet.TSFileInfo {
 	if r == nil {
 		return nil
 	}
-	return r.Engine().Files()
+	return r.Load().Files()
 }

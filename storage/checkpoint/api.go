@@ -39,7 +39,7 @@ var (
 
 // Tablet is one tablet's engine as the checkpoint, the compactor and the
 // collectors see it. *tablet.Tablet provides every method but Epoch and
-// Serving; Engine adds them. One value is one load of the tablet: the
+// Serving; TabletLoad adds them. One value is one load of the tablet: the
 // coordinator tells loads apart by comparing values (a pointer), so a
 // tablet loaded again must be a new value, and Options.Tablets must return
 // the same value for one load every time.
@@ -75,9 +75,9 @@ type Tablet interface {
 }
 
 // Load is implemented by tablets whose load can end while a background
-// commit computed for it is in flight (*Engine does). The coordinator
+// commit computed for it is in flight (*TabletLoad does). The coordinator
 // holds the load from before a commit of it until after the install and
-// the deletions that follow; ending the load (Engine.Close) waits for
+// the deletions that follow; ending the load (TabletLoad.Close) waits for
 // those and makes every later Hold fail, so nothing computed for an ended
 // load is committed, installed or deleted after it ended.
 type Load interface {

@@ -75,7 +75,7 @@
 //   - an update names its load (Update.Load, the Tablet value) and is
 //     refused with ErrLoadEnded once that load ended: the coordinator
 //     holds the load (Load.Hold) from before the commit until after the
-//     install and the deletions that follow, and Engine.Close waits for
+//     install and the deletions that follow, and TabletLoad.Close waits for
 //     that hold;
 //   - nothing starts, commits or deletes without a valid lease
 //     (Options.Lease, ErrNoLease);
@@ -120,7 +120,7 @@
 // each of its log positions — that file and every later file of the
 // prefix — reading each log file once for all tablets, and reports
 // progress and time. RecoverTablet does the same for one tablet a tserver
-// loads. Replay is idempotent (invariant 4 in docs/design.md), and Engine.Replay skips a
+// loads. Replay is idempotent (invariant 4 in docs/design.md), and TabletLoad.Replay skips a
 // record whose sequences are all at or below the tablet's FlushedSeq: it
 // is in the TSFiles already, and applying it again could bring back a
 // cell whose tombstone a major compaction purged (package tablet,

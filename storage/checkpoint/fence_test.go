@@ -216,7 +216,7 @@ func TestEndedLoadCommitRefused(t *testing.T) {
 
 // failInstall is an engine whose InstallFlushed fails while fail is set.
 type failInstall struct {
-	*checkpoint.Engine
+	*checkpoint.TabletLoad
 	fail atomic.Bool
 }
 
@@ -226,7 +226,7 @@ func (f *failInstall) InstallFlushed(info tsfile.Info) error {
 	if f.fail.Load() {
 		return errInstall
 	}
-	return f.Engine.InstallFlushed(info)
+	return f.TabletLoad.InstallFlushed(info)
 }
 
 // TestInstallFlushedFailureKeepsFile: step 7 committed a flushed file but
@@ -240,7 +240,7 @@ func TestInstallFlushedFailureKeepsFile(t *testing.T) {
 	id := tabletID(0)
 	var fi *failInstall
 	n, want, cfg, g := fenceNode(t, seed, checkpoint.Options{})
-	fi = &failInstall{Engine: n.byID[id]}
+	fi = &failInstall{TabletLoad: n.byID[id]}
 	opts := checkpoint.Options{Log: n.log, Meta: n.meta, Blocks: n.mgr, Refs: n.meta, LogGC: n.log, MaxTSFiles: -1, Logger: quiet,
 		Tablets: func() []checkpoint.Tablet { return []checkpoint.Tablet{fi} }}
 	n.coord = checkpoint.New(opts)

@@ -42,8 +42,8 @@ type node struct {
 	log   *wal.Log
 	meta  *localmeta.DB
 	coord *checkpoint.Coordinator
-	tabs  []*checkpoint.Engine
-	byID  map[string]*checkpoint.Engine
+	tabs  []*checkpoint.TabletLoad
+	byID  map[string]*checkpoint.TabletLoad
 	rep   checkpoint.RecoveryReport
 	// orphans deleted by the start-up pass
 	orphans int
@@ -68,7 +68,7 @@ func openNode(ctx context.Context, cfg nodeConfig) (*node, error) {
 	if cfg.logFileSize == 0 {
 		cfg.logFileSize = 1 << 20 // pre-zeroing 64 MiB files in a MemFS is slow
 	}
-	n := &node{cfg: cfg, byID: map[string]*checkpoint.Engine{}, reps: map[string]*replica.Replica{}}
+	n := &node{cfg: cfg, byID: map[string]*checkpoint.TabletLoad{}, reps: map[string]*replica.Replica{}}
 	ok := false
 	defer func() {
 		if !ok {
@@ -183,7 +183,7 @@ func (n *node) write(ctx context.Context, id string, m *mutation.RowMutation) er
 	r := n.reps[id]
 	if r == nil {
 		t := n.byID[id]
-		r = replica.New(replica.Options{ID: id, Epoch: t.Epoch(), Engine: t, Log: n.log, Admit: admitter{n}, Server: "node"})
+		r = replica.New(replica.Options{ID: id, Epoch: t.Epoch(), Load: t, Log: n.log, Admit: admitter{n}, Server: "node"})
 		n.reps[id] = r
 	}
 	n.repMu.Unlock()

@@ -28,7 +28,7 @@ func TestReplayObservesRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := checkpoint.NewEngine(tb, 1)
+	e := checkpoint.NewTabletLoad(tb, 1)
 	defer e.Close()
 	rec := wal.Record{Seq: 3, Timestamp: 20, TabletID: "t", Mutation: mutation.RowMutation{Seq: 41, Row: []byte("r"), Ops: []mutation.Op{
 		{Kind: mutation.SetCell, Family: "f", Qualifier: []byte("q"), Timestamp: 9_000, Value: []byte("old")},
@@ -77,7 +77,7 @@ func TestReplaySkipsRecordsInFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := checkpoint.NewEngine(tb, 1)
+	e := checkpoint.NewTabletLoad(tb, 1)
 	var logged []wal.Record
 	write := func(row string, op mutation.Op) {
 		t.Helper()
@@ -117,7 +117,7 @@ func TestReplaySkipsRecordsInFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e = checkpoint.NewEngine(tb, 2)
+	e = checkpoint.NewTabletLoad(tb, 2)
 	defer e.Close()
 	if err := e.Replay(&logged[0]); err != nil {
 		t.Fatal(err)

@@ -59,7 +59,7 @@ func putRows(t *testing.T, tb *tablet.Tablet, from, to int) {
 }
 
 // checkRows reads rows [0, n) of e back.
-func checkRows(t *testing.T, stage string, e *checkpoint.Engine, n int) {
+func checkRows(t *testing.T, stage string, e *checkpoint.TabletLoad, n int) {
 	t.Helper()
 	for i := 0; i < n; i++ {
 		got, err := readRow(e, fmt.Appendf(nil, "r%04d", i))
@@ -135,7 +135,7 @@ func TestCompactionDeletesOnlyInTheOwningStore(t *testing.T) {
 	defer aRO.Close()
 
 	cache := blockcache.New(blockcache.Options{})
-	open := func(id string) *checkpoint.Engine {
+	open := func(id string) *checkpoint.TabletLoad {
 		t.Helper()
 		m, err := meta.Get(id)
 		if err != nil {
@@ -158,7 +158,7 @@ func TestCompactionDeletesOnlyInTheOwningStore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e := checkpoint.NewEngine(tb, m.Epoch)
+		e := checkpoint.NewTabletLoad(tb, m.Epoch)
 		e.SetServing(true)
 		return e
 	}

@@ -47,7 +47,7 @@ func (s Step) String() string {
 	return [...]string{"?", "prepare", "allocate", "fence", "flush", "report", "committed"}[max(0, min(int(s), 6))]
 }
 
-// Tablet is a parent's engine as a merge needs it; *checkpoint.Engine
+// Tablet is a parent's engine as a merge needs it; *checkpoint.TabletLoad
 // implements it.
 type Tablet interface {
 	HasStandby() bool

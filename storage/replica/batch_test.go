@@ -46,7 +46,7 @@ func (g *rig) loggedRows(t *testing.T) (map[string]string, int) {
 // group commit.
 func TestWriteBatch(t *testing.T) {
 	g := newRig(t, noFaults())
-	ranged := replica.New(replica.Options{ID: "t1", Table: "tbl", Epoch: 1, Engine: g.eng, Log: g.log, Admit: g.coord,
+	ranged := replica.New(replica.Options{ID: "t1", Table: "tbl", Epoch: 1, Load: g.eng, Log: g.log, Admit: g.coord,
 		Start: []byte("b"), End: []byte("y"), Server: "test"})
 	var ms []*mutation.RowMutation
 	for i := range 40 {
@@ -154,7 +154,7 @@ func TestWriteBatchLeaseLost(t *testing.T) {
 	g := newRig(t, noFaults())
 	var lease atomic.Bool
 	lease.Store(true)
-	rep := replica.New(replica.Options{ID: "t1", Table: "tbl", Epoch: 1, Engine: g.eng, Log: g.log, Admit: g.coord,
+	rep := replica.New(replica.Options{ID: "t1", Table: "tbl", Epoch: 1, Load: g.eng, Log: g.log, Admit: g.coord,
 		Lease: lease.Load, Server: "test"})
 	if errs := rep.WriteBatch(context.Background(), []*mutation.RowMutation{put("a", "1"), put("b", "1")}); errors.Join(errs...) != nil {
 		t.Fatal(errs)

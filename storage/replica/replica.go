@@ -65,10 +65,11 @@ type Options struct {
 	// Start and End bound the rows: [Start, End); End empty: unbounded.
 	Start, End []byte
 	Epoch      int64
-	// Engine, Log and Admit (the checkpoint coordinator) are required.
-	Engine *checkpoint.Engine
-	Log    Log
-	Admit  Admitter
+	// Load (the tablet loaded at Epoch), Log and Admit (the checkpoint
+	// coordinator) are required.
+	Load  *checkpoint.TabletLoad
+	Log   Log
+	Admit Admitter
 	// Lease reports whether the tserver's lease from the master is valid
 	// now; nil: always (single-node use and tests).
 	Lease func() bool
@@ -105,7 +106,7 @@ type Replica struct {
 }
 
 // New returns the replica of a tablet; it serves once its engine does
-// (Engine.SetServing).
+// (TabletLoad.SetServing).
 func New(o Options) *Replica {
 	if len(o.End) == 0 {
 		o.End = nil
@@ -128,11 +129,11 @@ func (r *Replica) End() []byte { return r.o.End }
 // Epoch is the assignment epoch.
 func (r *Replica) Epoch() int64 { return r.o.Epoch }
 
-// Engine is the tablet's engine, for the checkpoint, splits and status.
-func (r *Replica) Engine() *checkpoint.Engine { return r.o.Engine }
+// Load is the tablet as loaded at Epoch, for the checkpoint, splits and status.
+func (r *Replica) Load() *checkpoint.TabletLoad { return r.o.Load }
 
 // Serving reports whether the tablet takes reads and writes.
-func (r *Replica) Serving() bool { return r.o.Engine.Serving() }
+func (r *Replica) Serving() bool { return r.o.Load.Serving() }
 
 // Contains reports whether row lies in the tablet's range.
 func (r *Replica) Contains(row []byte) bool {
@@ -147,7 +148,7 @@ func (r *Replica) Route(d *split.DualWrite) { r.route.Store(d) }
 // write fails with ErrNotServing. It reports whether this call stopped
 // the replica (false: an earlier one did). The caller closes the engine.
 func (r *Replica) Stop() (first bool) {
-	r.o.Engine.SetServing(false)
+	r.o.Load.SetServing(false)
 	r.ops.Lock()
 	defer r.ops.Unlock()
 	first = !r.stopped
@@ -208,7 +209,7 @@ func (r *Replica) enter(ctx context.Context, row []byte) error {
 func (r *Replica) write(ctx context.Context, m *mutation.RowMutation, assigned func(*mutation.RowMutation), internal bool) error {
 	r.ops.RLock()
 	defer r.ops.RUnlock()
-	if r.stopped || !r.o.Engine.Serving() {
+	if r.stopped || !r.o.Load.Serving() {
 		return fmt.Errorf("%w: tablet %s is no longer served by %s", ErrNotServing, r.o.ID, r.o.Server)
 	}
 	release := r.o.Admit.AdmitWrite()
@@ -220,9 +221,9 @@ func (r *Replica) write(ctx context.Context, m *mutation.RowMutation, assigned f
 	defer adm.Done()
 	// The sequence is assigned inside the admitted section: a checkpoint
 	// swaps buffers only when no write is between here and its apply.
-	begin := r.o.Engine.BeginWrite
+	begin := r.o.Load.BeginWrite
 	if internal {
-		begin = r.o.Engine.BeginInternalWrite
+		begin = r.o.Load.BeginInternalWrite
 	}
 	if err := begin(m); err != nil {
 		return fmt.Errorf("replica: tablet %s: %w", r.o.ID, err)
@@ -237,7 +238,7 @@ func (r *Replica) write(ctx context.Context, m *mutation.RowMutation, assigned f
 	// be in the log, so the split-log append and the apply run to the end:
 	// "logged" never goes without "applied".
 	if err := r.appendLog(ctx, m); err != nil {
-		r.o.Engine.Abandon(m)
+		r.o.Load.Abandon(m)
 		return err
 	}
 	ctx = context.WithoutCancel(ctx)
@@ -245,7 +246,7 @@ func (r *Replica) write(ctx context.Context, m *mutation.RowMutation, assigned f
 	// records it, split.Run checks after its fence): the parent keeps its
 	// rows, so the write, logged here, still counts and is applied.
 	_ = adm.Log(ctx, m)
-	if err := r.o.Engine.Apply(m); err != nil {
+	if err := r.o.Load.Apply(m); err != nil {
 		// Validated by BeginWrite; only a closed engine gets here,
 		// and the tablet's next owner replays the record.
 		return fmt.Errorf("replica: tablet %s: apply: %w (%w)", r.o.ID, err, ErrUnknownOutcome)
@@ -276,7 +277,7 @@ func (r *Replica) Get(ctx context.Context, row []byte, opts tablet.ReadOptions) 
 	if !r.Serving() {
 		return tablet.Row{}, false, fmt.Errorf("%w: tablet %s", ErrNotServing, r.o.ID)
 	}
-	return r.o.Engine.Get(ctx, row, opts)
+	return r.o.Load.Get(ctx, row, opts)
 }
 
 // Scan calls fn for the rows in [start, end) clipped to the tablet's
@@ -313,7 +314,7 @@ func (r *Replica) ScanRanges(ctx context.Context, ranges []tablet.KeyRange, reve
 	if len(clipped) == 0 {
 		return nil
 	}
-	return r.o.Engine.ScanRanges(ctx, clipped, reversed, limit, opts, fn)
+	return r.o.Load.ScanRanges(ctx, clipped, reversed, limit, opts, fn)
 }
 
 // GetRows is the engine's GetRows (a multi-get from one snapshot) for rows
@@ -328,5 +329,5 @@ func (r *Replica) GetRows(ctx context.Context, rows [][]byte, opts tablet.ReadOp
 	if !r.Serving() {
 		return fmt.Errorf("%w: tablet %s", ErrNotServing, r.o.ID)
 	}
-	return r.o.Engine.GetRows(ctx, rows, opts, fn)
+	return r.o.Load.GetRows(ctx, rows, opts, fn)
 }

@@ -34,7 +34,7 @@ type rig struct {
 	log   *wal.Log
 	mgr   blockstore.Manager
 	coord *checkpoint.Coordinator
-	eng   *checkpoint.Engine
+	eng   *checkpoint.TabletLoad
 	rep   *replica.Replica
 	start wal.Position
 	// failed receives what Options.LogFailed is called with.
@@ -64,13 +64,13 @@ func newRig(t *testing.T, inj errorfs.Injector) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.eng = checkpoint.NewEngine(tb, 1)
+	g.eng = checkpoint.NewTabletLoad(tb, 1)
 	t.Cleanup(func() { g.eng.Close() })
 	g.eng.SetServing(true)
 	coord := checkpoint.New(checkpoint.Options{Log: g.log, Meta: nil, Logger: quiet,
 		Tablets: func() []checkpoint.Tablet { return []checkpoint.Tablet{g.eng} }})
 	g.coord = coord
-	g.rep = replica.New(replica.Options{ID: "t1", Table: "tbl", Epoch: 1, Engine: g.eng, Log: g.log, Admit: coord,
+	g.rep = replica.New(replica.Options{ID: "t1", Table: "tbl", Epoch: 1, Load: g.eng, Log: g.log, Admit: coord,
 		LogFailed: func(err error) { g.failed <- err }, Server: "test"})
 	return g
 }

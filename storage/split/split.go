@@ -63,7 +63,7 @@ func (s Step) String() string {
 	return [...]string{"?", "prepare", "allocate", "mid-row", "split-logs", "tsfiles", "report", "committed"}[max(0, min(int(s), 7))]
 }
 
-// Tablet is the parent's engine as a split needs it; *checkpoint.Engine
+// Tablet is the parent's engine as a split needs it; *checkpoint.TabletLoad
 // (over *tablet.Tablet) implements it.
 type Tablet interface {
 	ID() string

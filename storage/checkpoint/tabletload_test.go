@@ -12,7 +12,7 @@ import (
 var testSchema = tablet.Schema{Families: map[string]tablet.FamilyPolicy{"f": {}, "g": {}, "one": {MaxVersions: 1}}}
 
 // openEngine opens the real tablet engine over the files m names.
-func openEngine(mgr blockstore.Manager, m checkpoint.TabletMeta) (*checkpoint.Engine, error) {
+func openEngine(mgr blockstore.Manager, m checkpoint.TabletMeta) (*checkpoint.TabletLoad, error) {
 	refs := make([]tablet.FileRef, len(m.TSFiles))
 	for i, f := range m.TSFiles {
 		refs[i] = tablet.FileRef{Footer: f.FooterRef()}
@@ -21,12 +21,12 @@ func openEngine(mgr blockstore.Manager, m checkpoint.TabletMeta) (*checkpoint.En
 	if err != nil {
 		return nil, err
 	}
-	return checkpoint.NewEngine(t, m.Epoch), nil
+	return checkpoint.NewTabletLoad(t, m.Epoch), nil
 }
 
 // readRow returns the newest visible value of every column of row, keyed
 // "family:qualifier".
-func readRow(t *checkpoint.Engine, row []byte) (map[string]string, error) {
+func readRow(t *checkpoint.TabletLoad, row []byte) (map[string]string, error) {
 	r, found, err := t.Get(context.Background(), row, tablet.ReadOptions{MaxVersions: 1})
 	if err != nil {
 		return nil, fmt.Errorf("get %s/%q: %w", t.ID(), row, err)

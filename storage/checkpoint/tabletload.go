@@ -8,13 +8,13 @@ import (
 	"bighive/storage/wal"
 )
 
-// Engine adapts a *tablet.Tablet to Tablet, Compactor and Replayer: it
-// adds the assignment epoch and the serving flag the engine does not keep.
+// TabletLoad adapts a *tablet.Tablet to Tablet, Compactor and Replayer: it
+// adds the assignment epoch and the serving flag the tablet does not keep.
 //
-// One Engine is one load of the tablet (Load): Close ends it, after the
+// One TabletLoad is one load of the tablet (Load): Close ends it, after the
 // background commits that hold it finished, and no later commit, install
 // or deletion computed for it runs.
-type Engine struct {
+type TabletLoad struct {
 	*tablet.Tablet
 	epoch   int64
 	serving atomic.Bool
@@ -24,30 +24,30 @@ type Engine struct {
 }
 
 var (
-	_ Tablet           = (*Engine)(nil)
-	_ Compactor        = (*Engine)(nil)
-	_ GarbageEstimator = (*Engine)(nil)
-	_ Replayer         = (*Engine)(nil)
-	_ Load             = (*Engine)(nil)
+	_ Tablet           = (*TabletLoad)(nil)
+	_ Compactor        = (*TabletLoad)(nil)
+	_ GarbageEstimator = (*TabletLoad)(nil)
+	_ Replayer         = (*TabletLoad)(nil)
+	_ Load             = (*TabletLoad)(nil)
 )
 
-// NewEngine wraps t at epoch. It is not serving until SetServing(true).
-func NewEngine(t *tablet.Tablet, epoch int64) *Engine {
-	return &Engine{Tablet: t, epoch: epoch}
+// NewTabletLoad wraps t at epoch. It is not serving until SetServing(true).
+func NewTabletLoad(t *tablet.Tablet, epoch int64) *TabletLoad {
+	return &TabletLoad{Tablet: t, epoch: epoch}
 }
 
-// Epoch is the assignment epoch given to NewEngine.
-func (e *Engine) Epoch() int64 { return e.epoch }
+// Epoch is the assignment epoch given to NewTabletLoad.
+func (e *TabletLoad) Epoch() int64 { return e.epoch }
 
 // Serving reports the flag SetServing set.
-func (e *Engine) Serving() bool { return e.serving.Load() }
+func (e *TabletLoad) Serving() bool { return e.serving.Load() }
 
 // SetServing marks the tablet loaded (logs replayed) or not.
-func (e *Engine) SetServing(v bool) { e.serving.Store(v) }
+func (e *TabletLoad) SetServing(v bool) { e.serving.Store(v) }
 
 // Hold keeps the load from ending (Close waits) until release is called;
 // ok is false once Close began.
-func (e *Engine) Hold() (release func(), ok bool) {
+func (e *TabletLoad) Hold() (release func(), ok bool) {
 	e.loadMu.RLock()
 	if e.ended {
 		e.loadMu.RUnlock()
@@ -58,7 +58,7 @@ func (e *Engine) Hold() (release func(), ok bool) {
 
 // Close ends the load: it waits for the commits holding it (Hold), makes
 // every later Hold fail and stops serving, then closes the engine.
-func (e *Engine) Close() error {
+func (e *TabletLoad) Close() error {
 	e.loadMu.Lock()
 	e.ended = true
 	e.serving.Store(false)
@@ -74,7 +74,7 @@ func (e *Engine) Close() error {
 // whose last sequence is at or below the tablet's FlushedSeq is already in
 // its TSFiles and is not applied again: a major compaction may have purged
 // the tombstone that hides its cells (tablet package doc, "Compactions").
-func (e *Engine) Replay(rec *wal.Record) error {
+func (e *TabletLoad) Replay(rec *wal.Record) error {
 	e.ObserveTimestamp(rec.Timestamp + int64(len(rec.Mutation.Ops)))
 	e.ObserveMutation(&rec.Mutation)
 	if rec.Mutation.LastSeq() <= e.FlushedSeq() {
