@@ -18,7 +18,7 @@ import (
 // before the append keeps its routing detail.
 func TestCheckAndMutateErrorStatus(t *testing.T) {
 	s := &Server{addr: "ts1"}
-	r := &replica{rp.New(rp.Options{ID: "t1", Epoch: 3, Server: "ts1"})}
+	r := rp.New(rp.Options{ID: "t1", Epoch: 3, Server: "ts1"})
 	cases := []struct {
 		name    string
 		err     error

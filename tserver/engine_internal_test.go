@@ -13,6 +13,7 @@ import (
 	"bighive/internal/masterconn"
 	pb "bighive/proto/bighivepb"
 	"bighive/storage/checkpoint"
+	rp "bighive/storage/replica"
 )
 
 // shortMaster answers every ReportCheckpoint with no status at all.
@@ -51,7 +52,7 @@ func TestMasterMetaNeverSkips(t *testing.T) {
 	if _, err := s.eng.coord.Checkpoint(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var r *replica
+	var r *rp.Replica
 	for _, x := range s.tablets.all() {
 		r = x
 	}

@@ -15,7 +15,7 @@ import (
 // conditional mutations, read-modify-writes, samples and schema work) to
 // the status a client acts on: the one place the tserver turns the
 // storage layers' errors into statuses.
-func (s *Server) tabletErr(r *replica, err error) error {
+func (s *Server) tabletErr(r *rp.Replica, err error) error {
 	switch {
 	case err == nil:
 		return nil

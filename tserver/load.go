@@ -84,7 +84,7 @@ func (s *Server) applyAssignments(ctx context.Context, assign []*pb.TabletAssign
 // after, or, if its owner or epoch changed, refused by the master at its
 // load report and unloaded, never served. The load stays pending until
 // the replica is registered, so every heartbeat lists it (reports).
-func (s *Server) openAssigned(a *pb.TabletAssignment) *replica {
+func (s *Server) openAssigned(a *pb.TabletAssignment) *rp.Replica {
 	s.assignMu.Lock()
 	defer s.assignMu.Unlock()
 	m := a.Tablet
@@ -137,9 +137,8 @@ func (s *Server) pendingSnapshot() map[string]int64 {
 
 // open opens an assigned tablet over its TSFiles (their footers only);
 // it does not serve until recover returns.
-func (s *Server) open(a *pb.TabletAssignment) (*replica, error) {
+func (s *Server) open(a *pb.TabletAssignment) (*rp.Replica, error) {
 	m := a.Tablet
-	r := &replica{}
 	files := make([]tablet.FileRef, 0, len(m.Tsfiles))
 	for _, f := range m.Tsfiles {
 		ref := footerOf(f, s.uuid)
@@ -162,7 +161,7 @@ func (s *Server) open(a *pb.TabletAssignment) (*replica, error) {
 	if err != nil { // Open released every file
 		return nil, fmt.Errorf("tserver: open tablet %s: %w", m.TabletId, err)
 	}
-	r.Replica = rp.New(rp.Options{
+	r := rp.New(rp.Options{
 		ID: m.TabletId, Table: m.Table, Start: m.GetRange().GetStartRow(), End: m.GetRange().GetEndRow(), Epoch: m.Epoch,
 		Load: checkpoint.NewTabletLoad(t, m.Epoch), Log: s.wal, Admit: s.eng.coord,
 		Lease: s.leaseValid, Throttle: s.admitWrite(m.TabletId), LogFailed: s.logFailed,
@@ -180,7 +179,7 @@ type replayed struct {
 // replayInSlot opens an assigned tablet and replays its logs in one of
 // the load slots; nil if it was not opened (loaded already, failed, or ctx
 // ended) or its replay failed (it is unloaded then).
-func (s *Server) replayInSlot(ctx context.Context, a *pb.TabletAssignment) (*replica, replayed) {
+func (s *Server) replayInSlot(ctx context.Context, a *pb.TabletAssignment) (*rp.Replica, replayed) {
 	select {
 	case s.loadSlots <- struct{}{}:
 		defer func() { <-s.loadSlots }()
@@ -207,7 +206,7 @@ func (s *Server) replayInSlot(ctx context.Context, a *pb.TabletAssignment) (*rep
 
 // replay replays a tablet's logs: its recovery files, every listed log
 // position, and a split child's logs.
-func (s *Server) replay(ctx context.Context, r *replica, m *pb.TabletMeta) (replayed, error) {
+func (s *Server) replay(ctx context.Context, r *rp.Replica, m *pb.TabletMeta) (replayed, error) {
 	rec := replayed{began: time.Now()}
 	if err := s.replayRecoveryFiles(ctx, r, m); err != nil {
 		return rec, err
@@ -230,7 +229,7 @@ func (s *Server) replay(ctx context.Context, r *replica, m *pb.TabletMeta) (repl
 // positions'; invariant 9 there, 'metadata names every log a tablet
 // needs'). The report goes with the other loads that finish meanwhile
 // (loadReporter); a refusal of this tablet's load unloads it alone.
-func (s *Server) reportAndServe(ctx context.Context, r *replica, m *pb.TabletMeta, rec replayed) error {
+func (s *Server) reportAndServe(ctx context.Context, r *rp.Replica, m *pb.TabletMeta, rec replayed) error {
 	// Before the first write: our own position joins the tablet's list.
 	pos := s.wal.Position()
 	err := s.loadReports.report(ctx, &pb.TabletLoadReport{
@@ -284,7 +283,7 @@ func (s *Server) openStoreFor(footer blockstore.BlockRef) (blockstore.Manager, f
 	return store, release, nil
 }
 
-func (s *Server) failLoad(r *replica, err error) {
+func (s *Server) failLoad(r *rp.Replica, err error) {
 	s.metrics.recoveryFailed.Inc()
 	s.unload(r, "load failed: "+err.Error())
 }
@@ -292,7 +291,7 @@ func (s *Server) failLoad(r *replica, err error) {
 // unload stops serving r, waits for its in-flight writes and drops it.
 // Its unflushed writes stay in the log, which its metadata names, so the
 // next owner replays them.
-func (s *Server) unload(r *replica, why string) {
+func (s *Server) unload(r *rp.Replica, why string) {
 	if !r.Stop() { // in-flight writes finish; new ones see it not serving
 		return
 	}

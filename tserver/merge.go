@@ -11,6 +11,7 @@ import (
 	"bighive/internal/apierr"
 	pb "bighive/proto/bighivepb"
 	"bighive/storage/merge"
+	rp "bighive/storage/replica"
 )
 
 // reportMergeTimeout bounds a merge's report; past it the outcome is unknown.
@@ -31,7 +32,7 @@ func (s *Server) Merge(ctx context.Context, req *pb.MergeRequest) (*pb.MergeResp
 	if err != nil {
 		return nil, err
 	}
-	for _, r := range []*replica{left, right} {
+	for _, r := range []*rp.Replica{left, right} {
 		if !r.Load().Serving() {
 			return nil, apierr.Tablet(pb.TabletError_NOT_SERVING, r.ID(), r.Epoch(), "tablet %s is not serving on %s", r.ID(), s.addr)
 		}
@@ -68,7 +69,7 @@ func (s *Server) Merge(ctx context.Context, req *pb.MergeRequest) (*pb.MergeResp
 // runMerge merges left and right. On success both are unloaded and the
 // merged tablet is loading here; when the outcome is unknown both are
 // unloaded.
-func (s *Server) runMerge(ctx context.Context, left, right *replica) (*merge.Result, error) {
+func (s *Server) runMerge(ctx context.Context, left, right *rp.Replica) (*merge.Result, error) {
 	var committed *pb.TabletMeta
 	opts := merge.Options{
 		Blocks: s.blocks, Store: s.uuid, Exclusive: s.eng.coord.Exclusive, BeginSplit: s.eng.coord.BeginSplit,
@@ -77,7 +78,7 @@ func (s *Server) runMerge(ctx context.Context, left, right *replica) (*merge.Res
 		Hook:       s.opts.MergeHook,
 		Logger:     s.log,
 	}
-	parent := func(r *replica) merge.Parent {
+	parent := func(r *rp.Replica) merge.Parent {
 		p := merge.Parent{ID: r.ID(), Epoch: r.Epoch(), Start: r.Start(), End: r.End(), Tablet: r.Load(), Route: r.Route}
 		if len(p.End) == 0 {
 			p.End = nil
@@ -105,7 +106,7 @@ func (s *Server) runMerge(ctx context.Context, left, right *replica) (*merge.Res
 type mergeMaster struct {
 	s           *Server
 	committed   **pb.TabletMeta
-	left, right *replica // the loads the merge was computed for
+	left, right *rp.Replica // the loads the merge was computed for
 }
 
 func (m mergeMaster) AllocateTabletIDs(ctx context.Context, n int) ([]string, error) {
@@ -119,7 +120,7 @@ func (m mergeMaster) ReportMerge(ctx context.Context, rep merge.Report) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, reportMergeTimeout)
 	defer cancel()
-	return m.s.report(ctx, merge.ErrRefused, []*replica{m.left, m.right}, func(ctx context.Context, mc pb.MasterClient) error {
+	return m.s.report(ctx, merge.ErrRefused, []*rp.Replica{m.left, m.right}, func(ctx context.Context, mc pb.MasterClient) error {
 		resp, err := mc.ReportMerge(ctx, req)
 		if err == nil {
 			*m.committed = resp.Merged

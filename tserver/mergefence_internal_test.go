@@ -11,6 +11,7 @@ import (
 	"bighive/master"
 	"bighive/storage/checkpoint"
 	"bighive/storage/merge"
+	rp "bighive/storage/replica"
 )
 
 // TestMergeReportFencedByLoad: a parent of a merge is unloaded here after
@@ -55,7 +56,7 @@ func TestMergeReportFencedByLoad(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var left, right *replica
+	var left, right *rp.Replica
 	for _, r := range s.tablets.all() {
 		if len(r.Start()) == 0 {
 			left = r

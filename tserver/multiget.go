@@ -141,7 +141,7 @@ func pointRows(ranges []tablet.KeyRange) ([][]byte, bool) {
 }
 
 // clipRows drops the rows outside r's range.
-func clipRows(r *replica, rows [][]byte) [][]byte {
+func clipRows(r *rp.Replica, rows [][]byte) [][]byte {
 	out := rows[:0]
 	for _, row := range rows {
 		if r.Contains(row) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	pb "bighive/proto/bighivepb"
+	rp "bighive/storage/replica"
 	"bighive/storage/wal"
 )
 
@@ -105,7 +106,7 @@ func (s *Server) deleteRecoveryFile(rel string) error {
 
 // replayRecoveryFiles replays the tablet's recovery files (its records
 // split out of dead tservers' logs) into r. The tablet does not serve yet.
-func (s *Server) replayRecoveryFiles(ctx context.Context, r *replica, m *pb.TabletMeta) error {
+func (s *Server) replayRecoveryFiles(ctx context.Context, r *rp.Replica, m *pb.TabletMeta) error {
 	if len(m.RecoveryFiles) == 0 {
 		return nil
 	}

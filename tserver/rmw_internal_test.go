@@ -19,7 +19,7 @@ import (
 // keep their routing detail.
 func TestReadModifyWriteErrorStatus(t *testing.T) {
 	s := &Server{addr: "ts1"}
-	r := &replica{rp.New(rp.Options{ID: "t1", Epoch: 3, Server: "ts1"})}
+	r := rp.New(rp.Options{ID: "t1", Epoch: 3, Server: "ts1"})
 	cases := []struct {
 		name    string
 		err     error

@@ -13,6 +13,7 @@ import (
 	"bighive/internal/apierr"
 	"bighive/internal/limits"
 	pb "bighive/proto/bighivepb"
+	rp "bighive/storage/replica"
 	"bighive/storage/tablet"
 	"bighive/storage/tablet/tsfile"
 )
@@ -70,7 +71,7 @@ func (s *Server) learnSchema(ts *pb.TableSchema) {
 
 // refreshSchema gives r the newest known schema of its table: called once
 // r is in the registry, so a push that raced with its load is not missed.
-func (s *Server) refreshSchema(r *replica) {
+func (s *Server) refreshSchema(r *rp.Replica) {
 	if ts := s.schemas.get(r.Table()); ts != nil {
 		r.Load().SetSchema(schemaOf(ts))
 	}
@@ -171,7 +172,7 @@ func gcRuleToPB(r *tablet.GCRule) *pb.GcRule {
 
 // schemaToPB is r's schema as the API's: the newest known one of its
 // table, else one rebuilt from the engine's.
-func (s *Server) schemaToPB(r *replica) *pb.TableSchema {
+func (s *Server) schemaToPB(r *rp.Replica) *pb.TableSchema {
 	if ts := s.schemas.get(r.Table()); ts != nil {
 		return ts
 	}
@@ -285,7 +286,7 @@ func (s *Server) PurgeFamily(ctx context.Context, req *pb.PurgeFamilyRequest) (*
 // list names, dropBatch rows at a time, each batch through write (the
 // tablet's batch write path: one group commit), and returns how many rows
 // it wrote. DropRows and PurgeFamily use it.
-func (s *Server) tombstoneRows(ctx context.Context, r *replica, start, end []byte,
+func (s *Server) tombstoneRows(ctx context.Context, r *rp.Replica, start, end []byte,
 	list func(ctx context.Context, start, end []byte, limit int) ([][]byte, error),
 	op mutation.Op, write func(context.Context, []*mutation.RowMutation) []error) (int64, error) {
 	var n int64

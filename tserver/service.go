@@ -12,6 +12,7 @@ import (
 	"bighive/internal/apierr"
 	pb "bighive/proto/bighivepb"
 	"bighive/storage/mutation"
+	rp "bighive/storage/replica"
 	"bighive/storage/tablet"
 	"bighive/storage/tablet/filter"
 )
@@ -123,7 +124,7 @@ func readOptions(f *pb.ReadFilter, rowFilter []byte) (tablet.ReadOptions, error)
 	return o, nil
 }
 
-func checkFamilies(r *replica, o *tablet.ReadOptions) error {
+func checkFamilies(r *rp.Replica, o *tablet.ReadOptions) error {
 	sch := r.Load().Schema()
 	for _, f := range o.Families {
 		if _, ok := sch.Families[f]; !ok {
@@ -293,13 +294,13 @@ func (s *Server) tsfileBytes() int64 {
 }
 
 func (s *Server) Compact(ctx context.Context, req *pb.CompactRequest) (*pb.CompactResponse, error) {
-	var targets []*replica
+	var targets []*rp.Replica
 	if req.TabletId != "" {
 		r, err := s.serving(req.TabletId, 0)
 		if err != nil {
 			return nil, err
 		}
-		targets = []*replica{r}
+		targets = []*rp.Replica{r}
 	} else {
 		for _, r := range s.tablets.all() {
 			if r.Load().Serving() {

@@ -13,6 +13,7 @@ import (
 	"bighive/internal/apierr"
 	pb "bighive/proto/bighivepb"
 	"bighive/storage/checkpoint"
+	rp "bighive/storage/replica"
 	"bighive/storage/split"
 	"bighive/storage/tablet/tsfile"
 	"bighive/storage/wal"
@@ -87,7 +88,7 @@ func (sp *splitter) start(ctx context.Context) {
 }
 
 // size is a tablet's TSFiles plus its write buffers.
-func size(r *replica) int64 {
+func size(r *rp.Replica) int64 {
 	n := r.Load().MemoryUsage()
 	for _, f := range r.Load().Files() {
 		n += f.Size
@@ -151,7 +152,7 @@ func (sp *splitter) release(id string) {
 
 // run splits r (at row, or the middle row when nil). On success the
 // parent is unloaded and the children are loading here.
-func (sp *splitter) run(ctx context.Context, r *replica, row []byte) (_ *split.Result, err error) {
+func (sp *splitter) run(ctx context.Context, r *rp.Replica, row []byte) (_ *split.Result, err error) {
 	s := sp.s
 	defer sp.release(r.ID())
 	if !r.Load().Serving() {
@@ -215,7 +216,7 @@ func (sp *splitter) run(ctx context.Context, r *replica, row []byte) (_ *split.R
 type splitMaster struct {
 	s         *Server
 	committed *[]*pb.TabletMeta
-	parent    *replica // the load the split was computed for
+	parent    *rp.Replica // the load the split was computed for
 }
 
 func (m splitMaster) AllocateTabletIDs(ctx context.Context, n int) ([]string, error) {
@@ -240,7 +241,7 @@ func (m splitMaster) ReportSplit(ctx context.Context, rep split.Report) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, reportSplitTimeout)
 	defer cancel()
-	return m.s.report(ctx, split.ErrRefused, []*replica{m.parent}, func(ctx context.Context, mc pb.MasterClient) error {
+	return m.s.report(ctx, split.ErrRefused, []*rp.Replica{m.parent}, func(ctx context.Context, mc pb.MasterClient) error {
 		resp, err := mc.ReportSplit(ctx, req)
 		if err == nil {
 			*m.committed = resp.Children
@@ -283,7 +284,7 @@ func (s *Server) checkpointFirst(ctx context.Context) error {
 // parents' loads are held until the answer, so none is unloaded and
 // loaded again while its report is in flight; the report ends with the
 // lease (its outcome then unknown).
-func (s *Server) report(ctx context.Context, refused error, parents []*replica, fn func(ctx context.Context, mc pb.MasterClient) error) error {
+func (s *Server) report(ctx context.Context, refused error, parents []*rp.Replica, fn func(ctx context.Context, mc pb.MasterClient) error) error {
 	now := time.Now()
 	if !s.leaseValid() {
 		return fmt.Errorf("%w: %w", refused, checkpoint.ErrNoLease)
@@ -366,7 +367,7 @@ func (s *Server) Split(ctx context.Context, req *pb.SplitRequest) (*pb.SplitResp
 
 // replayChildLogs applies a split child's logs (the writes made
 // while its parent split) after its TSFiles opened and its logs replayed.
-func (s *Server) replayChildLogs(r *replica, paths []string) error {
+func (s *Server) replayChildLogs(r *rp.Replica, paths []string) error {
 	for _, p := range paths {
 		rep, err := wal.ReplayFile(s.fs, filepath.Join(s.opts.Root, p), func(rec *wal.Record) error {
 			if rec.TabletID != r.ID() {

@@ -11,27 +11,21 @@ import (
 	"bighive/storage/tablet"
 )
 
-// replica is one tablet as this tserver holds it: the write path and
-// reads of package replica (each TSFile names its own block store).
-type replica struct {
-	*rp.Replica
-}
-
 // registry holds the replicas by tablet id.
 type registry struct {
 	mu sync.RWMutex
-	m  map[string]*replica
+	m  map[string]*rp.Replica
 }
 
-func (g *registry) init() { g.m = map[string]*replica{} }
+func (g *registry) init() { g.m = map[string]*rp.Replica{} }
 
-func (g *registry) get(id string) *replica {
+func (g *registry) get(id string) *rp.Replica {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
 	return g.m[id]
 }
 
-func (g *registry) put(r *replica) (old *replica) {
+func (g *registry) put(r *rp.Replica) (old *rp.Replica) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	old = g.m[r.ID()]
@@ -40,7 +34,7 @@ func (g *registry) put(r *replica) (old *replica) {
 }
 
 // remove takes the replica out if it is still r.
-func (g *registry) remove(r *replica) bool {
+func (g *registry) remove(r *rp.Replica) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.m[r.ID()] != r {
@@ -50,10 +44,10 @@ func (g *registry) remove(r *replica) bool {
 	return true
 }
 
-func (g *registry) all() []*replica {
+func (g *registry) all() []*rp.Replica {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
-	out := make([]*replica, 0, len(g.m))
+	out := make([]*rp.Replica, 0, len(g.m))
 	for _, r := range g.m {
 		out = append(out, r)
 	}
@@ -76,7 +70,7 @@ func (s *Server) leaseValid() bool { return !s.failed.Load() && s.lease.valid(ti
 
 // serving returns the replica of tabletID if this tserver serves it at
 // epoch now, or the routing error a client understands.
-func (s *Server) serving(tabletID string, epoch int64) (*replica, error) {
+func (s *Server) serving(tabletID string, epoch int64) (*rp.Replica, error) {
 	r := s.tablets.get(tabletID)
 	if r == nil {
 		return nil, apierr.Tablet(pb.TabletError_NOT_SERVING, tabletID, epoch, "tablet %s is not served by %s", tabletID, s.addr)
