@@ -6,7 +6,8 @@
 //
 // Layers, lowest first:
 //
-//	0  internal/* (but the four of layer 8) and proto/*: shared non-API code and the API definitions
+//	0  internal/* (but the four of layer 8), proto/* and testkit/wait: shared non-API code,
+//	   the API definitions and the tests' poll-until helper
 //	1  blockstore, wal, memstore: storage primitives
 //	2  tablet and tablet/*: one tablet's engine, TSFiles, the block cache, filters
 //	3  checkpoint, split, merge: checkpoint, compaction, recovery; the tserver side of a split and of a merge
@@ -36,6 +37,8 @@ var Layers = map[string]int{
 	"internal/": 0,
 	"proto/":    0,
 	"proto":     0,
+
+	"testkit/wait": 0,
 
 	"blockstore": 1,
 	"wal":        1,
