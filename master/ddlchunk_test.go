@@ -3,6 +3,7 @@ package master
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"bighive/meta"
 	pb "bighive/proto/bighivepb"
+	"bighive/testkit/wait"
 )
 
 func appliedCommands(t *testing.T, m *Master, kind string) float64 {
@@ -172,17 +174,17 @@ func TestDDLLeaderKilledBetweenChunks(t *testing.T) {
 	// (tablets of it) or absent (0), nothing pending.
 	settled := func(what string, tablets int) {
 		t.Helper()
-		waitFor(t, 60*time.Second, what, func() bool {
-			for _, m := range c.masters {
+		wait.For(t, 60*time.Second, what, func() error {
+			for i, m := range c.masters {
 				if m == nil {
 					continue
 				}
 				vis, pend, n := tableState(t, m, "big")
 				if pend || vis != (tablets > 0) || n != tablets {
-					return false
+					return fmt.Errorf("master %d: visible %v, pending %v, %d tablets", i, vis, pend, n)
 				}
 			}
-			return true
+			return nil
 		})
 	}
 
