@@ -13,6 +13,7 @@ import (
 
 	"bighive/client"
 	"bighive/internal/vfs"
+	"bighive/testkit/wait"
 	"bighive/tserver"
 	"bighive/wal"
 )
@@ -103,21 +104,17 @@ func TestCorruptLogKeepsTabletUnavailable(t *testing.T) {
 	// The log split fails with the corruption; after the split times out
 	// the tablet's own replay does too.
 	for _, msg := range []string{"log split task failed", "tablet load failed"} {
-		for {
+		wait.ForCtx(t, ctx, fmt.Sprintf("%q naming %q", msg, want), func() error {
 			if served := matching(logs.String(), `msg="tablet serving"`); served != "" {
 				t.Fatalf("the tablet serves over a corrupt log:\n%s", served)
 			}
 			if lines := matching(logs.String(), msg); strings.Contains(lines, want) {
-				break
+				return nil
 			} else if lines != "" && !strings.Contains(lines, "corruption") {
 				t.Fatalf("%s for another reason:\n%s", msg, lines)
 			}
-			select {
-			case <-ctx.Done():
-				t.Fatalf("no %q naming %q; log:\n%s", msg, want, logs.String())
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
+			return fmt.Errorf("not logged; log:\n%s", logs.String())
+		})
 	}
 	tablets, err := c.Tablets(ctx, "t")
 	if err != nil {

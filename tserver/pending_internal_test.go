@@ -2,6 +2,7 @@ package tserver
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -11,6 +12,7 @@ import (
 
 	"bighive/master"
 	pb "bighive/proto/bighivepb"
+	"bighive/testkit/wait"
 )
 
 // FreeAddr returns a loopback address free a moment ago, for a server a
@@ -85,9 +87,12 @@ func TestPendingLoadHeldAndCancelled(t *testing.T) {
 	// The first heartbeat's reply applied, no other comes unless nudged
 	// (the interval is an hour): no reply of the master's own undoes what
 	// the test does.
-	for !s.leaseValid() {
-		time.Sleep(10 * time.Millisecond)
-	}
+	wait.For(t, time.Minute, "a valid lease", func() error {
+		if !s.leaseValid() {
+			return errors.New("no valid lease")
+		}
+		return nil
+	})
 
 	// Every load slot taken: an assigned tablet's load waits.
 	for range cap(s.loadSlots) {

@@ -2,6 +2,7 @@ package tserver_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -17,6 +18,7 @@ import (
 	"bighive/internal/apierr"
 	"bighive/master"
 	pb "bighive/proto/bighivepb"
+	"bighive/testkit/wait"
 	"bighive/tserver"
 )
 
@@ -132,16 +134,7 @@ func TestDeadTServerReregistersAsNewIncarnation(t *testing.T) {
 		}
 		return 0, false
 	}
-	poll := func(what string, cond func() bool) {
-		t.Helper()
-		for !cond() {
-			if ctx.Err() != nil {
-				t.Fatalf("waiting for %s: %v", what, ctx.Err())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	poll("both tservers live", func() bool {
+	wait.ForCtx(t, ctx, "both tservers live", func() error {
 		resp, err := mc.ListTServers(ctx, &pb.ListTServersRequest{})
 		live := 0
 		for _, ts := range resp.GetTservers() {
@@ -149,7 +142,10 @@ func TestDeadTServerReregistersAsNewIncarnation(t *testing.T) {
 				live++
 			}
 		}
-		return err == nil && live == 2
+		if err == nil && live != 2 {
+			err = fmt.Errorf("%d live", live)
+		}
+		return err
 	})
 
 	c, err := client.Dial(ctx, []string{m.Addr()})
@@ -187,25 +183,27 @@ func TestDeadTServerReregistersAsNewIncarnation(t *testing.T) {
 	oldInc, _ := incarnation()
 
 	proxy.setCut(true)
-	poll("the victim declared dead and its tablets served by the other tserver", func() bool {
+	wait.ForCtx(t, ctx, "the victim declared dead and its tablets served by the other tserver", func() error {
 		if _, live := incarnation(); live {
-			return false
+			return errors.New("the victim is live")
 		}
 		tabs, err := c.Tablets(ctx, "t")
 		if err != nil {
-			return false
+			return err
 		}
 		for _, tb := range tabs {
 			if tb.State != "serving" || tb.TServerUUID == victim.UUID() {
-				return false
+				return fmt.Errorf("tablet %s %s on %s", tb.StartRow, tb.State, tb.TServer)
 			}
 		}
-		return true
+		return nil
 	})
 	proxy.setCut(false)
-	poll("the victim registered again", func() bool {
-		inc, live := incarnation()
-		return live && inc != oldInc
+	wait.ForCtx(t, ctx, "the victim registered again", func() error {
+		if inc, live := incarnation(); !live || inc == oldInc {
+			return fmt.Errorf("incarnation %d (was %d), live %v", inc, oldInc, live)
+		}
+		return nil
 	})
 	newInc, _ := incarnation()
 	t.Logf("victim re-registered: incarnation %d → %d", oldInc, newInc)
