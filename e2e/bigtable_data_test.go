@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"cloud.google.com/go/bigtable"
+
+	"bighive/testkit/wait"
 )
 
 // TestBigtableAPIFailover writes through the cluster's frontend process
@@ -80,11 +82,12 @@ func TestBigtableAPIFailover(t *testing.T) {
 	}
 	waitAcked := func(want int64) {
 		t.Helper()
-		for deadline := time.Now().Add(90 * time.Second); n.Load() < want; time.Sleep(20 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("only %d writes acknowledged, want %d", n.Load(), want)
+		wait.For(t, 90*time.Second, fmt.Sprintf("%d acknowledged writes", want), func() error {
+			if got := n.Load(); got < want {
+				return fmt.Errorf("only %d", got)
 			}
-		}
+			return nil
+		})
 	}
 	waitAcked(300)
 

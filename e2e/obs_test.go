@@ -22,6 +22,7 @@ import (
 	"bighive/client"
 	"bighive/e2e/cluster"
 	"bighive/internal/cli"
+	"bighive/testkit/wait"
 )
 
 // scrape GETs addr's /metrics and returns every sample by its name with
@@ -133,16 +134,13 @@ func healthOf(ctx context.Context, hc healthpb.HealthClient, service string) (he
 // waitHealth polls a health check until it reports want.
 func waitHealth(t *testing.T, ctx context.Context, hc healthpb.HealthClient, service string, want healthpb.HealthCheckResponse_ServingStatus, what string) {
 	t.Helper()
-	var last string
-	for ctx.Err() == nil {
+	wait.ForCtx(t, ctx, fmt.Sprintf("%s: health %v", what, want), func() error {
 		st, err := healthOf(ctx, hc, service)
-		if err == nil && st == want {
-			return
+		if err == nil && st != want {
+			err = fmt.Errorf("health %v", st)
 		}
-		last = fmt.Sprintf("%v %v", st, err)
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s: health never became %v (last: %s)", what, want, last)
+		return err
+	})
 }
 
 // TestObservability: a real master, tserver and frontend serve /metrics

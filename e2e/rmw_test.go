@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"bighive/client"
 	"bighive/e2e/cluster"
+	"bighive/testkit/wait"
 )
 
 // TestIncrementAcrossSplitAndKill: goroutines increment one counter
@@ -78,12 +80,12 @@ func splitThenKillRowOwner(t *testing.T, ctx context.Context, c *cluster.Cluster
 	t.Helper()
 	waitFor := func(n int64) {
 		t.Helper()
-		for acked.Load() < n {
-			if ctx.Err() != nil {
-				t.Fatalf("only %d %s acknowledged, waiting for %d", acked.Load(), what, n)
+		wait.ForCtx(t, ctx, fmt.Sprintf("%d %s acknowledged", n, what), func() error {
+			if got := acked.Load(); got < n {
+				return fmt.Errorf("only %d", got)
 			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	waitFor(step)
 	if err := cl.SplitTablet(ctx, table, row); err != nil {

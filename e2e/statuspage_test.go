@@ -13,6 +13,7 @@ import (
 
 	"bighive/client"
 	"bighive/e2e/cluster"
+	"bighive/testkit/wait"
 )
 
 // browser starts headless Chromium for chromedp. A missing chromium fails
@@ -74,8 +75,7 @@ func TestStatusPagesInBrowser(t *testing.T) {
 	// post-checkpoint size reached the master.
 	var target client.TabletInfo
 	var masterText, sizeCell string
-	deadline := time.Now().Add(time.Minute)
-	for {
+	wait.For(t, time.Minute, "the master page to show the largest tablet's size", func() error {
 		infos, err := cl.Tablets(ctx, "web")
 		if err != nil {
 			t.Fatalf("tablets: %v", err)
@@ -106,15 +106,12 @@ func TestStatusPagesInBrowser(t *testing.T) {
 				t.Fatalf("master page: %v", err)
 			}
 			if got, err := bytesCell(sizeCell); err == nil && got == target.SizeBytes {
-				break
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the master page never showed tablet %s's size %d B (client); its cell reads %q; page:\n%s",
-				target.ID, target.SizeBytes, sizeCell, masterText)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("tablet %s's size %d B (client); its cell reads %q; page:\n%s",
+			target.ID, target.SizeBytes, sizeCell, masterText)
+	})
 	if want := fmt.Sprintf("web: %d tablets", tablets); !strings.Contains(masterText, want) {
 		t.Errorf("master page lacks %q:\n%s", want, masterText)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"bighive/client"
 	"bighive/e2e/cluster"
+	"bighive/testkit/wait"
 )
 
 // TestTLSWithTokens runs TLS and the permissions together, as a shared
@@ -49,7 +50,7 @@ func TestTLSWithTokens(t *testing.T) {
 	if err := root.GrantRole(ctx, client.Grant{Principal: cluster.ClientPrincipal, Role: "write", Table: "secure"}); err != nil {
 		t.Fatalf("grant write to %s: %v", cluster.ClientPrincipal, err)
 	}
-	took := pollUntil(t, "the certificate's grant reaches master and tserver", 30*time.Second, func() error {
+	took := wait.For(t, 30*time.Second, "the certificate's grant reaches master and tserver", func() error {
 		if certTbl == nil {
 			if certTbl, err = byCert.Open(ctx, "secure"); err != nil {
 				return err

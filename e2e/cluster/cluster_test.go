@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"bighive/testkit/wait"
 )
 
 // TestMain doubles as a helper server process: with BIGHIVE_HELPER_LISTEN
@@ -83,13 +86,12 @@ func answers(addr string, d time.Duration) bool {
 
 func waitAnswers(t *testing.T, addr string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !answers(addr, 200*time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("helper at %s never answered", addr)
+	wait.For(t, 10*time.Second, "the helper at "+addr+" to answer", func() error {
+		if !answers(addr, 200*time.Millisecond) {
+			return errors.New("no answer")
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestProcessLifecycle: start, pause/resume, SIGTERM with a clean exit,
