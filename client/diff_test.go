@@ -18,6 +18,7 @@ import (
 
 	"bighive/client"
 	"bighive/internal/clustertest"
+	"bighive/testkit/wait"
 )
 
 var (
@@ -868,15 +869,14 @@ func (d *diffRun) maintain() {
 		if err = d.unavailableRetry(func() error { return d.cl.SplitTablet(d.ctx, "t", at) }); err != nil {
 			break
 		}
-		for {
+		if err := wait.Until(d.ctx, func() error {
 			tablets, err := d.cl.Tablets(d.ctx, "t")
-			if err == nil && len(tablets) == len(before)+1 {
-				break
+			if err == nil && len(tablets) != len(before)+1 {
+				err = fmt.Errorf("tablets %+v", tablets)
 			}
-			if d.ctx.Err() != nil {
-				d.failf("the split at %s did not finish: %+v %v", at, tablets, err)
-			}
-			time.Sleep(20 * time.Millisecond)
+			return err
+		}); err != nil {
+			d.failf("the split at %s did not finish: %v", at, err)
 		}
 		err = d.c.WaitServing(d.ctx, "t")
 	}

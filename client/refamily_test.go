@@ -11,6 +11,7 @@ import (
 
 	"bighive/client"
 	"bighive/internal/clustertest"
+	"bighive/testkit/wait"
 )
 
 // familyCells lists the cells of family fam in the table, as
@@ -193,24 +194,22 @@ func TestDeletedFamilyRestartThenRecreate(t *testing.T) {
 func waitTablets(t *testing.T, cl *client.Client, table string, n int) {
 	t.Helper()
 	ctx := ctxT(t)
-	for {
+	wait.ForCtx(t, ctx, fmt.Sprintf("%d serving tablets of %s", n, table), func() error {
 		tablets, err := cl.Tablets(ctx, table)
-		if err == nil && len(tablets) == n {
-			serving := 0
-			for _, tb := range tablets {
-				if tb.State == "serving" {
-					serving++
-				}
-			}
-			if serving == n {
-				return
+		if err != nil {
+			return err
+		}
+		serving := 0
+		for _, tb := range tablets {
+			if tb.State == "serving" {
+				serving++
 			}
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("table %s: want %d serving tablets: %+v %v", table, n, tablets, err)
+		if len(tablets) != n || serving != n {
+			return fmt.Errorf("tablets %+v", tablets)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestRecreatedFamilyCompactionReclaims: after a family is deleted and

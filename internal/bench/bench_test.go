@@ -21,6 +21,7 @@ import (
 	"bighive/frontend"
 	"bighive/internal/bench"
 	"bighive/master"
+	"bighive/testkit/wait"
 	"bighive/tserver"
 )
 
@@ -427,16 +428,10 @@ func readTable(b *testing.B, rows int) *client.Table {
 		b.Fatal(err)
 	}
 	var tbl *client.Table
-	var err error
-	for deadline := time.Now().Add(time.Minute); ; {
-		if tbl, err = c.Open(ctx, "r"); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatal(err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	wait.For(b, time.Minute, "table r open", func() (err error) {
+		tbl, err = c.Open(ctx, "r")
+		return err
+	})
 	value := make([]byte, 1000)
 	for start := 0; start < rows; start += 1000 {
 		var keys []string

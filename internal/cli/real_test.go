@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"bighive/master"
+	"bighive/testkit/wait"
 	"bighive/tserver"
 )
 
@@ -62,17 +64,12 @@ func startClusterWith(t *testing.T, opt func(*tserver.Options)) string {
 // waitFor runs the command until its output contains want.
 func (r run) waitFor(want string, args ...string) {
 	r.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		out, _, code := r.do(args...)
-		if code == 0 && strings.Contains(out, want) {
-			return
+	wait.For(r.t, 30*time.Second, fmt.Sprintf("bighive %s to print %q", strings.Join(args, " "), want), func() error {
+		if out, _, code := r.do(args...); code != 0 || !strings.Contains(out, want) {
+			return fmt.Errorf("exit %d, printed %q", code, out)
 		}
-		if time.Now().After(deadline) {
-			r.t.Fatalf("bighive %s: never printed %q (last: %q)", strings.Join(args, " "), want, out)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestDeleteThenPutOnRealCluster runs the commands of a new user against a
