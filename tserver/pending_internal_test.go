@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"bighive/master"
 	pb "bighive/proto/bighivepb"
 	"bighive/testkit/wait"
@@ -27,6 +29,16 @@ func FreeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
+// SoleMasterRaft is the raft configuration of a test's only master. As
+// raft's only voter its timeouts only decide how soon it elects itself:
+// at once, not after raft's default 1 to 2 s. The package's external
+// tests use it too.
+func SoleMasterRaft() *raft.Config {
+	rc := raft.DefaultConfig()
+	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = 100*time.Millisecond, 100*time.Millisecond, 100*time.Millisecond
+	return rc
+}
+
 // startWithMaster starts a master and one tserver of this package in a
 // fresh directory, closed when the test ends: a lease of 10 s, heartbeats
 // every 200 ms. mcfg and topts, when set, adjust the master's and the
@@ -39,7 +51,7 @@ func startWithMaster(t *testing.T, mcfg func(*master.Config), topts func(*Option
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cfg := master.Config{ID: "m1", Dir: filepath.Join(dir, "master"), RaftAddr: FreeAddr(t),
+	cfg := master.Config{ID: "m1", Dir: filepath.Join(dir, "master"), RaftAddr: FreeAddr(t), Raft: SoleMasterRaft(),
 		Lease: 10 * time.Second, Heartbeat: 200 * time.Millisecond, TickInterval: 50 * time.Millisecond, Logger: quiet}
 	if mcfg != nil {
 		mcfg(&cfg)

@@ -94,7 +94,7 @@ func TestDeadTServerReregistersAsNewIncarnation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := master.Start(master.Config{ID: "m1", Dir: filepath.Join(dir, "master"), RaftAddr: freeAddr(t),
+	m, err := master.Start(master.Config{ID: "m1", Dir: filepath.Join(dir, "master"), RaftAddr: freeAddr(t), Raft: tserver.SoleMasterRaft(),
 		Lease: time.Second, Heartbeat: 100 * time.Millisecond, Logger: quiet()}, lis)
 	if err != nil {
 		t.Fatal(err)

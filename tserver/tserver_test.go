@@ -40,7 +40,7 @@ func startNode(t *testing.T, tservers int, lease time.Duration, opt func(i int, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := master.Start(master.Config{ID: "m1", Dir: filepath.Join(dir, "master"), RaftAddr: freeAddr(t),
+	m, err := master.Start(master.Config{ID: "m1", Dir: filepath.Join(dir, "master"), RaftAddr: freeAddr(t), Raft: tserver.SoleMasterRaft(),
 		Lease: lease, Heartbeat: 200 * time.Millisecond, Logger: quiet()}, lis)
 	if err != nil {
 		t.Fatal(err)

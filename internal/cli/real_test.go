@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"bighive/master"
 	"bighive/testkit/wait"
 	"bighive/tserver"
@@ -42,7 +44,11 @@ func startClusterWith(t *testing.T, opt func(*tserver.Options)) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := master.Start(master.Config{ID: "m1", Dir: filepath.Join(dir, "master"), RaftAddr: free(),
+	// The one master is raft's only voter: short timeouts only make it
+	// elect itself at once, not after raft's default 1 to 2 s.
+	rc := raft.DefaultConfig()
+	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = 100*time.Millisecond, 100*time.Millisecond, 100*time.Millisecond
+	m, err := master.Start(master.Config{ID: "m1", Dir: filepath.Join(dir, "master"), RaftAddr: free(), Raft: rc,
 		Lease: 2 * time.Second, Heartbeat: 200 * time.Millisecond, Logger: quiet}, lis)
 	if err != nil {
 		t.Fatal(err)
