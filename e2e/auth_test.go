@@ -99,6 +99,7 @@ func wantCode(t *testing.T, what string, err error, want codes.Code, msg string)
 // processes: credentials, roles per table, DDL, admin, a revoke, and the
 // CLI's grant, revoke and grants.
 func TestAuthMatrix(t *testing.T) {
+	skipShort(t, "callers and permissions")
 	c, root := authCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -244,6 +245,7 @@ func TestAuthMatrix(t *testing.T) {
 // TestAuthBigtableAPI: the Bigtable API endpoint applies the same rules,
 // with the token in the standard authorization metadata.
 func TestAuthBigtableAPI(t *testing.T) {
+	skipShort(t, "callers and permissions of the Bigtable API")
 	c, root := authCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

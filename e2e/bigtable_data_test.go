@@ -22,6 +22,7 @@ import (
 // through the Bighive client library, whose retries ride through the
 // failover, and nothing acknowledged is lost.
 func TestBigtableAPIFailover(t *testing.T) {
+	skipShort(t, "Bigtable API across a tserver SIGKILL")
 	sd := seed(t)
 	c, cl := startFailoverCluster(t, 1, "--mem-limit=1073741824")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

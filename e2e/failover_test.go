@@ -331,6 +331,7 @@ func checkLogSplit(t *testing.T, c *cluster.Cluster, addr string) {
 }
 
 func TestFailoverKillTServer(t *testing.T) {
+	skipShort(t, "failover after a tserver SIGKILL")
 	for _, tc := range []struct {
 		name       string
 		flags      []string
@@ -381,6 +382,7 @@ func TestFailoverKillTServer(t *testing.T) {
 }
 
 func TestFailoverDouble(t *testing.T) {
+	skipShort(t, "failover of two tservers")
 	sd := seed(t)
 	c, cl := startFailoverCluster(t, 1, "--mem-limit=1073741824")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -428,6 +430,7 @@ func TestFailoverDouble(t *testing.T) {
 }
 
 func TestFailoverMasterLeaderDiesDuringRecovery(t *testing.T) {
+	skipShort(t, "master leader SIGKILL during a recovery")
 	testMasterLeaderDiesDuringRecovery(t, false)
 }
 
@@ -435,7 +438,10 @@ func TestFailoverMasterLeaderDiesDuringRecovery(t *testing.T) {
 // on every connection: the tservers' heartbeats and log-split tasks, raft
 // between three masters, forwarding and the clients all run over mutual
 // TLS, across a tserver kill and a master failover.
-func TestFailoverTLS(t *testing.T) { testMasterLeaderDiesDuringRecovery(t, true) }
+func TestFailoverTLS(t *testing.T) {
+	skipShort(t, "failover over mutual TLS")
+	testMasterLeaderDiesDuringRecovery(t, true)
+}
 
 func testMasterLeaderDiesDuringRecovery(t *testing.T, tls bool) {
 	sd := seed(t)
@@ -484,6 +490,7 @@ func testMasterLeaderDiesDuringRecovery(t *testing.T, tls bool) {
 }
 
 func TestFailoverPausedTServerIsFenced(t *testing.T) {
+	skipShort(t, "fencing of a SIGSTOPped tserver")
 	sd := seed(t)
 	c, cl := startFailoverCluster(t, 1, "--mem-limit=1073741824")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

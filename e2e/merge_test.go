@@ -134,6 +134,7 @@ var mgMasterSteps = []mgMasterStep{
 // or the tserver's report to the new leader) completed the merge. At the
 // end every acknowledged row reads back exactly once.
 func TestMergeSIGKILLAtEachStep(t *testing.T) {
+	skipShort(t, "SIGKILL at each step of a merge")
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	tsFault := filepath.Join(t.TempDir(), "tserver-merge-fault")
@@ -288,6 +289,7 @@ func TestMergeSIGKILLAtEachStep(t *testing.T) {
 // acknowledged write reads back, deleted rows stay deleted, and the
 // tablets tile the key space. It prints how long the merging took.
 func TestMergeEmptiedTableToTwo(t *testing.T) {
+	skipShort(t, "automatic merges of an emptied table")
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	c, cl := mgCluster(t, 1, nil, []string{"--merge-threshold=67108864", "--merge-check-interval=300ms", "--merge-min-age=1ms"})

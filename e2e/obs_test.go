@@ -148,6 +148,7 @@ func waitHealth(t *testing.T, ctx context.Context, hc healthpb.HealthClient, ser
 // and a checkpoint), pprof, reflection and health; `bighive status` and
 // `version` and every binary's --version print what they should.
 func TestObservability(t *testing.T) {
+	skipShort(t, "metrics, pprof, health and status")
 	const lease = 2 * time.Second
 	c, cl := startCluster(t, cluster.Options{Masters: 1, TServers: 1, Lease: lease, Heartbeat: 200 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

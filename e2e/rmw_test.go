@@ -22,6 +22,7 @@ import (
 // outcome is unknown (the client returned an error after the request may
 // have reached a tserver); the client never retries one itself.
 func TestIncrementAcrossSplitAndKill(t *testing.T) {
+	skipShort(t, "increments across a split and a SIGKILL")
 	c, cl := spCluster(t, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -106,6 +106,7 @@ func waitLive(t *testing.T, ctx context.Context, cl *client.Client, addr string,
 // total; every written row reads back. Figures are logged, not asserted
 // against targets (the machine is shared); docs/scale.md holds them.
 func TestScaleTServer(t *testing.T) {
+	skipShort(t, "scale test of one tserver with -scale.tablets tablets")
 	n := *scaleTablets
 	if n < 2 {
 		t.Fatalf("-scale.tablets=%d: want at least 2", n)

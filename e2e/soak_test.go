@@ -497,6 +497,7 @@ func soakCount(c *cluster.Cluster, msg, also string) int {
 // the metadata lost its files is caught). -soak.duration sets how long
 // the chaos runs, -soak.seed replays the choices.
 func TestSoakNoLostWrites(t *testing.T) {
+	skipShort(t, "chaos soak (SIGKILL and SIGSTOP)")
 	seed := *soakSeed
 	if seed == 0 {
 		seed = time.Now().UnixNano()

@@ -112,6 +112,7 @@ func spVerify(t *testing.T, ctx context.Context, tbl *client.Table, want map[str
 // automatic splits to at least 8 tablets under write load; every
 // acknowledged row reads back; the tablets spread over the tservers.
 func TestSplitGrowsToEightTablets(t *testing.T) {
+	skipShort(t, "automatic splits under load")
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	c, cl := spCluster(t, 3, "--split-threshold=262144", "--split-interval=500ms", "--mem-limit=1048576")
@@ -171,6 +172,7 @@ func TestSplitGrowsToEightTablets(t *testing.T) {
 // commit the parent is intact (same tablet count); after it the children
 // hold every acknowledged write.
 func TestSplitSIGKILLAtEachStep(t *testing.T) {
+	skipShort(t, "SIGKILL at each step of a split")
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	fault := filepath.Join(t.TempDir(), "split-fault")

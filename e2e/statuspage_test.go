@@ -56,6 +56,7 @@ func bytesCell(s string) (int64, error) {
 // opens that tserver's page, which shows the tablet with TSFile and buffer
 // bytes adding up to the same size, and links back to the master.
 func TestStatusPagesInBrowser(t *testing.T) {
+	skipShort(t, "status pages in headless Chromium")
 	const tablets = 4
 	c, cl := startCluster(t, cluster.Options{Masters: 1, TServers: 2, Heartbeat: 100 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -87,6 +87,7 @@ func servedSerial(addr string, src *tlsconf.Source) (string, error) {
 // the right CA and certificate read and write, and a certificate rotated
 // on disk is served without a restart.
 func TestTLS(t *testing.T) {
+	skipShort(t, "TLS test")
 	c := cluster.New(t, cluster.Options{Masters: 1, TServers: 1, TLS: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -365,6 +366,7 @@ func getValue(ctx context.Context, tbl *client.Table, row string) (string, error
 // TestPlaintextWarning: without the --tls-* flags a master, a tserver
 // and the frontend each log the one warning line; with them, none does.
 func TestPlaintextWarning(t *testing.T) {
+	skipShort(t, "plaintext warning test")
 	const warning = "serving plaintext; connections are unencrypted and callers unauthenticated"
 	for _, tls := range []bool{false, true} {
 		c := cluster.New(t, cluster.Options{Masters: 1, TServers: 1, TLS: tls})

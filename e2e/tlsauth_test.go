@@ -19,6 +19,7 @@ import (
 // the principal, which has no grant (PermissionDenied, nothing written)
 // until an admin grants it one.
 func TestTLSWithTokens(t *testing.T) {
+	skipShort(t, "tokens over TLS")
 	c, root := authClusterWith(t, cluster.Options{TLS: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

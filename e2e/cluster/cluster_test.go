@@ -170,6 +170,9 @@ func haveCmd(t *testing.T, name string) {
 // TestMasters starts masters alone and checks that one leads, and that a
 // killed leader is replaced and can rejoin.
 func TestMasters(t *testing.T) {
+	if testing.Short() {
+		t.Skip("1 and 3 master processes, a killed leader replaced: runs without -short")
+	}
 	haveCmd(t, "master")
 	for _, n := range []int{1, 3} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
