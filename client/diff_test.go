@@ -23,8 +23,8 @@ import (
 
 var (
 	dSeed   = flag.Uint64("diff.seed", 0, "seed of TestDifferential (0: random)")
-	dOps    = flag.Int("diff.ops", 3000, "random operations TestDifferential runs")
-	dRounds = flag.Int("diff.round", 150, "operations of one TestDifferential round; a checkpoint, compaction, restart or split and a whole-table comparison follow each")
+	dOps    = flag.Int("diff.ops", 3000, "random operations TestDifferential runs (at most 600 with -short)")
+	dRounds = flag.Int("diff.round", 150, "operations of one TestDifferential round; a checkpoint, compaction, restart or split and a whole-table comparison follow each (at most 100 with -short)")
 )
 
 // TestDifferential drives the same seeded random operations through a
@@ -114,13 +114,17 @@ func TestDifferential(t *testing.T) {
 	d.bh = bighiveTable(t, ctx, d.c)
 	d.bt = bttestTable(t, ctx)
 
+	ops, round := *dOps, *dRounds
+	if testing.Short() { // the fast loop: a fifth of the operations, still six rounds of maintenance
+		ops, round = min(ops, 600), min(round, 100)
+	}
 	total := 0
 	for _, k := range diffOpKinds {
 		total += k.weight
 	}
 	counts := map[string]int{}
 	start := time.Now()
-	for d.op = 0; d.op < *dOps; d.op++ {
+	for d.op = 0; d.op < ops; d.op++ {
 		n := d.rng.IntN(total)
 		for _, k := range diffOpKinds {
 			if n -= k.weight; n < 0 {
@@ -130,14 +134,14 @@ func TestDifferential(t *testing.T) {
 				break
 			}
 		}
-		if (d.op+1)%*dRounds == 0 || d.op+1 == *dOps {
+		if (d.op+1)%round == 0 || d.op+1 == ops {
 			d.kind, d.desc = "between rounds", ""
 			d.maintain()
 			d.kind = "full scan"
 			d.compareScan("", "", "", nil, nil, false, false, 0)
 		}
 	}
-	t.Logf("%d operations in %v: %v; maintenance %v", *dOps, time.Since(start).Round(time.Millisecond), counts, d.maintained)
+	t.Logf("%d operations in %v: %v; maintenance %v", ops, time.Since(start).Round(time.Millisecond), counts, d.maintained)
 }
 
 // diffOpKinds are the random operations of TestDifferential, picked with

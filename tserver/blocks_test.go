@@ -100,6 +100,9 @@ func storeIDs(t *testing.T, n *node, uuid string) map[blockstore.BlockID]bool {
 // it. The compaction must delete nothing in B's store: every row of both
 // tablets reads back, before and after B restarts.
 func TestCompactionAfterFailoverKeepsOtherTabletsBlocks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a compaction over a failed-over tablet's read-only store with colliding block IDs: runs without -short")
+	}
 	n := startNode(t, 2, time.Second, func(_ int, o *tserver.Options) { o.MemLimit = 64 << 20 })
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
@@ -239,7 +242,7 @@ func openFDs(t *testing.T) int {
 // through it.
 func TestReadOnlyStoresReleasedAcrossMoves(t *testing.T) {
 	if testing.Short() {
-		t.Skip("50 tablet moves")
+		t.Skip("50 tablet moves between two tservers, descriptors and goroutines flat: runs without -short")
 	}
 	n := startNode(t, 2, 700*time.Millisecond, func(_ int, o *tserver.Options) { o.MemLimit = 64 << 20 })
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Second)

@@ -89,6 +89,9 @@ func (p *cutProxy) setCut(cut bool) {
 // incarnation; the old tablets stay with their new owner and their
 // acknowledged writes read back.
 func TestDeadTServerReregistersAsNewIncarnation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a tserver declared dead re-registering as a new incarnation: runs without -short")
+	}
 	dir := t.TempDir()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

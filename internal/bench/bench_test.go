@@ -88,7 +88,12 @@ func inProcess(tb testing.TB, cacheBytes int64) *client.Client {
 // that does not match all fail the run).
 func TestTinyRun(t *testing.T) {
 	for _, api := range []string{bench.APINative, bench.APIBigtable} {
-		t.Run(api, func(t *testing.T) { tinyRun(t, api) })
+		t.Run(api, func(t *testing.T) {
+			if testing.Short() && api == bench.APIBigtable {
+				t.Skip("every phase through the Bigtable API: runs without -short")
+			}
+			tinyRun(t, api)
+		})
 	}
 }
 
@@ -277,7 +282,7 @@ func checkJSON(t *testing.T, rep *bench.Report) {
 // tserver, master and frontend, found by the addresses they listen on.
 func TestLocalCPU(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds and starts a cluster of processes")
+		t.Skip("a bench on a local cluster of real processes: runs without -short")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -42,6 +42,9 @@ type size struct {
 }
 
 func sizes(t *testing.T) size {
+	if testing.Short() {
+		t.Skip("scale scenario of 3 master processes and fake tservers: runs without -short")
+	}
 	s := size{tservers: *flagTServers, tablets: *flagTablets, splits: *flagSplits, heartbeat: *flagHeartbeat, window: *flagWindow, seed: *flagSeed, procs: *flagProcs}
 	if *flagFull {
 		s.tservers, s.tablets, s.splits, s.heartbeat, s.window = 1000, 1_000_000, 100_000, time.Second, 30*time.Second
