@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"bighive/client/clienttest"
 	"bighive/internal/apierr"
 	pb "bighive/proto/bighivepb"
+	"bighive/testkit/wait"
 )
 
 // holdFirstWrite makes the next MutateRow wait hold, starts a Put of row
@@ -27,13 +29,12 @@ func holdFirstWrite(t *testing.T, fc *clienttest.Cluster, tbl *client.Table, hol
 	fc.Inject(clienttest.Fault{Method: "MutateRow", Delay: hold})
 	done := make(chan error, 1)
 	go func() { done <- tbl.Put(context.Background(), "held", "cf", "q", []byte("h")) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for fc.Calls("MutateRow") == calls {
-		if time.Now().After(deadline) {
-			t.Fatal("the held Put never reached the tserver")
+	wait.For(t, 5*time.Second, "the held Put at the tserver", func() error {
+		if fc.Calls("MutateRow") == calls {
+			return errors.New("no MutateRow call")
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 	return done
 }
 

@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"errors"
 	"regexp"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"bighive/internal/apierr"
 	pb "bighive/proto/bighivepb"
 	"bighive/testkit/inproc"
+	"bighive/testkit/wait"
 )
 
 // valueIs is the predicate "the latest cell of family:column holds v".
@@ -332,9 +334,12 @@ func TestCondMutationAcrossFailures(t *testing.T) {
 				}
 			}()
 		}
-		for attempts.Load() < workers*tries/4 && ctx.Err() == nil {
-			time.Sleep(5 * time.Millisecond)
-		}
+		_ = wait.Until(ctx, func() error { // a done ctx fails what follows
+			if attempts.Load() < workers*tries/4 {
+				return errors.New("too few attempts")
+			}
+			return nil
+		})
 		var err error
 		switch stage {
 		case "restart":

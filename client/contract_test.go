@@ -20,6 +20,7 @@ import (
 	"bighive/internal/limits"
 	pb "bighive/proto/bighivepb"
 	"bighive/testkit/inproc"
+	"bighive/testkit/wait"
 )
 
 // The contract: what the client relies on from a cluster, run against both
@@ -836,16 +837,13 @@ func contractDDL(t *testing.T, e env, c *client.Client) {
 		t.Fatal(err)
 	}
 	// A split runs on the tserver; the master shows its result once done.
-	for {
+	wait.ForCtx(t, ctx, "the split at p shown", func() (err error) {
 		tablets, err = c.Tablets(ctx, "users")
-		if err == nil && len(tablets) == 4 && tablets[2].StartRow == "m" && tablets[2].EndRow == "p" {
-			break
+		if err == nil && (len(tablets) != 4 || tablets[2].StartRow != "m" || tablets[2].EndRow != "p") {
+			err = fmt.Errorf("tablets %+v", tablets)
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("after the split: %+v %v", tablets, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err
+	})
 	if err := e.waitServing(ctx, "users"); err != nil {
 		t.Fatal(err)
 	}
@@ -873,16 +871,12 @@ func contractDDL(t *testing.T, e env, c *client.Client) {
 	}
 	// The tservers let go of a deleted table's tablets: writes through a
 	// stale location fail with NotFound once the location is refreshed.
-	for {
-		err := tbl.Put(ctx, "alice", "cf", "name", nil)
-		if status.Code(err) == codes.NotFound {
-			break
+	wait.ForCtx(t, ctx, "NotFound for a put to a deleted table", func() error {
+		if err := tbl.Put(ctx, "alice", "cf", "name", nil); status.Code(err) != codes.NotFound {
+			return fmt.Errorf("put: %v", err)
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("put to a deleted table: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	// The name can be used again, and the new table is empty.
 	tbl = createTable(t, e, c, "users")
 	if r, err := tbl.Get(ctx, "alice"); err != nil || len(r.Cells) != 0 {

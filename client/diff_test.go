@@ -18,12 +18,13 @@ import (
 
 	"bighive/client"
 	"bighive/testkit/inproc"
+	"bighive/testkit/wait"
 )
 
 var (
 	dSeed   = flag.Uint64("diff.seed", 0, "seed of TestDifferential (0: random)")
-	dOps    = flag.Int("diff.ops", 3000, "random operations TestDifferential runs")
-	dRounds = flag.Int("diff.round", 150, "operations of one TestDifferential round; a checkpoint, compaction, restart or split and a whole-table comparison follow each")
+	dOps    = flag.Int("diff.ops", 3000, "random operations TestDifferential runs (at most 600 with -short)")
+	dRounds = flag.Int("diff.round", 150, "operations of one TestDifferential round; a checkpoint, compaction, restart or split and a whole-table comparison follow each (at most 100 with -short)")
 )
 
 // TestDifferential drives the same seeded random operations through a
@@ -113,13 +114,17 @@ func TestDifferential(t *testing.T) {
 	d.bh = bighiveTable(t, ctx, d.c)
 	d.bt = bttestTable(t, ctx)
 
+	ops, round := *dOps, *dRounds
+	if testing.Short() { // the fast loop: a fifth of the operations, still six rounds of maintenance
+		ops, round = min(ops, 600), min(round, 100)
+	}
 	total := 0
 	for _, k := range diffOpKinds {
 		total += k.weight
 	}
 	counts := map[string]int{}
 	start := time.Now()
-	for d.op = 0; d.op < *dOps; d.op++ {
+	for d.op = 0; d.op < ops; d.op++ {
 		n := d.rng.IntN(total)
 		for _, k := range diffOpKinds {
 			if n -= k.weight; n < 0 {
@@ -129,14 +134,14 @@ func TestDifferential(t *testing.T) {
 				break
 			}
 		}
-		if (d.op+1)%*dRounds == 0 || d.op+1 == *dOps {
+		if (d.op+1)%round == 0 || d.op+1 == ops {
 			d.kind, d.desc = "between rounds", ""
 			d.maintain()
 			d.kind = "full scan"
 			d.compareScan("", "", "", nil, nil, false, false, 0)
 		}
 	}
-	t.Logf("%d operations in %v: %v; maintenance %v", *dOps, time.Since(start).Round(time.Millisecond), counts, d.maintained)
+	t.Logf("%d operations in %v: %v; maintenance %v", ops, time.Since(start).Round(time.Millisecond), counts, d.maintained)
 }
 
 // diffOpKinds are the random operations of TestDifferential, picked with
@@ -868,15 +873,14 @@ func (d *diffRun) maintain() {
 		if err = d.unavailableRetry(func() error { return d.cl.SplitTablet(d.ctx, "t", at) }); err != nil {
 			break
 		}
-		for {
+		if err := wait.Until(d.ctx, func() error {
 			tablets, err := d.cl.Tablets(d.ctx, "t")
-			if err == nil && len(tablets) == len(before)+1 {
-				break
+			if err == nil && len(tablets) != len(before)+1 {
+				err = fmt.Errorf("tablets %+v", tablets)
 			}
-			if d.ctx.Err() != nil {
-				d.failf("the split at %s did not finish: %+v %v", at, tablets, err)
-			}
-			time.Sleep(20 * time.Millisecond)
+			return err
+		}); err != nil {
+			d.failf("the split at %s did not finish: %v", at, err)
 		}
 		err = d.c.WaitServing(d.ctx, "t")
 	}

@@ -33,7 +33,9 @@ func exampleClient(table string, splits ...string) (*client.Client, *client.Tabl
 		if exampleDir, err = os.MkdirTemp("", "bighive-example-"); err != nil {
 			log.Fatal(err)
 		}
-		exampleCluster, err = cluster.Start(ctx, cluster.Options{Masters: 1, TServers: 1, Dir: exampleDir})
+		// Heartbeats every 100 ms: a new table serves within a tenth of a
+		// second, not the production heartbeat's second.
+		exampleCluster, err = cluster.Start(ctx, cluster.Options{Masters: 1, TServers: 1, Dir: exampleDir, Heartbeat: 100 * time.Millisecond})
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -7,6 +7,7 @@ import (
 
 	"bighive/client"
 	"bighive/testkit/inproc"
+	"bighive/testkit/wait"
 )
 
 // TestFollowsRealSplitsAndFailover: the client follows what the real
@@ -54,16 +55,13 @@ func TestFollowsRealSplitsAndFailover(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The split runs on the tserver; the master shows it once done.
-		for {
+		wait.ForCtx(t, ctx, "the split at "+at+" shown", func() error {
 			tablets, err := cl.Tablets(ctx, "t")
-			if err == nil && len(tablets) == 3+n {
-				break
+			if err == nil && len(tablets) != 3+n {
+				err = fmt.Errorf("tablets %+v", tablets)
 			}
-			if ctx.Err() != nil {
-				t.Fatalf("the split at %s did not finish: %+v %v", at, tablets, err)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return err
+		})
 		if err := c.WaitServing(ctx, "t"); err != nil {
 			t.Fatal(err)
 		}

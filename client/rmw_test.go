@@ -15,6 +15,7 @@ import (
 
 	"bighive/client"
 	"bighive/testkit/inproc"
+	"bighive/testkit/wait"
 )
 
 func counter(v int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(v)) }
@@ -203,12 +204,12 @@ func readCounter(t *testing.T, ctx context.Context, tbl *client.Table, row strin
 // waitAcked polls until at least n increments were acknowledged.
 func waitAcked(t *testing.T, ctx context.Context, acked *atomic.Int64, n int64) {
 	t.Helper()
-	for acked.Load() < n {
-		if ctx.Err() != nil {
-			t.Fatalf("only %d increments acknowledged, waiting for %d", acked.Load(), n)
+	wait.ForCtx(t, ctx, fmt.Sprintf("%d acknowledged increments", n), func() error {
+		if got := acked.Load(); got < n {
+			return fmt.Errorf("only %d", got)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestIncrementConcurrent: N goroutines increment one counter M times

@@ -20,6 +20,7 @@ import (
 	"bighive/client"
 	"bighive/internal/apierr"
 	"bighive/testkit/cluster"
+	"bighive/testkit/wait"
 )
 
 // The tokens of TestAuthMatrix: root is --bootstrap-admin; writer and
@@ -94,26 +95,11 @@ func wantCode(t *testing.T, what string, err error, want codes.Code, msg string)
 	}
 }
 
-// pollUntil retries fn until it returns nil or the deadline passes, and
-// returns how long it took.
-func pollUntil(t *testing.T, what string, limit time.Duration, fn func() error) time.Duration {
-	t.Helper()
-	began := time.Now()
-	var err error
-	for time.Since(began) < limit {
-		if err = fn(); err == nil {
-			return time.Since(began)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within %v: last %v", what, limit, err)
-	return 0
-}
-
 // TestAuthMatrix runs the callers-and-permissions cases against real
 // processes: credentials, roles per table, DDL, admin, a revoke, and the
 // CLI's grant, revoke and grants.
 func TestAuthMatrix(t *testing.T) {
+	skipShort(t, "callers and permissions")
 	c, root := authCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -171,7 +157,7 @@ func TestAuthMatrix(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The tserver learns the grants with a heartbeat.
-	took := pollUntil(t, "writer's grant reaches the tserver", 30*time.Second, func() error {
+	took := wait.For(t, 30*time.Second, "writer's grant reaches the tserver", func() error {
 		return wOrders.Put(ctx, "w1", "cf", "q", []byte("by writer"))
 	})
 	t.Logf("a new grant reached the tserver after %v (heartbeat %v)", took, authHeartbeat)
@@ -181,7 +167,7 @@ func TestAuthMatrix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pollUntil(t, "reader's grant reaches the tserver", 30*time.Second, func() error {
+	wait.For(t, 30*time.Second, "reader's grant reaches the tserver", func() error {
 		_, err := rFirst.Get(ctx, "w1")
 		return err
 	})
@@ -242,7 +228,7 @@ func TestAuthMatrix(t *testing.T) {
 		t.Fatalf("bighive revoke: %v\n%s%s", err, out, errOut)
 	}
 	revoked := time.Now()
-	took = pollUntil(t, "the revoke reaches the tserver", 30*time.Second, func() error {
+	took = wait.For(t, 30*time.Second, "the revoke reaches the tserver", func() error {
 		err := wOrders.Put(ctx, "w2", "cf", "q", []byte("after revoke"))
 		if apierr.CodeOf(err) == codes.PermissionDenied {
 			return nil
@@ -259,6 +245,7 @@ func TestAuthMatrix(t *testing.T) {
 // TestAuthBigtableAPI: the Bigtable API endpoint applies the same rules,
 // with the token in the standard authorization metadata.
 func TestAuthBigtableAPI(t *testing.T) {
+	skipShort(t, "callers and permissions of the Bigtable API")
 	c, root := authCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -289,7 +276,7 @@ func TestAuthBigtableAPI(t *testing.T) {
 	}
 	wantCode(t, "no token", mutate("", "x"), codes.Unauthenticated, "")
 	wantCode(t, "unknown token", mutate("not-a-token-0123456789", "x"), codes.Unauthenticated, "")
-	pollUntil(t, "the reader's grant reaches the tserver", 30*time.Second, func() error {
+	wait.For(t, 30*time.Second, "the reader's grant reaches the tserver", func() error {
 		if err := mutate(readerToken, "r1"); apierr.CodeOf(err) != codes.PermissionDenied {
 			return fmt.Errorf("reader: %v", err)
 		}

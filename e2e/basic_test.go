@@ -16,6 +16,16 @@ import (
 	"bighive/testkit/cluster"
 )
 
+// skipShort skips a test under -short: every test here starts a cluster
+// of real processes, which the fast loop leaves to the full run. what
+// says what the test covers.
+func skipShort(t *testing.T, what string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("multi-process " + what + ": runs without -short")
+	}
+}
+
 // startCluster starts a cluster for one test (in a fresh temporary
 // directory) and dials a client to it.
 func startCluster(t *testing.T, opts cluster.Options) (*cluster.Cluster, *client.Client) {
@@ -78,6 +88,7 @@ func createSpec(t *testing.T, ctx context.Context, c *cluster.Cluster, cl *clien
 func value(i int) []byte { return []byte(fmt.Sprintf("value-%d-%s", i, strings.Repeat("x", i%50))) }
 
 func TestPutGetScanAcrossTablets(t *testing.T) {
+	skipShort(t, "put, get and scan across tablets")
 	c, cl := startCluster(t, cluster.Options{Masters: 1, TServers: 3})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -130,6 +141,7 @@ func TestPutGetScanAcrossTablets(t *testing.T) {
 }
 
 func TestApplyAndBulkAcrossTablets(t *testing.T) {
+	skipShort(t, "Apply and ApplyBulk across tablets")
 	c, cl := startCluster(t, cluster.Options{Masters: 1, TServers: 2})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -189,6 +201,7 @@ func TestApplyAndBulkAcrossTablets(t *testing.T) {
 }
 
 func TestTServerRestartKeepsAcknowledgedWrites(t *testing.T) {
+	skipShort(t, "tserver restart keeping acknowledged writes")
 	c, cl := startCluster(t, cluster.Options{Masters: 1, TServers: 2})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -230,6 +243,7 @@ func TestTServerRestartKeepsAcknowledgedWrites(t *testing.T) {
 }
 
 func TestBadInputStatusCodes(t *testing.T) {
+	skipShort(t, "status codes of bad input")
 	c, cl := startCluster(t, cluster.Options{Masters: 1, TServers: 1})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -20,6 +20,7 @@ import (
 // the results with the native client. The data service is not exercised
 // here.
 func TestBigtableAdminAPI(t *testing.T) {
+	skipShort(t, "Bigtable admin API")
 	c := cluster.New(t, cluster.Options{TServers: 2})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -19,6 +19,7 @@ import (
 // forwarded over gRPC. Every row reads back through the other tserver's
 // endpoint and through the native client, and the admin calls work.
 func TestBigtableAPIOnTServer(t *testing.T) {
+	skipShort(t, "Bigtable API served by the tservers")
 	c, cl := startCluster(t, cluster.Options{TServers: 2, Flags: []string{"--bigtable"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -21,6 +21,7 @@ import (
 // unknown outcome]: the client never retries a conditional mutation
 // after it may have reached a tserver.
 func TestCompareAndSetAcrossSplitAndKill(t *testing.T) {
+	skipShort(t, "compare-and-set across a split and a SIGKILL")
 	c, cl := spCluster(t, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

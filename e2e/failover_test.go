@@ -21,6 +21,7 @@ import (
 	pb "bighive/proto/bighivepb"
 	"bighive/storage/wal"
 	"bighive/testkit/cluster"
+	"bighive/testkit/wait"
 )
 
 // Failover tests (issue 10) run on short leases so that a dead tserver is
@@ -125,12 +126,12 @@ func (w *workload) stop() {
 func (w *workload) waitAcks(t *testing.T, ctx context.Context, n int) {
 	t.Helper()
 	want := w.acks() + n
-	for w.acks() < want {
-		if ctx.Err() != nil {
-			t.Fatalf("waiting for %d acknowledged writes: %v (have %d)", want, ctx.Err(), w.acks())
+	wait.ForCtx(t, ctx, fmt.Sprintf("%d acknowledged writes", want), func() error {
+		if have := w.acks(); have < want {
+			return fmt.Errorf("%d acknowledged", have)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // verify scans the table: every acknowledged write reads back with its
@@ -210,27 +211,27 @@ func waitServedElsewhere(t *testing.T, ctx context.Context, cl *client.Client, t
 		isGone[g] = true
 	}
 	back := map[string]time.Duration{}
-	for {
+	var own map[string]string
+	wait.ForCtx(t, ctx, "every tablet to serve again", func() error {
 		tabs, err := cl.Tablets(ctx, table)
-		if err == nil {
-			own := map[string]string{}
-			for _, tb := range tabs {
-				if tb.State == "serving" && tb.TServer != "" && !isGone[tb.TServer] {
-					if _, ok := back[tb.ID]; !ok {
-						back[tb.ID] = time.Since(since)
-					}
-					own[tb.ID] = tb.TServer
+		if err != nil {
+			return fmt.Errorf("%w (%d back)", err, len(back))
+		}
+		own = map[string]string{}
+		for _, tb := range tabs {
+			if tb.State == "serving" && tb.TServer != "" && !isGone[tb.TServer] {
+				if _, ok := back[tb.ID]; !ok {
+					back[tb.ID] = time.Since(since)
 				}
-			}
-			if len(own) == len(tabs) && len(tabs) > 0 {
-				return back, own
+				own[tb.ID] = tb.TServer
 			}
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("waiting for every tablet to serve again: %v (last error %v, %d back)", ctx.Err(), err, len(back))
+		if len(own) != len(tabs) || len(tabs) == 0 {
+			return fmt.Errorf("%d of %d tablets back", len(own), len(tabs))
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
+	return back, own
 }
 
 func maxDur(m map[string]time.Duration) time.Duration {
@@ -330,6 +331,7 @@ func checkLogSplit(t *testing.T, c *cluster.Cluster, addr string) {
 }
 
 func TestFailoverKillTServer(t *testing.T) {
+	skipShort(t, "failover after a tserver SIGKILL")
 	for _, tc := range []struct {
 		name       string
 		flags      []string
@@ -380,6 +382,7 @@ func TestFailoverKillTServer(t *testing.T) {
 }
 
 func TestFailoverDouble(t *testing.T) {
+	skipShort(t, "failover of two tservers")
 	sd := seed(t)
 	c, cl := startFailoverCluster(t, 1, "--mem-limit=1073741824")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -427,6 +430,7 @@ func TestFailoverDouble(t *testing.T) {
 }
 
 func TestFailoverMasterLeaderDiesDuringRecovery(t *testing.T) {
+	skipShort(t, "master leader SIGKILL during a recovery")
 	testMasterLeaderDiesDuringRecovery(t, false)
 }
 
@@ -434,7 +438,10 @@ func TestFailoverMasterLeaderDiesDuringRecovery(t *testing.T) {
 // on every connection: the tservers' heartbeats and log-split tasks, raft
 // between three masters, forwarding and the clients all run over mutual
 // TLS, across a tserver kill and a master failover.
-func TestFailoverTLS(t *testing.T) { testMasterLeaderDiesDuringRecovery(t, true) }
+func TestFailoverTLS(t *testing.T) {
+	skipShort(t, "failover over mutual TLS")
+	testMasterLeaderDiesDuringRecovery(t, true)
+}
 
 func testMasterLeaderDiesDuringRecovery(t *testing.T, tls bool) {
 	sd := seed(t)
@@ -454,19 +461,18 @@ func testMasterLeaderDiesDuringRecovery(t *testing.T, tls bool) {
 	}
 	// Wait until the leader declared the victim dead, then kill the leader
 	// while the recovery runs.
-	for dead := false; !dead; {
-		if ctx.Err() != nil {
-			t.Fatal("the victim was never declared dead")
-		}
-		time.Sleep(20 * time.Millisecond)
+	wait.ForCtx(t, ctx, "the victim declared dead", func() error {
 		servers, err := cl.TServers(ctx)
 		if err != nil {
-			continue
+			return err
 		}
 		for _, s := range servers {
-			dead = dead || s.Address == addr && !s.Live
+			if s.Address == addr && !s.Live {
+				return nil
+			}
 		}
-	}
+		return fmt.Errorf("%s live", addr)
+	})
 	leader, err := c.Leader(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -484,6 +490,7 @@ func testMasterLeaderDiesDuringRecovery(t *testing.T, tls bool) {
 }
 
 func TestFailoverPausedTServerIsFenced(t *testing.T) {
+	skipShort(t, "fencing of a SIGSTOPped tserver")
 	sd := seed(t)
 	c, cl := startFailoverCluster(t, 1, "--mem-limit=1073741824")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

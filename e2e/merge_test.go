@@ -13,6 +13,7 @@ import (
 
 	"bighive/client"
 	"bighive/testkit/cluster"
+	"bighive/testkit/wait"
 )
 
 // mgCluster starts two tservers that never split on their own and the
@@ -56,19 +57,19 @@ func mgCheckTiling(t *testing.T, tablets []client.TabletInfo) {
 // mgDead returns the index of an address that does not accept
 // connections, or -1 when ctx ends first.
 func mgDead(ctx context.Context, addrs []string) int {
-	for {
+	dead := -1
+	_ = wait.Until(ctx, func() error {
 		for i, a := range addrs {
 			conn, err := net.DialTimeout("tcp", a, time.Second)
 			if err != nil {
-				return i
+				dead = i
+				return nil
 			}
 			conn.Close()
 		}
-		if ctx.Err() != nil {
-			return -1
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return errors.New("every address accepts connections")
+	})
+	return dead
 }
 
 // mgTServerAddrs lists the cluster's tserver addresses.
@@ -133,6 +134,7 @@ var mgMasterSteps = []mgMasterStep{
 // or the tserver's report to the new leader) completed the merge. At the
 // end every acknowledged row reads back exactly once.
 func TestMergeSIGKILLAtEachStep(t *testing.T) {
+	skipShort(t, "SIGKILL at each step of a merge")
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	tsFault := filepath.Join(t.TempDir(), "tserver-merge-fault")
@@ -224,9 +226,12 @@ func TestMergeSIGKILLAtEachStep(t *testing.T) {
 	const writesPerCrash = 40
 	tablets := func(minWrites int) []client.TabletInfo {
 		t.Helper()
-		for load.count() < minWrites {
-			time.Sleep(20 * time.Millisecond)
-		}
+		wait.ForCtx(t, ctx, fmt.Sprintf("%d acknowledged writes", minWrites), func() error {
+			if n := load.count(); n < minWrites {
+				return fmt.Errorf("%d acknowledged", n)
+			}
+			return nil
+		})
 		ts, err := cl.Tablets(ctx, "mkill")
 		if err != nil {
 			t.Fatal(err)
@@ -284,6 +289,7 @@ func TestMergeSIGKILLAtEachStep(t *testing.T) {
 // acknowledged write reads back, deleted rows stay deleted, and the
 // tablets tile the key space. It prints how long the merging took.
 func TestMergeEmptiedTableToTwo(t *testing.T) {
+	skipShort(t, "automatic merges of an emptied table")
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	c, cl := mgCluster(t, 1, nil, []string{"--merge-threshold=67108864", "--merge-check-interval=300ms", "--merge-min-age=1ms"})
@@ -332,20 +338,17 @@ func TestMergeEmptiedTableToTwo(t *testing.T) {
 	}
 	filled := time.Since(began)
 	var n int
-	for {
+	wait.ForCtx(t, ctx, "at most 2 tablets", func() error {
 		ts, err := cl.Tablets(ctx, "shrink")
-		if err == nil {
-			n = len(ts)
-			if n <= 2 {
-				mgCheckTiling(t, ts)
-				break
-			}
+		if err != nil {
+			return err
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("still %d tablets after %s", n, time.Since(began))
+		if n = len(ts); n > 2 {
+			return fmt.Errorf("still %d tablets after %s", n, time.Since(began))
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		mgCheckTiling(t, ts)
+		return nil
+	})
 	took := time.Since(began)
 	want := load.halt()
 	if err := c.WaitServing(ctx, "shrink"); err != nil {

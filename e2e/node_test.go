@@ -38,8 +38,9 @@ const nodeDir = "testdata/node"
 // row, writes a cell at the server's time, adds a family, samples row
 // keys, reads a missing table (NotFound), drops a row prefix, deletes the table, and prints one JSON object of results that
 // this test checks exactly. It fails, and never skips, without node and
-// npm: bash .ci/run installs them.
+// npm: bash .ci/run installs them (-short skips it, as every test here).
 func TestBigtableNodeClient(t *testing.T) {
+	skipShort(t, "official Node.js client test")
 	modules := installNodeClient(t)
 	c := cluster.New(t, cluster.Options{TServers: 2})
 

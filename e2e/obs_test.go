@@ -21,6 +21,7 @@ import (
 
 	"bighive/client"
 	"bighive/testkit/cluster"
+	"bighive/testkit/wait"
 	"bighive/tools/cli"
 )
 
@@ -133,16 +134,13 @@ func healthOf(ctx context.Context, hc healthpb.HealthClient, service string) (he
 // waitHealth polls a health check until it reports want.
 func waitHealth(t *testing.T, ctx context.Context, hc healthpb.HealthClient, service string, want healthpb.HealthCheckResponse_ServingStatus, what string) {
 	t.Helper()
-	var last string
-	for ctx.Err() == nil {
+	wait.ForCtx(t, ctx, fmt.Sprintf("%s: health %v", what, want), func() error {
 		st, err := healthOf(ctx, hc, service)
-		if err == nil && st == want {
-			return
+		if err == nil && st != want {
+			err = fmt.Errorf("health %v", st)
 		}
-		last = fmt.Sprintf("%v %v", st, err)
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s: health never became %v (last: %s)", what, want, last)
+		return err
+	})
 }
 
 // TestObservability: a real master, tserver and frontend serve /metrics
@@ -150,6 +148,7 @@ func waitHealth(t *testing.T, ctx context.Context, hc healthpb.HealthClient, ser
 // and a checkpoint), pprof, reflection and health; `bighive status` and
 // `version` and every binary's --version print what they should.
 func TestObservability(t *testing.T) {
+	skipShort(t, "metrics, pprof, health and status")
 	const lease = 2 * time.Second
 	c, cl := startCluster(t, cluster.Options{Masters: 1, TServers: 1, Lease: lease, Heartbeat: 200 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

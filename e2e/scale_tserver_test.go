@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"bighive/client"
 	"bighive/storage/wal"
 	"bighive/testkit/cluster"
+	"bighive/testkit/wait"
 )
 
 // Issue 21, "a real tserver with 10 000 tablets": real master and tserver
@@ -83,20 +85,18 @@ func writeRound(t *testing.T, ctx context.Context, tbl *client.Table, n int, tag
 // with live false, as not live).
 func waitLive(t *testing.T, ctx context.Context, cl *client.Client, addr string, live bool) {
 	t.Helper()
-	for {
+	wait.ForCtx(t, ctx, fmt.Sprintf("tserver %s live=%v", addr, live), func() error {
 		list, err := cl.TServers(ctx)
-		if err == nil {
-			for _, ts := range list {
-				if ts.Address == addr && ts.Live == live {
-					return
-				}
+		if err != nil {
+			return err
+		}
+		for _, ts := range list {
+			if ts.Address == addr && ts.Live == live {
+				return nil
 			}
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("waiting for tserver %s live=%v: %v (last error %v)", addr, live, ctx.Err(), err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return errors.New("not listed so")
+	})
 }
 
 // TestScaleTServer: one tserver takes every tablet of an N-tablet table
@@ -106,6 +106,7 @@ func waitLive(t *testing.T, ctx context.Context, cl *client.Client, addr string,
 // total; every written row reads back. Figures are logged, not asserted
 // against targets (the machine is shared); docs/scale.md holds them.
 func TestScaleTServer(t *testing.T) {
+	skipShort(t, "scale test of one tserver with -scale.tablets tablets")
 	n := *scaleTablets
 	if n < 2 {
 		t.Fatalf("-scale.tablets=%d: want at least 2", n)

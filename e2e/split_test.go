@@ -15,6 +15,7 @@ import (
 
 	"bighive/client"
 	"bighive/testkit/cluster"
+	"bighive/testkit/wait"
 )
 
 // spCluster starts a cluster with a short lease (so a dead tserver's
@@ -111,6 +112,7 @@ func spVerify(t *testing.T, ctx context.Context, tbl *client.Table, want map[str
 // automatic splits to at least 8 tablets under write load; every
 // acknowledged row reads back; the tablets spread over the tservers.
 func TestSplitGrowsToEightTablets(t *testing.T) {
+	skipShort(t, "automatic splits under load")
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	c, cl := spCluster(t, 3, "--split-threshold=262144", "--split-interval=500ms", "--mem-limit=1048576")
@@ -129,16 +131,14 @@ func TestSplitGrowsToEightTablets(t *testing.T) {
 	began := time.Now()
 	load := spStartLoad(ctx, tbl, seed, 16)
 	var tablets []client.TabletInfo
-	for {
-		tablets, err = cl.Tablets(ctx, "grow")
-		if err == nil && len(tablets) >= 8 {
-			break
+	if err := wait.Until(ctx, func() (err error) {
+		if tablets, err = cl.Tablets(ctx, "grow"); err == nil && len(tablets) < 8 {
+			err = fmt.Errorf("%d tablets", len(tablets))
 		}
-		if ctx.Err() != nil {
-			load.halt()
-			t.Fatalf("only %d tablets after %v: %v", len(tablets), time.Since(began), err)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return err
+	}); err != nil {
+		load.halt()
+		t.Fatalf("only %d tablets after %v: %v", len(tablets), time.Since(began), err)
 	}
 	grew := time.Since(began)
 	want := load.halt()
@@ -148,21 +148,18 @@ func TestSplitGrowsToEightTablets(t *testing.T) {
 	}
 	spVerify(t, ctx, tbl, want)
 	// The master balances the children over the tservers.
-	for {
+	wait.ForCtx(t, ctx, "tablets spread over the tservers", func() error {
 		tablets, _ = cl.Tablets(ctx, "grow")
 		owners := map[string]int{}
 		for _, tb := range tablets {
 			owners[tb.TServer]++
 		}
-		if len(owners) >= 2 {
-			t.Logf("%d tablets over %d tservers: %v", len(tablets), len(owners), owners)
-			break
+		if len(owners) < 2 {
+			return fmt.Errorf("tablets per tserver %v", owners)
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("tablets not spread: %v", owners)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		t.Logf("%d tablets over %d tservers: %v", len(tablets), len(owners), owners)
+		return nil
+	})
 	if err := c.WaitServing(ctx, "grow"); err != nil {
 		t.Fatal(err)
 	}
@@ -175,6 +172,7 @@ func TestSplitGrowsToEightTablets(t *testing.T) {
 // commit the parent is intact (same tablet count); after it the children
 // hold every acknowledged write.
 func TestSplitSIGKILLAtEachStep(t *testing.T) {
+	skipShort(t, "SIGKILL at each step of a split")
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	fault := filepath.Join(t.TempDir(), "split-fault")
@@ -200,9 +198,12 @@ func TestSplitSIGKILLAtEachStep(t *testing.T) {
 		}
 	}()
 	for step := 1; step <= 7; step++ {
-		for load.count() < step*150 {
-			time.Sleep(20 * time.Millisecond)
-		}
+		wait.ForCtx(t, ctx, fmt.Sprintf("%d acknowledged writes", step*150), func() error {
+			if n := load.count(); n < step*150 {
+				return fmt.Errorf("%d acknowledged", n)
+			}
+			return nil
+		})
 		before, err := cl.Tablets(ctx, "kill")
 		if err != nil {
 			t.Fatal(err)

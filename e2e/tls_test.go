@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -29,6 +28,7 @@ import (
 	"bighive/internal/tlsconf/tlstest"
 	pb "bighive/proto/bighivepb"
 	"bighive/testkit/cluster"
+	"bighive/testkit/wait"
 )
 
 // rawConn dials addr with one connection under src (nil: plaintext), so
@@ -87,6 +87,7 @@ func servedSerial(addr string, src *tlsconf.Source) (string, error) {
 // the right CA and certificate read and write, and a certificate rotated
 // on disk is served without a restart.
 func TestTLS(t *testing.T) {
+	skipShort(t, "TLS test")
 	c := cluster.New(t, cluster.Options{Masters: 1, TServers: 1, TLS: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -166,15 +167,13 @@ func TestTLS(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-		if err := poll(ctx, func() error {
+		wait.ForCtx(t, ctx, "the rogue tserver's registration refused", func() error {
 			b, _ := os.ReadFile(logPath)
 			if strings.Contains(string(b), "register failed") {
 				return nil
 			}
 			return fmt.Errorf("the rogue tserver's log has no failed registration:\n%s", b)
-		}); err != nil {
-			t.Fatal(err)
-		}
+		})
 		b, _ := os.ReadFile(logPath)
 		if strings.Contains(string(b), "registered with the master") {
 			t.Fatalf("the rogue tserver registered:\n%s", b)
@@ -307,31 +306,26 @@ func TestTLS(t *testing.T) {
 		rotate(t, expired, files)
 		// The tserver re-reads its files at the next handshake, at most a
 		// second after the change.
-		err = poll(ctx, func() error {
+		wait.ForCtx(t, ctx, "the expired certificate served", func() error {
 			_, err := pb.NewTServerClient(rawConn(t, tserver, src)).Ping(ctx, &pb.PingRequest{})
 			if status.Code(err) == codes.Unavailable && strings.Contains(err.Error(), "expired") {
 				return nil
 			}
 			return fmt.Errorf("Ping against an expired certificate: %v", err)
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 		fresh, err := c.CA().Server("ts0")
 		if err != nil {
 			t.Fatal(err)
 		}
 		rotate(t, fresh, files)
 		want := fresh.Cert.SerialNumber.String()
-		if err := poll(ctx, func() error {
+		wait.ForCtx(t, ctx, "the fresh certificate served", func() error {
 			got, err := servedSerial(tserver, src)
 			if err == nil && got != want {
 				err = fmt.Errorf("served serial %s, want %s (first %s)", got, want, first)
 			}
 			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
+		})
 		if _, err := pb.NewTServerClient(rawConn(t, tserver, src)).Ping(ctx, &pb.PingRequest{}); err != nil {
 			t.Fatalf("Ping after the rotation: %v", err)
 		}
@@ -369,25 +363,10 @@ func getValue(ctx context.Context, tbl *client.Table, row string) (string, error
 	return string(v), nil
 }
 
-// poll runs try every 100 ms until it succeeds or ctx ends, returning its
-// last error then.
-func poll(ctx context.Context, try func() error) error {
-	for {
-		err := try()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return errors.Join(ctx.Err(), err)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
 // TestPlaintextWarning: without the --tls-* flags a master, a tserver
 // and the frontend each log the one warning line; with them, none does.
 func TestPlaintextWarning(t *testing.T) {
+	skipShort(t, "plaintext warning test")
 	const warning = "serving plaintext; connections are unencrypted and callers unauthenticated"
 	for _, tls := range []bool{false, true} {
 		c := cluster.New(t, cluster.Options{Masters: 1, TServers: 1, TLS: tls})

@@ -9,6 +9,7 @@ import (
 
 	"bighive/client"
 	"bighive/testkit/cluster"
+	"bighive/testkit/wait"
 )
 
 // TestTLSWithTokens runs TLS and the permissions together, as a shared
@@ -18,6 +19,7 @@ import (
 // the principal, which has no grant (PermissionDenied, nothing written)
 // until an admin grants it one.
 func TestTLSWithTokens(t *testing.T) {
+	skipShort(t, "tokens over TLS")
 	c, root := authClusterWith(t, cluster.Options{TLS: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -49,7 +51,7 @@ func TestTLSWithTokens(t *testing.T) {
 	if err := root.GrantRole(ctx, client.Grant{Principal: cluster.ClientPrincipal, Role: "write", Table: "secure"}); err != nil {
 		t.Fatalf("grant write to %s: %v", cluster.ClientPrincipal, err)
 	}
-	took := pollUntil(t, "the certificate's grant reaches master and tserver", 30*time.Second, func() error {
+	took := wait.For(t, 30*time.Second, "the certificate's grant reaches master and tserver", func() error {
 		if certTbl == nil {
 			if certTbl, err = byCert.Open(ctx, "secure"); err != nil {
 				return err

@@ -1,14 +1,15 @@
 package frontend
 
 import (
+	"fmt"
 	"testing"
-	"time"
 
 	"cloud.google.com/go/bigtable"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"bighive/client"
+	"bighive/testkit/wait"
 )
 
 // TestDataDeletedTable: a table deleted after the frontend opened it
@@ -29,16 +30,12 @@ func TestDataDeletedTable(t *testing.T) {
 	// The tservers unload a deleted table's tablets on their next
 	// heartbeat, so the frontend's cached locations may still be served
 	// for a moment: poll.
-	for {
-		_, err := tbl.ReadRow(ctx, "r")
-		if status.Code(err) == codes.NotFound {
-			break
+	wait.ForCtx(t, ctx, "NotFound for ReadRow of a deleted table", func() error {
+		if _, err := tbl.ReadRow(ctx, "r"); status.Code(err) != codes.NotFound {
+			return fmt.Errorf("ReadRow: %v", err)
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("ReadRow of a deleted table = %v; want NotFound", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	if err := tbl.Apply(ctx, "r", m); status.Code(err) != codes.NotFound {
 		t.Errorf("Apply to a deleted table = %v; want NotFound", err)
 	}

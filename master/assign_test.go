@@ -8,6 +8,7 @@ import (
 	"time"
 
 	pb "bighive/proto/bighivepb"
+	"bighive/testkit/wait"
 )
 
 func TestPlanAssignSpread(t *testing.T) {
@@ -86,19 +87,22 @@ func fleet(t *testing.T, cl *client, o *owners, n int, every time.Duration) []*f
 func servingCounts(t *testing.T, mc pb.MasterClient, table string, want int) map[string]int {
 	t.Helper()
 	var counts map[string]int
-	waitFor(t, 30*time.Second, fmt.Sprintf("%d tablets of %s serving", want, table), func() bool {
+	wait.For(t, 30*time.Second, fmt.Sprintf("%d tablets of %s serving", want, table), func() error {
 		l, err := mc.GetTableLocations(context.Background(), &pb.GetTableLocationsRequest{Table: table})
-		if err != nil || len(l.Locations) != want {
-			return false
+		if err != nil {
+			return err
+		}
+		if len(l.Locations) != want {
+			return fmt.Errorf("%d tablets", len(l.Locations))
 		}
 		counts = map[string]int{}
 		for _, x := range l.Locations {
 			if x.State != pb.TabletState_TABLET_STATE_SERVING || x.TserverAddress == "" {
-				return false
+				return fmt.Errorf("tablet %s %v at %q", x.TabletId, x.State, x.TserverAddress)
 			}
 			counts[x.TserverUuid]++
 		}
-		return true
+		return nil
 	})
 	return counts
 }
@@ -120,8 +124,8 @@ func TestAssignmentSpread100Over4(t *testing.T) {
 		}
 		// The fake serves once its load report's answer arrives, just after
 		// the metadata says SERVING.
-		waitFor(t, 5*time.Second, "tserver "+f.uuid+" serving what the metadata says", func() bool {
-			return len(f.serving()) == counts[f.uuid]
+		wait.For(t, 5*time.Second, "tserver "+f.uuid+" serving what the metadata says", func() error {
+			return servingN(f, counts[f.uuid])
 		})
 	}
 	if len(o.violations) > 0 {
@@ -154,22 +158,22 @@ func TestDeadTServerTabletsReassigned(t *testing.T) {
 	began := time.Now()
 	victim.stop()
 	counts := map[string]int{}
-	waitFor(t, 20*time.Second, "the dead tserver's tablets serving elsewhere", func() bool {
+	wait.For(t, 20*time.Second, "the dead tserver's tablets serving elsewhere", func() error {
 		l, err := mc.GetTableLocations(context.Background(), &pb.GetTableLocationsRequest{Table: "t"})
 		if err != nil {
-			return false
+			return err
 		}
 		counts = map[string]int{}
 		for _, x := range l.Locations {
 			if x.State != pb.TabletState_TABLET_STATE_SERVING || x.TserverUuid == victim.uuid {
-				return false
+				return fmt.Errorf("tablet %s %v on %s", x.TabletId, x.State, x.TserverUuid)
 			}
 			if ep, ok := lost[x.TabletId]; ok && x.Epoch <= ep {
 				t.Fatalf("tablet %s reassigned without a new epoch (%d → %d)", x.TabletId, ep, x.Epoch)
 			}
 			counts[x.TserverUuid]++
 		}
-		return true
+		return nil
 	})
 	t.Logf("dead tserver's %d tablets serving elsewhere after %v (lease %v + margin %v)", len(lost), time.Since(began),
 		testConfig("", "").Lease, testConfig("", "").DeadMargin)
@@ -223,14 +227,14 @@ func TestRebalanceOnJoin(t *testing.T) {
 	}()
 	newFakeTS(t, "ts9", cl, o).start(50 * time.Millisecond)
 	var counts map[string]int
-	waitFor(t, 30*time.Second, "rebalanced to 9 each", func() bool {
+	wait.For(t, 30*time.Second, "rebalanced to 9 each", func() error {
 		counts = servingCounts(t, mc, "t", 36)
 		for _, u := range []string{"ts0", "ts1", "ts2", "ts9"} {
 			if counts[u] != 9 {
-				return false
+				return fmt.Errorf("tablets per tserver %v", counts)
 			}
 		}
-		return true
+		return nil
 	})
 	close(stop)
 	if m := <-maxSeen; m > maxMoves || m == 0 {

@@ -14,6 +14,7 @@ import (
 
 	"bighive/internal/limits"
 	pb "bighive/proto/bighivepb"
+	"bighive/testkit/wait"
 )
 
 func singleMaster(t *testing.T) (*cluster, pb.MasterClient) {
@@ -198,17 +199,20 @@ func TestCreateTable1000SplitKeys(t *testing.T) {
 	for i := 0; i < 4; i++ {
 		newFakeTS(t, fmt.Sprintf("ts%d", i), cl, o).start(100 * time.Millisecond)
 	}
-	waitFor(t, 40*time.Second, "1001 tablets serving", func() bool {
+	wait.For(t, 40*time.Second, "1001 tablets serving", func() error {
 		l, err := mc.GetTableLocations(ctx, &pb.GetTableLocationsRequest{Table: "big0"})
 		if err != nil {
-			return false
+			return err
 		}
 		for _, x := range l.Locations {
 			if x.State != pb.TabletState_TABLET_STATE_SERVING {
-				return false
+				return fmt.Errorf("tablet %s %v", x.TabletId, x.State)
 			}
 		}
-		return len(l.Locations) == 1001
+		if len(l.Locations) != 1001 {
+			return fmt.Errorf("%d tablets", len(l.Locations))
+		}
+		return nil
 	})
 	t.Logf("4 tservers join → 1001 tablets assigned and serving (1001 load reports): %v", time.Since(began))
 	if len(o.violations) > 0 {

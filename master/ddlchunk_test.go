@@ -3,6 +3,7 @@ package master
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"bighive/meta"
 	pb "bighive/proto/bighivepb"
+	"bighive/testkit/wait"
 )
 
 func appliedCommands(t *testing.T, m *Master, kind string) float64 {
@@ -135,6 +137,9 @@ func TestBigCreateTableChunks(t *testing.T) {
 // master ends with the whole table or none of it (the new leader rolls
 // the creation back and finishes the deletion), and the name is usable.
 func TestDDLLeaderKilledBetweenChunks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a master leader stopped between the chunks of a CreateTable and a DeleteTable: runs without -short")
+	}
 	var blockAt atomic.Int32 // the chunk whose hook blocks once, 0: none
 	reached := make(chan struct{}, 1)
 	c := startCluster(t, 3, func(cfg *Config) {
@@ -172,17 +177,17 @@ func TestDDLLeaderKilledBetweenChunks(t *testing.T) {
 	// (tablets of it) or absent (0), nothing pending.
 	settled := func(what string, tablets int) {
 		t.Helper()
-		waitFor(t, 60*time.Second, what, func() bool {
-			for _, m := range c.masters {
+		wait.For(t, 60*time.Second, what, func() error {
+			for i, m := range c.masters {
 				if m == nil {
 					continue
 				}
 				vis, pend, n := tableState(t, m, "big")
 				if pend || vis != (tablets > 0) || n != tablets {
-					return false
+					return fmt.Errorf("master %d: visible %v, pending %v, %d tablets", i, vis, pend, n)
 				}
 			}
-			return true
+			return nil
 		})
 	}
 

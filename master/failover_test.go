@@ -15,6 +15,7 @@ import (
 	"bighive/internal/apierr"
 	"bighive/meta"
 	pb "bighive/proto/bighivepb"
+	"bighive/testkit/wait"
 )
 
 func tablesOf(t *testing.T, m *Master) map[string]bool {
@@ -122,8 +123,11 @@ func TestThreeMasterFailover(t *testing.T) {
 		}
 	}
 	c.start(killed)
-	waitFor(t, 20*time.Second, "the restarted master catching up", func() bool {
-		return len(tablesOf(t, c.masters[killed])) == 42
+	wait.For(t, 20*time.Second, "the restarted master catching up", func() error {
+		if n := len(tablesOf(t, c.masters[killed])); n != 42 {
+			return fmt.Errorf("%d tables, want 42", n)
+		}
+		return nil
 	})
 	// Its missing entries were compacted away on the others, so it caught
 	// up by installing a snapshot, which its snapshot store keeps.
@@ -137,8 +141,11 @@ func TestThreeMasterFailover(t *testing.T) {
 	c.stop(fi)
 	createTables(t, cl, 40, 45)
 	c.start(fi)
-	waitFor(t, 20*time.Second, "the restarted follower catching up", func() bool {
-		return len(tablesOf(t, c.masters[fi])) == 47
+	wait.For(t, 20*time.Second, "the restarted follower catching up", func() error {
+		if n := len(tablesOf(t, c.masters[fi])); n != 47 {
+			return fmt.Errorf("%d tables, want 47", n)
+		}
+		return nil
 	})
 	if len(o.violations) > 0 {
 		t.Fatalf("invariant 6: %v", o.violations)

@@ -7,6 +7,7 @@ import (
 
 	"bighive/meta"
 	pb "bighive/proto/bighivepb"
+	"bighive/testkit/wait"
 )
 
 // assignedCount counts the tablets the metadata gives to some tserver,
@@ -37,19 +38,19 @@ func assignedCount(t *testing.T, m *Master) (n int, maxEpoch int64) {
 // heardBy waits until the leader session heard from every uuid.
 func heardBy(t *testing.T, m *Master, uuids ...string) {
 	t.Helper()
-	waitFor(t, 10*time.Second, fmt.Sprintf("heartbeats of %v", uuids), func() bool {
+	wait.For(t, 10*time.Second, fmt.Sprintf("heartbeats of %v", uuids), func() error {
 		ls, err := m.ready()
 		if err != nil {
-			return false
+			return err
 		}
 		ls.mu.Lock()
 		defer ls.mu.Unlock()
 		for _, u := range uuids {
 			if l := ls.leases[u]; l == nil || !l.heard {
-				return false
+				return fmt.Errorf("not heard from %s", u)
 			}
 		}
-		return true
+		return nil
 	})
 }
 

@@ -2,6 +2,7 @@ package master
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"bighive/internal/auth"
 	pb "bighive/proto/bighivepb"
+	"bighive/testkit/wait"
 )
 
 // TestGrantsThroughRaft: --bootstrap-admin grants admin once, a grant made
@@ -31,10 +33,13 @@ func TestGrantsThroughRaft(t *testing.T) {
 		return metadata.AppendToOutgoingContext(ctxT(t, 20*time.Second), "authorization", "Bearer "+token)
 	}
 	var gl *pb.GrantList
-	waitFor(t, 10*time.Second, "the bootstrap admin", func() bool {
+	wait.For(t, 10*time.Second, "the bootstrap admin", func() error {
 		resp, err := cl.at(l).ListGrants(as("root-token-0123456789"), &pb.ListGrantsRequest{})
 		gl = resp.GetGrants()
-		return err == nil && len(gl.Grants) == 1
+		if err == nil && len(gl.Grants) != 1 {
+			err = fmt.Errorf("grants %v", gl.Grants)
+		}
+		return err
 	})
 	if g := gl.Grants[0]; g.Principal != "root" || g.Role != auth.RoleAdmin || g.Table != "" {
 		t.Fatalf("bootstrap grant = %v", g)

@@ -1,6 +1,7 @@
 package master
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	pb "bighive/proto/bighivepb"
+	"bighive/testkit/wait"
 )
 
 // hbTServer drives one tserver's heartbeats by hand: held is what it
@@ -123,9 +125,12 @@ func TestHeartbeatDeltas(t *testing.T) {
 	if _, err := mc.CreateTable(ctxT(t, 10*time.Second), &pb.CreateTableRequest{Schema: schema("t", "cf"), SplitKeys: splitKeys(3)}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "4 tablets assigned and loaded", func() bool {
+	wait.For(t, 10*time.Second, "4 tablets assigned and loaded", func() error {
 		h.load(h.full())
-		return len(h.held) == 4
+		if len(h.held) != 4 {
+			return fmt.Errorf("%d tablets held", len(h.held))
+		}
+		return nil
 	})
 	h.full() // reports them all held
 	kinds := c.masters[0].metrics.hbKinds

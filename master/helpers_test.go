@@ -2,6 +2,7 @@ package master
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -18,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "bighive/proto/bighivepb"
+	"bighive/testkit/wait"
 )
 
 func testLogger() *slog.Logger {
@@ -94,16 +96,11 @@ func (c *cluster) start(i int) {
 		c.tweak(&cfg)
 	}
 	var lis net.Listener
-	var err error
-	for try := 0; try < 50; try++ { // the port may linger briefly after a stop
-		if lis, err = net.Listen("tcp", c.peers[i].GRPCAddr); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
-		c.t.Fatal(err)
-	}
+	// The port may linger briefly after a stop.
+	wait.For(c.t, time.Second, "a listener on "+c.peers[i].GRPCAddr, func() (err error) {
+		lis, err = net.Listen("tcp", c.peers[i].GRPCAddr)
+		return err
+	})
 	m, err := Start(cfg, lis)
 	if err != nil {
 		c.t.Fatal(err)
@@ -123,17 +120,17 @@ func (c *cluster) stop(i int) {
 // leader waits until one running master is the ready leader.
 func (c *cluster) leader(timeout time.Duration) int {
 	c.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+	leader := -1
+	wait.For(c.t, timeout, "a leader", func() error {
 		for i, m := range c.masters {
 			if m != nil && m.IsLeader() {
-				return i
+				leader = i
+				return nil
 			}
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	c.t.Fatalf("no leader within %v", timeout)
-	return -1
+		return errors.New("no running master is the ready leader")
+	})
+	return leader
 }
 
 func (c *cluster) addrs() []string {
@@ -216,18 +213,10 @@ func splitKeys(n int) [][]byte {
 	return out
 }
 
-// waitFor polls cond until it holds; on a timeout the first of state, if
-// any, says what cond saw last.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool, state ...*string) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			if len(state) > 0 {
-				t.Fatalf("timed out after %v waiting for %s: %s", timeout, what, *state[0])
-			}
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
+// servingN is nil when f serves n tablets.
+func servingN(f *fakeTS, n int) error {
+	if got := len(f.serving()); got != n {
+		return fmt.Errorf("tserver %s serves %d tablets, want %d", f.uuid, got, n)
 	}
+	return nil
 }

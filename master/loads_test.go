@@ -11,6 +11,7 @@ import (
 
 	"bighive/internal/limits"
 	pb "bighive/proto/bighivepb"
+	"bighive/testkit/wait"
 )
 
 // TestReportTabletLoads: one call of N loads is one raft command, and each
@@ -34,10 +35,13 @@ func TestReportTabletLoads(t *testing.T) {
 	}
 	servingCounts(t, mc, "t", n)
 	// The fake's own load reports counted as commands once they returned.
-	waitFor(t, 10*time.Second, "the fake's load reports answered", func() bool {
+	wait.For(t, 10*time.Second, "the fake's load reports answered", func() error {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		return len(f.loading) == 0
+		if len(f.loading) > 0 {
+			return fmt.Errorf("%d loads unanswered", len(f.loading))
+		}
+		return nil
 	})
 	l, err := mc.GetTableLocations(ctx, &pb.GetTableLocationsRequest{Table: "t"})
 	if err != nil {

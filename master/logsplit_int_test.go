@@ -2,6 +2,7 @@ package master
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"bighive/meta"
 	pb "bighive/proto/bighivepb"
 	"bighive/storage/wal"
+	"bighive/testkit/wait"
 )
 
 // splitter answers log-split tasks for a fake tserver like a real one
@@ -89,13 +91,13 @@ func TestLogSplitExecutorDies(t *testing.T) {
 	counts := servingCounts(t, mc, "t", 12)
 	// The fakes serve once their load reports' answers arrive, just after
 	// the metadata says SERVING.
-	waitFor(t, 5*time.Second, "the fakes serving what the metadata says", func() bool {
+	wait.For(t, 5*time.Second, "the fakes serving what the metadata says", func() error {
 		for _, s := range sp {
-			if len(s.f.serving()) != counts[s.f.uuid] {
-				return false
+			if err := servingN(s.f, counts[s.f.uuid]); err != nil {
+				return err
 			}
 		}
-		return true
+		return nil
 	})
 	victim, executor, survivor := sp[0], sp[1], sp[2]
 	lost := map[string]bool{}
@@ -109,11 +111,16 @@ func TestLogSplitExecutorDies(t *testing.T) {
 	executor.swallow = true
 	executor.mu.Unlock()
 	victim.f.stop()
-	waitFor(t, 20*time.Second, "a task of the victim's log at the executor", func() bool { return len(executor.tasks()) > 0 })
+	wait.For(t, 20*time.Second, "a task of the victim's log at the executor", func() error {
+		if len(executor.tasks()) == 0 {
+			return errors.New("no task")
+		}
+		return nil
+	})
 	swallowed := executor.tasks()
 	executor.f.stop()
 
-	waitFor(t, 30*time.Second, "every tablet served by the survivor", func() bool { return len(survivor.f.serving()) == 12 })
+	wait.For(t, 30*time.Second, "every tablet served by the survivor", func() error { return servingN(survivor.f, 12) })
 	got := survivor.tasks()
 	for _, id := range swallowed {
 		if !slices.Contains(got, id) {

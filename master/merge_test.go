@@ -13,6 +13,7 @@ import (
 
 	"bighive/internal/apierr"
 	pb "bighive/proto/bighivepb"
+	"bighive/testkit/wait"
 )
 
 // TestMergePolicyPlan: the automatic merger's choice of pairs.
@@ -335,12 +336,13 @@ func TestAutoMergeWithFakeTServers(t *testing.T) {
 		return n
 	}
 	cl := fl[0].cl
-	var last string
-	waitFor(t, 30*time.Second, "a's first two tablets merged, and 5 passes refused on b", func() bool {
+	wait.For(t, 30*time.Second, "a's first two tablets merged, and 5 passes refused on b", func() error {
 		ts := tabletIDs(t, cl, "a")
-		last = fmt.Sprintf("table a %v (was %v), %d refusals of b", ts, a, calls(b[0], b[1]))
-		return len(ts) == 5 && ts[1] == a[2] && calls(b[0], b[1]) >= 5
-	}, &last)
+		if len(ts) == 5 && ts[1] == a[2] && calls(b[0], b[1]) >= 5 {
+			return nil
+		}
+		return fmt.Errorf("table a %v (was %v), %d refusals of b", ts, a, calls(b[0], b[1]))
+	})
 	if n := calls(a[3], a[4]); n == 0 {
 		t.Fatalf("the pair %s+%s (300+100) was never tried", a[3], a[4])
 	}
@@ -351,17 +353,23 @@ func TestAutoMergeWithFakeTServers(t *testing.T) {
 		f.setBusy(a[4], false)
 	}
 	var merged string
-	waitFor(t, 30*time.Second, "300+100 merged once not splitting", func() bool {
+	wait.For(t, 30*time.Second, "300+100 merged once not splitting", func() error {
 		ts := tabletIDs(t, cl, "a")
-		if len(ts) == 4 && ts[3] == a[5] {
-			merged = ts[2]
+		if len(ts) != 4 || ts[3] != a[5] {
+			return fmt.Errorf("table a %v", ts)
 		}
-		return merged != ""
+		merged = ts[2]
+		return nil
 	})
 	// Five more passes (b's refusals count them) change nothing: every
 	// remaining pair sums to 500 or more.
 	seen := calls(b[0], b[1])
-	waitFor(t, 30*time.Second, "5 more passes", func() bool { return calls(b[0], b[1]) >= seen+5 })
+	wait.For(t, 30*time.Second, "5 more passes", func() error {
+		if n := calls(b[0], b[1]); n < seen+5 {
+			return fmt.Errorf("%d refusals of b, %d before", n, seen)
+		}
+		return nil
+	})
 	ts := tabletIDs(t, cl, "a")
 	if len(ts) != 4 || ts[1] != a[2] || ts[2] != merged || ts[3] != a[5] {
 		t.Fatalf("table a %v after more passes, want [merged %s %s %s]", ts, a[2], merged, a[5])
@@ -385,12 +393,15 @@ func TestAutoMergeOff(t *testing.T) {
 	for _, f := range fl {
 		f.setSizes(map[string]int64{ids["a"][0]: 100, ids["a"][1]: 100})
 	}
-	waitFor(t, 10*time.Second, "both tablets served", func() bool {
+	wait.For(t, 10*time.Second, "both tablets served", func() error {
 		n := 0
 		for _, f := range fl {
 			n += len(f.serving())
 		}
-		return n == 2
+		if n != 2 {
+			return fmt.Errorf("%d tablets served", n)
+		}
+		return nil
 	})
 	// Fifty check intervals: an automatic merger would have merged the
 	// two 100-byte tablets by now.

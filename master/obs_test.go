@@ -2,6 +2,7 @@ package master
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -9,16 +10,21 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	pb "bighive/proto/bighivepb"
+	"bighive/testkit/wait"
 )
 
-func healthStatus(c *client, i int) healthpb.HealthCheckResponse_ServingStatus {
+// health is nil when master i answers the health check with want.
+func health(c *client, i int, want healthpb.HealthCheckResponse_ServingStatus) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	r, err := healthpb.NewHealthClient(c.conns[i]).Check(ctx, &healthpb.HealthCheckRequest{Service: "bighive.v1.Master"})
 	if err != nil {
-		return healthpb.HealthCheckResponse_UNKNOWN
+		return err
 	}
-	return r.Status
+	if r.Status != want {
+		return fmt.Errorf("health %v", r.Status)
+	}
+	return nil
 }
 
 // gathered returns the value of every gauge and counter sample of the
@@ -66,7 +72,7 @@ func TestHealthFollowsLeader(t *testing.T) {
 	li := c.leader(10 * time.Second)
 	cl := newClient(t, c.addrs()...)
 	for i := range c.masters {
-		waitFor(t, 10*time.Second, "SERVING health", func() bool { return healthStatus(cl, i) == healthpb.HealthCheckResponse_SERVING })
+		wait.For(t, 10*time.Second, "SERVING health", func() error { return health(cl, i, healthpb.HealthCheckResponse_SERVING) })
 	}
 	if _, err := cl.at(li).CreateTable(ctxT(t, 10*time.Second), &pb.CreateTableRequest{Schema: schema("t", "cf")}); err != nil {
 		t.Fatal(err)
@@ -103,8 +109,8 @@ func TestHealthFollowsLeader(t *testing.T) {
 	// Two of three gone: the last one knows no leader.
 	c.stop(li)
 	c.stop((li + 2) % 3)
-	waitFor(t, 20*time.Second, "NOT_SERVING without a leader", func() bool {
-		return healthStatus(cl, fi) == healthpb.HealthCheckResponse_NOT_SERVING
+	wait.For(t, 20*time.Second, "NOT_SERVING without a leader", func() error {
+		return health(cl, fi, healthpb.HealthCheckResponse_NOT_SERVING)
 	})
 	if got := gathered(t, regs[c.peers[fi].ID], "bighive_master_raft_has_leader"); got[""] != 0 {
 		t.Errorf("has_leader without a leader: %v", got)

@@ -3,6 +3,7 @@ package master
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "bighive/proto/bighivepb"
+	"bighive/testkit/wait"
 )
 
 // oneTServer: a single master, one fake tserver serving table "t" split at "m".
@@ -143,12 +145,15 @@ func TestReportSplit(t *testing.T) {
 		t.Fatalf("locations after split: %v", l.Locations)
 	}
 	// The tserver drops the parent on its next heartbeats and serves the children.
-	waitFor(t, 10*time.Second, "the tserver serving the children, not the parent", func() bool {
+	wait.For(t, 10*time.Second, "the tserver serving the children, not the parent", func() error {
 		s := f.serving()
 		_, p := s[parent.TabletId]
 		_, c0 := s[ids.TabletIds[0]]
 		_, c1 := s[ids.TabletIds[1]]
-		return !p && c0 && c1
+		if p || !c0 || !c1 {
+			return fmt.Errorf("serving the parent %v, the children %v and %v", p, c0, c1)
+		}
+		return nil
 	})
 }
 
@@ -158,21 +163,24 @@ func TestCachePriorityAndDeletePushedInHeartbeats(t *testing.T) {
 	if _, err := mc.SetCachePriority(ctx, &pb.SetCachePriorityRequest{Table: "t", Priority: pb.CachePriority_CACHE_PRIORITY_LOW}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "the priority pushed", func() bool {
+	wait.For(t, 5*time.Second, "the priority pushed", func() error {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		return f.prios["t"] == pb.CachePriority_CACHE_PRIORITY_LOW
+		if p := f.prios["t"]; p != pb.CachePriority_CACHE_PRIORITY_LOW {
+			return fmt.Errorf("priority %v", p)
+		}
+		return nil
 	})
 	if _, err := mc.DeleteTable(ctx, &pb.DeleteTableRequest{Name: "t"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "the deleted table's tablets unloaded", func() bool {
+	wait.For(t, 5*time.Second, "the deleted table's tablets unloaded", func() error {
 		s := f.serving()
 		for _, l := range locs {
 			if _, ok := s[l.TabletId]; ok {
-				return false
+				return fmt.Errorf("tablet %s still served", l.TabletId)
 			}
 		}
-		return true
+		return nil
 	})
 }

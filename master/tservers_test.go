@@ -2,6 +2,7 @@ package master
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"bighive/meta"
 	pb "bighive/proto/bighivepb"
+	"bighive/testkit/wait"
 )
 
 // TestDeadTServerNotRevivedMidUnassign runs the interleaving in which a
@@ -38,10 +40,13 @@ func TestDeadTServerNotRevivedMidUnassign(t *testing.T) {
 			ls.leases[victim].last = time.Now().Add(-time.Hour) // its lease ran out
 			ls.mu.Unlock()
 			ls.poke()
-			waitFor(t, 10*time.Second, "the leader to unassign the dead tserver's tablets", func() bool {
+			wait.For(t, 10*time.Second, "the leader to unassign the dead tserver's tablets", func() error {
 				var n int
 				_ = m.view(func(r *meta.Reader) error { n = len(r.TabletIDsOf(victim)); return nil })
-				return n == 0
+				if n > 0 {
+					return fmt.Errorf("%d tablets still assigned", n)
+				}
+				return nil
 			})
 		}
 	})
@@ -55,8 +60,11 @@ func TestDeadTServerNotRevivedMidUnassign(t *testing.T) {
 	}
 	counts := servingCounts(t, mc, "t", 8)
 	a := fl[0]
-	waitFor(t, 5*time.Second, "tserver "+a.uuid+" serving its tablets", func() bool {
-		return len(a.serving()) == counts[a.uuid] && counts[a.uuid] > 0
+	if counts[a.uuid] == 0 {
+		t.Fatalf("tserver %s was assigned no tablet: %v", a.uuid, counts)
+	}
+	wait.For(t, 5*time.Second, "tserver "+a.uuid+" serving its tablets", func() error {
+		return servingN(a, counts[a.uuid])
 	})
 	held := a.serving()
 	a.stop() // from here on the test sends a's heartbeats

@@ -2,6 +2,7 @@ package meta
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	spb "bighive/proto/storagepb"
+	"bighive/testkit/wait"
 )
 
 // fastRaft is a raft configuration for tests on loopback.
@@ -32,13 +34,12 @@ func openTestNode(t *testing.T, dir string) *Node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for n.Raft.State() != raft.Leader {
-		if time.Now().After(deadline) {
-			t.Fatal("single node did not become leader")
+	wait.For(t, 5*time.Second, "the single node to lead", func() error {
+		if s := n.Raft.State(); s != raft.Leader {
+			return fmt.Errorf("state %v", s)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	return n
 }
 
@@ -95,11 +96,10 @@ func TestNodeRestart(t *testing.T) {
 	}
 	n = openTestNode(t, dir)
 	defer n.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for tableCount(t, n) != 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("rebuilt state has %d tables, want 2", tableCount(t, n))
+	wait.For(t, 5*time.Second, "the rebuilt state's 2 tables", func() error {
+		if got := tableCount(t, n); got != 2 {
+			return fmt.Errorf("%d tables", got)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }

@@ -15,20 +15,9 @@ import (
 	"bighive/client"
 	pb "bighive/proto/bighivepb"
 	"bighive/storage/blockstore"
+	"bighive/testkit/wait"
 	"bighive/tserver"
 )
-
-// poll calls cond until it holds or ctx ends, then fails with what().
-func poll(t *testing.T, ctx context.Context, cond func() bool, what func() string) {
-	t.Helper()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("gave up waiting: %s", what())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
 
 // placement maps each tablet of table (by its start row) to the address
 // of the tserver serving it; ok is false unless every tablet serves.
@@ -111,6 +100,9 @@ func storeIDs(t *testing.T, n *node, uuid string) map[blockstore.BlockID]bool {
 // it. The compaction must delete nothing in B's store: every row of both
 // tablets reads back, before and after B restarts.
 func TestCompactionAfterFailoverKeepsOtherTabletsBlocks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a compaction over a failed-over tablet's read-only store with colliding block IDs: runs without -short")
+	}
 	n := startNode(t, 2, time.Second, func(_ int, o *tserver.Options) { o.MemLimit = 64 << 20 })
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
@@ -129,11 +121,13 @@ func TestCompactionAfterFailoverKeepsOtherTabletsBlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	var where map[string]string
-	poll(t, ctx, func() bool {
+	wait.ForCtx(t, ctx, "one tablet per tserver", func() error {
 		var ok bool
-		where, ok = placement(ctx, c, "t")
-		return ok && len(where) == 2 && where[""] != where["m"]
-	}, func() string { return fmt.Sprintf("one tablet per tserver: %v", where) })
+		if where, ok = placement(ctx, c, "t"); !ok || len(where) != 2 || where[""] == where["m"] {
+			return fmt.Errorf("placement %v", where)
+		}
+		return nil
+	})
 	idx := map[string]int{}
 	for i, s := range n.servers {
 		idx[s.Addr()] = i
@@ -192,11 +186,13 @@ func TestCompactionAfterFailoverKeepsOtherTabletsBlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.servers[a] = nil
-	poll(t, ctx, func() bool {
+	wait.ForCtx(t, ctx, "T served by B", func() error {
 		var ok bool
-		where, ok = placement(ctx, c, "t")
-		return ok && where[""] == n.servers[b].Addr()
-	}, func() string { return fmt.Sprintf("T served by B: %v", where) })
+		if where, ok = placement(ctx, c, "t"); !ok || where[""] != n.servers[b].Addr() {
+			return fmt.Errorf("placement %v", where)
+		}
+		return nil
+	})
 	check("after the failover", "a")
 	tablets, err := c.Tablets(ctx, "t")
 	if err != nil {
@@ -246,7 +242,7 @@ func openFDs(t *testing.T) int {
 // through it.
 func TestReadOnlyStoresReleasedAcrossMoves(t *testing.T) {
 	if testing.Short() {
-		t.Skip("50 tablet moves")
+		t.Skip("50 tablet moves between two tservers, descriptors and goroutines flat: runs without -short")
 	}
 	n := startNode(t, 2, 700*time.Millisecond, func(_ int, o *tserver.Options) { o.MemLimit = 64 << 20 })
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Second)
@@ -274,19 +270,19 @@ func TestReadOnlyStoresReleasedAcrossMoves(t *testing.T) {
 			t.Fatalf("round %d: checkpoint: %v", round, err)
 		}
 	}
-	servedBy := func(addr string, count int) func() bool {
-		return func() bool {
+	servedBy := func(addr string, count int) func() error {
+		return func() error {
 			where, ok := placement(ctx, c, "t")
-			if !ok {
-				return false
-			}
 			k := 0
 			for _, a := range where {
 				if a == addr {
 					k++
 				}
 			}
-			return k == count
+			if !ok || k != count {
+				return fmt.Errorf("placement %v", where)
+			}
+			return nil
 		}
 	}
 	moves := 0
@@ -297,16 +293,16 @@ func TestReadOnlyStoresReleasedAcrossMoves(t *testing.T) {
 			t.Fatal(err)
 		}
 		n.servers[1] = nil
-		poll(t, ctx, servedBy(n.servers[0].Addr(), 2), func() string { return fmt.Sprintf("round %d: both tablets on tserver 0", round) })
+		wait.ForCtx(t, ctx, fmt.Sprintf("round %d: both tablets on tserver 0", round), servedBy(n.servers[0].Addr(), 2))
 		write(round, 0)
 		// It starts again: the master moves a tablet back to it.
 		n.start(1)
-		poll(t, ctx, servedBy(n.servers[1].Addr(), 1), func() string { return fmt.Sprintf("round %d: a tablet back on tserver 1", round) })
+		wait.ForCtx(t, ctx, fmt.Sprintf("round %d: a tablet back on tserver 1", round), servedBy(n.servers[1].Addr(), 1))
 		write(round, 1)
 		moves += 2
 	}
 	// Tablets start one per tserver.
-	poll(t, ctx, servedBy(n.servers[1].Addr(), 1), func() string { return "a tablet on tserver 1" })
+	wait.ForCtx(t, ctx, "a tablet on tserver 1", servedBy(n.servers[1].Addr(), 1))
 	cycle(0) // warm up: connections, caches, one read-only open
 	runtime.GC()
 	fds0, gs0 := openFDs(t), runtime.NumGoroutine()
@@ -328,12 +324,12 @@ func TestReadOnlyStoresReleasedAcrossMoves(t *testing.T) {
 	var fds, gs int
 	settle, cancelSettle := context.WithTimeout(ctx, 10*time.Second)
 	defer cancelSettle()
-	poll(t, settle, func() bool {
+	wait.ForCtx(t, settle, "open fds and goroutines back near their start", func() error {
 		runtime.GC()
-		fds, gs = openFDs(t), runtime.NumGoroutine()
-		return fds <= fds0+slackFDs && gs <= gs0+slackGoroutines
-	}, func() string {
-		return fmt.Sprintf("after %d moves: %d open fds (%d after the first cycle), %d goroutines (%d)", moves, fds, fds0, gs, gs0)
+		if fds, gs = openFDs(t), runtime.NumGoroutine(); fds <= fds0+slackFDs && gs <= gs0+slackGoroutines {
+			return nil
+		}
+		return fmt.Errorf("after %d moves: %d open fds (%d after the first cycle), %d goroutines (%d)", moves, fds, fds0, gs, gs0)
 	})
 	t.Logf("after %d moves: %d open fds (%d after the first cycle), %d goroutines (%d)", moves, fds, fds0, gs, gs0)
 }

@@ -9,6 +9,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"bighive/client"
+	"bighive/testkit/wait"
 )
 
 // heartbeatKinds reads bighive_master_heartbeats_total by kind.
@@ -52,12 +53,12 @@ func TestHeartbeatsAreDeltas(t *testing.T) {
 	}
 	waitServing(t, ctx, c, "t")
 	before := heartbeatKinds(t, n)
-	for heartbeatKinds(t, n)["delta_skipped"] < before["delta_skipped"]+5 {
-		if ctx.Err() != nil {
-			t.Fatalf("no skipped delta heartbeats: %v (before %v)", heartbeatKinds(t, n), before)
+	wait.ForCtx(t, ctx, "5 skipped delta heartbeats", func() error {
+		if now := heartbeatKinds(t, n); now["delta_skipped"] < before["delta_skipped"]+5 {
+			return fmt.Errorf("heartbeats %v (before %v)", now, before)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	kinds := heartbeatKinds(t, n)
 	if kinds["send_full"] > 1 {
 		t.Errorf("%v send_full answers to one tserver with one master, want at most one", kinds["send_full"])
@@ -73,17 +74,14 @@ func TestHeartbeatsAreDeltas(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for {
+	wait.ForCtx(t, ctx, "the master's size of the first tablet after 200 KB of writes", func() error {
 		tablets, err := c.Tablets(ctx, "t")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if tablets[0].SizeBytes >= 200*1000 {
-			break
+		if tablets[0].SizeBytes < 200*1000 {
+			return fmt.Errorf("the size of %s stays %d", tablets[0].ID, tablets[0].SizeBytes)
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("the master's size of %s stays %d after 200 KB of writes", tablets[0].ID, tablets[0].SizeBytes)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }

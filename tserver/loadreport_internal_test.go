@@ -13,6 +13,7 @@ import (
 	"bighive/internal/apierr"
 	"bighive/internal/limits"
 	pb "bighive/proto/bighivepb"
+	"bighive/testkit/wait"
 )
 
 // blockingSender stands in for the master at the reporter's one seam: it
@@ -64,15 +65,20 @@ func queued(lr *loadReporter) int {
 	return len(lr.queue)
 }
 
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
+// callsN is nil once b was called n times.
+func callsN(b *blockingSender, n int) error {
+	if got := len(b.callSizes()); got != n {
+		return fmt.Errorf("%d calls", got)
 	}
+	return nil
+}
+
+// queuedN is nil once lr queues n reports.
+func queuedN(lr *loadReporter, n int) error {
+	if got := queued(lr); got != n {
+		return fmt.Errorf("%d reports queued", got)
+	}
+	return nil
 }
 
 // TestLoadReporterBatches: a report finding no call in flight goes alone
@@ -111,11 +117,11 @@ func TestLoadReporterBatches(t *testing.T) {
 				}()
 			}
 			do(0)
-			waitUntil(t, "the first call", func() bool { return len(b.callSizes()) == 1 })
+			wait.For(t, 10*time.Second, "the first call", func() error { return callsN(b, 1) })
 			for i := 1; i <= tc.later; i++ {
 				do(i)
 			}
-			waitUntil(t, "the later reports queued", func() bool { return queued(lr) == tc.later })
+			wait.For(t, 10*time.Second, "the later reports queued", func() error { return queuedN(lr, tc.later) })
 			close(b.release)
 			loads.Wait()
 			wg.Wait() // the sender ends once the queue is empty
@@ -153,13 +159,13 @@ func TestLoadReporterCallerGivesUp(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 2)
 	go func() { errc <- lr.report(ctx, &pb.TabletLoadReport{TabletId: "a"}) }()
-	waitUntil(t, "the call", func() bool { return len(b.callSizes()) == 1 })
+	wait.For(t, 10*time.Second, "the call", func() error { return callsN(b, 1) })
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled load: %v", err)
 	}
 	go func() { errc <- lr.report(context.Background(), &pb.TabletLoadReport{TabletId: "b"}) }()
-	waitUntil(t, "b queued", func() bool { return queued(lr) == 1 })
+	wait.For(t, 10*time.Second, "b queued", func() error { return queuedN(lr, 1) })
 	close(b.release)
 	if err := <-errc; err != nil {
 		t.Fatalf("load b: %v", err)

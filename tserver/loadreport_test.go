@@ -27,7 +27,7 @@ func TestLoadReportsBatched(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewPedanticRegistry()
-	m, err := master.Start(master.Config{ID: "m1", Dir: filepath.Join(dir, "master"), RaftAddr: freeAddr(t),
+	m, err := master.Start(master.Config{ID: "m1", Dir: filepath.Join(dir, "master"), RaftAddr: freeAddr(t), Raft: tserver.SoleMasterRaft(),
 		Lease: 5 * time.Second, Heartbeat: 200 * time.Millisecond, Logger: quiet(), Metrics: reg}, lis)
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package tserver
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -9,8 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"bighive/master"
 	pb "bighive/proto/bighivepb"
+	"bighive/testkit/wait"
 )
 
 // FreeAddr returns a loopback address free a moment ago, for a server a
@@ -25,6 +29,16 @@ func FreeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
+// SoleMasterRaft is the raft configuration of a test's only master. As
+// raft's only voter its timeouts only decide how soon it elects itself:
+// at once, not after raft's default 1 to 2 s. The package's external
+// tests use it too.
+func SoleMasterRaft() *raft.Config {
+	rc := raft.DefaultConfig()
+	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = 100*time.Millisecond, 100*time.Millisecond, 100*time.Millisecond
+	return rc
+}
+
 // startWithMaster starts a master and one tserver of this package in a
 // fresh directory, closed when the test ends: a lease of 10 s, heartbeats
 // every 200 ms. mcfg and topts, when set, adjust the master's and the
@@ -37,7 +51,7 @@ func startWithMaster(t *testing.T, mcfg func(*master.Config), topts func(*Option
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cfg := master.Config{ID: "m1", Dir: filepath.Join(dir, "master"), RaftAddr: FreeAddr(t),
+	cfg := master.Config{ID: "m1", Dir: filepath.Join(dir, "master"), RaftAddr: FreeAddr(t), Raft: SoleMasterRaft(),
 		Lease: 10 * time.Second, Heartbeat: 200 * time.Millisecond, TickInterval: 50 * time.Millisecond, Logger: quiet}
 	if mcfg != nil {
 		mcfg(&cfg)
@@ -85,9 +99,12 @@ func TestPendingLoadHeldAndCancelled(t *testing.T) {
 	// The first heartbeat's reply applied, no other comes unless nudged
 	// (the interval is an hour): no reply of the master's own undoes what
 	// the test does.
-	for !s.leaseValid() {
-		time.Sleep(10 * time.Millisecond)
-	}
+	wait.For(t, time.Minute, "a valid lease", func() error {
+		if !s.leaseValid() {
+			return errors.New("no valid lease")
+		}
+		return nil
+	})
 
 	// Every load slot taken: an assigned tablet's load waits.
 	for range cap(s.loadSlots) {

@@ -44,6 +44,9 @@ func recycledLogFiles(t *testing.T, root, prefix string) (recycled, stale int) {
 // earlier life's frames after their data among them), and every
 // acknowledged write reads back.
 func TestLogRecoveryReadsRecycledFiles(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a failover replaying a dead tserver's recycled log files: runs without -short")
+	}
 	n := startNode(t, 1, time.Second, func(_ int, o *tserver.Options) { o.MemLimit = 256 << 10 })
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()

@@ -2,6 +2,7 @@ package tserver_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -17,6 +18,7 @@ import (
 	"bighive/internal/apierr"
 	"bighive/master"
 	pb "bighive/proto/bighivepb"
+	"bighive/testkit/wait"
 	"bighive/tserver"
 )
 
@@ -87,12 +89,15 @@ func (p *cutProxy) setCut(cut bool) {
 // incarnation; the old tablets stay with their new owner and their
 // acknowledged writes read back.
 func TestDeadTServerReregistersAsNewIncarnation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a tserver declared dead re-registering as a new incarnation: runs without -short")
+	}
 	dir := t.TempDir()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := master.Start(master.Config{ID: "m1", Dir: filepath.Join(dir, "master"), RaftAddr: freeAddr(t),
+	m, err := master.Start(master.Config{ID: "m1", Dir: filepath.Join(dir, "master"), RaftAddr: freeAddr(t), Raft: tserver.SoleMasterRaft(),
 		Lease: time.Second, Heartbeat: 100 * time.Millisecond, Logger: quiet()}, lis)
 	if err != nil {
 		t.Fatal(err)
@@ -132,16 +137,7 @@ func TestDeadTServerReregistersAsNewIncarnation(t *testing.T) {
 		}
 		return 0, false
 	}
-	poll := func(what string, cond func() bool) {
-		t.Helper()
-		for !cond() {
-			if ctx.Err() != nil {
-				t.Fatalf("waiting for %s: %v", what, ctx.Err())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	poll("both tservers live", func() bool {
+	wait.ForCtx(t, ctx, "both tservers live", func() error {
 		resp, err := mc.ListTServers(ctx, &pb.ListTServersRequest{})
 		live := 0
 		for _, ts := range resp.GetTservers() {
@@ -149,7 +145,10 @@ func TestDeadTServerReregistersAsNewIncarnation(t *testing.T) {
 				live++
 			}
 		}
-		return err == nil && live == 2
+		if err == nil && live != 2 {
+			err = fmt.Errorf("%d live", live)
+		}
+		return err
 	})
 
 	c, err := client.Dial(ctx, []string{m.Addr()})
@@ -187,25 +186,27 @@ func TestDeadTServerReregistersAsNewIncarnation(t *testing.T) {
 	oldInc, _ := incarnation()
 
 	proxy.setCut(true)
-	poll("the victim declared dead and its tablets served by the other tserver", func() bool {
+	wait.ForCtx(t, ctx, "the victim declared dead and its tablets served by the other tserver", func() error {
 		if _, live := incarnation(); live {
-			return false
+			return errors.New("the victim is live")
 		}
 		tabs, err := c.Tablets(ctx, "t")
 		if err != nil {
-			return false
+			return err
 		}
 		for _, tb := range tabs {
 			if tb.State != "serving" || tb.TServerUUID == victim.UUID() {
-				return false
+				return fmt.Errorf("tablet %s %s on %s", tb.StartRow, tb.State, tb.TServer)
 			}
 		}
-		return true
+		return nil
 	})
 	proxy.setCut(false)
-	poll("the victim registered again", func() bool {
-		inc, live := incarnation()
-		return live && inc != oldInc
+	wait.ForCtx(t, ctx, "the victim registered again", func() error {
+		if inc, live := incarnation(); !live || inc == oldInc {
+			return fmt.Errorf("incarnation %d (was %d), live %v", inc, oldInc, live)
+		}
+		return nil
 	})
 	newInc, _ := incarnation()
 	t.Logf("victim re-registered: incarnation %d → %d", oldInc, newInc)

@@ -15,6 +15,7 @@ import (
 
 	"bighive/client"
 	"bighive/storage/split"
+	"bighive/testkit/wait"
 	"bighive/tserver"
 )
 
@@ -187,16 +188,12 @@ func TestAutoSplitUnderLoad(t *testing.T) {
 		}
 	}()
 	var tablets []client.TabletInfo
-	for {
-		tablets, err = c.Tablets(ctx, "t")
-		if err == nil && len(tablets) >= 5 {
-			break
+	wait.ForCtx(t, ctx, "5 tablets", func() (err error) {
+		if tablets, err = c.Tablets(ctx, "t"); err == nil && len(tablets) < 5 {
+			err = fmt.Errorf("table has %d tablets", len(tablets))
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("table has %d tablets: %v", len(tablets), err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err
+	})
 	close(stop)
 	wg.Wait()
 	swg.Wait()

@@ -13,6 +13,7 @@ import (
 	"bighive/client"
 	"bighive/master"
 	pb "bighive/proto/bighivepb"
+	"bighive/testkit/wait"
 	"bighive/tserver"
 )
 
@@ -39,7 +40,7 @@ func startNode(t *testing.T, tservers int, lease time.Duration, opt func(i int, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := master.Start(master.Config{ID: "m1", Dir: filepath.Join(dir, "master"), RaftAddr: freeAddr(t),
+	m, err := master.Start(master.Config{ID: "m1", Dir: filepath.Join(dir, "master"), RaftAddr: freeAddr(t), Raft: tserver.SoleMasterRaft(),
 		Lease: lease, Heartbeat: 200 * time.Millisecond, Logger: quiet()}, lis)
 	if err != nil {
 		t.Fatal(err)
@@ -109,23 +110,20 @@ func writeLate(ctx context.Context, ts pb.TServerClient, tb client.TabletInfo) e
 // waitServing polls until every tablet of table is served.
 func waitServing(t *testing.T, ctx context.Context, c *client.Client, table string) {
 	t.Helper()
-	for {
+	wait.ForCtx(t, ctx, "table "+table+" serving", func() error {
 		tablets, err := c.Tablets(ctx, table)
-		if err == nil {
-			ok := len(tablets) > 0
-			for _, tb := range tablets {
-				ok = ok && tb.State == "serving"
-			}
-			if ok {
-				return
-			}
+		if err != nil {
+			return err
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("table %s not serving: %v %+v", table, err, tablets)
-		case <-time.After(50 * time.Millisecond):
+		ok := len(tablets) > 0
+		for _, tb := range tablets {
+			ok = ok && tb.State == "serving"
 		}
-	}
+		if !ok {
+			return fmt.Errorf("tablets %+v", tablets)
+		}
+		return nil
+	})
 }
 
 // TestWritesSurviveCheckpointsAndRestart writes enough to cause several

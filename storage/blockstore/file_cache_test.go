@@ -13,6 +13,7 @@ import (
 
 	"bighive/proto/storagepb"
 	"bighive/storage/vfs"
+	"bighive/testkit/wait"
 )
 
 func TestFileCacheBoundsAndReopens(t *testing.T) {
@@ -67,19 +68,15 @@ func TestFileCacheBoundsAndReopens(t *testing.T) {
 		t.Errorf("read after close: %v", err)
 	}
 	// The sweeper drops the expired entries.
-	deadline := time.Now().Add(2 * time.Second)
-	for {
+	wait.For(t, 2*time.Second, "the expired entries swept", func() error {
 		c.mu.Lock()
 		n := len(c.descs)
 		c.mu.Unlock()
-		if n == 0 {
-			break
+		if n > 0 {
+			return fmt.Errorf("%d entries left", n)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d expired entries never swept", n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func TestFileCacheDeferredDeleteAndInvalidate(t *testing.T) {

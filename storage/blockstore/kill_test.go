@@ -84,7 +84,7 @@ func TestKillChild(t *testing.T) {
 // committed block, for a few rounds per manager kind.
 func TestSIGKILLCrash(t *testing.T) {
 	if testing.Short() {
-		t.Skip("spawns processes")
+		t.Skip("SIGKILLed child processes writing blocks: runs without -short")
 	}
 	forEachKind(t, func(t *testing.T, kind string) {
 		dir := t.TempDir()

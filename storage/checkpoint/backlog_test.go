@@ -13,6 +13,7 @@ import (
 	"bighive/storage/checkpoint"
 	"bighive/storage/mutation"
 	"bighive/storage/vfs/errorfs"
+	"bighive/testkit/wait"
 )
 
 // TestWriteDelay: no delay up to StopFiles, then 1 ms doubling with each
@@ -75,13 +76,12 @@ func addFiles(t *testing.T, n *node, id string, k int) {
 // waitFiles waits until tablet id has at most want files.
 func waitFiles(t *testing.T, n *node, id string, want int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for len(n.byID[id].Files()) > want {
-		if time.Now().After(deadline) {
-			t.Fatalf("tablet %s still has %d files after 30 s, want ≤ %d", id, len(n.byID[id].Files()), want)
+	wait.For(t, 30*time.Second, fmt.Sprintf("tablet %s at most %d files", id, want), func() error {
+		if got := len(n.byID[id].Files()); got > want {
+			return fmt.Errorf("%d files", got)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // waitCompactions waits until the coordinator has counted at least want
@@ -89,14 +89,16 @@ func waitFiles(t *testing.T, n *node, id string, want int) {
 // a moment before the compaction that made it is counted.
 func waitCompactions(t *testing.T, n *node, want int64) checkpoint.Stats {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		st := n.coord.Stats()
-		if st.Compactions >= want || time.Now().After(deadline) {
-			return st
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var st checkpoint.Stats
+	_ = wait.Until(ctx, func() error { // the caller checks the stats
+		if st = n.coord.Stats(); st.Compactions < want {
+			return errors.New("too few compactions")
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
+	return st
 }
 
 // TestBacklogMode: with a duty so small that the rest after a normal
@@ -228,9 +230,12 @@ func TestSlowWriteLetsCheckpointsRun(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for n.coord.Stats().SlowedWrites < 20 {
-		time.Sleep(time.Millisecond)
-	}
+	wait.ForCtx(t, ctx, "20 slowed writes", func() error {
+		if s := n.coord.Stats().SlowedWrites; s < 20 {
+			return fmt.Errorf("%d slowed writes", s)
+		}
+		return nil
+	})
 	stop()
 	wg.Wait()
 	st := n.coord.Stats()

@@ -2,6 +2,7 @@ package checkpoint_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"bighive/storage/checkpoint"
 	"bighive/storage/mutation"
 	"bighive/storage/vfs/errorfs"
+	"bighive/testkit/wait"
 )
 
 // TestCompactionModel interleaves random writes and deletes, checkpoints,
@@ -130,13 +132,12 @@ func TestPeriodicMajorCompactionPurges(t *testing.T) {
 		t.Fatalf("%d files before the periodic major compaction, want 2", got)
 	}
 	n.run()
-	deadline := time.Now().Add(30 * time.Second)
-	for n.coord.Stats().MajorCompacts == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no periodic major compaction within 30 s")
+	wait.For(t, 30*time.Second, "a periodic major compaction", func() error {
+		if n.coord.Stats().MajorCompacts == 0 {
+			return errors.New("none")
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	files := n.byID[id].Files()
 	if len(files) != 1 || files[0].Entries != 1 {
 		t.Fatalf("after the periodic major compaction: %+v, want one file of one entry", files)
@@ -178,13 +179,12 @@ func TestGarbageShareTriggersMajor(t *testing.T) {
 			writeThenDeleteRows(t, n, id, 50)
 			n.run()
 			if c.majors > 0 {
-				deadline := time.Now().Add(30 * time.Second)
-				for n.coord.Stats().GarbageMajors == 0 {
-					if time.Now().After(deadline) {
-						t.Fatal("no major compaction for the garbage share within 30 s")
+				wait.For(t, 30*time.Second, "a major compaction for the garbage share", func() error {
+					if n.coord.Stats().GarbageMajors == 0 {
+						return errors.New("none")
 					}
-					time.Sleep(5 * time.Millisecond)
-				}
+					return nil
+				})
 			}
 			// Many intervals more: the one file left is not compacted
 			// again (its one entry is all garbage, but nothing would go).

@@ -158,7 +158,7 @@ func TestSIGKILLDurability(t *testing.T) {
 		t.Skip("in the child")
 	}
 	if testing.Short() {
-		t.Skip("spawns processes")
+		t.Skip("SIGKILLed child processes checkpointing: runs without -short")
 	}
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)

@@ -2,6 +2,7 @@ package checkpoint_test
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io/fs"
@@ -17,6 +18,7 @@ import (
 	"bighive/storage/mutation"
 	"bighive/storage/tablet/tsfile"
 	"bighive/storage/vfs"
+	"bighive/testkit/wait"
 )
 
 // The sizes of the storage-efficiency targets: small in CI, full size by
@@ -215,14 +217,14 @@ func TestDeleteSpace(t *testing.T) {
 	filesAfter := fileBytes(tb.Files())
 	// Hole punching runs in the background of the block store.
 	var liveAfter, allocAfter int64
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		liveAfter, allocAfter = stats.Stats().LiveBytes, allocatedBytes(t, blocksDir)
-		if allocAfter*20 < allocBefore || time.Now().After(deadline) {
-			break
+	punched, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = wait.Until(punched, func() error { // checked below
+		if liveAfter, allocAfter = stats.Stats().LiveBytes, allocatedBytes(t, blocksDir); allocAfter*20 >= allocBefore {
+			return errors.New("not punched yet")
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	t.Logf("deletes: %d rows of 1000 B: file bytes %d → %d (%.3f %%), block store live bytes %d → %d (%.3f %%), allocated %d → %d (%.3f %%)",
 		rows, filesBefore, filesAfter, 100*float64(filesAfter)/float64(filesBefore),
 		liveBefore, liveAfter, 100*float64(liveAfter)/float64(liveBefore), allocBefore, allocAfter, 100*float64(allocAfter)/float64(allocBefore))

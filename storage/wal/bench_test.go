@@ -2,6 +2,7 @@ package wal
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 
 	"bighive/storage/mutation"
 	"bighive/storage/vfs"
+	"bighive/testkit/wait"
 )
 
 // BenchmarkWAL measures durable appends of 1000-byte values at 1, 16, 64
@@ -148,9 +150,12 @@ func waitPrepared(l *Log) {
 	if l.opts.Prealloc == PreallocNone {
 		return
 	}
-	for len(l.prep.ready) == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	_ = wait.Until(context.Background(), func() error {
+		if len(l.prep.ready) == 0 {
+			return errors.New("no file prepared")
+		}
+		return nil
+	})
 }
 
 // benchFile makes a file of size bytes, written with zeros (zeroed) or

@@ -154,7 +154,7 @@ func TestCrashSIGKILLRecycled(t *testing.T) { crashRounds(t, true) }
 
 func crashRounds(t *testing.T, recycle bool) {
 	if testing.Short() {
-		t.Skip("spawns child processes")
+		t.Skip("SIGKILLed child processes appending to the log: runs without -short")
 	}
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("BIGHIVE_WAL_CRASH_SEED"); s != "" {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"io/fs"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"bighive/storage/vfs"
+	"bighive/testkit/wait"
 )
 
 // recycledLog is a closed log of two files: older (fresh, recycledOlder
@@ -50,16 +52,12 @@ func recycleOptions(root string) Options {
 // idle, and a file must have been kept.
 func waitRecycledReady(t *testing.T, l *Log) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if len(l.prep.ready) == 1 && l.prep.room() == l.prep.keep {
-			return
+	wait.For(t, 10*time.Second, "a recycled file prepared", func() error {
+		if len(l.prep.ready) != 1 || l.prep.room() != l.prep.keep {
+			return fmt.Errorf("%d files ready, room %d of %d", len(l.prep.ready), l.prep.room(), l.prep.keep)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("no recycled file prepared")
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func writeRecycledLog(t *testing.T) *recycledLog {

@@ -130,6 +130,9 @@ func TestLocateOrder(t *testing.T) {
 // BIGHIVE_BIN_DIR, and a `bighive` installed alone, outside the module and
 // with no go command on PATH, fails saying which binaries are missing.
 func TestInstalledBinaries(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a cluster started from built binaries outside the module: runs without -short")
+	}
 	haveCmd(t, "tserver")
 	bin := t.TempDir()
 	buildInto(t, bin, "master", "tserver", "frontend", "bighive")

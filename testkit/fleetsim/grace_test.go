@@ -1,8 +1,11 @@
 package fleetsim
 
 import (
+	"errors"
 	"testing"
 	"time"
+
+	"bighive/testkit/wait"
 )
 
 // TestScaleStartupTablesFirst: tables created on a new cluster before any
@@ -29,13 +32,12 @@ func TestScaleStartupTablesFirst(t *testing.T) {
 	served := time.Since(began)
 	lo, hi := spread(w.fl.ServedBy(), s.tservers)
 	firstLo, firstHi := lo, hi
-	for hi-lo > 1 && ctx.Err() == nil {
-		select {
-		case <-ctx.Done():
-		case <-time.After(100 * time.Millisecond):
+	_ = wait.Until(ctx, func() error { // judged below
+		if lo, hi = spread(w.fl.ServedBy(), s.tservers); hi-lo > 1 {
+			return errors.New("uneven")
 		}
-		lo, hi = spread(w.fl.ServedBy(), s.tservers)
-	}
+		return nil
+	})
 	if hi-lo > 1 {
 		// Under -race the fleet may register after the grace ran out (the
 		// masters are several times slower): then the tablets trickle out

@@ -22,6 +22,7 @@ import (
 	"bighive/master"
 	"bighive/meta"
 	pb "bighive/proto/bighivepb"
+	"bighive/testkit/wait"
 )
 
 // Masters is a raft group of real masters: in this process
@@ -135,16 +136,11 @@ func (c *Masters) Start(i int) {
 		return
 	}
 	var lis net.Listener
-	var err error
-	for try := 0; try < 100; try++ { // the port may linger briefly after a stop
-		if lis, err = net.Listen("tcp", c.Peers[i].GRPCAddr); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
-		c.tb.Fatal(err)
-	}
+	// The port may linger briefly after a stop.
+	wait.For(c.tb, 2*time.Second, "a listener on "+c.Peers[i].GRPCAddr, func() (err error) {
+		lis, err = net.Listen("tcp", c.Peers[i].GRPCAddr)
+		return err
+	})
 	m, err := master.Start(cfg, lis)
 	if err != nil {
 		c.tb.Fatal(err)

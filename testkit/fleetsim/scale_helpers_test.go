@@ -19,6 +19,7 @@ import (
 
 	"bighive/master"
 	pb "bighive/proto/bighivepb"
+	"bighive/testkit/wait"
 )
 
 var (
@@ -41,6 +42,9 @@ type size struct {
 }
 
 func sizes(t *testing.T) size {
+	if testing.Short() {
+		t.Skip("scale scenario of 3 master processes and fake tservers: runs without -short")
+	}
 	s := size{tservers: *flagTServers, tablets: *flagTablets, splits: *flagSplits, heartbeat: *flagHeartbeat, window: *flagWindow, seed: *flagSeed, procs: *flagProcs}
 	if *flagFull {
 		s.tservers, s.tablets, s.splits, s.heartbeat, s.window = 1000, 1_000_000, 100_000, time.Second, 30*time.Second
@@ -143,15 +147,14 @@ func (w *world) createTable(ctx context.Context, name string, splits int) {
 // waitServed waits until the fleet serves n tablets.
 func (w *world) waitServed(ctx context.Context, n int) {
 	w.t.Helper()
-	for w.fl.Served() != n {
-		select {
-		case <-ctx.Done():
-			w.t.Fatalf("fleet serves %d tablets, want %d: %v (%d load errors, the last: %v; %d loads, %d assignments, %d heartbeat errors, heartbeats %s)",
-				w.fl.Served(), n, ctx.Err(), w.fl.LoadErrors.Load(), w.fl.lastLoadErr.Load(), w.fl.Loads.Load(), w.fl.Assignments.Load(),
+	wait.ForCtx(w.t, ctx, fmt.Sprintf("the fleet serving %d tablets", n), func() error {
+		if s := w.fl.Served(); s != n {
+			return fmt.Errorf("fleet serves %d tablets (%d load errors, the last: %v; %d loads, %d assignments, %d heartbeat errors, heartbeats %s)",
+				s, w.fl.LoadErrors.Load(), w.fl.lastLoadErr.Load(), w.fl.Loads.Load(), w.fl.Assignments.Load(),
 				w.fl.HBErrors.Load(), w.fl.HeartbeatLatency(time.Time{}, time.Now()))
-		case <-time.After(20 * time.Millisecond):
 		}
-	}
+		return nil
+	})
 }
 
 func (w *world) noViolations() {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"bighive/master"
+	"bighive/testkit/wait"
 )
 
 // snapshotRestoreProcs is scenario 5 with master processes. No RPC takes
@@ -55,17 +56,13 @@ func snapshotRestoreProcs(t *testing.T, s size) {
 	}
 	began := time.Now()
 	w.ms.Start(f)
-	for {
+	wait.ForCtx(t, ctx, fmt.Sprintf("follower %s at index %d", w.ms.Peers[f].ID, sm.Index), func() error {
 		a, err := w.ms.AppliedIndex(ctx, f)
-		if err == nil && a >= sm.Index {
-			break
+		if err == nil && a < sm.Index {
+			err = fmt.Errorf("index %d", a)
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("follower %s did not reach index %d (%d, %v): %v", w.ms.Peers[f].ID, sm.Index, a, err, ctx.Err())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+		return err
+	})
 	restored := time.Since(began)
 	installed, err := w.ms.NewestSnapshot(f)
 	if err != nil {

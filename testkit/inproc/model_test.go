@@ -27,7 +27,7 @@ import (
 // and raise -model.ops to run longer.
 var (
 	modelSeed = flag.Uint64("model.seed", 0, "TestModel: the seed (0: pick one from the clock)")
-	modelOps  = flag.Int("model.ops", 2000, "TestModel: the number of operations")
+	modelOps  = flag.Int("model.ops", 2000, "TestModel: the number of operations (at most 500 with -short)")
 )
 
 // The model's semantics:
@@ -366,6 +366,7 @@ type modelRun struct {
 	tbl    *client.Table
 	m      model
 	i      int      // the operation running
+	ops    int      // the operations of the run
 	recent []string // the last operations, for the failure message
 	// lastServerTS is the newest timestamp the server assigned in each
 	// row: server timestamps increase strictly per tablet.
@@ -393,7 +394,7 @@ func (r *modelRun) fail(format string, args ...any) {
 	r.t.Helper()
 	r.t.Logf("the last operations:\n%s", strings.Join(r.recent, "\n"))
 	r.t.Fatalf("model: seed %d, op %d: %s\nrerun: go test ./testkit/inproc -run TestModel -model.seed=%d -model.ops=%d -v",
-		r.seed, r.i, fmt.Sprintf(format, args...), r.seed, *modelOps)
+		r.seed, r.i, fmt.Sprintf(format, args...), r.seed, r.ops)
 }
 
 func (r *modelRun) note(format string, args ...any) {
@@ -703,7 +704,11 @@ func TestModel(t *testing.T) {
 }
 
 func runModel(t *testing.T, seed uint64, c modelCluster) {
-	t.Logf("model: seed %d, %d ops (-model.seed=%d to replay)", seed, *modelOps, seed)
+	ops := *modelOps
+	if testing.Short() { // the fast loop: a quarter of the operations, the failover still half-way
+		ops = min(ops, 500)
+	}
+	t.Logf("model: seed %d, %d ops (-model.seed=%d -model.ops=%d to replay)", seed, ops, seed, ops)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	spec := client.TableSpec{Name: modelTable, SplitKeys: []string{"r08", "r16", "r24"},
@@ -723,11 +728,11 @@ func runModel(t *testing.T, seed uint64, c modelCluster) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &modelRun{t: t, seed: seed, rnd: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), c: c, tbl: tbl,
+	r := &modelRun{t: t, seed: seed, ops: ops, rnd: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), c: c, tbl: tbl,
 		m: model{rows: map[string]map[mcol][]mcell{}}, lastServerTS: map[string]int64{}, stats: map[string]int{}, took: map[string]time.Duration{}}
-	failoverAt := *modelOps / 2
+	failoverAt := ops / 2
 	began := time.Now()
-	for r.i = 0; r.i < *modelOps; r.i++ {
+	for r.i = 0; r.i < ops; r.i++ {
 		if r.i == failoverAt {
 			running := c.Running()
 			victim := running[r.rnd.IntN(len(running))]
@@ -775,7 +780,7 @@ func runModel(t *testing.T, seed uint64, c modelCluster) {
 		r.took[k] = d.Round(time.Millisecond)
 	}
 	t.Logf("model: seed %d: %d ops in %v, no difference; admin operations %v; time by kind %v",
-		seed, *modelOps, time.Since(began).Round(time.Millisecond), r.stats, r.took)
+		seed, ops, time.Since(began).Round(time.Millisecond), r.stats, r.took)
 }
 
 // bulk writes 2 to 8 distinct rows in one ApplyBulk (distinct: the order

@@ -20,6 +20,7 @@ import (
 	"bighive/client"
 	"bighive/frontend"
 	"bighive/master"
+	"bighive/testkit/wait"
 	"bighive/tools/bench"
 	"bighive/tserver"
 )
@@ -87,7 +88,12 @@ func inProcess(tb testing.TB, cacheBytes int64) *client.Client {
 // that does not match all fail the run).
 func TestTinyRun(t *testing.T) {
 	for _, api := range []string{bench.APINative, bench.APIBigtable} {
-		t.Run(api, func(t *testing.T) { tinyRun(t, api) })
+		t.Run(api, func(t *testing.T) {
+			if testing.Short() && api == bench.APIBigtable {
+				t.Skip("every phase through the Bigtable API: runs without -short")
+			}
+			tinyRun(t, api)
+		})
 	}
 }
 
@@ -276,7 +282,7 @@ func checkJSON(t *testing.T, rep *bench.Report) {
 // tserver, master and frontend, found by the addresses they listen on.
 func TestLocalCPU(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds and starts a cluster of processes")
+		t.Skip("a bench on a local cluster of real processes: runs without -short")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -427,16 +433,10 @@ func readTable(b *testing.B, rows int) *client.Table {
 		b.Fatal(err)
 	}
 	var tbl *client.Table
-	var err error
-	for deadline := time.Now().Add(time.Minute); ; {
-		if tbl, err = c.Open(ctx, "r"); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatal(err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	wait.For(b, time.Minute, "table r open", func() (err error) {
+		tbl, err = c.Open(ctx, "r")
+		return err
+	})
 	value := make([]byte, 1000)
 	for start := 0; start < rows; start += 1000 {
 		var keys []string

@@ -1,11 +1,14 @@
 package bench
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"bighive/testkit/wait"
 )
 
 // lockedBuilder is a strings.Builder safe for the progress goroutine and
@@ -37,12 +40,12 @@ func TestProgress(t *testing.T) {
 		var rows atomic.Int64
 		rows.Store(42)
 		stop := r.progress("randomWrite", time.Now(), &rows)
-		for deadline := time.Now().Add(10 * time.Second); strings.Count(out.String(), "randomWrite") < 2; {
-			if time.Now().After(deadline) {
-				t.Fatalf("tty %v: no progress lines: %q", tty, out.String())
+		wait.For(t, 10*time.Second, fmt.Sprintf("tty %v: two progress lines", tty), func() error {
+			if s := out.String(); strings.Count(s, "randomWrite") < 2 {
+				return fmt.Errorf("progress %q", s)
 			}
-			time.Sleep(time.Millisecond)
-		}
+			return nil
+		})
 		stop()
 		s := out.String()
 		if !strings.Contains(s, "42 rows)") || !strings.Contains(s, "rows/s") {

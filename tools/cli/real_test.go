@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -10,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"bighive/master"
+	"bighive/testkit/wait"
 	"bighive/tserver"
 )
 
@@ -40,7 +44,11 @@ func startClusterWith(t *testing.T, opt func(*tserver.Options)) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := master.Start(master.Config{ID: "m1", Dir: filepath.Join(dir, "master"), RaftAddr: free(),
+	// The one master is raft's only voter: short timeouts only make it
+	// elect itself at once, not after raft's default 1 to 2 s.
+	rc := raft.DefaultConfig()
+	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = 100*time.Millisecond, 100*time.Millisecond, 100*time.Millisecond
+	m, err := master.Start(master.Config{ID: "m1", Dir: filepath.Join(dir, "master"), RaftAddr: free(), Raft: rc,
 		Lease: 2 * time.Second, Heartbeat: 200 * time.Millisecond, Logger: quiet}, lis)
 	if err != nil {
 		t.Fatal(err)
@@ -62,17 +70,12 @@ func startClusterWith(t *testing.T, opt func(*tserver.Options)) string {
 // waitFor runs the command until its output contains want.
 func (r run) waitFor(want string, args ...string) {
 	r.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		out, _, code := r.do(args...)
-		if code == 0 && strings.Contains(out, want) {
-			return
+	wait.For(r.t, 30*time.Second, fmt.Sprintf("bighive %s to print %q", strings.Join(args, " "), want), func() error {
+		if out, _, code := r.do(args...); code != 0 || !strings.Contains(out, want) {
+			return fmt.Errorf("exit %d, printed %q", code, out)
 		}
-		if time.Now().After(deadline) {
-			r.t.Fatalf("bighive %s: never printed %q (last: %q)", strings.Join(args, " "), want, out)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestDeleteThenPutOnRealCluster runs the commands of a new user against a

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"bighive/testkit/wait"
 	"bighive/tserver"
 )
 
@@ -44,22 +45,19 @@ func TestTabletsSpaceOnRealCluster(t *testing.T) {
 	// poll reads `--json tablets` until ok accepts the tablet's space.
 	poll := func(stage string, ok func(s space) bool) space {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
 		var s space
-		for {
+		wait.For(t, 30*time.Second, stage+": the tablet space expected", func() error {
 			s = space{}
 			out := r.ok("--json", "tablets", "t1")
 			if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &s); err != nil {
 				t.Fatalf("--json tablets printed %q: %v", out, err)
 			}
-			if s.Files != nil && s.Tombstone != nil && ok(s) {
-				return s
+			if s.Files == nil || s.Tombstone == nil || !ok(s) {
+				return fmt.Errorf("space %+v", s)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: tablet space never as expected; last %+v", stage, s)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return nil
+		})
+		return s
 	}
 	before := poll("after the deletes", func(s space) bool { return *s.Tombstone > 0.3 })
 	t.Logf("after the deletes: %+v (file bytes %d, tombstone share %.3f)", before, *before.Files, *before.Tombstone)
@@ -98,8 +96,7 @@ func TestGarbageShareCompactsOnRealCluster(t *testing.T) {
 		r.ok("delete", "t1", fmt.Sprintf("row%03d", i))
 	}
 	r.ok("checkpoint")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	wait.For(t, 30*time.Second, "an automatic major compaction", func() error {
 		var s struct {
 			Entries    *int64 `json:"entries"`
 			Tombstones int64  `json:"tombstones"`
@@ -108,17 +105,14 @@ func TestGarbageShareCompactsOnRealCluster(t *testing.T) {
 		if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &s); err != nil {
 			t.Fatalf("--json tablets printed %q: %v", out, err)
 		}
-		if s.Entries != nil && *s.Entries <= 21 && *s.Entries > 0 {
-			if s.Tombstones > 1 {
-				t.Fatalf("after the automatic major compaction: %s; want at most one tombstone", out)
-			}
-			break
+		if s.Entries == nil || *s.Entries > 21 || *s.Entries <= 0 {
+			return fmt.Errorf("tablets: %s", out)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no automatic major compaction within 30 s; tablets: %s", out)
+		if s.Tombstones > 1 {
+			t.Fatalf("after the automatic major compaction: %s; want at most one tombstone", out)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	out := r.ok("scan", "t1")
 	for i := range 40 {
 		if got, want := strings.Contains(out, fmt.Sprintf("value %d\n", i)) || strings.Contains(out, fmt.Sprintf("value %d ", i)), i >= 20; got != want {

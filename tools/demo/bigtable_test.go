@@ -14,6 +14,9 @@ import (
 // steps checks its own result, so a wrong answer from the frontend fails
 // it.
 func TestBigtableChapter(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the Bigtable API chapter on a cluster of real processes: runs without -short")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c, err := cluster.Start(ctx, cluster.Options{Masters: 1, TServers: 1, Dir: t.TempDir()})
