@@ -11,7 +11,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"bighive/client"
+	"bighive/internal/apierr"
 	pb "bighive/proto/bighivepb"
+	"bighive/testkit/wait"
 )
 
 // TestMutateRowsIsOneGroupCommit: the rows of one MutateRows go through
@@ -54,7 +56,17 @@ func TestMutateRowsIsOneGroupCommit(t *testing.T) {
 			SetCell: &pb.Mutation_SetCell{Family: fam, Qualifier: []byte("q"), TimestampMicros: -1, Value: make([]byte, 100)}}}}})
 	}
 	rec0, bat0 := walCounters()
-	resp, err := ts.MutateRows(ctx, &pb.MutateRowsRequest{TabletId: tablets[0].ID, Epoch: tablets[0].Epoch, Rows: rows})
+	// The master shows the tablet serving once its load is reported; the
+	// tserver serves it when the report's answer is back, a moment later,
+	// and refuses it as loading (nothing applied) until then.
+	var resp *pb.MutateRowsResponse
+	wait.ForCtx(t, ctx, "the tablet served by its tserver", func() error {
+		resp, err = ts.MutateRows(ctx, &pb.MutateRowsRequest{TabletId: tablets[0].ID, Epoch: tablets[0].Epoch, Rows: rows})
+		if isLoading(err) {
+			return err
+		}
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,4 +83,11 @@ func TestMutateRowsIsOneGroupCommit(t *testing.T) {
 	if rec1-rec0 != 99 || bat1-bat0 != 1 {
 		t.Errorf("MutateRows of 99 valid rows logged %d records in %d group commits, want 99 in 1", rec1-rec0, bat1-bat0)
 	}
+}
+
+// isLoading reports whether err is a tserver's refusal of a tablet it is
+// still loading (TabletError RECOVERING): nothing was applied.
+func isLoading(err error) bool {
+	te, ok := apierr.TabletReason(err)
+	return ok && te.GetReason() == pb.TabletError_RECOVERING
 }
