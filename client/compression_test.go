@@ -51,6 +51,7 @@ func fileBytes(t *testing.T, ctx context.Context, c *inproc.Cluster) map[string]
 // data are, applies to files written after a change, and every value reads
 // back, also after a restart of the tserver over files of both codecs.
 func TestFamilyCompressionThroughServer(t *testing.T) {
+	t.Parallel()
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewSource(seed))

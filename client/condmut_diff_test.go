@@ -39,6 +39,7 @@ var (
 // it; it is checked on Bighive only. Server timestamps are not generated
 // (the two servers' clocks differ).
 func TestCondMutationDifferential(t *testing.T) {
+	t.Parallel()
 	seed := *condDiffSeed
 	if seed == 0 {
 		seed = rand.Uint64()

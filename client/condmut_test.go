@@ -239,6 +239,7 @@ func casRounds(t *testing.T, ctx context.Context, tbl *client.Table, row string,
 // race through rounds of compare-and-set on one row; every round has
 // exactly one winner and the row ends at the last round.
 func TestCondMutationCompareAndSet(t *testing.T) {
+	t.Parallel()
 	c := inproc.Start(t, inproc.Options{})
 	ctx := ctxT(t)
 	_, tbl := rmwTable(t, c, ctx)
@@ -264,6 +265,7 @@ func TestCondMutationCompareAndSet(t *testing.T) {
 // acknowledged winner, and the row's value lies between the acknowledged
 // wins and the acknowledged wins plus the calls of unknown outcome.
 func TestCondMutationAcrossFailures(t *testing.T) {
+	t.Parallel()
 	c := inproc.Start(t, inproc.Options{TServers: 2, Lease: time.Second})
 	ctx := ctxT(t)
 	cl, tbl := rmwTable(t, c, ctx)

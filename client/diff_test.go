@@ -93,6 +93,7 @@ var (
 //   - No GC rules: bttest collects garbage lazily, Bighive hides it at
 //     once, so reads of garbage legitimately differ.
 func TestDifferential(t *testing.T) {
+	t.Parallel()
 	seed := *dSeed
 	if seed == 0 {
 		seed = rand.Uint64()

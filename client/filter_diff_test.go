@@ -51,6 +51,7 @@ var diffFamilies = []string{"fa", "fb", "fc"}
 //     within one column and timestamp, whose mutual order Bigtable leaves
 //     unspecified (bttest sorts them unstably).
 func TestFilterDifferential(t *testing.T) {
+	t.Parallel()
 	seed := *diffSeed
 	if seed == 0 {
 		seed = rand.Uint64()

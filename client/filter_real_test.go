@@ -21,6 +21,7 @@ import (
 // returned, labels come back, and a bad filter is InvalidArgument naming
 // what is wrong.
 func TestRowFilterReal(t *testing.T) {
+	t.Parallel()
 	c := inproc.Start(t, inproc.Options{})
 	ctx := ctxT(t)
 	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "a"}, {Name: "b"}}}); err != nil {
@@ -92,6 +93,7 @@ func (w *wireBytes) HandleConn(context.Context, stats.ConnStats)                
 // tserver) moves at least 5x fewer bytes over the wire than a full scan of
 // a table with large values. It logs the figure.
 func TestKeyOnlyScanBytes(t *testing.T) {
+	t.Parallel()
 	c := inproc.Start(t, inproc.Options{MemLimit: 64 << 20})
 	ctx := ctxT(t)
 	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "cf"}}}); err != nil {

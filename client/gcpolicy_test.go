@@ -15,6 +15,7 @@ import (
 // policy (reads apply it), and DescribeTables shows the policy of every
 // family whose policy was given at creation or set by SetGCPolicy.
 func TestFamilyGCPolicy(t *testing.T) {
+	t.Parallel()
 	c := inproc.Start(t, inproc.Options{TServers: 1})
 	ctx := ctxT(t)
 	cl := c.Client()

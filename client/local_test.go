@@ -31,6 +31,7 @@ func (l *countingLocal) Command(ctx context.Context, cmd *pb.BatchCommandsReques
 // its tablets only; the tablets of another tserver, scans and bulk writes
 // go over gRPC. What each path wrote, the other reads.
 func TestLocalTServer(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := inproc.Start(t, inproc.Options{TServers: 2})
 	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "cf"}}, SplitKeys: []string{"m"}}); err != nil {

@@ -26,6 +26,7 @@ import (
 // more entry (the one of highest sequence, which it always keeps): the
 // hidden cells and every tombstone are gone.
 func TestMajorCompactionPurgesThroughRealServers(t *testing.T) {
+	t.Parallel()
 	c := inproc.Start(t, inproc.Options{TServers: 2, Lease: time.Second})
 	ctx := ctxT(t)
 	spec := client.TableSpec{Name: "t", Families: []client.FamilySpec{
@@ -251,6 +252,7 @@ func TestMajorCompactionPurgesThroughRealServers(t *testing.T) {
 // TSFile bytes are under 1% of before (one entry is left: an entry of the
 // highest sequence), and the table reads empty.
 func TestDeleteEveryRowThenMajorCompaction(t *testing.T) {
+	t.Parallel()
 	c := inproc.Start(t, inproc.Options{})
 	ctx := ctxT(t)
 	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "cf"}}}); err != nil {

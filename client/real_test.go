@@ -16,6 +16,7 @@ import (
 // acknowledged write reads back (TestTabletMovesAndSplits scripts the same
 // against the fake, with moves to chosen tservers).
 func TestFollowsRealSplitsAndFailover(t *testing.T) {
+	t.Parallel()
 	c := inproc.Start(t, inproc.Options{TServers: 3, Lease: time.Second})
 	ctx := ctxT(t)
 	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "cf"}}, SplitKeys: []string{"m"}}); err != nil {

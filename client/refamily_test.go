@@ -45,6 +45,7 @@ func familyCells(t *testing.T, tbl *client.Table, fam string) []string {
 // after a checkpoint, a major compaction, restarts of every tserver, a
 // split and a failover.
 func TestRecreatedFamilyStartsEmpty(t *testing.T) {
+	t.Parallel()
 	c := inproc.Start(t, inproc.Options{TServers: 3, Lease: time.Second})
 	ctx := ctxT(t)
 	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "cf"}, {Name: "f"}}, SplitKeys: []string{"m"}}); err != nil {
@@ -151,6 +152,7 @@ func TestRecreatedFamilyStartsEmpty(t *testing.T) {
 // still names it) and serves; the family created again afterwards is
 // empty.
 func TestDeletedFamilyRestartThenRecreate(t *testing.T) {
+	t.Parallel()
 	c := inproc.Start(t, inproc.Options{TServers: 1})
 	ctx := ctxT(t)
 	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "cf"}, {Name: "f"}}}); err != nil {
@@ -217,6 +219,7 @@ func waitTablets(t *testing.T, cl *client.Client, table string, n int) {
 // table's estimated size, from SampleRowKeyOffsets, falls from the old
 // cells' bytes to little).
 func TestRecreatedFamilyCompactionReclaims(t *testing.T) {
+	t.Parallel()
 	c := inproc.Start(t, inproc.Options{TServers: 1})
 	ctx := ctxT(t)
 	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "cf"}, {Name: "f"}}}); err != nil {
@@ -275,6 +278,7 @@ func TestRecreatedFamilyCompactionReclaims(t *testing.T) {
 // the old cells (once the tablet serves again), so the new family is
 // empty.
 func TestRecreateFinishesInterruptedDelete(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("a family delete interrupted by a stopped tserver, finished by the re-create after the failover: runs without -short")
 	}

@@ -37,6 +37,7 @@ func rmwTable(t *testing.T, c *inproc.Cluster, ctx context.Context, splits ...st
 // servers: each case prepares a row, applies rules, and checks the
 // returned cells, the error code, and what a read sees afterwards.
 func TestReadModifyWriteSemantics(t *testing.T) {
+	t.Parallel()
 	c := inproc.Start(t, inproc.Options{})
 	ctx := ctxT(t)
 	_, tbl := rmwTable(t, c, ctx)
@@ -215,6 +216,7 @@ func waitAcked(t *testing.T, ctx context.Context, acked *atomic.Int64, n int64) 
 // TestIncrementConcurrent: N goroutines increment one counter M times
 // each; the counter ends at exactly the number of increments.
 func TestIncrementConcurrent(t *testing.T) {
+	t.Parallel()
 	c := inproc.Start(t, inproc.Options{})
 	ctx := ctxT(t)
 	_, tbl := rmwTable(t, c, ctx)
@@ -236,6 +238,7 @@ func TestIncrementConcurrent(t *testing.T) {
 // the acknowledged plus the unknown ones, and it keeps counting from
 // there.
 func TestIncrementAcrossFailures(t *testing.T) {
+	t.Parallel()
 	c := inproc.Start(t, inproc.Options{TServers: 2, Lease: time.Second})
 	ctx := ctxT(t)
 	cl, tbl := rmwTable(t, c, ctx)

@@ -36,6 +36,7 @@ var (
 // tests check. Filters are those of TestFilterDifferential, with its
 // restrictions, and no invalid ones.
 func TestRowSetDifferential(t *testing.T) {
+	t.Parallel()
 	seed := *rowsetSeed
 	if seed == 0 {
 		seed = rand.Uint64()

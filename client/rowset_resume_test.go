@@ -87,6 +87,7 @@ func TestReadRowsResumes(t *testing.T) {
 // and the tserver serving the rows still to come restarts, deliver every
 // row once, in order; the read does resume (the client logs its retries).
 func TestReadRowsResumesOnRealCluster(t *testing.T) {
+	t.Parallel()
 	c := inproc.Start(t, inproc.Options{TServers: 2})
 	ctx := ctxT(t)
 	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "cf"}}, SplitKeys: []string{"row100", "row200"}}); err != nil {

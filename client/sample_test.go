@@ -19,6 +19,7 @@ import (
 // same holds with the rows in write buffers, after a checkpoint (in
 // TSFiles), after a major compaction and after a split.
 func TestSampleRowKeysReal(t *testing.T) {
+	t.Parallel()
 	c := inproc.Start(t, inproc.Options{TServers: 2})
 	ctx := ctxT(t)
 	splits := []string{"r0500", "r1000", "r1500"}

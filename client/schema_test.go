@@ -323,6 +323,7 @@ func TestSchemaBadInput(t *testing.T) {
 // tablets recovered elsewhere from its log still hide the dropped rows
 // and keep the rows written after the drop.
 func TestDropRowRangeSurvivesFailover(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("a row range drop recovered from the log of a stopped tserver: runs without -short")
 	}
