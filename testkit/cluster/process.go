@@ -142,9 +142,16 @@ func (p *proc) pause() error {
 	return fmt.Errorf("cluster: %s did not stop within 2 s of SIGSTOP", p.name)
 }
 
-// kill sends SIGKILL and waits for the exit.
+// kill sends SIGKILL and waits for the exit. A process that exited by
+// itself (a fault file's crash) and was reaped before its exit was
+// recorded is not running: kill waits for the record and says so.
 func (p *proc) kill() error {
-	if err := p.signal(syscall.SIGKILL); err != nil {
+	err := p.signal(syscall.SIGKILL)
+	if errors.Is(err, os.ErrProcessDone) {
+		<-p.exited()
+		return fmt.Errorf("%w: %s", errNotRunning, p.name)
+	}
+	if err != nil {
 		return err
 	}
 	<-p.exited()
