@@ -516,6 +516,12 @@ func (it *famIter) loadPage(i int) {
 		it.fail(err)
 		return
 	}
+	it.startPage(i, body, rows)
+}
+
+// startPage positions at the first entry of page i, whose body and row
+// index (nil if none) are given.
+func (it *famIter) startPage(i int, body []byte, rows []uint32) {
 	it.pageNo, it.rows = i, rows
 	it.d = decoder{b: body}
 	it.left = it.idx[i].count

@@ -55,9 +55,9 @@ func rowAt(body []byte, off uint32) []byte {
 // seekIndexed positions it on page i at the first entry of the first row
 // at or after key's row (past the page's end if there is none, so that the
 // next decode moves on), through the page's row index, making the index
-// if the page is cached without one. It returns false, having done
-// nothing, when the page has no index to use: it is not cached, or it was
-// just read from the store.
+// if the page is cached without one. A page just read from the store, or
+// one that does not decode whole, is decoded from its start instead. It
+// returns false, having done nothing, when the reader has no cache.
 func (it *famIter) seekIndexed(i int, key *memstore.Entry) bool {
 	cache := it.r.opts.Cache
 	if cache == nil {
@@ -74,18 +74,12 @@ func (it *famIter) seekIndexed(i int, key *memstore.Entry) bool {
 		}
 		if !hit {
 			// Read from the store: decode it from its start.
-			it.pageNo, it.rows = i, nil
-			it.d = decoder{b: body}
-			it.left = it.idx[i].count
-			it.decode()
+			it.startPage(i, body, nil)
 			return true
 		}
 		if rows == nil {
 			if rows = rowIndex(body, it.idx[i].count, it.m.family == ""); rows == nil {
-				it.pageNo, it.rows = i, nil
-				it.d = decoder{b: body}
-				it.left = it.idx[i].count
-				it.decode()
+				it.startPage(i, body, nil)
 				return true
 			}
 			cache.SetIndex(blockcache.Key{Block: it.r.ref(it.m.data), Offset: it.idx[i].off}, body, rows)
