@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +14,8 @@ import (
 	"cloud.google.com/go/bigtable"
 	btpb "cloud.google.com/go/bigtable/apiv2/bigtablepb"
 	"google.golang.org/grpc"
+
+	"bighive/tools/bench"
 )
 
 // nullServerEnv makes the test binary, run by BenchmarkNullServerCPU, a
@@ -79,7 +80,7 @@ func BenchmarkNullServerCPU(b *testing.B) {
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			b.SetParallelism(32) // 64 callers on 2 cores, as the bench
-			cpu0 := procCPU(b, cmd.Process.Pid)
+			cpu0 := serverCPU(b, cmd.Process.Pid)
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
@@ -90,24 +91,17 @@ func BenchmarkNullServerCPU(b *testing.B) {
 				}
 			})
 			b.StopTimer()
-			b.ReportMetric(float64((procCPU(b, cmd.Process.Pid)-cpu0).Microseconds())/float64(b.N), "server-cpu-µs/op")
+			b.ReportMetric(float64((serverCPU(b, cmd.Process.Pid)-cpu0).Microseconds())/float64(b.N), "server-cpu-µs/op")
 		})
 	}
 }
 
-// procCPU is the user and system time process pid has used, from
-// /proc/pid/stat (fields 14 and 15, in clock ticks of 10 ms).
-func procCPU(b *testing.B, pid int) time.Duration {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+// serverCPU is the CPU time process pid has used (bench.ProcessCPU, the
+// bench's own reading of /proc).
+func serverCPU(b *testing.B, pid int) time.Duration {
+	d, err := bench.ProcessCPU(pid)
 	if err != nil {
 		b.Fatal(err)
 	}
-	// The command name (field 2) is in parentheses and may hold spaces.
-	fields := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
-	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
-	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		b.Fatalf("/proc/%d/stat: %q", pid, raw)
-	}
-	return time.Duration(utime+stime) * 10 * time.Millisecond
+	return d
 }

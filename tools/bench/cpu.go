@@ -62,8 +62,9 @@ func parseStatTicks(stat []byte) (uint64, error) {
 	return utime + stime, nil
 }
 
-// procCPU is the user + system time process pid has used so far.
-func procCPU(pid int) (time.Duration, error) {
+// ProcessCPU is the user + system time process pid has used so far, from
+// /proc/<pid>/stat.
+func ProcessCPU(pid int) (time.Duration, error) {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, err
@@ -134,7 +135,7 @@ func sampleCPU(procs []Proc) cpuSample {
 		s.client = d
 	}
 	for i, p := range procs {
-		d, err := procCPU(p.Pid)
+		d, err := ProcessCPU(p.Pid)
 		if err != nil {
 			d = -1
 		}

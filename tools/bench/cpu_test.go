@@ -52,7 +52,7 @@ func TestReadCPU(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proc0, err := procCPU(os.Getpid())
+	proc0, err := ProcessCPU(os.Getpid())
 	if err != nil {
 		t.Skipf("no /proc: %v", err)
 	}
@@ -61,7 +61,7 @@ func TestReadCPU(t *testing.T) {
 	for deadline := time.Now().Add(30 * time.Second); self1-self0 < 100*time.Millisecond && time.Now().Before(deadline); {
 		self1, _ = selfCPU()
 	}
-	proc1, _ := procCPU(os.Getpid())
+	proc1, _ := ProcessCPU(os.Getpid())
 	if d := proc1 - proc0; self1-self0 < 100*time.Millisecond || d < self1-self0-3*clockTick() {
 		t.Errorf("spinning: getrusage %v, /proc %v", self1-self0, d)
 	}
