@@ -14,6 +14,7 @@ import (
 	"bighive/client"
 	"bighive/internal/apierr"
 	"bighive/internal/limits"
+	"bighive/internal/wirecodec"
 )
 
 // maxResponseBytes is where a ReadRowsResponse is cut: after the row that
@@ -26,9 +27,9 @@ const maxResponseBytes = 1 << 20
 
 // ServerOptions are the gRPC server options the API needs beside
 // Register: requests up to Bighive's request size limit (a 10 MiB value
-// fits), where gRPC's default stops at 4 MiB.
+// fits), where gRPC's default stops at 4 MiB, and wirecodec's codec.
 func ServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.MaxRecvMsgSize(limits.MaxRequestBytes + 1<<20)}
+	return append([]grpc.ServerOption{grpc.MaxRecvMsgSize(limits.MaxRequestBytes + 1<<20)}, wirecodec.ServerOptions()...)
 }
 
 // viewNamed is a data request that may name an authorized or materialized

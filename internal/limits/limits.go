@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"bighive/internal/apierr"
+	"bighive/internal/wirecodec"
 	pb "bighive/proto/bighivepb"
 )
 
@@ -31,12 +32,13 @@ const (
 // its raft command: 1024 loads make a command of about 100 KiB.
 const MaxTabletLoads = 1024
 
-// GRPCServerOptions sets the server's message size limits to MaxRequestBytes.
+// GRPCServerOptions sets the server's message size limits to
+// MaxRequestBytes and its codec to wirecodec's.
 func GRPCServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{
+	return append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(MaxRequestBytes),
 		grpc.MaxSendMsgSize(MaxRequestBytes),
-	}
+	}, wirecodec.ServerOptions()...)
 }
 
 // GRPCCallOptions sets a client's message size limits to MaxRequestBytes.
@@ -51,13 +53,14 @@ func GRPCCallOptions() grpc.DialOption {
 // Bighive (client to servers, tserver to master, master to master and to
 // tservers): the transport credentials creds (tlsconf.Credentials: TLS,
 // or plaintext without the --tls-* flags), the message size limits and
-// keepalive, then extra.
+// keepalive, wirecodec's codec, then extra.
 func GRPCDialOptions(creds credentials.TransportCredentials, extra ...grpc.DialOption) []grpc.DialOption {
-	return append([]grpc.DialOption{
+	opts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		GRPCCallOptions(),
 		GRPCKeepaliveDialOption(),
-	}, extra...)
+	}, wirecodec.DialOptions()...)
+	return append(opts, extra...)
 }
 
 // ValidateTableName checks a table name.

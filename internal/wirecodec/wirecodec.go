@@ -1,0 +1,126 @@
+package wirecodec
+
+import (
+	"fmt"
+	"math/bits"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/experimental"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/proto"
+)
+
+// Name is the codec's name, the content subtype of every gRPC message.
+const Name = "proto"
+
+// DialOptions make a connection use the codec and Pool.
+func DialOptions() []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(Codec{})),
+		experimental.WithBufferPool(Pool),
+	}
+}
+
+// ServerOptions make a server use the codec and Pool.
+func ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.ForceServerCodecV2(Codec{}),
+		experimental.BufferPool(Pool),
+	}
+}
+
+// Codec marshals and unmarshals protobuf messages with buffers from Pool.
+type Codec struct{}
+
+var _ interface {
+	Marshal(any) (mem.BufferSlice, error)
+	Unmarshal(mem.BufferSlice, any) error
+	Name() string
+} = Codec{}
+
+// Marshal encodes v, which must be a proto.Message, into one buffer.
+func (Codec) Marshal(v any) (mem.BufferSlice, error) {
+	m, ok := v.(proto.Message)
+	if !ok {
+		return nil, fmt.Errorf("wirecodec: marshal: %T is not a proto.Message", v)
+	}
+	opts := proto.MarshalOptions{}
+	size := opts.Size(m)
+	if mem.IsBelowBufferPoolingThreshold(size) {
+		b, err := opts.MarshalAppend(make([]byte, 0, size), m)
+		if err != nil {
+			return nil, err
+		}
+		return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+	}
+	buf := Pool.Get(size)
+	b, err := opts.MarshalAppend((*buf)[:0], m)
+	if err != nil {
+		Pool.Put(buf)
+		return nil, err
+	}
+	*buf = b
+	return mem.BufferSlice{mem.NewBuffer(buf, Pool)}, nil
+}
+
+// Unmarshal decodes data into v, which must be a proto.Message.
+func (Codec) Unmarshal(data mem.BufferSlice, v any) error {
+	m, ok := v.(proto.Message)
+	if !ok {
+		return fmt.Errorf("wirecodec: unmarshal: %T is not a proto.Message", v)
+	}
+	buf := data.MaterializeToBuffer(Pool)
+	defer buf.Free()
+	return proto.Unmarshal(buf.ReadOnlyData(), m)
+}
+
+// Name is "proto".
+func (Codec) Name() string { return Name }
+
+// Pool is a gRPC buffer pool of power-of-two size classes that hands out
+// buffers without clearing them (see the package invariants).
+var Pool mem.BufferPool = &pool{}
+
+// Size classes: 2^minShift to 2^maxShift bytes; larger buffers are not
+// pooled.
+const (
+	minShift = 8
+	maxShift = 22
+)
+
+type pool struct {
+	classes [maxShift - minShift + 1]sync.Pool
+}
+
+// class returns the size class of a buffer of n bytes, and false if n
+// is over the largest.
+func class(n int) (int, bool) {
+	if n <= 1<<minShift {
+		return 0, true
+	}
+	c := bits.Len(uint(n-1)) - minShift
+	return c, c <= maxShift-minShift
+}
+
+func (p *pool) Get(n int) *[]byte {
+	c, ok := class(n)
+	if !ok {
+		b := make([]byte, n)
+		return &b
+	}
+	if b, _ := p.classes[c].Get().(*[]byte); b != nil {
+		*b = (*b)[:n]
+		return b
+	}
+	b := make([]byte, n, 1<<(c+minShift))
+	return &b
+}
+
+func (p *pool) Put(b *[]byte) {
+	c, ok := class(cap(*b))
+	if !ok || cap(*b) != 1<<(c+minShift) {
+		return // not one of ours, or too large: let the GC have it
+	}
+	p.classes[c].Put(b)
+}
