@@ -76,11 +76,12 @@ type batchSession struct {
 
 // streamCall is one caller's command.
 type streamCall struct {
-	ctx  context.Context
-	cmd  *pb.BatchCommandsRequest_Command
-	size int
-	sent bool              // guarded by batchSession.mu: taken into a message
-	done chan streamResult // capacity 1
+	ctx      context.Context // the caller's
+	deadline time.Time       // the attempt's; zero: ctx's own
+	cmd      *pb.BatchCommandsRequest_Command
+	size     int
+	sent     bool              // guarded by batchSession.mu: taken into a message
+	done     chan streamResult // capacity 1
 }
 
 type streamResult struct {
@@ -133,7 +134,10 @@ func (bs *batchStreams) call(ctx context.Context, addr string, cmd *pb.BatchComm
 		bs.conns[addr] = bc
 	}
 	bs.mu.Unlock()
-	sc := &streamCall{ctx: ctx, cmd: cmd, size: proto.Size(cmd), done: make(chan streamResult, 1)}
+	// The call waits on its caller's context; its session ends it at the
+	// attempt's deadline (expire), with no timer of its own.
+	wait, deadline := splitAttempt(ctx)
+	sc := &streamCall{ctx: wait, deadline: deadline, cmd: cmd, size: proto.Size(cmd), done: make(chan streamResult, 1)}
 	var sess *batchSession
 	for range 2 { // a stream that broke just now is replaced once
 		var err error
@@ -151,8 +155,8 @@ func (bs *batchStreams) call(ctx context.Context, addr string, cmd *pb.BatchComm
 	var out streamResult
 	select {
 	case out = <-sc.done:
-	case <-ctx.Done():
-		out = sess.abandon(sc, ctx.Err())
+	case <-wait.Done():
+		out = sess.abandon(sc, wait.Err())
 	}
 	if out.sent {
 		p.Addr = streamAddr(addr)
@@ -241,6 +245,42 @@ func (bc *batchConn) open(ch chan struct{}) {
 	if sess != nil {
 		go sess.send()
 		go sess.receive()
+		go sess.expire(expireTick(bc.bs.c.opts.attemptTimeout))
+	}
+}
+
+// expireTick is how often a session looks for calls past their attempt's
+// deadline: a twentieth of the attempt timeout, within 5-100 ms.
+func expireTick(attempt time.Duration) time.Duration {
+	return min(max(attempt/20, 5*time.Millisecond), 100*time.Millisecond)
+}
+
+// expire ends the calls whose attempt deadline passed, every tick, until
+// the stream ends: a call not yet sent is dropped (it never will be), a
+// sent one has an unknown outcome; both get DeadlineExceeded, as a call
+// whose context ran out.
+func (s *batchSession) expire(tick time.Duration) {
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-s.stream.Context().Done():
+			return
+		}
+		now := time.Now()
+		s.mu.Lock()
+		for id, sc := range s.calls {
+			if sc.deadline.IsZero() || now.Before(sc.deadline) {
+				continue
+			}
+			delete(s.calls, id)
+			if !sc.sent {
+				s.unqueue(sc)
+			}
+			sc.done <- streamResult{err: context.DeadlineExceeded, sent: sc.sent}
+		}
+		s.mu.Unlock()
 	}
 }
 
@@ -278,14 +318,19 @@ func (s *batchSession) abandon(sc *streamCall, err error) streamResult {
 	}
 	delete(s.calls, sc.cmd.Id)
 	if !sc.sent {
-		for i, q := range s.pending {
-			if q == sc {
-				s.pending = append(s.pending[:i], s.pending[i+1:]...)
-				break
-			}
-		}
+		s.unqueue(sc)
 	}
 	return streamResult{err: err, sent: sc.sent}
+}
+
+// unqueue removes sc from the pending list. The caller holds s.mu.
+func (s *batchSession) unqueue(sc *streamCall) {
+	for i, q := range s.pending {
+		if q == sc {
+			s.pending = append(s.pending[:i], s.pending[i+1:]...)
+			return
+		}
+	}
 }
 
 // send is the sender: it sends what is pending, one message at a time.

@@ -271,10 +271,10 @@ func (c *Client) do(ctx context.Context, prefix func() string, idempotent bool, 
 		if deadline.Before(ad) {
 			ad = deadline
 		}
-		actx, acancel := context.WithDeadline(ctx, ad)
+		actx := newAttemptCtx(ctx, ad)
 		var p peer.Peer
 		err := op(actx, &p)
-		acancel()
+		actx.release()
 		if err == nil {
 			return nil
 		}
