@@ -90,7 +90,7 @@ func TestRowIndexRefusesMalformed(t *testing.T) {
 	e1 := memstore.Entry{Row: []byte("b"), Family: "f", Qualifier: []byte("q"), Timestamp: 1, Kind: mutation.SetCell, Value: []byte("v")}
 	e2 := memstore.Entry{Row: []byte("a"), Family: "f", Qualifier: []byte("q"), Timestamp: 1, Kind: mutation.SetCell, Value: []byte("v")}
 	ordered := appendEntry(appendEntry(nil, &e2, true), &e1, true)
-	if rows := rowIndex(ordered, 2, false); len(rows) != 4 || rows[0] != 0 || rows[3] != 1 {
+	if rows := rowIndex(ordered, 2, false); len(rows) != 1+2*rowStride || rows[1] != 0 || rows[2] != 0 || rows[2+rowStride] != 1 {
 		t.Fatalf("rowIndex of two rows = %v", rows)
 	}
 	for name, tc := range map[string]struct {
@@ -104,6 +104,44 @@ func TestRowIndexRefusesMalformed(t *testing.T) {
 	} {
 		if rows := rowIndex(tc.body, tc.count, false); rows != nil {
 			t.Errorf("%s: rowIndex = %v, want none", name, rows)
+		}
+	}
+}
+
+// TestSearchRows checks the row index's search against a linear search of
+// the rows, for pages whose rows share prefixes of every length, differ
+// only past the 8 bytes the index keeps, or only in length and zero
+// bytes, and keys shorter than, equal to, between and past them.
+func TestSearchRows(t *testing.T) {
+	pages := map[string][]string{
+		"one row":             {"row1"},
+		"no shared prefix":    {"a", "b", "c"},
+		"short shared prefix": {"row001", "row002", "row010", "row100"},
+		"long shared prefix":  {"user000000000001", "user000000000002", "user000000000017"},
+		"past the word":       {"pfx-12345678-a", "pfx-12345678-b", "pfx-12345678-c", "pfx-12345679"},
+		"zero bytes":          {"a", "a\x00", "a\x00\x00", "a\x00\x01", "a\x01"},
+		"prefixes of others":  {"ab", "abc", "abcd", "abcdefghijkl", "abcdefghijklm"},
+	}
+	keys := []string{"", "\x00", "a", "a\x00", "a\x00\x00\x00", "ab", "abcdefghijk", "abcdefghijkl\x00", "b", "bb",
+		"pfx", "pfx-12345678-", "pfx-12345678-b", "pfx-12345678-bb", "pfx-123456780", "pfx-2", "row", "row0", "row001",
+		"row0010", "row011", "row2", "user0000000000", "user000000000001", "user000000000003", "user00000000001", "z"}
+	for name, rows := range pages {
+		var body []byte
+		for _, r := range rows {
+			for q := range 2 { // two entries per row: a row starts at its first
+				e := memstore.Entry{Row: []byte(r), Family: "f", Qualifier: []byte{byte('a' + q)}, Timestamp: 1, Kind: mutation.SetCell, Value: []byte("v")}
+				body = appendEntry(body, &e, true)
+			}
+		}
+		index := rowIndex(body, 2*len(rows), false)
+		if index == nil {
+			t.Fatalf("%s: no index", name)
+		}
+		for _, k := range append(keys, rows...) {
+			want := sort.Search(len(rows), func(j int) bool { return rows[j] >= k })
+			if got := searchRows(body, index, []byte(k)); got != want {
+				t.Errorf("%s: search %q = row %d, want %d", name, k, got, want)
+			}
 		}
 	}
 }
