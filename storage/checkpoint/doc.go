@@ -120,11 +120,11 @@
 // each of its log positions — that file and every later file of the
 // prefix — reading each log file once for all tablets, and reports
 // progress and time. RecoverTablet does the same for one tablet a tserver
-// loads. Replay is idempotent (invariant 4 in docs/design.md), and TabletLoad.Replay skips a
-// record whose sequences are all at or below the tablet's FlushedSeq: it
-// is in the TSFiles already, and applying it again could bring back a
-// cell whose tombstone a major compaction purged (package tablet,
-// "Compactions").
+// loads. Replay is idempotent (invariant 4 in docs/design.md), and the
+// engine's replay (tablet.Tablet.Replay) skips a record whose sequences
+// are all at or below the tablet's FlushedSeq: it is in the TSFiles
+// already, and applying it again could bring back a cell whose tombstone
+// a major compaction purged (package tablet, "Compactions").
 //
 // The package writes no files of its own: TSFiles are the engine's
 // (storage/tablet/tsfile), log files the WAL's, and the local metadata format is in

@@ -66,19 +66,7 @@ func (e *TabletLoad) Close() error {
 	return e.Tablet.Close()
 }
 
-// Replay applies a logged mutation to the active buffer with its logged
-// write sequence and timestamps (so replaying twice is replaying once), and
-// moves the tablet clock and write sequence past the record's: past its
-// sequence, its op timestamps and the time of the append, so sequences and
-// timestamps assigned later are greater than the replayed ones. A record
-// whose last sequence is at or below the tablet's FlushedSeq is already in
-// its TSFiles and is not applied again: a major compaction may have purged
-// the tombstone that hides its cells (tablet package doc, "Compactions").
+// Replay applies a logged record to the tablet (tablet.Tablet.Replay).
 func (e *TabletLoad) Replay(rec *wal.Record) error {
-	e.ObserveTimestamp(rec.Timestamp + int64(len(rec.Mutation.Ops)))
-	e.ObserveMutation(&rec.Mutation)
-	if rec.Mutation.LastSeq() <= e.FlushedSeq() {
-		return nil
-	}
-	return e.Apply(&rec.Mutation)
+	return e.Tablet.Replay(&rec.Mutation, rec.Timestamp)
 }

@@ -11,8 +11,8 @@
 // it to the WAL, then calls Apply. Apply links all ops of the mutation in
 // the active buffer as one batch, so no reader sees half a row mutation.
 // Because the WAL holds the sequence and concrete timestamps, and an entry
-// of the same key and sequence applied again changes nothing, replay is
-// idempotent; it skips records the TSFiles already hold (FlushedSeq, see
+// of the same key and sequence applied again changes nothing, replay
+// (Replay) is idempotent; it skips records the TSFiles already hold (FlushedSeq, see
 // Compactions). Apply does not check families against the schema (a logged
 // record of a family deleted since still replays; its cells stay hidden),
 // and BeginInternalWrite accepts an absent family: the server masks a

@@ -283,6 +283,26 @@ func (t *Tablet) ObserveMutation(m *mutation.RowMutation) {
 	t.ObserveSeq(m.LastSeq())
 }
 
+// Replay applies a logged mutation to the active buffer with its logged
+// write sequence and timestamps (so replaying twice is replaying once),
+// and moves the clock and the write sequence past the record's: past its
+// sequence, its op timestamps and appended, the time the log stamped on
+// the record plus one µs per op, so sequences and timestamps assigned
+// later are greater than the replayed ones (another server's clock may
+// have been ahead). A record whose last sequence is at or below
+// FlushedSeq is in the TSFiles already and is not applied again: a major
+// compaction may have purged the tombstone that hides its cells (package
+// doc, "Compactions", 3). Recovery replays the log, recovery files and
+// child logs through it before the tablet serves.
+func (t *Tablet) Replay(m *mutation.RowMutation, appended int64) error {
+	t.ObserveTimestamp(appended + int64(len(m.Ops)))
+	t.ObserveMutation(m)
+	if m.LastSeq() <= t.FlushedSeq() {
+		return nil
+	}
+	return t.Apply(m)
+}
+
 // AssignTimestamps validates m, gives it the tablet's next write sequence
 // (m.Seq, strictly increasing over the tablet's life: Open and replay
 // observe the sequences already used) and replaces every ServerTime

@@ -1,4 +1,4 @@
-package checkpoint_test
+package tablet
 
 import (
 	"context"
@@ -6,11 +6,27 @@ import (
 	"time"
 
 	"bighive/storage/blockstore"
-	"bighive/storage/checkpoint"
 	"bighive/storage/mutation"
-	"bighive/storage/tablet"
-	"bighive/storage/wal"
 )
+
+var replaySchema = Schema{Families: map[string]FamilyPolicy{"f": {}, "g": {}}}
+
+// latest returns the newest visible value of every column of row, keyed
+// "family:qualifier".
+func latest(t *testing.T, tb *Tablet, row string) map[string]string {
+	t.Helper()
+	r, found, err := tb.Get(context.Background(), []byte(row), ReadOptions{MaxVersions: 1})
+	if err != nil {
+		t.Fatalf("get %q: %v", row, err)
+	}
+	out := map[string]string{}
+	if found {
+		for _, c := range r.Cells {
+			out[c.Family+":"+string(c.Qualifier)] = string(c.Value)
+		}
+	}
+	return out
+}
 
 // TestReplayObservesRecords: a replayed record (from a log, a recovery file
 // or a child log) moves the tablet's clock past its ops' timestamps, which
@@ -18,29 +34,23 @@ import (
 // log stamped on the record, and its write sequence past the record's; and
 // replaying it twice is replaying it once.
 func TestReplayObservesRecords(t *testing.T) {
-	mgr, _, err := blockstore.Open(blockstore.Options{Dirs: []string{t.TempDir()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mgr.Close()
-	tb, err := tablet.Open(tablet.Options{ID: "t", Schema: testSchema, Store: mgr, Logger: quiet,
+	tb, err := Open(Options{ID: "t", Schema: replaySchema, Store: newStore(t),
 		Now: func() time.Time { return time.UnixMicro(10) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := checkpoint.NewTabletLoad(tb, 1)
-	defer e.Close()
-	rec := wal.Record{Seq: 3, Timestamp: 20, TabletID: "t", Mutation: mutation.RowMutation{Seq: 41, Row: []byte("r"), Ops: []mutation.Op{
+	defer tb.Close()
+	rec := mutation.RowMutation{Seq: 41, Row: []byte("r"), Ops: []mutation.Op{
 		{Kind: mutation.SetCell, Family: "f", Qualifier: []byte("q"), Timestamp: 9_000, Value: []byte("old")},
 		{Kind: mutation.DeleteColumn, Family: "g", Qualifier: []byte("q"), Timestamp: 0, End: 12_000},
-	}}}
+	}}
 	for range 2 {
-		if err := e.Replay(&rec); err != nil {
+		if err := tb.Replay(&rec, 20); err != nil {
 			t.Fatal(err)
 		}
 	}
 	m := mutation.RowMutation{Row: []byte("r"), Ops: []mutation.Op{{Kind: mutation.SetCell, Family: "f", Qualifier: []byte("q"), Timestamp: mutation.ServerTime, Value: []byte("new")}}}
-	if err := e.AssignTimestamps(&m); err != nil {
+	if err := tb.AssignTimestamps(&m); err != nil {
 		t.Fatal(err)
 	}
 	if ts := m.Ops[0].Timestamp; ts < 12_000 {
@@ -49,12 +59,11 @@ func TestReplayObservesRecords(t *testing.T) {
 	if m.Seq <= 41 {
 		t.Fatalf("write sequence %d after replay is not above the replayed record's 41", m.Seq)
 	}
-	if err := e.Apply(&m); err != nil {
+	if err := tb.Apply(&m); err != nil {
 		t.Fatal(err)
 	}
-	got, err := readRow(e, []byte("r"))
-	if err != nil || got["f:q"] != "new" {
-		t.Fatalf("row after replay and a new write = %v %v, want f:q=new", got, err)
+	if got := latest(t, tb, "r"); got["f:q"] != "new" {
+		t.Fatalf("row after replay and a new write = %v, want f:q=new", got)
 	}
 }
 
@@ -68,72 +77,65 @@ func TestReplayObservesRecords(t *testing.T) {
 // that.) Replaying every record changes nothing either.
 func TestReplaySkipsRecordsInFiles(t *testing.T) {
 	ctx := context.Background()
-	mgr, _, err := blockstore.Open(blockstore.Options{Dirs: []string{t.TempDir()}})
+	store := newStore(t)
+	tb, err := Open(Options{ID: "t", Schema: replaySchema, Store: store})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer mgr.Close()
-	tb, err := tablet.Open(tablet.Options{ID: "t", Schema: testSchema, Store: mgr, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := checkpoint.NewTabletLoad(tb, 1)
-	var logged []wal.Record
+	var logged []mutation.RowMutation
 	write := func(row string, op mutation.Op) {
 		t.Helper()
 		m := mutation.RowMutation{Row: []byte(row), Ops: []mutation.Op{op}}
-		if err := e.AssignTimestamps(&m); err != nil {
+		if err := tb.AssignTimestamps(&m); err != nil {
 			t.Fatal(err)
 		}
-		if err := e.Apply(&m); err != nil {
+		if err := tb.Apply(&m); err != nil {
 			t.Fatal(err)
 		}
-		logged = append(logged, wal.Record{Seq: uint64(len(logged) + 1), TabletID: "t", Mutation: m})
+		logged = append(logged, m)
 	}
 	write("r", mutation.Op{Kind: mutation.SetCell, Family: "f", Qualifier: []byte("q"), Timestamp: mutation.ServerTime, Value: []byte("deleted")})
 	write("r", mutation.Op{Kind: mutation.DeleteRow})
 	write("s", mutation.Op{Kind: mutation.SetCell, Family: "f", Qualifier: []byte("q"), Timestamp: mutation.ServerTime, Value: []byte("live")})
-	if !e.SwapBuffers() {
+	if !tb.SwapBuffers() {
 		t.Fatal("nothing to swap")
 	}
-	info, err := e.FlushStandby(ctx)
+	info, err := tb.FlushStandby(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.InstallFlushed(info); err != nil {
+	if err := tb.InstallFlushed(info); err != nil {
 		t.Fatal(err)
 	}
-	compacted, err := e.CompactFiles(ctx, []blockstore.BlockRef{info.FooterRef()}, true)
+	compacted, err := tb.CompactFiles(ctx, []blockstore.BlockRef{info.FooterRef()}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if compacted.Entries != 1 || compacted.MaxSeq != info.MaxSeq {
 		t.Fatalf("major compaction kept %d entries up to sequence %d, want 1 (s) of sequence %d", compacted.Entries, compacted.MaxSeq, info.MaxSeq)
 	}
-	e.Close()
+	tb.Close()
 
-	tb, err = tablet.Open(tablet.Options{ID: "t", Schema: testSchema, Store: mgr, Logger: quiet,
-		Files: []tablet.FileRef{{Footer: compacted.FooterRef()}}})
+	tb, err = Open(Options{ID: "t", Schema: replaySchema, Store: store, Files: []FileRef{{Footer: compacted.FooterRef()}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e = checkpoint.NewTabletLoad(tb, 2)
-	defer e.Close()
-	if err := e.Replay(&logged[0]); err != nil {
+	defer tb.Close()
+	if err := tb.Replay(&logged[0], 0); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := readRow(e, []byte("r")); err != nil || len(got) != 0 {
-		t.Fatalf("deleted row after replaying its put = %v %v, want nothing", got, err)
+	if got := latest(t, tb, "r"); len(got) != 0 {
+		t.Fatalf("deleted row after replaying its put = %v, want nothing", got)
 	}
 	for i := range logged {
-		if err := e.Replay(&logged[i]); err != nil {
+		if err := tb.Replay(&logged[i], 0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if got, err := readRow(e, []byte("r")); err != nil || len(got) != 0 {
-		t.Fatalf("deleted row after replay = %v %v, want nothing", got, err)
+	if got := latest(t, tb, "r"); len(got) != 0 {
+		t.Fatalf("deleted row after replay = %v, want nothing", got)
 	}
-	if got, err := readRow(e, []byte("s")); err != nil || got["f:q"] != "live" {
-		t.Fatalf("row s after replay = %v %v, want f:q=live", got, err)
+	if got := latest(t, tb, "s"); got["f:q"] != "live" {
+		t.Fatalf("row s after replay = %v, want f:q=live", got)
 	}
 }
