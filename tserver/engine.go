@@ -89,8 +89,8 @@ func (s *Server) servingEngines() []checkpoint.Tablet {
 	all := s.tablets.all()
 	out := make([]checkpoint.Tablet, 0, len(all))
 	for _, r := range all {
-		if r.Load().Serving() {
-			out = append(out, r.Load())
+		if r.Serving() {
+			out = append(out, r)
 		}
 	}
 	return out
@@ -170,7 +170,7 @@ func (m masterMeta) Commit(ctx context.Context, updates []checkpoint.Update) err
 		case r == nil:
 			refused[u.TabletID] = fmt.Errorf("tablet %s is not registered on this tserver: %w", u.TabletID, checkpoint.ErrUnknownTablet)
 			continue
-		case u.Load != nil && checkpoint.Tablet(r.Load()) != u.Load:
+		case u.Load != nil && u.Load != checkpoint.Tablet(r):
 			refused[u.TabletID] = fmt.Errorf("tablet %s is served by another load: %w", u.TabletID, checkpoint.ErrLoadEnded)
 			continue
 		}
@@ -263,7 +263,7 @@ func (m masterRefs) ReferencedBlocks(ctx context.Context) (map[blockstore.BlockR
 	// Blocks of files in the tablets' read sets here count too: a flush
 	// whose step 7 has not committed yet is not an orphan.
 	for _, r := range m.s.tablets.all() {
-		for _, f := range r.Load().Files() {
+		for _, f := range r.Files() {
 			for _, b := range f.BlockRefs() {
 				out[b] = struct{}{}
 			}

@@ -56,10 +56,10 @@ func TestMasterMetaNeverSkips(t *testing.T) {
 	for _, x := range s.tablets.all() {
 		r = x
 	}
-	if r == nil || len(r.Load().Files()) != 1 {
+	if r == nil || len(r.Files()) != 1 {
 		t.Fatal("the table's tablet has no flushed file")
 	}
-	valid := checkpoint.Update{TabletID: r.ID(), Epoch: r.Epoch(), Load: r.Load(), TSFiles: r.Load().Files()}
+	valid := checkpoint.Update{TabletID: r.ID(), Epoch: r.Epoch(), Load: r, TSFiles: r.Files()}
 
 	// A stand-in master that answers with no status, for the same tablet.
 	fake := grpc.NewServer()
@@ -87,10 +87,10 @@ func TestMasterMetaNeverSkips(t *testing.T) {
 		want    error
 	}{
 		{"unregistered tablet", s, checkpoint.Update{TabletID: "no-such-tablet", Epoch: 1}, true, checkpoint.ErrUnknownTablet},
-		{"another load", s, checkpoint.Update{TabletID: r.ID(), Epoch: r.Epoch(), Load: &checkpoint.TabletLoad{}, TSFiles: r.Load().Files()},
+		{"another load", s, checkpoint.Update{TabletID: r.ID(), Epoch: r.Epoch(), Load: rp.New(rp.Options{ID: r.ID(), Epoch: r.Epoch()}), TSFiles: r.Files()},
 			true, checkpoint.ErrLoadEnded},
-		{"drops a file", s, checkpoint.Update{TabletID: r.ID(), Epoch: r.Epoch(), Load: r.Load()}, true, checkpoint.ErrFilesChanged},
-		{"stale epoch", s, checkpoint.Update{TabletID: r.ID(), Epoch: r.Epoch() + 1, Load: r.Load(), TSFiles: r.Load().Files()},
+		{"drops a file", s, checkpoint.Update{TabletID: r.ID(), Epoch: r.Epoch(), Load: r}, true, checkpoint.ErrFilesChanged},
+		{"stale epoch", s, checkpoint.Update{TabletID: r.ID(), Epoch: r.Epoch() + 1, Load: r, TSFiles: r.Files()},
 			true, checkpoint.ErrStaleEpoch},
 		{"short status list", short, valid, false, nil},
 	} {

@@ -163,7 +163,7 @@ func (s *Server) open(a *pb.TabletAssignment) (*rp.Replica, error) {
 	}
 	r := rp.New(rp.Options{
 		ID: m.TabletId, Table: m.Table, Start: m.GetRange().GetStartRow(), End: m.GetRange().GetEndRow(), Epoch: m.Epoch,
-		Load: checkpoint.NewTabletLoad(t, m.Epoch), Log: s.wal, Admit: s.eng.coord,
+		Tablet: t, Log: s.wal, Admit: s.eng.coord,
 		Lease: s.leaseValid, Throttle: s.admitWrite(m.TabletId), LogFailed: s.logFailed,
 		Server: s.addr,
 	})
@@ -212,7 +212,7 @@ func (s *Server) replay(ctx context.Context, r *rp.Replica, m *pb.TabletMeta) (r
 		return rec, err
 	}
 	positions := positionsFromPB(m.LogPositions)
-	rep, err := checkpoint.RecoverTablet(ctx, r.Load(), positions, s.fs, s.opts.Root)
+	rep, err := checkpoint.RecoverTablet(ctx, r, positions, s.fs, s.opts.Root)
 	for _, f := range rep.Files {
 		s.metrics.onRecoveryRead(readLogReplay, f.Size)
 	}
@@ -240,7 +240,9 @@ func (s *Server) reportAndServe(ctx context.Context, r *rp.Replica, m *pb.Tablet
 		s.failLoad(r, err)
 		return fmt.Errorf("tserver: report load of tablet %s: %w", r.ID(), err)
 	}
-	r.Load().SetServing(true)
+	if !r.Serve() {
+		return fmt.Errorf("tserver: tablet %s was unloaded during its load report: %w", r.ID(), rp.ErrNotServing)
+	}
 	since(s.metrics.recoveries, rec.began)
 	s.log.Info("tablet serving", "tablet", r.ID(), "epoch", r.Epoch(), "tsfiles", len(m.Tsfiles),
 		"log_files", rec.files, "records", rec.records, "took", time.Since(rec.began))
@@ -296,7 +298,7 @@ func (s *Server) unload(r *rp.Replica, why string) {
 		return
 	}
 	s.tablets.remove(r)
-	r.Load().Close()
+	r.Close()
 	s.log.Info("tablet unloaded", "tablet", r.ID(), "epoch", r.Epoch(), "why", why)
 	s.nudgeHeartbeat()
 }
@@ -324,11 +326,11 @@ func (s *Server) reports() []*pb.TabletReport {
 		out = append(out, &pb.TabletReport{TabletId: id, Epoch: ep})
 	}
 	for _, r := range all {
-		files := r.Load().Files()
-		space := tabletSpace(files, r.Load().EstimateGarbage)
-		mem := r.Load().MemoryUsage()
+		files := r.Files()
+		space := tabletSpace(files, r.EstimateGarbage)
+		mem := r.MemoryUsage()
 		out = append(out, &pb.TabletReport{TabletId: r.ID(), Epoch: r.Epoch(), SizeBytes: space.FileBytes + mem, MemstoreBytes: mem,
-			Serving: r.Load().Serving(), Space: space})
+			Serving: r.Serving(), Space: space})
 	}
 	return out
 }

@@ -33,7 +33,7 @@ func (s *Server) Merge(ctx context.Context, req *pb.MergeRequest) (*pb.MergeResp
 		return nil, err
 	}
 	for _, r := range []*rp.Replica{left, right} {
-		if !r.Load().Serving() {
+		if !r.Serving() {
 			return nil, apierr.Tablet(pb.TabletError_NOT_SERVING, r.ID(), r.Epoch(), "tablet %s is not serving on %s", r.ID(), s.addr)
 		}
 	}
@@ -79,7 +79,7 @@ func (s *Server) runMerge(ctx context.Context, left, right *rp.Replica) (*merge.
 		Logger:     s.log,
 	}
 	parent := func(r *rp.Replica) merge.Parent {
-		p := merge.Parent{ID: r.ID(), Epoch: r.Epoch(), Start: r.Start(), End: r.End(), Tablet: r.Load(), Route: r.Route}
+		p := merge.Parent{ID: r.ID(), Epoch: r.Epoch(), Start: r.Start(), End: r.End(), Tablet: r, Route: r.Route}
 		if len(p.End) == 0 {
 			p.End = nil
 		}

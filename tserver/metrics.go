@@ -263,7 +263,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 
 	var serving, loading int
 	for _, r := range s.tablets.all() {
-		if r.Load().Serving() {
+		if r.Serving() {
 			serving++
 		} else {
 			loading++

@@ -122,7 +122,7 @@ func (s *Server) replayRecoveryFiles(ctx context.Context, r *rp.Replica, m *pb.T
 				return nil // a split parent's records: the split flushed them
 			}
 			records++
-			return r.Load().Replay(rec)
+			return r.Replay(rec)
 		})
 		if err != nil {
 			return fmt.Errorf("tserver: replay recovery file of tablet %s: %w", r.ID(), err)

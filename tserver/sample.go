@@ -26,11 +26,7 @@ func (s *Server) SampleRowKeys(ctx context.Context, req *pb.SampleRowKeysRequest
 	if err != nil {
 		return nil, err
 	}
-	end := r.End()
-	if len(end) == 0 {
-		end = nil
-	}
-	samples, total, err := r.Load().SampleRowKeys(ctx, r.Start(), end, req.SampleBytes)
+	samples, total, err := r.SampleRowKeys(ctx, req.SampleBytes)
 	if err != nil {
 		return nil, s.tabletErr(r, err)
 	}

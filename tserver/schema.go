@@ -63,7 +63,7 @@ func (s *Server) learnSchema(ts *pb.TableSchema) {
 	sch := schemaOf(newest)
 	for _, r := range s.tablets.all() {
 		if r.Table() == newest.Name {
-			r.Load().SetSchema(sch)
+			r.SetSchema(sch)
 		}
 	}
 	s.log.Info("schema updated", "table", newest.Name, "version", newest.Version, "families", len(newest.Families))
@@ -73,7 +73,7 @@ func (s *Server) learnSchema(ts *pb.TableSchema) {
 // r is in the registry, so a push that raced with its load is not missed.
 func (s *Server) refreshSchema(r *rp.Replica) {
 	if ts := s.schemas.get(r.Table()); ts != nil {
-		r.Load().SetSchema(schemaOf(ts))
+		r.SetSchema(schemaOf(ts))
 	}
 }
 
@@ -177,7 +177,7 @@ func (s *Server) schemaToPB(r *rp.Replica) *pb.TableSchema {
 		return ts
 	}
 	out := &pb.TableSchema{Name: r.Table()}
-	for name, f := range r.Load().Schema().Families {
+	for name, f := range r.Schema().Families {
 		spec := &pb.FamilySpec{Name: name, MaxVersions: uint32(f.MaxVersions), MaxAgeMicros: f.MaxAge.Microseconds(), Compression: compressionToPB(f.Compression)}
 		if f.Rule != nil {
 			spec.GcRule = gcRuleToPB(f.Rule)
@@ -227,7 +227,7 @@ func (s *Server) DropRows(ctx context.Context, req *pb.DropRowsRequest) (*pb.Dro
 	if len(end) == 0 {
 		end = nil
 	}
-	n, err := s.tombstoneRows(ctx, r, start, end, r.Load().RowKeys,
+	n, err := s.tombstoneRows(ctx, r, start, end, r.RowKeys,
 		mutation.Op{Kind: mutation.DeleteRow, Timestamp: mutation.ServerTime}, r.WriteBatch)
 	if err != nil {
 		return nil, err
@@ -263,7 +263,7 @@ func (s *Server) PurgeFamily(ctx context.Context, req *pb.PurgeFamilyRequest) (*
 				req.Family, r.ID(), r.Table(), s.schemas.get(r.Table()).GetVersion())
 		}
 	}
-	if err := r.Load().WaitWrites(ctx); err != nil {
+	if err := r.WaitWrites(ctx); err != nil {
 		return nil, apierr.Wrap(codes.DeadlineExceeded, err, "purge family %q of tablet %s: waiting for writes in flight", req.Family, r.ID())
 	}
 	start, end := r.Start(), r.End()
@@ -271,7 +271,7 @@ func (s *Server) PurgeFamily(ctx context.Context, req *pb.PurgeFamilyRequest) (*
 		end = nil
 	}
 	list := func(ctx context.Context, start, end []byte, limit int) ([][]byte, error) {
-		return r.Load().FamilyRowKeys(ctx, req.Family, start, end, limit)
+		return r.FamilyRowKeys(ctx, req.Family, start, end, limit)
 	}
 	n, err := s.tombstoneRows(ctx, r, start, end, list,
 		mutation.Op{Kind: mutation.DeleteFamily, Family: req.Family, Timestamp: mutation.ServerTime}, r.WriteBatchInternal)

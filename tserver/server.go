@@ -412,21 +412,26 @@ func (s *Server) Err() error {
 }
 
 // logFailed fails the tserver stop on a failed log, once: it stops
-// serving at once (the lease is given up and every tablet stops taking
-// requests), logs the cause, and stops the process's work in the
-// background; Done is closed when that is finished.
+// serving at once (the lease is given up, and no request is served
+// without one: Server.serving refuses it, and a write already admitted is
+// not acknowledged, its append failing on the failed log or its lease
+// check after), logs the cause, and stops the process's work in the
+// background, every tablet first (Replica.Stop); Done is closed when that
+// is finished.
 func (s *Server) logFailed(err error) {
 	s.failOnce.Do(func() {
 		s.failed.Store(true)
 		s.lease.revoke()
 		s.updateHealth()
-		for _, r := range s.tablets.all() {
-			r.Load().SetServing(false)
-		}
 		s.log.Error("tserver: the write-ahead log failed; giving up the lease and stopping", "err", err)
 		s.fatal = fmt.Errorf("tserver %s: stopped on a failed log: %w", s.addr, err)
 		go func() {
 			s.cancel() // no heartbeat renews the lease from now on
+			// Stop waits for the writes in flight, and logFailed may run
+			// inside one (the replica reports a failed append): so here.
+			for _, r := range s.tablets.all() {
+				r.Stop()
+			}
 			if cerr := s.Close(); cerr != nil {
 				s.log.Warn("tserver: stopping after the log failed", "err", cerr)
 			}

@@ -125,7 +125,7 @@ func readOptions(f *pb.ReadFilter, rowFilter []byte) (tablet.ReadOptions, error)
 }
 
 func checkFamilies(r *rp.Replica, o *tablet.ReadOptions) error {
-	sch := r.Load().Schema()
+	sch := r.Schema()
 	for _, f := range o.Families {
 		if _, ok := sch.Families[f]; !ok {
 			return apierr.InvalidArgument("tablet %s: unknown column family %q", r.ID(), f)
@@ -286,7 +286,7 @@ func (s *Server) Checkpoint(ctx context.Context, _ *pb.CheckpointRequest) (*pb.C
 func (s *Server) tsfileBytes() int64 {
 	var n int64
 	for _, r := range s.tablets.all() {
-		for _, f := range r.Load().Files() {
+		for _, f := range r.Files() {
 			n += f.Size
 		}
 	}
@@ -303,13 +303,13 @@ func (s *Server) Compact(ctx context.Context, req *pb.CompactRequest) (*pb.Compa
 		targets = []*rp.Replica{r}
 	} else {
 		for _, r := range s.tablets.all() {
-			if r.Load().Serving() {
+			if r.Serving() {
 				targets = append(targets, r)
 			}
 		}
 	}
 	for _, r := range targets {
-		if err := s.eng.coord.Compact(ctx, r.Load(), req.Major); err != nil {
+		if err := s.eng.coord.Compact(ctx, r, req.Major); err != nil {
 			return nil, apierr.Wrap(codes.Unavailable, err, "tserver %s: compact tablet %s", s.addr, r.ID())
 		}
 	}
@@ -322,11 +322,11 @@ func (s *Server) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusRes
 		MemstoreBytes: s.eng.coord.MemoryUsage(), Counters: map[string]int64{}}
 	for _, r := range s.tablets.all() {
 		st := &pb.TabletStatus{TabletId: r.ID(), Table: r.Table(), Range: &pb.RowRange{StartRow: r.Start(), EndRow: r.End()}, Epoch: r.Epoch(), State: "loading"}
-		if r.Load().Serving() {
+		if r.Serving() {
 			st.State = "serving"
 		}
-		st.MemstoreBytes = r.Load().MemoryUsage()
-		for _, f := range r.Load().Files() {
+		st.MemstoreBytes = r.MemoryUsage()
+		for _, f := range r.Files() {
 			st.TsfileBytes += f.Size
 			st.TsfileCount++
 		}

@@ -89,8 +89,8 @@ func (sp *splitter) start(ctx context.Context) {
 
 // size is a tablet's TSFiles plus its write buffers.
 func size(r *rp.Replica) int64 {
-	n := r.Load().MemoryUsage()
-	for _, f := range r.Load().Files() {
+	n := r.MemoryUsage()
+	for _, f := range r.Files() {
 		n += f.Size
 	}
 	return n
@@ -106,7 +106,7 @@ func (sp *splitter) watch(ctx context.Context) {
 	}
 	all := s.tablets.all()
 	for _, r := range all {
-		if !r.Load().Serving() {
+		if !r.Serving() {
 			return // a tablet is recovering: no split now
 		}
 	}
@@ -155,7 +155,7 @@ func (sp *splitter) release(id string) {
 func (sp *splitter) run(ctx context.Context, r *rp.Replica, row []byte) (_ *split.Result, err error) {
 	s := sp.s
 	defer sp.release(r.ID())
-	if !r.Load().Serving() {
+	if !r.Serving() {
 		return nil, errNotServingSplit
 	}
 	began := time.Now()
@@ -189,8 +189,8 @@ func (sp *splitter) run(ctx context.Context, r *rp.Replica, row []byte) (_ *spli
 		},
 		Master: splitMaster{s: s, committed: &committed, parent: r},
 	}
-	req := split.Request{TabletID: r.ID(), Epoch: r.Epoch(), Start: r.Start(), End: r.End(), Row: row, Tablet: r.Load(),
-		Route: r.Route, Compression: r.Load().Compression()}
+	req := split.Request{TabletID: r.ID(), Epoch: r.Epoch(), Start: r.Start(), End: r.End(), Row: row, Tablet: r,
+		Route: r.Route, Compression: r.Compression()}
 	if len(req.End) == 0 {
 		req.End = nil
 	}
@@ -297,7 +297,7 @@ func (s *Server) report(ctx context.Context, refused error, parents []*rp.Replic
 		if p == nil {
 			continue
 		}
-		release, ok := p.Load().Hold()
+		release, ok := p.Hold()
 		if !ok || s.tablets.get(p.ID()) != p {
 			if ok {
 				release()
@@ -373,7 +373,7 @@ func (s *Server) replayChildLogs(r *rp.Replica, paths []string) error {
 			if rec.TabletID != r.ID() {
 				return nil
 			}
-			return r.Load().Replay(rec)
+			return r.Replay(rec)
 		})
 		if err != nil {
 			return fmt.Errorf("tserver: replay child log %s of tablet %s: %w", p, r.ID(), err)

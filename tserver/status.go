@@ -118,14 +118,13 @@ func (s *Server) statusPage() *StatusPage {
 		p.MasterHTTP = v
 	}
 	for _, r := range s.tablets.all() {
-		e := r.Load()
 		end := obs.ShowKey(r.End())
 		if len(r.End()) == 0 {
 			end = "∞"
 		}
 		t := StatusTablet{ID: r.ID(), Table: r.Table(), Start: obs.ShowKey(r.Start()), End: end, Epoch: r.Epoch(),
-			Serving: e.Serving(), BufferBytes: e.MemoryUsage()}
-		for _, f := range e.Files() {
+			Serving: r.Serving(), BufferBytes: r.MemoryUsage()}
+		for _, f := range r.Files() {
 			t.Files++
 			t.FileBytes += f.Size
 			t.Rows += f.Rows

@@ -58,8 +58,7 @@ func (g *registry) all() []*rp.Replica {
 func (g *registry) closeAll() {
 	for _, r := range g.all() {
 		g.remove(r)
-		r.Stop()
-		r.Load().Close()
+		r.Close()
 	}
 }
 
@@ -82,7 +81,7 @@ func (s *Server) serving(tabletID string, epoch int64) (*rp.Replica, error) {
 		return nil, apierr.Tablet(pb.TabletError_NOT_SERVING, tabletID, epoch,
 			"tablet %s is served by %s at epoch %d, not %d", tabletID, s.addr, r.Epoch(), epoch)
 	}
-	if !r.Load().Serving() {
+	if !r.Serving() {
 		return nil, apierr.Tablet(pb.TabletError_RECOVERING, tabletID, epoch, "tablet %s is loading on %s", tabletID, s.addr)
 	}
 	return r, nil
@@ -112,5 +111,5 @@ func (s *Server) TSFiles(tabletID string) []tablet.TSFileInfo {
 	if r == nil {
 		return nil
 	}
-	return r.Load().Files()
+	return r.Files()
 }

@@ -38,21 +38,23 @@ var (
 )
 
 // Tablet is one tablet's engine as the checkpoint, the compactor and the
-// collectors see it. *tablet.Tablet provides every method but Epoch and
-// Serving; TabletLoad adds them. One value is one load of the tablet: the
-// coordinator tells loads apart by comparing values (a pointer), so a
-// tablet loaded again must be a new value, and Options.Tablets must return
-// the same value for one load every time.
+// collectors see it. A tserver's *replica.Replica implements it (and
+// Compactor, GarbageEstimator, Load and Replayer): the tablet's engine
+// with the load's epoch and its one serving state. One value is one load
+// of the tablet: the coordinator tells loads apart by comparing values (a
+// pointer), so a tablet loaded again must be a new value, and
+// Options.Tablets must return the same value for one load every time.
 type Tablet interface {
 	// ID is the tablet id, the one WAL records carry.
 	ID() string
 	// Epoch is the assignment epoch every metadata update carries.
 	Epoch() int64
-	// Serving reports whether the tablet is fully loaded: its TSFiles open
-	// and its logs replayed. Only serving tablets take part in a
-	// checkpoint: a tablet still replaying must not be swapped, or part of
-	// its replayed data would be covered by a position that no longer
-	// lists the old logs.
+	// Serving reports whether the tablet is fully loaded (its TSFiles open
+	// and its logs replayed) and not unloaded. Only serving tablets take
+	// part in a checkpoint: a tablet still replaying must not be swapped,
+	// or part of its replayed data would be covered by a position that no
+	// longer lists the old logs. It is the write path's own serving state,
+	// not a copy of it (package replica).
 	Serving() bool
 	// MemoryUsage is the bytes held by both write buffers.
 	MemoryUsage() int64
@@ -75,11 +77,11 @@ type Tablet interface {
 }
 
 // Load is implemented by tablets whose load can end while a background
-// commit computed for it is in flight (*TabletLoad does). The coordinator
-// holds the load from before a commit of it until after the install and
-// the deletions that follow; ending the load (TabletLoad.Close) waits for
-// those and makes every later Hold fail, so nothing computed for an ended
-// load is committed, installed or deleted after it ended.
+// commit computed for it is in flight (*replica.Replica does). The
+// coordinator holds the load from before a commit of it until after the
+// install and the deletions that follow; ending the load (Replica.Close)
+// waits for those and makes every later Hold fail, so nothing computed
+// for an ended load is committed, installed or deleted after it ended.
 type Load interface {
 	// Hold keeps the load from ending until release is called; ok is
 	// false (and release nil) when it ended already.

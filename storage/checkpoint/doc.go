@@ -42,7 +42,10 @@
 //     the tablet (one Tablet value), never to its id: a tablet unloaded
 //     and loaded here again starts clean, and its new buffers are flushed,
 //     never replaced by the old load's file.
-//   - Only serving tablets (logs replayed) take part.
+//   - Only serving tablets (logs replayed, not unloaded) take part, and
+//     only serving tablets are compacted. Tablet.Serving is asked of the
+//     tablet's one serving state (the tserver's replica.Replica), never of
+//     a copy that could disagree with the write path's.
 //   - Replaced TSFiles' blocks are deleted with one deletion transaction
 //     only after an accepted commit of the same load that no longer names
 //     them, while that load is held and the lease is valid (Fencing).
@@ -75,8 +78,9 @@
 //   - an update names its load (Update.Load, the Tablet value) and is
 //     refused with ErrLoadEnded once that load ended: the coordinator
 //     holds the load (Load.Hold) from before the commit until after the
-//     install and the deletions that follow, and TabletLoad.Close waits for
-//     that hold;
+//     install and the deletions that follow; a load that stopped serving
+//     cannot be held, and ending it (replica.Replica.Close) waits for
+//     every hold;
 //   - nothing starts, commits or deletes without a valid lease
 //     (Options.Lease, ErrNoLease);
 //   - the file list is a compare-and-swap (Update.Replaced, Update.Drops,

@@ -12,6 +12,7 @@ import (
 
 	"bighive/storage/blockstore"
 	"bighive/storage/checkpoint"
+	"bighive/storage/replica"
 	"bighive/storage/tablet/tsfile"
 	"bighive/storage/vfs/errorfs"
 )
@@ -214,9 +215,9 @@ func TestEndedLoadCommitRefused(t *testing.T) {
 	}
 }
 
-// failInstall is an engine whose InstallFlushed fails while fail is set.
+// failInstall is a load whose InstallFlushed fails while fail is set.
 type failInstall struct {
-	*checkpoint.TabletLoad
+	*replica.Replica
 	fail atomic.Bool
 }
 
@@ -226,7 +227,7 @@ func (f *failInstall) InstallFlushed(info tsfile.Info) error {
 	if f.fail.Load() {
 		return errInstall
 	}
-	return f.TabletLoad.InstallFlushed(info)
+	return f.Replica.InstallFlushed(info)
 }
 
 // TestInstallFlushedFailureKeepsFile: step 7 committed a flushed file but
@@ -240,7 +241,7 @@ func TestInstallFlushedFailureKeepsFile(t *testing.T) {
 	id := tabletID(0)
 	var fi *failInstall
 	n, want, cfg, g := fenceNode(t, seed, checkpoint.Options{})
-	fi = &failInstall{TabletLoad: n.byID[id]}
+	fi = &failInstall{Replica: n.byID[id]}
 	opts := checkpoint.Options{Log: n.log, Meta: n.meta, Blocks: n.mgr, Refs: n.meta, LogGC: n.log, MaxTSFiles: -1, Logger: quiet,
 		Tablets: func() []checkpoint.Tablet { return []checkpoint.Tablet{fi} }}
 	n.coord = checkpoint.New(opts)

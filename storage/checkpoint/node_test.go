@@ -42,16 +42,15 @@ type node struct {
 	log   *wal.Log
 	meta  *localmeta.DB
 	coord *checkpoint.Coordinator
-	tabs  []*checkpoint.TabletLoad
-	byID  map[string]*checkpoint.TabletLoad
-	rep   checkpoint.RecoveryReport
+	// tabs are the node's tablets, each one replica: what the coordinator
+	// checkpoints and compacts is what takes the writes.
+	tabs []*replica.Replica
+	byID map[string]*replica.Replica
+	rep  checkpoint.RecoveryReport
 	// orphans deleted by the start-up pass
 	orphans int
 
 	tablets func() []checkpoint.Tablet
-
-	repMu sync.Mutex
-	reps  map[string]*replica.Replica // the write path of each tablet, made by write
 
 	stop func()
 	wg   sync.WaitGroup
@@ -68,7 +67,7 @@ func openNode(ctx context.Context, cfg nodeConfig) (*node, error) {
 	if cfg.logFileSize == 0 {
 		cfg.logFileSize = 1 << 20 // pre-zeroing 64 MiB files in a MemFS is slow
 	}
-	n := &node{cfg: cfg, byID: map[string]*checkpoint.TabletLoad{}, reps: map[string]*replica.Replica{}}
+	n := &node{cfg: cfg, byID: map[string]*replica.Replica{}}
 	ok := false
 	defer func() {
 		if !ok {
@@ -110,7 +109,7 @@ func openNode(ctx context.Context, cfg nodeConfig) (*node, error) {
 	}
 	tabs, rep, err := checkpoint.Recover(ctx, checkpoint.RecoverOptions{FS: cfg.fs, Root: cfg.root, Tablets: recs, Logger: cfg.logger,
 		Open: func(ctx context.Context, m checkpoint.TabletMeta) (checkpoint.Replayer, error) {
-			t, err := openEngine(n.mgr, m)
+			t, err := openLoad(n.mgr, m, n.log, admitter{n})
 			if err != nil {
 				return nil, err
 			}
@@ -124,7 +123,7 @@ func openNode(ctx context.Context, cfg nodeConfig) (*node, error) {
 	_ = tabs
 	n.rep = rep
 	for _, t := range n.tabs {
-		t.SetServing(true)
+		t.Serve()
 	}
 	opts := cfg.opts
 	opts.Log, opts.Meta, opts.Blocks, opts.Refs, opts.LogGC = n.log, n.meta, n.mgr, n.meta, n.log
@@ -179,15 +178,7 @@ func (n *node) close() {
 // state lock shared from before the durable WAL append to after the
 // buffer apply.
 func (n *node) write(ctx context.Context, id string, m *mutation.RowMutation) error {
-	n.repMu.Lock()
-	r := n.reps[id]
-	if r == nil {
-		t := n.byID[id]
-		r = replica.New(replica.Options{ID: id, Epoch: t.Epoch(), Load: t, Log: n.log, Admit: admitter{n}, Server: "node"})
-		n.reps[id] = r
-	}
-	n.repMu.Unlock()
-	return r.Write(ctx, m)
+	return n.byID[id].Write(ctx, m)
 }
 
 // admitter admits writes through the node's current coordinator (a test

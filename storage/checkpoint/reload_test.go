@@ -12,16 +12,15 @@ import (
 	"bighive/storage/vfs/errorfs"
 )
 
-// reload replaces tablet id of n by a new engine loaded the way a tserver
+// reload replaces tablet id of n by a new load, made the way a tserver
 // loads an assigned tablet: the old one is closed (unloaded), the metadata
-// moves to epoch (an assignment), the new engine opens the files the
+// moves to epoch (an assignment), the new load opens the files the
 // metadata names, replays its log positions, and adds the current
 // position before it serves.
 func reload(t *testing.T, n *node, id string, epoch int64) {
 	t.Helper()
 	ctx := context.Background()
 	old := n.byID[id]
-	old.SetServing(false)
 	old.Close()
 	m, err := n.meta.Get(id)
 	if err != nil {
@@ -31,7 +30,7 @@ func reload(t *testing.T, n *node, id string, epoch int64) {
 	if err := n.meta.Put(ctx, m); err != nil {
 		t.Fatal(err)
 	}
-	e, err := openEngine(n.mgr, m)
+	e, err := openLoad(n.mgr, m, n.log, admitter{n})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,16 +40,15 @@ func reload(t *testing.T, n *node, id string, epoch int64) {
 	if err := n.meta.AddLogPosition(ctx, id, epoch, n.log.Position()); err != nil {
 		t.Fatal(err)
 	}
-	e.SetServing(true)
+	if !e.Serve() {
+		t.Fatalf("tablet %s: the new load stopped before it served", id)
+	}
 	for i, tab := range n.tabs {
 		if tab == old {
 			n.tabs[i] = e
 		}
 	}
 	n.byID[id] = e
-	n.repMu.Lock()
-	delete(n.reps, id)
-	n.repMu.Unlock()
 }
 
 // TestReloadedTabletIgnoresOldFlush: a checkpoint flushes a tablet's

@@ -11,6 +11,7 @@ import (
 	"bighive/storage/checkpoint"
 	"bighive/storage/checkpoint/localmeta"
 	"bighive/storage/mutation"
+	"bighive/storage/replica"
 	"bighive/storage/tablet"
 	"bighive/storage/tablet/blockcache"
 )
@@ -59,7 +60,7 @@ func putRows(t *testing.T, tb *tablet.Tablet, from, to int) {
 }
 
 // checkRows reads rows [0, n) of e back.
-func checkRows(t *testing.T, stage string, e *checkpoint.TabletLoad, n int) {
+func checkRows(t *testing.T, stage string, e *replica.Replica, n int) {
 	t.Helper()
 	for i := 0; i < n; i++ {
 		got, err := readRow(e, fmt.Appendf(nil, "r%04d", i))
@@ -135,7 +136,7 @@ func TestCompactionDeletesOnlyInTheOwningStore(t *testing.T) {
 	defer aRO.Close()
 
 	cache := blockcache.New(blockcache.Options{})
-	open := func(id string) *checkpoint.TabletLoad {
+	open := func(id string) *replica.Replica {
 		t.Helper()
 		m, err := meta.Get(id)
 		if err != nil {
@@ -158,8 +159,8 @@ func TestCompactionDeletesOnlyInTheOwningStore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e := checkpoint.NewTabletLoad(tb, m.Epoch)
-		e.SetServing(true)
+		e := replica.New(replica.Options{ID: id, Epoch: m.Epoch, Tablet: tb})
+		e.Serve()
 		return e
 	}
 	tT, tU := open("T"), open("U")

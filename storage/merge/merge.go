@@ -47,7 +47,7 @@ func (s Step) String() string {
 	return [...]string{"?", "prepare", "allocate", "fence", "flush", "report", "committed"}[max(0, min(int(s), 6))]
 }
 
-// Tablet is a parent's engine as a merge needs it; *checkpoint.TabletLoad
+// Tablet is a parent as a merge needs it; the tserver's *replica.Replica
 // implements it.
 type Tablet interface {
 	HasStandby() bool

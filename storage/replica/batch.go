@@ -88,8 +88,8 @@ func (r *Replica) writeBatchRows(ctx context.Context, ms []*mutation.RowMutation
 func (r *Replica) writeBatch(ctx context.Context, ms []*mutation.RowMutation, errs []error, setAll func(error), internal bool) {
 	r.ops.RLock()
 	defer r.ops.RUnlock()
-	if r.stopped || !r.o.Load.Serving() {
-		setAll(fmt.Errorf("%w: tablet %s is no longer served by %s", ErrNotServing, r.o.ID, r.o.Server))
+	if err := r.admissible(); err != nil {
+		setAll(err)
 		return
 	}
 	release := r.o.Admit.AdmitWrite()
@@ -105,9 +105,9 @@ func (r *Replica) writeBatch(ctx context.Context, ms []*mutation.RowMutation, er
 	// section and before the append; an invalid row fails alone. The
 	// rows keep the order of their sequences from here on, which the
 	// apply pass needs (each apply waits for the lower sequences).
-	begin := r.o.Load.BeginWrite
+	begin := r.o.Tablet.BeginWrite
 	if internal {
-		begin = r.o.Load.BeginInternalWrite
+		begin = r.o.Tablet.BeginInternalWrite
 	}
 	idx := make([]int, 0, len(ms))
 	begun := make([]*mutation.RowMutation, 0, len(ms))
@@ -134,7 +134,7 @@ func (r *Replica) writeBatch(ctx context.Context, ms []*mutation.RowMutation, er
 	reported := false
 	for k, m := range begun {
 		if err := aerrs[k]; err != nil {
-			r.o.Load.Abandon(m)
+			r.o.Tablet.Abandon(m)
 			if errors.Is(err, wal.ErrFailed) && r.o.LogFailed != nil && !reported {
 				r.o.LogFailed(err)
 				reported = true
@@ -152,7 +152,7 @@ func (r *Replica) writeBatch(ctx context.Context, ms []*mutation.RowMutation, er
 	// a failure there abandons the split, not the write (see Write).
 	_ = adm.LogBatch(ctx, logged)
 	// Step 8: one apply pass, in sequence order.
-	for k, err := range r.o.Load.ApplyBatch(logged) {
+	for k, err := range r.o.Tablet.ApplyBatch(logged) {
 		if err != nil {
 			errs[loggedIdx[k]] = fmt.Errorf("replica: tablet %s: apply: %w (%w)", r.o.ID, err, ErrUnknownOutcome)
 		}

@@ -46,8 +46,7 @@ func (g *rig) loggedRows(t *testing.T) (map[string]string, int) {
 // group commit.
 func TestWriteBatch(t *testing.T) {
 	g := newRig(t, noFaults())
-	ranged := replica.New(replica.Options{ID: "t1", Table: "tbl", Epoch: 1, Load: g.eng, Log: g.log, Admit: g.coord,
-		Start: []byte("b"), End: []byte("y"), Server: "test"})
+	ranged := g.replica(replica.Options{Start: []byte("b"), End: []byte("y")})
 	var ms []*mutation.RowMutation
 	for i := range 40 {
 		ms = append(ms, put(fmt.Sprintf("row%02d", i), fmt.Sprintf("v%d", i)))
@@ -154,8 +153,7 @@ func TestWriteBatchLeaseLost(t *testing.T) {
 	g := newRig(t, noFaults())
 	var lease atomic.Bool
 	lease.Store(true)
-	rep := replica.New(replica.Options{ID: "t1", Table: "tbl", Epoch: 1, Load: g.eng, Log: g.log, Admit: g.coord,
-		Lease: lease.Load, Server: "test"})
+	rep := g.replica(replica.Options{Lease: lease.Load})
 	if errs := rep.WriteBatch(context.Background(), []*mutation.RowMutation{put("a", "1"), put("b", "1")}); errors.Join(errs...) != nil {
 		t.Fatal(errs)
 	}
@@ -228,7 +226,7 @@ func TestWriteBatchDuringSplit(t *testing.T) {
 	if err := g.rep.Write(context.Background(), put("a", "before")); err != nil {
 		t.Fatal(err)
 	}
-	req := split.Request{TabletID: "t1", Epoch: 1, Start: g.rep.Start(), End: g.rep.End(), Row: []byte("m"), Tablet: g.eng, Route: g.rep.Route}
+	req := split.Request{TabletID: "t1", Epoch: 1, Start: g.rep.Start(), End: g.rep.End(), Row: []byte("m"), Tablet: g.rep, Route: g.rep.Route}
 	splitDone := make(chan error, 1)
 	go func() { _, err := split.Run(context.Background(), opts, req); splitDone <- err }()
 	<-routed

@@ -38,7 +38,7 @@ func (r *Replica) CheckAndMutate(ctx context.Context, row []byte, pred *filter.F
 	if len(onTrue) == 0 && len(onFalse) == 0 {
 		return false, fmt.Errorf("%w: row %q has neither true nor false operations", ErrInvalidCondMutation, row)
 	}
-	sch := r.o.Load.Schema()
+	sch := r.o.Tablet.Schema()
 	for _, l := range []struct {
 		name string
 		ops  []mutation.Op

@@ -1,16 +1,61 @@
-// Package replica is the one write path of a tserver: a Replica owns one
-// served tablet (id, range, epoch, serving state, the lock that lets it
-// leave only between writes, the admission to a running split) and runs
-// every write of it, from timestamp assignment to the lease check. The
-// tserver's gRPC service, the checkpoint tests and the split tests all
-// write through Replica.Write, so what they test is what serves.
+// Package replica is the one write path of a tserver: a Replica is one
+// load of a tablet (id, range, epoch, its one serving state, the lock that
+// lets it leave only between writes, the admission to a running split,
+// the engine) and runs every write of it, from timestamp assignment to the
+// lease check. The tserver's gRPC service, the checkpoint tests and the
+// split tests all write through Replica.Write, so what they test is what
+// serves.
+//
+// # One object, one serving state
+//
+// A served tablet is one Replica over one tablet.Tablet (the engine). The
+// tserver serves Replicas; the checkpoint coordinator, recovery, splits
+// and merges work on the same values through their interfaces
+// (checkpoint.Tablet, Compactor, GarbageEstimator, Load and Replayer;
+// split.Tablet, merge.Tablet), which this package implements and the
+// lower packages declare, so no lower layer imports this one. A Replica
+// value names one load of the tablet: loading it again, even at the same
+// epoch, makes a new Replica.
+//
+// A Replica moves through three states, only forward:
+//
+//	loading ──Serve──▶ serving ──Stop/Close──▶ stopped
+//	   └───────────────Stop/Close───────────────▲
+//
+// loading: opened over its TSFiles, its logs replayed (Replay); no reads,
+// no writes. serving: reads and writes, checkpoints and compactions.
+// stopped: final; Serve after it fails, so a load unloaded during its load
+// report never serves. There is no other serving flag: the coordinator's
+// Tablet.Serving is this state, so the write path and the checkpoint
+// cannot disagree about whether the tablet serves.
+//
+//   - A write is admitted only if the state is serving when it checks it,
+//     holding the ops lock shared (step 3 below) until its apply returned.
+//     Stop sets stopped and then takes the ops lock exclusively: when it
+//     returns, every write admitted before has returned from its apply,
+//     and no write is admitted after (each later write sees stopped). So
+//     the tserver takes a tablet out of its heartbeat (which lets the
+//     master give it to another tserver) only after its last write is in
+//     the log the next owner replays.
+//   - Reads (Get, Scan, ScanRanges, GetRows, the row-key listings) answer
+//     only while serving; Replay applies only while loading.
+//   - A background commit (checkpoint step 7, a compaction, a split's or a
+//     merge's report) holds the load (Hold) from before it is sent until
+//     after its install and deletions; Hold fails unless the replica
+//     serves, and Close (which stops first) waits for every hold, then
+//     closes the engine. So nothing computed for an ended load commits,
+//     installs or deletes after Close returned (docs/design.md, 'Fencing
+//     background commits').
+//   - The engine's write primitives (BeginWrite, Apply, Abandon) are not
+//     part of a Replica's methods: a loaded tablet's buffers change only
+//     through the write path and Replay.
 //
 // # The steps of a write, and why in this order
 //
 //  1. The row is checked against the range.
 //  2. Throttle waits while the write buffers are over their hard limit,
 //     before any lock is taken (a checkpoint must be able to run).
-//  3. The replica's ops lock is taken shared and the tablet must be
+//  3. The replica's ops lock is taken shared and the replica must be
 //     serving: Stop takes it exclusively, so an unloaded tablet has no
 //     write between its append and its apply.
 //  4. The checkpoint's state lock is taken shared (AdmitWrite) until after

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"bighive/storage/checkpoint"
 	"bighive/storage/mutation"
 	"bighive/storage/split"
 	"bighive/storage/tablet"
@@ -20,7 +19,7 @@ import (
 var (
 	// ErrWrongTablet: the row lies outside the tablet's range.
 	ErrWrongTablet = errors.New("replica: row outside the tablet")
-	// ErrNotServing: the tablet is loading, or was unloaded.
+	// ErrNotServing: the tablet is loading, or stopped (unloaded).
 	ErrNotServing = errors.New("replica: tablet not serving")
 	// ErrSplitting: a split of the tablet is reporting its children; the
 	// write was refused before it was logged.
@@ -59,17 +58,20 @@ type Admitter interface {
 	AdmitWrite() (release func())
 }
 
-// Options describe one served tablet.
+// Options describe one load of a tablet.
 type Options struct {
 	ID, Table string
 	// Start and End bound the rows: [Start, End); End empty: unbounded.
 	Start, End []byte
-	Epoch      int64
-	// Load (the tablet loaded at Epoch), Log and Admit (the checkpoint
-	// coordinator) are required.
-	Load  *checkpoint.TabletLoad
-	Log   Log
-	Admit Admitter
+	// Epoch is the assignment epoch the tablet is loaded at; every
+	// metadata update of this load carries it.
+	Epoch int64
+	// Tablet (the engine, opened over the tablet's TSFiles), Log and Admit
+	// (the checkpoint coordinator) are required. The replica owns Tablet:
+	// Close closes it.
+	Tablet *tablet.Tablet
+	Log    Log
+	Admit  Admitter
 	// Lease reports whether the tserver's lease from the master is valid
 	// now; nil: always (single-node use and tests).
 	Lease func() bool
@@ -83,16 +85,27 @@ type Options struct {
 	Server string
 }
 
-// Replica is one tablet as a tserver serves it: its range and epoch, its
-// engine, the write path and the reads. Safe for concurrent use.
+// Replica is one load of a tablet on a tserver: its range and epoch, its
+// engine, its one serving state, the write path and the reads. The
+// checkpoint coordinator, splits and merges work on the same value
+// (checkpoint.Tablet, split.Tablet, merge.Tablet), and the value names the
+// load: loading the tablet again makes a new Replica. Safe for concurrent
+// use.
 type Replica struct {
 	o Options
 
+	// state is loading, serving or stopped (load.go), the only serving
+	// state of the tablet here. A write reads it under ops held shared;
+	// Stop sets it before it takes ops exclusively.
+	state atomic.Int32
 	// ops is held shared by each write from before its WAL append to after
 	// its apply, and exclusively by Stop, so a tablet leaves only between
 	// writes.
-	ops     sync.RWMutex
-	stopped bool // guarded by ops (exclusive)
+	ops sync.RWMutex
+	// loadMu is held shared by each Hold and exclusively by Close, so that
+	// Close waits for the background commits of this load.
+	loadMu sync.RWMutex
+	closed bool // guarded by loadMu
 
 	// route is the running split's dual-write, nil when none runs. It is
 	// set and cleared under the coordinator's exclusive state lock (split
@@ -105,8 +118,8 @@ type Replica struct {
 	rows rowLocks
 }
 
-// New returns the replica of a tablet; it serves once its engine does
-// (TabletLoad.SetServing).
+// New returns the replica of a tablet, loading: it takes the replay of its
+// logs (Replay) and serves once Serve is called.
 func New(o Options) *Replica {
 	if len(o.End) == 0 {
 		o.End = nil
@@ -129,12 +142,6 @@ func (r *Replica) End() []byte { return r.o.End }
 // Epoch is the assignment epoch.
 func (r *Replica) Epoch() int64 { return r.o.Epoch }
 
-// Load is the tablet as loaded at Epoch, for the checkpoint, splits and status.
-func (r *Replica) Load() *checkpoint.TabletLoad { return r.o.Load }
-
-// Serving reports whether the tablet takes reads and writes.
-func (r *Replica) Serving() bool { return r.o.Load.Serving() }
-
 // Contains reports whether row lies in the tablet's range.
 func (r *Replica) Contains(row []byte) bool {
 	return bytes.Compare(row, r.o.Start) >= 0 && (r.o.End == nil || bytes.Compare(row, r.o.End) < 0)
@@ -143,18 +150,6 @@ func (r *Replica) Contains(row []byte) bool {
 // Route switches a split's dual-write on (d) or off (nil). Call it only
 // inside the split's Exclusive section (split.Request.Route).
 func (r *Replica) Route(d *split.DualWrite) { r.route.Store(d) }
-
-// Stop stops serving and waits for the writes in flight; afterwards every
-// write fails with ErrNotServing. It reports whether this call stopped
-// the replica (false: an earlier one did). The caller closes the engine.
-func (r *Replica) Stop() (first bool) {
-	r.o.Load.SetServing(false)
-	r.ops.Lock()
-	defer r.ops.Unlock()
-	first = !r.stopped
-	r.stopped = true
-	return first
-}
 
 // Write is the write path of one row mutation: validate and assign
 // timestamps, wait for buffer memory, admit (tablet serving, the state
@@ -209,8 +204,8 @@ func (r *Replica) enter(ctx context.Context, row []byte) error {
 func (r *Replica) write(ctx context.Context, m *mutation.RowMutation, assigned func(*mutation.RowMutation), internal bool) error {
 	r.ops.RLock()
 	defer r.ops.RUnlock()
-	if r.stopped || !r.o.Load.Serving() {
-		return fmt.Errorf("%w: tablet %s is no longer served by %s", ErrNotServing, r.o.ID, r.o.Server)
+	if err := r.admissible(); err != nil {
+		return err
 	}
 	release := r.o.Admit.AdmitWrite()
 	defer release()
@@ -221,9 +216,9 @@ func (r *Replica) write(ctx context.Context, m *mutation.RowMutation, assigned f
 	defer adm.Done()
 	// The sequence is assigned inside the admitted section: a checkpoint
 	// swaps buffers only when no write is between here and its apply.
-	begin := r.o.Load.BeginWrite
+	begin := r.o.Tablet.BeginWrite
 	if internal {
-		begin = r.o.Load.BeginInternalWrite
+		begin = r.o.Tablet.BeginInternalWrite
 	}
 	if err := begin(m); err != nil {
 		return fmt.Errorf("replica: tablet %s: %w", r.o.ID, err)
@@ -238,7 +233,7 @@ func (r *Replica) write(ctx context.Context, m *mutation.RowMutation, assigned f
 	// be in the log, so the split-log append and the apply run to the end:
 	// "logged" never goes without "applied".
 	if err := r.appendLog(ctx, m); err != nil {
-		r.o.Load.Abandon(m)
+		r.o.Tablet.Abandon(m)
 		return err
 	}
 	ctx = context.WithoutCancel(ctx)
@@ -246,7 +241,7 @@ func (r *Replica) write(ctx context.Context, m *mutation.RowMutation, assigned f
 	// records it, split.Run checks after its fence): the parent keeps its
 	// rows, so the write, logged here, still counts and is applied.
 	_ = adm.Log(ctx, m)
-	if err := r.o.Load.Apply(m); err != nil {
+	if err := r.o.Tablet.Apply(m); err != nil {
 		// Validated by BeginWrite; only a closed engine gets here,
 		// and the tablet's next owner replays the record.
 		return fmt.Errorf("replica: tablet %s: apply: %w (%w)", r.o.ID, err, ErrUnknownOutcome)
@@ -274,10 +269,10 @@ func (r *Replica) Get(ctx context.Context, row []byte, opts tablet.ReadOptions) 
 	if !r.Contains(row) {
 		return tablet.Row{}, false, fmt.Errorf("%w: row %q is outside tablet %s", ErrWrongTablet, row, r.o.ID)
 	}
-	if !r.Serving() {
-		return tablet.Row{}, false, fmt.Errorf("%w: tablet %s", ErrNotServing, r.o.ID)
+	if err := r.readable(); err != nil {
+		return tablet.Row{}, false, err
 	}
-	return r.o.Load.Get(ctx, row, opts)
+	return r.o.Tablet.Get(ctx, row, opts)
 }
 
 // Scan calls fn for the rows in [start, end) clipped to the tablet's
@@ -291,8 +286,8 @@ func (r *Replica) Scan(ctx context.Context, start, end []byte, limit int, opts t
 // tablet's rows (an empty Start or End is unbounded); ranges left empty
 // are dropped.
 func (r *Replica) ScanRanges(ctx context.Context, ranges []tablet.KeyRange, reversed bool, limit int, opts tablet.ReadOptions, fn func(tablet.Row) bool) error {
-	if !r.Serving() {
-		return fmt.Errorf("%w: tablet %s", ErrNotServing, r.o.ID)
+	if err := r.readable(); err != nil {
+		return err
 	}
 	clipped := make([]tablet.KeyRange, 0, len(ranges))
 	for _, kr := range ranges {
@@ -314,7 +309,7 @@ func (r *Replica) ScanRanges(ctx context.Context, ranges []tablet.KeyRange, reve
 	if len(clipped) == 0 {
 		return nil
 	}
-	return r.o.Load.ScanRanges(ctx, clipped, reversed, limit, opts, fn)
+	return r.o.Tablet.ScanRanges(ctx, clipped, reversed, limit, opts, fn)
 }
 
 // GetRows is the engine's GetRows (a multi-get from one snapshot) for rows
@@ -326,8 +321,8 @@ func (r *Replica) GetRows(ctx context.Context, rows [][]byte, opts tablet.ReadOp
 			return fmt.Errorf("%w: row %q is outside tablet %s", ErrWrongTablet, row, r.o.ID)
 		}
 	}
-	if !r.Serving() {
-		return fmt.Errorf("%w: tablet %s", ErrNotServing, r.o.ID)
+	if err := r.readable(); err != nil {
+		return err
 	}
-	return r.o.Load.GetRows(ctx, rows, opts, fn)
+	return r.o.Tablet.GetRows(ctx, rows, opts, fn)
 }

@@ -34,7 +34,7 @@ type rig struct {
 	log   *wal.Log
 	mgr   blockstore.Manager
 	coord *checkpoint.Coordinator
-	eng   *checkpoint.TabletLoad
+	tb    *tablet.Tablet
 	rep   *replica.Replica
 	start wal.Position
 	// failed receives what Options.LogFailed is called with.
@@ -64,15 +64,25 @@ func newRig(t *testing.T, inj errorfs.Injector) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.eng = checkpoint.NewTabletLoad(tb, 1)
-	t.Cleanup(func() { g.eng.Close() })
-	g.eng.SetServing(true)
-	coord := checkpoint.New(checkpoint.Options{Log: g.log, Meta: nil, Logger: quiet,
-		Tablets: func() []checkpoint.Tablet { return []checkpoint.Tablet{g.eng} }})
-	g.coord = coord
-	g.rep = replica.New(replica.Options{ID: "t1", Table: "tbl", Epoch: 1, Load: g.eng, Log: g.log, Admit: coord,
-		LogFailed: func(err error) { g.failed <- err }, Server: "test"})
+	g.tb = tb
+	g.coord = checkpoint.New(checkpoint.Options{Log: g.log, Meta: nil, Logger: quiet,
+		Tablets: func() []checkpoint.Tablet { return []checkpoint.Tablet{g.rep} }})
+	g.rep = g.replica(replica.Options{LogFailed: func(err error) { g.failed <- err }})
+	t.Cleanup(func() { g.rep.Close() })
 	return g
+}
+
+// replica returns a serving replica of the rig's tablet: o with the
+// rig's tablet, its log and coordinator unless o names others, id t1 of
+// table tbl at epoch 1.
+func (g *rig) replica(o replica.Options) *replica.Replica {
+	o.ID, o.Table, o.Epoch, o.Tablet, o.Admit, o.Server = "t1", "tbl", 1, g.tb, g.coord, "test"
+	if o.Log == nil {
+		o.Log = g.log
+	}
+	r := replica.New(o)
+	r.Serve()
+	return r
 }
 
 func put(row, value string) *mutation.RowMutation {

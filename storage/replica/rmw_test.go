@@ -57,7 +57,7 @@ func counterOf(t *testing.T, rep *replica.Replica, row string) (int64, bool) {
 func TestReadModifyWriteWaitsForPlainWrites(t *testing.T) {
 	g := newRig(t, errorfs.InjectorFunc(func(errorfs.Op) error { return nil }))
 	gl := &gatedLog{Log: g.log, held: make(chan struct{}), release: make(chan struct{}), others: make(chan struct{}, 1)}
-	rep := replica.New(replica.Options{ID: "t1", Table: "tbl", Epoch: 1, Load: g.eng, Log: gl, Admit: g.coord, Server: "test"})
+	rep := g.replica(replica.Options{Log: gl})
 	ctx := context.Background()
 	if err := rep.Write(ctx, &mutation.RowMutation{Row: []byte("r"), Ops: []mutation.Op{{Kind: mutation.SetCell, Family: "cf",
 		Qualifier: []byte("n"), Timestamp: mutation.ServerTime, Value: binary.BigEndian.AppendUint64(nil, 10)}}}); err != nil {
@@ -135,8 +135,7 @@ func TestReadModifyWriteErrors(t *testing.T) {
 // is unknown (ErrUnknownOutcome), so that no caller retries it as unapplied.
 func TestReadModifyWriteLeaseLost(t *testing.T) {
 	g := newRig(t, errorfs.InjectorFunc(func(errorfs.Op) error { return nil }))
-	rep := replica.New(replica.Options{ID: "t1", Table: "tbl", Epoch: 1, Load: g.eng, Log: g.log, Admit: g.coord,
-		Lease: func() bool { return false }, Server: "test"})
+	rep := g.replica(replica.Options{Lease: func() bool { return false }})
 	_, err := rep.ReadModifyWrite(context.Background(), []byte("r"), []replica.Rule{{Family: "cf", Qualifier: []byte("n"), Increment: true, Delta: 1}})
 	if !errors.Is(err, replica.ErrLeaseLost) || !errors.Is(err, replica.ErrUnknownOutcome) {
 		t.Fatalf("err %v, want ErrLeaseLost and ErrUnknownOutcome", err)

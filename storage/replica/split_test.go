@@ -63,7 +63,7 @@ func TestCancelDuringChildLogAppend(t *testing.T) {
 			}
 			return nil
 		}}
-	req := split.Request{TabletID: "t1", Epoch: 1, Start: g.rep.Start(), End: g.rep.End(), Row: []byte("m"), Tablet: g.eng, Route: g.rep.Route}
+	req := split.Request{TabletID: "t1", Epoch: 1, Start: g.rep.Start(), End: g.rep.End(), Row: []byte("m"), Tablet: g.rep, Route: g.rep.Route}
 	splitDone := make(chan error, 1)
 	go func() { _, err := split.Run(context.Background(), opts, req); splitDone <- err }()
 	<-routed // dual-writing from here on

@@ -63,8 +63,8 @@ func (s Step) String() string {
 	return [...]string{"?", "prepare", "allocate", "mid-row", "split-logs", "tsfiles", "report", "committed"}[max(0, min(int(s), 7))]
 }
 
-// Tablet is the parent's engine as a split needs it; *checkpoint.TabletLoad
-// (over *tablet.Tablet) implements it.
+// Tablet is the parent as a split needs it; the tserver's
+// *replica.Replica implements it.
 type Tablet interface {
 	ID() string
 	Scan(ctx context.Context, start, end []byte, limit int, opts tablet.ReadOptions, fn func(tablet.Row) bool) error
