@@ -76,4 +76,10 @@
 // listed position → load reported → serving → unassigned (in-flight writes
 // drain first) or the process ends. Its unflushed writes stay in this
 // tserver's log, which its metadata names, until a checkpoint flushes them.
+// The tablet is one replica.Replica the whole way, registered from its
+// open on: its one serving state (loading, serving, stopped) is what the
+// service, the heartbeat, the checkpoint and the splitter read, and the
+// tserver moves it (Serve after the load report, Stop then Close at
+// unload), never a second flag (package replica, "One object, one serving
+// state").
 package tserver
