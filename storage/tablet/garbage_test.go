@@ -113,31 +113,12 @@ func TestEstimateGarbage(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer tb.Close()
-			apply := func(row int, op mutation.Op) {
-				m := mutation.RowMutation{Row: []byte(fmt.Sprintf("row%05d", row)), Ops: []mutation.Op{op}}
-				if err := tb.AssignTimestamps(&m); err != nil {
-					t.Fatal(err)
-				}
-				if err := tb.Apply(&m); err != nil {
-					t.Fatal(err)
-				}
-			}
+			apply := func(row int, op mutation.Op) { writeRow(t, tb, fmt.Sprintf("row%05d", row), op) }
 			put := func(fam string, row int) {
 				apply(row, mutation.Op{Kind: mutation.SetCell, Family: fam, Qualifier: []byte("q"), Timestamp: mutation.ServerTime, Value: []byte("some value")})
 			}
 			del := func(row int) { apply(row, mutation.Op{Kind: mutation.DeleteRow}) }
-			flush := func() {
-				if !tb.SwapBuffers() {
-					t.Fatal("nothing to swap")
-				}
-				info, err := tb.FlushStandby(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := tb.InstallFlushed(info); err != nil {
-					t.Fatal(err)
-				}
-			}
+			flush := func() { flushActive(t, tb) }
 			c.load(put, del, flush, clock, tb)
 			g, err := tb.EstimateGarbage()
 			if err != nil {

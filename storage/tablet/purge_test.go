@@ -18,29 +18,8 @@ func TestMajorCompactionPurgesTombstonesOnlyWithTheOldestFile(t *testing.T) {
 	clock.us.Store(10_000)
 	tb := openTablet(t, clock)
 	ctx := context.Background()
-	write := func(row string, ops ...mutation.Op) {
-		t.Helper()
-		m := mutation.RowMutation{Row: []byte(row), Ops: ops}
-		if err := tb.AssignTimestamps(&m); err != nil {
-			t.Fatal(err)
-		}
-		if err := tb.Apply(&m); err != nil {
-			t.Fatal(err)
-		}
-	}
-	flush := func() {
-		t.Helper()
-		if !tb.SwapBuffers() {
-			t.Fatal("nothing to swap")
-		}
-		info, err := tb.FlushStandby(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := tb.InstallFlushed(info); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(row string, ops ...mutation.Op) { t.Helper(); writeRow(t, tb, row, ops...) }
+	flush := func() { t.Helper(); flushActive(t, tb) }
 	set := func(q string) mutation.Op {
 		return mutation.Op{Kind: mutation.SetCell, Family: "a", Qualifier: []byte(q), Timestamp: mutation.ServerTime, Value: []byte("v")}
 	}

@@ -85,28 +85,12 @@ func TestReplaySkipsRecordsInFiles(t *testing.T) {
 	var logged []mutation.RowMutation
 	write := func(row string, op mutation.Op) {
 		t.Helper()
-		m := mutation.RowMutation{Row: []byte(row), Ops: []mutation.Op{op}}
-		if err := tb.AssignTimestamps(&m); err != nil {
-			t.Fatal(err)
-		}
-		if err := tb.Apply(&m); err != nil {
-			t.Fatal(err)
-		}
-		logged = append(logged, m)
+		logged = append(logged, writeRow(t, tb, row, op))
 	}
 	write("r", mutation.Op{Kind: mutation.SetCell, Family: "f", Qualifier: []byte("q"), Timestamp: mutation.ServerTime, Value: []byte("deleted")})
 	write("r", mutation.Op{Kind: mutation.DeleteRow})
 	write("s", mutation.Op{Kind: mutation.SetCell, Family: "f", Qualifier: []byte("q"), Timestamp: mutation.ServerTime, Value: []byte("live")})
-	if !tb.SwapBuffers() {
-		t.Fatal("nothing to swap")
-	}
-	info, err := tb.FlushStandby(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tb.InstallFlushed(info); err != nil {
-		t.Fatal(err)
-	}
+	info := flushActive(t, tb)
 	compacted, err := tb.CompactFiles(ctx, []blockstore.BlockRef{info.FooterRef()}, true)
 	if err != nil {
 		t.Fatal(err)

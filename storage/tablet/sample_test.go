@@ -29,19 +29,7 @@ func TestSampleRowKeys(t *testing.T) {
 			}
 		}
 	}
-	flush := func() {
-		t.Helper()
-		if !tb.SwapBuffers() {
-			t.Fatal("nothing to swap")
-		}
-		info, err := tb.FlushStandby(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := tb.InstallFlushed(info); err != nil {
-			t.Fatal(err)
-		}
-	}
+	flush := func() { t.Helper(); flushActive(t, tb) }
 	const every = 40 << 10
 	check := func(stage string, start, end []byte, written int) {
 		t.Helper()

@@ -22,6 +22,39 @@ func openTablet(t *testing.T, clock *fakeClock) *Tablet {
 	return tb
 }
 
+// writeRow gives a mutation of row's ops its sequence and timestamps in tb
+// and applies it (the write path without a log), failing t on an error;
+// it returns the mutation as the log would hold it.
+func writeRow(t testing.TB, tb *Tablet, row string, ops ...mutation.Op) mutation.RowMutation {
+	t.Helper()
+	m := mutation.RowMutation{Row: []byte(row), Ops: ops}
+	if err := tb.AssignTimestamps(&m); err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.Apply(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// flushActive swaps tb's active buffer out and writes it as a TSFile in
+// the read set (a checkpoint's swap, flush and install, without a log); an
+// empty buffer fails t.
+func flushActive(t testing.TB, tb *Tablet) TSFileInfo {
+	t.Helper()
+	if !tb.SwapBuffers() {
+		t.Fatal("nothing to swap")
+	}
+	info, err := tb.FlushStandby(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.InstallFlushed(info); err != nil {
+		t.Fatal(err)
+	}
+	return info
+}
+
 func TestAssignTimestamps(t *testing.T) {
 	clock := &fakeClock{}
 	clock.us.Store(500)
@@ -241,29 +274,8 @@ func TestMajorCompactionDropsHidden(t *testing.T) {
 	clock.us.Store(10_000)
 	tb := openTablet(t, clock)
 	ctx := context.Background()
-	apply := func(ops ...mutation.Op) {
-		t.Helper()
-		m := mutation.RowMutation{Row: []byte("r"), Ops: ops}
-		if err := tb.AssignTimestamps(&m); err != nil {
-			t.Fatal(err)
-		}
-		if err := tb.Apply(&m); err != nil {
-			t.Fatal(err)
-		}
-	}
-	flush := func() {
-		t.Helper()
-		if !tb.SwapBuffers() {
-			t.Fatal("nothing to swap")
-		}
-		info, err := tb.FlushStandby(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := tb.InstallFlushed(info); err != nil {
-			t.Fatal(err)
-		}
-	}
+	apply := func(ops ...mutation.Op) { t.Helper(); writeRow(t, tb, "r", ops...) }
+	flush := func() { t.Helper(); flushActive(t, tb) }
 	set := func(fam, q string, ts int64) mutation.Op {
 		return mutation.Op{Kind: mutation.SetCell, Family: fam, Qualifier: []byte(q), Timestamp: ts, Value: []byte(fmt.Sprint(ts))}
 	}
@@ -435,16 +447,7 @@ func hiddenRowsTablet(t *testing.T, visible string) (tb *Tablet, hidden int) {
 	clock := &fakeClock{}
 	clock.us.Store(1_000)
 	tb = openTablet(t, clock)
-	apply := func(row string, op mutation.Op) {
-		t.Helper()
-		m := mutation.RowMutation{Row: []byte(row), Ops: []mutation.Op{op}}
-		if err := tb.AssignTimestamps(&m); err != nil {
-			t.Fatal(err)
-		}
-		if err := tb.Apply(&m); err != nil {
-			t.Fatal(err)
-		}
-	}
+	apply := func(row string, op mutation.Op) { t.Helper(); writeRow(t, tb, row, op) }
 	apply(visible, mutation.Op{Kind: mutation.SetCell, Family: "c", Qualifier: []byte("q"), Timestamp: 1, Value: []byte("v")})
 	hidden = 2000
 	for i := 0; i < hidden; i++ {
