@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -263,23 +262,13 @@ func TestStopRacesWrites(t *testing.T) {
 // (and the master gives it to another tserver, which replays the log)
 // only after its last write is done.
 func TestStopWaitsForAdmittedWrite(t *testing.T) {
-	var armed atomic.Bool
-	entered := make(chan struct{}, 1)
-	release := make(chan struct{})
-	hold := errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if armed.Load() && op.Kind == errorfs.OpSync && strings.Contains(op.Path, "/wal/") {
-			armed.Store(false)
-			entered <- struct{}{}
-			<-release
-		}
-		return nil
-	})
+	hold := newHoldOnce(errorfs.OpSync, "/wal/")
 	g := newRig(t, hold)
 	ctx := context.Background()
-	armed.Store(true)
+	hold.armed.Store(true)
 	res := make(chan error, 1)
 	go func() { res <- g.rep.Write(ctx, put("held", "v")) }()
-	<-entered // admitted, logged, its fdatasync in flight
+	<-hold.entered // admitted, logged, its fdatasync in flight
 	appliedAtStop := make(chan bool, 1)
 	go func() {
 		g.rep.Stop()
@@ -298,7 +287,7 @@ func TestStopWaitsForAdmittedWrite(t *testing.T) {
 		appliedAtStop <- applied
 	case <-time.After(100 * time.Millisecond):
 	}
-	close(release)
+	close(hold.release)
 	if err := <-res; err != nil {
 		t.Fatalf("the write admitted before Stop: %v, want it acknowledged", err)
 	}

@@ -113,32 +113,46 @@ func (g *rig) logged(t *testing.T, row string) bool {
 	return found
 }
 
+// holdOnce is an injector that, once armed, holds the first file operation
+// of its kind on a path containing its part until release is closed;
+// entered receives when it holds one.
+type holdOnce struct {
+	kind    errorfs.OpKind
+	part    string
+	armed   atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+func newHoldOnce(kind errorfs.OpKind, part string) *holdOnce {
+	return &holdOnce{kind: kind, part: part, entered: make(chan struct{}, 1), release: make(chan struct{})}
+}
+
+// MaybeError implements errorfs.Injector.
+func (h *holdOnce) MaybeError(op errorfs.Op) error {
+	if op.Kind == h.kind && strings.Contains(op.Path, h.part) && h.armed.CompareAndSwap(true, false) {
+		h.entered <- struct{}{}
+		<-h.release
+	}
+	return nil
+}
+
 // TestCancelDuringAppendNeverLeavesLoggedButInvisible cancels the request
 // context while the write's WAL fdatasync is in flight (held back by the
 // errorfs seam): the write must come back either acknowledged and
 // visible, or failed and not in the log, never logged but invisible until
 // a replay.
 func TestCancelDuringAppendNeverLeavesLoggedButInvisible(t *testing.T) {
-	var armed atomic.Bool
-	entered := make(chan struct{}, 1)
-	release := make(chan struct{})
-	hold := errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if armed.Load() && op.Kind == errorfs.OpSync && strings.Contains(op.Path, "/wal/") {
-			armed.Store(false)
-			entered <- struct{}{}
-			<-release
-		}
-		return nil
-	})
+	hold := newHoldOnce(errorfs.OpSync, "/wal/")
 	g := newRig(t, hold)
 	if err := g.rep.Write(context.Background(), put("a", "before")); err != nil {
 		t.Fatal(err)
 	}
-	armed.Store(true)
+	hold.armed.Store(true)
 	ctx, cancel := context.WithCancel(context.Background())
 	res := make(chan error, 1)
 	go func() { res <- g.rep.Write(ctx, put("b", "v")) }()
-	<-entered // the record is written, its fdatasync is in flight
+	<-hold.entered // the record is written, its fdatasync is in flight
 	cancel()
 	// Give a write that gives up on its context the chance to return
 	// while the sync still hangs (the defect); the outcome, not the time,
@@ -150,7 +164,7 @@ func TestCancelDuringAppendNeverLeavesLoggedButInvisible(t *testing.T) {
 		returned = true
 	case <-time.After(200 * time.Millisecond):
 	}
-	close(release)
+	close(hold.release)
 	if !returned {
 		err = <-res
 	}

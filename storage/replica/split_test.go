@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,17 +31,7 @@ func (splitMaster) ReportSplit(context.Context, split.Report) error { return nil
 // then visible in the parent and in its child's log, which the
 // child replays — or failed and in neither log.
 func TestCancelDuringChildLogAppend(t *testing.T) {
-	var armed atomic.Bool
-	entered := make(chan struct{}, 1)
-	release := make(chan struct{})
-	hold := errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if armed.Load() && op.Kind == errorfs.OpWrite && strings.Contains(op.Path, "/splitlog/") {
-			armed.Store(false)
-			entered <- struct{}{}
-			<-release
-		}
-		return nil
-	})
+	hold := newHoldOnce(errorfs.OpWrite, "/splitlog/")
 	g := newRig(t, hold)
 	for _, row := range []string{"a", "b", "y", "z"} {
 		if err := g.rep.Write(context.Background(), put(row, "before")); err != nil {
@@ -68,11 +56,11 @@ func TestCancelDuringChildLogAppend(t *testing.T) {
 	go func() { _, err := split.Run(context.Background(), opts, req); splitDone <- err }()
 	<-routed // dual-writing from here on
 
-	armed.Store(true)
+	hold.armed.Store(true)
 	ctx, cancel := context.WithCancel(context.Background())
 	res := make(chan error, 1)
 	go func() { res <- g.rep.Write(ctx, put("x", "v")) }()
-	<-entered // in the WAL; its split-log write is in flight
+	<-hold.entered // in the WAL; its split-log write is in flight
 	cancel()
 	var err error
 	returned := false
@@ -81,7 +69,7 @@ func TestCancelDuringChildLogAppend(t *testing.T) {
 		returned = true
 	case <-time.After(200 * time.Millisecond):
 	}
-	close(release)
+	close(hold.release)
 	if !returned {
 		err = <-res
 	}
