@@ -48,6 +48,7 @@ func main() {
 		dataDirs  = flag.String("fs-data-dirs", "", "comma-separated block store data dirs, one per disk (default <fs-root>/blocks/<uuid>)")
 		memLimit  = flag.Int64("mem-limit", 256<<20, "write buffer `bytes` of all tablets together that trigger a checkpoint")
 		cacheSize = flag.Int64("cache-bytes", 256<<20, "block cache capacity in `bytes`")
+		gcPercent = flag.Int("gc-percent", tserver.DefaultGCPercent, "the Go collector's GOGC `percent`, with a soft memory limit of 2 × mem-limit + cache-bytes + 512 MiB; negative: Go's defaults (the GOGC and GOMEMLIMIT environment variables win)")
 		obsFlags  = obs.AddFlags(flag.CommandLine, "tserver")
 		tlsFiles  tlsconf.Files
 
@@ -92,6 +93,9 @@ func main() {
 		// in-process path has no RPC to carry it.
 		fmt.Fprintln(os.Stderr, "tserver: --bigtable does not work with --auth-tokens yet; run a frontend")
 		os.Exit(2)
+	}
+	if gogc, limit := tserver.TuneGC(*gcPercent, *memLimit, *cacheSize); *gcPercent >= 0 {
+		log.Info("tserver: garbage collector", "gogc", gogc, "memory_limit_bytes", limit)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
