@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"sort"
+	"unsafe"
 
 	"bighive/storage/memstore"
 	"bighive/storage/tablet/blockcache"
@@ -19,14 +20,25 @@ import (
 // block cache with the page, charged to it (16 bytes per row).
 //
 // Its layout, in uint32 words: word 0 is the length of the prefix every
-// row of the page shares; then four words per row: the byte offset of the
+// row of the page shares, and the prefix's bytes follow, packed in as many
+// words as they need; then four words per row: the byte offset of the
 // row's first entry in the page body, that entry's number in the page, and
 // the row's next 8 bytes after the shared prefix (zero-padded) as a
-// big-endian uint64, high word first. The search compares those words and
-// loads a row's bytes from the page only when they are equal: each load
-// from the page is a cache miss of its own, and they were most of a
-// search's cost.
+// big-endian uint64, high word first. The search compares the prefix and
+// those words and loads a row's bytes from the page only when the words
+// are equal: each load from the page is a cache miss of its own, and they
+// were most of a search's cost.
 const rowStride = 4
+
+// indexPrefix returns a row index's shared prefix and its row words.
+func indexPrefix(index []uint32) (prefix []byte, rows []uint32) {
+	shared := int(index[0])
+	words := (shared + 3) / 4
+	if shared > 0 {
+		prefix = unsafe.Slice((*byte)(unsafe.Pointer(&index[1])), shared)
+	}
+	return prefix, index[1+words:]
+}
 
 // rowIndex returns the row index of a page body of count entries, or nil
 // if the body does not decode as count entries in row order: the caller
@@ -58,8 +70,11 @@ func rowIndex(body []byte, count int, rowBlock bool) []uint32 {
 	for shared < min(len(first), len(last)) && first[shared] == last[shared] {
 		shared++
 	}
-	index := make([]uint32, 1, 1+rowStride*len(rows))
+	words := (shared + 3) / 4
+	index := make([]uint32, 1+words, 1+words+rowStride*len(rows))
 	index[0] = uint32(shared)
+	prefix, _ := indexPrefix(index)
+	copy(prefix, first[:shared])
 	for i, row := range rows {
 		w := rowWord(row[shared:])
 		index = append(index, at[2*i], at[2*i+1], uint32(w>>32), uint32(w))
@@ -80,9 +95,8 @@ func rowWord(b []byte) uint64 {
 // searchRows returns the number of the first row of a row index at or
 // after key (the number of rows if there is none).
 func searchRows(body []byte, index []uint32, key []byte) int {
-	n := (len(index) - 1) / rowStride
-	shared := int(index[0])
-	prefix := rowAt(body, index[1])[:shared]
+	prefix, rows := indexPrefix(index)
+	n, shared := len(rows)/rowStride, len(prefix)
 	switch bytes.Compare(key[:min(shared, len(key))], prefix) {
 	case -1: // below the prefix, or a prefix of it: before every row
 		return 0
@@ -91,7 +105,7 @@ func searchRows(body []byte, index []uint32, key []byte) int {
 	}
 	kw := rowWord(key[shared:])
 	return sort.Search(n, func(j int) bool {
-		x := index[1+rowStride*j:]
+		x := rows[rowStride*j:]
 		if w := uint64(x[2])<<32 | uint64(x[3]); w != kw {
 			return w > kw
 		}
@@ -142,7 +156,8 @@ func (it *famIter) seekIndexed(i int, key *memstore.Entry) bool {
 	it.pageNo, it.rows = i, rows
 	it.d = decoder{b: body, pos: len(body)}
 	it.left = 0
-	if x := rows[min(len(rows), 1+rowStride*j):]; len(x) > 0 {
+	if _, words := indexPrefix(rows); rowStride*j < len(words) {
+		x := words[rowStride*j:]
 		it.d.pos = int(x[0])
 		it.left = it.idx[i].count - int(x[1])
 	}
