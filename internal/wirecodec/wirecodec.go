@@ -71,6 +71,10 @@ func (Codec) Unmarshal(data mem.BufferSlice, v any) error {
 		return fmt.Errorf("wirecodec: unmarshal: %T is not a proto.Message", v)
 	}
 	buf := data.MaterializeToBuffer(Pool)
+	if field, ok := aliasedField(v); ok {
+		// Not freed: the message keeps a part of it (AliasField).
+		return unmarshalAliasing(buf.ReadOnlyData(), m, field)
+	}
 	defer buf.Free()
 	return proto.Unmarshal(buf.ReadOnlyData(), m)
 }
