@@ -15,6 +15,9 @@
 //     MaterializeToBuffer copy into its whole length. That is what makes
 //     skipping the clearing safe; a caller that does not write a buffer
 //     whole must not take it from Pool.
+//   - A received buffer that a message aliases (AliasField) is never
+//     freed back to Pool: it lives as long as the message's bytes do, and
+//     the garbage collector takes it.
 //   - The codec is named "proto" and produces the same bytes as gRPC's:
 //     peers (the official Cloud Bigtable clients among them) see no
 //     difference.
