@@ -78,14 +78,18 @@ func (r *Replica) writeBatchRows(ctx context.Context, ms []*mutation.RowMutation
 			r.rows.stripes[s].RUnlock()
 		}
 	}()
-	r.writeBatch(ctx, ms, errs, setAll, internal)
+	r.writeBatch(ctx, ms, errs, setAll, internal, nil)
 	return errs
 }
 
 // writeBatch runs steps 3 to 9 for the rows of ms whose errs entry is nil,
-// once for all of them; the caller holds their row locks shared.
-// internal accepts families absent from the schema.
-func (r *Replica) writeBatch(ctx context.Context, ms []*mutation.RowMutation, errs []error, setAll func(error), internal bool) {
+// once for all of them; the caller holds their row locks (shared, or
+// exclusive for a read-modify-write). internal accepts families absent
+// from the schema. assigned, if not nil, is called for each row after
+// BeginWrite gave it its sequence and timestamps and before the append:
+// it may change the ops' timestamps and values, not their number or kinds.
+func (r *Replica) writeBatch(ctx context.Context, ms []*mutation.RowMutation, errs []error, setAll func(error), internal bool,
+	assigned func(*mutation.RowMutation)) {
 	r.ops.RLock()
 	defer r.ops.RUnlock()
 	if err := r.admissible(); err != nil {
@@ -118,6 +122,9 @@ func (r *Replica) writeBatch(ctx context.Context, ms []*mutation.RowMutation, er
 		if err := begin(m); err != nil {
 			errs[i] = fmt.Errorf("replica: tablet %s: %w", r.o.ID, err)
 			continue
+		}
+		if assigned != nil {
+			assigned(m)
 		}
 		idx, begun = append(idx, i), append(begun, m)
 	}

@@ -91,7 +91,11 @@
 // # Batches
 //
 // WriteBatch runs these steps once for many rows of the tablet (the
-// tserver's MutateRows and batch stream use it): step 1 per row, one
+// tserver's MutateRows and batch stream use it), and a single write is a
+// batch of one: Write, WriteInternal and WriteRowLocked run the batch
+// path with one row, as do the log's and the tablet's single-row calls
+// (wal.Log.Append, Tablet.Apply), so one code path carries every write.
+// Step 1 per row, one
 // throttle wait, the rows' stripes taken shared (each stripe once, in
 // stripe order, so two batches cannot wait on each other), one ops lock,
 // one admission and one split admission; step 5 per row in the order of

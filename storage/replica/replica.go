@@ -11,7 +11,6 @@ import (
 	"bighive/storage/mutation"
 	"bighive/storage/split"
 	"bighive/storage/tablet"
-	"bighive/storage/wal"
 )
 
 // Named errors; check them with errors.Is. The tserver maps each to the
@@ -44,10 +43,9 @@ var (
 // Log is the tserver's write-ahead log as the write path needs it;
 // *wal.Log implements it.
 type Log interface {
-	// Append returns once the record is durable, or with an error.
-	Append(ctx context.Context, tabletID string, m *mutation.RowMutation) (uint64, error)
-	// AppendBatch appends the records of one tablet into one group
-	// commit and returns once each is durable or failed (errs[i]).
+	// AppendBatch appends the records of one tablet (one for a single
+	// write) into one group commit and returns once each is durable or
+	// failed (errs[i]).
 	AppendBatch(ctx context.Context, tabletID string, ms []*mutation.RowMutation) (seqs []uint64, errs []error)
 }
 
@@ -160,26 +158,14 @@ func (r *Replica) Route(d *split.DualWrite) { r.route.Store(d) }
 // cannot commit. See the package documentation for why the steps come in
 // this order.
 func (r *Replica) Write(ctx context.Context, m *mutation.RowMutation) error {
-	if err := r.enter(ctx, m.Row); err != nil {
-		return err
-	}
-	mu := r.rows.of(m.Row)
-	mu.RLock()
-	defer mu.RUnlock()
-	return r.write(ctx, m, nil, false)
+	return r.writeBatchRows(ctx, []*mutation.RowMutation{m}, false)[0]
 }
 
 // WriteInternal is Write for a mutation of the server itself, which may
 // name families absent from the schema: the delete-family tombstones that
 // mask a deleted family's old cells (tablet.BeginInternalWrite).
 func (r *Replica) WriteInternal(ctx context.Context, m *mutation.RowMutation) error {
-	if err := r.enter(ctx, m.Row); err != nil {
-		return err
-	}
-	mu := r.rows.of(m.Row)
-	mu.RLock()
-	defer mu.RUnlock()
-	return r.write(ctx, m, nil, true)
+	return r.writeBatchRows(ctx, []*mutation.RowMutation{m}, true)[0]
 }
 
 // enter checks the row against the range and waits for buffer memory
@@ -192,74 +178,6 @@ func (r *Replica) enter(ctx context.Context, row []byte) error {
 		if err := r.o.Throttle(ctx); err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-// write runs steps 3 to 9 for a caller that holds m's row lock (shared or
-// exclusive). assigned, if not nil, is called after BeginWrite gave m its
-// sequence and timestamps and before the append: it may change the ops'
-// timestamps and values, not their number or kinds. internal accepts
-// families absent from the schema (WriteInternal).
-func (r *Replica) write(ctx context.Context, m *mutation.RowMutation, assigned func(*mutation.RowMutation), internal bool) error {
-	r.ops.RLock()
-	defer r.ops.RUnlock()
-	if err := r.admissible(); err != nil {
-		return err
-	}
-	release := r.o.Admit.AdmitWrite()
-	defer release()
-	adm, err := r.route.Load().Admit() // nil unless a split runs
-	if err != nil {
-		return fmt.Errorf("%w: tablet %s: %w", ErrSplitting, r.o.ID, err)
-	}
-	defer adm.Done()
-	// The sequence is assigned inside the admitted section: a checkpoint
-	// swaps buffers only when no write is between here and its apply.
-	begin := r.o.Tablet.BeginWrite
-	if internal {
-		begin = r.o.Tablet.BeginInternalWrite
-	}
-	if err := begin(m); err != nil {
-		return fmt.Errorf("replica: tablet %s: %w", r.o.ID, err)
-	}
-	if assigned != nil {
-		assigned(m)
-	}
-
-	// The caller's context can stop the append only while the record is
-	// not yet queued (then it is never written); once queued, Append waits
-	// for its fate whatever the context does. From then on the record may
-	// be in the log, so the split-log append and the apply run to the end:
-	// "logged" never goes without "applied".
-	if err := r.appendLog(ctx, m); err != nil {
-		r.o.Tablet.Abandon(m)
-		return err
-	}
-	ctx = context.WithoutCancel(ctx)
-	// A failed split-log append abandons the split (split.Admitted.Log
-	// records it, split.Run checks after its fence): the parent keeps its
-	// rows, so the write, logged here, still counts and is applied.
-	_ = adm.Log(ctx, m)
-	if err := r.o.Tablet.Apply(m); err != nil {
-		// Validated by BeginWrite; only a closed engine gets here,
-		// and the tablet's next owner replays the record.
-		return fmt.Errorf("replica: tablet %s: apply: %w (%w)", r.o.ID, err, ErrUnknownOutcome)
-	}
-	if r.o.Lease != nil && !r.o.Lease() {
-		return fmt.Errorf("%w (%w): tserver %s, tablet %s", ErrLeaseLost, ErrUnknownOutcome, r.o.Server, r.o.ID)
-	}
-	return nil
-}
-
-// appendLog appends m to the tserver's log; an append to a failed log is
-// reported to LogFailed.
-func (r *Replica) appendLog(ctx context.Context, m *mutation.RowMutation) error {
-	if _, err := r.o.Log.Append(ctx, r.o.ID, m); err != nil {
-		if errors.Is(err, wal.ErrFailed) && r.o.LogFailed != nil {
-			r.o.LogFailed(err)
-		}
-		return fmt.Errorf("%w: tserver %s, tablet %s: %w", ErrLog, r.o.Server, r.o.ID, err)
 	}
 	return nil
 }

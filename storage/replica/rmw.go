@@ -110,7 +110,9 @@ func (r *Replica) WriteRowLocked(ctx context.Context, row []byte,
 	if !bytes.Equal(m.Row, row) {
 		return fmt.Errorf("%w: the mutation of row %q is for row %q", ErrInvalidRule, row, m.Row)
 	}
-	return r.write(ctx, m, assigned, false)
+	errs := []error{nil}
+	r.writeBatch(ctx, []*mutation.RowMutation{m}, errs, func(err error) { errs[0] = err }, false, assigned)
+	return errs[0]
 }
 
 // modify reads the latest cells of cols and applies rules to them: the

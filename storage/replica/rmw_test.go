@@ -23,17 +23,19 @@ type gatedLog struct {
 	others  chan struct{}
 }
 
-func (l *gatedLog) Append(ctx context.Context, id string, m *mutation.RowMutation) (uint64, error) {
-	if m.Ops[0].Kind == mutation.DeleteRow {
-		close(l.held)
-		<-l.release
-	} else if string(m.Row) == "r" {
-		select {
-		case l.others <- struct{}{}:
-		default:
+func (l *gatedLog) AppendBatch(ctx context.Context, id string, ms []*mutation.RowMutation) ([]uint64, []error) {
+	for _, m := range ms {
+		if m.Ops[0].Kind == mutation.DeleteRow {
+			close(l.held)
+			<-l.release
+		} else if string(m.Row) == "r" {
+			select {
+			case l.others <- struct{}{}:
+			default:
+			}
 		}
 	}
-	return l.Log.Append(ctx, id, m)
+	return l.Log.AppendBatch(ctx, id, ms)
 }
 
 func counterOf(t *testing.T, rep *replica.Replica, row string) (int64, bool) {

@@ -47,33 +47,15 @@ func (d *DualWrite) Admit() (*Admitted, error) {
 	return &Admitted{d: d}, nil
 }
 
-// Log appends m to the log of the child that covers its row and
-// returns once the record is durable. The caller's context does not cut
-// the append short: a write already in the parent's log must reach the
-// child log too, or the split must fail. A failed append is remembered,
-// and the split that admitted the write then refuses to commit (Run
-// checks after the fence), so the parent, which logged and applied the
-// write, keeps owning its row.
-func (a *Admitted) Log(ctx context.Context, m *mutation.RowMutation) error {
-	if a == nil {
-		return nil
-	}
-	i := a.d.child(m.Row)
-	if err := a.d.logs[i].Append(context.WithoutCancel(ctx), a.d.ids[i], m); err != nil {
-		err = fmt.Errorf("%w: %w", ErrChildLog, err)
-		a.d.errMu.Lock()
-		if a.d.err == nil {
-			a.d.err = err
-		}
-		a.d.errMu.Unlock()
-		return err
-	}
-	return nil
-}
-
-// LogBatch is Log for the rows of one batch write: the rows of each child
-// are appended together (one sync per child). errs[i] is the outcome of
-// ms[i]; a failure is remembered as for Log.
+// LogBatch appends each row mutation of a write (one row, or the rows of
+// a batch) to the log of the child that covers its row: the rows of each
+// child together (one sync per child). It returns once they are durable;
+// errs[i] is the outcome of ms[i]. The caller's context does not cut the
+// appends short: a write already in the parent's log must reach the child
+// log too, or the split must fail. A failed append is remembered, and the
+// split that admitted the write then refuses to commit (Run checks after
+// the fence), so the parent, which logged and applied the write, keeps
+// owning its row.
 func (a *Admitted) LogBatch(ctx context.Context, ms []*mutation.RowMutation) (errs []error) {
 	errs = make([]error, len(ms))
 	if a == nil {

@@ -382,11 +382,7 @@ func (t *Tablet) Validate(m *mutation.RowMutation) error {
 // returns nil only once the write is visible to reads, i.e. once every
 // write of lower sequence has finished too.
 func (t *Tablet) Apply(m *mutation.RowMutation) error {
-	err := t.apply(m)
-	if t.finish(m) && err == nil {
-		t.waitVisible(m.LastSeq())
-	}
-	return err
+	return t.ApplyBatch([]*mutation.RowMutation{m})[0]
 }
 
 // ApplyBatch is Apply for the writes of one batch, which must be in the

@@ -114,21 +114,7 @@ func (s *SingleFile) Path() string { return s.path }
 // does: nil means durable, an error wrapping ErrFailed means its fate is
 // unknown (it may replay).
 func (s *SingleFile) Append(ctx context.Context, tabletID string, m *mutation.RowMutation) error {
-	if recordSize(tabletID, m)-frameHeaderLen > MaxRecordBytes {
-		return fmt.Errorf("%w: record of row %q", ErrRecordTooLarge, m.Row)
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	frame, partial := encodeFrame(nil, frameHeaderLen, time.Now().UnixMicro(), tabletID, m)
-	s.mu.Lock()
-	end, err := s.writeLocked(ctx, frame, partial, false)
-	s.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	// Written: from here on the record's fate is the sync's, not ctx's.
-	return s.syncTo(end)
+	return s.AppendBatch(ctx, tabletID, []*mutation.RowMutation{m})[0]
 }
 
 // AppendBatch is Append for several records of one owner: each is

@@ -335,42 +335,8 @@ func (l *Log) truncate(path string, size int64) error {
 // later Append return an error wrapping ErrFailed and the cause (Err,
 // Failed); ErrClosed after Close.
 func (l *Log) Append(ctx context.Context, tabletID string, m *mutation.RowMutation) (uint64, error) {
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
-	size := recordSize(tabletID, m)
-	if size-frameHeaderLen > MaxRecordBytes {
-		return 0, fmt.Errorf("%w: %d bytes, limit %d", ErrRecordTooLarge, size, MaxRecordBytes)
-	}
-	ts := l.opts.Clock().UnixMicro()
-	sp := scratch.Get().(*[]byte)
-	frame, partial := encodeFrame((*sp)[:0], frameHeaderLen, ts, tabletID, m)
-	size = len(frame) + 8
-	defer func() {
-		if cap(frame) <= maxScratch {
-			*sp = frame[:0]
-			scratch.Put(sp)
-		}
-	}()
-	l.mu.Lock()
-	b, seq, err := l.queueLocked(ctx, frame, partial, size)
-	if err != nil {
-		l.mu.Unlock()
-		return 0, err
-	}
-	done, first := b.done, b.records == 1
-	l.mu.Unlock()
-	if first {
-		l.kickFlusher()
-	}
-	// Queued: the flusher writes the batch, so wait for it whatever ctx
-	// says. Returning early would let a caller treat a record that may
-	// replay as never logged.
-	<-done
-	if b.err != nil {
-		return 0, b.err
-	}
-	return seq, nil
+	seqs, errs := l.AppendBatch(ctx, tabletID, []*mutation.RowMutation{m})
+	return seqs[0], errs[0]
 }
 
 // AppendBatch logs the row mutations of one tablet, in order, and returns
