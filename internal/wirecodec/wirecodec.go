@@ -45,8 +45,11 @@ func (Codec) Marshal(v any) (mem.BufferSlice, error) {
 	if !ok {
 		return nil, fmt.Errorf("wirecodec: marshal: %T is not a proto.Message", v)
 	}
-	opts := proto.MarshalOptions{}
-	size := opts.Size(m)
+	// Size fills the messages' cached sizes, which the append then uses
+	// instead of computing every nested size again (as gRPC's codec does;
+	// m is not changed meanwhile).
+	size := proto.Size(m)
+	opts := proto.MarshalOptions{UseCachedSize: true}
 	if mem.IsBelowBufferPoolingThreshold(size) {
 		b, err := opts.MarshalAppend(make([]byte, 0, size), m)
 		if err != nil {
