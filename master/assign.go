@@ -53,21 +53,24 @@ type plannedMove struct {
 	from, to string
 }
 
-// planMoves picks at most budget moves that bring the most and least
-// loaded live tservers within one of each other. movable lists, per live
-// tserver, the tablets it owns that may move (not already moving); counts
-// is every live tserver's projected count and is updated in place.
-func planMoves(movable map[string][]string, live []string, counts map[string]int, budget int) []plannedMove {
+// planMoves picks at most budget moves that bring the most loaded live
+// tserver and the least loaded target within one of each other. movable
+// lists, per live tserver, the tablets it owns that may move (not already
+// moving); targets are the live tservers that may receive (warm ones);
+// counts is every live tserver's projected count and is updated in place.
+func planMoves(movable map[string][]string, live, targets []string, counts map[string]int, budget int) []plannedMove {
 	var out []plannedMove
-	sorted := slices.Clone(live)
-	for len(out) < budget && len(sorted) > 1 {
-		slices.SortFunc(sorted, func(a, b string) int {
-			if c := cmp.Compare(counts[a], counts[b]); c != 0 {
-				return c
-			}
-			return cmp.Compare(a, b)
-		})
-		lo, hi := sorted[0], sorted[len(sorted)-1]
+	byLoad := func(a, b string) int {
+		if c := cmp.Compare(counts[a], counts[b]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	}
+	sources, sinks := slices.Clone(live), slices.Clone(targets)
+	for len(out) < budget && len(sources) > 0 && len(sinks) > 0 {
+		slices.SortFunc(sources, byLoad)
+		slices.SortFunc(sinks, byLoad)
+		lo, hi := sinks[0], sources[len(sources)-1]
 		if counts[hi]-counts[lo] <= 1 || len(movable[hi]) == 0 {
 			break
 		}

@@ -50,7 +50,7 @@ func TestPlanMovesBounded(t *testing.T) {
 			movable[u] = append(movable[u], fmt.Sprintf("%s%d", u, i))
 		}
 	}
-	moves := planMoves(movable, live, counts, 5)
+	moves := planMoves(movable, live, live, counts, 5)
 	if len(moves) != 5 {
 		t.Fatalf("%d moves, want the budget of 5", len(moves))
 	}
@@ -59,7 +59,7 @@ func TestPlanMovesBounded(t *testing.T) {
 			t.Errorf("move %v not to the empty tserver", mv)
 		}
 	}
-	moves = planMoves(movable, live, counts, 100)
+	moves = planMoves(movable, live, live, counts, 100)
 	lo, hi := 1000, 0
 	for _, u := range live {
 		lo, hi = min(lo, counts[u]), max(hi, counts[u])
@@ -239,6 +239,88 @@ func TestRebalanceOnJoin(t *testing.T) {
 	close(stop)
 	if m := <-maxSeen; m > maxMoves || m == 0 {
 		t.Errorf("at most %d moves were in flight, want 1..%d", m, maxMoves)
+	}
+	if len(o.violations) > 0 {
+		t.Fatalf("invariant 6 (a move made two owners): %v", o.violations)
+	}
+}
+
+// TestRebalanceWarmupAndBudget: a tserver that registers takes no tablet
+// from the others during Config.RebalanceWarmup, then takes them at most
+// MovesPerInterval per MoveInterval (the real leader loop and
+// RegisterTServer; testdata/planning/comeback has the planning's cases).
+func TestRebalanceWarmupAndBudget(t *testing.T) {
+	const (
+		warmup   = 1500 * time.Millisecond
+		perIntv  = 2
+		interval = 400 * time.Millisecond
+	)
+	c := startCluster(t, 1, func(cfg *Config) {
+		cfg.RebalanceWarmup, cfg.MovesPerInterval, cfg.MoveInterval = warmup, perIntv, interval
+	})
+	c.leader(10 * time.Second)
+	cl := newClient(t, c.addrs()...)
+	mc := cl.at(0)
+	o := newOwners()
+	fleet(t, cl, o, 3, 50*time.Millisecond)
+	if _, err := mc.CreateTable(ctxT(t, 10*time.Second), &pb.CreateTableRequest{Schema: schema("t", "cf"), SplitKeys: splitKeys(23)}); err != nil {
+		t.Fatal(err)
+	}
+	servingCounts(t, mc, "t", 24)
+
+	// Record when each move starts while the fourth tserver joins.
+	ls, _ := c.masters[0].ready()
+	stop := make(chan struct{})
+	started := make(chan []time.Time, 1)
+	go func() {
+		seen := map[string]bool{}
+		var at []time.Time
+		for {
+			select {
+			case <-stop:
+				started <- at
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+			ls.mu.Lock()
+			for id := range ls.moves {
+				if !seen[id] {
+					seen[id] = true
+					at = append(at, time.Now())
+				}
+			}
+			ls.mu.Unlock()
+		}
+	}()
+	joined := time.Now()
+	newFakeTS(t, "ts9", cl, o).start(50 * time.Millisecond)
+	wait.For(t, 30*time.Second, "rebalanced to 6 each", func() error {
+		counts := servingCounts(t, mc, "t", 24)
+		for _, u := range []string{"ts0", "ts1", "ts2", "ts9"} {
+			if counts[u] != 6 {
+				return fmt.Errorf("tablets per tserver %v", counts)
+			}
+		}
+		return nil
+	})
+	close(stop)
+	at := <-started
+	if len(at) < 6 {
+		t.Fatalf("%d moves seen, want at least 6", len(at))
+	}
+	if first := at[0].Sub(joined); first < warmup {
+		t.Errorf("the first move started %v after the registration, within the %v warm-up", first, warmup)
+	}
+	for i := range at {
+		n := 0
+		for _, s := range at[i:] {
+			if s.Sub(at[i]) < interval-10*time.Millisecond { // the sampling's slack
+				n++
+			}
+		}
+		if n > perIntv {
+			t.Errorf("%d moves started within %v of %v, want at most %d per interval", n, interval, at[i].Sub(joined), perIntv)
+		}
 	}
 	if len(o.violations) > 0 {
 		t.Fatalf("invariant 6 (a move made two owners): %v", o.violations)

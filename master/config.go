@@ -74,6 +74,21 @@ type Config struct {
 	StartupGrace time.Duration
 	// MaxMoves bounds rebalancing moves in flight (default 8).
 	MaxMoves int
+	// MovesPerInterval bounds the rebalancing moves the leader starts in
+	// any MoveInterval, cluster-wide, on top of MaxMoves in flight: a
+	// move stalls its tablet, so the tablets of a tserver that came back
+	// are taken from the others a few at a time (default 4 per
+	// MoveInterval, which defaults to one Lease; negative: no bound).
+	MovesPerInterval int
+	MoveInterval     time.Duration
+	// RebalanceWarmup: a tserver whose registration this leader saw is
+	// not a rebalancing target until this long after it (default two
+	// Leases; negative: none). A tserver that was stopped past its lease
+	// comes back as a new incarnation with no tablet; it still gets
+	// unassigned tablets at once, but takes none from the others until it
+	// has heartbeated through the warm-up, so a flapping tserver does not
+	// pull tablets back and forth.
+	RebalanceWarmup time.Duration
 	// SplitThreshold is the tservers' --split-threshold, which the master
 	// cannot see (default DefaultSplitThreshold, the tservers' default;
 	// negative: the tservers do not split). The automatic merger never
@@ -156,6 +171,15 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxMoves <= 0 {
 		c.MaxMoves = 8
+	}
+	if c.MovesPerInterval == 0 {
+		c.MovesPerInterval = 4
+	}
+	if c.MoveInterval <= 0 {
+		c.MoveInterval = c.Lease
+	}
+	if c.RebalanceWarmup == 0 {
+		c.RebalanceWarmup = 2 * c.Lease
 	}
 	if c.SplitThreshold == 0 {
 		c.SplitThreshold = DefaultSplitThreshold

@@ -18,8 +18,9 @@ import (
 // TestPlanningDataDriven runs the leader's planning, the pure parts of its
 // loop and of Heartbeat (doc.go, "Leases and assignment"), over the cases
 // of testdata/planning: planAssign (unassigned tablets to the least loaded
-// live tserver, ties by uuid), planMoves (rebalancing within a move
-// budget) and planHeartbeat with reconcileLocked and assignmentsLocked
+// live tserver, ties by uuid), planMoves with moveBudgetLocked and
+// rebalanceTargetsLocked (rebalancing within a move budget, in flight and
+// per interval, to warm tservers only) and planHeartbeat with reconcileLocked and assignmentsLocked
 // (full and delta heartbeats, send_full, reuse of the last
 // reconciliation, stray tablets unassigned, owned ones (re)sent at most
 // once per ResendInterval). The metadata is a small in-memory model
@@ -27,8 +28,12 @@ import (
 // generation, bumped as meta.FSM.OwnerGeneration is. The clock is fake; no
 // randomness. Commands (each file's first lines say more):
 //
-//	reset [resend=DUR]                 a new leader session, no tablets
+//	reset [resend=DUR] [warmup=DUR] [per-interval=N interval=DUR]
+//	                                   a new leader session, no tablets
+//	                                   (no warm-up and no bound per
+//	                                   interval unless given)
 //	tservers                           the live tservers, one uuid a line
+//	register ts=U                      U registers now (live, warming up)
 //	tablets                            "ID [table=T] [owner=U] [epoch=N]"
 //	                                   a line (sets them), "delete ID"
 //	show                               tablets, counts, moves in flight
@@ -46,7 +51,7 @@ import (
 // and read every changed line before committing it.
 func TestPlanningDataDriven(t *testing.T) {
 	datadriven.Walk(t, "testdata/planning", func(t *testing.T, path string) {
-		p := newDDPlanner(150 * time.Millisecond)
+		p := newDDPlanner(Config{ResendInterval: 150 * time.Millisecond, MovesPerInterval: -1})
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			return p.run(t, d)
 		})
@@ -69,8 +74,8 @@ type ddPlanner struct {
 	gens    map[string]uint64 // ownership generation per tserver
 }
 
-func newDDPlanner(resend time.Duration) *ddPlanner {
-	m := &Master{cfg: Config{ResendInterval: resend}, log: slog.New(slog.DiscardHandler)}
+func newDDPlanner(cfg Config) *ddPlanner {
+	m := &Master{cfg: cfg, log: slog.New(slog.DiscardHandler)}
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	ls := &leaderState{m: m, since: now, kick: make(chan struct{}, 1),
 		leases: map[string]*lease{}, moves: map[string]*move{}, prio: map[string]pb.CachePriority{},
@@ -81,15 +86,33 @@ func newDDPlanner(resend time.Duration) *ddPlanner {
 func (p *ddPlanner) run(t *testing.T, d *datadriven.TestData) string {
 	switch d.Cmd {
 	case "reset":
-		resend := p.ls.m.cfg.ResendInterval
+		cfg := Config{ResendInterval: p.ls.m.cfg.ResendInterval, MovesPerInterval: -1}
 		if d.HasArg("resend") {
-			resend = ddDuration(t, d, "resend")
+			cfg.ResendInterval = ddDuration(t, d, "resend")
 		}
-		*p = *newDDPlanner(resend)
+		if d.HasArg("warmup") {
+			cfg.RebalanceWarmup = ddDuration(t, d, "warmup")
+		}
+		if d.HasArg("per-interval") {
+			d.ScanArgs(t, "per-interval", &cfg.MovesPerInterval)
+			cfg.MoveInterval = ddDuration(t, d, "interval")
+		}
+		*p = *newDDPlanner(cfg)
 		return ""
 	case "tservers":
 		p.live = strings.Fields(d.Input)
 		slices.Sort(p.live)
+		return p.counts()
+	case "register":
+		var uuid string
+		d.ScanArgs(t, "ts", &uuid)
+		l := newLease(uuid, 1, p.now)
+		l.heard, l.registered = true, p.now
+		p.ls.leases[uuid] = l
+		if !slices.Contains(p.live, uuid) {
+			p.live = append(p.live, uuid)
+			slices.Sort(p.live)
+		}
 		return p.counts()
 	case "tablets":
 		for _, line := range ddLines(d.Input) {
@@ -230,23 +253,36 @@ func (p *ddPlanner) assign() string {
 }
 
 // rebalance is step 4 of the tick: movable tablets (owned by a live
-// tserver, not moving), a budget of maxMoves less the moves in flight.
+// tserver, not moving), the leader's budget (at most maxMoves in flight
+// and the bound per interval) and targets (warm tservers).
 func (p *ddPlanner) rebalance(maxMoves int) string {
+	ls := p.ls
+	ls.m.cfg.MaxMoves = maxMoves
 	counts, owned := p.tickCounts()
-	budget := maxMoves - len(p.ls.moves)
+	budget := ls.moveBudgetLocked(p.now)
+	targets := ls.rebalanceTargetsLocked(p.live, p.now)
 	movable := map[string][]string{}
 	for _, u := range p.live {
 		for _, id := range owned[u] {
-			if p.ls.moves[id] == nil {
+			if ls.moves[id] == nil {
 				movable[u] = append(movable[u], id)
 			}
 		}
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "budget %d\n", budget)
+	if len(targets) < len(p.live) {
+		var warming []string
+		for _, u := range p.live {
+			if !slices.Contains(targets, u) {
+				warming = append(warming, u)
+			}
+		}
+		fmt.Fprintf(&b, "warming up: %s\n", ddList(warming))
+	}
 	if budget > 0 {
-		for _, pm := range planMoves(movable, p.live, counts, budget) {
-			p.ls.moves[pm.tablet] = &move{tablet: pm.tablet, epoch: p.tablets[pm.tablet].epoch, from: pm.from, to: pm.to}
+		for _, pm := range planMoves(movable, p.live, targets, counts, budget) {
+			ls.startMoveLocked(pm, p.tablets[pm.tablet].epoch, p.now)
 			fmt.Fprintf(&b, "move %s: %s -> %s\n", pm.tablet, pm.from, pm.to)
 		}
 	}

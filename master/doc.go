@@ -70,7 +70,13 @@
 //     leader, always to the one with the fewest tablets (ties by uuid), so
 //     the spread is within one of even.
 //   - When the spread exceeds one (a tserver joined), at most
-//     Config.MaxMoves tablets move at a time. A move never makes two
+//     Config.MaxMoves tablets move at a time, and at most
+//     Config.MovesPerInterval start in any Config.MoveInterval,
+//     cluster-wide; a tserver is a target only once
+//     Config.RebalanceWarmup has passed since it registered with this
+//     leader (moveBudgetLocked, rebalanceTargetsLocked in leader.go), so
+//     a tserver that was stopped past its lease and came back takes
+//     tablets from the others gradually. A move never makes two
 //     owners (invariant 6 in docs/design.md, 'one tserver serves a tablet
 //     at a time'): the leader first tells the old owner
 //     to unassign the tablet in a heartbeat reply, and commits the new

@@ -17,6 +17,7 @@ type lease struct {
 	incarnation int64
 	last        time.Time // last heartbeat received (or the leader's start); a time.Now() reading, compared on the monotonic clock, never as Unix time
 	heard       bool      // heartbeated or registered with this leader
+	registered  time.Time // when it registered with this leader (zero: before this leader session); starts the rebalancing warm-up
 	dead        bool      // declared dead; its tablets were unassigned
 	load        *pb.TServerLoad
 	sentAssign  map[string]time.Time // tablet id → last time its assignment was sent
@@ -58,6 +59,8 @@ type leaderState struct {
 	ddl    map[string]bool            // tables a call on this leader is creating or deleting (ddlchunk.go)
 
 	hbLocks sync.Map // tserver uuid → *sync.Mutex (heldset.go)
+
+	moveStarts []time.Time // rebalancing moves started in the last Config.MoveInterval, oldest first (under mu)
 }
 
 func newLease(uuid string, inc int64, now time.Time) *lease {
@@ -163,7 +166,7 @@ func (ls *leaderState) tick(ctx context.Context) {
 	if !ok {
 		return
 	}
-	ls.rebalance(live, owned, counts)
+	ls.rebalance(now, live, owned, counts)
 }
 
 // freeDeadTablets is step 1: tservers whose lease ran out are declared
@@ -332,12 +335,13 @@ func (ls *leaderState) assignUnassigned(ctx context.Context, now time.Time, live
 	return owned, counts, true
 }
 
-// rebalance is step 4: moves from the most to the least loaded live
-// tservers, with a bounded number of moves in flight (Config.MaxMoves).
-func (ls *leaderState) rebalance(live []string, owned map[string][]string, counts map[string]int) {
+// rebalance is step 4: moves from the most loaded live tservers to the
+// least loaded warm ones (rebalanceTargetsLocked), within the move budget
+// (moveBudgetLocked).
+func (ls *leaderState) rebalance(now time.Time, live []string, owned map[string][]string, counts map[string]int) {
 	m := ls.m
 	ls.mu.Lock()
-	budget := m.cfg.MaxMoves - len(ls.moves)
+	budget := ls.moveBudgetLocked(now)
 	if budget <= 0 {
 		ls.mu.Unlock()
 		return
@@ -345,12 +349,12 @@ func (ls *leaderState) rebalance(live []string, owned map[string][]string, count
 	movable := map[string][]string{}
 	for _, u := range live {
 		for _, id := range owned[u] {
-			if ls.moves[id] == nil && !ls.mergeHeldLocked(id, time.Now()) {
+			if ls.moves[id] == nil && !ls.mergeHeldLocked(id, now) {
 				movable[u] = append(movable[u], id)
 			}
 		}
 	}
-	moves := planMoves(movable, live, counts, budget)
+	moves := planMoves(movable, live, ls.rebalanceTargetsLocked(live, now), counts, budget)
 	ls.mu.Unlock()
 	if len(moves) == 0 {
 		return
@@ -375,8 +379,46 @@ func (ls *leaderState) rebalance(live []string, owned map[string][]string, count
 		if !ok || ls.moves[pm.tablet] != nil {
 			continue
 		}
-		ls.moves[pm.tablet] = &move{tablet: pm.tablet, epoch: ep, from: pm.from, to: pm.to}
+		ls.startMoveLocked(pm, ep, now)
 		m.log.Info("rebalancing: moving tablet", "tablet", pm.tablet, "from", pm.from, "to", pm.to)
 		m.events.add("move", "tablet %s moving from %s to %s (rebalancing)", pm.tablet, pm.from, pm.to)
 	}
+}
+
+// moveBudgetLocked is how many rebalancing moves may start at now:
+// Config.MaxMoves less the moves in flight (merges' too), and at most
+// Config.MovesPerInterval less the rebalancing moves started in the last
+// Config.MoveInterval. It forgets the starts older than that.
+func (ls *leaderState) moveBudgetLocked(now time.Time) int {
+	cfg := &ls.m.cfg
+	budget := cfg.MaxMoves - len(ls.moves)
+	if cfg.MovesPerInterval < 0 {
+		return budget
+	}
+	i := 0
+	for i < len(ls.moveStarts) && now.Sub(ls.moveStarts[i]) >= cfg.MoveInterval {
+		i++
+	}
+	ls.moveStarts = ls.moveStarts[i:]
+	return min(budget, cfg.MovesPerInterval-len(ls.moveStarts))
+}
+
+// rebalanceTargetsLocked lists the live tservers rebalancing may move
+// tablets to: all but those that registered with this leader less than
+// Config.RebalanceWarmup ago.
+func (ls *leaderState) rebalanceTargetsLocked(live []string, now time.Time) []string {
+	var out []string
+	for _, u := range live {
+		if l := ls.leases[u]; l == nil || l.registered.IsZero() || now.Sub(l.registered) >= ls.m.cfg.RebalanceWarmup {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// startMoveLocked records a rebalancing move planned at now, its tablet
+// at epoch, and charges it to the move budget.
+func (ls *leaderState) startMoveLocked(pm plannedMove, epoch int64, now time.Time) {
+	ls.moves[pm.tablet] = &move{tablet: pm.tablet, epoch: epoch, from: pm.from, to: pm.to}
+	ls.moveStarts = append(ls.moveStarts, now)
 }

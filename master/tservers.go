@@ -52,8 +52,9 @@ func (m *Master) RegisterTServer(ctx context.Context, req *pb.RegisterTServerReq
 		ls.mu.Unlock()
 		return nil, apierr.FailedPrecondition("tserver %s incarnation %d was declared dead and its tablets were taken away; register as a new incarnation", req.Uuid, req.Incarnation)
 	}
-	l := newLease(req.Uuid, req.Incarnation, time.Now())
-	l.heard = true
+	now := time.Now()
+	l := newLease(req.Uuid, req.Incarnation, now)
+	l.heard, l.registered = true, now
 	if old != nil && old.incarnation == req.Incarnation {
 		l.sentAssign, l.sentPrio, l.sentSchema = old.sentAssign, old.sentPrio, old.sentSchema
 	}

@@ -45,6 +45,9 @@ func main() {
 		lease     = flag.Duration("lease", 5*time.Second, "tserver lease granted by each heartbeat")
 		heartbeat = flag.Duration("heartbeat", time.Second, "heartbeat interval the tservers are told to use")
 		maxMoves  = flag.Int("max-moves", 8, "rebalancing moves in flight at most")
+		perIntv   = flag.Int("moves-per-interval", 4, "rebalancing moves started in any --move-interval at most, cluster-wide (negative: no bound)")
+		moveIntv  = flag.Duration("move-interval", 0, "the interval of --moves-per-interval (default: one --lease)")
+		warmup    = flag.Duration("rebalance-warmup", 0, "a tserver takes no tablet from the others by rebalancing until this long after it registered (default: two --lease; negative: none)")
 		grace     = flag.Duration("startup-grace", 0, "a new leader assigns no tablet and declares no tserver dead until this long passed or every known tserver checked in (default: one --lease; negative: none)")
 
 		splitThreshold = flag.Int64("split-threshold", master.DefaultSplitThreshold, "the tservers' --split-threshold in `bytes` (the master cannot see theirs: set the same value); negative: the tservers do not split. No automatic merge makes a tablet of half of it or more")
@@ -106,7 +109,8 @@ func main() {
 	}
 	m, err := master.Start(master.Config{
 		ID: *id, Dir: *data, RaftAddr: *raftAddr, GRPCAddr: grpcAddr, Peers: ps,
-		Lease: *lease, Heartbeat: *heartbeat, MaxMoves: *maxMoves, StartupGrace: *grace, Logger: log,
+		Lease: *lease, Heartbeat: *heartbeat, MaxMoves: *maxMoves, StartupGrace: *grace,
+		MovesPerInterval: *perIntv, MoveInterval: *moveIntv, RebalanceWarmup: *warmup, Logger: log,
 		SplitThreshold: *splitThreshold, MergeThreshold: mergeThresholdFlag(*mergeThreshold, *autoMerge),
 		MergeCheckInterval: *mergeCheck, MergeMinAge: *mergeMinAge, MergeHook: faultfile.Hook[master.MergeStep](*mergeFault, "merge", log),
 		HTTPListen: obsFlags.HTTPListen(*listen), TLS: tlsSrc,
