@@ -50,7 +50,8 @@
 //     the tserver from when it sent the heartbeat and at the master from
 //     when it received it, so the master's view always ends later.
 //   - A tserver whose last heartbeat is older than Lease + DeadMargin is
-//     dead: its tablets become UNASSIGNED in one command (epoch kept) and
+//     dead (the leader loop wakes when the next lease runs out, not only
+//     every TickInterval, so it is declared then): its tablets become UNASSIGNED in one command (epoch kept) and
 //     are assigned again, each assignment incrementing the epoch. The
 //     leader marks the lease dead (under its lock) before it reads the
 //     tablets to unassign, and a heartbeat of a dead incarnation is never

@@ -108,15 +108,41 @@ func (m *Master) runLeader(ctx context.Context) {
 
 	t := time.NewTicker(m.cfg.TickInterval)
 	defer t.Stop()
+	expiry := time.NewTimer(time.Hour)
+	defer expiry.Stop()
 	for {
 		ls.tick(ctx)
+		// The next lease to run out ends the wait too, so a dead tserver
+		// is declared as its lease plus the margin ends, not up to a tick
+		// later.
+		expiry.Reset(ls.untilNextExpiry(time.Now()))
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		case <-ls.kick:
+		case <-expiry.C:
 		}
 	}
+}
+
+// untilNextExpiry is the time from now until the first live lease's end
+// plus the margin has passed (expired), or an hour when no lease will run
+// out or one already has (the next tick declares it).
+func (ls *leaderState) untilNextExpiry(now time.Time) time.Duration {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	wait := time.Hour
+	for _, l := range ls.leases {
+		if l.dead {
+			continue
+		}
+		// expired wants more than Lease + DeadMargin: a microsecond past it.
+		if d := l.last.Add(ls.m.cfg.Lease+ls.m.cfg.DeadMargin).Sub(now) + time.Microsecond; d > 0 {
+			wait = min(wait, d)
+		}
+	}
+	return wait
 }
 
 // poke asks the leader loop to run a tick soon.
