@@ -83,6 +83,12 @@
 //     to unassign the tablet in a heartbeat reply, and commits the new
 //     assignment (new epoch) only after a later heartbeat of the old owner
 //     no longer lists the tablet, or after the old owner is dead.
+//   - Nudges (nudge.go): what a tick decides for a tserver (an
+//     assignment committed, a move's unassignment, log split tasks) goes
+//     out in that tserver's heartbeat reply, and the tick then asks it to
+//     heartbeat at once (an empty TServer.AssignTablets), so each step of
+//     a recovery or a move costs a round trip, not up to a heartbeat
+//     interval. Best effort: a lost nudge costs only that wait.
 //   - Heartbeats are full or deltas on the last one the leader
 //     acknowledged (heldset.go, internal/hbdelta). The leader keeps each
 //     lease's held set in memory, applies a delta only onto the base it

@@ -60,7 +60,8 @@ type leaderState struct {
 
 	hbLocks sync.Map // tserver uuid → *sync.Mutex (heldset.go)
 
-	moveStarts []time.Time // rebalancing moves started in the last Config.MoveInterval, oldest first (under mu)
+	moveStarts []time.Time     // rebalancing moves started in the last Config.MoveInterval, oldest first (under mu)
+	news       map[string]bool // tservers this tick has something new for, nudged at its end (nudge.go; under mu)
 }
 
 func newLease(uuid string, inc int64, now time.Time) *lease {
@@ -175,6 +176,7 @@ func (ls *leaderState) liveLocked(now time.Time) []string {
 // function; a step that returns false ends the tick (a failed command, or
 // work the next tick does against the committed state).
 func (ls *leaderState) tick(ctx context.Context) {
+	defer ls.nudgeNews(ctx)
 	now := time.Now()
 	if ls.inStartupGrace(now) {
 		return
@@ -277,6 +279,11 @@ func (ls *leaderState) finishMoves(ctx context.Context, now time.Time) (live []s
 			return nil, false
 		}
 		m.log.Info("moved tablets", "tablets", res.Applied)
+		ls.mu.Lock()
+		for _, it := range items {
+			ls.noteNewsLocked(it.TserverUuid)
+		}
+		ls.mu.Unlock()
 		for _, it := range items {
 			m.events.add("move", "tablet %s assigned to %s (end of a move)", it.TabletId, it.TserverUuid)
 		}
@@ -323,6 +330,7 @@ func (ls *leaderState) assignUnassigned(ctx context.Context, now time.Time, live
 	var ids []string
 	epoch := map[string]int64{}
 	held := ls.holdForSplitLocked(now, live, unassigned)
+	ls.noteSplitNewsLocked()
 	// At most one command of DDLChunk tablets per tick, so neither ls.mu
 	// (planning) nor bbolt's writer (the command) is held for long after
 	// a big CreateTable; the rest goes in the next ticks, which come at
@@ -351,6 +359,11 @@ func (ls *leaderState) assignUnassigned(ctx context.Context, now time.Time, live
 			return nil, nil, false
 		}
 		m.log.Info("assigned tablets", "tablets", res.Applied, "live_tservers", len(live))
+		ls.mu.Lock()
+		for _, it := range items {
+			ls.noteNewsLocked(it.TserverUuid)
+		}
+		ls.mu.Unlock()
 	}
 	if more {
 		ls.poke()
@@ -443,8 +456,10 @@ func (ls *leaderState) rebalanceTargetsLocked(live []string, now time.Time) []st
 }
 
 // startMoveLocked records a rebalancing move planned at now, its tablet
-// at epoch, and charges it to the move budget.
+// at epoch, charges it to the move budget and notes the old owner, which
+// is told to let go in its next heartbeat's reply (nudge.go).
 func (ls *leaderState) startMoveLocked(pm plannedMove, epoch int64, now time.Time) {
 	ls.moves[pm.tablet] = &move{tablet: pm.tablet, epoch: epoch, from: pm.from, to: pm.to}
 	ls.moveStarts = append(ls.moveStarts, now)
+	ls.noteNewsLocked(pm.from)
 }

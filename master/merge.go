@@ -296,6 +296,7 @@ func (ls *leaderState) startMergeMove(left, right *pb.TabletMeta, counts [2]int)
 		return
 	}
 	ls.moves[mv.TabletId] = &move{tablet: mv.TabletId, epoch: mv.Epoch, from: mv.TserverUuid, to: to, merge: true}
+	ls.noteNewsLocked(mv.TserverUuid)
 	if ls.merge.held == nil {
 		ls.merge.held = map[string]time.Time{}
 	}

@@ -101,9 +101,9 @@ func (m *Master) pushSchema(ctx context.Context, table string) error {
 // callTServer calls fn on the tserver at addr, retrying transient errors
 // until ctx ends.
 func (m *Master) callTServer(ctx context.Context, addr string, fn func(context.Context, pb.TServerClient) error) error {
-	conn, err := grpc.NewClient(addr, limits.GRPCDialOptions(tlsconf.Credentials(m.cfg.TLS))...)
+	conn, err := m.dialTServer(addr)
 	if err != nil {
-		return fmt.Errorf("master: dial tserver %s: %w", addr, err)
+		return err
 	}
 	defer conn.Close()
 	c := pb.NewTServerClient(conn)
@@ -133,6 +133,26 @@ func (m *Master) changeSchema(ctx context.Context, table string, cmd *spb.MetaCo
 		return err
 	}
 	return m.pushSchema(ctx, table)
+}
+
+// callTServerOnce calls fn once on the tserver at addr.
+func (m *Master) callTServerOnce(ctx context.Context, addr string, fn func(context.Context, pb.TServerClient) error) error {
+	conn, err := m.dialTServer(addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return fn(ctx, pb.NewTServerClient(conn))
+}
+
+// dialTServer makes a connection to the tserver at addr; the caller
+// closes it.
+func (m *Master) dialTServer(addr string) (*grpc.ClientConn, error) {
+	conn, err := grpc.NewClient(addr, limits.GRPCDialOptions(tlsconf.Credentials(m.cfg.TLS))...)
+	if err != nil {
+		return nil, fmt.Errorf("master: dial tserver %s: %w", addr, err)
+	}
+	return conn, nil
 }
 
 func retryable(err error) bool {

@@ -360,8 +360,13 @@ func (s *Server) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusRes
 	return resp, nil
 }
 
+// AssignTablets applies what it carries and heartbeats at once: the
+// master sends an empty one as a nudge when it has something new for this
+// tserver (an assignment, a move's unassignment, log split tasks), so it
+// arrives in one round trip rather than at the next heartbeat.
 func (s *Server) AssignTablets(ctx context.Context, req *pb.AssignTabletsRequest) (*pb.AssignTabletsResponse, error) {
 	s.applyAssignments(s.ctx, req.Assign, req.Unassign)
+	s.nudgeHeartbeat()
 	return &pb.AssignTabletsResponse{}, nil
 }
 
