@@ -139,6 +139,11 @@
 // command, so a crash at any MergeStep leaves the parents or the merged
 // tablet, never neither.
 //
+// The leader measures how long each tablet goes unserved across a move or
+// a recovery (unavail.go: bighive_master_tablet_unavailable_seconds by
+// cause, and a "tablet available again" log line per tablet), in memory
+// only.
+//
 // The status page at "/" of the HTTP port (status.go) reads this master's
 // raft and metadata copy, and on the leader its session (leases, reported
 // sizes). Recent events (leadership, registrations, tservers declared

@@ -60,8 +60,9 @@ type leaderState struct {
 
 	hbLocks sync.Map // tserver uuid → *sync.Mutex (heldset.go)
 
-	moveStarts []time.Time     // rebalancing moves started in the last Config.MoveInterval, oldest first (under mu)
-	news       map[string]bool // tservers this tick has something new for, nudged at its end (nudge.go; under mu)
+	moveStarts []time.Time             // rebalancing moves started in the last Config.MoveInterval, oldest first (under mu)
+	news       map[string]bool         // tservers this tick has something new for, nudged at its end (nudge.go; under mu)
+	unavail    map[string]unavailStart // tablets not served since, until a load commits (unavail.go; under mu)
 }
 
 func newLease(uuid string, inc int64, now time.Time) *lease {
@@ -202,6 +203,7 @@ func (ls *leaderState) tick(ctx context.Context) {
 func (ls *leaderState) freeDeadTablets(ctx context.Context, now time.Time) bool {
 	m := ls.m
 	ls.mu.Lock()
+	ls.forgetUnavailableLocked(now)
 	var dead []string
 	for u, l := range ls.leases {
 		if !l.dead && ls.expired(l, now) {
@@ -233,6 +235,13 @@ func (ls *leaderState) freeDeadTablets(ctx context.Context, now time.Time) bool 
 			m.log.Warn("unassigning dead tservers' tablets failed", "err", err)
 			return false
 		}
+		ls.mu.Lock()
+		for _, it := range un {
+			if l := ls.leases[it.ExpectedTserver]; l != nil {
+				ls.unavailableLocked(it.TabletId, l.last, causeRecovery)
+			}
+		}
+		ls.mu.Unlock()
 		m.log.Info("unassigned tablets of dead tservers", "tablets", res.Applied, "tservers", dead)
 		m.events.add("recovery", "%d tablets of dead tservers %v unassigned for recovery", res.Applied, dead)
 	}

@@ -22,6 +22,10 @@ type metrics struct {
 	commands  *prometheus.CounterVec
 	heartbeat prometheus.Histogram
 	hbKinds   *prometheus.CounterVec // by kind: full, delta_reconciled, delta_skipped, send_full (heldset.go)
+	// unavailable is each tablet's time unserved across a move or a
+	// recovery, by cause (unavail.go): a histogram of per-tablet figures,
+	// not a series per tablet.
+	unavailable *prometheus.HistogramVec
 }
 
 func newMetrics(m *Master, reg *prometheus.Registry) *metrics {
@@ -36,8 +40,11 @@ func newMetrics(m *Master, reg *prometheus.Registry) *metrics {
 		hbKinds: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bighive_master_heartbeats_total",
 			Help: "Heartbeats the leader answered, by kind: full, delta_reconciled (read the tserver's tablets), delta_skipped (nothing changed: read none), send_full (a delta without its base)."},
 			[]string{"kind"}),
+		unavailable: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "bighive_master_tablet_unavailable_seconds",
+			Help:    "Per tablet, the time it was not served across a move (from the old owner told to let go) or a recovery (from the dead tserver's last heartbeat) until its new owner's load committed, by cause (move, recovery); the leader measures it.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 13)}, []string{"cause"}),
 	}
-	reg.MustRegister(mt.commands, mt.heartbeat, mt.hbKinds, &collector{m: m})
+	reg.MustRegister(mt.commands, mt.heartbeat, mt.hbKinds, mt.unavailable, &collector{m: m})
 	return mt
 }
 

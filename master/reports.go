@@ -19,13 +19,14 @@ import (
 // and marks it SERVING, if the reporter owns it at that epoch. It is a
 // ReportTabletLoads of one load; its refusal is the call's error.
 func (m *Master) ReportTabletLoad(ctx context.Context, req *pb.ReportTabletLoadRequest) (*pb.ReportTabletLoadResponse, error) {
-	if _, err := m.ready(); err != nil {
+	ls, err := m.ready()
+	if err != nil {
 		return nil, err
 	}
 	if req.TabletId == "" || req.TserverUuid == "" {
 		return nil, apierr.InvalidArgument("load report needs tablet_id and tserver_uuid")
 	}
-	res, err := m.applyLoads(ctx, req.TserverUuid, []*pb.TabletLoadReport{{TabletId: req.TabletId, Epoch: req.Epoch, Position: req.Position}})
+	res, err := ls.applyLoads(ctx, req.TserverUuid, []*pb.TabletLoadReport{{TabletId: req.TabletId, Epoch: req.Epoch, Position: req.Position}})
 	if err != nil {
 		return nil, err
 	}
@@ -41,7 +42,8 @@ func (m *Master) ReportTabletLoad(ctx context.Context, req *pb.ReportTabletLoadR
 // FailedPrecondition; no such tablet: NotFound). A malformed request is
 // refused whole.
 func (m *Master) ReportTabletLoads(ctx context.Context, req *pb.ReportTabletLoadsRequest) (*pb.ReportTabletLoadsResponse, error) {
-	if _, err := m.ready(); err != nil {
+	ls, err := m.ready()
+	if err != nil {
 		return nil, err
 	}
 	if req.TserverUuid == "" {
@@ -58,7 +60,7 @@ func (m *Master) ReportTabletLoads(ctx context.Context, req *pb.ReportTabletLoad
 			return nil, apierr.Wrap(codes.InvalidArgument, err, "load report %d of %d (tablet %s)", i, len(req.Loads), l.TabletId)
 		}
 	}
-	res, err := m.applyLoads(ctx, req.TserverUuid, req.Loads)
+	res, err := ls.applyLoads(ctx, req.TserverUuid, req.Loads)
 	if err != nil {
 		return nil, err
 	}
@@ -70,13 +72,25 @@ func (m *Master) ReportTabletLoads(ctx context.Context, req *pb.ReportTabletLoad
 }
 
 // applyLoads proposes one TabletLoads command of tserver's loads; the
-// result has a tablet or a refusal per load, in order.
-func (m *Master) applyLoads(ctx context.Context, tserver string, loads []*pb.TabletLoadReport) (*meta.Result, error) {
+// result has a tablet or a refusal per load, in order. An accepted load
+// ends its tablet's unavailability (unavail.go).
+func (ls *leaderState) applyLoads(ctx context.Context, tserver string, loads []*pb.TabletLoadReport) (*meta.Result, error) {
 	c := &spb.MetaTabletLoads{Loads: make([]*spb.MetaTabletLoad, len(loads))}
 	for i, l := range loads {
 		c.Loads[i] = &spb.MetaTabletLoad{TabletId: l.TabletId, Epoch: l.Epoch, TserverUuid: tserver, Position: l.Position}
 	}
-	return m.apply(ctx, &spb.MetaCommand{Cmd: &spb.MetaCommand_TabletLoads{TabletLoads: c}})
+	res, err := ls.m.apply(ctx, &spb.MetaCommand{Cmd: &spb.MetaCommand_TabletLoads{TabletLoads: c}})
+	if err != nil {
+		return nil, err
+	}
+	var served []string
+	for i, l := range loads {
+		if i < len(res.Statuses) && res.Statuses[i] == nil {
+			served = append(served, l.TabletId)
+		}
+	}
+	ls.servingAgain(served, time.Now())
+	return res, nil
 }
 
 // ReportCheckpoint applies a burst of checkpoint reports as one command;

@@ -59,6 +59,11 @@ func (m *Master) RegisterTServer(ctx context.Context, req *pb.RegisterTServerReq
 		l.sentAssign, l.sentPrio, l.sentSchema = old.sentAssign, old.sentPrio, old.sentSchema
 	}
 	ls.leases[req.Uuid] = l
+	if old != nil {
+		for _, id := range res.IDs { // the old process's tablets, freed for recovery
+			ls.unavailableLocked(id, old.last, causeRecovery)
+		}
+	}
 	for id, mv := range ls.moves {
 		if len(res.IDs) > 0 && (mv.from == req.Uuid || mv.to == req.Uuid) {
 			delete(ls.moves, id)
@@ -267,6 +272,9 @@ func (ls *leaderState) answerHeartbeatLocked(l *lease, req *pb.HeartbeatRequest,
 		case listed || !mv.told:
 			if !listed || h.epoch == mv.epoch {
 				resp.Unassign = append(resp.Unassign, &pb.TabletUnassignment{TabletId: id, Epoch: mv.epoch})
+			}
+			if !mv.told {
+				ls.unavailableLocked(id, now, causeMove) // it stops serving on reading this reply
 			}
 			mv.told = true
 		default:

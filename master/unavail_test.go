@@ -1,0 +1,102 @@
+package master
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	pb "bighive/proto/bighivepb"
+	"bighive/testkit/wait"
+)
+
+// histogram returns the sample count and sum of the named histogram's
+// series whose label values joined with "," are key.
+func histogram(t *testing.T, reg *prometheus.Registry, name, key string) (n uint64, sum float64) {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.Metric {
+			k := ""
+			for i, l := range m.Label {
+				if i > 0 {
+					k += ","
+				}
+				k += l.GetValue()
+			}
+			if k == key && m.Histogram != nil {
+				return m.Histogram.GetSampleCount(), m.Histogram.GetSampleSum()
+			}
+		}
+	}
+	return 0, 0
+}
+
+// TestTabletUnavailableMetric: each tablet a rebalancing move or a
+// recovery took from its owner is one observation of
+// bighive_master_tablet_unavailable_seconds under its cause, of the time
+// it was not served: a move's is short, a recovery's is at least the
+// lease plus the margin (counted from the dead tserver's last heartbeat).
+func TestTabletUnavailableMetric(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	c := startCluster(t, 1, func(cfg *Config) { cfg.Metrics, cfg.RebalanceWarmup = reg, -1 })
+	c.leader(10 * time.Second)
+	cfg := c.masters[0].cfg
+	cl := newClient(t, c.addrs()...)
+	mc := cl.at(0)
+	o := newOwners()
+	fleet(t, cl, o, 2, 50*time.Millisecond)
+	if _, err := mc.CreateTable(ctxT(t, 10*time.Second), &pb.CreateTableRequest{Schema: schema("t", "cf"), SplitKeys: splitKeys(5)}); err != nil {
+		t.Fatal(err)
+	}
+	servingCounts(t, mc, "t", 6)
+	const name = "bighive_master_tablet_unavailable_seconds"
+	if n, _ := histogram(t, reg, name, "move"); n != 0 {
+		t.Fatalf("%d move observations before any move", n)
+	}
+
+	// A third tserver: two tablets move to it.
+	f := newFakeTS(t, "ts9", cl, o)
+	f.start(50 * time.Millisecond)
+	wait.For(t, 30*time.Second, "two tablets moved to ts9", func() error {
+		if n := servingCounts(t, mc, "t", 6)["ts9"]; n != 2 {
+			return fmt.Errorf("ts9 serves %d", n)
+		}
+		return nil
+	})
+	wait.For(t, 10*time.Second, "two move observations", func() error {
+		if n, _ := histogram(t, reg, name, "move"); n != 2 {
+			return fmt.Errorf("%d move observations", n)
+		}
+		return nil
+	})
+	n, sum := histogram(t, reg, name, "move")
+	t.Logf("moves: %d tablets, %.3f s unavailable on average", n, sum/float64(n))
+	if sum/float64(n) > 2 {
+		t.Errorf("a move left its tablet unserved %.3f s on average", sum/float64(n))
+	}
+
+	// ts9 crashes: its two tablets are recovered on the others.
+	f.stop()
+	wait.For(t, 30*time.Second, "two recovery observations", func() error {
+		if n, _ := histogram(t, reg, name, "recovery"); n != 2 {
+			return fmt.Errorf("%d recovery observations", n)
+		}
+		return nil
+	})
+	n, sum = histogram(t, reg, name, "recovery")
+	t.Logf("recovery: %d tablets, %.3f s unavailable on average (lease %v + margin %v)", n, sum/float64(n), cfg.Lease, cfg.DeadMargin)
+	if floor := (cfg.Lease + cfg.DeadMargin).Seconds(); sum/float64(n) < floor || sum/float64(n) > floor+5 {
+		t.Errorf("a recovered tablet was unserved %.3f s on average, want from the lease plus the margin (%.3f s) to 5 s more", sum/float64(n), floor)
+	}
+	if n, _ := histogram(t, reg, name, "move"); n != 2 {
+		t.Errorf("%d move observations after the recovery, want still 2", n)
+	}
+}
