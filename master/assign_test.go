@@ -82,6 +82,64 @@ func fleet(t *testing.T, cl *client, o *owners, n int, every time.Duration) []*f
 	return out
 }
 
+// servedFleet starts one master (tweak adjusts its config), n fake
+// tservers heartbeating every 50 ms, and table "t" of tablets tablets, and
+// waits until every tablet serves.
+func servedFleet(t *testing.T, tweak func(*Config), n, tablets int) (*cluster, *client, pb.MasterClient, *owners) {
+	t.Helper()
+	c := startCluster(t, 1, tweak)
+	c.leader(10 * time.Second)
+	cl := newClient(t, c.addrs()...)
+	mc := cl.at(0)
+	o := newOwners()
+	fleet(t, cl, o, n, 50*time.Millisecond)
+	if _, err := mc.CreateTable(ctxT(t, 10*time.Second), &pb.CreateTableRequest{Schema: schema("t", "cf"), SplitKeys: splitKeys(tablets - 1)}); err != nil {
+		t.Fatal(err)
+	}
+	servingCounts(t, mc, "t", tablets)
+	return c, cl, mc, o
+}
+
+// watchMoves calls see with the leader's moves in flight, under its lock,
+// every 2 ms until stop is called; see's effects are visible after stop.
+func watchMoves(t *testing.T, c *cluster, see func(map[string]*move)) (stop func()) {
+	t.Helper()
+	ls, err := c.masters[0].ready()
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+			ls.mu.Lock()
+			see(ls.moves)
+			ls.mu.Unlock()
+		}
+	}()
+	return func() { close(done); <-stopped }
+}
+
+// waitEven waits until the tablets of table "t" are spread evenly over
+// the tservers named.
+func waitEven(t *testing.T, mc pb.MasterClient, tablets int, tservers ...string) {
+	t.Helper()
+	wait.For(t, 30*time.Second, fmt.Sprintf("rebalanced to %d each", tablets/len(tservers)), func() error {
+		counts := servingCounts(t, mc, "t", tablets)
+		for _, u := range tservers {
+			if counts[u] != tablets/len(tservers) {
+				return fmt.Errorf("tablets per tserver %v", counts)
+			}
+		}
+		return nil
+	})
+}
+
 // servingCounts waits until every tablet of table is SERVING and returns
 // the count per tserver.
 func servingCounts(t *testing.T, mc pb.MasterClient, table string, want int) map[string]int {
@@ -196,48 +254,15 @@ func TestDeadTServerTabletsReassigned(t *testing.T) {
 
 func TestRebalanceOnJoin(t *testing.T) {
 	const maxMoves = 3
-	c := startCluster(t, 1, func(cfg *Config) { cfg.MaxMoves = maxMoves })
-	c.leader(10 * time.Second)
-	cl := newClient(t, c.addrs()...)
-	mc := cl.at(0)
-	o := newOwners()
-	fleet(t, cl, o, 3, 50*time.Millisecond)
-	if _, err := mc.CreateTable(ctxT(t, 10*time.Second), &pb.CreateTableRequest{Schema: schema("t", "cf"), SplitKeys: splitKeys(35)}); err != nil {
-		t.Fatal(err)
-	}
-	servingCounts(t, mc, "t", 36)
+	c, cl, mc, o := servedFleet(t, func(cfg *Config) { cfg.MaxMoves = maxMoves }, 3, 36)
 
 	// Watch the moves in flight while the fourth tserver joins.
-	ls, _ := c.masters[0].ready()
-	stop := make(chan struct{})
-	maxSeen := make(chan int, 1)
-	go func() {
-		m := 0
-		for {
-			select {
-			case <-stop:
-				maxSeen <- m
-				return
-			case <-time.After(2 * time.Millisecond):
-			}
-			ls.mu.Lock()
-			m = max(m, len(ls.moves))
-			ls.mu.Unlock()
-		}
-	}()
+	m := 0
+	stop := watchMoves(t, c, func(moves map[string]*move) { m = max(m, len(moves)) })
 	newFakeTS(t, "ts9", cl, o).start(50 * time.Millisecond)
-	var counts map[string]int
-	wait.For(t, 30*time.Second, "rebalanced to 9 each", func() error {
-		counts = servingCounts(t, mc, "t", 36)
-		for _, u := range []string{"ts0", "ts1", "ts2", "ts9"} {
-			if counts[u] != 9 {
-				return fmt.Errorf("tablets per tserver %v", counts)
-			}
-		}
-		return nil
-	})
-	close(stop)
-	if m := <-maxSeen; m > maxMoves || m == 0 {
+	waitEven(t, mc, 36, "ts0", "ts1", "ts2", "ts9")
+	stop()
+	if m > maxMoves || m == 0 {
 		t.Errorf("at most %d moves were in flight, want 1..%d", m, maxMoves)
 	}
 	if len(o.violations) > 0 {
@@ -255,56 +280,25 @@ func TestRebalanceWarmupAndBudget(t *testing.T) {
 		perIntv  = 2
 		interval = 400 * time.Millisecond
 	)
-	c := startCluster(t, 1, func(cfg *Config) {
+	c, cl, mc, o := servedFleet(t, func(cfg *Config) {
 		cfg.RebalanceWarmup, cfg.MovesPerInterval, cfg.MoveInterval = warmup, perIntv, interval
-	})
-	c.leader(10 * time.Second)
-	cl := newClient(t, c.addrs()...)
-	mc := cl.at(0)
-	o := newOwners()
-	fleet(t, cl, o, 3, 50*time.Millisecond)
-	if _, err := mc.CreateTable(ctxT(t, 10*time.Second), &pb.CreateTableRequest{Schema: schema("t", "cf"), SplitKeys: splitKeys(23)}); err != nil {
-		t.Fatal(err)
-	}
-	servingCounts(t, mc, "t", 24)
+	}, 3, 24)
 
 	// Record when each move starts while the fourth tserver joins.
-	ls, _ := c.masters[0].ready()
-	stop := make(chan struct{})
-	started := make(chan []time.Time, 1)
-	go func() {
-		seen := map[string]bool{}
-		var at []time.Time
-		for {
-			select {
-			case <-stop:
-				started <- at
-				return
-			case <-time.After(2 * time.Millisecond):
+	seen := map[string]bool{}
+	var at []time.Time
+	stop := watchMoves(t, c, func(moves map[string]*move) {
+		for id := range moves {
+			if !seen[id] {
+				seen[id] = true
+				at = append(at, time.Now())
 			}
-			ls.mu.Lock()
-			for id := range ls.moves {
-				if !seen[id] {
-					seen[id] = true
-					at = append(at, time.Now())
-				}
-			}
-			ls.mu.Unlock()
 		}
-	}()
+	})
 	joined := time.Now()
 	newFakeTS(t, "ts9", cl, o).start(50 * time.Millisecond)
-	wait.For(t, 30*time.Second, "rebalanced to 6 each", func() error {
-		counts := servingCounts(t, mc, "t", 24)
-		for _, u := range []string{"ts0", "ts1", "ts2", "ts9"} {
-			if counts[u] != 6 {
-				return fmt.Errorf("tablets per tserver %v", counts)
-			}
-		}
-		return nil
-	})
-	close(stop)
-	at := <-started
+	waitEven(t, mc, 24, "ts0", "ts1", "ts2", "ts9")
+	stop()
 	if len(at) < 6 {
 		t.Fatalf("%d moves seen, want at least 6", len(at))
 	}

@@ -28,7 +28,8 @@ func health(c *client, i int, want healthpb.HealthCheckResponse_ServingStatus) e
 }
 
 // gathered returns the value of every gauge and counter sample of the
-// named family in reg, by its label values joined with ",".
+// named family in reg, by its label values joined with ","; a histogram's
+// sample count is under that key and its sum under the key plus "/sum".
 func gathered(t *testing.T, reg *prometheus.Registry, name string) map[string]float64 {
 	t.Helper()
 	fams, err := reg.Gather()
@@ -53,6 +54,9 @@ func gathered(t *testing.T, reg *prometheus.Registry, name string) map[string]fl
 				out[key] = m.Gauge.GetValue()
 			case m.Counter != nil:
 				out[key] = m.Counter.GetValue()
+			case m.Histogram != nil:
+				out[key] = float64(m.Histogram.GetSampleCount())
+				out[key+"/sum"] = m.Histogram.GetSampleSum()
 			}
 		}
 	}

@@ -7,36 +7,15 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	pb "bighive/proto/bighivepb"
 	"bighive/testkit/wait"
 )
 
-// histogram returns the sample count and sum of the named histogram's
-// series whose label values joined with "," are key.
-func histogram(t *testing.T, reg *prometheus.Registry, name, key string) (n uint64, sum float64) {
+// unavailable is the count and sum of the leader's
+// bighive_master_tablet_unavailable_seconds of cause.
+func unavailable(t *testing.T, reg *prometheus.Registry, cause string) (n int, sum float64) {
 	t.Helper()
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatalf("gather: %v", err)
-	}
-	for _, f := range fams {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.Metric {
-			k := ""
-			for i, l := range m.Label {
-				if i > 0 {
-					k += ","
-				}
-				k += l.GetValue()
-			}
-			if k == key && m.Histogram != nil {
-				return m.Histogram.GetSampleCount(), m.Histogram.GetSampleSum()
-			}
-		}
-	}
-	return 0, 0
+	got := gathered(t, reg, "bighive_master_tablet_unavailable_seconds")
+	return int(got[cause]), got[cause+"/sum"]
 }
 
 // TestTabletUnavailableMetric: each tablet a rebalancing move or a
@@ -46,19 +25,9 @@ func histogram(t *testing.T, reg *prometheus.Registry, name, key string) (n uint
 // lease plus the margin (counted from the dead tserver's last heartbeat).
 func TestTabletUnavailableMetric(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
-	c := startCluster(t, 1, func(cfg *Config) { cfg.Metrics, cfg.RebalanceWarmup = reg, -1 })
-	c.leader(10 * time.Second)
+	c, cl, mc, o := servedFleet(t, func(cfg *Config) { cfg.Metrics, cfg.RebalanceWarmup = reg, -1 }, 2, 6)
 	cfg := c.masters[0].cfg
-	cl := newClient(t, c.addrs()...)
-	mc := cl.at(0)
-	o := newOwners()
-	fleet(t, cl, o, 2, 50*time.Millisecond)
-	if _, err := mc.CreateTable(ctxT(t, 10*time.Second), &pb.CreateTableRequest{Schema: schema("t", "cf"), SplitKeys: splitKeys(5)}); err != nil {
-		t.Fatal(err)
-	}
-	servingCounts(t, mc, "t", 6)
-	const name = "bighive_master_tablet_unavailable_seconds"
-	if n, _ := histogram(t, reg, name, "move"); n != 0 {
+	if n, _ := unavailable(t, reg, "move"); n != 0 {
 		t.Fatalf("%d move observations before any move", n)
 	}
 
@@ -72,12 +41,12 @@ func TestTabletUnavailableMetric(t *testing.T) {
 		return nil
 	})
 	wait.For(t, 10*time.Second, "two move observations", func() error {
-		if n, _ := histogram(t, reg, name, "move"); n != 2 {
+		if n, _ := unavailable(t, reg, "move"); n != 2 {
 			return fmt.Errorf("%d move observations", n)
 		}
 		return nil
 	})
-	n, sum := histogram(t, reg, name, "move")
+	n, sum := unavailable(t, reg, "move")
 	t.Logf("moves: %d tablets, %.3f s unavailable on average", n, sum/float64(n))
 	if sum/float64(n) > 2 {
 		t.Errorf("a move left its tablet unserved %.3f s on average", sum/float64(n))
@@ -86,17 +55,17 @@ func TestTabletUnavailableMetric(t *testing.T) {
 	// ts9 crashes: its two tablets are recovered on the others.
 	f.stop()
 	wait.For(t, 30*time.Second, "two recovery observations", func() error {
-		if n, _ := histogram(t, reg, name, "recovery"); n != 2 {
+		if n, _ := unavailable(t, reg, "recovery"); n != 2 {
 			return fmt.Errorf("%d recovery observations", n)
 		}
 		return nil
 	})
-	n, sum = histogram(t, reg, name, "recovery")
+	n, sum = unavailable(t, reg, "recovery")
 	t.Logf("recovery: %d tablets, %.3f s unavailable on average (lease %v + margin %v)", n, sum/float64(n), cfg.Lease, cfg.DeadMargin)
 	if floor := (cfg.Lease + cfg.DeadMargin).Seconds(); sum/float64(n) < floor || sum/float64(n) > floor+5 {
 		t.Errorf("a recovered tablet was unserved %.3f s on average, want from the lease plus the margin (%.3f s) to 5 s more", sum/float64(n), floor)
 	}
-	if n, _ := histogram(t, reg, name, "move"); n != 2 {
+	if n, _ := unavailable(t, reg, "move"); n != 2 {
 		t.Errorf("%d move observations after the recovery, want still 2", n)
 	}
 }

@@ -3,8 +3,6 @@ package tserver_test
 import (
 	"context"
 	"fmt"
-	"net"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -21,28 +19,10 @@ import (
 // (master/nudge.go; TServer.AssignTablets heartbeats at once).
 func TestMasterNudgesTServers(t *testing.T) {
 	const hb = 30 * time.Second
-	dir := t.TempDir()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := master.Start(master.Config{ID: "m1", Dir: filepath.Join(dir, "master"), RaftAddr: freeAddr(t), Raft: tserver.SoleMasterRaft(),
-		Lease: 2 * hb, Heartbeat: hb, TickInterval: 50 * time.Millisecond, StartupGrace: -1, RebalanceWarmup: -1,
-		Logger: quiet()}, lis)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := &node{t: t, master: m, root: filepath.Join(dir, "root")}
-	t.Cleanup(func() {
-		for _, s := range n.servers {
-			if s != nil {
-				s.Close()
-			}
-		}
-		m.Close()
-	})
 	slow := func(o *tserver.Options) { o.HeartbeatInterval = hb }
-	n.add(slow)
+	n := startNodeWith(t, 1, func(c *master.Config) {
+		c.Lease, c.Heartbeat, c.TickInterval, c.StartupGrace, c.RebalanceWarmup = 2*hb, hb, 50*time.Millisecond, -1, -1
+	}, func(_ int, o *tserver.Options) { slow(o) })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c := n.client(ctx)

@@ -35,13 +35,22 @@ var freeAddr = tserver.FreeAddr
 // buffers and fast heartbeats; opt, if set, adjusts tserver i's options.
 func startNode(t *testing.T, tservers int, lease time.Duration, opt func(i int, o *tserver.Options)) *node {
 	t.Helper()
+	return startNodeWith(t, tservers, func(c *master.Config) { c.Lease = lease }, opt)
+}
+
+// startNodeWith is startNode with the master's config adjusted by tweak
+// (its heartbeat is 200 ms unless tweak changes it).
+func startNodeWith(t *testing.T, tservers int, tweak func(*master.Config), opt func(i int, o *tserver.Options)) *node {
+	t.Helper()
 	dir := t.TempDir()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := master.Start(master.Config{ID: "m1", Dir: filepath.Join(dir, "master"), RaftAddr: freeAddr(t), Raft: tserver.SoleMasterRaft(),
-		Lease: lease, Heartbeat: 200 * time.Millisecond, Logger: quiet()}, lis)
+	cfg := master.Config{ID: "m1", Dir: filepath.Join(dir, "master"), RaftAddr: freeAddr(t), Raft: tserver.SoleMasterRaft(),
+		Heartbeat: 200 * time.Millisecond, Logger: quiet()}
+	tweak(&cfg)
+	m, err := master.Start(cfg, lis)
 	if err != nil {
 		t.Fatal(err)
 	}
