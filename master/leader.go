@@ -62,6 +62,7 @@ type leaderState struct {
 
 	moveStarts []time.Time             // rebalancing moves started in the last Config.MoveInterval, oldest first (under mu)
 	news       map[string]bool         // tservers this tick has something new for, nudged at its end (nudge.go; under mu)
+	nudges     chan struct{}           // a slot per nudge in flight (nudge.go; made under mu)
 	unavail    map[string]unavailStart // tablets not served since, until a load commits (unavail.go; under mu)
 }
 

@@ -23,6 +23,11 @@ import (
 // that wait; the reply itself is still the one way state reaches the
 // tserver, so nothing about leases or reconciliation changes.
 
+// maxNudges bounds the nudges in flight; a tick with news for more
+// tservers than that (a big table created, say) nudges that many, and the
+// others hear at their next heartbeat.
+const maxNudges = 64
+
 // noteNewsLocked marks tserver as one the tick has something new for.
 // ls.mu is held.
 func (ls *leaderState) noteNewsLocked(tserver string) {
@@ -53,10 +58,15 @@ func (ls *leaderState) nudgeNews(ctx context.Context) {
 	ls.mu.Lock()
 	uuids := slices.Sorted(maps.Keys(ls.news))
 	ls.news = nil
+	if ls.nudges == nil {
+		ls.nudges = make(chan struct{}, maxNudges)
+	}
+	slots := ls.nudges
 	ls.mu.Unlock()
 	if len(uuids) == 0 {
 		return
 	}
+	uuids = uuids[:min(len(uuids), maxNudges)]
 	m := ls.m
 	var addrs []string
 	_ = m.view(func(r *meta.Reader) error {
@@ -68,7 +78,13 @@ func (ls *leaderState) nudgeNews(ctx context.Context) {
 		return nil
 	})
 	for _, addr := range addrs {
+		select {
+		case slots <- struct{}{}:
+		default:
+			return // maxNudges in flight
+		}
 		go func() {
+			defer func() { <-slots }()
 			nctx, cancel := context.WithTimeout(ctx, max(m.cfg.Heartbeat, 100*time.Millisecond))
 			defer cancel()
 			err := m.callTServerOnce(nctx, addr, func(ctx context.Context, c pb.TServerClient) error {
