@@ -43,6 +43,13 @@ func startFailoverClusterWith(t *testing.T, opts cluster.Options) (*cluster.Clus
 	t.Helper()
 	opts.TServers, opts.Lease, opts.Heartbeat = 3, foLease, foHeartbeat
 	c := cluster.New(t, opts)
+	return c, failoverClient(t, c)
+}
+
+// failoverClient dials c with a short attempt timeout and backoff, so
+// writes follow a tablet that moved soon after it serves again.
+func failoverClient(t *testing.T, c *cluster.Cluster) *client.Client {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cl, err := c.Client(ctx, client.WithAttemptTimeout(time.Second), client.WithBackoff(20*time.Millisecond, 250*time.Millisecond))
@@ -50,7 +57,7 @@ func startFailoverClusterWith(t *testing.T, opts cluster.Options) (*cluster.Clus
 		t.Fatalf("dial: %v", err)
 	}
 	t.Cleanup(func() { cl.Close() })
-	return c, cl
+	return cl
 }
 
 // seed returns the test's seed (BIGHIVE_SEED overrides) and logs it.
@@ -120,6 +127,18 @@ func (w *workload) acks() int {
 func (w *workload) stop() {
 	w.cancel()
 	w.wg.Wait()
+}
+
+// writing creates table name of tablets tablets, starts writers (the
+// workload's seed is sd), stops them when the test ends and waits for
+// acks acknowledged writes.
+func writing(t *testing.T, ctx context.Context, c *cluster.Cluster, cl *client.Client, name string, tablets, writers, acks int, sd int64) (*client.Table, *workload) {
+	t.Helper()
+	tbl := createTable(t, ctx, c, cl, name, tablets)
+	w := startWorkload(ctx, tbl, sd, writers)
+	t.Cleanup(w.stop)
+	w.waitAcks(t, ctx, acks)
+	return tbl, w
 }
 
 // waitAcks waits until n more writes were acknowledged.
@@ -234,6 +253,37 @@ func waitServedElsewhere(t *testing.T, ctx context.Context, cl *client.Client, t
 	return back, own
 }
 
+// logServedAgain logs when each tablet that addr served (before) served
+// again after the signal, and returns how many there were.
+func logServedAgain(t *testing.T, before map[string]string, back map[string]time.Duration, addr, signal string) (moved int) {
+	t.Helper()
+	for id, a := range before {
+		if a == addr {
+			moved++
+			t.Logf("tablet %s served again %v after the %s", id, back[id].Round(time.Millisecond), signal)
+		}
+	}
+	return moved
+}
+
+// stopServedElsewhere stops the tserver sd picks with stop (a kill or a
+// pause) and waits until every tablet of table serves on another one. It
+// returns the tserver's address, the owners before, when each tablet
+// served again (from the stop) and the owners after.
+func stopServedElsewhere(t *testing.T, ctx context.Context, c *cluster.Cluster, cl *client.Client, table string, sd int64,
+	stop func(int) error) (addr string, before map[string]string, back map[string]time.Duration, after map[string]string) {
+	t.Helper()
+	victim := rand.New(rand.NewSource(sd)).Intn(c.NumTServers())
+	addr = c.TServerAddr(victim)
+	before = owners(t, ctx, cl, table)
+	stopped := time.Now()
+	if err := stop(victim); err != nil {
+		t.Fatal(err)
+	}
+	back, after = waitServedElsewhere(t, ctx, cl, table, stopped, addr)
+	return addr, before, back, after
+}
+
 func maxDur(m map[string]time.Duration) time.Duration {
 	var d time.Duration
 	for _, v := range m {
@@ -274,25 +324,33 @@ func logInt(line, key string) int64 {
 func logSplitFigures(t *testing.T, c *cluster.Cluster, prefix string) splitFigures {
 	t.Helper()
 	var f splitFigures
+	for _, line := range processLogLines(t, c) {
+		switch {
+		case strings.Contains(line, `msg="log split done"`) && strings.Contains(line, " prefix="+prefix+" "):
+			f.done = true
+			f.read += logInt(line, "bytes_read")
+		case strings.Contains(line, `msg="log split task done"`) && strings.Contains(line, " task=split/"+prefix+"/"):
+			f.written += logInt(line, "recovery_bytes")
+		case strings.Contains(line, `msg="recovery files replayed"`):
+			f.replayed += logInt(line, "recovery_bytes")
+		}
+	}
+	return f
+}
+
+// processLogLines returns the lines of every process's log in c.
+func processLogLines(t *testing.T, c *cluster.Cluster) []string {
+	t.Helper()
+	var out []string
 	logs, _ := filepath.Glob(filepath.Join(c.Dir(), "*.log"))
 	for _, path := range logs {
 		data, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, line := range strings.Split(string(data), "\n") {
-			switch {
-			case strings.Contains(line, `msg="log split done"`) && strings.Contains(line, " prefix="+prefix+" "):
-				f.done = true
-				f.read += logInt(line, "bytes_read")
-			case strings.Contains(line, `msg="log split task done"`) && strings.Contains(line, " task=split/"+prefix+"/"):
-				f.written += logInt(line, "recovery_bytes")
-			case strings.Contains(line, `msg="recovery files replayed"`):
-				f.replayed += logInt(line, "recovery_bytes")
-			}
-		}
+		out = append(out, strings.Split(string(data), "\n")...)
 	}
-	return f
+	return out
 }
 
 // logBytes is the size of every log file of the tserver at addr.
@@ -345,10 +403,7 @@ func TestFailoverKillTServer(t *testing.T) {
 			c, cl := startFailoverCluster(t, 1, tc.flags...)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			tbl := createTable(t, ctx, c, cl, "fo", foTablets)
-			w := startWorkload(ctx, tbl, sd, 6)
-			defer w.stop()
-			w.waitAcks(t, ctx, 600)
+			_, w := writing(t, ctx, c, cl, "fo", foTablets, 6, 600, sd)
 
 			victim := rand.New(rand.NewSource(sd)).Intn(c.NumTServers())
 			addr := c.TServerAddr(victim)
@@ -362,13 +417,7 @@ func TestFailoverKillTServer(t *testing.T) {
 				t.Fatal(err)
 			}
 			back, _ := waitServedElsewhere(t, ctx, cl, "fo", killed, addr)
-			moved := 0
-			for id, a := range before {
-				if a == addr {
-					moved++
-					t.Logf("tablet %s served again after %v", id, back[id].Round(time.Millisecond))
-				}
-			}
+			moved := logServedAgain(t, before, back, addr, "SIGKILL")
 			t.Logf("SIGKILL of %s (%d tablets): every tablet served again after %v (lease %v)", addr, moved, maxDur(back).Round(time.Millisecond), foLease)
 			if d := maxDur(back); d > foLease+15*time.Second {
 				t.Errorf("recovery took %v, want about the lease (%v) plus a few seconds", d, foLease)
@@ -387,19 +436,9 @@ func TestFailoverDouble(t *testing.T) {
 	c, cl := startFailoverCluster(t, 1, "--mem-limit=1073741824")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	tbl := createTable(t, ctx, c, cl, "fo2", foTablets)
-	w := startWorkload(ctx, tbl, sd, 6)
-	defer w.stop()
-	w.waitAcks(t, ctx, 400)
+	_, w := writing(t, ctx, c, cl, "fo2", foTablets, 6, 400, sd)
 
-	first := rand.New(rand.NewSource(sd)).Intn(c.NumTServers())
-	firstAddr := c.TServerAddr(first)
-	before := owners(t, ctx, cl, "fo2")
-	killed := time.Now()
-	if err := c.KillTServer(first); err != nil {
-		t.Fatal(err)
-	}
-	back, after := waitServedElsewhere(t, ctx, cl, "fo2", killed, firstAddr)
+	firstAddr, before, back, after := stopServedElsewhere(t, ctx, c, cl, "fo2", sd, c.KillTServer)
 	t.Logf("first kill (%s): every tablet served again after %v", firstAddr, maxDur(back).Round(time.Millisecond))
 
 	// The tserver that took most of the first one's tablets.
@@ -416,7 +455,7 @@ func TestFailoverDouble(t *testing.T) {
 		}
 	}
 	w.waitAcks(t, ctx, 400) // writes that only the second one's log holds
-	killed = time.Now()
+	killed := time.Now()
 	if err := c.KillTServer(indexOf(c, second)); err != nil {
 		t.Fatal(err)
 	}
@@ -448,10 +487,7 @@ func testMasterLeaderDiesDuringRecovery(t *testing.T, tls bool) {
 	c, cl := startFailoverClusterWith(t, cluster.Options{Masters: 3, Flags: []string{"--mem-limit=1073741824"}, TLS: tls})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	tbl := createTable(t, ctx, c, cl, "fo3", foTablets)
-	w := startWorkload(ctx, tbl, sd, 4)
-	defer w.stop()
-	w.waitAcks(t, ctx, 400)
+	_, w := writing(t, ctx, c, cl, "fo3", foTablets, 4, 400, sd)
 
 	victim := rand.New(rand.NewSource(sd)).Intn(c.NumTServers())
 	addr := c.TServerAddr(victim)
@@ -495,10 +531,7 @@ func TestFailoverPausedTServerIsFenced(t *testing.T) {
 	c, cl := startFailoverCluster(t, 1, "--mem-limit=1073741824")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	tbl := createTable(t, ctx, c, cl, "fo4", foTablets)
-	w := startWorkload(ctx, tbl, sd, 4)
-	defer w.stop()
-	w.waitAcks(t, ctx, 300)
+	tbl, w := writing(t, ctx, c, cl, "fo4", foTablets, 4, 300, sd)
 
 	victim := rand.New(rand.NewSource(sd)).Intn(c.NumTServers())
 	addr := c.TServerAddr(victim)
