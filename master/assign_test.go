@@ -305,15 +305,18 @@ func TestRebalanceWarmupAndBudget(t *testing.T) {
 	if first := at[0].Sub(joined); first < warmup {
 		t.Errorf("the first move started %v after the registration, within the %v warm-up", first, warmup)
 	}
+	// Starts are seen by sampling, so one may be seen late: count those
+	// seen within half an interval of each other (without the bound, all
+	// six start in one tick).
 	for i := range at {
 		n := 0
 		for _, s := range at[i:] {
-			if s.Sub(at[i]) < interval-10*time.Millisecond { // the sampling's slack
+			if s.Sub(at[i]) < interval/2 {
 				n++
 			}
 		}
 		if n > perIntv {
-			t.Errorf("%d moves started within %v of %v, want at most %d per interval", n, interval, at[i].Sub(joined), perIntv)
+			t.Errorf("%d moves started within %v of %v, want at most %d per interval", n, interval/2, at[i].Sub(joined), perIntv)
 		}
 	}
 	if len(o.violations) > 0 {

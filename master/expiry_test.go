@@ -36,7 +36,7 @@ func TestDeadDeclaredAtExpiry(t *testing.T) {
 		return nil
 	})
 	t.Logf("declared dead %v after its lease plus the margin ran out (polled every 20 ms at most)", late.Round(time.Millisecond))
-	if late > 250*time.Millisecond {
+	if late > time.Second { // a tick an hour away would never come; a second is load's slack
 		t.Errorf("declared dead %v after its lease plus the margin ran out", late)
 	}
 }
