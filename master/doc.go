@@ -40,9 +40,12 @@
 // assignments and unassignments (batched: a tick assigns every unassigned
 // tablet in one command), load, checkpoint (a burst of reports is one
 // command), split and merge reports, id allocation. Heartbeats, leases, reported
-// tablet sizes, rebalancing moves in flight and cache priorities live only
-// in the leader's memory; a new leader starts every registered tserver's
-// lease afresh, from the moment it became leader.
+// tablet sizes, rebalancing moves in flight (and the starts the move
+// budget counts, and registration times the warm-up counts from), cache
+// priorities and the starts of tablets' unavailability live only in the
+// leader's memory; a new leader starts every registered tserver's lease
+// afresh, from the moment it became leader, takes every tserver it knows
+// as warm, and starts with a full move budget.
 //
 // # Leases and assignment (the leader's loop)
 //
