@@ -15,7 +15,10 @@ import (
 //     tserver's lease was renewed by to the commit of the new owner's load
 //     report. The tserver stopped serving somewhere in the heartbeat
 //     interval after that heartbeat (it was stopped, or crashed), which the
-//     master cannot see: the figure overstates by at most one interval.
+//     master cannot see: the figure overstates by at most one interval. A
+//     tserver this leader never heard from counts from the leader's start
+//     (its lease's start), so when the old leader went down with the
+//     tserver the figure leaves out the election before it.
 //
 // The end is the leader's commit, not the tserver's first write: the
 // tserver serves as soon as the answer reaches it, one round trip later.
