@@ -17,7 +17,14 @@ import (
 // native client's CPU per Get.
 type attemptCtx struct {
 	context.Context // the caller's
-	deadline        time.Time
+	start, deadline time.Time
+
+	// final is the call's retry deadline (Client.do); keep says the call
+	// is not idempotent, so a batch-stream command of it, once sent, waits
+	// for its answer until final rather than until deadline: no retry can
+	// follow it, and giving up early would only make its outcome unknown.
+	final time.Time
+	keep  bool
 
 	once  sync.Once
 	timed atomic.Pointer[timedCtx] // set by the first Done
@@ -28,8 +35,8 @@ type timedCtx struct {
 	cancel context.CancelFunc
 }
 
-func newAttemptCtx(parent context.Context, deadline time.Time) *attemptCtx {
-	return &attemptCtx{Context: parent, deadline: deadline}
+func newAttemptCtx(parent context.Context, start, deadline time.Time) *attemptCtx {
+	return &attemptCtx{Context: parent, start: start, deadline: deadline}
 }
 
 // timer returns the attempt as a context.WithDeadline, making it once.
@@ -93,12 +100,11 @@ var released = func() timedCtx {
 	return timedCtx{ctx: ctx, cancel: cancel}
 }()
 
-// splitAttempt returns the context a call should wait on and the
-// attempt's deadline when ctx is an attempt (zero otherwise, ctx then
-// carrying its own deadline).
-func splitAttempt(ctx context.Context) (context.Context, time.Time) {
+// splitAttempt returns the context a call should wait on and the attempt
+// when ctx is one (nil otherwise, ctx then carrying its own deadline).
+func splitAttempt(ctx context.Context) (context.Context, *attemptCtx) {
 	if a, ok := ctx.(*attemptCtx); ok {
-		return a.Context, a.deadline
+		return a.Context, a
 	}
-	return ctx, time.Time{}
+	return ctx, nil
 }

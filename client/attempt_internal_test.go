@@ -19,7 +19,7 @@ func TestAttemptCtx(t *testing.T) {
 	}{
 		{"deadline and value without a timer", func(t *testing.T, parent context.Context, _ context.CancelFunc) {
 			d := time.Now().Add(time.Hour)
-			a := newAttemptCtx(parent, d)
+			a := newAttemptCtx(parent, time.Now(), d)
 			if got, ok := a.Deadline(); !ok || !got.Equal(d) {
 				t.Fatalf("Deadline() = %v %v, want %v", got, ok, d)
 			}
@@ -29,18 +29,18 @@ func TestAttemptCtx(t *testing.T) {
 			if a.Err() != nil || a.timed.Load() != nil {
 				t.Fatalf("Err() = %v, timer made %v: want nil and no timer", a.Err(), a.timed.Load() != nil)
 			}
-			if w, dl := splitAttempt(a); w != parent || !dl.Equal(d) {
-				t.Fatal("splitAttempt does not give the caller's context and the deadline")
+			if w, got := splitAttempt(a); w != parent || got != a || !got.deadline.Equal(d) {
+				t.Fatal("splitAttempt does not give the caller's context and the attempt")
 			}
 		}},
 		{"past deadline without a timer", func(t *testing.T, parent context.Context, _ context.CancelFunc) {
-			a := newAttemptCtx(parent, time.Now().Add(-time.Millisecond))
+			a := newAttemptCtx(parent, time.Now(), time.Now().Add(-time.Millisecond))
 			if !errors.Is(a.Err(), context.DeadlineExceeded) {
 				t.Fatalf("Err() = %v, want DeadlineExceeded", a.Err())
 			}
 		}},
 		{"Done closes at the deadline", func(t *testing.T, parent context.Context, _ context.CancelFunc) {
-			a := newAttemptCtx(parent, time.Now().Add(20*time.Millisecond))
+			a := newAttemptCtx(parent, time.Now(), time.Now().Add(20*time.Millisecond))
 			defer a.release()
 			select {
 			case <-a.Done():
@@ -52,7 +52,7 @@ func TestAttemptCtx(t *testing.T) {
 			}
 		}},
 		{"caller's cancel reaches a derived context", func(t *testing.T, parent context.Context, cancel context.CancelFunc) {
-			a := newAttemptCtx(parent, time.Now().Add(time.Hour))
+			a := newAttemptCtx(parent, time.Now(), time.Now().Add(time.Hour))
 			defer a.release()
 			child, stop := context.WithCancel(a)
 			defer stop()
@@ -67,7 +67,7 @@ func TestAttemptCtx(t *testing.T) {
 			}
 		}},
 		{"release ends a later Done", func(t *testing.T, parent context.Context, _ context.CancelFunc) {
-			a := newAttemptCtx(parent, time.Now().Add(time.Hour))
+			a := newAttemptCtx(parent, time.Now(), time.Now().Add(time.Hour))
 			a.release()
 			select {
 			case <-a.Done():

@@ -77,6 +77,7 @@ type batchSession struct {
 // streamCall is one caller's command.
 type streamCall struct {
 	ctx      context.Context // the caller's
+	a        *attemptCtx     // the attempt; nil: ctx carries its own deadline
 	deadline time.Time       // the attempt's; zero: ctx's own
 	cmd      *pb.BatchCommandsRequest_Command
 	size     int
@@ -136,8 +137,11 @@ func (bs *batchStreams) call(ctx context.Context, addr string, cmd *pb.BatchComm
 	bs.mu.Unlock()
 	// The call waits on its caller's context; its session ends it at the
 	// attempt's deadline (expire), with no timer of its own.
-	wait, deadline := splitAttempt(ctx)
-	sc := &streamCall{ctx: wait, deadline: deadline, cmd: cmd, size: proto.Size(cmd), done: make(chan streamResult, 1)}
+	wait, a := splitAttempt(ctx)
+	sc := &streamCall{ctx: wait, a: a, cmd: cmd, size: proto.Size(cmd), done: make(chan streamResult, 1)}
+	if a != nil {
+		sc.deadline = a.deadline
+	}
 	var sess *batchSession
 	for range 2 { // a stream that broke just now is replaced once
 		var err error
@@ -255,10 +259,12 @@ func expireTick(attempt time.Duration) time.Duration {
 	return min(max(attempt/20, 5*time.Millisecond), 100*time.Millisecond)
 }
 
-// expire ends the calls whose attempt deadline passed, every tick, until
-// the stream ends: a call not yet sent is dropped (it never will be), a
-// sent one has an unknown outcome; both get DeadlineExceeded, as a call
-// whose context ran out.
+// expire, every tick until the stream ends, ends the calls whose attempt
+// deadline passed: a call not yet sent is dropped (it never will
+// be), a sent one has an unknown outcome; both get DeadlineExceeded, as a
+// call whose attempt ran out. A sent call of a non-idempotent write
+// (attemptCtx.keep) waits for its answer until the call's retry deadline
+// (attemptCtx.final) instead: no retry may follow it.
 func (s *batchSession) expire(tick time.Duration) {
 	t := time.NewTicker(tick)
 	defer t.Stop()
@@ -271,14 +277,19 @@ func (s *batchSession) expire(tick time.Duration) {
 		now := time.Now()
 		s.mu.Lock()
 		for id, sc := range s.calls {
-			if sc.deadline.IsZero() || now.Before(sc.deadline) {
+			limit := sc.deadline
+			if sc.sent && sc.a != nil && sc.a.keep {
+				limit = sc.a.final
+			}
+			if limit.IsZero() || now.Before(limit) {
 				continue
 			}
 			delete(s.calls, id)
 			if !sc.sent {
 				s.unqueue(sc)
 			}
-			sc.done <- streamResult{err: context.DeadlineExceeded, sent: sc.sent}
+			sc.done <- streamResult{err: status.Errorf(codes.DeadlineExceeded,
+				"client: tserver %s did not answer within the attempt's deadline", s.bc.addr), sent: sc.sent}
 		}
 		s.mu.Unlock()
 	}

@@ -241,53 +241,87 @@ func (c *Client) tserver(addr string) (pb.TServerClient, error) {
 	return pb.NewTServerClient(cc), nil
 }
 
-// withDeadline gives ctx the retry timeout when it has no deadline.
+// withDeadline gives ctx the retry timeout when it has no deadline (and
+// marks it so: ownDeadline).
 func (c *Client) withDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
 	if _, ok := ctx.Deadline(); ok {
 		return context.WithCancel(ctx)
 	}
-	return context.WithTimeout(ctx, c.opts.retryTimeout)
+	return context.WithTimeout(context.WithValue(ctx, retryTimeoutKey{}, true), c.opts.retryTimeout)
 }
+
+// callKind is what a call does, which decides how its failures are
+// retried and answered (see the package documentation, "Retry rules").
+type callKind int
+
+const (
+	// read changes nothing: retried on any retryable failure.
+	read callKind = iota
+	// write is idempotent: retried on any retryable failure, but an
+	// attempt that may have applied it makes its outcome unknown until one
+	// succeeds.
+	write
+	// writeOnce is not idempotent: retried only after a failure that
+	// proves it was not applied.
+	writeOnce
+)
+
+func (k callKind) idempotent() bool { return k != writeOnce }
 
 // do runs op until it succeeds, fails permanently, or ctx runs out, with
 // backoff between attempts. op gets a context bounded by the attempt
 // timeout and a peer to pass as grpc.Peer, which tells whether the request
 // reached a server. The error returned is a status prefixed by prefix(),
-// which is called only when there is an error to return.
+// which is called only when there is an error to return; its code follows
+// deadlineError when time ran out, and a write that may have been applied
+// and may not be retried is Unavailable saying its outcome is unknown
+// (unknownOutcome), whatever its last attempt's code.
 //
 // The retry timeout (ctx's deadline, or the client's retry timeout when
 // ctx has none) is kept as a time, not a context: each attempt gets one
 // context whose deadline is the sooner of its attempt timeout and the
 // retry timeout, so a call that succeeds at once makes one timer, not two.
-func (c *Client) do(ctx context.Context, prefix func() string, idempotent bool, op func(ctx context.Context, p *peer.Peer) error) error {
+// The attempt also carries the retry timeout (attemptCtx.final): a
+// non-idempotent write sent on the batch stream waits for its answer
+// until then, not only for the attempt timeout, since no retry may follow
+// it.
+func (c *Client) do(ctx context.Context, prefix func() string, k callKind, op func(ctx context.Context, p *peer.Peer) error) error {
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = time.Now().Add(c.opts.retryTimeout)
 	}
 	bo := newBackoff(c.opts.minBackoff, c.opts.maxBackoff)
 	var last error
+	unknown := false // an attempt may have applied the write
 	for attempt := 1; ; attempt++ {
-		ad := time.Now().Add(c.opts.attemptTimeout)
+		now := time.Now()
+		ad := now.Add(c.opts.attemptTimeout)
 		if deadline.Before(ad) {
 			ad = deadline
 		}
-		actx := newAttemptCtx(ctx, ad)
+		actx := newAttemptCtx(ctx, now, ad)
+		actx.final, actx.keep = deadline, k == writeOnce
 		var p peer.Peer
 		err := op(actx, &p)
 		actx.release()
 		if err == nil {
 			return nil
 		}
+		f := classifyErr(err, p.Addr != nil)
+		unknown = unknown || k != read && f == ambiguous
 		if ctx.Err() != nil || !time.Now().Before(deadline) {
-			return deadlineError(ctx, prefix(), attempt, cmp.Or(last, err))
+			return deadlineError(ctx, prefix(), attempt, cmp.Or(last, err), unknown)
 		}
-		if !classify(ctx, err, p.Addr != nil).retry(idempotent) {
+		if !f.retry(k.idempotent()) {
+			if f == ambiguous {
+				return unknownOutcome(prefix(), err)
+			}
 			return statusError(err, prefix())
 		}
 		last = err
 		c.opts.log.Debug("client: retrying", "op", prefix(), "attempt", attempt, "err", err)
 		if sleep(ctx, min(bo.next(), time.Until(deadline))) != nil || !time.Now().Before(deadline) {
-			return deadlineError(ctx, prefix(), attempt, last)
+			return deadlineError(ctx, prefix(), attempt, last, unknown)
 		}
 	}
 }

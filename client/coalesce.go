@@ -234,7 +234,7 @@ func (t *Table) coalescedApply(ctx context.Context, prefix func() string, rm *pb
 		return true, nil
 	}
 	if ctx.Err() != nil {
-		return true, deadlineError(ctx, prefix(), 1, out.err)
+		return true, deadlineError(ctx, prefix(), 1, out.err, classifyErr(out.err, out.sent) == ambiguous)
 	}
 	f := classify(ctx, out.err, out.sent)
 	if out.rowStatus && status.Code(out.err) == codes.FailedPrecondition {
@@ -248,7 +248,7 @@ func (t *Table) coalescedApply(ctx context.Context, prefix func() string, rm *pb
 	t.lc.invalidate(loc)
 	t.c.opts.log.Debug("client: retrying a coalesced write alone", "table", t.name, "row", string(rm.RowKey), "err", out.err)
 	if sleep(ctx, newBackoff(t.c.opts.minBackoff, t.c.opts.maxBackoff).next()) != nil {
-		return true, deadlineError(ctx, prefix(), 1, out.err)
+		return true, deadlineError(ctx, prefix(), 1, out.err, classifyErr(out.err, out.sent) == ambiguous)
 	}
 	return false, nil
 }

@@ -45,14 +45,14 @@ func (c *Client) Compact(ctx context.Context, table string, major bool) error {
 			continue
 		}
 		if ctx.Err() != nil {
-			return deadlineError(ctx, prefix, attempts, err)
+			return deadlineError(ctx, prefix, attempts, err, false)
 		}
 		if !classify(ctx, err, true).retry(true) || time.Since(since) >= c.opts.retryTimeout {
 			return statusError(err, prefix)
 		}
 		c.opts.log.Debug("client: retrying", "op", prefix, "attempt", attempts, "err", err)
 		if sleep(ctx, bo.next()) != nil {
-			return deadlineError(ctx, prefix, attempts, err)
+			return deadlineError(ctx, prefix, attempts, err, false)
 		}
 	}
 }

@@ -85,7 +85,7 @@ func (t *Table) applyCond(ctx context.Context, row string, m *Mutation, opts []A
 	}
 	req.PredicateFilter = pred
 	var res *pb.CheckAndMutateRowResponse
-	err = t.c.do(ctx, func() string { return prefix }, false, func(ctx context.Context, p *peer.Peer) error {
+	err = t.c.do(ctx, func() string { return prefix }, writeOnce, func(ctx context.Context, p *peer.Peer) error {
 		loc, err := t.lc.lookup(ctx, row)
 		if err != nil {
 			return unsent(err)

@@ -83,12 +83,40 @@
 //     request that never reached a server. The tserver answers any write
 //     that may have been logged (lease lost after the append, log failure)
 //     with Unavailable, never with a routing error, so none of them is
-//     retried after it; Unavailable, DeadlineExceeded or Canceled from them
-//     mean their outcome is unknown.
+//     retried after it.
 //   - InvalidArgument, NotFound, AlreadyExists, FailedPrecondition (without
 //     a TabletError), ResourceExhausted and Internal are never retried.
 //     Input is validated on the client with package limits first, so bad
 //     input fails fast with InvalidArgument and never reaches a server.
+//   - A non-idempotent write sent on the batch stream is not given up at
+//     its attempt timeout: no retry may follow it, so it waits for its
+//     answer until the call's deadline (the context's, or the retry
+//     timeout) rather than turn a slow answer into an unknown outcome.
+//
+// # Status rules
+//
+// What a call that does not succeed returns, once its retries end (an
+// outcome, not a timeout):
+//
+//   - A permanent error: its own code (the list above).
+//   - A write that may have been applied and may not be retried (it reached
+//     a tserver, no answer says what became of it, and it is not
+//     idempotent), and a write whose retries ran out after such an attempt:
+//     Unavailable, with a message that says "outcome unknown", whatever
+//     the attempt's own code. An attempt's timeout is not the caller's
+//     deadline, and the Cloud Bigtable clients take DeadlineExceeded for
+//     the caller's own.
+//   - A call whose retries ran out otherwise: Canceled when the caller
+//     cancelled; DeadlineExceeded when the caller's own context deadline
+//     passed; Unavailable, with the last failure in the message, when the
+//     client's retry timeout ran out. A call without a context deadline
+//     never ends in DeadlineExceeded.
+//
+// So a write that ends in any code but Unavailable "outcome unknown" (or
+// Canceled or DeadlineExceeded of the caller's own context, after a
+// failure that left it unknown) was not applied. ApplyBulk answers each
+// row by the same rules, and a scan that keeps failing without a deadline
+// ends in Unavailable.
 //
 // # Batch stream
 //
@@ -111,11 +139,11 @@
 //     returned.
 //   - The retry rules above are unchanged. A result is classified as the
 //     unary reply; a call still waiting to be sent when the stream broke
-//     never reached a server (safe to retry); a call that was sent and got
-//     no result, because the stream broke or the attempt timed out, has an
-//     unknown outcome (Unavailable or DeadlineExceeded after it reached a
-//     transport stream), exactly as a unary call lost in flight: only an
-//     idempotent one is retried. The next call opens a new stream.
+//     or its attempt timed out never reached a server (safe to retry); a
+//     call that was sent and got no result, because the stream broke or
+//     the attempt timed out, has an unknown outcome, exactly as a unary
+//     call lost in flight: only an idempotent one is retried. The next
+//     call opens a new stream.
 //   - The stream replaces write coalescing: with it on, writes are not
 //     queued per tablet on the client (the stream already batches every
 //     call to a tserver, across tablets, and the tserver groups them per
@@ -170,7 +198,7 @@
 // Every error a caller gets is a gRPC status (status.Code works on it) with
 // a message that names the table, the row or the tablet concerned. When the
 // context has no deadline, retries stop after the Client's retry timeout
-// (WithRetryTimeout, 30 s by default).
+// (WithRetryTimeout, 30 s by default), with Unavailable ("Status rules").
 //
 // The package keeps no state on disk.
 package client

@@ -35,7 +35,7 @@ func (c *Client) callMaster(ctx context.Context, prefix string, fn func(ctx cont
 	}
 	var re *masterconn.Error
 	if errors.As(err, &re) {
-		return deadlineError(ctx, prefix, re.Attempts, re.Last)
+		return deadlineError(ctx, prefix, re.Attempts, re.Last, false)
 	}
 	return statusError(err, prefix)
 }

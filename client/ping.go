@@ -19,7 +19,7 @@ func (t *Table) Ping(ctx context.Context, row string) error {
 	if err := limits.ValidateRowKey([]byte(row)); err != nil {
 		return statusError(err, prefix())
 	}
-	return t.c.do(ctx, prefix, true, func(ctx context.Context, p *peer.Peer) error {
+	return t.c.do(ctx, prefix, read, func(ctx context.Context, p *peer.Peer) error {
 		loc, err := t.lc.lookup(ctx, row)
 		if err != nil {
 			return unsent(err)

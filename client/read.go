@@ -156,7 +156,7 @@ func (t *Table) Get(ctx context.Context, row string, opts ...ReadOption) (Row, e
 	}
 	var out Row
 	chunked := false
-	err = t.c.do(ctx, prefix, true, func(ctx context.Context, p *peer.Peer) error {
+	err = t.c.do(ctx, prefix, read, func(ctx context.Context, p *peer.Peer) error {
 		loc, err := t.lc.lookup(ctx, row)
 		if err != nil {
 			return unsent(err)
@@ -281,7 +281,7 @@ func (t *Table) read(ctx context.Context, prefix string, s *readSettings, spans 
 			err = unsent(err)
 		}
 		if ctx.Err() != nil {
-			return deadlineError(ctx, prefix, attempt, cmp.Or(last, err))
+			return deadlineError(ctx, prefix, attempt, cmp.Or(last, err), false)
 		}
 		if !classify(ctx, err, true).retry(true) {
 			return statusError(err, prefix)
@@ -290,12 +290,12 @@ func (t *Table) read(ctx context.Context, prefix string, s *readSettings, spans 
 			st.progress()
 		}
 		if st.expired(ctx) {
-			return statusError(apierr.Wrap(codes.DeadlineExceeded, err, "failing for over %v", st.timeout), prefix)
+			return statusError(apierr.Wrap(codes.Unavailable, err, "failing for over %v", st.timeout), prefix)
 		}
 		last = err
 		t.c.opts.log.Debug("client: retrying scan", "table", t.name, "rows", describeSpans(sc.spans), "attempt", attempt, "err", err)
 		if sleep(ctx, bo.next()) != nil {
-			return deadlineError(ctx, prefix, attempt, last)
+			return deadlineError(ctx, prefix, attempt, last, false)
 		}
 	}
 }

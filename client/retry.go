@@ -157,23 +157,62 @@ func statusError(err error, prefix string) error {
 
 // deadlineError is the error of an operation whose retries ran out of
 // time: ctx ended, or the retry timeout of a ctx without deadline passed.
-func deadlineError(ctx context.Context, prefix string, attempts int, last error) error {
-	cause := ctx.Err()
-	if cause == nil {
-		cause = context.DeadlineExceeded
-	}
-	c := codes.DeadlineExceeded
-	if errors.Is(cause, context.Canceled) {
-		c = codes.Canceled
-	}
-	if last == nil {
-		return status.Errorf(c, "%s: %v", prefix, cause)
-	}
+// unknown says that an attempt may have applied a write (it reached a
+// tserver and no answer says what became of it). The code is:
+//
+//   - Canceled when the caller cancelled ctx;
+//   - Unavailable, with a message saying the outcome is unknown, when
+//     unknown: the caller's deadline is not the write's fate;
+//   - DeadlineExceeded when the caller's own deadline passed (ownDeadline);
+//   - Unavailable when the client's retry timeout ran out: a call without a
+//     deadline never ends in DeadlineExceeded, which the Cloud Bigtable
+//     clients take as the caller's own deadline, final.
+func deadlineError(ctx context.Context, prefix string, attempts int, last error, unknown bool) error {
 	var ue *unsentError
 	if errors.As(last, &ue) {
 		last = ue.err
 	}
-	return status.Errorf(c, "%s: %v after %d attempts; last error: %s", prefix, cause, attempts, status.Convert(last).Message())
+	lastMsg := ""
+	if last != nil {
+		lastMsg = "; last error: " + status.Convert(last).Message()
+	}
+	switch {
+	case errors.Is(ctx.Err(), context.Canceled):
+		return status.Errorf(codes.Canceled, "%s: %v after %d attempts%s", prefix, context.Canceled, attempts, lastMsg)
+	case unknown:
+		return status.Errorf(codes.Unavailable, "%s: %s: no attempt answered within the deadline (%d attempts)%s", prefix, outcomeUnknown, attempts, lastMsg)
+	case ownDeadline(ctx):
+		return status.Errorf(codes.DeadlineExceeded, "%s: %v after %d attempts%s", prefix, context.DeadlineExceeded, attempts, lastMsg)
+	}
+	return status.Errorf(codes.Unavailable, "%s: still failing after %d attempts within the client's retry timeout%s", prefix, attempts, lastMsg)
+}
+
+// outcomeUnknown starts the message of every error of a write that may
+// have been applied.
+const outcomeUnknown = "outcome unknown, the write may or may not have been applied"
+
+// unknownOutcome is the error of a write whose attempt reached a tserver
+// and may have been applied, when it may not be retried (it is not
+// idempotent): Unavailable whatever the attempt's code (an attempt's own
+// timeout is not the caller's deadline), with a message saying the
+// outcome is unknown.
+func unknownOutcome(prefix string, err error) error {
+	var ue *unsentError
+	if errors.As(err, &ue) {
+		err = ue.err
+	}
+	return status.Errorf(codes.Unavailable, "%s: %s: %s", prefix, outcomeUnknown, status.Convert(err).Message())
+}
+
+// retryTimeoutKey marks a context whose deadline is the client's retry
+// timeout (Client.withDeadline), not the caller's.
+type retryTimeoutKey struct{}
+
+// ownDeadline reports whether ctx has a deadline that its caller set, not
+// the client's retry timeout.
+func ownDeadline(ctx context.Context) bool {
+	_, ok := ctx.Deadline()
+	return ok && ctx.Value(retryTimeoutKey{}) == nil
 }
 
 // errorPrefix formats the prefix of an operation's errors.

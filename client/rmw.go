@@ -63,7 +63,7 @@ func (t *Table) ApplyReadModifyWrite(ctx context.Context, row string, m *ReadMod
 		return Row{}, statusError(err, prefix)
 	}
 	var out Row
-	err := t.c.do(ctx, func() string { return prefix }, false, func(ctx context.Context, p *peer.Peer) error {
+	err := t.c.do(ctx, func() string { return prefix }, writeOnce, func(ctx context.Context, p *peer.Peer) error {
 		loc, err := t.lc.lookup(ctx, row)
 		if err != nil {
 			return unsent(err)

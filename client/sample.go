@@ -51,7 +51,7 @@ func (t *Table) SampleRowKeyOffsets(ctx context.Context, sampleBytes int64) ([]R
 	for cur := ""; ; {
 		var samples []*pb.RowKeySample
 		var loc *location
-		err := t.c.do(ctx, func() string { return prefix }, true, func(ctx context.Context, p *peer.Peer) error {
+		err := t.c.do(ctx, func() string { return prefix }, read, func(ctx context.Context, p *peer.Peer) error {
 			var err error
 			if loc, err = t.lc.lookup(ctx, cur); err != nil {
 				return unsent(err)

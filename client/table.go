@@ -124,7 +124,11 @@ func (t *Table) apply(ctx context.Context, prefix func() string, row string, m *
 			return err
 		}
 	}
-	return t.c.do(ctx, prefix, m.idempotent(), func(ctx context.Context, p *peer.Peer) error {
+	k := write
+	if !m.idempotent() {
+		k = writeOnce
+	}
+	return t.c.do(ctx, prefix, k, func(ctx context.Context, p *peer.Peer) error {
 		loc, err := t.lc.lookup(ctx, row)
 		if err != nil {
 			return unsent(err)
@@ -190,14 +194,18 @@ func (t *Table) ApplyBulk(ctx context.Context, rows []string, ms []*Mutation) ([
 		}
 		if st.expired(ctx) {
 			for _, i := range pending {
-				errs[i] = statusError(apierr.Wrap(codes.DeadlineExceeded, b.last[i], "failing for over %v", st.timeout),
-					errorPrefix("table %q: apply to row %q", t.name, rows[i]))
+				rp := errorPrefix("table %q: apply to row %q", t.name, rows[i])
+				if b.unknown[i] {
+					errs[i] = unknownOutcome(rp, apierr.Wrap(codes.Unavailable, b.last[i], "failing for over %v", st.timeout))
+				} else {
+					errs[i] = statusError(apierr.Wrap(codes.Unavailable, b.last[i], "failing for over %v", st.timeout), rp)
+				}
 			}
 			break
 		}
 		if sleep(ctx, bo.next()) != nil {
 			for _, i := range pending {
-				errs[i] = deadlineError(ctx, errorPrefix("table %q: apply to row %q", t.name, rows[i]), attempt, b.last[i])
+				errs[i] = deadlineError(ctx, errorPrefix("table %q: apply to row %q", t.name, rows[i]), attempt, b.last[i], b.unknown[i])
 			}
 			pending = nil
 		}
@@ -218,15 +226,16 @@ type bulk struct {
 	idem []bool
 	errs []error
 
-	mu   sync.Mutex
-	last map[int]error // the last retryable failure of each pending row
+	mu      sync.Mutex
+	last    map[int]error // the last retryable failure of each pending row
+	unknown map[int]bool  // rows an attempt may have applied (it reached a tserver, no answer says what became of it)
 }
 
 // round sends every pending row once, grouped by tablet, and returns the
 // rows to retry. fatal is a failure of the whole call (unknown table).
 func (b *bulk) round(ctx context.Context, pending []int) (retry []int, fatal error) {
 	if b.last == nil {
-		b.last = map[int]error{}
+		b.last, b.unknown = map[int]error{}, map[int]bool{}
 	}
 	groups := map[*location][]int{}
 	var order []*location
@@ -306,10 +315,14 @@ func (b *bulk) send(ctx context.Context, loc *location, idx []int) (retry []int)
 		t.failed(loc, err)
 		f := classify(ctx, err, p.Addr != nil)
 		for _, i := range idx {
-			if f.retry(b.idem[i]) {
+			b.unknown[i] = b.unknown[i] || f == ambiguous
+			switch {
+			case f.retry(b.idem[i]):
 				b.last[i] = err
 				retry = append(retry, i)
-			} else {
+			case f == ambiguous:
+				b.errs[i] = unknownOutcome(rowPrefix(i), err)
+			default:
 				b.errs[i] = statusError(err, rowPrefix(i))
 			}
 		}
@@ -332,10 +345,16 @@ func (b *bulk) send(ctx context.Context, loc *location, idx []int) (retry []int)
 		// The row reached the tserver, so only idempotent rows are retried,
 		// unless it was refused for routing (its TabletError detail says
 		// nothing of it was applied).
-		if classify(ctx, err, true).retry(b.idem[i]) {
+		f := classify(ctx, err, true)
+		b.unknown[i] = b.unknown[i] || f == ambiguous
+		if f.retry(b.idem[i]) {
 			t.lc.invalidate(loc)
 			b.last[i] = err
 			retry = append(retry, i)
+			continue
+		}
+		if f == ambiguous {
+			b.errs[i] = unknownOutcome(rowPrefix(i), err)
 			continue
 		}
 		b.errs[i] = statusError(err, rowPrefix(i))
