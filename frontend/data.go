@@ -53,21 +53,39 @@ func (d *dataServer) target(ctx context.Context, method, table string, req any) 
 	}
 	t, err := d.s.table(ctx, table)
 	if err != nil {
-		return nil, apiErr(err)
+		return nil, apiErr(ctx, err)
 	}
 	return t, nil
 }
 
-// apiErr is err as the gRPC status a Bigtable client expects. The client
-// library's errors already are statuses with their codes (NotFound for an
-// unknown table, Unavailable, Aborted and DeadlineExceeded for what a
-// Bigtable client retries), which are kept; context errors become Canceled
-// or DeadlineExceeded.
-func apiErr(err error) error {
+// apiErr is err, the failure of a call made for a caller whose context is
+// ctx, as the gRPC status a Bigtable client expects. The client library's
+// errors already are statuses with their codes (NotFound for an unknown
+// table, Unavailable and Aborted for what a Bigtable client retries, and
+// Unavailable "outcome unknown" for a write that may have been applied:
+// the client's package documentation, "Status rules"), which are kept;
+// context errors become Canceled or DeadlineExceeded. DeadlineExceeded is
+// what a Bigtable client takes for its own deadline, final: it is kept
+// only when the caller's deadline has passed, and becomes Unavailable
+// otherwise (apiStatus).
+func apiErr(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
 	}
-	return apierr.ToStatus(err).Err()
+	return apiStatus(ctx, err).Err()
+}
+
+// apiStatus is apiErr as a status (MutateRows answers one per entry).
+func apiStatus(ctx context.Context, err error) *status.Status {
+	st := apierr.ToStatus(err)
+	if st.Code() != codes.DeadlineExceeded || ctx.Err() != nil {
+		return st
+	}
+	// Not the caller's deadline: an internal timeout of the call, which
+	// the caller may retry.
+	p := st.Proto()
+	p.Code = int32(codes.Unavailable)
+	return status.FromProto(p)
 }
 
 // ReadRows streams the rows of a row set in CellChunk form.
@@ -109,7 +127,7 @@ func (d *dataServer) ReadRows(req *btpb.ReadRowsRequest, stream btpb.Bigtable_Re
 		return ferr
 	}
 	if err != nil {
-		return apiErr(err)
+		return apiErr(ctx, err)
 	}
 	if req.GetRequestStatsView() == btpb.ReadRowsRequest_REQUEST_STATS_FULL {
 		// Rows and cells seen before filtering happen on the tservers and
@@ -268,7 +286,7 @@ func (d *dataServer) MutateRow(ctx context.Context, req *btpb.MutateRowRequest) 
 		return nil, err
 	}
 	if err := t.Apply(ctx, string(req.GetRowKey()), m); err != nil {
-		return nil, apiErr(err)
+		return nil, apiErr(ctx, err)
 	}
 	return &btpb.MutateRowResponse{}, nil
 }
@@ -300,7 +318,7 @@ func (d *dataServer) MutateRows(req *btpb.MutateRowsRequest, stream btpb.Bigtabl
 	if len(rows) > 0 {
 		errs, err := t.ApplyBulk(ctx, rows, ms)
 		if err != nil {
-			return apiErr(err)
+			return apiErr(ctx, err)
 		}
 		for j, err := range errs {
 			statuses[idx[j]] = err
@@ -310,7 +328,7 @@ func (d *dataServer) MutateRows(req *btpb.MutateRowsRequest, stream btpb.Bigtabl
 	for i, err := range statuses {
 		st := status.New(codes.OK, "")
 		if err != nil {
-			st = apierr.ToStatus(err)
+			st = apiStatus(ctx, err)
 		}
 		resp.Entries[i] = &btpb.MutateRowsResponse_Entry{Index: int64(i), Status: st.Proto()}
 	}
@@ -341,7 +359,7 @@ func (d *dataServer) CheckAndMutateRow(ctx context.Context, req *btpb.CheckAndMu
 	var matched bool
 	cm := client.NewCondMutation(client.ProtoFilter(req.GetPredicateFilter()), mtrue, mfalse)
 	if err := t.Apply(ctx, string(req.GetRowKey()), cm, client.GetCondMutationResult(&matched)); err != nil {
-		return nil, apiErr(err)
+		return nil, apiErr(ctx, err)
 	}
 	return &btpb.CheckAndMutateRowResponse{PredicateMatched: matched}, nil
 }
@@ -369,7 +387,7 @@ func (d *dataServer) ReadModifyWriteRow(ctx context.Context, req *btpb.ReadModif
 	}
 	row, err := t.ApplyReadModifyWrite(ctx, string(req.GetRowKey()), m)
 	if err != nil {
-		return nil, apiErr(err)
+		return nil, apiErr(ctx, err)
 	}
 	return &btpb.ReadModifyWriteRowResponse{Row: rowProto(row)}, nil
 }
@@ -406,7 +424,7 @@ func (d *dataServer) SampleRowKeys(req *btpb.SampleRowKeysRequest, stream btpb.B
 	}
 	samples, err := t.SampleRowKeyOffsets(ctx, 0)
 	if err != nil {
-		return apiErr(err)
+		return apiErr(ctx, err)
 	}
 	for _, s := range samples {
 		if err := stream.Send(&btpb.SampleRowKeysResponse{RowKey: []byte(s.Key), OffsetBytes: s.OffsetBytes}); err != nil {

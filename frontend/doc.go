@@ -26,7 +26,13 @@
 // The data service converts each request into client library calls
 // (ReadRows with a row set and the request's RowFilter passed through to
 // the tservers, Apply, ApplyBulk, conditional mutations, ReadModifyWrite,
-// SampleRowKeyOffsets) and keeps the client's gRPC codes. A ReadRows
+// SampleRowKeyOffsets) with the caller's context, so the caller's deadline
+// is the client's (without one, the client's retry timeout bounds the
+// call), and keeps the client's gRPC codes (the client's package
+// documentation, "Status rules": a write of unknown outcome is
+// Unavailable saying so). DeadlineExceeded, which the Cloud Bigtable
+// clients take for their own deadline and do not retry, is answered only
+// once the caller's deadline has passed; any other is Unavailable. A ReadRows
 // response holds whole rows, cut after about 1 MiB of cell data, because
 // the official Go client's reader refuses a response that ends inside a
 // row; a larger row goes alone in one response. What Bighive does not have

@@ -20,35 +20,43 @@ import (
 )
 
 // TestAPIErrCodes: the codes Bigtable clients retry on (Unavailable,
-// Aborted, DeadlineExceeded) and NotFound reach them unchanged, wrapped or
-// not; context errors become their gRPC codes.
+// Aborted) and NotFound reach them unchanged, wrapped or not; context
+// errors become their gRPC codes. DeadlineExceeded, which they take for
+// their own deadline, final, reaches them only once their deadline has
+// passed: before, it is Unavailable.
 func TestAPIErrCodes(t *testing.T) {
+	live := context.Background()
+	expired, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
 	for _, tt := range []struct {
+		ctx  context.Context
 		err  error
 		want codes.Code
 	}{
-		{status.Error(codes.Unavailable, "client: tserver down"), codes.Unavailable},
-		{fmt.Errorf("frontend: x: %w", status.Error(codes.Aborted, "aborted")), codes.Aborted},
-		{status.Error(codes.DeadlineExceeded, "client: failing for over 1m"), codes.DeadlineExceeded},
-		{apierr.NotFound("table %q not found", "t"), codes.NotFound},
-		{apierr.Unavailable("tablet splitting"), codes.Unavailable},
-		{fmt.Errorf("wait: %w", context.DeadlineExceeded), codes.DeadlineExceeded},
-		{context.Canceled, codes.Canceled},
-		{errors.New("boom"), codes.Internal},
+		{live, status.Error(codes.Unavailable, "client: tserver down"), codes.Unavailable},
+		{live, fmt.Errorf("frontend: x: %w", status.Error(codes.Aborted, "aborted")), codes.Aborted},
+		{live, status.Error(codes.DeadlineExceeded, "client: the attempt timed out"), codes.Unavailable},
+		{expired, status.Error(codes.DeadlineExceeded, "client: context deadline exceeded"), codes.DeadlineExceeded},
+		{live, apierr.NotFound("table %q not found", "t"), codes.NotFound},
+		{live, apierr.Unavailable("tablet splitting"), codes.Unavailable},
+		{live, fmt.Errorf("wait: %w", context.DeadlineExceeded), codes.Unavailable},
+		{expired, fmt.Errorf("wait: %w", context.DeadlineExceeded), codes.DeadlineExceeded},
+		{live, context.Canceled, codes.Canceled},
+		{live, errors.New("boom"), codes.Internal},
 	} {
-		if got := status.Code(apiErr(tt.err)); got != tt.want {
+		if got := status.Code(apiErr(tt.ctx, tt.err)); got != tt.want {
 			t.Errorf("apiErr(%v) has code %v; want %v", tt.err, got, tt.want)
 		}
 	}
-	if apiErr(nil) != nil {
+	if apiErr(live, nil) != nil {
 		t.Error("apiErr(nil) is not nil")
 	}
 }
 
 // TestDataUnavailableIsRetryable: with the only tserver down, a write
-// through the frontend fails, once the frontend's client gives up
-// retrying, with a code Bigtable clients retry (Unavailable or
-// DeadlineExceeded), not Internal or Unknown.
+// without a deadline through the frontend fails, once the frontend's
+// client gives up retrying, with Unavailable, which Bigtable clients
+// retry: not DeadlineExceeded (final to them), Internal or Unknown.
 func TestDataUnavailableIsRetryable(t *testing.T) {
 	c := inproc.Start(t, inproc.Options{})
 	ctx := ctxT(t)
@@ -87,8 +95,8 @@ func TestDataUnavailableIsRetryable(t *testing.T) {
 	defer stuck.Stop()
 	_, err = raw.MutateRow(nctx, req)
 	t.Logf("MutateRow with the tserver down: %v", err)
-	if code := status.Code(err); code != codes.Unavailable && code != codes.DeadlineExceeded {
-		t.Errorf("MutateRow with the tserver down = %v; want Unavailable or DeadlineExceeded", err)
+	if code := status.Code(err); code != codes.Unavailable {
+		t.Errorf("MutateRow with the tserver down = %v; want Unavailable", err)
 	}
 }
 
@@ -155,8 +163,8 @@ func TestReadRowsFailureSendsRowsFirst(t *testing.T) {
 	for {
 		r, err := st.Recv()
 		if err != nil {
-			if code := status.Code(err); code != codes.Unavailable && code != codes.DeadlineExceeded {
-				t.Errorf("ReadRows ended with %v; want Unavailable or DeadlineExceeded", err)
+			if code := status.Code(err); code != codes.Unavailable {
+				t.Errorf("ReadRows ended with %v; want Unavailable (the call has no deadline)", err)
 			}
 			break
 		}
