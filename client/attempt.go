@@ -25,6 +25,10 @@ type attemptCtx struct {
 	// follow it, and giving up early would only make its outcome unknown.
 	final time.Time
 	keep  bool
+	// lc and loc are the tablet the attempt goes to (follow), nil when
+	// unknown: a command that waits too long checks whether it moved.
+	lc  *locCache
+	loc *location
 
 	once  sync.Once
 	timed atomic.Pointer[timedCtx] // set by the first Done
@@ -37,6 +41,36 @@ type timedCtx struct {
 
 func newAttemptCtx(parent context.Context, start, deadline time.Time) *attemptCtx {
 	return &attemptCtx{Context: parent, start: start, deadline: deadline}
+}
+
+// follow records the tablet location an attempt (ctx, when it is one)
+// goes to, for its move checks (attemptCtx.moved).
+func follow(ctx context.Context, lc *locCache, loc *location) {
+	if a, ok := ctx.(*attemptCtx); ok {
+		a.lc, a.loc = lc, loc
+	}
+}
+
+// moved reports whether the master no longer places the attempt's tablet
+// where the attempt sent it (another tserver, another epoch, a split, or
+// no tserver at all): the call should stop waiting there. It asks the
+// master unless a lookup made since a quarter of every ago answered
+// (locCache.moved), and gives up after every, answering false (the master
+// could not tell: the call goes on waiting). It is the slow path of a
+// call that has waited every already, never the fast one.
+func (a *attemptCtx) moved(ctx context.Context, every time.Duration) bool {
+	if a.lc == nil {
+		return false
+	}
+	return movedFrom(ctx, a.lc, a.loc, every)
+}
+
+// movedFrom is attemptCtx.moved for a call that went to loc, a tablet of
+// lc's table.
+func movedFrom(ctx context.Context, lc *locCache, loc *location, every time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, every)
+	defer cancel()
+	return lc.moved(ctx, loc, time.Now().Add(-every/4))
 }
 
 // timer returns the attempt as a context.WithDeadline, making it once.

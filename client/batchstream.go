@@ -81,14 +81,19 @@ type streamCall struct {
 	deadline time.Time       // the attempt's; zero: ctx's own
 	cmd      *pb.BatchCommandsRequest_Command
 	size     int
-	sent     bool              // guarded by batchSession.mu: taken into a message
-	done     chan streamResult // capacity 1
+	// Guarded by batchSession.mu:
+	sent  bool      // taken into a message
+	check time.Time // when the caller should next check that its tablet did not move; zero: never
+	// done gets the call's one result, and before it at most one
+	// overdue notice at a time (a check is due): capacity 2.
+	done chan streamResult
 }
 
 type streamResult struct {
-	res  *pb.BatchCommandsResponse_Result
-	err  error
-	sent bool
+	res     *pb.BatchCommandsResponse_Result
+	err     error
+	sent    bool
+	overdue bool // not a result: the caller should check its tablet (attemptCtx.moved)
 }
 
 // streamAddr stands for the tserver in a peer.Peer of a streamed call:
@@ -136,16 +141,21 @@ func (bs *batchStreams) call(ctx context.Context, addr string, cmd *pb.BatchComm
 	}
 	bs.mu.Unlock()
 	// The call waits on its caller's context; its session ends it at the
-	// attempt's deadline (expire), with no timer of its own.
+	// attempt's deadline and tells it when to check that its tablet did
+	// not move (expire), with no timer of its own.
 	wait, a := splitAttempt(ctx)
-	sc := &streamCall{ctx: wait, a: a, cmd: cmd, size: proto.Size(cmd), done: make(chan streamResult, 1)}
+	sc := &streamCall{ctx: wait, a: a, cmd: cmd, size: proto.Size(cmd), done: make(chan streamResult, 2)}
+	every := bs.c.opts.moveCheck
 	if a != nil {
 		sc.deadline = a.deadline
+		if a.loc != nil && every > 0 {
+			sc.check = a.start.Add(every)
+		}
 	}
 	var sess *batchSession
 	for range 2 { // a stream that broke just now is replaced once
 		var err error
-		if sess, err = bc.session(ctx); err != nil {
+		if sess, err = bc.session(ctx, a, every); err != nil {
 			return nil, err
 		}
 		if sess.add(sc) {
@@ -157,10 +167,24 @@ func (bs *batchStreams) call(ctx context.Context, addr string, cmd *pb.BatchComm
 		return nil, status.Errorf(codes.Unavailable, "client: the batch stream to %s broke before the call was sent", addr)
 	}
 	var out streamResult
-	select {
-	case out = <-sc.done:
-	case <-wait.Done():
-		out = sess.abandon(sc, wait.Err())
+	for {
+		select {
+		case out = <-sc.done:
+		case <-wait.Done():
+			out = sess.abandon(sc, wait.Err())
+		}
+		if !out.overdue {
+			break
+		}
+		if !a.moved(wait, every) {
+			sess.recheck(sc, time.Now().Add(every))
+			continue
+		}
+		// The tablet is elsewhere now: stop waiting here. Unsent, the call
+		// never reached this tserver and is re-sent where the tablet is;
+		// sent, its outcome is unknown (retried only if idempotent).
+		out = sess.abandon(sc, movedError(a, addr))
+		break
 	}
 	if out.sent {
 		p.Addr = streamAddr(addr)
@@ -171,9 +195,20 @@ func (bs *batchStreams) call(ctx context.Context, addr string, cmd *pb.BatchComm
 	return out.res, apierr.FromRowStatus(out.res.Status)
 }
 
+// movedError is the failure of an attempt a that stopped waiting for the
+// tserver at addr because its tablet moved.
+func movedError(a *attemptCtx, addr string) error {
+	return status.Errorf(codes.Unavailable, "client: tablet %s moved from tserver %s (epoch %d) while the call waited for it",
+		a.loc.tabletID, addr, a.loc.epoch)
+}
+
 // session returns the open stream, opening one if none is (callers wait
-// for one open in progress, until ctx ends).
-func (bc *batchConn) session(ctx context.Context) (*batchSession, error) {
+// for one open in progress, until ctx ends). A caller that waits for the
+// open checks every interval, from its attempt's start, that its tablet
+// did not move (attemptCtx.moved), and gives up, unsent, if it did: a
+// timer, but only while a stream opens, off the fast path.
+func (bc *batchConn) session(ctx context.Context, a *attemptCtx, every time.Duration) (*batchSession, error) {
+	var check *time.Timer
 	for {
 		bc.mu.Lock()
 		if bc.sess != nil {
@@ -188,10 +223,24 @@ func (bc *batchConn) session(ctx context.Context) (*batchSession, error) {
 			go bc.open(ch)
 		}
 		bc.mu.Unlock()
+		if check == nil && a != nil && a.loc != nil && every > 0 {
+			check = time.NewTimer(max(time.Until(a.start.Add(every)), 0))
+			defer check.Stop()
+		}
+		var due <-chan time.Time
+		if check != nil {
+			due = check.C
+		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
 			return nil, ctx.Err()
+		case <-due:
+			if a.moved(a.Context, every) {
+				return nil, unsent(movedError(a, bc.addr))
+			}
+			check.Reset(every)
+			continue
 		}
 		bc.mu.Lock()
 		err := bc.openErr
@@ -259,8 +308,9 @@ func expireTick(attempt time.Duration) time.Duration {
 	return min(max(attempt/20, 5*time.Millisecond), 100*time.Millisecond)
 }
 
-// expire, every tick until the stream ends, ends the calls whose attempt
-// deadline passed: a call not yet sent is dropped (it never will
+// expire, every tick until the stream ends, tells the calls whose move
+// check is due (streamCall.check) to make it, and ends the calls whose
+// attempt deadline passed: a call not yet sent is dropped (it never will
 // be), a sent one has an unknown outcome; both get DeadlineExceeded, as a
 // call whose attempt ran out. A sent call of a non-idempotent write
 // (attemptCtx.keep) waits for its answer until the call's retry deadline
@@ -277,6 +327,10 @@ func (s *batchSession) expire(tick time.Duration) {
 		now := time.Now()
 		s.mu.Lock()
 		for id, sc := range s.calls {
+			if !sc.check.IsZero() && !now.Before(sc.check) {
+				sc.check = time.Time{} // until the caller asks again (recheck)
+				sc.done <- streamResult{overdue: true}
+			}
 			limit := sc.deadline
 			if sc.sent && sc.a != nil && sc.a.keep {
 				limit = sc.a.final
@@ -317,21 +371,37 @@ func (s *batchSession) add(sc *streamCall) bool {
 	return true
 }
 
-// abandon ends sc's wait when its caller's context ended: a call not yet
-// sent is dropped (it never will be); a sent one has an unknown outcome.
+// abandon ends sc's wait when its caller's context ended or its tablet
+// moved: a call not yet sent is dropped (it never will be); a sent one
+// has an unknown outcome.
 func (s *batchSession) abandon(sc *streamCall, err error) streamResult {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	select {
-	case out := <-sc.done: // answered meanwhile
-		return out
-	default:
+	for answered := true; answered; {
+		select {
+		case out := <-sc.done:
+			if !out.overdue { // answered meanwhile
+				return out
+			}
+		default:
+			answered = false
+		}
 	}
 	delete(s.calls, sc.cmd.Id)
 	if !sc.sent {
 		s.unqueue(sc)
 	}
 	return streamResult{err: err, sent: sc.sent}
+}
+
+// recheck sets when sc's caller should next check its tablet, if sc still
+// waits for its result.
+func (s *batchSession) recheck(sc *streamCall, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.calls[sc.cmd.Id] == sc {
+		sc.check = at
+	}
 }
 
 // unqueue removes sc from the pending list. The caller holds s.mu.

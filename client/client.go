@@ -40,6 +40,7 @@ type options struct {
 	minBackoff, maxBackoff time.Duration
 	retryTimeout           time.Duration
 	attemptTimeout         time.Duration
+	moveCheck              time.Duration
 	prefetch               uint32
 	bulkConcurrency        int
 	coalesceWrites         bool
@@ -70,6 +71,16 @@ func WithRetryTimeout(d time.Duration) Option { return func(o *options) { o.retr
 // elsewhere (default 5 s). For a scan it bounds the silence between two
 // messages of the stream.
 func WithAttemptTimeout(d time.Duration) Option { return func(o *options) { o.attemptTimeout = d } }
+
+// WithMoveCheck sets how long a call on the batch stream (Put, Apply of a
+// plain mutation, Get) waits for its tserver before it checks with the
+// master that its tablet is still there, and then how often it checks
+// again (default 1 s, well under the tserver's lease; 0: never). When
+// the tablet moved, the call stops waiting: a read, an idempotent write
+// and any write that was not sent yet are retried on the new owner at
+// once; a sent non-idempotent write is answered Unavailable, its outcome
+// unknown. A scan checks likewise after that long without a message.
+func WithMoveCheck(d time.Duration) Option { return func(o *options) { o.moveCheck = max(d, 0) } }
 
 // WithLocationPrefetch sets how many tablet locations one master lookup
 // asks for (default 32).
@@ -144,6 +155,7 @@ func Dial(ctx context.Context, masters []string, opts ...Option) (*Client, error
 		maxBackoff:      time.Second,
 		retryTimeout:    30 * time.Second,
 		attemptTimeout:  5 * time.Second,
+		moveCheck:       time.Second,
 		prefetch:        32,
 		bulkConcurrency: 16,
 		coalesceWrites:  true,

@@ -62,6 +62,33 @@
 // hint and otherwise moving to the next master on Unavailable, an attempt's
 // timeout or a transport error. Connections use gRPC keepalive.
 //
+// # Calls follow the tablet
+//
+// A call that waits on a tserver that does not answer (paused, partitioned,
+// its disk stalled) does not wait for the attempt timeout (5 s, as long as
+// the tserver's lease) to learn that its tablet moved. After the move
+// check's interval (WithMoveCheck, 1 s by default) without an answer, it
+// asks the master where the tablet is, bypassing the location cache, and
+// again every interval while it waits:
+//
+//   - Still there: it goes on waiting (the tserver holds the lease).
+//   - Moved (another tserver or epoch, a split, or no tserver yet): it
+//     stops waiting. A read is retried at the new owner at once; a write
+//     that was not sent yet (still queued on the batch stream, or waiting
+//     for the stream to open) never reached the old owner, and is sent to
+//     the new one whatever its idempotence; a sent idempotent write is
+//     retried there too; a sent non-idempotent write is answered
+//     Unavailable "outcome unknown" at once (Status rules).
+//
+// Calls waiting on one tablet share the master lookup (one at a time per
+// table, as cache misses do), and a lookup made less than a quarter of the
+// interval ago answers without another. This holds for the calls on the
+// batch stream (Put, Apply of a plain mutation, Get) and for scans, whose
+// stream is checked after the interval without a message; the check
+// costs a call on the fast path no timer and no goroutine (the batch
+// stream's expire tick, which times attempts out, finds the overdue
+// calls).
+//
 // # Retry rules
 //
 //   - Reads (Get, Scan) are retried on any retryable failure: a routing
@@ -75,8 +102,11 @@
 //   - A mutation with a ServerTime Set is retried only when the failure is
 //     known to have happened before the tserver logged it: a routing error
 //     (the tserver checks the tablet and epoch first), or a request that
-//     never reached a server (no transport stream was opened). Any other
-//     failure is returned to the caller, who cannot know whether it applied.
+//     never reached a server (no transport stream was opened, or a batch
+//     stream command still queued, unsent, when its attempt timed out or
+//     its tablet moved). Any other retryable failure leaves its outcome
+//     unknown, and is returned as Unavailable "outcome unknown" (Status
+//     rules).
 //   - ApplyReadModifyWrite (increment, append) and a conditional mutation
 //     (Apply of NewCondMutation) are never idempotent and follow the rule
 //     of a ServerTime mutation: retried only after a routing error or a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sort"
 	"sync"
+	"time"
 
 	"bighive/internal/apierr"
 	pb "bighive/proto/bighivepb"
@@ -16,6 +17,13 @@ type location struct {
 	start, end string
 	addr, uuid string
 	epoch      int64
+	asked      time.Time // when the lookup that returned it was sent
+}
+
+// sameOwner reports whether l and o are the same tablet, served by the
+// same tserver at the same epoch.
+func (l *location) sameOwner(o *location) bool {
+	return l.tabletID == o.tabletID && l.addr == o.addr && l.epoch == o.epoch
 }
 
 func (l *location) contains(row string) bool {
@@ -69,9 +77,40 @@ func (lc *locCache) find(row string) *location {
 // master on a cache miss. A tablet without a tserver is Unavailable (the
 // caller retries); an unknown table is NotFound.
 func (lc *locCache) lookup(ctx context.Context, row string) (*location, error) {
+	l, err := lc.cachedOrFetch(ctx, row, nil)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// moved reports whether the master no longer places loc's tablet at
+// loc's tserver and epoch: it moved, split, or has no tserver now. A
+// location cached from a lookup sent at or after since answers; else the
+// master is asked, bypassing the cache, one lookup at a time per table as
+// lookup's (calls waiting on one stalled tserver share a lookup). When
+// the master cannot answer before ctx ends, moved is false: the caller
+// goes on waiting.
+func (lc *locCache) moved(ctx context.Context, loc *location, since time.Time) bool {
+	l, err := lc.cachedOrFetch(ctx, loc.start, func(l *location) bool { return !l.asked.Before(since) })
+	switch {
+	case l != nil && l.addr == "":
+		return true // no tserver now: not loc's
+	case err != nil:
+		return false
+	}
+	return !l.sameOwner(loc)
+}
+
+// cachedOrFetch returns the cached location holding row if there is one
+// and fresh accepts it (nil accepts any), else fetch's answer. One fetch
+// runs at a time per table: a caller that finds one in flight waits for
+// it, then looks at the cache again (its answer may have left no location
+// for row, or one fresh does not accept) and fetches if need be.
+func (lc *locCache) cachedOrFetch(ctx context.Context, row string, fresh func(*location) bool) (*location, error) {
 	for {
 		lc.lock()
-		if l := lc.find(row); l != nil {
+		if l := lc.find(row); l != nil && (fresh == nil || fresh(l)) {
 			lc.unlock()
 			return l, nil
 		}
@@ -99,8 +138,10 @@ func (lc *locCache) lookup(ctx context.Context, row string) (*location, error) {
 }
 
 // fetch asks the master for the locations from row's tablet on and caches
-// those that have a tserver.
+// those that have a tserver. A tablet without a tserver is an error, with
+// its location (addr "").
 func (lc *locCache) fetch(ctx context.Context, row string) (*location, error) {
+	asked := time.Now()
 	var resp *pb.GetTableLocationsResponse
 	err := lc.c.callMaster(ctx, errorPrefix("look up row %q of table %q", row, lc.table), func(ctx context.Context, m pb.MasterClient) error {
 		var err error
@@ -124,6 +165,7 @@ func (lc *locCache) fetch(ctx context.Context, row string) (*location, error) {
 			addr:     pl.TserverAddress,
 			uuid:     pl.TserverUuid,
 			epoch:    pl.Epoch,
+			asked:    asked,
 		})
 	}
 	first := fresh[0]
@@ -135,7 +177,7 @@ func (lc *locCache) fetch(ctx context.Context, row string) (*location, error) {
 	lc.insert(fresh)
 	lc.unlock()
 	if first.addr == "" {
-		return nil, apierr.Unavailable("tablet %s of table %q (rows [%q, %q)) has no tserver yet (state %s)",
+		return first, apierr.Unavailable("tablet %s of table %q (rows [%q, %q)) has no tserver yet (state %s)",
 			first.tabletID, lc.table, first.start, first.end, resp.Locations[0].State)
 	}
 	return first, nil

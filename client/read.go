@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -161,6 +162,7 @@ func (t *Table) Get(ctx context.Context, row string, opts ...ReadOption) (Row, e
 		if err != nil {
 			return unsent(err)
 		}
+		follow(ctx, t.lc, loc)
 		resp, err := t.c.readRow(ctx, loc.addr, &pb.ReadRowRequest{
 			TabletId: loc.tabletID, Epoch: loc.epoch, RowKey: []byte(row), Filter: s.filter,
 			RowFilter: s.rowProto,
@@ -351,11 +353,10 @@ func (sc *scan) tablet(ctx context.Context, loc *location) (done bool, err error
 	if err != nil {
 		return false, err
 	}
-	idle := sc.t.c.opts.attemptTimeout
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	timer := time.AfterFunc(idle, func() { cancel(errIdle) })
-	defer timer.Stop()
+	heard := watchScan(sctx, cancel, sc.t, loc)
+	defer heard.stop()
 	req := &pb.ScanRowsRequest{
 		TabletId: loc.tabletID, Epoch: loc.epoch,
 		Limit:     sc.remaining,
@@ -375,7 +376,7 @@ func (sc *scan) tablet(ctx context.Context, loc *location) (done bool, err error
 	}
 	// The messages are received and decoded one ahead (prefetch); each
 	// one, like each one taken, holds the idle timer back.
-	chunks := prefetch(sctx, loc.addr, stream.Recv, func() { timer.Reset(idle) })
+	chunks := prefetch(sctx, loc.addr, stream.Recv, heard.message)
 	// part is a row whose chunks are still arriving: a row larger than
 	// one message comes in several, each but the last flagged
 	// last_row_continues. It is delivered only once whole; a stream that
@@ -390,7 +391,7 @@ func (sc *scan) tablet(ctx context.Context, loc *location) (done bool, err error
 		if ch.err != nil {
 			return false, idleErr(sctx, ch.err)
 		}
-		timer.Reset(idle)
+		heard.message()
 		rows := ch.rows
 		if part != nil {
 			if len(rows) == 0 || rows[0].Key != part.Key {
@@ -451,11 +452,70 @@ func (sc *scan) tablet(ctx context.Context, loc *location) (done bool, err error
 	return len(sc.spans) == 0, nil
 }
 
-// idleErr turns the failure of a stream the idle timer cancelled into a
-// retryable DeadlineExceeded.
+// idleErr turns the failure of a stream that scanWatch cancelled into a
+// retryable error: DeadlineExceeded after the attempt timeout's silence,
+// Unavailable when the tablet moved.
 func idleErr(ctx context.Context, err error) error {
-	if errors.Is(context.Cause(ctx), errIdle) {
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errIdle):
 		return apierr.Wrap(codes.DeadlineExceeded, err, "%v", errIdle)
+	case errors.Is(cause, errScanMoved):
+		return apierr.Wrap(codes.Unavailable, err, "%v", errScanMoved)
 	}
 	return err
 }
+
+// errScanMoved is the cancel cause of a scan stream whose tablet moved
+// while it waited for its next message.
+var errScanMoved = errors.New("client: the tablet moved while the scan waited for the tserver")
+
+// scanWatch times out a scan stream of one tablet: the stream is
+// cancelled after the attempt timeout without a message (errIdle), and,
+// every move check (WithMoveCheck) without one, the tablet's location is
+// checked with the master: if the tablet moved, the stream is cancelled at
+// once (errScanMoved) and the scan resumes on the new owner. One timer per
+// stream, reset by each message.
+type scanWatch struct {
+	timer *time.Timer
+	tick  time.Duration
+	heard atomic.Int64 // when the last message came, in Unix nanoseconds
+}
+
+func watchScan(ctx context.Context, cancel context.CancelCauseFunc, t *Table, loc *location) *scanWatch {
+	idle, every := t.c.opts.attemptTimeout, t.c.opts.moveCheck
+	w := &scanWatch{tick: idle}
+	if every > 0 && every < idle {
+		w.tick = every
+	}
+	w.heard.Store(time.Now().UnixNano())
+	w.timer = time.AfterFunc(time.Hour, func() {
+		if ctx.Err() != nil {
+			return // the stream is over
+		}
+		silent := time.Since(time.Unix(0, w.heard.Load()))
+		switch {
+		case silent >= idle:
+			cancel(errIdle)
+			return
+		case silent >= w.tick && movedFrom(ctx, t.lc, loc, w.tick):
+			cancel(errScanMoved)
+			return
+		}
+		silent = time.Since(time.Unix(0, w.heard.Load()))
+		next := w.tick
+		if silent < w.tick {
+			next = w.tick - silent // a message came meanwhile
+		}
+		w.timer.Reset(max(min(next, idle-silent), time.Millisecond))
+	})
+	w.timer.Reset(w.tick)
+	return w
+}
+
+// message records a message of the stream: the silence starts again.
+func (w *scanWatch) message() {
+	w.heard.Store(time.Now().UnixNano())
+	w.timer.Reset(w.tick)
+}
+
+func (w *scanWatch) stop() { w.timer.Stop() }

@@ -75,17 +75,24 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// failure is how a failed attempt may be retried.
+// failure is how a failed attempt may be retried (the package
+// documentation's "Retry rules"; what a call returns when it is not
+// retried is its "Status rules": Client.do, deadlineError).
 type failure int
 
 const (
 	// permanent: return the error; retrying cannot help.
 	permanent failure = iota
 	// safe: the request is known not to have been applied (a routing error,
-	// or it never reached a server); any request may be retried.
+	// or it never reached a server: not sent, or still queued on the batch
+	// stream when its attempt timed out or its tablet moved); any request
+	// may be retried.
 	safe
-	// ambiguous: the request may have been applied; only idempotent
-	// requests are retried.
+	// ambiguous: the request may have been applied (it was sent and no
+	// answer says it was not: a lost reply, an attempt's timeout, a broken
+	// stream, its tablet moved while it waited); only idempotent requests
+	// are retried, and a write that is not is answered Unavailable
+	// "outcome unknown" (unknownOutcome).
 	ambiguous
 )
 
@@ -130,7 +137,9 @@ func classifyErr(err error, sent bool) failure {
 	switch apierr.CodeOf(err) {
 	case codes.Unavailable, codes.Aborted, codes.DeadlineExceeded, codes.Canceled:
 		// Canceled and DeadlineExceeded with the caller's context alive mean
-		// the attempt's own timeout fired.
+		// the attempt's own timeout fired. Unavailable includes a call that
+		// stopped waiting because its tablet moved (movedError,
+		// errScanMoved).
 		if unsentErr || !sent {
 			return safe
 		}

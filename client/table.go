@@ -133,6 +133,7 @@ func (t *Table) apply(ctx context.Context, prefix func() string, row string, m *
 		if err != nil {
 			return unsent(err)
 		}
+		follow(ctx, t.lc, loc)
 		err = t.c.mutateRow(ctx, loc.addr, &pb.MutateRowRequest{TabletId: loc.tabletID, Epoch: loc.epoch, Row: rm}, p)
 		if err != nil {
 			return t.failed(loc, err)
