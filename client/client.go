@@ -79,7 +79,8 @@ func WithAttemptTimeout(d time.Duration) Option { return func(o *options) { o.at
 // the tablet moved, the call stops waiting: a read, an idempotent write
 // and any write that was not sent yet are retried on the new owner at
 // once; a sent non-idempotent write is answered Unavailable, its outcome
-// unknown. A scan checks likewise after that long without a message.
+// unknown. A scan checks likewise after that long without a message, and
+// so do ApplyBulk, conditional mutations and read-modify-writes.
 func WithMoveCheck(d time.Duration) Option { return func(o *options) { o.moveCheck = max(d, 0) } }
 
 // WithLocationPrefetch sets how many tablet locations one master lookup

@@ -95,9 +95,11 @@ func (t *Table) applyCond(ctx context.Context, row string, m *Mutation, opts []A
 			return err
 		}
 		req.TabletId, req.Epoch = loc.tabletID, loc.epoch
-		res, err = ts.CheckAndMutateRow(ctx, req, grpc.Peer(p))
+		wctx, w := t.watch(ctx, loc)
+		defer w.stop()
+		res, err = ts.CheckAndMutateRow(wctx, req, grpc.Peer(p))
 		if err != nil {
-			return t.failed(loc, err)
+			return t.failed(loc, w.err(err))
 		}
 		return nil
 	})

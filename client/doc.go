@@ -82,12 +82,12 @@
 //
 // Calls waiting on one tablet share the master lookup (one at a time per
 // table, as cache misses do), and a lookup made less than a quarter of the
-// interval ago answers without another. This holds for the calls on the
-// batch stream (Put, Apply of a plain mutation, Get) and for scans, whose
-// stream is checked after the interval without a message; the check
-// costs a call on the fast path no timer and no goroutine (the batch
-// stream's expire tick, which times attempts out, finds the overdue
-// calls).
+// interval ago answers without another. The calls on the batch stream
+// (Put, Apply of a plain mutation, Get) cost no timer and no goroutine for
+// it: the stream's expire tick, which times attempts out, finds the
+// overdue ones. Scans (after the interval without a message), bulk
+// writes, conditional and read-modify-write mutations, which are unary
+// calls, each have one timer for it (callWatch).
 //
 // # Retry rules
 //

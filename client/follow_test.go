@@ -207,11 +207,31 @@ func TestFollowMoveScan(t *testing.T) {
 // new owner once the tablet moves.
 func TestFollowMoveWhileStreamOpens(t *testing.T) {
 	fc, tbl := setupFollow(t)
-	addr := fc.TServerAddr(0)
-	fc.StopTServer(0)
+	silence(t, fc, 0)
+	m := client.NewMutation()
+	m.Set("cf", "q", client.ServerTime, []byte("v"))
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- tbl.Apply(context.Background(), "r", m) }()
+	time.Sleep(100 * time.Millisecond)
+	fc.MoveTablet("t", "r", 1)
+	if err := result(t, done, start, followWithin); err != nil {
+		t.Fatalf("apply: %v", err)
+	}
+	if r, err := tbl.Get(ctxT(t), "r"); err != nil || len(r.Cells) != 1 {
+		t.Fatalf("get: %+v %v", r, err)
+	}
+}
+
+// silence replaces tserver i by a port that accepts connections and never
+// answers, as a paused process's kernel does.
+func silence(t *testing.T, fc *clienttest.Cluster, i int) {
+	t.Helper()
+	addr := fc.TServerAddr(i)
+	fc.StopTServer(i)
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
-		t.Skipf("tserver 0's port: %v", err)
+		t.Skipf("tserver %d's port: %v", i, err)
 	}
 	var conns []net.Conn
 	accepted := make(chan struct{})
@@ -232,17 +252,88 @@ func TestFollowMoveWhileStreamOpens(t *testing.T) {
 			c.Close()
 		}
 	})
-	m := client.NewMutation()
-	m.Set("cf", "q", client.ServerTime, []byte("v"))
-	start := time.Now()
-	done := make(chan error, 1)
-	go func() { done <- tbl.Apply(context.Background(), "r", m) }()
-	time.Sleep(100 * time.Millisecond)
-	fc.MoveTablet("t", "r", 1)
-	if err := result(t, done, start, followWithin); err != nil {
-		t.Fatalf("apply: %v", err)
+}
+
+// TestFollowMoveUnaryWrites: the writes that are unary calls (a
+// conditional mutation, a read-modify-write, a bulk write) follow the
+// tablet too. Sent to the stalled tserver, an idempotent bulk row
+// completes on the new owner and the others end at once with Unavailable,
+// outcome unknown; waiting for a connection that never opens, they were
+// not sent, and complete on the new owner (one after the other, each
+// within about the check's interval).
+func TestFollowMoveUnaryWrites(t *testing.T) {
+	cond := func(tbl *client.Table) error {
+		m := client.NewMutation()
+		m.Set("cf", "c", client.ServerTime, []byte("v"))
+		return tbl.Apply(context.Background(), "r", client.NewCondMutation(nil, nil, m))
 	}
-	if r, err := tbl.Get(ctxT(t), "r"); err != nil || len(r.Cells) != 1 {
-		t.Fatalf("get: %+v %v", r, err)
+	rmw := func(tbl *client.Table) error {
+		m := client.NewReadModifyWrite()
+		m.Increment("cf", "n", 1)
+		_, err := tbl.ApplyReadModifyWrite(context.Background(), "r", m)
+		return err
 	}
+	bulk := func(tbl *client.Table) []error {
+		idem, st := client.NewMutation(), client.NewMutation()
+		idem.Set("cf", "b", 1000, []byte("v"))
+		st.Set("cf", "s", client.ServerTime, []byte("v"))
+		errs, err := tbl.ApplyBulk(context.Background(), []string{"r", "r2"}, []*client.Mutation{idem, st})
+		if err != nil {
+			t.Fatalf("bulk: %v", err)
+		}
+		if errs == nil {
+			errs = make([]error, 2)
+		}
+		return errs
+	}
+	unknown := func(err error) bool {
+		return status.Code(err) == codes.Unavailable && strings.Contains(err.Error(), "outcome unknown")
+	}
+	t.Run("sent", func(t *testing.T) {
+		for _, tc := range []struct {
+			method string
+			call   func(tbl *client.Table) error
+		}{
+			{"CheckAndMutateRow", cond},
+			{"ReadModifyWriteRow", rmw},
+		} {
+			fc, tbl := setupFollow(t)
+			start := time.Now()
+			done := held(t, fc, tc.method, func() error { return tc.call(tbl) })
+			fc.MoveTablet("t", "r", 1)
+			if err := result(t, done, start, followWithin); !unknown(err) {
+				t.Errorf("%s: %v; want Unavailable, outcome unknown", tc.method, err)
+			}
+			if n := fc.Calls(tc.method); n != 1 {
+				t.Errorf("%s: %d calls, want 1 (no re-send)", tc.method, n)
+			}
+		}
+		fc, tbl := setupFollow(t)
+		start := time.Now()
+		var errs []error
+		done := held(t, fc, "MutateRows", func() error { errs = bulk(tbl); return nil })
+		fc.MoveTablet("t", "r", 1)
+		result(t, done, start, followWithin)
+		if errs[0] != nil || !unknown(errs[1]) {
+			t.Errorf("bulk: %v; want nil and Unavailable, outcome unknown", errs)
+		}
+	})
+	t.Run("unsent", func(t *testing.T) {
+		fc, tbl := setupFollow(t)
+		silence(t, fc, 0)
+		start := time.Now()
+		done := make(chan error, 1)
+		// (The fake has no read-modify-write to apply one.)
+		go func() { done <- errors.Join(append([]error{cond(tbl)}, bulk(tbl)...)...) }()
+		time.Sleep(100 * time.Millisecond)
+		fc.MoveTablet("t", "r", 1)
+		if err := result(t, done, start, 2*followWithin); err != nil {
+			t.Errorf("writes: %v", err)
+		}
+		for row, want := range map[string]int{"r": 2, "r2": 1} {
+			if r, err := tbl.Get(ctxT(t), row); err != nil || len(r.Cells) != want {
+				t.Errorf("row %s: %+v %v; want %d cells", row, r, err, want)
+			}
+		}
+	})
 }

@@ -3,10 +3,7 @@ package client
 import (
 	"cmp"
 	"context"
-	"errors"
 	"io"
-	"sync/atomic"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
@@ -353,9 +350,7 @@ func (sc *scan) tablet(ctx context.Context, loc *location) (done bool, err error
 	if err != nil {
 		return false, err
 	}
-	sctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	heard := watchScan(sctx, cancel, sc.t, loc)
+	sctx, heard := sc.t.watch(ctx, loc)
 	defer heard.stop()
 	req := &pb.ScanRowsRequest{
 		TabletId: loc.tabletID, Epoch: loc.epoch,
@@ -372,7 +367,7 @@ func (sc *scan) tablet(ctx context.Context, loc *location) (done bool, err error
 	}
 	stream, err := ts.ScanRows(sctx, req)
 	if err != nil {
-		return false, idleErr(sctx, err)
+		return false, heard.err(err)
 	}
 	// The messages are received and decoded one ahead (prefetch); each
 	// one, like each one taken, holds the idle timer back.
@@ -389,7 +384,7 @@ func (sc *scan) tablet(ctx context.Context, loc *location) (done bool, err error
 			break
 		}
 		if ch.err != nil {
-			return false, idleErr(sctx, ch.err)
+			return false, heard.err(ch.err)
 		}
 		heard.message()
 		rows := ch.rows
@@ -432,7 +427,7 @@ func (sc *scan) tablet(ctx context.Context, loc *location) (done bool, err error
 		// The prefetching goroutine stopped because sctx is done (the
 		// idle timer or the caller's context), maybe before it could
 		// pass the stream's error on: not the end of the tablet's rows.
-		return false, idleErr(sctx, apierr.Wrap(codes.Canceled, context.Cause(sctx), "tserver %s: scan stream stopped", loc.addr))
+		return false, heard.err(apierr.Wrap(codes.Canceled, context.Cause(sctx), "tserver %s: scan stream stopped", loc.addr))
 	}
 	if part != nil {
 		return false, apierr.Unavailable("tserver %s: scan stream ended inside row %q", loc.addr, part.Key)
@@ -451,71 +446,3 @@ func (sc *scan) tablet(ctx context.Context, loc *location) (done bool, err error
 	}
 	return len(sc.spans) == 0, nil
 }
-
-// idleErr turns the failure of a stream that scanWatch cancelled into a
-// retryable error: DeadlineExceeded after the attempt timeout's silence,
-// Unavailable when the tablet moved.
-func idleErr(ctx context.Context, err error) error {
-	switch cause := context.Cause(ctx); {
-	case errors.Is(cause, errIdle):
-		return apierr.Wrap(codes.DeadlineExceeded, err, "%v", errIdle)
-	case errors.Is(cause, errScanMoved):
-		return apierr.Wrap(codes.Unavailable, err, "%v", errScanMoved)
-	}
-	return err
-}
-
-// errScanMoved is the cancel cause of a scan stream whose tablet moved
-// while it waited for its next message.
-var errScanMoved = errors.New("client: the tablet moved while the scan waited for the tserver")
-
-// scanWatch times out a scan stream of one tablet: the stream is
-// cancelled after the attempt timeout without a message (errIdle), and,
-// every move check (WithMoveCheck) without one, the tablet's location is
-// checked with the master: if the tablet moved, the stream is cancelled at
-// once (errScanMoved) and the scan resumes on the new owner. One timer per
-// stream, reset by each message.
-type scanWatch struct {
-	timer *time.Timer
-	tick  time.Duration
-	heard atomic.Int64 // when the last message came, in Unix nanoseconds
-}
-
-func watchScan(ctx context.Context, cancel context.CancelCauseFunc, t *Table, loc *location) *scanWatch {
-	idle, every := t.c.opts.attemptTimeout, t.c.opts.moveCheck
-	w := &scanWatch{tick: idle}
-	if every > 0 && every < idle {
-		w.tick = every
-	}
-	w.heard.Store(time.Now().UnixNano())
-	w.timer = time.AfterFunc(time.Hour, func() {
-		if ctx.Err() != nil {
-			return // the stream is over
-		}
-		silent := time.Since(time.Unix(0, w.heard.Load()))
-		switch {
-		case silent >= idle:
-			cancel(errIdle)
-			return
-		case silent >= w.tick && movedFrom(ctx, t.lc, loc, w.tick):
-			cancel(errScanMoved)
-			return
-		}
-		silent = time.Since(time.Unix(0, w.heard.Load()))
-		next := w.tick
-		if silent < w.tick {
-			next = w.tick - silent // a message came meanwhile
-		}
-		w.timer.Reset(max(min(next, idle-silent), time.Millisecond))
-	})
-	w.timer.Reset(w.tick)
-	return w
-}
-
-// message records a message of the stream: the silence starts again.
-func (w *scanWatch) message() {
-	w.heard.Store(time.Now().UnixNano())
-	w.timer.Reset(w.tick)
-}
-
-func (w *scanWatch) stop() { w.timer.Stop() }

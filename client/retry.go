@@ -139,7 +139,7 @@ func classifyErr(err error, sent bool) failure {
 		// Canceled and DeadlineExceeded with the caller's context alive mean
 		// the attempt's own timeout fired. Unavailable includes a call that
 		// stopped waiting because its tablet moved (movedError,
-		// errScanMoved).
+		// errCallMoved).
 		if unsentErr || !sent {
 			return safe
 		}

@@ -72,11 +72,13 @@ func (t *Table) ApplyReadModifyWrite(ctx context.Context, row string, m *ReadMod
 		if err != nil {
 			return err
 		}
-		resp, err := ts.ReadModifyWriteRow(ctx, &pb.ReadModifyWriteRowRequest{
+		wctx, w := t.watch(ctx, loc)
+		defer w.stop()
+		resp, err := ts.ReadModifyWriteRow(wctx, &pb.ReadModifyWriteRowRequest{
 			TabletId: loc.tabletID, Epoch: loc.epoch, RowKey: []byte(row), Rules: m.rules,
 		}, grpc.Peer(p))
 		if err != nil {
-			return t.failed(loc, err)
+			return t.failed(loc, w.err(err))
 		}
 		out = rowFromProto(resp.GetRow())
 		out.Key = row

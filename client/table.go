@@ -303,9 +303,10 @@ func (b *bulk) send(ctx context.Context, loc *location, idx []int) (retry []int)
 		if err != nil {
 			return nil, err
 		}
-		actx, cancel := context.WithTimeout(ctx, t.c.opts.attemptTimeout)
-		defer cancel()
-		return ts.MutateRows(actx, req, grpc.Peer(&p))
+		actx, w := t.watch(ctx, loc)
+		defer w.stop()
+		resp, err := ts.MutateRows(actx, req, grpc.Peer(&p))
+		return resp, w.err(err)
 	}()
 	b.mu.Lock()
 	defer b.mu.Unlock()
