@@ -40,12 +40,20 @@ func startAPI(t *testing.T, spec client.TableSpec) *apiCluster {
 			t.Fatal(err)
 		}
 	}
+	conn, bt := serveAPI(t, c.Client())
+	return &apiCluster{c: c, conn: conn, bt: bt}
+}
+
+// serveAPI serves the API over cl on loopback, and returns a connection
+// to it and the official client dialed on that connection.
+func serveAPI(t *testing.T, cl *client.Client) (*grpc.ClientConn, *bigtable.Client) {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	g := grpc.NewServer(ServerOptions()...)
-	New(c.Client(), nil).Register(g)
+	New(cl, nil).Register(g)
 	go g.Serve(lis)
 	t.Cleanup(g.Stop)
 	// The receive limit the official client sets on the connections it
@@ -56,11 +64,11 @@ func startAPI(t *testing.T, spec client.TableSpec) *apiCluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	bt, err := bigtable.NewClient(ctx, "p", "i", option.WithGRPCConn(conn))
+	bt, err := bigtable.NewClient(ctxT(t), "p", "i", option.WithGRPCConn(conn))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &apiCluster{c: c, conn: conn, bt: bt}
+	return conn, bt
 }
 
 func ctxT(t *testing.T) context.Context {

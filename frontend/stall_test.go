@@ -2,16 +2,12 @@ package frontend
 
 import (
 	"context"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"cloud.google.com/go/bigtable"
-	"google.golang.org/api/option"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"bighive/client"
@@ -37,23 +33,7 @@ func TestStalledTServerThroughTheAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer(ServerOptions()...)
-	New(c, nil).Register(g)
-	go g.Serve(lis)
-	t.Cleanup(g.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	bt, err := bigtable.NewClient(ctx, "p", "i", option.WithGRPCConn(conn))
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, bt := serveAPI(t, c)
 	tbl := bt.Open("t")
 	put := func(ts bigtable.Timestamp, v string) error {
 		m := bigtable.NewMutation()
