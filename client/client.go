@@ -69,7 +69,10 @@ func WithRetryTimeout(d time.Duration) Option { return func(o *options) { o.retr
 // WithAttemptTimeout bounds one attempt of a call, so a server that stopped
 // answering (paused, partitioned) is given up on and the call retried
 // elsewhere (default 5 s). For a scan it bounds the silence between two
-// messages of the stream.
+// messages of the stream. A non-idempotent write sent on the batch stream
+// waits for its answer past it, until the call's deadline (no retry may
+// follow it), and a call whose tablet moved stops waiting before it
+// (WithMoveCheck).
 func WithAttemptTimeout(d time.Duration) Option { return func(o *options) { o.attemptTimeout = d } }
 
 // WithMoveCheck sets how long a call on the batch stream (Put, Apply of a
