@@ -1,7 +1,8 @@
 // Package tserver is the tablet server: it wires the shared WAL (wal), the
 // tablet engines (tablet), the checkpoint coordinator (checkpoint) and the
 // block store (blockstore) into the gRPC TServer service, and keeps the
-// tserver's membership at the master (registration, heartbeats, lease).
+// tserver in the cluster through package membership (registration,
+// heartbeats, lease), whose Host it is (member.go).
 // The write path itself, from timestamp assignment to the lease check, is
 // package replica's: the service decodes and validates a request, finds
 // the replica, calls it and maps its errors to statuses. MutateRows runs

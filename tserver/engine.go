@@ -160,7 +160,7 @@ func (m masterMeta) Commit(ctx context.Context, updates []checkpoint.Update) err
 	}
 	// Past the lease the master may give the tablets to another tserver:
 	// a report still in flight then is abandoned, its outcome unknown.
-	ctx, cancel := context.WithTimeout(ctx, m.s.lease.remaining(now))
+	ctx, cancel := context.WithTimeout(ctx, m.s.lease.Remaining(now))
 	defer cancel()
 	req := &pb.ReportCheckpointRequest{TserverUuid: m.s.uuid}
 	refused := map[string]error{}

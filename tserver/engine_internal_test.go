@@ -73,7 +73,7 @@ func TestMasterMetaNeverSkips(t *testing.T) {
 	short := &Server{uuid: s.uuid}
 	short.tablets.init()
 	short.tablets.put(r)
-	short.lease.renew(time.Now(), time.Minute)
+	short.lease.Renew(time.Now(), time.Minute)
 	if short.master, err = masterconn.New([]string{flis.Addr().String()}, masterconn.Options{}); err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestMasterMetaNeverSkips(t *testing.T) {
 	if err := (masterMeta{s}).Commit(ctx, []checkpoint.Update{valid}); err != nil {
 		t.Fatalf("a valid update: %v", err)
 	}
-	short.lease.revoke()
+	short.lease.Revoke()
 	if err := (masterMeta{short}).Commit(ctx, []checkpoint.Update{valid}); !errors.Is(err, checkpoint.ErrNoLease) {
 		t.Fatalf("Commit without a lease: %v, want ErrNoLease", err)
 	}

@@ -246,7 +246,7 @@ func (s *Server) reportAndServe(ctx context.Context, r *rp.Replica, m *pb.Tablet
 	since(s.metrics.recoveries, rec.began)
 	s.log.Info("tablet serving", "tablet", r.ID(), "epoch", r.Epoch(), "tsfiles", len(m.Tsfiles),
 		"log_files", rec.files, "records", rec.records, "took", time.Since(rec.began))
-	s.nudgeHeartbeat()
+	s.member.Nudge()
 	return nil
 }
 
@@ -300,14 +300,7 @@ func (s *Server) unload(r *rp.Replica, why string) {
 	s.tablets.remove(r)
 	r.Close()
 	s.log.Info("tablet unloaded", "tablet", r.ID(), "epoch", r.Epoch(), "why", why)
-	s.nudgeHeartbeat()
-}
-
-func (s *Server) nudgeHeartbeat() {
-	select {
-	case s.heartbeatNow <- struct{}{}:
-	default:
-	}
+	s.member.Nudge()
 }
 
 // reports describes the tablets held here for the heartbeat: the

@@ -277,5 +277,5 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		valid = 1
 	}
 	gauge(ch, dLease, valid)
-	gauge(ch, dLeaseLeft, s.lease.remaining(now).Seconds())
+	gauge(ch, dLeaseLeft, s.lease.Remaining(now).Seconds())
 }

@@ -16,7 +16,6 @@ import (
 
 	"bighive/internal/apierr"
 	"bighive/internal/auth"
-	"bighive/internal/hbdelta"
 	"bighive/internal/limits"
 	"bighive/internal/masterconn"
 	"bighive/internal/obs"
@@ -28,6 +27,7 @@ import (
 	"bighive/storage/tablet/blockcache"
 	"bighive/storage/vfs"
 	"bighive/storage/wal"
+	"bighive/tserver/membership"
 )
 
 // Options configure a tserver.
@@ -137,11 +137,12 @@ func (o *Options) defaults() {
 }
 
 // Server is one tablet server process. Its state is in three named parts
-// besides the process's identity and lifecycle: membership (the lease and
-// the heartbeats that keep it), hosting (the tablets it serves and their
-// loads, splits and batch-stream workers) and storage (the log, the block
-// stores and cache, and the background engine). The parts are embedded, so
-// a field reads as s.lease; the struct says which part it belongs to.
+// besides the process's identity and lifecycle: its standing at the master
+// (the membership: the lease and the heartbeats that keep it), hosting (the
+// tablets it serves and their loads, splits and batch-stream workers) and
+// storage (the log, the block stores and cache, and the background engine).
+// The parts are embedded, so a field reads as s.lease; the struct says
+// which part it belongs to.
 type Server struct {
 	pb.UnimplementedTServerServer
 
@@ -161,7 +162,7 @@ type Server struct {
 	metrics                                 *metrics
 	http                                    *obs.HTTPServer
 
-	membership
+	standing
 	hosting
 	storage
 
@@ -182,21 +183,19 @@ type Server struct {
 	draining chan struct{}
 }
 
-// membership is the tserver's standing with the master: its registration
-// (incarnation), its lease and health, and the heartbeat loop's state
-// (heartbeat.go, lease.go).
-type membership struct {
-	master      *masterconn.Conn
-	incarnation int64
-	grantsSeen  atomic.Uint64 // without auth: the grants version last heard of
+// standing is the tserver's membership at the master: the connection to
+// the masters, the membership itself (package membership: registration and
+// incarnation, heartbeats, the lease; member.go is its Host), the health
+// the lease sets, and what the heartbeat replies teach besides tablets.
+type standing struct {
+	master     *masterconn.Conn
+	member     *membership.Member
+	lease      membership.Lease // the member's, here so that it reads (invalid) before Start made the member
+	grantsSeen atomic.Uint64    // without auth: the grants version last heard of
 
-	lease          lease
-	health         *obs.Health
-	healthMu       sync.Mutex   // orders updateHealth's read of the lease with its Set
-	heartbeatEvery atomic.Int64 // nanoseconds
-	heartbeatNow   chan struct{}
-	hbDelta        hbdelta.Tracker // the heartbeat loop's: what the master acknowledged
-	masterHTTP     atomic.Value    // string: the leader's HTTP address from the last heartbeat reply
+	health     *obs.Health
+	healthMu   sync.Mutex   // orders updateHealth's read of the lease with its Set
+	masterHTTP atomic.Value // string: the leader's HTTP address from the last heartbeat reply
 }
 
 // hosting is the tablets the tserver serves and the work that changes that
@@ -266,10 +265,6 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 		lis:      lis,
 		done:     make(chan struct{}),
 		draining: make(chan struct{}),
-		membership: membership{
-			incarnation:  time.Now().UnixMicro(),
-			heartbeatNow: make(chan struct{}, 1),
-		},
 		hosting: hosting{
 			loadSlots:    make(chan struct{}, maxConcurrentLoads),
 			pendingLoads: map[string]int64{},
@@ -280,7 +275,6 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 		s.addr = lis.Addr().String()
 	}
 	s.prefix = walPrefix(s.addr)
-	s.heartbeatEvery.Store(int64(opts.HeartbeatInterval))
 	s.tablets.init()
 	if s.uuid, err = identity(s.fs, opts.Root, s.prefix); err != nil {
 		return nil, err
@@ -313,7 +307,7 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 		return nil, fmt.Errorf("tserver: open log: %w", err)
 	}
 	if s.master, err = masterconn.New(opts.Masters, masterconn.Options{
-		AttemptTimeout: masterAttemptTimeout(opts.HeartbeatInterval),
+		AttemptTimeout: membership.AttemptTimeout(opts.HeartbeatInterval),
 		Credentials:    tlsconf.Credentials(opts.TLS), Logger: s.log}); err != nil {
 		s.wal.Close()
 		return nil, err
@@ -352,6 +346,7 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 		s.http.Handle("/", s.StatusHandler())
 	}
 
+	s.member = s.newMember()
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.loadReports = newLoadReporter(s.ctx, &s.wg, s.sendLoads)
 	s.wg.Add(1)
@@ -361,9 +356,11 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 			s.log.Error("grpc serve", "err", err)
 		}
 	}()
-	s.wg.Add(2)
-	go s.heartbeatLoop(s.ctx)
-	go s.watchLease(s.ctx)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.member.Run(s.ctx) // registers, heartbeats, watches the lease
+	}()
 	s.eng.start(s.ctx)
 	s.watchLog()
 	s.split = newSplitter(s)
@@ -421,8 +418,7 @@ func (s *Server) Err() error {
 func (s *Server) logFailed(err error) {
 	s.failOnce.Do(func() {
 		s.failed.Store(true)
-		s.lease.revoke()
-		s.updateHealth()
+		s.member.RevokeLease() // sets the health service too
 		s.log.Error("tserver: the write-ahead log failed; giving up the lease and stopping", "err", err)
 		s.fatal = fmt.Errorf("tserver %s: stopped on a failed log: %w", s.addr, err)
 		go func() {

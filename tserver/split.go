@@ -101,7 +101,7 @@ func size(r *rp.Replica) int64 {
 // within the interval, or the tserver runs its maximum of splits.
 func (sp *splitter) watch(ctx context.Context) {
 	s := sp.s
-	if !s.lease.valid(time.Now()) {
+	if !s.lease.Valid(time.Now()) {
 		return
 	}
 	all := s.tablets.all()
@@ -291,7 +291,7 @@ func (s *Server) report(ctx context.Context, refused error, parents []*rp.Replic
 	}
 	// Past the lease the master may give the parents to another tserver;
 	// an unload waiting for the parents' hold waits no longer than that.
-	ctx, cancel := context.WithTimeout(ctx, s.lease.remaining(now))
+	ctx, cancel := context.WithTimeout(ctx, s.lease.Remaining(now))
 	defer cancel()
 	for _, p := range parents {
 		if p == nil {

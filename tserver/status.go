@@ -111,7 +111,7 @@ func (s *Server) statusPage() *StatusPage {
 	now := time.Now()
 	p := &StatusPage{UUID: s.uuid, Address: s.addr, Prefix: s.prefix,
 		Version: obs.Version("tserver"), LeaseValid: s.leaseValid(),
-		LeaseLeft:   s.lease.remaining(now).Round(10 * time.Millisecond).String(),
+		LeaseLeft:   s.lease.Remaining(now).Round(10 * time.Millisecond).String(),
 		BufferBytes: s.eng.coord.MemoryUsage(),
 		Generated:   "generated " + now.UTC().Format(time.RFC3339)}
 	if v, ok := s.masterHTTP.Load().(string); ok {

@@ -65,7 +65,7 @@ func (g *registry) closeAll() {
 // leaseValid reports whether this tserver may serve now: it holds a valid
 // lease and its log has not failed (after which a heartbeat reply must not
 // bring the lease back).
-func (s *Server) leaseValid() bool { return !s.failed.Load() && s.lease.valid(time.Now()) }
+func (s *Server) leaseValid() bool { return !s.failed.Load() && s.lease.Valid(time.Now()) }
 
 // serving returns the replica of tabletID if this tserver serves it at
 // epoch now, or the routing error a client understands.

@@ -1,4 +1,4 @@
-package tserver
+package membership
 
 import (
 	"testing"
@@ -36,7 +36,7 @@ func steppedWall(t *testing.T, tm time.Time, d time.Duration) time.Time {
 // valid again (a stale server would serve tablets the master reassigned),
 // and a clock stepped forward must not end it early.
 func TestLeaseIgnoresWallClockSteps(t *testing.T) {
-	sent := time.Now() // carries a monotonic reading, as in heartbeat
+	sent := time.Now() // carries a monotonic reading, as in a heartbeat
 	const d = time.Second
 	tests := []struct {
 		name  string
@@ -51,12 +51,12 @@ func TestLeaseIgnoresWallClockSteps(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var l lease
-			l.renew(sent, d)
-			if got := l.valid(tc.now); got != tc.valid {
-				t.Fatalf("valid = %v, want %v (remaining %v)", got, tc.valid, l.remaining(tc.now))
+			var l Lease
+			l.Renew(sent, d)
+			if got := l.Valid(tc.now); got != tc.valid {
+				t.Fatalf("valid = %v, want %v (remaining %v)", got, tc.valid, l.Remaining(tc.now))
 			}
-			if rem := l.remaining(tc.now); (rem > 0) != tc.valid {
+			if rem := l.Remaining(tc.now); (rem > 0) != tc.valid {
 				t.Fatalf("remaining = %v, inconsistent with valid = %v", rem, tc.valid)
 			}
 		})
@@ -64,22 +64,22 @@ func TestLeaseIgnoresWallClockSteps(t *testing.T) {
 }
 
 func TestLeaseRenewRevoke(t *testing.T) {
-	var l lease
+	var l Lease
 	now := time.Now()
-	if l.valid(now) || l.remaining(now) != 0 {
+	if l.Valid(now) || l.Remaining(now) != 0 {
 		t.Fatal("a lease never renewed is valid")
 	}
-	l.renew(now, 2*time.Second)
-	l.renew(now, time.Second) // a late reply of an older heartbeat: no shortening
-	if !l.valid(now.Add(1500 * time.Millisecond)) {
+	l.Renew(now, 2*time.Second)
+	l.Renew(now, time.Second) // a late reply of an older heartbeat: no shortening
+	if !l.Valid(now.Add(1500 * time.Millisecond)) {
 		t.Fatal("renew shortened the lease")
 	}
-	l.revoke()
-	if l.valid(now) {
+	l.Revoke()
+	if l.Valid(now) {
 		t.Fatal("a revoked lease is valid")
 	}
-	l.renew(now, time.Second)
-	if !l.valid(now) {
+	l.Renew(now, time.Second)
+	if !l.Valid(now) {
 		t.Fatal("renew after revoke did not take")
 	}
 }
