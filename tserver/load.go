@@ -12,6 +12,7 @@ import (
 	"bighive/storage/checkpoint"
 	rp "bighive/storage/replica"
 	"bighive/storage/tablet"
+	"bighive/tserver/membership"
 )
 
 // maxConcurrentLoads bounds the tablet loads that open and replay at
@@ -32,7 +33,7 @@ func (s *Server) applyAssignments(ctx context.Context, assign []*pb.TabletAssign
 	s.assignMu.Lock() // see Server.assignMu; loads run in the background
 	defer s.assignMu.Unlock()
 	for _, u := range unassign {
-		if r := s.tablets.get(u.TabletId); r != nil && (u.Epoch == 0 || r.Epoch() <= u.Epoch) {
+		if r := s.tablets.get(u.TabletId); r != nil && membership.Unassigns(u, r.Epoch()) {
 			s.unload(r, "unassigned by the master")
 		}
 		// A load still waiting to open is cancelled too: the master takes
@@ -40,7 +41,7 @@ func (s *Server) applyAssignments(ctx context.Context, assign []*pb.TabletAssign
 		// tserver's hold on it (a move's old owner let go), and a load that
 		// went on would report and serve the old epoch beside the new
 		// owner until the master noticed.
-		if ep, ok := s.pendingLoads[u.TabletId]; ok && (u.Epoch == 0 || ep <= u.Epoch) {
+		if ep, ok := s.pendingLoads[u.TabletId]; ok && membership.Unassigns(u, ep) {
 			s.setPending(u.TabletId, 0)
 			s.log.Info("pending tablet load cancelled", "tablet", u.TabletId, "epoch", ep, "why", "unassigned by the master")
 		}
