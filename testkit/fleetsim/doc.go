@@ -17,11 +17,16 @@
 // comparison.
 //
 // Fakes (fake.go) speak the tserver's side of the Master protocol and
-// nothing else: no storage behind them.
+// nothing else: no storage behind them. Each is a Host of package
+// membership, the real tserver's own registration, heartbeat loop, lease
+// and registering again, over one leader-following connection the fleet
+// shares (internal/masterconn); the contract test of package membership
+// runs the same checks against a fake and a real tserver.
 //
 //   - Each registers (uuid, incarnation, WAL prefix), then heartbeats at
-//     the interval the master tells it (production: 1 s), listing every
-//     tablet it serves with a size, plus a load summary.
+//     the interval the master tells it (production: 1 s), starting at a
+//     random phase of it, listing every tablet it holds with a size (a
+//     full list first, then deltas), plus a load summary.
 //   - An assignment is "loaded" by a load report carrying a log position
 //     of its own prefix (so a later failover has logs to split), the
 //     loads of one heartbeat reply in one ReportTabletLoads call; one
@@ -30,8 +35,9 @@
 //     drop tablets at once.
 //   - A log-split task is answered with one recovery file per tablet it
 //     names (paths only, nothing is written).
-//   - A lease that ran out without a renewal drops every tablet; a
-//     Reregister answer makes it a new incarnation, as a real tserver.
+//   - A lease that ran out drops every tablet (a real tserver keeps them
+//     loaded but serves none); a Reregister answer drops every tablet and
+//     makes it a new incarnation.
 //
 // The fleet (Fleet) keeps the fleet-wide view the tests assert on: who
 // serves which tablet (two fakes serving one tablet is recorded as a

@@ -2,36 +2,39 @@ package fleetsim
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 
 	"bighive/internal/apierr"
-	"bighive/internal/hbdelta"
 	"bighive/internal/limits"
 	pb "bighive/proto/bighivepb"
 	"bighive/storage/wal"
+	"bighive/tserver/membership"
 )
 
-// Fake is one simulated tserver.
+// Fake is one simulated tserver: a membership.Host with no storage behind
+// it. Its registration, heartbeats, lease and registering again are the
+// real tserver's (package membership); what it holds is a map.
 type Fake struct {
 	fl     *Fleet
 	UUID   string
 	addr   string
 	prefix string
 
-	mu       sync.Mutex
-	inc      int64
-	logFile  int64            // timestamp of the log file loads are reported at: one per incarnation
-	gen      int              // bumped by every Kill: loads of an older life are dropped
-	tablets  map[string]int64 // serving: tablet → epoch
-	loading  map[string]int64 // load reported, not yet answered
-	splits   map[string]bool  // log-split tasks being answered
-	delta    hbdelta.Tracker  // deltas, as a tserver sends them
-	leaseTo  time.Time
-	interval time.Duration
-	cancel   context.CancelFunc
-	done     chan struct{}
+	mu      sync.Mutex
+	member  *membership.Member // this life's; nil before the first Start
+	gen     int                // bumped by every drop of everything: loads of an older life are dropped
+	tablets map[string]int64   // serving: tablet → epoch
+	loading map[string]int64   // load reported, not yet answered
+	splits  map[string]bool    // log-split tasks being answered
+	cancel  context.CancelFunc
+	done    chan struct{}
 }
+
+// quiet is the fakes' logger: a fleet's registrations and failed
+// heartbeats are counted, not logged.
+var quiet = slog.New(slog.DiscardHandler)
 
 func newFake(fl *Fleet, uuid string) *Fake {
 	addr := uuid + ".fleet:7100"
@@ -57,40 +60,48 @@ func (k *Fake) Tablets() map[string]int64 {
 	return out
 }
 
-// Start registers the fake as a new incarnation and starts its heartbeats.
+// Membership is the current life's membership (nil before Start).
+func (k *Fake) Membership() *membership.Member {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.member
+}
+
+// Start registers the fake as a new incarnation and starts its heartbeats
+// at a random phase of the interval.
 func (k *Fake) Start(ctx context.Context) error {
 	k.mu.Lock()
 	if k.cancel != nil {
 		k.mu.Unlock()
 		return nil
 	}
-	k.inc = time.Now().UnixNano()
-	k.logFile = k.inc / 1000
-	k.delta.Reset()
+	var last int64
+	if k.member != nil {
+		last = k.member.Incarnation()
+	}
+	m := membership.New(membership.Config{UUID: k.UUID, Address: k.addr, WALPrefix: k.prefix, BlockStoreUUID: "bs-" + k.UUID,
+		Incarnation: membership.NextIncarnation(last), OnHeartbeat: k.fl.heartbeated, Logger: quiet}, k.fl.hb, (*fakeHost)(k))
+	k.member = m
 	k.mu.Unlock()
-	if err := k.register(ctx); err != nil {
+	if err := m.Register(ctx); err != nil {
 		return err
 	}
 	hctx, cancel := context.WithCancel(k.fl.ctx)
 	k.mu.Lock()
 	k.cancel, k.done = cancel, make(chan struct{})
-	done, every := k.done, k.interval
+	done := k.done
 	k.mu.Unlock()
+	k.fl.mu.Lock()
+	phase := time.Duration(k.fl.rnd.Int64N(int64(m.Interval())))
+	k.fl.mu.Unlock()
 	go func() {
 		defer close(done)
-		k.fl.mu.Lock()
-		phase := time.Duration(k.fl.rnd.Int64N(int64(every)))
-		k.fl.mu.Unlock()
-		next := time.Now().Add(phase)
-		for {
-			select {
-			case <-hctx.Done():
-				return
-			case <-time.After(time.Until(next)):
-			}
-			next = next.Add(every)
-			k.heartbeat(hctx)
+		select {
+		case <-hctx.Done():
+			return
+		case <-time.After(phase):
 		}
+		m.Run(hctx)
 	}()
 	return nil
 }
@@ -110,133 +121,124 @@ func (k *Fake) Kill() {
 	k.dropAll()
 }
 
-func (k *Fake) register(ctx context.Context) error {
-	k.mu.Lock()
-	req := &pb.RegisterTServerRequest{Uuid: k.UUID, Address: k.addr, Incarnation: k.inc, WalPrefix: k.prefix,
-		BlockStoreUuid: "bs-" + k.UUID}
-	k.mu.Unlock()
-	return k.fl.call(ctx, func(mc pb.MasterClient) error {
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		r, err := mc.RegisterTServer(cctx, req)
-		if err == nil {
-			k.mu.Lock()
-			k.interval = time.Duration(r.HeartbeatIntervalMicros) * time.Microsecond
-			k.leaseTo = time.Now().Add(time.Duration(r.LeaseDurationMicros) * time.Microsecond)
-			k.mu.Unlock()
-		}
-		return err
-	})
-}
+// fakeHost is the fake as its membership's Host.
+type fakeHost Fake
 
-func (k *Fake) heartbeat(ctx context.Context) {
-	k.mu.Lock()
-	req := &pb.HeartbeatRequest{Uuid: k.UUID, Incarnation: k.inc}
-	reports := make([]*pb.TabletReport, 0, len(k.tablets)+len(k.loading))
-	for id, ep := range k.tablets {
+var _ membership.Host = (*fakeHost)(nil)
+
+func (h *fakeHost) Reports(req *pb.HeartbeatRequest) []*pb.TabletReport {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	reports := make([]*pb.TabletReport, 0, len(h.tablets)+len(h.loading))
+	for id, ep := range h.tablets {
 		reports = append(reports, &pb.TabletReport{TabletId: id, Epoch: ep, SizeBytes: 64 << 20, MemstoreBytes: 1 << 20, Serving: true})
 	}
-	for id, ep := range k.loading {
+	for id, ep := range h.loading {
 		reports = append(reports, &pb.TabletReport{TabletId: id, Epoch: ep})
 	}
-	filled := k.delta.Fill(req, reports)
-	req.Load = &pb.TServerLoad{MemstoreBytes: int64(len(k.tablets)) << 20, WritesPerSecond: 100, ReadsPerSecond: 100}
-	gen := k.gen
-	k.mu.Unlock()
+	req.Load = &pb.TServerLoad{MemstoreBytes: int64(len(h.tablets)) << 20, WritesPerSecond: 100, ReadsPerSecond: 100}
+	return reports
+}
 
-	mc, i := k.fl.client()
-	sent := time.Now()
-	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	resp, err := mc.Heartbeat(cctx, req)
-	cancel()
-	if err != nil {
-		k.fl.HBErrors.Add(1)
-		k.fl.missed(i)
-		k.mu.Lock()
-		expired := time.Now().After(k.leaseTo)
-		k.mu.Unlock()
-		if expired && ctx.Err() == nil {
-			k.dropAll() // a tserver whose lease ran out serves nothing
-		}
+// Learn: a fake has no grants, schemas or cache.
+func (h *fakeHost) Learn(*pb.HeartbeatResponse) {}
+
+func (h *fakeHost) Unassign(_ context.Context, unassign []*pb.TabletUnassignment) {
+	if len(unassign) == 0 {
 		return
 	}
-	k.fl.record(sent, time.Since(sent))
-	if resp.Reregister {
-		k.fl.Reregisters.Add(1)
-		k.dropAll()
-		k.mu.Lock()
-		k.inc = time.Now().UnixNano()
-		k.logFile = k.inc / 1000
-		k.delta.Reset()
-		k.mu.Unlock()
-		_ = k.register(ctx)
-		return
-	}
-	now := time.Now()
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.gen != gen {
-		return
-	}
-	k.leaseTo = sent.Add(time.Duration(resp.LeaseDurationMicros) * time.Microsecond)
-	k.delta.Ack(filled, resp) // on send_full the next heartbeat is full
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	var dropped []string
-	for _, u := range resp.Unassign {
-		k.fl.Unassignments.Add(1)
-		if ep, ok := k.tablets[u.TabletId]; ok && ep <= u.Epoch {
-			delete(k.tablets, u.TabletId)
+	for _, u := range unassign {
+		h.fl.Unassignments.Add(1)
+		if ep, ok := h.tablets[u.TabletId]; ok && membership.Unassigns(u, ep) {
+			delete(h.tablets, u.TabletId)
 			dropped = append(dropped, u.TabletId)
 		}
-		if ep, ok := k.loading[u.TabletId]; ok && ep <= u.Epoch {
-			delete(k.loading, u.TabletId)
+		if ep, ok := h.loading[u.TabletId]; ok && membership.Unassigns(u, ep) {
+			delete(h.loading, u.TabletId)
 		}
 	}
 	if len(dropped) > 0 {
-		k.fl.drop(dropped, k.UUID, now)
+		h.fl.drop(dropped, h.UUID, time.Now())
 	}
+}
+
+// Assign "loads" the newly assigned tablets: one batched load report per
+// limits.MaxTabletLoads of them, as a tserver's loadReporter sends the
+// loads that finish together.
+func (h *fakeHost) Assign(ctx context.Context, assign []*pb.TabletAssignment) {
+	if len(assign) == 0 {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := time.Now()
 	var loads []*pb.TabletLoadReport
-	for _, a := range resp.Assign {
-		k.fl.Assignments.Add(1)
+	for _, a := range assign {
+		h.fl.Assignments.Add(1)
 		id, ep := a.Tablet.TabletId, a.Tablet.Epoch
-		if cur, ok := k.tablets[id]; ok && cur >= ep {
+		if cur, ok := h.tablets[id]; ok && cur >= ep {
 			continue
 		}
-		if cur, ok := k.loading[id]; ok && cur >= ep {
+		if cur, ok := h.loading[id]; ok && cur >= ep {
 			continue
 		}
-		if _, ok := k.tablets[id]; ok {
-			delete(k.tablets, id)
-			k.fl.drop([]string{id}, k.UUID, now)
+		if _, ok := h.tablets[id]; ok {
+			delete(h.tablets, id)
+			h.fl.drop([]string{id}, h.UUID, now)
 		}
-		k.loading[id] = ep
+		h.loading[id] = ep
 		loads = append(loads, &pb.TabletLoadReport{TabletId: id, Epoch: ep})
 	}
-	// One reply's loads finish together: one batched report per
-	// limits.MaxTabletLoads of them, as a tserver's loadReporter sends.
+	k, gen := (*Fake)(h), h.gen
 	for len(loads) > 0 {
 		batch := loads[:min(len(loads), limits.MaxTabletLoads)]
 		loads = loads[len(batch):]
-		k.fl.calls.Add(1)
+		h.fl.calls.Add(1)
 		go func() {
-			defer k.fl.calls.Done()
+			defer h.fl.calls.Done()
 			k.loadTablets(ctx, gen, batch)
 		}()
 	}
-	for _, task := range resp.LogSplitTasks {
-		if !k.splits[task.TaskId] {
-			k.splits[task.TaskId] = true
-			k.fl.calls.Add(1)
+}
+
+func (h *fakeHost) RunLogSplitTasks(ctx context.Context, tasks []*pb.LogSplitTask) {
+	if len(tasks) == 0 {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, task := range tasks {
+		if !h.splits[task.TaskId] {
+			h.splits[task.TaskId] = true
+			h.fl.calls.Add(1)
 			go func() {
-				defer k.fl.calls.Done()
-				k.answerSplit(ctx, task)
+				defer h.fl.calls.Done()
+				(*Fake)(h).answerSplit(ctx, task)
 			}()
 		}
 	}
 }
 
+// LeaseChanged: a fake whose lease ran out serves nothing.
+func (h *fakeHost) LeaseChanged(valid bool) {
+	if !valid {
+		(*Fake)(h).dropAll()
+	}
+}
+
+func (h *fakeHost) DropAll(string) {
+	h.fl.Reregisters.Add(1)
+	(*Fake)(h).dropAll()
+}
+
 // loadTablets reports the tablets loaded at a log position of this
 // fake's prefix in one ReportTabletLoads call and serves each once the
-// master accepted its load.
+// master accepted its load. The position's file is the incarnation's
+// (in microseconds, as a log file's timestamp): one log file per
+// incarnation, as a tserver whose log never rolls.
 func (k *Fake) loadTablets(ctx context.Context, gen int, loads []*pb.TabletLoadReport) {
 	select {
 	case k.fl.load <- struct{}{}:
@@ -244,14 +246,17 @@ func (k *Fake) loadTablets(ctx context.Context, gen int, loads []*pb.TabletLoadR
 		return
 	}
 	k.mu.Lock()
-	pos := &pb.LogPosition{Prefix: k.prefix, FileTimestamp: k.logFile}
+	pos := &pb.LogPosition{Prefix: k.prefix, FileTimestamp: k.member.Incarnation()}
 	k.mu.Unlock()
 	for _, l := range loads {
 		l.Position = pos
 	}
+	var resp *pb.ReportTabletLoadsResponse
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	resp, err := pb.NewMasterClient(k.fl.conns[k.fl.leader.Load()%int32(len(k.fl.conns))]).ReportTabletLoads(cctx,
-		&pb.ReportTabletLoadsRequest{TserverUuid: k.UUID, Loads: loads})
+	err := k.fl.call(cctx, func(mc pb.MasterClient) (err error) {
+		resp, err = mc.ReportTabletLoads(cctx, &pb.ReportTabletLoadsRequest{TserverUuid: k.UUID, Loads: loads})
+		return err
+	})
 	cancel()
 	<-k.fl.load
 	k.mu.Lock()
@@ -259,7 +264,7 @@ func (k *Fake) loadTablets(ctx context.Context, gen int, loads []*pb.TabletLoadR
 	for i, l := range loads {
 		id, ep := l.TabletId, l.Epoch
 		if k.gen != gen || k.loading[id] != ep {
-			continue // killed or unassigned meanwhile
+			continue // dropped or unassigned meanwhile
 		}
 		delete(k.loading, id)
 		lerr := err
@@ -303,8 +308,14 @@ func (k *Fake) answerSplit(ctx context.Context, task *pb.LogSplitTask) {
 	}
 }
 
+// dropAll drops every tablet and load (a crash, a lease run out, or the
+// master's reregister).
 func (k *Fake) dropAll() {
 	k.mu.Lock()
+	if len(k.tablets) == 0 && len(k.loading) == 0 {
+		k.mu.Unlock()
+		return
+	}
 	ids := make([]string, 0, len(k.tablets))
 	for id := range k.tablets {
 		ids = append(ids, id)

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"bighive/internal/masterconn"
 	pb "bighive/proto/bighivepb"
 )
 
@@ -37,11 +38,14 @@ type Config struct {
 	Seed uint64
 }
 
-// Fleet is N fake tservers sharing one gRPC connection per master.
+// Fleet is N fake tservers sharing one gRPC connection per master for
+// their load reports and log-split answers, and one leader-following
+// connection (internal/masterconn, as a tserver's) for their membership.
 type Fleet struct {
 	cfg    Config
 	conns  []*grpc.ClientConn
-	leader atomic.Int32 // index into conns the fakes try first
+	leader atomic.Int32     // index into conns the fakes try first
+	hb     *masterconn.Conn // registrations and heartbeats (package membership)
 	Fakes  []*Fake
 	load   chan struct{}
 
@@ -93,6 +97,10 @@ func New(tb testing.TB, cfg Config) *Fleet {
 			tb.Fatal(err)
 		}
 		f.conns = append(f.conns, conn)
+	}
+	var err error
+	if f.hb, err = masterconn.New(cfg.Addrs, masterconn.Options{}); err != nil {
+		tb.Fatal(err)
 	}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	for i := 0; i < cfg.N; i++ {
@@ -147,6 +155,7 @@ func (f *Fleet) Close() {
 		for _, c := range f.conns {
 			_ = c.Close()
 		}
+		_ = f.hb.Close()
 	})
 }
 
@@ -301,9 +310,16 @@ func (f *Fleet) ResetGaps() {
 	f.mu.Unlock()
 }
 
-func (f *Fleet) record(at time.Time, d time.Duration) {
+// heartbeated records one fake's heartbeat: its round trip when
+// answered, else an error.
+func (f *Fleet) heartbeated(sent time.Time, err error) {
+	if err != nil {
+		f.HBErrors.Add(1)
+		return
+	}
+	d := time.Since(sent)
 	f.mu.Lock()
-	f.lat = append(f.lat, sample{at, d})
+	f.lat = append(f.lat, sample{sent, d})
 	f.mu.Unlock()
 }
 
