@@ -101,23 +101,8 @@ func Start(t testing.TB, opts Options) *Cluster {
 		opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		t.Cleanup(func() { logs.dumpIfFailed(t) }) // runs last: the servers are closed
 	}
-	dir := t.TempDir()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The one master is raft's only voter: its timeouts only decide how soon
-	// it elects itself, 1 to 2 s with raft's defaults, which every test
-	// would wait for.
-	rc := raft.DefaultConfig()
-	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = 100*time.Millisecond, 100*time.Millisecond, 100*time.Millisecond
-	m, err := master.Start(master.Config{ID: "m1", Dir: filepath.Join(dir, "master"), RaftAddr: freeAddr(t), Raft: rc,
-		Lease: opts.Lease, Heartbeat: opts.Heartbeat, Logger: opts.Logger}, lis)
-	if err != nil {
-		lis.Close()
-		t.Fatalf("inproc: start master: %v", err)
-	}
-	c := &Cluster{t: t, master: m, root: filepath.Join(dir, "root"), conns: map[string]*grpc.ClientConn{}}
+	m := StartMaster(t, master.Config{Lease: opts.Lease, Heartbeat: opts.Heartbeat, Logger: opts.Logger})
+	c := &Cluster{t: t, master: m, root: filepath.Join(t.TempDir(), "root"), conns: map[string]*grpc.ClientConn{}}
 	t.Cleanup(c.close)
 	for i := 0; i < opts.TServers; i++ {
 		o := tserver.Options{Listen: freeAddr(t), Masters: []string{m.Addr()}, Root: c.root, MemLimit: opts.MemLimit,
@@ -132,6 +117,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 			t.Fatal(err)
 		}
 	}
+	var err error
 	c.admin, err = client.Dial(context.Background(), c.MasterAddrs(), client.WithBackoff(5*time.Millisecond, 100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -234,6 +220,30 @@ func (b *logBuffer) dumpIfFailed(t testing.TB) {
 	tail := lines[max(0, len(lines)-80):]
 	t.Logf("inproc: the servers' logs are in %s (%d lines, %d bytes dropped over the limit); the last %d:\n%s",
 		f.Name(), len(lines), b.dropped, len(tail), strings.Join(tail, "\n"))
+}
+
+// StartMaster starts a master alone in a fresh directory, closed when the
+// test ends: Start's, and the master of tests that bring their own
+// tservers (or fakes of them). It sets cfg's ID, Dir, RaftAddr and Raft:
+// the master is raft's only voter, so raft's timeouts only decide how soon
+// it elects itself, 1 to 2 s with raft's defaults, which every test would
+// wait for; here at once.
+func StartMaster(t testing.TB, cfg master.Config) *master.Master {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := raft.DefaultConfig()
+	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = 100*time.Millisecond, 100*time.Millisecond, 100*time.Millisecond
+	cfg.ID, cfg.Dir, cfg.RaftAddr, cfg.Raft = "m1", filepath.Join(t.TempDir(), "master"), freeAddr(t), rc
+	m, err := master.Start(cfg, lis)
+	if err != nil {
+		lis.Close()
+		t.Fatalf("inproc: start master: %v", err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
 }
 
 func freeAddr(t testing.TB) string {

@@ -7,20 +7,18 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"net"
-	"path/filepath"
 	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"bighive/master"
 	pb "bighive/proto/bighivepb"
 	"bighive/testkit/fleetsim"
+	"bighive/testkit/inproc"
 	"bighive/testkit/wait"
 	"bighive/tserver"
 	"bighive/tserver/membership"
@@ -72,7 +70,7 @@ func TestContract(t *testing.T) {
 type realHost struct{ s *tserver.Server }
 
 func startReal(t *testing.T, masterAddr string) host {
-	s, err := tserver.Start(context.Background(), tserver.Options{Listen: freeAddr(t), Masters: []string{masterAddr},
+	s, err := tserver.Start(context.Background(), tserver.Options{Listen: "127.0.0.1:0", Masters: []string{masterAddr},
 		Root: t.TempDir(), MemLimit: 1 << 20, CacheBytes: 1 << 20, SplitThreshold: -1, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -116,33 +114,10 @@ func (h fakeHost) uuid() string               { return h.k.UUID }
 func (h fakeHost) member() *membership.Member { return h.k.Membership() }
 func (h fakeHost) serving() map[string]int64  { return h.k.Tablets() }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-// startMaster starts a master alone (it elects itself at once), closed
-// when the test ends, and a client of it.
+// startMaster starts a master alone, and a client of it.
 func startMaster(t *testing.T) (*master.Master, pb.MasterClient) {
 	t.Helper()
-	dir := t.TempDir()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc := raft.DefaultConfig()
-	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = 100*time.Millisecond, 100*time.Millisecond, 100*time.Millisecond
-	m, err := master.Start(master.Config{ID: "m1", Dir: filepath.Join(dir, "master"), RaftAddr: freeAddr(t), Raft: rc,
-		Lease: lease, Heartbeat: interval, MergeThreshold: -1, Logger: quiet}, lis)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
+	m := inproc.StartMaster(t, master.Config{Lease: lease, Heartbeat: interval, Logger: quiet})
 	cc, err := grpc.NewClient(m.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
