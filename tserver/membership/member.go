@@ -215,11 +215,7 @@ func (m *Member) Register(ctx context.Context) error {
 // hears when it runs out with nobody renewing it.
 func (m *Member) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		m.watchLease(ctx)
-	}()
+	wg.Go(func() { m.watchLease(ctx) })
 	defer wg.Wait()
 	for {
 		if !m.registered {
