@@ -366,7 +366,7 @@ func (s *Server) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusRes
 // arrives in one round trip rather than at the next heartbeat.
 func (s *Server) AssignTablets(ctx context.Context, req *pb.AssignTabletsRequest) (*pb.AssignTabletsResponse, error) {
 	s.applyAssignments(s.ctx, req.Assign, req.Unassign)
-	s.nudgeHeartbeat()
+	s.member.Nudge()
 	return &pb.AssignTabletsResponse{}, nil
 }
 
