@@ -62,6 +62,11 @@ func masterArgs(cfg master.Config, peers []master.Peer, grpcAddr, httpAddr strin
 	dur("--heartbeat", cfg.Heartbeat)
 	dur("--merge-check-interval", cfg.MergeCheckInterval)
 	dur("--merge-min-age", cfg.MergeMinAge)
+	dur("--move-interval", cfg.MoveInterval)
+	dur("--rebalance-warmup", cfg.RebalanceWarmup)
+	if cfg.MovesPerInterval != 0 {
+		args = append(args, "--moves-per-interval", strconv.Itoa(cfg.MovesPerInterval))
+	}
 	if cfg.MaxMoves != 0 {
 		args = append(args, "--max-moves", strconv.Itoa(cfg.MaxMoves))
 	}

@@ -15,7 +15,8 @@ func TestMasterArgs(t *testing.T) {
 	peers := []master.Peer{{ID: "m1", RaftAddr: "r1", GRPCAddr: "g1"}, {ID: "m2", RaftAddr: "r2", GRPCAddr: "g2"}}
 	rc := RaftConfig()
 	rc.TrailingLogs = 1
-	cfg := master.Config{ID: "m1", Dir: "/d/m1", RaftAddr: "r1", Lease: 5 * time.Second, Heartbeat: time.Second, MaxMoves: 4, Raft: rc}
+	cfg := master.Config{ID: "m1", Dir: "/d/m1", RaftAddr: "r1", Lease: 5 * time.Second, Heartbeat: time.Second, MaxMoves: 4, Raft: rc,
+		MovesPerInterval: 2, MoveInterval: 3 * time.Second, RebalanceWarmup: 7 * time.Second}
 	args, err := masterArgs(cfg, peers, "g1", "h1")
 	if err != nil {
 		t.Fatal(err)
@@ -23,6 +24,7 @@ func TestMasterArgs(t *testing.T) {
 	got := strings.Join(args, " ")
 	for _, want := range []string{"--id m1", "--listen g1", "--raft-listen r1", "--data /d/m1", "--http-listen h1",
 		"--peers m1=r1=g1,m2=r2=g2", "--lease 5s", "--heartbeat 1s", "--max-moves 4",
+		"--moves-per-interval 2", "--move-interval 3s", "--rebalance-warmup 7s",
 		"--raft-heartbeat-timeout 2s", "--raft-election-timeout 2s", "--raft-leader-lease-timeout 1s",
 		"--raft-snapshot-interval 24h0m0s", "--raft-snapshot-threshold 1099511627776", "--raft-trailing-logs 1"} {
 		if !strings.Contains(got, want) {
