@@ -536,6 +536,23 @@ func (c *Client) commandPath(addr string) bool {
 	return c.batch != nil || c.localTServer(addr) != nil
 }
 
+// scanRows starts a scan of the tserver at addr: in this process when it
+// is a local LocalScanner, else over gRPC. It returns the stream's Recv.
+func (c *Client) scanRows(ctx context.Context, addr string, req *pb.ScanRowsRequest) (func() (*pb.ScanRowsResponse, error), error) {
+	if l, ok := c.localTServer(addr).(LocalScanner); ok {
+		return l.ScanLocal(ctx, req), nil
+	}
+	ts, err := c.tserver(addr)
+	if err != nil {
+		return nil, err
+	}
+	stream, err := ts.ScanRows(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return stream.Recv, nil
+}
+
 // localTServer returns the tserver of this process at addr, nil if none.
 func (c *Client) localTServer(addr string) LocalTServer {
 	for _, l := range c.opts.local {

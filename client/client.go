@@ -114,11 +114,19 @@ type LocalTServer interface {
 	Command(ctx context.Context, cmd *pb.BatchCommandsRequest_Command) *pb.BatchCommandsResponse_Result
 }
 
+// LocalScanner is a LocalTServer that also scans in this process: recv
+// returns the scan's messages as ScanRows' stream would, io.EOF after the
+// last. The end of ctx stops the scan.
+type LocalScanner interface {
+	ScanLocal(ctx context.Context, req *pb.ScanRowsRequest) (recv func() (*pb.ScanRowsResponse, error))
+}
+
 // WithLocalTServer sends the Puts, Applies, Gets and Pings for the tablets
 // of the tserver t, which runs in this process, to t directly, with the
-// same outcomes and retries as over the batch stream. Other calls (bulk
-// writes, scans, conditional and read-modify-write mutations) and other
-// tservers go over gRPC as usual. Given several times, it adds each.
+// same outcomes and retries as over the batch stream, and the scans too
+// if t is a LocalScanner. Other calls (bulk writes, conditional and
+// read-modify-write mutations) and other tservers go over gRPC as usual.
+// Given several times, it adds each.
 func WithLocalTServer(t LocalTServer) Option {
 	return func(o *options) { o.local = append(o.local, t) }
 }

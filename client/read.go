@@ -346,10 +346,6 @@ func (sc *scan) tablet(ctx context.Context, loc *location) (done bool, err error
 		// A request without ranges would read the whole tablet.
 		return false, apierr.Unavailable("tablet %s [%q, %q) holds none of the rows %s", loc.tabletID, loc.start, loc.end, describeSpans(sc.spans))
 	}
-	ts, err := sc.t.c.tserver(loc.addr)
-	if err != nil {
-		return false, err
-	}
 	sctx, heard := sc.t.watch(ctx, loc)
 	defer heard.stop()
 	req := &pb.ScanRowsRequest{
@@ -365,13 +361,13 @@ func (sc *scan) tablet(ctx context.Context, loc *location) (done bool, err error
 	} else {
 		req.Ranges = ranges
 	}
-	stream, err := ts.ScanRows(sctx, req)
+	recv, err := sc.t.c.scanRows(sctx, loc.addr, req)
 	if err != nil {
 		return false, heard.err(err)
 	}
 	// The messages are received and decoded one ahead (prefetch); each
 	// one, like each one taken, holds the idle timer back.
-	chunks := prefetch(sctx, loc.addr, stream.Recv, heard.message)
+	chunks := prefetch(sctx, loc.addr, recv, heard.message)
 	// part is a row whose chunks are still arriving: a row larger than
 	// one message comes in several, each but the last flagged
 	// last_row_continues. It is delivered only once whole; a stream that

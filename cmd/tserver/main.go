@@ -182,6 +182,10 @@ func (l *localTServer) Command(ctx context.Context, cmd *pb.BatchCommandsRequest
 	return l.s.Load().Command(ctx, cmd)
 }
 
+func (l *localTServer) ScanLocal(ctx context.Context, req *pb.ScanRowsRequest) func() (*pb.ScanRowsResponse, error) {
+	return l.s.Load().ScanLocal(ctx, req)
+}
+
 func splitList(s string) []string {
 	var out []string
 	for _, p := range strings.Split(s, ",") {
