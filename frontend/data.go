@@ -165,6 +165,9 @@ func (w *chunkWriter) flush() error {
 // row writes one row: its first chunk names the row key, a chunk names
 // the family when it changes and the qualifier of every cell, and the
 // row's last chunk carries commit_row. Values are never split.
+// commitRow ends a row's last chunk; shared by every response.
+var commitRow = &btpb.ReadRowsResponse_CellChunk_CommitRow{CommitRow: true}
+
 func (w *chunkWriter) row(r client.Row) {
 	if len(r.Cells) == 0 {
 		return
@@ -173,24 +176,27 @@ func (w *chunkWriter) row(r client.Row) {
 		w.resp = &btpb.ReadRowsResponse{}
 	}
 	w.rows++
-	fam := ""
+	// The row's chunks and their qualifier wrappers in two allocations,
+	// not four or five per cell; a family's name wrapper is made once per
+	// run of its cells, and the commit flag is one shared value (marshalling
+	// only reads them).
+	chunks := make([]btpb.ReadRowsResponse_CellChunk, len(r.Cells))
+	quals := make([]wrapperspb.BytesValue, len(r.Cells))
+	var fam *wrapperspb.StringValue
 	for i, c := range r.Cells {
 		w.cells++
-		ch := &btpb.ReadRowsResponse_CellChunk{
-			Qualifier:       wrapperspb.Bytes([]byte(c.Qualifier)),
-			TimestampMicros: c.Timestamp,
-			Labels:          c.Labels,
-			Value:           c.Value,
-		}
+		quals[i].Value = []byte(c.Qualifier)
+		ch := &chunks[i]
+		ch.Qualifier, ch.TimestampMicros, ch.Labels, ch.Value = &quals[i], c.Timestamp, c.Labels, c.Value
 		if i == 0 {
 			ch.RowKey = []byte(r.Key)
 		}
-		if i == 0 || c.Family != fam {
-			ch.FamilyName = wrapperspb.String(c.Family)
-			fam = c.Family
+		if fam == nil || c.Family != fam.Value {
+			fam = wrapperspb.String(c.Family)
+			ch.FamilyName = fam
 		}
 		if i == len(r.Cells)-1 {
-			ch.RowStatus = &btpb.ReadRowsResponse_CellChunk_CommitRow{CommitRow: true}
+			ch.RowStatus = commitRow
 		}
 		w.resp.Chunks = append(w.resp.Chunks, ch)
 		w.size += len(c.Family) + len(c.Qualifier) + len(c.Value) + 16
