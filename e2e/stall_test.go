@@ -192,11 +192,15 @@ func testStalledTServer(t *testing.T, masters int, pauseLeader bool) {
 			t.Fatal(err)
 		}
 	}
-	var stopped time.Time
+	var stopped, frozen time.Time // SIGSTOP sent; the tserver stopped
 	stop := func(i int) error {
 		stopped = time.Now()
-		if err := c.PauseTServer(i); err != nil || !pauseLeader {
+		if err := c.PauseTServer(i); err != nil {
 			return err
+		}
+		frozen = time.Now()
+		if !pauseLeader {
+			return nil
 		}
 		return c.PauseMaster(leader)
 	}
@@ -236,7 +240,7 @@ func testStalledTServer(t *testing.T, masters int, pauseLeader bool) {
 	for i, id := range ids {
 		stalled[i] = before[id] == addr
 	}
-	checkStallCalls(t, l.snapshot(), stalled, loaded.Add(time.Second), stopped, resumed, pauseLeader)
+	checkStallCalls(t, l.snapshot(), stalled, loaded.Add(time.Second), stopped, frozen, resumed, pauseLeader)
 	l.verify(t, ctx, tbl)
 	t.Logf("master's unserved time per tablet: recovery %v, move %v", unavailableFigures(t, c, "recovery"), unavailableFigures(t, c, "move"))
 }
@@ -265,7 +269,7 @@ func tabletIDs(t *testing.T, ctx context.Context, cl *client.Client) []string {
 // leaderPaused, that does not hold yet: logged, not checked); the other
 // tablets' calls before the stall (from warm: the callers' first calls
 // open connections), during it and after it.
-func checkStallCalls(t *testing.T, calls []stCall, stalled map[int]bool, warm, stopped, resumed time.Time, leaderPaused bool) {
+func checkStallCalls(t *testing.T, calls []stCall, stalled map[int]bool, warm, stopped, frozen, resumed time.Time, leaderPaused bool) {
 	t.Helper()
 	bound := cbLease + 3*time.Second
 	errCodes := map[string]int{}
@@ -286,7 +290,7 @@ func checkStallCalls(t *testing.T, calls []stCall, stalled map[int]bool, warm, s
 	t.Logf("%d calls; failures by caller and code: %v; DeadlineExceeded: %d", len(calls), errCodes, deadline)
 
 	// Target 2: per stalled tablet and caller, the first success of a call
-	// made after the stop, from the stop.
+	// made once the tserver stopped (frozen), from the SIGSTOP.
 	var worst time.Duration
 	for i := 0; i < stTablets; i++ {
 		if !stalled[i] {
@@ -296,7 +300,7 @@ func checkStallCalls(t *testing.T, calls []stCall, stalled map[int]bool, warm, s
 		for k := range stKinds {
 			first := time.Duration(-1)
 			for _, c := range calls {
-				if c.tablet == i && c.kind == k && c.err == nil && c.start.After(stopped) {
+				if c.tablet == i && c.kind == k && c.err == nil && c.start.After(frozen) {
 					if d := c.end.Sub(stopped); first < 0 || d < first {
 						first = d
 					}
