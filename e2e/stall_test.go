@@ -320,7 +320,7 @@ func checkStallCalls(t *testing.T, calls []stCall, stalled map[int]bool, warm, s
 	// stall. It does not hold yet, so its figures (calls over stSlow) are
 	// logged, not checked: after SIGCONT the rebalancing moves tablets of
 	// the others to the resumed tserver, and each move stalls its tablet's
-	// calls 0.2-0.7 s; during the stall a few calls take 0.2-0.45 s on
+	// calls 0.2-0.7 s; during the stall a few calls take 0.2-0.55 s on
 	// this loaded 2-core machine. What is checked is that no call there
 	// waits for the stalled tserver: none takes stNoWait or longer.
 	for _, ph := range []struct {
