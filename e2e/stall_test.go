@@ -221,6 +221,7 @@ func testStalledTServer(t *testing.T, masters int, pauseLeader bool) {
 	// Watch the rebalancing that follows: the resumed tserver takes its
 	// share after its warm-up, by moves of tablets that may never have
 	// been on it.
+	share := "not within 15 s"
 	for time.Since(resumed) < 15*time.Second {
 		n := 0
 		for _, a := range owners(t, ctx, cl, "stall") {
@@ -229,13 +230,14 @@ func testStalledTServer(t *testing.T, masters int, pauseLeader bool) {
 			}
 		}
 		if n >= stTablets/c.NumTServers() {
+			share = time.Since(resumed).Round(time.Millisecond).String()
 			break
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
 	time.Sleep(time.Second)
-	t.Logf("SIGSTOP of %s for %v; it served %d tablets again %v after SIGCONT", addr, resumed.Sub(stopped).Round(time.Millisecond),
-		stTablets/c.NumTServers(), time.Since(resumed).Round(time.Millisecond))
+	t.Logf("SIGSTOP of %s for %v; it served its share (%d tablets) again after SIGCONT: %s", addr, resumed.Sub(stopped).Round(time.Millisecond),
+		stTablets/c.NumTServers(), share)
 	l.stop()
 
 	stalled := map[int]bool{}
