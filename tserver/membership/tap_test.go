@@ -110,16 +110,27 @@ func (tp *tap) RegisterTServer(ctx context.Context, req *pb.RegisterTServerReque
 }
 
 func (tp *tap) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.HeartbeatResponse, error) {
-	c := &call{req: req}
-	tp.arrive(c, &tp.beats)
-	resp, err := tp.MasterServer.Heartbeat(ctx, req)
-	if err != nil {
-		return nil, err
-	}
+	c := &call{req: req, at: time.Now(), host: tp.observe()}
+	// The edit is taken as the heartbeat is recorded, in one critical
+	// section: a heartbeat recorded before editNext set it (one in flight
+	// then) never takes it, so editNext finds the edited one among those
+	// after it.
 	tp.mu.Lock()
+	tp.beats = append(tp.beats, c)
 	e := tp.edit
 	tp.edit = nil
 	tp.mu.Unlock()
+	resp, err := tp.MasterServer.Heartbeat(ctx, req)
+	if err != nil {
+		if e != nil { // the next heartbeat takes it
+			tp.mu.Lock()
+			if tp.edit == nil {
+				tp.edit = e
+			}
+			tp.mu.Unlock()
+		}
+		return nil, err
+	}
 	if e != nil {
 		resp = proto.Clone(resp).(*pb.HeartbeatResponse) // the master's may be shared
 		if e.fn != nil {
