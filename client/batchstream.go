@@ -76,11 +76,10 @@ type batchSession struct {
 
 // streamCall is one caller's command.
 type streamCall struct {
-	ctx      context.Context // the caller's
-	a        *attemptCtx     // the attempt; nil: ctx carries its own deadline
-	deadline time.Time       // the attempt's; zero: ctx's own
-	cmd      *pb.BatchCommandsRequest_Command
-	size     int
+	ctx  context.Context // the caller's
+	a    *attemptCtx     // the attempt; nil: ctx carries its own deadline
+	cmd  *pb.BatchCommandsRequest_Command
+	size int
 	// Guarded by batchSession.mu:
 	sent  bool      // taken into a message
 	check time.Time // when the caller should next check that its tablet did not move; zero: never
@@ -146,11 +145,8 @@ func (bs *batchStreams) call(ctx context.Context, addr string, cmd *pb.BatchComm
 	wait, a := splitAttempt(ctx)
 	sc := &streamCall{ctx: wait, a: a, cmd: cmd, size: proto.Size(cmd), done: make(chan streamResult, 2)}
 	every := bs.c.opts.moveCheck
-	if a != nil {
-		sc.deadline = a.deadline
-		if a.loc != nil && every > 0 {
-			sc.check = a.start.Add(every)
-		}
+	if a != nil && a.loc != nil && every > 0 {
+		sc.check = a.start.Add(every)
 	}
 	var sess *batchSession
 	for range 2 { // a stream that broke just now is replaced once
@@ -331,11 +327,14 @@ func (s *batchSession) expire(tick time.Duration) {
 				sc.check = time.Time{} // until the caller asks again (recheck)
 				sc.done <- streamResult{overdue: true}
 			}
-			limit := sc.deadline
-			if sc.sent && sc.a != nil && sc.a.keep {
+			if sc.a == nil {
+				continue // ctx's own deadline ends it
+			}
+			limit := sc.a.deadline
+			if sc.sent && sc.a.keep {
 				limit = sc.a.final
 			}
-			if limit.IsZero() || now.Before(limit) {
+			if now.Before(limit) {
 				continue
 			}
 			delete(s.calls, id)
@@ -377,14 +376,9 @@ func (s *batchSession) add(sc *streamCall) bool {
 func (s *batchSession) abandon(sc *streamCall, err error) streamResult {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for answered := true; answered; {
-		select {
-		case out := <-sc.done:
-			if !out.overdue { // answered meanwhile
-				return out
-			}
-		default:
-			answered = false
+	for len(sc.done) > 0 { // s.mu held: nothing is sent on it meanwhile
+		if out := <-sc.done; !out.overdue { // answered meanwhile
+			return out
 		}
 	}
 	delete(s.calls, sc.cmd.Id)
