@@ -12,7 +12,7 @@ import (
 // it again each time the server allocates as much as it holds, which under
 // writes and reads is several times a second: 10 % of the tserver's CPU
 // under Puts, and its Gets cost about a sixth more than with GOGC=400
-// (`bighive bench`, medians of three runs each). So the tserver runs with
+// (`bighive bench`, means of three alternating runs on a loaded machine). So the tserver runs with
 // a higher GOGC and a soft memory limit made from the same options: the
 // heap may grow to GCPercent/100+1 times what is live, but the collector
 // works harder as the process nears the limit, so memory stays bounded by
