@@ -9,8 +9,10 @@
 // leader-following internal/masterconn connection clients and tservers
 // use, starting at the leader raft names: a hung leader costs one attempt
 // (Config.ForwardAttemptTimeout, within the caller's deadline) and the
-// call moves on to another master. A call that arrives already forwarded,
-// or while no leader is known, is refused with Unavailable carrying a
+// call moves on to another master. A call that arrives while no leader is
+// known waits up to 3 s (longer than an election) for one. A call that
+// arrives already forwarded, or finds no leader after that wait, is
+// refused with Unavailable carrying a
 // bighivepb.NotLeader detail naming the leader's gRPC address (empty if
 // none is known), which clients follow. Reads that route clients
 // (GetTableLocations, DescribeTable, ListTables, ListTServers,

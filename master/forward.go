@@ -3,6 +3,7 @@ package master
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
@@ -67,6 +68,33 @@ func (f *forwarder) leaderAddr() string {
 	return f.grpcAddrOf(id)
 }
 
+// leaderWait bounds how long a follower holds a call while no leader is
+// known (an election in progress), before refusing it with NotLeader:
+// longer than one election, so a call that arrives mid-election is
+// forwarded rather than bounced back to a caller that would only retry.
+const leaderWait = 3 * time.Second
+
+// awaitLeader polls raft for a leader until one is known, leaderWait
+// passes or ctx ends; it returns the leader's gRPC address or "".
+func (f *forwarder) awaitLeader(ctx context.Context) string {
+	t := time.NewTimer(leaderWait)
+	defer t.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ""
+		case <-t.C:
+			return ""
+		case <-tick.C:
+			if a := f.leaderAddr(); a != "" {
+				return a
+			}
+		}
+	}
+}
+
 func (f *forwarder) grpcAddrOf(id raft.ServerID) string {
 	if id == "" {
 		return ""
@@ -88,8 +116,16 @@ func (f *forwarder) intercept(ctx context.Context, req any, info *grpc.UnaryServ
 	if !strings.HasPrefix(info.FullMethod, masterService) || info.FullMethod == localMethod || f.m.node.Raft.State() == raft.Leader {
 		return h(ctx, req)
 	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	forwarded := len(md.Get(forwardedKey)) > 0
 	leader := f.leaderAddr()
-	if md, _ := metadata.FromIncomingContext(ctx); len(md.Get(forwardedKey)) > 0 || leader == "" || leader == f.m.grpcAddr {
+	if leader == "" && !forwarded {
+		leader = f.awaitLeader(ctx)
+		if leader == f.m.grpcAddr && f.m.node.Raft.State() == raft.Leader {
+			return h(ctx, req)
+		}
+	}
+	if forwarded || leader == "" || leader == f.m.grpcAddr {
 		return nil, apierr.NotLeader(leader)
 	}
 	mt, ok := f.resp[info.FullMethod]
