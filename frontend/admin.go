@@ -7,6 +7,7 @@ import (
 	"time"
 
 	adminpb "cloud.google.com/go/bigtable/admin/apiv2/adminpb"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/emptypb"
 
@@ -32,12 +33,20 @@ const consistencyToken = "bighive-consistent-on-ack"
 // CreateTable creates a table with its column families (and their GC
 // rules), if any, and initial splits.
 func (a *adminServer) CreateTable(ctx context.Context, req *adminpb.CreateTableRequest) (*adminpb.Table, error) {
+	resp, err := a.createTable(ctx, req)
+	if err != nil {
+		return nil, a.s.apiErr(ctx, tableCall("CreateTable", req.GetParent()+"/tables/"+req.GetTableId()), err)
+	}
+	return resp, nil
+}
+
+func (a *adminServer) createTable(ctx context.Context, req *adminpb.CreateTableRequest) (*adminpb.Table, error) {
 	parent, err := parseInstance(req.GetParent())
 	if err != nil {
 		return nil, err
 	}
 	if req.GetTableId() == "" {
-		return nil, apierr.InvalidArgument("frontend: create table: table_id is empty")
+		return nil, reqErr(codes.InvalidArgument, "table_id is empty")
 	}
 	n := tableName{project: parent.project, instance: parent.instance, table: req.GetTableId()}
 	spec := client.TableSpec{Name: n.table}
@@ -45,12 +54,12 @@ func (a *adminServer) CreateTable(ctx context.Context, req *adminpb.CreateTableR
 	for _, id := range sortedKeys(fams) {
 		cf := fams[id]
 		if cf.GetValueType() != nil {
-			return nil, apierr.InvalidArgument("frontend: create table %q: column family %q has a value type; Bighive families hold bytes only", n.table, id)
+			return nil, reqErr(codes.InvalidArgument, "column family %q has a value type; Bighive families hold bytes only", id)
 		}
 		f := client.FamilySpec{Name: id}
 		if r := cf.GetGcRule(); r != nil && r.GetRule() != nil {
 			if f.GCPolicy, err = policyFromAdmin(r); err != nil {
-				return nil, apierr.InvalidArgument("frontend: create table %q: column family %q: %v", n.table, id, err)
+				return nil, reqErr(codes.InvalidArgument, "column family %q: %v", id, err)
 			}
 		}
 		spec.Families = append(spec.Families, f)
@@ -69,6 +78,14 @@ func (a *adminServer) CreateTable(ctx context.Context, req *adminpb.CreateTableR
 // GetTable describes a table: its name alone for NAME_ONLY, and its name
 // and column families with their GC rules for every other view.
 func (a *adminServer) GetTable(ctx context.Context, req *adminpb.GetTableRequest) (*adminpb.Table, error) {
+	resp, err := a.getTableReq(ctx, req)
+	if err != nil {
+		return nil, a.s.apiErr(ctx, tableCall("GetTable", req.GetName()), err)
+	}
+	return resp, nil
+}
+
+func (a *adminServer) getTableReq(ctx context.Context, req *adminpb.GetTableRequest) (*adminpb.Table, error) {
 	n, err := parseTable(req.GetName())
 	if err != nil {
 		return nil, err
@@ -95,19 +112,27 @@ func (a *adminServer) describe(ctx context.Context, n tableName) (client.TableIn
 			return t, nil
 		}
 	}
-	return client.TableInfo{}, apierr.NotFound("frontend: table %q not found", n.String())
+	return client.TableInfo{}, errNoTable
 }
 
 // ListTables lists the tables (the same ones under every instance name),
 // sorted, in pages of page_size when it is set; the view is NAME_ONLY
 // unless the request asks for more.
 func (a *adminServer) ListTables(ctx context.Context, req *adminpb.ListTablesRequest) (*adminpb.ListTablesResponse, error) {
+	resp, err := a.listTables(ctx, req)
+	if err != nil {
+		return nil, a.s.apiErr(ctx, instanceCall("ListTables", req.GetParent()), err)
+	}
+	return resp, nil
+}
+
+func (a *adminServer) listTables(ctx context.Context, req *adminpb.ListTablesRequest) (*adminpb.ListTablesResponse, error) {
 	parent, err := parseInstance(req.GetParent())
 	if err != nil {
 		return nil, err
 	}
 	if req.GetPageSize() < 0 {
-		return nil, apierr.InvalidArgument("frontend: list tables: page_size %d is negative", req.GetPageSize())
+		return nil, reqErr(codes.InvalidArgument, "page_size %d is negative", req.GetPageSize())
 	}
 	infos, err := a.s.c.DescribeTables(ctx) // sorted by name
 	if err != nil {
@@ -134,6 +159,14 @@ func (a *adminServer) ListTables(ctx context.Context, req *adminpb.ListTablesReq
 
 // DeleteTable deletes a table and its data.
 func (a *adminServer) DeleteTable(ctx context.Context, req *adminpb.DeleteTableRequest) (*emptypb.Empty, error) {
+	resp, err := a.deleteTable(ctx, req)
+	if err != nil {
+		return nil, a.s.apiErr(ctx, tableCall("DeleteTable", req.GetName()), err)
+	}
+	return resp, nil
+}
+
+func (a *adminServer) deleteTable(ctx context.Context, req *adminpb.DeleteTableRequest) (*emptypb.Empty, error) {
 	n, err := parseTable(req.GetName())
 	if err != nil {
 		return nil, err
@@ -153,13 +186,21 @@ func (a *adminServer) DeleteTable(ctx context.Context, req *adminpb.DeleteTableR
 // fails, the ones before it stay applied and the error names the failing
 // one. It returns the table as SCHEMA_VIEW.
 func (a *adminServer) ModifyColumnFamilies(ctx context.Context, req *adminpb.ModifyColumnFamiliesRequest) (*adminpb.Table, error) {
+	resp, err := a.modifyColumnFamilies(ctx, req)
+	if err != nil {
+		return nil, a.s.apiErr(ctx, tableCall("ModifyColumnFamilies", req.GetName()), err)
+	}
+	return resp, nil
+}
+
+func (a *adminServer) modifyColumnFamilies(ctx context.Context, req *adminpb.ModifyColumnFamiliesRequest) (*adminpb.Table, error) {
 	n, err := parseTable(req.GetName())
 	if err != nil {
 		return nil, err
 	}
 	mods := req.GetModifications()
 	if len(mods) == 0 {
-		return nil, apierr.InvalidArgument("frontend: modify column families of %q: no modification given", n.table)
+		return nil, reqErr(codes.InvalidArgument, "no modification given")
 	}
 	type step struct {
 		id     string
@@ -170,7 +211,7 @@ func (a *adminServer) ModifyColumnFamilies(ctx context.Context, req *adminpb.Mod
 	for i, m := range mods {
 		st := step{id: m.GetId()}
 		if st.id == "" {
-			return nil, apierr.InvalidArgument("frontend: modify column families of %q: modification %d has no id", n.table, i)
+			return nil, reqErr(codes.InvalidArgument, "modification %d has no id", i)
 		}
 		var cf *adminpb.ColumnFamily
 		switch mod := m.GetMod().(type) {
@@ -180,23 +221,23 @@ func (a *adminServer) ModifyColumnFamilies(ctx context.Context, req *adminpb.Mod
 			st.kind, cf = "update", mod.Update
 			for _, p := range m.GetUpdateMask().GetPaths() {
 				if p != "gc_rule" {
-					return nil, apierr.InvalidArgument("frontend: modify column families of %q: modification %d updates %q; only gc_rule can be updated", n.table, i, p)
+					return nil, reqErr(codes.InvalidArgument, "modification %d updates %q of column family %q; only gc_rule can be updated", i, p, st.id)
 				}
 			}
 		case *adminpb.ModifyColumnFamiliesRequest_Modification_Drop:
 			if !mod.Drop {
-				return nil, apierr.InvalidArgument("frontend: modify column families of %q: modification %d has drop=false", n.table, i)
+				return nil, reqErr(codes.InvalidArgument, "modification %d has drop=false", i)
 			}
 			st.kind = "drop"
 		default:
-			return nil, apierr.InvalidArgument("frontend: modify column families of %q: modification %d (family %q) sets none of create, update and drop", n.table, i, st.id)
+			return nil, reqErr(codes.InvalidArgument, "modification %d (column family %q) sets none of create, update and drop", i, st.id)
 		}
 		if cf.GetValueType() != nil {
-			return nil, apierr.InvalidArgument("frontend: modify column families of %q: modification %d gives family %q a value type; Bighive families hold bytes only", n.table, i, st.id)
+			return nil, reqErr(codes.InvalidArgument, "modification %d gives column family %q a value type; Bighive families hold bytes only", i, st.id)
 		}
 		if r := cf.GetGcRule(); r != nil && r.GetRule() != nil {
 			if st.policy, err = policyFromAdmin(r); err != nil {
-				return nil, apierr.InvalidArgument("frontend: modify column families of %q: modification %d (family %q): %v", n.table, i, st.id, err)
+				return nil, reqErr(codes.InvalidArgument, "modification %d (column family %q): %v", i, st.id, err)
 			}
 		} else if st.kind == "update" {
 			st.policy = client.NoGcPolicy()
@@ -217,9 +258,9 @@ func (a *adminServer) ModifyColumnFamilies(ctx context.Context, req *adminpb.Mod
 	for i, st := range steps {
 		switch {
 		case st.kind == "create" && has[st.id]:
-			return nil, apierr.AlreadyExists("frontend: modify column families of %q: modification %d creates family %q, which exists", n.table, i, st.id)
+			return nil, reqErr(codes.AlreadyExists, "modification %d creates column family %q, which exists", i, st.id)
 		case st.kind != "create" && !has[st.id]:
-			return nil, apierr.NotFound("frontend: modify column families of %q: modification %d (%s) names family %q, which does not exist", n.table, i, st.kind, st.id)
+			return nil, reqErr(codes.NotFound, "modification %d (%s) names column family %q, which does not exist", i, st.kind, st.id)
 		}
 		has[st.id] = st.kind != "drop"
 	}
@@ -246,6 +287,14 @@ func (a *adminServer) ModifyColumnFamilies(ctx context.Context, req *adminpb.Mod
 
 // DropRowRange deletes the rows with a key prefix, or every row.
 func (a *adminServer) DropRowRange(ctx context.Context, req *adminpb.DropRowRangeRequest) (*emptypb.Empty, error) {
+	resp, err := a.dropRowRange(ctx, req)
+	if err != nil {
+		return nil, a.s.apiErr(ctx, tableCall("DropRowRange", req.GetName()), err)
+	}
+	return resp, nil
+}
+
+func (a *adminServer) dropRowRange(ctx context.Context, req *adminpb.DropRowRangeRequest) (*emptypb.Empty, error) {
 	n, err := parseTable(req.GetName())
 	if err != nil {
 		return nil, err
@@ -253,16 +302,16 @@ func (a *adminServer) DropRowRange(ctx context.Context, req *adminpb.DropRowRang
 	switch t := req.GetTarget().(type) {
 	case *adminpb.DropRowRangeRequest_RowKeyPrefix:
 		if len(t.RowKeyPrefix) == 0 {
-			return nil, apierr.InvalidArgument("frontend: drop row range of %q: row_key_prefix is empty; set delete_all_data_from_table to drop every row", n.table)
+			return nil, reqErr(codes.InvalidArgument, "row_key_prefix is empty; set delete_all_data_from_table to drop every row")
 		}
 		err = a.s.c.DropRowRange(ctx, n.table, string(t.RowKeyPrefix))
 	case *adminpb.DropRowRangeRequest_DeleteAllDataFromTable:
 		if !t.DeleteAllDataFromTable {
-			return nil, apierr.InvalidArgument("frontend: drop row range of %q: delete_all_data_from_table is false", n.table)
+			return nil, reqErr(codes.InvalidArgument, "delete_all_data_from_table is false")
 		}
 		err = a.s.c.DropAllRows(ctx, n.table)
 	default:
-		return nil, apierr.InvalidArgument("frontend: drop row range of %q: set row_key_prefix or delete_all_data_from_table", n.table)
+		return nil, reqErr(codes.InvalidArgument, "set row_key_prefix or delete_all_data_from_table")
 	}
 	if err != nil {
 		return nil, err
@@ -275,6 +324,14 @@ func (a *adminServer) DropRowRange(ctx context.Context, req *adminpb.DropRowRang
 // Bighive cluster has no replicas to catch up, so every token is consistent
 // at once (see CheckConsistency).
 func (a *adminServer) GenerateConsistencyToken(ctx context.Context, req *adminpb.GenerateConsistencyTokenRequest) (*adminpb.GenerateConsistencyTokenResponse, error) {
+	resp, err := a.generateConsistencyToken(ctx, req)
+	if err != nil {
+		return nil, a.s.apiErr(ctx, tableCall("GenerateConsistencyToken", req.GetName()), err)
+	}
+	return resp, nil
+}
+
+func (a *adminServer) generateConsistencyToken(ctx context.Context, req *adminpb.GenerateConsistencyTokenRequest) (*adminpb.GenerateConsistencyTokenResponse, error) {
 	n, err := parseTable(req.GetName())
 	if err != nil {
 		return nil, err
@@ -289,12 +346,20 @@ func (a *adminServer) GenerateConsistencyToken(ctx context.Context, req *adminpb
 // GenerateConsistencyToken made: the writes before it were durable when
 // acknowledged. Any other token is InvalidArgument.
 func (a *adminServer) CheckConsistency(ctx context.Context, req *adminpb.CheckConsistencyRequest) (*adminpb.CheckConsistencyResponse, error) {
+	resp, err := a.checkConsistency(ctx, req)
+	if err != nil {
+		return nil, a.s.apiErr(ctx, tableCall("CheckConsistency", req.GetName()), err)
+	}
+	return resp, nil
+}
+
+func (a *adminServer) checkConsistency(ctx context.Context, req *adminpb.CheckConsistencyRequest) (*adminpb.CheckConsistencyResponse, error) {
 	n, err := parseTable(req.GetName())
 	if err != nil {
 		return nil, err
 	}
 	if req.GetConsistencyToken() != consistencyToken {
-		return nil, apierr.InvalidArgument("frontend: check consistency of %q: unknown consistency token %q; get one from GenerateConsistencyToken", n.table, req.GetConsistencyToken())
+		return nil, reqErr(codes.InvalidArgument, "unknown consistency token %q; get one from GenerateConsistencyToken", req.GetConsistencyToken())
 	}
 	if _, err := a.describe(ctx, n); err != nil {
 		return nil, err

@@ -12,7 +12,6 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"bighive/client"
-	"bighive/internal/apierr"
 	"bighive/internal/limits"
 	"bighive/internal/wirecodec"
 )
@@ -44,55 +43,25 @@ type matViewNamed interface {
 
 // target returns the client table a data request names; a request naming
 // a view is Unimplemented (Bighive has no views).
-func (d *dataServer) target(ctx context.Context, method, table string, req any) (*client.Table, error) {
+func (d *dataServer) target(ctx context.Context, table string, req any) (*client.Table, error) {
 	if v, ok := req.(viewNamed); ok && v.GetAuthorizedViewName() != "" {
-		return nil, status.Errorf(codes.Unimplemented, "frontend: %s: authorized views are not served (authorized_view_name %q)", method, v.GetAuthorizedViewName())
+		return nil, reqErr(codes.Unimplemented, "authorized views are not served (authorized_view_name %q)", v.GetAuthorizedViewName())
 	}
 	if v, ok := req.(matViewNamed); ok && v.GetMaterializedViewName() != "" {
-		return nil, status.Errorf(codes.Unimplemented, "frontend: %s: materialized views are not served (materialized_view_name %q)", method, v.GetMaterializedViewName())
+		return nil, reqErr(codes.Unimplemented, "materialized views are not served (materialized_view_name %q)", v.GetMaterializedViewName())
 	}
-	t, err := d.s.table(ctx, table)
-	if err != nil {
-		return nil, apiErr(ctx, err)
-	}
-	return t, nil
-}
-
-// apiErr is err, the failure of a call made for a caller whose context is
-// ctx, as the gRPC status a Bigtable client expects. The client library's
-// errors already are statuses with their codes (NotFound for an unknown
-// table, Unavailable and Aborted for what a Bigtable client retries, and
-// Unavailable "outcome unknown" for a write that may have been applied:
-// the client's package documentation, "Status rules"), which are kept;
-// context errors become Canceled or DeadlineExceeded. DeadlineExceeded is
-// what a Bigtable client takes for its own deadline, final: it is kept
-// only when the caller's deadline has passed, and becomes Unavailable
-// otherwise (apiStatus).
-func apiErr(ctx context.Context, err error) error {
-	if err == nil {
-		return nil
-	}
-	return apiStatus(ctx, err).Err()
-}
-
-// apiStatus is apiErr as a status (MutateRows answers one per entry).
-func apiStatus(ctx context.Context, err error) *status.Status {
-	st := apierr.ToStatus(err)
-	if st.Code() != codes.DeadlineExceeded || ctx.Err() != nil {
-		return st
-	}
-	// Not the caller's deadline: an internal timeout of the call, which
-	// the caller may retry.
-	p := st.Proto()
-	p.Code = int32(codes.Unavailable)
-	return status.FromProto(p)
+	return d.s.table(ctx, table)
 }
 
 // ReadRows streams the rows of a row set in CellChunk form.
 func (d *dataServer) ReadRows(req *btpb.ReadRowsRequest, stream btpb.Bigtable_ReadRowsServer) error {
+	return d.s.apiErr(stream.Context(), tableCall("ReadRows", req.GetTableName()), d.readRows(req, stream))
+}
+
+func (d *dataServer) readRows(req *btpb.ReadRowsRequest, stream btpb.Bigtable_ReadRowsServer) error {
 	start := time.Now()
 	ctx := stream.Context()
-	t, err := d.target(ctx, "ReadRows", req.GetTableName(), req)
+	t, err := d.target(ctx, req.GetTableName(), req)
 	if err != nil {
 		return err
 	}
@@ -101,7 +70,7 @@ func (d *dataServer) ReadRows(req *btpb.ReadRowsRequest, stream btpb.Bigtable_Re
 		return err
 	}
 	if req.GetRowsLimit() < 0 {
-		return status.Errorf(codes.InvalidArgument, "frontend: ReadRows: rows_limit %d is negative", req.GetRowsLimit())
+		return reqErr(codes.InvalidArgument, "rows_limit %d is negative", req.GetRowsLimit())
 	}
 	var opts []client.ReadOption
 	if f := req.GetFilter(); f != nil {
@@ -127,7 +96,7 @@ func (d *dataServer) ReadRows(req *btpb.ReadRowsRequest, stream btpb.Bigtable_Re
 		return ferr
 	}
 	if err != nil {
-		return apiErr(ctx, err)
+		return err
 	}
 	if req.GetRequestStatsView() == btpb.ReadRowsRequest_REQUEST_STATS_FULL {
 		// Rows and cells seen before filtering happen on the tservers and
@@ -216,7 +185,7 @@ func rowSet(p *btpb.RowSet) (client.RowSet, error) {
 	var out client.RowRangeList
 	for _, k := range p.GetRowKeys() {
 		if len(k) == 0 {
-			return nil, status.Error(codes.InvalidArgument, "frontend: row set: a row key is empty")
+			return nil, reqErr(codes.InvalidArgument, "row set: a row key is empty")
 		}
 		out = append(out, client.NewClosedRange(string(k), string(k)))
 	}
@@ -247,9 +216,9 @@ func rowSet(p *btpb.RowSet) (client.RowSet, error) {
 }
 
 // mutation converts the API's mutations of one row.
-func mutation(method string, ms []*btpb.Mutation) (*client.Mutation, error) {
+func mutation(what string, ms []*btpb.Mutation) (*client.Mutation, error) {
 	if len(ms) == 0 {
-		return nil, status.Errorf(codes.InvalidArgument, "frontend: %s: no mutations", method)
+		return nil, reqErr(codes.InvalidArgument, "no %s", what)
 	}
 	m := client.NewMutation()
 	for i, op := range ms {
@@ -269,13 +238,13 @@ func mutation(method string, ms []*btpb.Mutation) (*client.Mutation, error) {
 		case *btpb.Mutation_DeleteFromRow_:
 			m.DeleteRow()
 		case *btpb.Mutation_AddToCell_:
-			return nil, status.Errorf(codes.Unimplemented, "frontend: %s: mutation %d: AddToCell is not supported (Bighive has no aggregate column families)", method, i)
+			return nil, reqErr(codes.Unimplemented, "%s %d: AddToCell is not supported (Bighive has no aggregate column families)", what, i)
 		case *btpb.Mutation_MergeToCell_:
-			return nil, status.Errorf(codes.Unimplemented, "frontend: %s: mutation %d: MergeToCell is not supported (Bighive has no aggregate column families)", method, i)
+			return nil, reqErr(codes.Unimplemented, "%s %d: MergeToCell is not supported (Bighive has no aggregate column families)", what, i)
 		case nil:
-			return nil, status.Errorf(codes.InvalidArgument, "frontend: %s: mutation %d sets no operation", method, i)
+			return nil, reqErr(codes.InvalidArgument, "%s %d sets no operation", what, i)
 		default:
-			return nil, status.Errorf(codes.Unimplemented, "frontend: %s: mutation %d: %T is not supported", method, i, x)
+			return nil, reqErr(codes.Unimplemented, "%s %d: %T is not supported", what, i, x)
 		}
 	}
 	return m, nil
@@ -283,16 +252,24 @@ func mutation(method string, ms []*btpb.Mutation) (*client.Mutation, error) {
 
 // MutateRow applies one row's mutations atomically.
 func (d *dataServer) MutateRow(ctx context.Context, req *btpb.MutateRowRequest) (*btpb.MutateRowResponse, error) {
-	t, err := d.target(ctx, "MutateRow", req.GetTableName(), req)
+	resp, err := d.mutateRow(ctx, req)
+	if err != nil {
+		return nil, d.s.apiErr(ctx, rowCall("MutateRow", req.GetTableName(), req.GetRowKey()), err)
+	}
+	return resp, nil
+}
+
+func (d *dataServer) mutateRow(ctx context.Context, req *btpb.MutateRowRequest) (*btpb.MutateRowResponse, error) {
+	t, err := d.target(ctx, req.GetTableName(), req)
 	if err != nil {
 		return nil, err
 	}
-	m, err := mutation("MutateRow", req.GetMutations())
+	m, err := mutation("mutations", req.GetMutations())
 	if err != nil {
 		return nil, err
 	}
 	if err := t.Apply(ctx, string(req.GetRowKey()), m); err != nil {
-		return nil, apiErr(ctx, err)
+		return nil, err
 	}
 	return &btpb.MutateRowResponse{}, nil
 }
@@ -300,21 +277,25 @@ func (d *dataServer) MutateRow(ctx context.Context, req *btpb.MutateRowRequest) 
 // MutateRows applies each entry atomically on its row and answers one
 // status per entry, by index.
 func (d *dataServer) MutateRows(req *btpb.MutateRowsRequest, stream btpb.Bigtable_MutateRowsServer) error {
+	return d.s.apiErr(stream.Context(), tableCall("MutateRows", req.GetTableName()), d.mutateRows(req, stream))
+}
+
+func (d *dataServer) mutateRows(req *btpb.MutateRowsRequest, stream btpb.Bigtable_MutateRowsServer) error {
 	ctx := stream.Context()
-	t, err := d.target(ctx, "MutateRows", req.GetTableName(), req)
+	t, err := d.target(ctx, req.GetTableName(), req)
 	if err != nil {
 		return err
 	}
 	entries := req.GetEntries()
 	if len(entries) == 0 {
-		return status.Error(codes.InvalidArgument, "frontend: MutateRows: no entries")
+		return reqErr(codes.InvalidArgument, "no entries")
 	}
 	statuses := make([]error, len(entries))
 	var rows []string
 	var ms []*client.Mutation
 	var idx []int
 	for i, e := range entries {
-		m, err := mutation("MutateRows", e.GetMutations())
+		m, err := mutation("mutations", e.GetMutations())
 		if err != nil {
 			statuses[i] = err
 			continue
@@ -324,7 +305,7 @@ func (d *dataServer) MutateRows(req *btpb.MutateRowsRequest, stream btpb.Bigtabl
 	if len(rows) > 0 {
 		errs, err := t.ApplyBulk(ctx, rows, ms)
 		if err != nil {
-			return apiErr(ctx, err)
+			return err
 		}
 		for j, err := range errs {
 			statuses[idx[j]] = err
@@ -334,7 +315,9 @@ func (d *dataServer) MutateRows(req *btpb.MutateRowsRequest, stream btpb.Bigtabl
 	for i, err := range statuses {
 		st := status.New(codes.OK, "")
 		if err != nil {
-			st = apiStatus(ctx, err)
+			c := rowCall("MutateRows", req.GetTableName(), entries[i].GetRowKey())
+			c.entry = i
+			st = d.s.apiStatus(ctx, c, err)
 		}
 		resp.Entries[i] = &btpb.MutateRowsResponse_Entry{Index: int64(i), Status: st.Proto()}
 	}
@@ -344,28 +327,36 @@ func (d *dataServer) MutateRows(req *btpb.MutateRowsRequest, stream btpb.Bigtabl
 // CheckAndMutateRow applies the true or the false mutations depending on
 // whether the predicate filter yields a cell of the row.
 func (d *dataServer) CheckAndMutateRow(ctx context.Context, req *btpb.CheckAndMutateRowRequest) (*btpb.CheckAndMutateRowResponse, error) {
-	t, err := d.target(ctx, "CheckAndMutateRow", req.GetTableName(), req)
+	resp, err := d.checkAndMutateRow(ctx, req)
+	if err != nil {
+		return nil, d.s.apiErr(ctx, rowCall("CheckAndMutateRow", req.GetTableName(), req.GetRowKey()), err)
+	}
+	return resp, nil
+}
+
+func (d *dataServer) checkAndMutateRow(ctx context.Context, req *btpb.CheckAndMutateRowRequest) (*btpb.CheckAndMutateRowResponse, error) {
+	t, err := d.target(ctx, req.GetTableName(), req)
 	if err != nil {
 		return nil, err
 	}
 	var mtrue, mfalse *client.Mutation
 	if len(req.GetTrueMutations()) > 0 {
-		if mtrue, err = mutation("CheckAndMutateRow true_mutations", req.GetTrueMutations()); err != nil {
+		if mtrue, err = mutation("true_mutations", req.GetTrueMutations()); err != nil {
 			return nil, err
 		}
 	}
 	if len(req.GetFalseMutations()) > 0 {
-		if mfalse, err = mutation("CheckAndMutateRow false_mutations", req.GetFalseMutations()); err != nil {
+		if mfalse, err = mutation("false_mutations", req.GetFalseMutations()); err != nil {
 			return nil, err
 		}
 	}
 	if mtrue == nil && mfalse == nil {
-		return nil, status.Error(codes.InvalidArgument, "frontend: CheckAndMutateRow: true_mutations and false_mutations are both empty")
+		return nil, reqErr(codes.InvalidArgument, "true_mutations and false_mutations are both empty")
 	}
 	var matched bool
 	cm := client.NewCondMutation(client.ProtoFilter(req.GetPredicateFilter()), mtrue, mfalse)
 	if err := t.Apply(ctx, string(req.GetRowKey()), cm, client.GetCondMutationResult(&matched)); err != nil {
-		return nil, apiErr(ctx, err)
+		return nil, err
 	}
 	return &btpb.CheckAndMutateRowResponse{PredicateMatched: matched}, nil
 }
@@ -373,12 +364,20 @@ func (d *dataServer) CheckAndMutateRow(ctx context.Context, req *btpb.CheckAndMu
 // ReadModifyWriteRow applies append and increment rules and answers the
 // new cells.
 func (d *dataServer) ReadModifyWriteRow(ctx context.Context, req *btpb.ReadModifyWriteRowRequest) (*btpb.ReadModifyWriteRowResponse, error) {
-	t, err := d.target(ctx, "ReadModifyWriteRow", req.GetTableName(), req)
+	resp, err := d.readModifyWriteRow(ctx, req)
+	if err != nil {
+		return nil, d.s.apiErr(ctx, rowCall("ReadModifyWriteRow", req.GetTableName(), req.GetRowKey()), err)
+	}
+	return resp, nil
+}
+
+func (d *dataServer) readModifyWriteRow(ctx context.Context, req *btpb.ReadModifyWriteRowRequest) (*btpb.ReadModifyWriteRowResponse, error) {
+	t, err := d.target(ctx, req.GetTableName(), req)
 	if err != nil {
 		return nil, err
 	}
 	if len(req.GetRules()) == 0 {
-		return nil, status.Error(codes.InvalidArgument, "frontend: ReadModifyWriteRow: no rules")
+		return nil, reqErr(codes.InvalidArgument, "no rules")
 	}
 	m := client.NewReadModifyWrite()
 	for i, r := range req.GetRules() {
@@ -388,12 +387,12 @@ func (d *dataServer) ReadModifyWriteRow(ctx context.Context, req *btpb.ReadModif
 		case *btpb.ReadModifyWriteRule_IncrementAmount:
 			m.Increment(r.GetFamilyName(), string(r.GetColumnQualifier()), x.IncrementAmount)
 		default:
-			return nil, status.Errorf(codes.InvalidArgument, "frontend: ReadModifyWriteRow: rule %d sets neither append_value nor increment_amount", i)
+			return nil, reqErr(codes.InvalidArgument, "rule %d sets neither append_value nor increment_amount", i)
 		}
 	}
 	row, err := t.ApplyReadModifyWrite(ctx, string(req.GetRowKey()), m)
 	if err != nil {
-		return nil, apiErr(ctx, err)
+		return nil, err
 	}
 	return &btpb.ReadModifyWriteRowResponse{Row: rowProto(row)}, nil
 }
@@ -423,14 +422,18 @@ func rowProto(r client.Row) *btpb.Row {
 // roughly equal size, with the table's size before each; the last key is
 // empty (the end of the table).
 func (d *dataServer) SampleRowKeys(req *btpb.SampleRowKeysRequest, stream btpb.Bigtable_SampleRowKeysServer) error {
+	return d.s.apiErr(stream.Context(), tableCall("SampleRowKeys", req.GetTableName()), d.sampleRowKeys(req, stream))
+}
+
+func (d *dataServer) sampleRowKeys(req *btpb.SampleRowKeysRequest, stream btpb.Bigtable_SampleRowKeysServer) error {
 	ctx := stream.Context()
-	t, err := d.target(ctx, "SampleRowKeys", req.GetTableName(), req)
+	t, err := d.target(ctx, req.GetTableName(), req)
 	if err != nil {
 		return err
 	}
 	samples, err := t.SampleRowKeyOffsets(ctx, 0)
 	if err != nil {
-		return apiErr(ctx, err)
+		return err
 	}
 	for _, s := range samples {
 		if err := stream.Send(&btpb.SampleRowKeysResponse{RowKey: []byte(s.Key), OffsetBytes: s.OffsetBytes}); err != nil {
@@ -444,7 +447,7 @@ func (d *dataServer) SampleRowKeys(req *btpb.SampleRowKeysRequest, stream btpb.B
 // connections to warm beyond its client's, which dial on first use.
 func (d *dataServer) PingAndWarm(ctx context.Context, req *btpb.PingAndWarmRequest) (*btpb.PingAndWarmResponse, error) {
 	if _, err := parseInstance(req.GetName()); err != nil {
-		return nil, err
+		return nil, d.s.apiErr(ctx, instanceCall("PingAndWarm", req.GetName()), err)
 	}
 	return &btpb.PingAndWarmResponse{}, nil
 }

@@ -28,6 +28,8 @@ func TestAPIErrCodes(t *testing.T) {
 	live := context.Background()
 	expired, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer cancel()
+	var s *Server // the mapping needs no server (it logs through one if given)
+	c := rowCall("MutateRow", "projects/p/instances/i/tables/t", []byte("r"))
 	for _, tt := range []struct {
 		ctx  context.Context
 		err  error
@@ -44,11 +46,11 @@ func TestAPIErrCodes(t *testing.T) {
 		{live, context.Canceled, codes.Canceled},
 		{live, errors.New("boom"), codes.Internal},
 	} {
-		if got := status.Code(apiErr(tt.ctx, tt.err)); got != tt.want {
+		if got := status.Code(s.apiErr(tt.ctx, c, tt.err)); got != tt.want {
 			t.Errorf("apiErr(%v) has code %v; want %v", tt.err, got, tt.want)
 		}
 	}
-	if apiErr(live, nil) != nil {
+	if s.apiErr(live, c, nil) != nil {
 		t.Error("apiErr(nil) is not nil")
 	}
 }

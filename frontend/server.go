@@ -9,9 +9,9 @@ import (
 	adminpb "cloud.google.com/go/bigtable/admin/apiv2/adminpb"
 	btpb "cloud.google.com/go/bigtable/apiv2/bigtablepb"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 
 	"bighive/client"
-	"bighive/internal/apierr"
 )
 
 // DefaultAddr is where `bighive dev` serves the API: the emulator's port,
@@ -68,7 +68,7 @@ func (n tableName) String() string { return n.parent() + "/tables/" + n.table }
 func parseInstance(name string) (tableName, error) {
 	p := strings.Split(name, "/")
 	if len(p) != 4 || p[0] != "projects" || p[2] != "instances" || p[1] == "" || p[3] == "" {
-		return tableName{}, apierr.InvalidArgument("malformed instance name %q: want projects/{project}/instances/{instance}", name)
+		return tableName{}, reqErr(codes.InvalidArgument, "malformed instance name %q: want projects/{project}/instances/{instance}", name)
 	}
 	return tableName{project: p[1], instance: p[3]}, nil
 }
@@ -77,7 +77,7 @@ func parseInstance(name string) (tableName, error) {
 func parseTable(name string) (tableName, error) {
 	p := strings.Split(name, "/")
 	if len(p) != 6 || p[0] != "projects" || p[2] != "instances" || p[4] != "tables" || p[1] == "" || p[3] == "" || p[5] == "" {
-		return tableName{}, apierr.InvalidArgument("malformed table name %q: want projects/{project}/instances/{instance}/tables/{table}", name)
+		return tableName{}, reqErr(codes.InvalidArgument, "malformed table name %q: want projects/{project}/instances/{instance}/tables/{table}", name)
 	}
 	return tableName{project: p[1], instance: p[3], table: p[5]}, nil
 }
