@@ -206,6 +206,10 @@ func (a *adminServer) modifyColumnFamilies(ctx context.Context, req *adminpb.Mod
 		id     string
 		kind   string // "create", "update" or "drop"
 		policy client.GCPolicy
+		// unserved is the refusal of what Bighive cannot do (a value type,
+		// an update of another field than gc_rule), given once the family
+		// is known to exist: a missing family is NotFound first.
+		unserved error
 	}
 	steps := make([]step, 0, len(mods))
 	for i, m := range mods {
@@ -220,8 +224,8 @@ func (a *adminServer) modifyColumnFamilies(ctx context.Context, req *adminpb.Mod
 		case *adminpb.ModifyColumnFamiliesRequest_Modification_Update:
 			st.kind, cf = "update", mod.Update
 			for _, p := range m.GetUpdateMask().GetPaths() {
-				if p != "gc_rule" {
-					return nil, reqErr(codes.InvalidArgument, "modification %d updates %q of column family %q; only gc_rule can be updated", i, p, st.id)
+				if p != "gc_rule" && st.unserved == nil {
+					st.unserved = reqErr(codes.InvalidArgument, "modification %d updates %q of column family %q; Bighive updates gc_rule only", i, p, st.id)
 				}
 			}
 		case *adminpb.ModifyColumnFamiliesRequest_Modification_Drop:
@@ -232,8 +236,8 @@ func (a *adminServer) modifyColumnFamilies(ctx context.Context, req *adminpb.Mod
 		default:
 			return nil, reqErr(codes.InvalidArgument, "modification %d (column family %q) sets none of create, update and drop", i, st.id)
 		}
-		if cf.GetValueType() != nil {
-			return nil, reqErr(codes.InvalidArgument, "modification %d gives column family %q a value type; Bighive families hold bytes only", i, st.id)
+		if cf.GetValueType() != nil && st.unserved == nil {
+			st.unserved = reqErr(codes.InvalidArgument, "modification %d gives column family %q a value type; Bighive families hold bytes only", i, st.id)
 		}
 		if r := cf.GetGcRule(); r != nil && r.GetRule() != nil {
 			if st.policy, err = policyFromAdmin(r); err != nil {
@@ -261,6 +265,8 @@ func (a *adminServer) modifyColumnFamilies(ctx context.Context, req *adminpb.Mod
 			return nil, reqErr(codes.AlreadyExists, "modification %d creates column family %q, which exists", i, st.id)
 		case st.kind != "create" && !has[st.id]:
 			return nil, reqErr(codes.NotFound, "modification %d (%s) names column family %q, which does not exist", i, st.kind, st.id)
+		case st.unserved != nil:
+			return nil, st.unserved
 		}
 		has[st.id] = st.kind != "drop"
 	}

@@ -406,6 +406,16 @@ func TestAdminRaw(t *testing.T) {
 						UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"value_type"}}}}})
 			return err
 		}, codes.InvalidArgument},
+		{"ModifyColumnFamilies updating the value type of a missing family", func() error {
+			_, err := f.raw.ModifyColumnFamilies(ctx, &adminpb.ModifyColumnFamiliesRequest{Name: parent + "/tables/a",
+				Modifications: []*adminpb.ModifyColumnFamiliesRequest_Modification{
+					{Id: "nofam", Mod: &adminpb.ModifyColumnFamiliesRequest_Modification_Update{Update: &adminpb.ColumnFamily{}},
+						UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"value_type"}}}}})
+			if err != nil && !strings.Contains(status.Convert(err).Message(), `column family "nofam"`) {
+				t.Errorf("updating the value type of a missing family: %v does not name the family", err)
+			}
+			return err
+		}, codes.NotFound},
 		{"DropRowRange without a target", func() error {
 			_, err := f.raw.DropRowRange(ctx, &adminpb.DropRowRangeRequest{Name: parent + "/tables/a"})
 			return err
