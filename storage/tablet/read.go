@@ -40,6 +40,16 @@ type ReadOptions struct {
 	// read would otherwise return. A row the filter leaves with no cell is
 	// not returned.
 	Filter *filter.Filter
+	// Stats, when set, counts what the read examines: each row that has a
+	// cell after the selection above, deletes and the GC policy, and those
+	// cells, before Filter runs on them (rows and cells it drops count
+	// too). Not safe for concurrent reads.
+	Stats *ReadStats
+}
+
+// ReadStats counts the rows and cells a read examined (ReadOptions.Stats).
+type ReadStats struct {
+	Rows, Cells int64
 }
 
 // Cell is one returned version; Labels are set only by a RowFilter's
@@ -349,8 +359,13 @@ func (r *rowReader) readCells(it memstore.Iterator) {
 	}
 }
 
-// filter runs the read's RowFilter, if any, on the row just read.
+// filter runs the read's RowFilter, if any, on the row just read, and
+// counts the row in the read's Stats, if any.
 func (r *rowReader) filter() error {
+	if st := r.opts.Stats; st != nil && len(r.row.Cells) > 0 {
+		st.Rows++
+		st.Cells += int64(len(r.row.Cells))
+	}
 	if r.opts.Filter == nil || len(r.row.Cells) == 0 {
 		return nil
 	}

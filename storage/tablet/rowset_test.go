@@ -300,3 +300,46 @@ func TestScanRangesRejectsUnsortedRanges(t *testing.T) {
 		t.Fatal("overlapping ranges: no error")
 	}
 }
+
+// TestReadStats: ReadOptions.Stats counts the rows with a cell and their
+// cells before the RowFilter drops any, in scans, reverse scans and
+// multi-gets; a deleted row is not counted, and a scan stopped by its
+// limit counts only what it read.
+func TestReadStats(t *testing.T) {
+	clock := &fakeClock{}
+	clock.us.Store(1000)
+	tb := openTablet(t, clock)
+	set := func(q string) mutation.Op {
+		return mutation.Op{Kind: mutation.SetCell, Family: "c", Qualifier: []byte(q), Timestamp: 10, Value: []byte("v")}
+	}
+	writeRow(t, tb, "a", set("keep"), set("x"), set("y"))
+	writeRow(t, tb, "b", set("x"))
+	writeRow(t, tb, "c", set("keep"))
+	writeRow(t, tb, "d", set("keep"))
+	writeRow(t, tb, "d", mutation.Op{Kind: mutation.DeleteRow, Timestamp: mutation.ServerTime})
+	keep := rowFilter(t, &btpb.RowFilter{Filter: &btpb.RowFilter_ColumnQualifierRegexFilter{ColumnQualifierRegexFilter: []byte("keep")}})
+	for _, tc := range []struct {
+		name     string
+		reversed bool
+		limit    int
+		want     ReadStats
+		returned int
+	}{
+		{"forward", false, 0, ReadStats{Rows: 3, Cells: 5}, 2},
+		{"reversed", true, 0, ReadStats{Rows: 3, Cells: 5}, 2},
+		{"limit 1", false, 1, ReadStats{Rows: 1, Cells: 3}, 1},
+	} {
+		var st ReadStats
+		got := scanAll(t, tb, []KeyRange{{}}, tc.reversed, tc.limit, ReadOptions{Filter: keep, Stats: &st})
+		if st != tc.want || len(got) != tc.returned {
+			t.Errorf("%s: stats %+v and %d rows, want %+v and %d", tc.name, st, len(got), tc.want, tc.returned)
+		}
+	}
+	var st ReadStats
+	n := 0
+	err := tb.GetRows(context.Background(), [][]byte{[]byte("a"), []byte("b"), []byte("d"), []byte("z")}, ReadOptions{Filter: keep, Stats: &st},
+		func(int, Row) bool { n++; return true })
+	if err != nil || st != (ReadStats{Rows: 2, Cells: 4}) || n != 1 {
+		t.Errorf("GetRows: stats %+v, %d rows, %v; want {2 4}, 1 row", st, n, err)
+	}
+}
