@@ -30,6 +30,12 @@ type scanSender struct {
 	size  int // bytes of the message so far
 	n     int // rows in the message so far (a cut row counts in each)
 	limit int // the byte bound of this message
+
+	// stats, when the request asked for them, counts what the scan
+	// examined; sent is what the messages so far reported (each message
+	// carries the difference).
+	stats *tablet.ReadStats
+	sent  tablet.ReadStats
 }
 
 func newScanSender(stream pb.TServer_ScanRowsServer, flat bool) *scanSender {
@@ -99,7 +105,7 @@ func (o *scanSender) flush(continues bool) error {
 	if o.n == 0 || o.err != nil {
 		return o.err
 	}
-	resp := &pb.ScanRowsResponse{LastRowContinues: continues}
+	resp := &pb.ScanRowsResponse{LastRowContinues: continues, Stats: o.statsDelta()}
 	if o.flat {
 		resp.Chunk = o.w.Bytes()
 	} else {
@@ -109,5 +115,27 @@ func (o *scanSender) flush(continues bool) error {
 	o.rows, o.size, o.n = nil, 0, 0
 	o.w.Reset()
 	o.limit = min(2*o.limit, scanChunkBytes)
+	return o.err
+}
+
+// statsDelta is what the scan examined since the last message reported,
+// nil if the request asked for no stats.
+func (o *scanSender) statsDelta() *pb.ScanStats {
+	if o.stats == nil {
+		return nil
+	}
+	d := &pb.ScanStats{RowsSeen: o.stats.Rows - o.sent.Rows, CellsSeen: o.stats.Cells - o.sent.Cells}
+	o.sent = *o.stats
+	return d
+}
+
+// flushStats ends a scan that asked for stats: what its last message did
+// not report (rows the row filter dropped after it) goes in a message of
+// its own.
+func (o *scanSender) flushStats() error {
+	if o.err != nil || o.stats == nil || *o.stats == o.sent {
+		return o.err
+	}
+	o.err = o.stream.Send(&pb.ScanRowsResponse{Stats: o.statsDelta()})
 	return o.err
 }

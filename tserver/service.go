@@ -248,6 +248,10 @@ func (s *Server) ScanRows(req *pb.ScanRowsRequest, stream pb.TServer_ScanRowsSer
 		return err
 	}
 	out := newScanSender(stream, req.Flat)
+	if req.Stats {
+		out.stats = &tablet.ReadStats{}
+		opts.Stats = out.stats
+	}
 	emitRow := out.row
 	if rows, ok := pointRows(ranges); ok && !req.Reversed {
 		// A row list (every range one row; sorted and distinct): one
@@ -269,7 +273,10 @@ func (s *Server) ScanRows(req *pb.ScanRowsRequest, stream pb.TServer_ScanRowsSer
 	if err != nil {
 		return s.tabletErr(r, err)
 	}
-	return out.flush(false)
+	if err := out.flush(false); err != nil {
+		return err
+	}
+	return out.flushStats()
 }
 
 func (s *Server) Checkpoint(ctx context.Context, _ *pb.CheckpointRequest) (*pb.CheckpointResponse, error) {

@@ -384,7 +384,11 @@ type ScanRowsRequest struct {
 	// The client reads the flat encoding: the server may answer with
 	// ScanRowsResponse.chunk instead of rows (a server that does not know
 	// this field sends rows, which a client must still read).
-	Flat          bool `protobuf:"varint,9,opt,name=flat,proto3" json:"flat,omitempty"`
+	Flat bool `protobuf:"varint,9,opt,name=flat,proto3" json:"flat,omitempty"`
+	// Count the rows and cells the scan examines, and send the counts in
+	// ScanRowsResponse.stats (a Cloud Bigtable ReadRows asking for
+	// REQUEST_STATS_FULL).
+	Stats         bool `protobuf:"varint,10,opt,name=stats,proto3" json:"stats,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -482,6 +486,68 @@ func (x *ScanRowsRequest) GetFlat() bool {
 	return false
 }
 
+func (x *ScanRowsRequest) GetStats() bool {
+	if x != nil {
+		return x.Stats
+	}
+	return false
+}
+
+// ScanStats counts what a scan examined: the rows with a cell after
+// deletes, the GC rule and filter's selection, and those cells, before the
+// row filter ran on them (so rows and cells it dropped count too).
+type ScanStats struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RowsSeen      int64                  `protobuf:"varint,1,opt,name=rows_seen,json=rowsSeen,proto3" json:"rows_seen,omitempty"`
+	CellsSeen     int64                  `protobuf:"varint,2,opt,name=cells_seen,json=cellsSeen,proto3" json:"cells_seen,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScanStats) Reset() {
+	*x = ScanStats{}
+	mi := &file_bighivepb_tserver_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScanStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScanStats) ProtoMessage() {}
+
+func (x *ScanStats) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_tserver_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScanStats.ProtoReflect.Descriptor instead.
+func (*ScanStats) Descriptor() ([]byte, []int) {
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ScanStats) GetRowsSeen() int64 {
+	if x != nil {
+		return x.RowsSeen
+	}
+	return 0
+}
+
+func (x *ScanStats) GetCellsSeen() int64 {
+	if x != nil {
+		return x.CellsSeen
+	}
+	return 0
+}
+
 type ScanRowsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Rows  []*Row                 `protobuf:"bytes,1,rep,name=rows,proto3" json:"rows,omitempty"`
@@ -504,14 +570,18 @@ type ScanRowsResponse struct {
 	//
 	// Rows and cells come in the order of rows; last_row_continues applies
 	// to the chunk's last row.
-	Chunk         []byte `protobuf:"bytes,3,opt,name=chunk,proto3" json:"chunk,omitempty"`
+	Chunk []byte `protobuf:"bytes,3,opt,name=chunk,proto3" json:"chunk,omitempty"`
+	// Only if the request asked for stats: what the scan examined since the
+	// previous message (a client adds them up). The last message may hold
+	// only stats, no rows.
+	Stats         *ScanStats `protobuf:"bytes,4,opt,name=stats,proto3" json:"stats,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ScanRowsResponse) Reset() {
 	*x = ScanRowsResponse{}
-	mi := &file_bighivepb_tserver_proto_msgTypes[7]
+	mi := &file_bighivepb_tserver_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -523,7 +593,7 @@ func (x *ScanRowsResponse) String() string {
 func (*ScanRowsResponse) ProtoMessage() {}
 
 func (x *ScanRowsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_tserver_proto_msgTypes[7]
+	mi := &file_bighivepb_tserver_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -536,7 +606,7 @@ func (x *ScanRowsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanRowsResponse.ProtoReflect.Descriptor instead.
 func (*ScanRowsResponse) Descriptor() ([]byte, []int) {
-	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{7}
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ScanRowsResponse) GetRows() []*Row {
@@ -560,6 +630,13 @@ func (x *ScanRowsResponse) GetChunk() []byte {
 	return nil
 }
 
+func (x *ScanRowsResponse) GetStats() *ScanStats {
+	if x != nil {
+		return x.Stats
+	}
+	return nil
+}
+
 type CheckpointRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -568,7 +645,7 @@ type CheckpointRequest struct {
 
 func (x *CheckpointRequest) Reset() {
 	*x = CheckpointRequest{}
-	mi := &file_bighivepb_tserver_proto_msgTypes[8]
+	mi := &file_bighivepb_tserver_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -580,7 +657,7 @@ func (x *CheckpointRequest) String() string {
 func (*CheckpointRequest) ProtoMessage() {}
 
 func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_tserver_proto_msgTypes[8]
+	mi := &file_bighivepb_tserver_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -593,7 +670,7 @@ func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointRequest.ProtoReflect.Descriptor instead.
 func (*CheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{8}
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{9}
 }
 
 type CheckpointResponse struct {
@@ -606,7 +683,7 @@ type CheckpointResponse struct {
 
 func (x *CheckpointResponse) Reset() {
 	*x = CheckpointResponse{}
-	mi := &file_bighivepb_tserver_proto_msgTypes[9]
+	mi := &file_bighivepb_tserver_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -618,7 +695,7 @@ func (x *CheckpointResponse) String() string {
 func (*CheckpointResponse) ProtoMessage() {}
 
 func (x *CheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_tserver_proto_msgTypes[9]
+	mi := &file_bighivepb_tserver_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -631,7 +708,7 @@ func (x *CheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointResponse.ProtoReflect.Descriptor instead.
 func (*CheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{9}
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CheckpointResponse) GetTabletsFlushed() int32 {
@@ -660,7 +737,7 @@ type CompactRequest struct {
 
 func (x *CompactRequest) Reset() {
 	*x = CompactRequest{}
-	mi := &file_bighivepb_tserver_proto_msgTypes[10]
+	mi := &file_bighivepb_tserver_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -672,7 +749,7 @@ func (x *CompactRequest) String() string {
 func (*CompactRequest) ProtoMessage() {}
 
 func (x *CompactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_tserver_proto_msgTypes[10]
+	mi := &file_bighivepb_tserver_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -685,7 +762,7 @@ func (x *CompactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
 func (*CompactRequest) Descriptor() ([]byte, []int) {
-	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{10}
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CompactRequest) GetTabletId() string {
@@ -710,7 +787,7 @@ type CompactResponse struct {
 
 func (x *CompactResponse) Reset() {
 	*x = CompactResponse{}
-	mi := &file_bighivepb_tserver_proto_msgTypes[11]
+	mi := &file_bighivepb_tserver_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -722,7 +799,7 @@ func (x *CompactResponse) String() string {
 func (*CompactResponse) ProtoMessage() {}
 
 func (x *CompactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_tserver_proto_msgTypes[11]
+	mi := &file_bighivepb_tserver_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -735,7 +812,7 @@ func (x *CompactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactResponse.ProtoReflect.Descriptor instead.
 func (*CompactResponse) Descriptor() ([]byte, []int) {
-	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{11}
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{12}
 }
 
 type SplitRequest struct {
@@ -749,7 +826,7 @@ type SplitRequest struct {
 
 func (x *SplitRequest) Reset() {
 	*x = SplitRequest{}
-	mi := &file_bighivepb_tserver_proto_msgTypes[12]
+	mi := &file_bighivepb_tserver_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -761,7 +838,7 @@ func (x *SplitRequest) String() string {
 func (*SplitRequest) ProtoMessage() {}
 
 func (x *SplitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_tserver_proto_msgTypes[12]
+	mi := &file_bighivepb_tserver_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -774,7 +851,7 @@ func (x *SplitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitRequest.ProtoReflect.Descriptor instead.
 func (*SplitRequest) Descriptor() ([]byte, []int) {
-	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{12}
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SplitRequest) GetTabletId() string {
@@ -800,7 +877,7 @@ type SplitResponse struct {
 
 func (x *SplitResponse) Reset() {
 	*x = SplitResponse{}
-	mi := &file_bighivepb_tserver_proto_msgTypes[13]
+	mi := &file_bighivepb_tserver_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -812,7 +889,7 @@ func (x *SplitResponse) String() string {
 func (*SplitResponse) ProtoMessage() {}
 
 func (x *SplitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_tserver_proto_msgTypes[13]
+	mi := &file_bighivepb_tserver_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -825,7 +902,7 @@ func (x *SplitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitResponse.ProtoReflect.Descriptor instead.
 func (*SplitResponse) Descriptor() ([]byte, []int) {
-	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{13}
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SplitResponse) GetChildTabletIds() []string {
@@ -843,7 +920,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_bighivepb_tserver_proto_msgTypes[14]
+	mi := &file_bighivepb_tserver_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -855,7 +932,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_tserver_proto_msgTypes[14]
+	mi := &file_bighivepb_tserver_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -868,7 +945,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{14}
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{15}
 }
 
 type TabletStatus struct {
@@ -887,7 +964,7 @@ type TabletStatus struct {
 
 func (x *TabletStatus) Reset() {
 	*x = TabletStatus{}
-	mi := &file_bighivepb_tserver_proto_msgTypes[15]
+	mi := &file_bighivepb_tserver_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -899,7 +976,7 @@ func (x *TabletStatus) String() string {
 func (*TabletStatus) ProtoMessage() {}
 
 func (x *TabletStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_tserver_proto_msgTypes[15]
+	mi := &file_bighivepb_tserver_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -912,7 +989,7 @@ func (x *TabletStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TabletStatus.ProtoReflect.Descriptor instead.
 func (*TabletStatus) Descriptor() ([]byte, []int) {
-	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{15}
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TabletStatus) GetTabletId() string {
@@ -985,7 +1062,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_bighivepb_tserver_proto_msgTypes[16]
+	mi := &file_bighivepb_tserver_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -997,7 +1074,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_tserver_proto_msgTypes[16]
+	mi := &file_bighivepb_tserver_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1010,7 +1087,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{16}
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StatusResponse) GetUuid() string {
@@ -1065,7 +1142,7 @@ type AssignTabletsRequest struct {
 
 func (x *AssignTabletsRequest) Reset() {
 	*x = AssignTabletsRequest{}
-	mi := &file_bighivepb_tserver_proto_msgTypes[17]
+	mi := &file_bighivepb_tserver_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1077,7 +1154,7 @@ func (x *AssignTabletsRequest) String() string {
 func (*AssignTabletsRequest) ProtoMessage() {}
 
 func (x *AssignTabletsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_tserver_proto_msgTypes[17]
+	mi := &file_bighivepb_tserver_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1090,7 +1167,7 @@ func (x *AssignTabletsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignTabletsRequest.ProtoReflect.Descriptor instead.
 func (*AssignTabletsRequest) Descriptor() ([]byte, []int) {
-	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{17}
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AssignTabletsRequest) GetAssign() []*TabletAssignment {
@@ -1115,7 +1192,7 @@ type AssignTabletsResponse struct {
 
 func (x *AssignTabletsResponse) Reset() {
 	*x = AssignTabletsResponse{}
-	mi := &file_bighivepb_tserver_proto_msgTypes[18]
+	mi := &file_bighivepb_tserver_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1127,7 +1204,7 @@ func (x *AssignTabletsResponse) String() string {
 func (*AssignTabletsResponse) ProtoMessage() {}
 
 func (x *AssignTabletsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_tserver_proto_msgTypes[18]
+	mi := &file_bighivepb_tserver_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1140,7 +1217,7 @@ func (x *AssignTabletsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignTabletsResponse.ProtoReflect.Descriptor instead.
 func (*AssignTabletsResponse) Descriptor() ([]byte, []int) {
-	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{18}
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{19}
 }
 
 type UpdateSchemaRequest struct {
@@ -1152,7 +1229,7 @@ type UpdateSchemaRequest struct {
 
 func (x *UpdateSchemaRequest) Reset() {
 	*x = UpdateSchemaRequest{}
-	mi := &file_bighivepb_tserver_proto_msgTypes[19]
+	mi := &file_bighivepb_tserver_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1164,7 +1241,7 @@ func (x *UpdateSchemaRequest) String() string {
 func (*UpdateSchemaRequest) ProtoMessage() {}
 
 func (x *UpdateSchemaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_tserver_proto_msgTypes[19]
+	mi := &file_bighivepb_tserver_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1177,7 +1254,7 @@ func (x *UpdateSchemaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSchemaRequest.ProtoReflect.Descriptor instead.
 func (*UpdateSchemaRequest) Descriptor() ([]byte, []int) {
-	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{19}
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *UpdateSchemaRequest) GetSchema() *TableSchema {
@@ -1195,7 +1272,7 @@ type UpdateSchemaResponse struct {
 
 func (x *UpdateSchemaResponse) Reset() {
 	*x = UpdateSchemaResponse{}
-	mi := &file_bighivepb_tserver_proto_msgTypes[20]
+	mi := &file_bighivepb_tserver_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1207,7 +1284,7 @@ func (x *UpdateSchemaResponse) String() string {
 func (*UpdateSchemaResponse) ProtoMessage() {}
 
 func (x *UpdateSchemaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_tserver_proto_msgTypes[20]
+	mi := &file_bighivepb_tserver_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1220,7 +1297,7 @@ func (x *UpdateSchemaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSchemaResponse.ProtoReflect.Descriptor instead.
 func (*UpdateSchemaResponse) Descriptor() ([]byte, []int) {
-	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{20}
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{21}
 }
 
 type DropRowsRequest struct {
@@ -1236,7 +1313,7 @@ type DropRowsRequest struct {
 
 func (x *DropRowsRequest) Reset() {
 	*x = DropRowsRequest{}
-	mi := &file_bighivepb_tserver_proto_msgTypes[21]
+	mi := &file_bighivepb_tserver_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1248,7 +1325,7 @@ func (x *DropRowsRequest) String() string {
 func (*DropRowsRequest) ProtoMessage() {}
 
 func (x *DropRowsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_tserver_proto_msgTypes[21]
+	mi := &file_bighivepb_tserver_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1261,7 +1338,7 @@ func (x *DropRowsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropRowsRequest.ProtoReflect.Descriptor instead.
 func (*DropRowsRequest) Descriptor() ([]byte, []int) {
-	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{21}
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DropRowsRequest) GetTabletId() string {
@@ -1294,7 +1371,7 @@ type DropRowsResponse struct {
 
 func (x *DropRowsResponse) Reset() {
 	*x = DropRowsResponse{}
-	mi := &file_bighivepb_tserver_proto_msgTypes[22]
+	mi := &file_bighivepb_tserver_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1306,7 +1383,7 @@ func (x *DropRowsResponse) String() string {
 func (*DropRowsResponse) ProtoMessage() {}
 
 func (x *DropRowsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_tserver_proto_msgTypes[22]
+	mi := &file_bighivepb_tserver_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1319,7 +1396,7 @@ func (x *DropRowsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropRowsResponse.ProtoReflect.Descriptor instead.
 func (*DropRowsResponse) Descriptor() ([]byte, []int) {
-	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{22}
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DropRowsResponse) GetRowsDeleted() int64 {
@@ -1346,7 +1423,7 @@ type ReadModifyWriteRule struct {
 
 func (x *ReadModifyWriteRule) Reset() {
 	*x = ReadModifyWriteRule{}
-	mi := &file_bighivepb_tserver_proto_msgTypes[23]
+	mi := &file_bighivepb_tserver_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1358,7 +1435,7 @@ func (x *ReadModifyWriteRule) String() string {
 func (*ReadModifyWriteRule) ProtoMessage() {}
 
 func (x *ReadModifyWriteRule) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_tserver_proto_msgTypes[23]
+	mi := &file_bighivepb_tserver_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1371,7 +1448,7 @@ func (x *ReadModifyWriteRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadModifyWriteRule.ProtoReflect.Descriptor instead.
 func (*ReadModifyWriteRule) Descriptor() ([]byte, []int) {
-	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{23}
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ReadModifyWriteRule) GetFamily() string {
@@ -1446,7 +1523,7 @@ type ReadModifyWriteRowRequest struct {
 
 func (x *ReadModifyWriteRowRequest) Reset() {
 	*x = ReadModifyWriteRowRequest{}
-	mi := &file_bighivepb_tserver_proto_msgTypes[24]
+	mi := &file_bighivepb_tserver_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1458,7 +1535,7 @@ func (x *ReadModifyWriteRowRequest) String() string {
 func (*ReadModifyWriteRowRequest) ProtoMessage() {}
 
 func (x *ReadModifyWriteRowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_tserver_proto_msgTypes[24]
+	mi := &file_bighivepb_tserver_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1471,7 +1548,7 @@ func (x *ReadModifyWriteRowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadModifyWriteRowRequest.ProtoReflect.Descriptor instead.
 func (*ReadModifyWriteRowRequest) Descriptor() ([]byte, []int) {
-	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{24}
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ReadModifyWriteRowRequest) GetTabletId() string {
@@ -1512,7 +1589,7 @@ type ReadModifyWriteRowResponse struct {
 
 func (x *ReadModifyWriteRowResponse) Reset() {
 	*x = ReadModifyWriteRowResponse{}
-	mi := &file_bighivepb_tserver_proto_msgTypes[25]
+	mi := &file_bighivepb_tserver_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1524,7 +1601,7 @@ func (x *ReadModifyWriteRowResponse) String() string {
 func (*ReadModifyWriteRowResponse) ProtoMessage() {}
 
 func (x *ReadModifyWriteRowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_tserver_proto_msgTypes[25]
+	mi := &file_bighivepb_tserver_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1537,7 +1614,7 @@ func (x *ReadModifyWriteRowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadModifyWriteRowResponse.ProtoReflect.Descriptor instead.
 func (*ReadModifyWriteRowResponse) Descriptor() ([]byte, []int) {
-	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{25}
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ReadModifyWriteRowResponse) GetRow() *Row {
@@ -1568,7 +1645,7 @@ type CheckAndMutateRowRequest struct {
 
 func (x *CheckAndMutateRowRequest) Reset() {
 	*x = CheckAndMutateRowRequest{}
-	mi := &file_bighivepb_tserver_proto_msgTypes[26]
+	mi := &file_bighivepb_tserver_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1580,7 +1657,7 @@ func (x *CheckAndMutateRowRequest) String() string {
 func (*CheckAndMutateRowRequest) ProtoMessage() {}
 
 func (x *CheckAndMutateRowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_tserver_proto_msgTypes[26]
+	mi := &file_bighivepb_tserver_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1593,7 +1670,7 @@ func (x *CheckAndMutateRowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckAndMutateRowRequest.ProtoReflect.Descriptor instead.
 func (*CheckAndMutateRowRequest) Descriptor() ([]byte, []int) {
-	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{26}
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CheckAndMutateRowRequest) GetTabletId() string {
@@ -1648,7 +1725,7 @@ type CheckAndMutateRowResponse struct {
 
 func (x *CheckAndMutateRowResponse) Reset() {
 	*x = CheckAndMutateRowResponse{}
-	mi := &file_bighivepb_tserver_proto_msgTypes[27]
+	mi := &file_bighivepb_tserver_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1660,7 +1737,7 @@ func (x *CheckAndMutateRowResponse) String() string {
 func (*CheckAndMutateRowResponse) ProtoMessage() {}
 
 func (x *CheckAndMutateRowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_tserver_proto_msgTypes[27]
+	mi := &file_bighivepb_tserver_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1673,7 +1750,7 @@ func (x *CheckAndMutateRowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckAndMutateRowResponse.ProtoReflect.Descriptor instead.
 func (*CheckAndMutateRowResponse) Descriptor() ([]byte, []int) {
-	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{27}
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CheckAndMutateRowResponse) GetPredicateMatched() bool {
@@ -1697,7 +1774,7 @@ type PurgeFamilyRequest struct {
 
 func (x *PurgeFamilyRequest) Reset() {
 	*x = PurgeFamilyRequest{}
-	mi := &file_bighivepb_tserver_proto_msgTypes[28]
+	mi := &file_bighivepb_tserver_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1709,7 +1786,7 @@ func (x *PurgeFamilyRequest) String() string {
 func (*PurgeFamilyRequest) ProtoMessage() {}
 
 func (x *PurgeFamilyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_tserver_proto_msgTypes[28]
+	mi := &file_bighivepb_tserver_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1722,7 +1799,7 @@ func (x *PurgeFamilyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeFamilyRequest.ProtoReflect.Descriptor instead.
 func (*PurgeFamilyRequest) Descriptor() ([]byte, []int) {
-	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{28}
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PurgeFamilyRequest) GetTabletId() string {
@@ -1762,7 +1839,7 @@ type PurgeFamilyResponse struct {
 
 func (x *PurgeFamilyResponse) Reset() {
 	*x = PurgeFamilyResponse{}
-	mi := &file_bighivepb_tserver_proto_msgTypes[29]
+	mi := &file_bighivepb_tserver_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1774,7 +1851,7 @@ func (x *PurgeFamilyResponse) String() string {
 func (*PurgeFamilyResponse) ProtoMessage() {}
 
 func (x *PurgeFamilyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_tserver_proto_msgTypes[29]
+	mi := &file_bighivepb_tserver_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1787,7 +1864,7 @@ func (x *PurgeFamilyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeFamilyResponse.ProtoReflect.Descriptor instead.
 func (*PurgeFamilyResponse) Descriptor() ([]byte, []int) {
-	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{29}
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PurgeFamilyResponse) GetRowsPurged() int64 {
@@ -1810,7 +1887,7 @@ type SampleRowKeysRequest struct {
 
 func (x *SampleRowKeysRequest) Reset() {
 	*x = SampleRowKeysRequest{}
-	mi := &file_bighivepb_tserver_proto_msgTypes[30]
+	mi := &file_bighivepb_tserver_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1822,7 +1899,7 @@ func (x *SampleRowKeysRequest) String() string {
 func (*SampleRowKeysRequest) ProtoMessage() {}
 
 func (x *SampleRowKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_tserver_proto_msgTypes[30]
+	mi := &file_bighivepb_tserver_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1835,7 +1912,7 @@ func (x *SampleRowKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SampleRowKeysRequest.ProtoReflect.Descriptor instead.
 func (*SampleRowKeysRequest) Descriptor() ([]byte, []int) {
-	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{30}
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SampleRowKeysRequest) GetTabletId() string {
@@ -1871,7 +1948,7 @@ type RowKeySample struct {
 
 func (x *RowKeySample) Reset() {
 	*x = RowKeySample{}
-	mi := &file_bighivepb_tserver_proto_msgTypes[31]
+	mi := &file_bighivepb_tserver_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1883,7 +1960,7 @@ func (x *RowKeySample) String() string {
 func (*RowKeySample) ProtoMessage() {}
 
 func (x *RowKeySample) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_tserver_proto_msgTypes[31]
+	mi := &file_bighivepb_tserver_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1896,7 +1973,7 @@ func (x *RowKeySample) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RowKeySample.ProtoReflect.Descriptor instead.
 func (*RowKeySample) Descriptor() ([]byte, []int) {
-	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{31}
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RowKeySample) GetRowKey() []byte {
@@ -1926,7 +2003,7 @@ type SampleRowKeysResponse struct {
 
 func (x *SampleRowKeysResponse) Reset() {
 	*x = SampleRowKeysResponse{}
-	mi := &file_bighivepb_tserver_proto_msgTypes[32]
+	mi := &file_bighivepb_tserver_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1938,7 +2015,7 @@ func (x *SampleRowKeysResponse) String() string {
 func (*SampleRowKeysResponse) ProtoMessage() {}
 
 func (x *SampleRowKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_tserver_proto_msgTypes[32]
+	mi := &file_bighivepb_tserver_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1951,7 +2028,7 @@ func (x *SampleRowKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SampleRowKeysResponse.ProtoReflect.Descriptor instead.
 func (*SampleRowKeysResponse) Descriptor() ([]byte, []int) {
-	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{32}
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SampleRowKeysResponse) GetSamples() []*RowKeySample {
@@ -1970,7 +2047,7 @@ type PingRequest struct {
 
 func (x *PingRequest) Reset() {
 	*x = PingRequest{}
-	mi := &file_bighivepb_tserver_proto_msgTypes[33]
+	mi := &file_bighivepb_tserver_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1982,7 +2059,7 @@ func (x *PingRequest) String() string {
 func (*PingRequest) ProtoMessage() {}
 
 func (x *PingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_tserver_proto_msgTypes[33]
+	mi := &file_bighivepb_tserver_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1995,7 +2072,7 @@ func (x *PingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingRequest.ProtoReflect.Descriptor instead.
 func (*PingRequest) Descriptor() ([]byte, []int) {
-	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{33}
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{34}
 }
 
 type PingResponse struct {
@@ -2006,7 +2083,7 @@ type PingResponse struct {
 
 func (x *PingResponse) Reset() {
 	*x = PingResponse{}
-	mi := &file_bighivepb_tserver_proto_msgTypes[34]
+	mi := &file_bighivepb_tserver_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2018,7 +2095,7 @@ func (x *PingResponse) String() string {
 func (*PingResponse) ProtoMessage() {}
 
 func (x *PingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_tserver_proto_msgTypes[34]
+	mi := &file_bighivepb_tserver_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2031,7 +2108,7 @@ func (x *PingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingResponse.ProtoReflect.Descriptor instead.
 func (*PingResponse) Descriptor() ([]byte, []int) {
-	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{34}
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{35}
 }
 
 // One message of the batch stream: the commands the client's callers
@@ -2045,7 +2122,7 @@ type BatchCommandsRequest struct {
 
 func (x *BatchCommandsRequest) Reset() {
 	*x = BatchCommandsRequest{}
-	mi := &file_bighivepb_tserver_proto_msgTypes[35]
+	mi := &file_bighivepb_tserver_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2057,7 +2134,7 @@ func (x *BatchCommandsRequest) String() string {
 func (*BatchCommandsRequest) ProtoMessage() {}
 
 func (x *BatchCommandsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_tserver_proto_msgTypes[35]
+	mi := &file_bighivepb_tserver_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2070,7 +2147,7 @@ func (x *BatchCommandsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchCommandsRequest.ProtoReflect.Descriptor instead.
 func (*BatchCommandsRequest) Descriptor() ([]byte, []int) {
-	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{35}
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *BatchCommandsRequest) GetCommands() []*BatchCommandsRequest_Command {
@@ -2093,7 +2170,7 @@ type BatchCommandsResponse struct {
 
 func (x *BatchCommandsResponse) Reset() {
 	*x = BatchCommandsResponse{}
-	mi := &file_bighivepb_tserver_proto_msgTypes[36]
+	mi := &file_bighivepb_tserver_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2105,7 +2182,7 @@ func (x *BatchCommandsResponse) String() string {
 func (*BatchCommandsResponse) ProtoMessage() {}
 
 func (x *BatchCommandsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_tserver_proto_msgTypes[36]
+	mi := &file_bighivepb_tserver_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2118,7 +2195,7 @@ func (x *BatchCommandsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchCommandsResponse.ProtoReflect.Descriptor instead.
 func (*BatchCommandsResponse) Descriptor() ([]byte, []int) {
-	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{36}
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *BatchCommandsResponse) GetResults() []*BatchCommandsResponse_Result {
@@ -2139,7 +2216,7 @@ type MergeRequest struct {
 
 func (x *MergeRequest) Reset() {
 	*x = MergeRequest{}
-	mi := &file_bighivepb_tserver_proto_msgTypes[37]
+	mi := &file_bighivepb_tserver_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2151,7 +2228,7 @@ func (x *MergeRequest) String() string {
 func (*MergeRequest) ProtoMessage() {}
 
 func (x *MergeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_tserver_proto_msgTypes[37]
+	mi := &file_bighivepb_tserver_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2164,7 +2241,7 @@ func (x *MergeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeRequest.ProtoReflect.Descriptor instead.
 func (*MergeRequest) Descriptor() ([]byte, []int) {
-	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{37}
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *MergeRequest) GetLeftTabletId() string {
@@ -2190,7 +2267,7 @@ type MergeResponse struct {
 
 func (x *MergeResponse) Reset() {
 	*x = MergeResponse{}
-	mi := &file_bighivepb_tserver_proto_msgTypes[38]
+	mi := &file_bighivepb_tserver_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2202,7 +2279,7 @@ func (x *MergeResponse) String() string {
 func (*MergeResponse) ProtoMessage() {}
 
 func (x *MergeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_tserver_proto_msgTypes[38]
+	mi := &file_bighivepb_tserver_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2215,7 +2292,7 @@ func (x *MergeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeResponse.ProtoReflect.Descriptor instead.
 func (*MergeResponse) Descriptor() ([]byte, []int) {
-	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{38}
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *MergeResponse) GetMergedTabletId() string {
@@ -2242,7 +2319,7 @@ type BatchCommandsRequest_Command struct {
 
 func (x *BatchCommandsRequest_Command) Reset() {
 	*x = BatchCommandsRequest_Command{}
-	mi := &file_bighivepb_tserver_proto_msgTypes[40]
+	mi := &file_bighivepb_tserver_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2254,7 +2331,7 @@ func (x *BatchCommandsRequest_Command) String() string {
 func (*BatchCommandsRequest_Command) ProtoMessage() {}
 
 func (x *BatchCommandsRequest_Command) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_tserver_proto_msgTypes[40]
+	mi := &file_bighivepb_tserver_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2267,7 +2344,7 @@ func (x *BatchCommandsRequest_Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchCommandsRequest_Command.ProtoReflect.Descriptor instead.
 func (*BatchCommandsRequest_Command) Descriptor() ([]byte, []int) {
-	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{35, 0}
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{36, 0}
 }
 
 func (x *BatchCommandsRequest_Command) GetId() uint64 {
@@ -2349,7 +2426,7 @@ type BatchCommandsResponse_Result struct {
 
 func (x *BatchCommandsResponse_Result) Reset() {
 	*x = BatchCommandsResponse_Result{}
-	mi := &file_bighivepb_tserver_proto_msgTypes[41]
+	mi := &file_bighivepb_tserver_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2361,7 +2438,7 @@ func (x *BatchCommandsResponse_Result) String() string {
 func (*BatchCommandsResponse_Result) ProtoMessage() {}
 
 func (x *BatchCommandsResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_tserver_proto_msgTypes[41]
+	mi := &file_bighivepb_tserver_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2374,7 +2451,7 @@ func (x *BatchCommandsResponse_Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchCommandsResponse_Result.ProtoReflect.Descriptor instead.
 func (*BatchCommandsResponse_Result) Descriptor() ([]byte, []int) {
-	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{36, 0}
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{37, 0}
 }
 
 func (x *BatchCommandsResponse_Result) GetId() uint64 {
@@ -2424,7 +2501,7 @@ const file_bighivepb_tserver_proto_rawDesc = "" +
 	"row_filter\x18\x05 \x01(\fR\trowFilter\"N\n" +
 	"\x0fReadRowResponse\x12!\n" +
 	"\x03row\x18\x01 \x01(\v2\x0f.bighive.v1.RowR\x03row\x12\x18\n" +
-	"\achunked\x18\x02 \x01(\bR\achunked\"\xb3\x02\n" +
+	"\achunked\x18\x02 \x01(\bR\achunked\"\xc9\x02\n" +
 	"\x0fScanRowsRequest\x12\x1b\n" +
 	"\ttablet_id\x18\x01 \x01(\tR\btabletId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12*\n" +
@@ -2435,11 +2512,18 @@ const file_bighivepb_tserver_proto_rawDesc = "" +
 	"row_filter\x18\x06 \x01(\fR\trowFilter\x12,\n" +
 	"\x06ranges\x18\a \x03(\v2\x14.bighive.v1.RowRangeR\x06ranges\x12\x1a\n" +
 	"\breversed\x18\b \x01(\bR\breversed\x12\x12\n" +
-	"\x04flat\x18\t \x01(\bR\x04flat\"{\n" +
+	"\x04flat\x18\t \x01(\bR\x04flat\x12\x14\n" +
+	"\x05stats\x18\n" +
+	" \x01(\bR\x05stats\"G\n" +
+	"\tScanStats\x12\x1b\n" +
+	"\trows_seen\x18\x01 \x01(\x03R\browsSeen\x12\x1d\n" +
+	"\n" +
+	"cells_seen\x18\x02 \x01(\x03R\tcellsSeen\"\xa8\x01\n" +
 	"\x10ScanRowsResponse\x12#\n" +
 	"\x04rows\x18\x01 \x03(\v2\x0f.bighive.v1.RowR\x04rows\x12,\n" +
 	"\x12last_row_continues\x18\x02 \x01(\bR\x10lastRowContinues\x12\x14\n" +
-	"\x05chunk\x18\x03 \x01(\fR\x05chunk\"\x13\n" +
+	"\x05chunk\x18\x03 \x01(\fR\x05chunk\x12+\n" +
+	"\x05stats\x18\x04 \x01(\v2\x15.bighive.v1.ScanStatsR\x05stats\"\x13\n" +
 	"\x11CheckpointRequest\"b\n" +
 	"\x12CheckpointResponse\x12'\n" +
 	"\x0ftablets_flushed\x18\x01 \x01(\x05R\x0etabletsFlushed\x12#\n" +
@@ -2582,7 +2666,7 @@ func file_bighivepb_tserver_proto_rawDescGZIP() []byte {
 	return file_bighivepb_tserver_proto_rawDescData
 }
 
-var file_bighivepb_tserver_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_bighivepb_tserver_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_bighivepb_tserver_proto_goTypes = []any{
 	(*MutateRowRequest)(nil),             // 0: bighive.v1.MutateRowRequest
 	(*MutateRowResponse)(nil),            // 1: bighive.v1.MutateRowResponse
@@ -2591,128 +2675,130 @@ var file_bighivepb_tserver_proto_goTypes = []any{
 	(*ReadRowRequest)(nil),               // 4: bighive.v1.ReadRowRequest
 	(*ReadRowResponse)(nil),              // 5: bighive.v1.ReadRowResponse
 	(*ScanRowsRequest)(nil),              // 6: bighive.v1.ScanRowsRequest
-	(*ScanRowsResponse)(nil),             // 7: bighive.v1.ScanRowsResponse
-	(*CheckpointRequest)(nil),            // 8: bighive.v1.CheckpointRequest
-	(*CheckpointResponse)(nil),           // 9: bighive.v1.CheckpointResponse
-	(*CompactRequest)(nil),               // 10: bighive.v1.CompactRequest
-	(*CompactResponse)(nil),              // 11: bighive.v1.CompactResponse
-	(*SplitRequest)(nil),                 // 12: bighive.v1.SplitRequest
-	(*SplitResponse)(nil),                // 13: bighive.v1.SplitResponse
-	(*StatusRequest)(nil),                // 14: bighive.v1.StatusRequest
-	(*TabletStatus)(nil),                 // 15: bighive.v1.TabletStatus
-	(*StatusResponse)(nil),               // 16: bighive.v1.StatusResponse
-	(*AssignTabletsRequest)(nil),         // 17: bighive.v1.AssignTabletsRequest
-	(*AssignTabletsResponse)(nil),        // 18: bighive.v1.AssignTabletsResponse
-	(*UpdateSchemaRequest)(nil),          // 19: bighive.v1.UpdateSchemaRequest
-	(*UpdateSchemaResponse)(nil),         // 20: bighive.v1.UpdateSchemaResponse
-	(*DropRowsRequest)(nil),              // 21: bighive.v1.DropRowsRequest
-	(*DropRowsResponse)(nil),             // 22: bighive.v1.DropRowsResponse
-	(*ReadModifyWriteRule)(nil),          // 23: bighive.v1.ReadModifyWriteRule
-	(*ReadModifyWriteRowRequest)(nil),    // 24: bighive.v1.ReadModifyWriteRowRequest
-	(*ReadModifyWriteRowResponse)(nil),   // 25: bighive.v1.ReadModifyWriteRowResponse
-	(*CheckAndMutateRowRequest)(nil),     // 26: bighive.v1.CheckAndMutateRowRequest
-	(*CheckAndMutateRowResponse)(nil),    // 27: bighive.v1.CheckAndMutateRowResponse
-	(*PurgeFamilyRequest)(nil),           // 28: bighive.v1.PurgeFamilyRequest
-	(*PurgeFamilyResponse)(nil),          // 29: bighive.v1.PurgeFamilyResponse
-	(*SampleRowKeysRequest)(nil),         // 30: bighive.v1.SampleRowKeysRequest
-	(*RowKeySample)(nil),                 // 31: bighive.v1.RowKeySample
-	(*SampleRowKeysResponse)(nil),        // 32: bighive.v1.SampleRowKeysResponse
-	(*PingRequest)(nil),                  // 33: bighive.v1.PingRequest
-	(*PingResponse)(nil),                 // 34: bighive.v1.PingResponse
-	(*BatchCommandsRequest)(nil),         // 35: bighive.v1.BatchCommandsRequest
-	(*BatchCommandsResponse)(nil),        // 36: bighive.v1.BatchCommandsResponse
-	(*MergeRequest)(nil),                 // 37: bighive.v1.MergeRequest
-	(*MergeResponse)(nil),                // 38: bighive.v1.MergeResponse
-	nil,                                  // 39: bighive.v1.StatusResponse.CountersEntry
-	(*BatchCommandsRequest_Command)(nil), // 40: bighive.v1.BatchCommandsRequest.Command
-	(*BatchCommandsResponse_Result)(nil), // 41: bighive.v1.BatchCommandsResponse.Result
-	(*RowMutation)(nil),                  // 42: bighive.v1.RowMutation
-	(*RowStatus)(nil),                    // 43: bighive.v1.RowStatus
-	(*ReadFilter)(nil),                   // 44: bighive.v1.ReadFilter
-	(*Row)(nil),                          // 45: bighive.v1.Row
-	(*RowRange)(nil),                     // 46: bighive.v1.RowRange
-	(*LogPosition)(nil),                  // 47: bighive.v1.LogPosition
-	(*TabletAssignment)(nil),             // 48: bighive.v1.TabletAssignment
-	(*TabletUnassignment)(nil),           // 49: bighive.v1.TabletUnassignment
-	(*TableSchema)(nil),                  // 50: bighive.v1.TableSchema
-	(*Mutation)(nil),                     // 51: bighive.v1.Mutation
-	(*SetCachePriorityRequest)(nil),      // 52: bighive.v1.SetCachePriorityRequest
-	(*SetCachePriorityResponse)(nil),     // 53: bighive.v1.SetCachePriorityResponse
+	(*ScanStats)(nil),                    // 7: bighive.v1.ScanStats
+	(*ScanRowsResponse)(nil),             // 8: bighive.v1.ScanRowsResponse
+	(*CheckpointRequest)(nil),            // 9: bighive.v1.CheckpointRequest
+	(*CheckpointResponse)(nil),           // 10: bighive.v1.CheckpointResponse
+	(*CompactRequest)(nil),               // 11: bighive.v1.CompactRequest
+	(*CompactResponse)(nil),              // 12: bighive.v1.CompactResponse
+	(*SplitRequest)(nil),                 // 13: bighive.v1.SplitRequest
+	(*SplitResponse)(nil),                // 14: bighive.v1.SplitResponse
+	(*StatusRequest)(nil),                // 15: bighive.v1.StatusRequest
+	(*TabletStatus)(nil),                 // 16: bighive.v1.TabletStatus
+	(*StatusResponse)(nil),               // 17: bighive.v1.StatusResponse
+	(*AssignTabletsRequest)(nil),         // 18: bighive.v1.AssignTabletsRequest
+	(*AssignTabletsResponse)(nil),        // 19: bighive.v1.AssignTabletsResponse
+	(*UpdateSchemaRequest)(nil),          // 20: bighive.v1.UpdateSchemaRequest
+	(*UpdateSchemaResponse)(nil),         // 21: bighive.v1.UpdateSchemaResponse
+	(*DropRowsRequest)(nil),              // 22: bighive.v1.DropRowsRequest
+	(*DropRowsResponse)(nil),             // 23: bighive.v1.DropRowsResponse
+	(*ReadModifyWriteRule)(nil),          // 24: bighive.v1.ReadModifyWriteRule
+	(*ReadModifyWriteRowRequest)(nil),    // 25: bighive.v1.ReadModifyWriteRowRequest
+	(*ReadModifyWriteRowResponse)(nil),   // 26: bighive.v1.ReadModifyWriteRowResponse
+	(*CheckAndMutateRowRequest)(nil),     // 27: bighive.v1.CheckAndMutateRowRequest
+	(*CheckAndMutateRowResponse)(nil),    // 28: bighive.v1.CheckAndMutateRowResponse
+	(*PurgeFamilyRequest)(nil),           // 29: bighive.v1.PurgeFamilyRequest
+	(*PurgeFamilyResponse)(nil),          // 30: bighive.v1.PurgeFamilyResponse
+	(*SampleRowKeysRequest)(nil),         // 31: bighive.v1.SampleRowKeysRequest
+	(*RowKeySample)(nil),                 // 32: bighive.v1.RowKeySample
+	(*SampleRowKeysResponse)(nil),        // 33: bighive.v1.SampleRowKeysResponse
+	(*PingRequest)(nil),                  // 34: bighive.v1.PingRequest
+	(*PingResponse)(nil),                 // 35: bighive.v1.PingResponse
+	(*BatchCommandsRequest)(nil),         // 36: bighive.v1.BatchCommandsRequest
+	(*BatchCommandsResponse)(nil),        // 37: bighive.v1.BatchCommandsResponse
+	(*MergeRequest)(nil),                 // 38: bighive.v1.MergeRequest
+	(*MergeResponse)(nil),                // 39: bighive.v1.MergeResponse
+	nil,                                  // 40: bighive.v1.StatusResponse.CountersEntry
+	(*BatchCommandsRequest_Command)(nil), // 41: bighive.v1.BatchCommandsRequest.Command
+	(*BatchCommandsResponse_Result)(nil), // 42: bighive.v1.BatchCommandsResponse.Result
+	(*RowMutation)(nil),                  // 43: bighive.v1.RowMutation
+	(*RowStatus)(nil),                    // 44: bighive.v1.RowStatus
+	(*ReadFilter)(nil),                   // 45: bighive.v1.ReadFilter
+	(*Row)(nil),                          // 46: bighive.v1.Row
+	(*RowRange)(nil),                     // 47: bighive.v1.RowRange
+	(*LogPosition)(nil),                  // 48: bighive.v1.LogPosition
+	(*TabletAssignment)(nil),             // 49: bighive.v1.TabletAssignment
+	(*TabletUnassignment)(nil),           // 50: bighive.v1.TabletUnassignment
+	(*TableSchema)(nil),                  // 51: bighive.v1.TableSchema
+	(*Mutation)(nil),                     // 52: bighive.v1.Mutation
+	(*SetCachePriorityRequest)(nil),      // 53: bighive.v1.SetCachePriorityRequest
+	(*SetCachePriorityResponse)(nil),     // 54: bighive.v1.SetCachePriorityResponse
 }
 var file_bighivepb_tserver_proto_depIdxs = []int32{
-	42, // 0: bighive.v1.MutateRowRequest.row:type_name -> bighive.v1.RowMutation
-	42, // 1: bighive.v1.MutateRowsRequest.rows:type_name -> bighive.v1.RowMutation
-	43, // 2: bighive.v1.MutateRowsResponse.statuses:type_name -> bighive.v1.RowStatus
-	44, // 3: bighive.v1.ReadRowRequest.filter:type_name -> bighive.v1.ReadFilter
-	45, // 4: bighive.v1.ReadRowResponse.row:type_name -> bighive.v1.Row
-	46, // 5: bighive.v1.ScanRowsRequest.range:type_name -> bighive.v1.RowRange
-	44, // 6: bighive.v1.ScanRowsRequest.filter:type_name -> bighive.v1.ReadFilter
-	46, // 7: bighive.v1.ScanRowsRequest.ranges:type_name -> bighive.v1.RowRange
-	45, // 8: bighive.v1.ScanRowsResponse.rows:type_name -> bighive.v1.Row
-	46, // 9: bighive.v1.TabletStatus.range:type_name -> bighive.v1.RowRange
-	15, // 10: bighive.v1.StatusResponse.tablets:type_name -> bighive.v1.TabletStatus
-	47, // 11: bighive.v1.StatusResponse.log_position:type_name -> bighive.v1.LogPosition
-	39, // 12: bighive.v1.StatusResponse.counters:type_name -> bighive.v1.StatusResponse.CountersEntry
-	48, // 13: bighive.v1.AssignTabletsRequest.assign:type_name -> bighive.v1.TabletAssignment
-	49, // 14: bighive.v1.AssignTabletsRequest.unassign:type_name -> bighive.v1.TabletUnassignment
-	50, // 15: bighive.v1.UpdateSchemaRequest.schema:type_name -> bighive.v1.TableSchema
-	46, // 16: bighive.v1.DropRowsRequest.range:type_name -> bighive.v1.RowRange
-	23, // 17: bighive.v1.ReadModifyWriteRowRequest.rules:type_name -> bighive.v1.ReadModifyWriteRule
-	45, // 18: bighive.v1.ReadModifyWriteRowResponse.row:type_name -> bighive.v1.Row
-	51, // 19: bighive.v1.CheckAndMutateRowRequest.true_mutations:type_name -> bighive.v1.Mutation
-	51, // 20: bighive.v1.CheckAndMutateRowRequest.false_mutations:type_name -> bighive.v1.Mutation
-	50, // 21: bighive.v1.PurgeFamilyRequest.schema:type_name -> bighive.v1.TableSchema
-	31, // 22: bighive.v1.SampleRowKeysResponse.samples:type_name -> bighive.v1.RowKeySample
-	40, // 23: bighive.v1.BatchCommandsRequest.commands:type_name -> bighive.v1.BatchCommandsRequest.Command
-	41, // 24: bighive.v1.BatchCommandsResponse.results:type_name -> bighive.v1.BatchCommandsResponse.Result
-	0,  // 25: bighive.v1.BatchCommandsRequest.Command.mutate_row:type_name -> bighive.v1.MutateRowRequest
-	4,  // 26: bighive.v1.BatchCommandsRequest.Command.read_row:type_name -> bighive.v1.ReadRowRequest
-	33, // 27: bighive.v1.BatchCommandsRequest.Command.ping:type_name -> bighive.v1.PingRequest
-	43, // 28: bighive.v1.BatchCommandsResponse.Result.status:type_name -> bighive.v1.RowStatus
-	5,  // 29: bighive.v1.BatchCommandsResponse.Result.read_row:type_name -> bighive.v1.ReadRowResponse
-	0,  // 30: bighive.v1.TServer.MutateRow:input_type -> bighive.v1.MutateRowRequest
-	2,  // 31: bighive.v1.TServer.MutateRows:input_type -> bighive.v1.MutateRowsRequest
-	4,  // 32: bighive.v1.TServer.ReadRow:input_type -> bighive.v1.ReadRowRequest
-	6,  // 33: bighive.v1.TServer.ScanRows:input_type -> bighive.v1.ScanRowsRequest
-	8,  // 34: bighive.v1.TServer.Checkpoint:input_type -> bighive.v1.CheckpointRequest
-	10, // 35: bighive.v1.TServer.Compact:input_type -> bighive.v1.CompactRequest
-	12, // 36: bighive.v1.TServer.Split:input_type -> bighive.v1.SplitRequest
-	14, // 37: bighive.v1.TServer.Status:input_type -> bighive.v1.StatusRequest
-	17, // 38: bighive.v1.TServer.AssignTablets:input_type -> bighive.v1.AssignTabletsRequest
-	52, // 39: bighive.v1.TServer.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
-	19, // 40: bighive.v1.TServer.UpdateSchema:input_type -> bighive.v1.UpdateSchemaRequest
-	21, // 41: bighive.v1.TServer.DropRows:input_type -> bighive.v1.DropRowsRequest
-	24, // 42: bighive.v1.TServer.ReadModifyWriteRow:input_type -> bighive.v1.ReadModifyWriteRowRequest
-	26, // 43: bighive.v1.TServer.CheckAndMutateRow:input_type -> bighive.v1.CheckAndMutateRowRequest
-	28, // 44: bighive.v1.TServer.PurgeFamily:input_type -> bighive.v1.PurgeFamilyRequest
-	30, // 45: bighive.v1.TServer.SampleRowKeys:input_type -> bighive.v1.SampleRowKeysRequest
-	33, // 46: bighive.v1.TServer.Ping:input_type -> bighive.v1.PingRequest
-	35, // 47: bighive.v1.TServer.BatchCommands:input_type -> bighive.v1.BatchCommandsRequest
-	37, // 48: bighive.v1.TServer.Merge:input_type -> bighive.v1.MergeRequest
-	1,  // 49: bighive.v1.TServer.MutateRow:output_type -> bighive.v1.MutateRowResponse
-	3,  // 50: bighive.v1.TServer.MutateRows:output_type -> bighive.v1.MutateRowsResponse
-	5,  // 51: bighive.v1.TServer.ReadRow:output_type -> bighive.v1.ReadRowResponse
-	7,  // 52: bighive.v1.TServer.ScanRows:output_type -> bighive.v1.ScanRowsResponse
-	9,  // 53: bighive.v1.TServer.Checkpoint:output_type -> bighive.v1.CheckpointResponse
-	11, // 54: bighive.v1.TServer.Compact:output_type -> bighive.v1.CompactResponse
-	13, // 55: bighive.v1.TServer.Split:output_type -> bighive.v1.SplitResponse
-	16, // 56: bighive.v1.TServer.Status:output_type -> bighive.v1.StatusResponse
-	18, // 57: bighive.v1.TServer.AssignTablets:output_type -> bighive.v1.AssignTabletsResponse
-	53, // 58: bighive.v1.TServer.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
-	20, // 59: bighive.v1.TServer.UpdateSchema:output_type -> bighive.v1.UpdateSchemaResponse
-	22, // 60: bighive.v1.TServer.DropRows:output_type -> bighive.v1.DropRowsResponse
-	25, // 61: bighive.v1.TServer.ReadModifyWriteRow:output_type -> bighive.v1.ReadModifyWriteRowResponse
-	27, // 62: bighive.v1.TServer.CheckAndMutateRow:output_type -> bighive.v1.CheckAndMutateRowResponse
-	29, // 63: bighive.v1.TServer.PurgeFamily:output_type -> bighive.v1.PurgeFamilyResponse
-	32, // 64: bighive.v1.TServer.SampleRowKeys:output_type -> bighive.v1.SampleRowKeysResponse
-	34, // 65: bighive.v1.TServer.Ping:output_type -> bighive.v1.PingResponse
-	36, // 66: bighive.v1.TServer.BatchCommands:output_type -> bighive.v1.BatchCommandsResponse
-	38, // 67: bighive.v1.TServer.Merge:output_type -> bighive.v1.MergeResponse
-	49, // [49:68] is the sub-list for method output_type
-	30, // [30:49] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	43, // 0: bighive.v1.MutateRowRequest.row:type_name -> bighive.v1.RowMutation
+	43, // 1: bighive.v1.MutateRowsRequest.rows:type_name -> bighive.v1.RowMutation
+	44, // 2: bighive.v1.MutateRowsResponse.statuses:type_name -> bighive.v1.RowStatus
+	45, // 3: bighive.v1.ReadRowRequest.filter:type_name -> bighive.v1.ReadFilter
+	46, // 4: bighive.v1.ReadRowResponse.row:type_name -> bighive.v1.Row
+	47, // 5: bighive.v1.ScanRowsRequest.range:type_name -> bighive.v1.RowRange
+	45, // 6: bighive.v1.ScanRowsRequest.filter:type_name -> bighive.v1.ReadFilter
+	47, // 7: bighive.v1.ScanRowsRequest.ranges:type_name -> bighive.v1.RowRange
+	46, // 8: bighive.v1.ScanRowsResponse.rows:type_name -> bighive.v1.Row
+	7,  // 9: bighive.v1.ScanRowsResponse.stats:type_name -> bighive.v1.ScanStats
+	47, // 10: bighive.v1.TabletStatus.range:type_name -> bighive.v1.RowRange
+	16, // 11: bighive.v1.StatusResponse.tablets:type_name -> bighive.v1.TabletStatus
+	48, // 12: bighive.v1.StatusResponse.log_position:type_name -> bighive.v1.LogPosition
+	40, // 13: bighive.v1.StatusResponse.counters:type_name -> bighive.v1.StatusResponse.CountersEntry
+	49, // 14: bighive.v1.AssignTabletsRequest.assign:type_name -> bighive.v1.TabletAssignment
+	50, // 15: bighive.v1.AssignTabletsRequest.unassign:type_name -> bighive.v1.TabletUnassignment
+	51, // 16: bighive.v1.UpdateSchemaRequest.schema:type_name -> bighive.v1.TableSchema
+	47, // 17: bighive.v1.DropRowsRequest.range:type_name -> bighive.v1.RowRange
+	24, // 18: bighive.v1.ReadModifyWriteRowRequest.rules:type_name -> bighive.v1.ReadModifyWriteRule
+	46, // 19: bighive.v1.ReadModifyWriteRowResponse.row:type_name -> bighive.v1.Row
+	52, // 20: bighive.v1.CheckAndMutateRowRequest.true_mutations:type_name -> bighive.v1.Mutation
+	52, // 21: bighive.v1.CheckAndMutateRowRequest.false_mutations:type_name -> bighive.v1.Mutation
+	51, // 22: bighive.v1.PurgeFamilyRequest.schema:type_name -> bighive.v1.TableSchema
+	32, // 23: bighive.v1.SampleRowKeysResponse.samples:type_name -> bighive.v1.RowKeySample
+	41, // 24: bighive.v1.BatchCommandsRequest.commands:type_name -> bighive.v1.BatchCommandsRequest.Command
+	42, // 25: bighive.v1.BatchCommandsResponse.results:type_name -> bighive.v1.BatchCommandsResponse.Result
+	0,  // 26: bighive.v1.BatchCommandsRequest.Command.mutate_row:type_name -> bighive.v1.MutateRowRequest
+	4,  // 27: bighive.v1.BatchCommandsRequest.Command.read_row:type_name -> bighive.v1.ReadRowRequest
+	34, // 28: bighive.v1.BatchCommandsRequest.Command.ping:type_name -> bighive.v1.PingRequest
+	44, // 29: bighive.v1.BatchCommandsResponse.Result.status:type_name -> bighive.v1.RowStatus
+	5,  // 30: bighive.v1.BatchCommandsResponse.Result.read_row:type_name -> bighive.v1.ReadRowResponse
+	0,  // 31: bighive.v1.TServer.MutateRow:input_type -> bighive.v1.MutateRowRequest
+	2,  // 32: bighive.v1.TServer.MutateRows:input_type -> bighive.v1.MutateRowsRequest
+	4,  // 33: bighive.v1.TServer.ReadRow:input_type -> bighive.v1.ReadRowRequest
+	6,  // 34: bighive.v1.TServer.ScanRows:input_type -> bighive.v1.ScanRowsRequest
+	9,  // 35: bighive.v1.TServer.Checkpoint:input_type -> bighive.v1.CheckpointRequest
+	11, // 36: bighive.v1.TServer.Compact:input_type -> bighive.v1.CompactRequest
+	13, // 37: bighive.v1.TServer.Split:input_type -> bighive.v1.SplitRequest
+	15, // 38: bighive.v1.TServer.Status:input_type -> bighive.v1.StatusRequest
+	18, // 39: bighive.v1.TServer.AssignTablets:input_type -> bighive.v1.AssignTabletsRequest
+	53, // 40: bighive.v1.TServer.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
+	20, // 41: bighive.v1.TServer.UpdateSchema:input_type -> bighive.v1.UpdateSchemaRequest
+	22, // 42: bighive.v1.TServer.DropRows:input_type -> bighive.v1.DropRowsRequest
+	25, // 43: bighive.v1.TServer.ReadModifyWriteRow:input_type -> bighive.v1.ReadModifyWriteRowRequest
+	27, // 44: bighive.v1.TServer.CheckAndMutateRow:input_type -> bighive.v1.CheckAndMutateRowRequest
+	29, // 45: bighive.v1.TServer.PurgeFamily:input_type -> bighive.v1.PurgeFamilyRequest
+	31, // 46: bighive.v1.TServer.SampleRowKeys:input_type -> bighive.v1.SampleRowKeysRequest
+	34, // 47: bighive.v1.TServer.Ping:input_type -> bighive.v1.PingRequest
+	36, // 48: bighive.v1.TServer.BatchCommands:input_type -> bighive.v1.BatchCommandsRequest
+	38, // 49: bighive.v1.TServer.Merge:input_type -> bighive.v1.MergeRequest
+	1,  // 50: bighive.v1.TServer.MutateRow:output_type -> bighive.v1.MutateRowResponse
+	3,  // 51: bighive.v1.TServer.MutateRows:output_type -> bighive.v1.MutateRowsResponse
+	5,  // 52: bighive.v1.TServer.ReadRow:output_type -> bighive.v1.ReadRowResponse
+	8,  // 53: bighive.v1.TServer.ScanRows:output_type -> bighive.v1.ScanRowsResponse
+	10, // 54: bighive.v1.TServer.Checkpoint:output_type -> bighive.v1.CheckpointResponse
+	12, // 55: bighive.v1.TServer.Compact:output_type -> bighive.v1.CompactResponse
+	14, // 56: bighive.v1.TServer.Split:output_type -> bighive.v1.SplitResponse
+	17, // 57: bighive.v1.TServer.Status:output_type -> bighive.v1.StatusResponse
+	19, // 58: bighive.v1.TServer.AssignTablets:output_type -> bighive.v1.AssignTabletsResponse
+	54, // 59: bighive.v1.TServer.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
+	21, // 60: bighive.v1.TServer.UpdateSchema:output_type -> bighive.v1.UpdateSchemaResponse
+	23, // 61: bighive.v1.TServer.DropRows:output_type -> bighive.v1.DropRowsResponse
+	26, // 62: bighive.v1.TServer.ReadModifyWriteRow:output_type -> bighive.v1.ReadModifyWriteRowResponse
+	28, // 63: bighive.v1.TServer.CheckAndMutateRow:output_type -> bighive.v1.CheckAndMutateRowResponse
+	30, // 64: bighive.v1.TServer.PurgeFamily:output_type -> bighive.v1.PurgeFamilyResponse
+	33, // 65: bighive.v1.TServer.SampleRowKeys:output_type -> bighive.v1.SampleRowKeysResponse
+	35, // 66: bighive.v1.TServer.Ping:output_type -> bighive.v1.PingResponse
+	37, // 67: bighive.v1.TServer.BatchCommands:output_type -> bighive.v1.BatchCommandsResponse
+	39, // 68: bighive.v1.TServer.Merge:output_type -> bighive.v1.MergeResponse
+	50, // [50:69] is the sub-list for method output_type
+	31, // [31:50] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_bighivepb_tserver_proto_init() }
@@ -2722,11 +2808,11 @@ func file_bighivepb_tserver_proto_init() {
 	}
 	file_bighivepb_common_proto_init()
 	file_bighivepb_master_proto_init()
-	file_bighivepb_tserver_proto_msgTypes[23].OneofWrappers = []any{
+	file_bighivepb_tserver_proto_msgTypes[24].OneofWrappers = []any{
 		(*ReadModifyWriteRule_AppendValue)(nil),
 		(*ReadModifyWriteRule_IncrementAmount)(nil),
 	}
-	file_bighivepb_tserver_proto_msgTypes[40].OneofWrappers = []any{
+	file_bighivepb_tserver_proto_msgTypes[41].OneofWrappers = []any{
 		(*BatchCommandsRequest_Command_MutateRow)(nil),
 		(*BatchCommandsRequest_Command_ReadRow)(nil),
 		(*BatchCommandsRequest_Command_Ping)(nil),
@@ -2737,7 +2823,7 @@ func file_bighivepb_tserver_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bighivepb_tserver_proto_rawDesc), len(file_bighivepb_tserver_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   42,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
