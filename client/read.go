@@ -60,6 +60,7 @@ type readSettings struct {
 	rowProto  []byte // rowFilter serialized
 	limit     int64
 	reversed  bool
+	stats     *ReadStats
 	err       error
 }
 
@@ -129,6 +130,25 @@ func LimitRows(n int64) ReadOption {
 // the set.
 func ReverseScan() ReadOption {
 	return readOptionFunc(func(s *readSettings) { s.reversed = true })
+}
+
+// ReadStats counts what the tservers examined for a Scan or ReadRows
+// (CountSeen).
+type ReadStats struct {
+	// RowsSeen counts the rows that had a cell after deletes, the GC rule
+	// and the read's selection (Families, Columns, time range, versions),
+	// and CellsSeen those cells, before the RowFilter ran on them: rows
+	// and cells it dropped count, rows deleted entirely do not.
+	RowsSeen, CellsSeen int64
+}
+
+// CountSeen has a Scan or ReadRows add to s what the tservers examined
+// for it (ReadStats): a Cloud Bigtable ReadRows's rows_seen_count and
+// cells_seen_count. A row that a retried attempt reads again counts
+// again. Get ignores it; ReadRows of one row then scans it, as a Get
+// reports nothing.
+func CountSeen(s *ReadStats) ReadOption {
+	return readOptionFunc(func(rs *readSettings) { rs.stats = s })
 }
 
 func readSettingsOf(opts []ReadOption) (readSettings, error) {
@@ -236,7 +256,7 @@ func (t *Table) ReadRows(ctx context.Context, rows RowSet, fn func(Row) bool, op
 	if len(spans) == 0 {
 		return nil
 	}
-	if len(spans) == 1 && spans[0].end == spans[0].start+"\x00" {
+	if len(spans) == 1 && spans[0].end == spans[0].start+"\x00" && s.stats == nil {
 		// One row: a Get, one command on the batch stream, instead of a
 		// scan stream opened and closed for it (what a Bigtable client's
 		// ReadRow asks of the frontend).
@@ -258,7 +278,7 @@ func (t *Table) ReadRow(ctx context.Context, row string, opts ...ReadOption) (Ro
 // and retries.
 func (t *Table) read(ctx context.Context, prefix string, s *readSettings, spans []span, fn func(Row) bool) error {
 	st := streak{timeout: t.c.opts.retryTimeout}
-	sc := &scan{t: t, filter: s.filter, rowFilter: s.rowProto, remaining: s.limit, reversed: s.reversed, spans: spans, fn: fn}
+	sc := &scan{t: t, filter: s.filter, rowFilter: s.rowProto, remaining: s.limit, reversed: s.reversed, stats: s.stats, spans: spans, fn: fn}
 	bo := newBackoff(t.c.opts.minBackoff, t.c.opts.maxBackoff)
 	var last error
 	for attempt := 1; ; attempt++ {
@@ -306,6 +326,7 @@ type scan struct {
 	rowFilter []byte // a serialized RowFilter, or nil
 	remaining int64  // rows still wanted; 0 is unlimited
 	reversed  bool
+	stats     *ReadStats // counts what the tservers examined, or nil
 	// spans are the rows not read yet, sorted and disjoint: each row
 	// delivered and each tablet finished trims them (from the front, or
 	// from the back when reversed).
@@ -355,6 +376,7 @@ func (sc *scan) tablet(ctx context.Context, loc *location) (done bool, err error
 		RowFilter: sc.rowFilter,
 		Reversed:  sc.reversed,
 		Flat:      !sc.t.c.opts.noFlatScan,
+		Stats:     sc.stats != nil,
 	}
 	if len(ranges) == 1 && !sc.reversed {
 		req.Range = ranges[0] // what a tserver without row sets understands
@@ -383,6 +405,10 @@ func (sc *scan) tablet(ctx context.Context, loc *location) (done bool, err error
 			return false, heard.err(ch.err)
 		}
 		heard.message()
+		if st := ch.stats; st != nil && sc.stats != nil {
+			sc.stats.RowsSeen += st.RowsSeen
+			sc.stats.CellsSeen += st.CellsSeen
+		}
 		rows := ch.rows
 		if part != nil {
 			if len(rows) == 0 || rows[0].Key != part.Key {

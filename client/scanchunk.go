@@ -21,6 +21,7 @@ func init() { wirecodec.AliasField(&pb.ScanRowsResponse{}, "chunk") }
 type scanChunk struct {
 	rows      []Row
 	continues bool
+	stats     *pb.ScanStats // what the scan examined since the last message, if asked
 	err       error
 }
 
@@ -44,7 +45,7 @@ func prefetch(ctx context.Context, addr string, recv func() (*pb.ScanRowsRespons
 		if err != nil {
 			return scanChunk{err: apierr.Unavailable("tserver %s: scan message: %v", addr, err)}
 		}
-		return scanChunk{rows: rows, continues: resp.LastRowContinues}
+		return scanChunk{rows: rows, continues: resp.LastRowContinues, stats: resp.Stats}
 	}
 	out := make(chan scanChunk, 2)
 	first := next()
