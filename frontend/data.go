@@ -82,6 +82,11 @@ func (d *dataServer) readRows(req *btpb.ReadRowsRequest, stream btpb.Bigtable_Re
 	if req.GetReversed() {
 		opts = append(opts, client.ReverseScan())
 	}
+	full := req.GetRequestStatsView() == btpb.ReadRowsRequest_REQUEST_STATS_FULL
+	var seen client.ReadStats
+	if full {
+		opts = append(opts, client.CountSeen(&seen))
+	}
 	w := &chunkWriter{stream: stream}
 	err = t.ReadRows(ctx, rs, func(r client.Row) bool {
 		w.row(r)
@@ -98,12 +103,15 @@ func (d *dataServer) readRows(req *btpb.ReadRowsRequest, stream btpb.Bigtable_Re
 	if err != nil {
 		return err
 	}
-	if req.GetRequestStatsView() == btpb.ReadRowsRequest_REQUEST_STATS_FULL {
-		// Rows and cells seen before filtering happen on the tservers and
-		// are not reported back; the returned counts are exact.
+	if full {
+		// Seen: what the tservers examined, before the request's filter
+		// (client.ReadStats); returned: what went out.
 		return stream.Send(&btpb.ReadRowsResponse{RequestStats: &btpb.RequestStats{
 			StatsView: &btpb.RequestStats_FullReadStatsView{FullReadStatsView: &btpb.FullReadStatsView{
-				ReadIterationStats:  &btpb.ReadIterationStats{RowsReturnedCount: w.rows, CellsReturnedCount: w.cells},
+				ReadIterationStats: &btpb.ReadIterationStats{
+					RowsSeenCount: seen.RowsSeen, RowsReturnedCount: w.rows,
+					CellsSeenCount: seen.CellsSeen, CellsReturnedCount: w.cells,
+				},
 				RequestLatencyStats: &btpb.RequestLatencyStats{FrontendServerLatency: durationpb.New(time.Since(start))},
 			}},
 		}})
