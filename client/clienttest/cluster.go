@@ -211,6 +211,13 @@ func (c *Cluster) Inject(f Fault) {
 	c.faults = append(c.faults, &f)
 }
 
+// ClearFaults drops the injected faults that have not fired yet.
+func (c *Cluster) ClearFaults() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.faults = nil
+}
+
 // Calls returns how many calls of method (all servers) were received.
 func (c *Cluster) Calls(method string) int {
 	c.mu.Lock()
