@@ -246,13 +246,13 @@ func mutation(what string, ms []*btpb.Mutation) (*client.Mutation, error) {
 		case *btpb.Mutation_DeleteFromRow_:
 			m.DeleteRow()
 		case *btpb.Mutation_AddToCell_:
-			return nil, reqErr(codes.Unimplemented, "%s %d: AddToCell is not supported (Bighive has no aggregate column families)", what, i)
+			return nil, reqErr(codes.Unimplemented, "%s[%d]: AddToCell is not supported (Bighive has no aggregate column families)", what, i)
 		case *btpb.Mutation_MergeToCell_:
-			return nil, reqErr(codes.Unimplemented, "%s %d: MergeToCell is not supported (Bighive has no aggregate column families)", what, i)
+			return nil, reqErr(codes.Unimplemented, "%s[%d]: MergeToCell is not supported (Bighive has no aggregate column families)", what, i)
 		case nil:
-			return nil, reqErr(codes.InvalidArgument, "%s %d sets no operation", what, i)
+			return nil, reqErr(codes.InvalidArgument, "%s[%d] sets no operation", what, i)
 		default:
-			return nil, reqErr(codes.Unimplemented, "%s %d: %T is not supported", what, i, x)
+			return nil, reqErr(codes.Unimplemented, "%s[%d]: %T is not supported", what, i, x)
 		}
 	}
 	return m, nil

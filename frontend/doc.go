@@ -28,9 +28,13 @@
 // the tservers, Apply, ApplyBulk, conditional mutations, ReadModifyWrite,
 // SampleRowKeyOffsets) with the caller's context, so the caller's deadline
 // is the client's (without one, the client's retry timeout bounds the
-// call), and keeps the client's gRPC codes (the client's package
-// documentation, "Status rules": a write of unknown outcome is
-// Unavailable saying so). DeadlineExceeded, which the Cloud Bigtable
+// call). Every served method's error goes through one mapping
+// (errors.go; the table of codes is docs/bigtable-api.md's "Errors"):
+// the client's codes are kept (its package documentation, "Status rules":
+// a write of unknown outcome is Unavailable saying so), but for an unknown
+// column family, which is NotFound as in Cloud Bigtable; the message
+// names the method, the row and the table's resource name, and none of
+// Bighive's internal prefixes. DeadlineExceeded, which the Cloud Bigtable
 // clients take for their own deadline and do not retry, is answered only
 // once the caller's deadline has passed; any other is Unavailable. A ReadRows
 // response holds whole rows, cut after about 1 MiB of cell data, because

@@ -1,21 +1,28 @@
 package frontend
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
+	adminpb "cloud.google.com/go/bigtable/admin/apiv2/adminpb"
 	btpb "cloud.google.com/go/bigtable/apiv2/bigtablepb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"bighive/client"
+	"bighive/client/clienttest"
 	"bighive/internal/apierr"
+	pb "bighive/proto/bighivepb"
 	"bighive/testkit/inproc"
 )
 
@@ -179,4 +186,200 @@ func TestReadRowsFailureSendsRowsFirst(t *testing.T) {
 	if fmt.Sprint(keys) != "[a b c]" {
 		t.Errorf("rows before the error = %v; want [a b c]", keys)
 	}
+}
+
+// TestErrorsTable triggers every row of the "Errors" table of
+// docs/bigtable-api.md through the frontend's gRPC server, and checks the
+// code and that the message names what the table says (the table's
+// resource name, the family, the method) and none of Bighive's internals.
+// Most rows run over a real in-process cluster; those that need a
+// tserver to fail in a given way (Unavailable, outcome unknown, Internal,
+// DeadlineExceeded, Canceled) run over the client's fake cluster with an
+// injected fault. Aborted never leaves Bighive's client, which retries
+// it; TestAPIErrCodes checks that the mapping keeps it.
+func TestErrorsTable(t *testing.T) {
+	a := startAPI(t, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "f"}}})
+	ctx := ctxT(t)
+	raw := btpb.NewBigtableClient(a.conn)
+	adm := adminpb.NewBigtableTableAdminClient(a.conn)
+
+	fc := clienttest.Start(t, clienttest.Options{})
+	if err := fc.CreateTable(&pb.TableSchema{Name: "t", Families: []*pb.FamilySpec{{Name: "f"}}}); err != nil {
+		t.Fatal(err)
+	}
+	fcl, err := client.Dial(ctx, fc.MasterAddrs(), client.WithRetryTimeout(300*time.Millisecond), client.WithBackoff(time.Millisecond, 20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fcl.Close() })
+	fconn, _ := serveAPI(t, fcl)
+	fraw := btpb.NewBigtableClient(fconn)
+
+	const (
+		parent  = "projects/p/instances/i"
+		tn      = parent + "/tables/t"
+		missing = parent + "/tables/nosuch"
+	)
+	set := func(fam string, ts int64, v []byte) []*btpb.Mutation {
+		return []*btpb.Mutation{{Mutation: &btpb.Mutation_SetCell_{SetCell: &btpb.Mutation_SetCell{FamilyName: fam, ColumnQualifier: []byte("q"), TimestampMicros: ts, Value: v}}}}
+	}
+	mutate := func(c btpb.BigtableClient, ctx context.Context, table, fam string, ts int64) error {
+		_, err := c.MutateRow(ctx, &btpb.MutateRowRequest{TableName: table, RowKey: []byte("r"), Mutations: set(fam, ts, []byte("abc"))})
+		return err
+	}
+	increment := func(c btpb.BigtableClient, ctx context.Context, fam string) error {
+		_, err := c.ReadModifyWriteRow(ctx, &btpb.ReadModifyWriteRowRequest{TableName: tn, RowKey: []byte("n"),
+			Rules: []*btpb.ReadModifyWriteRule{{FamilyName: fam, ColumnQualifier: []byte("q"), Rule: &btpb.ReadModifyWriteRule_IncrementAmount{IncrementAmount: 1}}}})
+		return err
+	}
+	readAll := func(c btpb.BigtableClient, ctx context.Context, req *btpb.ReadRowsRequest) error {
+		st, err := c.ReadRows(ctx, req)
+		for err == nil {
+			_, err = st.Recv()
+		}
+		if err == io.EOF {
+			return nil
+		}
+		return err
+	}
+	if _, err := raw.MutateRow(ctx, &btpb.MutateRowRequest{TableName: tn, RowKey: []byte("n"), Mutations: set("f", 1000, []byte("abc"))}); err != nil {
+		t.Fatal(err) // n's f:q holds 3 bytes
+	}
+	// The calls over the fake cluster have no deadline, so that its
+	// client's retry timeout ends them (a deadline would govern instead);
+	// a stuck one is canceled after a minute.
+	nctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stuck := time.AfterFunc(time.Minute, cancel)
+	defer stuck.Stop()
+
+	for _, tt := range []struct {
+		code  codes.Code
+		when  string
+		call  func() error
+		names []string // what the message must contain
+	}{
+		{codes.InvalidArgument, "a malformed table name", func() error {
+			return mutate(raw, ctx, "projects/p/instances/i/t", "f", 1000)
+		}, []string{"MutateRow", `malformed table name "projects/p/instances/i/t"`}},
+		{codes.InvalidArgument, "a malformed request: no mutations", func() error {
+			_, err := raw.MutateRow(ctx, &btpb.MutateRowRequest{TableName: tn, RowKey: []byte("r")})
+			return err
+		}, []string{tn, "no mutations"}},
+		{codes.InvalidArgument, "a malformed request: an empty time range (refused by the tserver)", func() error {
+			_, err := raw.MutateRow(ctx, &btpb.MutateRowRequest{TableName: tn, RowKey: []byte("r"), Mutations: []*btpb.Mutation{{Mutation: &btpb.Mutation_DeleteFromColumn_{
+				DeleteFromColumn: &btpb.Mutation_DeleteFromColumn{FamilyName: "f", ColumnQualifier: []byte("q"), TimeRange: &btpb.TimestampRange{StartTimestampMicros: 5000, EndTimestampMicros: 1000}}}}}})
+			return err
+		}, []string{tn, "[5000, 1000)"}},
+		{codes.InvalidArgument, "a malformed request: a filter that does not compile", func() error {
+			return readAll(raw, ctx, &btpb.ReadRowsRequest{TableName: tn, Filter: &btpb.RowFilter{Filter: &btpb.RowFilter_ValueRegexFilter{ValueRegexFilter: []byte("(")}}})
+		}, []string{tn, "value_regex_filter"}},
+		{codes.NotFound, "an unknown table (data)", func() error {
+			return readAll(raw, ctx, &btpb.ReadRowsRequest{TableName: missing})
+		}, []string{missing}},
+		{codes.NotFound, "an unknown table (admin)", func() error {
+			_, err := adm.GetTable(ctx, &adminpb.GetTableRequest{Name: missing})
+			return err
+		}, []string{missing}},
+		{codes.NotFound, "a write to an unknown column family: MutateRow", func() error {
+			return mutate(raw, ctx, tn, "nofam", 1000)
+		}, []string{tn, `column family "nofam" not found`}},
+		{codes.NotFound, "a write to an unknown column family: a MutateRows entry", func() error {
+			st, err := raw.MutateRows(ctx, &btpb.MutateRowsRequest{TableName: tn, Entries: []*btpb.MutateRowsRequest_Entry{
+				{RowKey: []byte("r"), Mutations: set("f", 1000, nil)}, {RowKey: []byte("r2"), Mutations: set("nofam", 1000, nil)}}})
+			if err != nil {
+				return err
+			}
+			resp, err := st.Recv()
+			if err != nil {
+				return err
+			}
+			if e := resp.GetEntries(); len(e) != 2 || e[0].GetStatus().GetCode() != 0 || e[1].GetIndex() != 1 {
+				return fmt.Errorf("entries %v; want entry 0 OK", e)
+			}
+			return status.ErrorProto(resp.Entries[1].Status)
+		}, []string{tn, "entry 1", `column family "nofam" not found`}},
+		{codes.NotFound, "a write to an unknown column family: ReadModifyWriteRow", func() error {
+			return increment(raw, ctx, "nofam")
+		}, []string{tn, `column family "nofam" not found`}},
+		{codes.NotFound, "ModifyColumnFamilies updating or dropping a missing family", func() error {
+			_, err := adm.ModifyColumnFamilies(ctx, &adminpb.ModifyColumnFamiliesRequest{Name: tn, Modifications: []*adminpb.ModifyColumnFamiliesRequest_Modification{
+				{Id: "nofam", Mod: &adminpb.ModifyColumnFamiliesRequest_Modification_Update{Update: &adminpb.ColumnFamily{}},
+					UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"value_type"}}}}})
+			return err
+		}, []string{tn, `column family "nofam"`}},
+		{codes.AlreadyExists, "CreateTable of an existing table", func() error {
+			_, err := adm.CreateTable(ctx, &adminpb.CreateTableRequest{Parent: parent, TableId: "t"})
+			return err
+		}, []string{tn, "already exists"}},
+		{codes.FailedPrecondition, "an increment of a cell that is not 8 bytes", func() error {
+			return increment(raw, ctx, "f")
+		}, []string{tn, "64-bit", "3 bytes"}},
+		{codes.Unimplemented, "what Bighive does not serve: AddToCell", func() error {
+			_, err := raw.MutateRow(ctx, &btpb.MutateRowRequest{TableName: tn, RowKey: []byte("r"), Mutations: []*btpb.Mutation{{Mutation: &btpb.Mutation_AddToCell_{AddToCell: &btpb.Mutation_AddToCell{}}}}})
+			return err
+		}, []string{tn, "AddToCell"}},
+		{codes.Unimplemented, "what Bighive does not serve: a method", func() error {
+			_, err := adm.CreateBackup(ctx, &adminpb.CreateBackupRequest{Parent: parent})
+			return err
+		}, []string{"CreateBackup"}},
+		{codes.ResourceExhausted, "a request over the receive limit", func() error {
+			return mutate2(raw, ctx, tn, bytes.Repeat([]byte("x"), 66<<20))
+		}, []string{"larger than max"}},
+		{codes.Unavailable, "the tablet servers stay unavailable", func() error {
+			fc.Inject(clienttest.Fault{Method: "MutateRow", Times: 1 << 20, Err: apierr.Tablet(pb.TabletError_NOT_SERVING, "t0001", 1, "tserver 127.0.0.1:1: tablet t0001 not serving")})
+			defer fc.ClearFaults()
+			return mutate(fraw, nctx, tn, "f", 1000)
+		}, []string{tn, "try again"}},
+		{codes.Unavailable, "a write of unknown outcome", func() error {
+			fc.Inject(clienttest.Fault{Method: "CheckAndMutateRow", Applied: true, Err: apierr.Unavailable("tserver 127.0.0.1:1: replica: connection reset")})
+			defer fc.ClearFaults()
+			_, err := fraw.CheckAndMutateRow(nctx, &btpb.CheckAndMutateRowRequest{TableName: tn, RowKey: []byte("r"), TrueMutations: set("f", 1000, nil)})
+			return err
+		}, []string{tn, "outcome unknown"}},
+		{codes.DeadlineExceeded, "the caller's deadline passed", func() error {
+			fc.Inject(clienttest.Fault{Method: "MutateRow", Delay: time.Minute})
+			defer fc.ClearFaults()
+			dctx, cancel := context.WithTimeout(nctx, 300*time.Millisecond)
+			defer cancel()
+			return mutate(fraw, dctx, tn, "f", 1000)
+		}, nil},
+		{codes.Canceled, "the caller canceled", func() error {
+			fc.Inject(clienttest.Fault{Method: "MutateRow", Delay: time.Minute})
+			defer fc.ClearFaults()
+			cctx, cancel := context.WithCancel(nctx)
+			time.AfterFunc(300*time.Millisecond, cancel)
+			return mutate(fraw, cctx, tn, "f", 1000)
+		}, nil},
+		{codes.Internal, "an unexpected failure", func() error {
+			fc.Inject(clienttest.Fault{Method: "MutateRow", Err: status.Error(codes.Internal, "tablet t0001: replica: checksum mismatch in block 7")})
+			defer fc.ClearFaults()
+			return mutate(fraw, nctx, tn, "f", 1000)
+		}, []string{tn, "checksum mismatch in block 7"}},
+	} {
+		err := tt.call()
+		t.Logf("%s: %v", tt.when, err)
+		msg := status.Convert(err).Message()
+		if code := status.Code(err); code != tt.code {
+			t.Errorf("%s: %v; want %v", tt.when, err, tt.code)
+			continue
+		}
+		for _, n := range tt.names {
+			if !strings.Contains(msg, n) {
+				t.Errorf("%s: message %q does not name %q", tt.when, msg, n)
+			}
+		}
+		for _, internal := range []string{"client:", "replica:", "tablet t0", "tserver 127", "frontend:"} {
+			if strings.Contains(msg, internal) {
+				t.Errorf("%s: message %q names Bighive's internals (%q)", tt.when, msg, internal)
+			}
+		}
+	}
+}
+
+// mutate2 is a MutateRow setting f:q to v.
+func mutate2(c btpb.BigtableClient, ctx context.Context, table string, v []byte) error {
+	_, err := c.MutateRow(ctx, &btpb.MutateRowRequest{TableName: table, RowKey: []byte("r"), Mutations: []*btpb.Mutation{{Mutation: &btpb.Mutation_SetCell_{
+		SetCell: &btpb.Mutation_SetCell{FamilyName: "f", ColumnQualifier: []byte("q"), TimestampMicros: 1000, Value: v}}}}})
+	return err
 }
