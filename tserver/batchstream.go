@@ -184,8 +184,11 @@ const (
 	batchPingMethod   = "/bighive.v1.TServer/BatchCommands/Ping"
 )
 
+// readPart is how many of a message's reads one goroutine runs.
+const readPart = 16
+
 // runCommands starts the commands of one message: one goroutine per
-// tablet's group of writes, one for all its reads. run starts each
+// tablet's group of writes, one per readPart of its reads. run starts each
 // (s.workers.run; Command runs them in its caller's goroutine).
 func (s *Server) runCommands(ctx context.Context, cmds []*pb.BatchCommandsRequest_Command, wg *sync.WaitGroup, run func(func()), emit func(results)) {
 	// Each command is counted in the request metrics under its own
@@ -229,12 +232,18 @@ func (s *Server) runCommands(ctx context.Context, cmds []*pb.BatchCommandsReques
 		}
 	}
 	emit(now)
-	if len(reads) > 0 {
+	// Reads run in parts of readPart commands, each in its own goroutine:
+	// callers that wait on their reads send them together, so one message
+	// can hold every caller's read, and run serially they would leave the
+	// other cores idle while each misses the block cache.
+	for len(reads) > 0 {
+		part := reads[:min(len(reads), readPart)]
+		reads = reads[len(part):]
 		wg.Add(1)
 		run(func() {
 			defer wg.Done()
 			var rs results
-			for _, g := range groupReads(reads) {
+			for _, g := range groupReads(part) {
 				s.readRows(ctx, g, counted(s.readMetrics, &rs))
 			}
 			emit(rs)
