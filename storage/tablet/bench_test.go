@@ -121,7 +121,7 @@ func BenchmarkGetTSFile(b *testing.B) {
 		b.ReportMetric(float64(st.Hits)/float64(st.Hits+st.Misses), "hit-ratio")
 	})
 	b.Run("cold", func(b *testing.B) {
-		// No block cache: every Get reads and verifies a 32 KiB page from
+		// No block cache: every Get reads and verifies a page from
 		// the block store (the OS page cache still holds the file).
 		tb := benchTablet(b, store, nil, files)
 		defer tb.Close()

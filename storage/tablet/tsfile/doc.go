@@ -28,7 +28,7 @@
 //	payload     := body                          if codec = 0 (none)
 //	             | snappy block format of body   if codec = 1 (snappy)
 //	             | one zstd frame of body        if codec = 2 (zstd)
-//	body        := entry* count:u32              (rawLen bytes; ~32 KiB)
+//	body        := entry* count:u32              (rawLen bytes; ~16 KiB)
 //	entry       := kind:u8 uvarint(len row) row uvarint(len qual) qual
 //	               varint(ts) uvarint(seq) [varint(end) if kind=DeleteColumn]
 //	               [uvarint(len value) value if kind=SetCell]
@@ -135,7 +135,7 @@
 //     index, and caches verified pages' entries, uncompressed, in a
 //     blockcache.Cache under (data block, offset). A scan that misses
 //     reads the next uncached pages in the same I/O (read-ahead:
-//     ReaderOptions.ReadAhead, default 4). The second seek into a cached
+//     ReaderOptions.ReadAhead, default 128 KiB of pages). The second seek into a cached
 //     page makes its row index (where each row starts) and attaches it to
 //     the cached page; later seeks binary-search it (rowindex.go). Only a
 //     page that decodes whole, in row order, gets one.

@@ -21,8 +21,9 @@ type ReaderOptions struct {
 	// Owner is the cache owner (the table) pages are charged to. Required
 	// when Cache is set.
 	Owner *blockcache.Owner
-	// ReadAhead is the number of pages a scan iterator reads in one I/O
-	// when it misses the cache (default 4; 1 disables read-ahead).
+	// ReadAhead is how many bytes of pages a scan iterator reads in one
+	// I/O when it misses the cache (default DefaultReadAhead; a value no
+	// bigger than a page disables read-ahead).
 	ReadAhead int
 }
 
@@ -61,7 +62,7 @@ type Reader struct {
 // block store footer.Store names.
 func Open(mgr blockstore.Manager, footer blockstore.BlockRef, opts ReaderOptions) (*Reader, error) {
 	if opts.ReadAhead <= 0 {
-		opts.ReadAhead = 4
+		opts.ReadAhead = DefaultReadAhead
 	}
 	if opts.Cache != nil && opts.Owner == nil {
 		opts.Owner = opts.Cache.NewOwner("", blockcache.Medium)
@@ -285,7 +286,7 @@ func (r *Reader) ref(id blockstore.BlockID) blockstore.BlockRef {
 }
 
 // page returns the verified, uncompressed entry bytes of page i of a data
-// block, from the cache or the store. ahead > 1 reads up to that many
+// block, from the cache or the store. ahead > 0 reads up to that many bytes of
 // following uncached pages in the same I/O and caches them. The cache
 // holds entry bytes uncompressed, so a page is decompressed once per miss.
 // From the cache it also returns the page's row index if one was attached
@@ -300,8 +301,8 @@ func (r *Reader) page(m *dataMeta, idx []indexEntry, i, ahead int) (body []byte,
 	}
 	n := 1
 	if r.opts.Cache != nil {
-		for n < ahead && i+n < len(idx) && !r.opts.Cache.Contains(blockcache.Key{Block: r.ref(m.data), Offset: idx[i+n].off}) {
-			n++
+		for total := p.length; total < int64(ahead) && i+n < len(idx) && !r.opts.Cache.Contains(blockcache.Key{Block: r.ref(m.data), Offset: idx[i+n].off}); n++ {
+			total += idx[i+n].length
 		}
 	}
 	last := &idx[i+n-1]
@@ -428,7 +429,7 @@ func putReadBuf(b []byte) {
 // the row tombstones. scan enables read-ahead. The iterator must be closed
 // before the Reader.
 func (r *Reader) NewIterator(families []string, scan bool) memstore.Iterator {
-	ahead := 1
+	ahead := 0
 	if scan {
 		ahead = r.opts.ReadAhead
 	}
