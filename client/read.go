@@ -162,6 +162,16 @@ func readSettingsOf(opts []ReadOption) (readSettings, error) {
 	return s, s.err
 }
 
+// sentFilter is f, or nil when f selects everything (as a missing filter
+// does): the tserver then groups the read with others without comparing
+// filters, and neither side encodes or allocates one.
+func sentFilter(f *pb.ReadFilter) *pb.ReadFilter {
+	if len(f.GetFamilies()) == 0 && len(f.GetColumns()) == 0 && f.GetTimeRange() == nil && f.GetMaxVersions() == 0 {
+		return nil
+	}
+	return f
+}
+
 // Get reads one row. A missing row is a Row with no cells and a nil error.
 func (t *Table) Get(ctx context.Context, row string, opts ...ReadOption) (Row, error) {
 	prefix := func() string { return errorPrefix("table %q: get row %q", t.name, row) }
@@ -181,7 +191,7 @@ func (t *Table) Get(ctx context.Context, row string, opts ...ReadOption) (Row, e
 		}
 		follow(ctx, t.lc, loc)
 		resp, err := t.c.readRow(ctx, loc.addr, &pb.ReadRowRequest{
-			TabletId: loc.tabletID, Epoch: loc.epoch, RowKey: []byte(row), Filter: s.filter,
+			TabletId: loc.tabletID, Epoch: loc.epoch, RowKey: []byte(row), Filter: sentFilter(s.filter),
 			RowFilter: s.rowProto,
 		}, p)
 		if err != nil {

@@ -4,8 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-
-	"google.golang.org/protobuf/proto"
+	"slices"
 
 	"bighive/internal/apierr"
 	pb "bighive/proto/bighivepb"
@@ -56,7 +55,26 @@ func sameSelection(a, b *pb.ReadRowRequest) bool {
 	case a.Filter == nil || b.Filter == nil:
 		return false
 	}
-	return proto.Equal(a.Filter, b.Filter)
+	return sameFilter(a.Filter, b.Filter)
+}
+
+// sameFilter is proto.Equal for two ReadFilters, without its reflection
+// (unknown fields aside, which the tserver ignores).
+func sameFilter(a, b *pb.ReadFilter) bool {
+	if !slices.Equal(a.Families, b.Families) || len(a.Columns) != len(b.Columns) || a.MaxVersions != b.MaxVersions {
+		return false
+	}
+	for i, c := range a.Columns {
+		d := b.Columns[i]
+		if c.GetFamily() != d.GetFamily() || !bytes.Equal(c.GetQualifier(), d.GetQualifier()) {
+			return false
+		}
+	}
+	ta, tb := a.TimeRange, b.TimeRange
+	if (ta == nil) != (tb == nil) {
+		return false
+	}
+	return ta == nil || (ta.StartMicros == tb.StartMicros && ta.EndMicros == tb.EndMicros)
 }
 
 // readRows answers a group's ReadRow commands with one multi-get, each

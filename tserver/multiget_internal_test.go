@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	pb "bighive/proto/bighivepb"
 )
 
@@ -42,5 +44,37 @@ func TestGroupReads(t *testing.T) {
 				t.Fatalf("groups %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestSameFilter checks sameFilter against proto.Equal, which it stands
+// in for, on filters that differ in each field and on equal ones.
+func TestSameFilter(t *testing.T) {
+	col := func(f, q string) *pb.Column { return &pb.Column{Family: f, Qualifier: []byte(q)} }
+	filters := []*pb.ReadFilter{
+		{},
+		{Families: []string{"a"}},
+		{Families: []string{"a", "b"}},
+		{Families: []string{"b", "a"}},
+		{Columns: []*pb.Column{col("a", "q")}},
+		{Columns: []*pb.Column{col("a", "r")}},
+		{Columns: []*pb.Column{col("b", "q")}},
+		{Columns: []*pb.Column{col("a", "q"), col("a", "r")}},
+		{Columns: []*pb.Column{col("a", "")}},
+		{TimeRange: &pb.TimestampRange{}},
+		{TimeRange: &pb.TimestampRange{StartMicros: 1}},
+		{TimeRange: &pb.TimestampRange{EndMicros: 1}},
+		{MaxVersions: 1},
+		{MaxVersions: 2},
+		{Families: []string{"a"}, Columns: []*pb.Column{col("a", "q")}, TimeRange: &pb.TimestampRange{StartMicros: 1, EndMicros: 9}, MaxVersions: 1},
+	}
+	for i, a := range filters {
+		for j, b := range filters {
+			// A copy, so equal filters are never the same pointer.
+			b = proto.Clone(b).(*pb.ReadFilter)
+			if got, want := sameFilter(a, b), proto.Equal(a, b); got != want {
+				t.Errorf("sameFilter(%d %v, %d %v) = %v, proto.Equal says %v", i, a, j, b, got, want)
+			}
+		}
 	}
 }
