@@ -77,12 +77,37 @@ func startMasters(tb testing.TB, n int, tweak func(*master.Config), binary strin
 		procs: make([]*proc, n), conns: make([]*grpc.ClientConn, n)}
 	root := tb.TempDir()
 	for i := 0; i < n; i++ {
-		c.Peers = append(c.Peers, master.Peer{ID: fmt.Sprintf("m%d", i+1), RaftAddr: freeAddr(tb), GRPCAddr: freeAddr(tb)})
 		c.Dirs = append(c.Dirs, filepath.Join(root, fmt.Sprintf("m%d", i+1)))
-		c.HTTPAddrs = append(c.HTTPAddrs, freeAddr(tb))
 	}
-	for i := range c.Peers {
-		c.Start(i)
+	// Ports are picked free and then given to the masters, so another
+	// process can take one in between: a master process that finds its
+	// port taken exits at start, and the masters start again, on new
+	// ports (before any of them has data that names the old ones).
+	for attempt := 1; ; attempt++ {
+		c.Peers, c.HTTPAddrs = nil, nil
+		for i := 0; i < n; i++ {
+			c.Peers = append(c.Peers, master.Peer{ID: fmt.Sprintf("m%d", i+1), RaftAddr: freeAddr(tb), GRPCAddr: freeAddr(tb)})
+			c.HTTPAddrs = append(c.HTTPAddrs, freeAddr(tb))
+		}
+		var err error
+		for i := range c.Peers {
+			if err = c.start(i); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			break
+		}
+		for i := range c.Peers {
+			c.Stop(i)
+		}
+		if !errors.Is(err, errPortTaken) || attempt == 3 {
+			tb.Fatal(err)
+		}
+		tb.Logf("masters start again on new ports: %v", err)
+		for _, d := range c.Dirs {
+			_ = os.RemoveAll(d)
+		}
 	}
 	tb.Cleanup(func() {
 		for i := range c.M {
@@ -123,6 +148,12 @@ func freeAddr(tb testing.TB) string {
 // Start (re)starts master i on its directory and ports.
 func (c *Masters) Start(i int) {
 	c.tb.Helper()
+	if err := c.start(i); err != nil {
+		c.tb.Fatal(err)
+	}
+}
+
+func (c *Masters) start(i int) error {
 	cfg := master.Config{ID: c.Peers[i].ID, Dir: c.Dirs[i], RaftAddr: c.Peers[i].RaftAddr,
 		Raft: RaftConfig(), Logger: logger(c.Peers[i].ID)}
 	if len(c.Peers) > 1 {
@@ -132,8 +163,7 @@ func (c *Masters) Start(i int) {
 		c.tweak(&cfg)
 	}
 	if c.binary != "" {
-		c.startProc(i, cfg)
-		return
+		return c.startProc(i, cfg)
 	}
 	var lis net.Listener
 	// The port may linger briefly after a stop.
@@ -143,9 +173,10 @@ func (c *Masters) Start(i int) {
 	})
 	m, err := master.Start(cfg, lis)
 	if err != nil {
-		c.tb.Fatal(err)
+		return err
 	}
 	c.M[i] = m
+	return nil
 }
 
 // Stop shuts master i down; its directory stays for a later Start. A

@@ -1,6 +1,7 @@
 package fleetsim
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -90,15 +91,15 @@ func masterArgs(cfg master.Config, peers []master.Peer, grpcAddr, httpAddr strin
 
 // startProc starts master i as a process and waits until its gRPC port
 // accepts connections.
-func (c *Masters) startProc(i int, cfg master.Config) {
+func (c *Masters) startProc(i int, cfg master.Config) error {
 	c.tb.Helper()
 	args, err := masterArgs(cfg, c.Peers, c.Peers[i].GRPCAddr, c.HTTPAddrs[i])
 	if err != nil {
-		c.tb.Fatal(err)
+		return err
 	}
 	logf, err := os.OpenFile(filepath.Join(filepath.Dir(c.Dirs[i]), c.Peers[i].ID+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		c.tb.Fatal(err)
+		return err
 	}
 	cmd := exec.Command(c.binary, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -107,7 +108,7 @@ func (c *Masters) startProc(i int, cfg master.Config) {
 	}
 	if err := cmd.Start(); err != nil {
 		_ = logf.Close()
-		c.tb.Fatalf("start %s: %v", c.Peers[i].ID, err)
+		return fmt.Errorf("start %s: %w", c.Peers[i].ID, err)
 	}
 	p := &proc{cmd: cmd, done: make(chan struct{}), log: logf}
 	go func() {
@@ -121,18 +122,27 @@ func (c *Masters) startProc(i int, cfg master.Config) {
 		conn, err := net.DialTimeout("tcp", c.Peers[i].GRPCAddr, time.Second)
 		if err == nil {
 			_ = conn.Close()
-			return
+			return nil
 		}
 		select {
 		case <-p.done:
-			c.tb.Fatalf("%s exited at start (%v); its log: %s", c.Peers[i].ID, p.err, logf.Name())
+			c.procs[i] = nil
+			out, _ := os.ReadFile(logf.Name())
+			if bytes.Contains(out, []byte("address already in use")) {
+				return fmt.Errorf("%s exited at start (%v): %w; its log: %s", c.Peers[i].ID, p.err, errPortTaken, logf.Name())
+			}
+			return fmt.Errorf("%s exited at start (%v); its log: %s", c.Peers[i].ID, p.err, logf.Name())
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			c.tb.Fatalf("%s does not listen on %s after a minute: %v", c.Peers[i].ID, c.Peers[i].GRPCAddr, err)
+			return fmt.Errorf("%s does not listen on %s after a minute: %v", c.Peers[i].ID, c.Peers[i].GRPCAddr, err)
 		}
 	}
 }
+
+// errPortTaken: a master could not listen on a port picked for it, which
+// another process took between the pick and the master's start.
+var errPortTaken = errors.New("a port picked for it was taken meanwhile")
 
 // stopProc sends master i sig and waits until it exited; SIGTERM that
 // does not end it within 30 s is followed by SIGKILL.
