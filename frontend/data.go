@@ -28,7 +28,7 @@ const maxResponseBytes = 1 << 20
 // Register: requests up to Bighive's request size limit (a 10 MiB value
 // fits), where gRPC's default stops at 4 MiB, and wirecodec's codec.
 func ServerOptions() []grpc.ServerOption {
-	return append([]grpc.ServerOption{grpc.MaxRecvMsgSize(limits.MaxRequestBytes + 1<<20)}, wirecodec.ServerOptions()...)
+	return append([]grpc.ServerOption{grpc.MaxRecvMsgSize(limits.MaxRequestBytes + 1<<20), grpc.NumStreamWorkers(limits.StreamWorkers)}, wirecodec.ServerOptions()...)
 }
 
 // viewNamed is a data request that may name an authorized or materialized

@@ -40,8 +40,17 @@ func GRPCServerOptions() []grpc.ServerOption {
 		grpc.MaxSendMsgSize(MaxRequestBytes),
 		grpc.InitialWindowSize(StreamWindowBytes),
 		grpc.InitialConnWindowSize(ConnWindowBytes),
+		grpc.NumStreamWorkers(StreamWorkers),
 	}, wirecodec.ServerOptions()...)
 }
+
+// StreamWorkers is how many goroutines a server keeps to run its calls
+// (grpc.NumStreamWorkers). Without them each call gets a new goroutine,
+// whose small stack is copied as the call grows it, two or three times
+// per call (18 % of the CPU of a tserver serving the Bigtable API's Gets);
+// a worker's stack stays grown. More concurrent calls than workers get
+// new goroutines, as before.
+const StreamWorkers = 256
 
 // GRPCCallOptions sets a client's message size limits to MaxRequestBytes.
 func GRPCCallOptions() grpc.DialOption {
