@@ -232,19 +232,22 @@ func TestServerTimeRetryRules(t *testing.T) {
 func TestDeadlineWhileUnassigned(t *testing.T) {
 	fc, _, tbl := setup(t, clienttest.Options{})
 	fc.MoveTablet("t", "r", -1)
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	// A deadline long enough for the first lookups to answer on a loaded
+	// machine, so the error names what they found.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	start := time.Now()
 	err := tbl.Put(ctx, "r", "cf", "q", []byte("v"))
 	if status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "no tserver") {
 		t.Fatalf("put: %v", err)
 	}
-	if d := time.Since(start); d > 2*time.Second {
+	if d := time.Since(start); d > 3*time.Second {
 		t.Fatalf("took %v", d)
 	}
-	// Retries were bounded by the backoff (max 20 ms here), not a busy loop.
-	if n := fc.Calls("GetTableLocations"); n > 100 {
-		t.Errorf("%d lookups in 300 ms", n)
+	// Retries were bounded by the backoff (max 20 ms here: at most about
+	// 50 in a second), not a busy loop.
+	if n := fc.Calls("GetTableLocations"); n > 150 {
+		t.Errorf("%d lookups in 1 s", n)
 	}
 	fc.MoveTablet("t", "r", 0)
 	if err := tbl.Put(ctxT(t), "r", "cf", "q", []byte("v")); err != nil {
