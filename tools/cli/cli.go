@@ -231,7 +231,7 @@ func Commands() []Command {
 		mergeCommand,
 		setCompressionCommand,
 		compactCommand,
-	}, append(append(append(schemaCommands(), dataCommands()...), statusCommands()...), grantCommands()...)...)
+	}, append(append(append(append(schemaCommands(), dataCommands()...), statusCommands()...), grantCommands()...), cbtCommands()...)...)
 }
 
 // Main runs the command line args (without the program name) and returns

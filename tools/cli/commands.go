@@ -487,6 +487,12 @@ func runDelete(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	defer done()
+	return deleteCells(ctx, env, c, pos)
+}
+
+// deleteCells deletes row pos[1] of table pos[0], or its family pos[2],
+// or its column pos[2] (FAMILY:QUALIFIER).
+func deleteCells(ctx context.Context, env *Env, c *client.Client, pos []string) error {
 	tbl, err := openTable(ctx, c, pos[0])
 	if err != nil {
 		return err
