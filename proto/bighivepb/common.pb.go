@@ -78,6 +78,65 @@ func (CachePriority) EnumDescriptor() ([]byte, []int) {
 	return file_bighivepb_common_proto_rawDescGZIP(), []int{0}
 }
 
+// The granularity of a table's cell timestamps, fixed at the table's
+// creation (docs/data-model.md 'Timestamp granularity'). Unspecified is
+// microseconds: every table created before the field existed has it, so
+// their stored data and writes are unaffected. The Cloud Bigtable API's
+// CreateTable asks for MILLIS unless its request says MICROS (there,
+// unspecified means MILLIS, as Cloud Bigtable documents).
+type TimestampGranularity int32
+
+const (
+	TimestampGranularity_TIMESTAMP_GRANULARITY_UNSPECIFIED TimestampGranularity = 0 // microseconds
+	// Any timestamp of microseconds.
+	TimestampGranularity_TIMESTAMP_GRANULARITY_MICROS TimestampGranularity = 1
+	// Server timestamps are truncated to whole milliseconds (multiples of
+	// 1000 µs); a client timestamp that is not a multiple of 1000 µs is
+	// refused with InvalidArgument.
+	TimestampGranularity_TIMESTAMP_GRANULARITY_MILLIS TimestampGranularity = 2
+)
+
+// Enum value maps for TimestampGranularity.
+var (
+	TimestampGranularity_name = map[int32]string{
+		0: "TIMESTAMP_GRANULARITY_UNSPECIFIED",
+		1: "TIMESTAMP_GRANULARITY_MICROS",
+		2: "TIMESTAMP_GRANULARITY_MILLIS",
+	}
+	TimestampGranularity_value = map[string]int32{
+		"TIMESTAMP_GRANULARITY_UNSPECIFIED": 0,
+		"TIMESTAMP_GRANULARITY_MICROS":      1,
+		"TIMESTAMP_GRANULARITY_MILLIS":      2,
+	}
+)
+
+func (x TimestampGranularity) Enum() *TimestampGranularity {
+	p := new(TimestampGranularity)
+	*p = x
+	return p
+}
+
+func (x TimestampGranularity) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TimestampGranularity) Descriptor() protoreflect.EnumDescriptor {
+	return file_bighivepb_common_proto_enumTypes[1].Descriptor()
+}
+
+func (TimestampGranularity) Type() protoreflect.EnumType {
+	return &file_bighivepb_common_proto_enumTypes[1]
+}
+
+func (x TimestampGranularity) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TimestampGranularity.Descriptor instead.
+func (TimestampGranularity) EnumDescriptor() ([]byte, []int) {
+	return file_bighivepb_common_proto_rawDescGZIP(), []int{1}
+}
+
 type TabletState int32
 
 const (
@@ -117,11 +176,11 @@ func (x TabletState) String() string {
 }
 
 func (TabletState) Descriptor() protoreflect.EnumDescriptor {
-	return file_bighivepb_common_proto_enumTypes[1].Descriptor()
+	return file_bighivepb_common_proto_enumTypes[2].Descriptor()
 }
 
 func (TabletState) Type() protoreflect.EnumType {
-	return &file_bighivepb_common_proto_enumTypes[1]
+	return &file_bighivepb_common_proto_enumTypes[2]
 }
 
 func (x TabletState) Number() protoreflect.EnumNumber {
@@ -130,7 +189,7 @@ func (x TabletState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TabletState.Descriptor instead.
 func (TabletState) EnumDescriptor() ([]byte, []int) {
-	return file_bighivepb_common_proto_rawDescGZIP(), []int{1}
+	return file_bighivepb_common_proto_rawDescGZIP(), []int{2}
 }
 
 // The codec of a column family's TSFile pages. A page is stored
@@ -172,11 +231,11 @@ func (x Compression) String() string {
 }
 
 func (Compression) Descriptor() protoreflect.EnumDescriptor {
-	return file_bighivepb_common_proto_enumTypes[2].Descriptor()
+	return file_bighivepb_common_proto_enumTypes[3].Descriptor()
 }
 
 func (Compression) Type() protoreflect.EnumType {
-	return &file_bighivepb_common_proto_enumTypes[2]
+	return &file_bighivepb_common_proto_enumTypes[3]
 }
 
 func (x Compression) Number() protoreflect.EnumNumber {
@@ -185,7 +244,7 @@ func (x Compression) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Compression.Descriptor instead.
 func (Compression) EnumDescriptor() ([]byte, []int) {
-	return file_bighivepb_common_proto_rawDescGZIP(), []int{2}
+	return file_bighivepb_common_proto_rawDescGZIP(), []int{3}
 }
 
 type TabletError_Reason int32
@@ -227,11 +286,11 @@ func (x TabletError_Reason) String() string {
 }
 
 func (TabletError_Reason) Descriptor() protoreflect.EnumDescriptor {
-	return file_bighivepb_common_proto_enumTypes[3].Descriptor()
+	return file_bighivepb_common_proto_enumTypes[4].Descriptor()
 }
 
 func (TabletError_Reason) Type() protoreflect.EnumType {
-	return &file_bighivepb_common_proto_enumTypes[3]
+	return &file_bighivepb_common_proto_enumTypes[4]
 }
 
 func (x TabletError_Reason) Number() protoreflect.EnumNumber {
@@ -340,8 +399,10 @@ type TableSchema struct {
 	// holds one); a family of one of these names cannot be created until
 	// that is done.
 	PurgingFamilies []string `protobuf:"bytes,4,rep,name=purging_families,json=purgingFamilies,proto3" json:"purging_families,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Set at creation and never changed.
+	Granularity   TimestampGranularity `protobuf:"varint,5,opt,name=granularity,proto3,enum=bighive.v1.TimestampGranularity" json:"granularity,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TableSchema) Reset() {
@@ -400,6 +461,13 @@ func (x *TableSchema) GetPurgingFamilies() []string {
 		return x.PurgingFamilies
 	}
 	return nil
+}
+
+func (x *TableSchema) GetGranularity() TimestampGranularity {
+	if x != nil {
+		return x.Granularity
+	}
+	return TimestampGranularity_TIMESTAMP_GRANULARITY_UNSPECIFIED
 }
 
 // A half-open row range [start_row, end_row); an empty end_row is unbounded.
@@ -1819,12 +1887,13 @@ const file_bighivepb_common_proto_rawDesc = "" +
 	"\fmax_versions\x18\x02 \x01(\rR\vmaxVersions\x12$\n" +
 	"\x0emax_age_micros\x18\x03 \x01(\x03R\fmaxAgeMicros\x12+\n" +
 	"\agc_rule\x18\x04 \x01(\v2\x12.bighive.v1.GcRuleR\x06gcRule\x129\n" +
-	"\vcompression\x18\x05 \x01(\x0e2\x17.bighive.v1.CompressionR\vcompression\"\x9a\x01\n" +
+	"\vcompression\x18\x05 \x01(\x0e2\x17.bighive.v1.CompressionR\vcompression\"\xde\x01\n" +
 	"\vTableSchema\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
 	"\bfamilies\x18\x02 \x03(\v2\x16.bighive.v1.FamilySpecR\bfamilies\x12\x18\n" +
 	"\aversion\x18\x03 \x01(\x03R\aversion\x12)\n" +
-	"\x10purging_families\x18\x04 \x03(\tR\x0fpurgingFamilies\"@\n" +
+	"\x10purging_families\x18\x04 \x03(\tR\x0fpurgingFamilies\x12B\n" +
+	"\vgranularity\x18\x05 \x01(\x0e2 .bighive.v1.TimestampGranularityR\vgranularity\"@\n" +
 	"\bRowRange\x12\x1b\n" +
 	"\tstart_row\x18\x01 \x01(\fR\bstartRow\x12\x17\n" +
 	"\aend_row\x18\x02 \x01(\fR\x06endRow\"R\n" +
@@ -1932,7 +2001,11 @@ const file_bighivepb_common_proto_rawDesc = "" +
 	"\x1aCACHE_PRIORITY_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13CACHE_PRIORITY_HIGH\x10\x01\x12\x19\n" +
 	"\x15CACHE_PRIORITY_MEDIUM\x10\x02\x12\x16\n" +
-	"\x12CACHE_PRIORITY_LOW\x10\x03*\x98\x01\n" +
+	"\x12CACHE_PRIORITY_LOW\x10\x03*\x81\x01\n" +
+	"\x14TimestampGranularity\x12%\n" +
+	"!TIMESTAMP_GRANULARITY_UNSPECIFIED\x10\x00\x12 \n" +
+	"\x1cTIMESTAMP_GRANULARITY_MICROS\x10\x01\x12 \n" +
+	"\x1cTIMESTAMP_GRANULARITY_MILLIS\x10\x02*\x98\x01\n" +
 	"\vTabletState\x12\x1c\n" +
 	"\x18TABLET_STATE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17TABLET_STATE_UNASSIGNED\x10\x01\x12\x19\n" +
@@ -1957,65 +2030,67 @@ func file_bighivepb_common_proto_rawDescGZIP() []byte {
 	return file_bighivepb_common_proto_rawDescData
 }
 
-var file_bighivepb_common_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_bighivepb_common_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
 var file_bighivepb_common_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_bighivepb_common_proto_goTypes = []any{
 	(CachePriority)(0),                // 0: bighive.v1.CachePriority
-	(TabletState)(0),                  // 1: bighive.v1.TabletState
-	(Compression)(0),                  // 2: bighive.v1.Compression
-	(TabletError_Reason)(0),           // 3: bighive.v1.TabletError.Reason
-	(*FamilySpec)(nil),                // 4: bighive.v1.FamilySpec
-	(*TableSchema)(nil),               // 5: bighive.v1.TableSchema
-	(*RowRange)(nil),                  // 6: bighive.v1.RowRange
-	(*TimestampRange)(nil),            // 7: bighive.v1.TimestampRange
-	(*LogPosition)(nil),               // 8: bighive.v1.LogPosition
-	(*TSFileRef)(nil),                 // 9: bighive.v1.TSFileRef
-	(*DataDirGroup)(nil),              // 10: bighive.v1.DataDirGroup
-	(*TabletMeta)(nil),                // 11: bighive.v1.TabletMeta
-	(*Mutation)(nil),                  // 12: bighive.v1.Mutation
-	(*RowMutation)(nil),               // 13: bighive.v1.RowMutation
-	(*Cell)(nil),                      // 14: bighive.v1.Cell
-	(*Row)(nil),                       // 15: bighive.v1.Row
-	(*Column)(nil),                    // 16: bighive.v1.Column
-	(*ReadFilter)(nil),                // 17: bighive.v1.ReadFilter
-	(*TabletError)(nil),               // 18: bighive.v1.TabletError
-	(*NotLeader)(nil),                 // 19: bighive.v1.NotLeader
-	(*GcRule)(nil),                    // 20: bighive.v1.GcRule
-	(*Mutation_SetCell)(nil),          // 21: bighive.v1.Mutation.SetCell
-	(*Mutation_DeleteFromColumn)(nil), // 22: bighive.v1.Mutation.DeleteFromColumn
-	(*Mutation_DeleteFromFamily)(nil), // 23: bighive.v1.Mutation.DeleteFromFamily
-	(*Mutation_DeleteFromRow)(nil),    // 24: bighive.v1.Mutation.DeleteFromRow
-	(*GcRule_Intersection)(nil),       // 25: bighive.v1.GcRule.Intersection
-	(*GcRule_Union)(nil),              // 26: bighive.v1.GcRule.Union
+	(TimestampGranularity)(0),         // 1: bighive.v1.TimestampGranularity
+	(TabletState)(0),                  // 2: bighive.v1.TabletState
+	(Compression)(0),                  // 3: bighive.v1.Compression
+	(TabletError_Reason)(0),           // 4: bighive.v1.TabletError.Reason
+	(*FamilySpec)(nil),                // 5: bighive.v1.FamilySpec
+	(*TableSchema)(nil),               // 6: bighive.v1.TableSchema
+	(*RowRange)(nil),                  // 7: bighive.v1.RowRange
+	(*TimestampRange)(nil),            // 8: bighive.v1.TimestampRange
+	(*LogPosition)(nil),               // 9: bighive.v1.LogPosition
+	(*TSFileRef)(nil),                 // 10: bighive.v1.TSFileRef
+	(*DataDirGroup)(nil),              // 11: bighive.v1.DataDirGroup
+	(*TabletMeta)(nil),                // 12: bighive.v1.TabletMeta
+	(*Mutation)(nil),                  // 13: bighive.v1.Mutation
+	(*RowMutation)(nil),               // 14: bighive.v1.RowMutation
+	(*Cell)(nil),                      // 15: bighive.v1.Cell
+	(*Row)(nil),                       // 16: bighive.v1.Row
+	(*Column)(nil),                    // 17: bighive.v1.Column
+	(*ReadFilter)(nil),                // 18: bighive.v1.ReadFilter
+	(*TabletError)(nil),               // 19: bighive.v1.TabletError
+	(*NotLeader)(nil),                 // 20: bighive.v1.NotLeader
+	(*GcRule)(nil),                    // 21: bighive.v1.GcRule
+	(*Mutation_SetCell)(nil),          // 22: bighive.v1.Mutation.SetCell
+	(*Mutation_DeleteFromColumn)(nil), // 23: bighive.v1.Mutation.DeleteFromColumn
+	(*Mutation_DeleteFromFamily)(nil), // 24: bighive.v1.Mutation.DeleteFromFamily
+	(*Mutation_DeleteFromRow)(nil),    // 25: bighive.v1.Mutation.DeleteFromRow
+	(*GcRule_Intersection)(nil),       // 26: bighive.v1.GcRule.Intersection
+	(*GcRule_Union)(nil),              // 27: bighive.v1.GcRule.Union
 }
 var file_bighivepb_common_proto_depIdxs = []int32{
-	20, // 0: bighive.v1.FamilySpec.gc_rule:type_name -> bighive.v1.GcRule
-	2,  // 1: bighive.v1.FamilySpec.compression:type_name -> bighive.v1.Compression
-	4,  // 2: bighive.v1.TableSchema.families:type_name -> bighive.v1.FamilySpec
-	6,  // 3: bighive.v1.TabletMeta.range:type_name -> bighive.v1.RowRange
-	1,  // 4: bighive.v1.TabletMeta.state:type_name -> bighive.v1.TabletState
-	8,  // 5: bighive.v1.TabletMeta.log_positions:type_name -> bighive.v1.LogPosition
-	9,  // 6: bighive.v1.TabletMeta.tsfiles:type_name -> bighive.v1.TSFileRef
-	10, // 7: bighive.v1.TabletMeta.data_dir_group:type_name -> bighive.v1.DataDirGroup
-	21, // 8: bighive.v1.Mutation.set_cell:type_name -> bighive.v1.Mutation.SetCell
-	22, // 9: bighive.v1.Mutation.delete_from_column:type_name -> bighive.v1.Mutation.DeleteFromColumn
-	23, // 10: bighive.v1.Mutation.delete_from_family:type_name -> bighive.v1.Mutation.DeleteFromFamily
-	24, // 11: bighive.v1.Mutation.delete_from_row:type_name -> bighive.v1.Mutation.DeleteFromRow
-	12, // 12: bighive.v1.RowMutation.mutations:type_name -> bighive.v1.Mutation
-	14, // 13: bighive.v1.Row.cells:type_name -> bighive.v1.Cell
-	16, // 14: bighive.v1.ReadFilter.columns:type_name -> bighive.v1.Column
-	7,  // 15: bighive.v1.ReadFilter.time_range:type_name -> bighive.v1.TimestampRange
-	3,  // 16: bighive.v1.TabletError.reason:type_name -> bighive.v1.TabletError.Reason
-	25, // 17: bighive.v1.GcRule.intersection:type_name -> bighive.v1.GcRule.Intersection
-	26, // 18: bighive.v1.GcRule.union:type_name -> bighive.v1.GcRule.Union
-	7,  // 19: bighive.v1.Mutation.DeleteFromColumn.time_range:type_name -> bighive.v1.TimestampRange
-	20, // 20: bighive.v1.GcRule.Intersection.rules:type_name -> bighive.v1.GcRule
-	20, // 21: bighive.v1.GcRule.Union.rules:type_name -> bighive.v1.GcRule
-	22, // [22:22] is the sub-list for method output_type
-	22, // [22:22] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	21, // 0: bighive.v1.FamilySpec.gc_rule:type_name -> bighive.v1.GcRule
+	3,  // 1: bighive.v1.FamilySpec.compression:type_name -> bighive.v1.Compression
+	5,  // 2: bighive.v1.TableSchema.families:type_name -> bighive.v1.FamilySpec
+	1,  // 3: bighive.v1.TableSchema.granularity:type_name -> bighive.v1.TimestampGranularity
+	7,  // 4: bighive.v1.TabletMeta.range:type_name -> bighive.v1.RowRange
+	2,  // 5: bighive.v1.TabletMeta.state:type_name -> bighive.v1.TabletState
+	9,  // 6: bighive.v1.TabletMeta.log_positions:type_name -> bighive.v1.LogPosition
+	10, // 7: bighive.v1.TabletMeta.tsfiles:type_name -> bighive.v1.TSFileRef
+	11, // 8: bighive.v1.TabletMeta.data_dir_group:type_name -> bighive.v1.DataDirGroup
+	22, // 9: bighive.v1.Mutation.set_cell:type_name -> bighive.v1.Mutation.SetCell
+	23, // 10: bighive.v1.Mutation.delete_from_column:type_name -> bighive.v1.Mutation.DeleteFromColumn
+	24, // 11: bighive.v1.Mutation.delete_from_family:type_name -> bighive.v1.Mutation.DeleteFromFamily
+	25, // 12: bighive.v1.Mutation.delete_from_row:type_name -> bighive.v1.Mutation.DeleteFromRow
+	13, // 13: bighive.v1.RowMutation.mutations:type_name -> bighive.v1.Mutation
+	15, // 14: bighive.v1.Row.cells:type_name -> bighive.v1.Cell
+	17, // 15: bighive.v1.ReadFilter.columns:type_name -> bighive.v1.Column
+	8,  // 16: bighive.v1.ReadFilter.time_range:type_name -> bighive.v1.TimestampRange
+	4,  // 17: bighive.v1.TabletError.reason:type_name -> bighive.v1.TabletError.Reason
+	26, // 18: bighive.v1.GcRule.intersection:type_name -> bighive.v1.GcRule.Intersection
+	27, // 19: bighive.v1.GcRule.union:type_name -> bighive.v1.GcRule.Union
+	8,  // 20: bighive.v1.Mutation.DeleteFromColumn.time_range:type_name -> bighive.v1.TimestampRange
+	21, // 21: bighive.v1.GcRule.Intersection.rules:type_name -> bighive.v1.GcRule
+	21, // 22: bighive.v1.GcRule.Union.rules:type_name -> bighive.v1.GcRule
+	23, // [23:23] is the sub-list for method output_type
+	23, // [23:23] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_bighivepb_common_proto_init() }
@@ -2040,7 +2115,7 @@ func file_bighivepb_common_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bighivepb_common_proto_rawDesc), len(file_bighivepb_common_proto_rawDesc)),
-			NumEnums:      4,
+			NumEnums:      5,
 			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   0,
