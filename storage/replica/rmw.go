@@ -39,7 +39,9 @@ type Rule struct {
 // named column of row, and writes the results as one row mutation: one
 // SetCell per column, with a server timestamp (or the column's latest
 // timestamp, if that lies in the future, so the new cell stays the
-// latest). Several rules on one column compose (two increments add up).
+// latest). Under millisecond granularity both are whole milliseconds (the
+// tablet truncates its server timestamps and refuses other client ones),
+// so the new cell's timestamp is one too. Several rules on one column compose (two increments add up).
 // The log records the resulting cells, not the rules, so replay and log
 // splitting rewrite the same cells. It returns the new cells, ordered by
 // family and qualifier.

@@ -146,3 +146,71 @@ func TestReadModifyWriteLeaseLost(t *testing.T) {
 		t.Fatalf("counter %d (present %v), want 1: the write is logged and applied", v, ok)
 	}
 }
+
+// TestReadModifyWriteGranularity: a read-modify-write's new cell has the
+// table's granularity: under millisecond granularity its timestamp is the
+// server's clock truncated to whole milliseconds (increments within one
+// millisecond replace one version), or the latest cell's timestamp when
+// that lies in the future (so the new cell stays the latest).
+func TestReadModifyWriteGranularity(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		g      tablet.Granularity
+		future int64 // a client timestamp ahead of the clock, valid under g
+	}{
+		{"micros", tablet.Micros, 1500},
+		{"millis", tablet.Millis, 2000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newRig(t, errorfs.InjectorFunc(func(errorfs.Op) error { return nil }))
+			g.tb.SetSchema(tablet.Schema{Families: map[string]tablet.FamilyPolicy{"cf": {}}, Granularity: tc.g})
+			ctx := context.Background()
+			inc := []replica.Rule{{Family: "cf", Qualifier: []byte("n"), Increment: true, Delta: 1}}
+			var last int64
+			for i := 0; i < 20; i++ {
+				row, err := g.rep.ReadModifyWrite(ctx, []byte("r"), inc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ts := row.Cells[0].Timestamp
+				if ts < last || (tc.g == tablet.Millis && ts%1000 != 0) || (tc.g == tablet.Micros && ts == last) {
+					t.Fatalf("increment %d: timestamp %d after %d", i, ts, last)
+				}
+				last = ts
+			}
+			if n, _ := counterOf(t, g.rep, "r"); n != 20 {
+				t.Fatalf("counter %d, want 20", n)
+			}
+			all, _, err := g.rep.Get(ctx, []byte("r"), tablet.ReadOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.g == tablet.Millis {
+				distinct := map[int64]bool{}
+				for _, c := range all.Cells {
+					distinct[c.Timestamp] = true
+				}
+				if len(all.Cells) != len(distinct) {
+					t.Fatalf("%d versions for %d distinct milliseconds", len(all.Cells), len(distinct))
+				}
+			} else if len(all.Cells) != 20 {
+				t.Fatalf("%d versions, want 20", len(all.Cells))
+			}
+
+			// A cell in the future: the next increment takes its timestamp.
+			future := time.Now().Add(time.Hour).UnixMicro()
+			future = future - future%1000 + tc.future
+			if err := g.rep.Write(ctx, &mutation.RowMutation{Row: []byte("r"), Ops: []mutation.Op{{Kind: mutation.SetCell, Family: "cf",
+				Qualifier: []byte("n"), Timestamp: future, Value: binary.BigEndian.AppendUint64(nil, 100)}}}); err != nil {
+				t.Fatal(err)
+			}
+			row, err := g.rep.ReadModifyWrite(ctx, []byte("r"), inc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c := row.Cells[0]; c.Timestamp != future || binary.BigEndian.Uint64(c.Value) != 101 {
+				t.Fatalf("after a future cell at %d: new cell %d = %d, want %d = 101", future, c.Timestamp, binary.BigEndian.Uint64(c.Value), future)
+			}
+		})
+	}
+}

@@ -7,7 +7,13 @@
 //
 // The server validates and stamps a mutation with AssignTimestamps: it gets
 // the tablet's next write sequence (Seq) and every ServerTime op a server
-// timestamp in µs, both strictly increasing per tablet. The server appends
+// timestamp in µs, both strictly increasing per tablet. A table of
+// millisecond granularity (Schema.Granularity Millis) has server
+// timestamps truncated to whole milliseconds, not decreasing rather than
+// strictly increasing (writes within one millisecond share it, and the
+// higher sequence wins), and its client timestamps that are not a multiple
+// of 1000 µs are refused there, before the log; replay applies logged
+// timestamps as they are. The server appends
 // it to the WAL, then calls Apply. Apply links all ops of the mutation in
 // the active buffer as one batch, so no reader sees half a row mutation.
 // Because the WAL holds the sequence and concrete timestamps, and an entry

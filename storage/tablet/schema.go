@@ -36,9 +36,40 @@ type FamilyPolicy struct {
 	Compression tsfile.Compression
 }
 
-// Schema is a table's column families.
+// Granularity is a table's timestamp granularity, fixed at its creation.
+type Granularity uint8
+
+const (
+	// Micros (the zero value, so every table created before granularity
+	// existed) accepts any timestamp and assigns server timestamps in µs,
+	// strictly increasing per tablet.
+	Micros Granularity = iota
+	// Millis truncates server timestamps to whole milliseconds (multiples
+	// of 1000 µs) and refuses a client timestamp that is not one, as Cloud
+	// Bigtable's millisecond tables do.
+	Millis
+)
+
+// unit is the granularity in µs: every timestamp the table accepts is a
+// multiple of it.
+func (g Granularity) unit() int64 {
+	if g == Millis {
+		return 1000
+	}
+	return 1
+}
+
+func (g Granularity) String() string {
+	if g == Millis {
+		return "millisecond"
+	}
+	return "microsecond"
+}
+
+// Schema is a table's column families and timestamp granularity.
 type Schema struct {
-	Families map[string]FamilyPolicy
+	Families    map[string]FamilyPolicy
+	Granularity Granularity
 }
 
 // compression returns the codec of each family's pages: the family's,
@@ -90,6 +121,11 @@ func (s *Schema) validate(m *mutation.RowMutation, assigned, anyFamily bool) err
 			}
 		} else if ts < 0 {
 			return fmt.Errorf("%w: op %d has timestamp %d", ErrInvalidMutation, i, ts)
+		} else if !assigned && s.Granularity == Millis && op.Kind == mutation.SetCell && ts%1000 != 0 {
+			// Only a client's timestamp, before the log: a logged record
+			// (replay, Validate) keeps the timestamps it carries.
+			return fmt.Errorf("%w: timestamp granularity mismatch: op %d of row %q has timestamp %d µs, not a multiple of 1000 (the table has millisecond granularity)",
+				ErrInvalidMutation, i, m.Row, ts)
 		}
 		if op.Kind == mutation.DeleteColumn && op.End != 0 && ts == mutation.ServerTime {
 			return fmt.Errorf("%w: op %d deletes up to %d from a server-assigned start", ErrInvalidMutation, i, op.End)

@@ -308,7 +308,13 @@ func (t *Tablet) Replay(m *mutation.RowMutation, appended int64) error {
 // observe the sequences already used) and replaces every ServerTime
 // timestamp by a server timestamp (µs), strictly increasing per tablet: op
 // i of the mutation gets base+i, so later ops of one mutation are newer,
-// and the next mutation gets a larger base. A DeleteColumn with ServerTime
+// and the next mutation gets a larger base. Under Millis granularity the
+// server timestamp is the clock truncated to whole milliseconds, never
+// below the largest timestamp assigned or observed (rounded up to a
+// millisecond): every op of the mutation gets it, and so may the next
+// mutations within the same millisecond (of equal timestamps, the higher
+// sequence wins); a client timestamp that is not a multiple of 1000 µs is
+// ErrInvalidMutation there. A DeleteColumn with ServerTime
 // covers every timestamp ([0, 0)). Call it once per write, before the WAL
 // append, so the log holds the sequence and concrete timestamps and replay
 // is idempotent.
@@ -344,11 +350,20 @@ func (t *Tablet) assign(m *mutation.RowMutation, track, anyFamily bool) error {
 		t.clockMu.Unlock()
 		return nil
 	}
-	base := t.opts.Now().UnixMicro()
-	if base <= t.lastTS {
+	base, step := t.opts.Now().UnixMicro(), int64(1)
+	if t.schema.Granularity == Millis {
+		// Whole milliseconds, not decreasing: writes within one
+		// millisecond share its timestamp (the higher sequence wins, as a
+		// later write of the same timestamp in Bigtable), and every op of
+		// the mutation has it.
+		base, step = base-base%1000, 0
+		if base < t.lastTS {
+			base = ceilMillis(t.lastTS)
+		}
+	} else if base <= t.lastTS {
 		base = t.lastTS + 1
 	}
-	t.lastTS = base + int64(len(m.Ops)) - 1
+	t.lastTS = base + step*int64(len(m.Ops)-1)
 	t.clockMu.Unlock()
 	for i := range m.Ops {
 		op := &m.Ops[i]
@@ -358,10 +373,19 @@ func (t *Tablet) assign(m *mutation.RowMutation, track, anyFamily bool) error {
 		if op.Kind == mutation.DeleteColumn {
 			op.Timestamp, op.End = 0, 0
 		} else {
-			op.Timestamp = base + int64(i)
+			op.Timestamp = base + step*int64(i)
 		}
 	}
 	return nil
+}
+
+// ceilMillis is ts rounded up to a whole millisecond (a multiple of 1000
+// µs); ts is at most maxObservedTS, so it does not overflow.
+func ceilMillis(ts int64) int64 {
+	if r := ts % 1000; r != 0 {
+		return ts + 1000 - r
+	}
+	return ts
 }
 
 // Validate checks a mutation whose timestamps are assigned.
