@@ -142,8 +142,8 @@ func (w *writer) nextIDs(n int) ([]string, error) {
 	return ids, w.tx.Bucket(bucketMeta).Put(keyNextTabletID, u64(next+uint64(n)))
 }
 
-// ValidateSchema checks a table schema: the name, valid and distinct
-// family names, non-negative policies. A table may have no family (as in
+// ValidateSchema checks a table schema: the name, a known timestamp
+// granularity, valid and distinct family names, non-negative policies. A table may have no family (as in
 // Cloud Bigtable, whose clients create a table and then its families).
 func ValidateSchema(s *pb.TableSchema) error {
 	if s == nil {
@@ -151,6 +151,9 @@ func ValidateSchema(s *pb.TableSchema) error {
 	}
 	if err := limits.ValidateTableName(s.Name); err != nil {
 		return err
+	}
+	if _, ok := pb.TimestampGranularity_name[int32(s.Granularity)]; !ok {
+		return apierr.InvalidArgument("table %q: unknown timestamp granularity %d (use micros or millis)", s.Name, s.Granularity)
 	}
 	seen := map[string]bool{}
 	for _, f := range s.Families {

@@ -112,3 +112,52 @@ func TestSchemaChangeErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestSchemaGranularity: a table's timestamp granularity is stored with its
+// schema and kept by every schema change; metadata written before the
+// field existed reads as unspecified (microseconds); an unknown value is
+// refused.
+func TestSchemaGranularity(t *testing.T) {
+	f := openTestFSM(t)
+	schema := func(name string) *pb.TableSchema {
+		var s *pb.TableSchema
+		if err := f.View(func(r *Reader) (err error) { s, err = r.Table(name); return err }); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	millis := createCmd("ms")
+	millis.GetCreateTable().Schema.Granularity = pb.TimestampGranularity_TIMESTAMP_GRANULARITY_MILLIS
+	f.mustApply(millis)
+	f.mustApply(&spb.MetaCommand{Cmd: &spb.MetaCommand_AddFamily{AddFamily: &spb.MetaAddFamily{Table: "ms",
+		Family: &pb.FamilySpec{Name: "f2"}}}})
+	f.mustApply(gcCmd("ms", "f2", maxVer(2)))
+	f.mustApply(delFamCmd("ms", "f2"))
+	if g := schema("ms").Granularity; g != pb.TimestampGranularity_TIMESTAMP_GRANULARITY_MILLIS {
+		t.Fatalf("granularity after schema changes: %v, want MILLIS", g)
+	}
+
+	f.mustApply(createCmd("old"))
+	if g := schema("old").Granularity; g != pb.TimestampGranularity_TIMESTAMP_GRANULARITY_UNSPECIFIED {
+		t.Fatalf("granularity of a table created without one: %v", g)
+	}
+	// A schema encoded before the field existed (fields 1 to 4) decodes
+	// with the zero value, which is microseconds.
+	old := &pb.TableSchema{Name: "t", Families: []*pb.FamilySpec{{Name: "cf"}}, Version: 3, PurgingFamilies: []string{"x"}}
+	b, err := proto.Marshal(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got pb.TableSchema
+	if err := proto.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Granularity != pb.TimestampGranularity_TIMESTAMP_GRANULARITY_UNSPECIFIED || !proto.Equal(&got, old) {
+		t.Fatalf("old schema decodes as %v", &got)
+	}
+
+	bad := &pb.TableSchema{Name: "t", Granularity: 7}
+	if err := ValidateSchema(bad); apierr.CodeOf(err) != codes.InvalidArgument {
+		t.Fatalf("granularity 7: %v, want InvalidArgument", err)
+	}
+}

@@ -88,7 +88,7 @@ func (s *Server) UpdateSchema(ctx context.Context, req *pb.UpdateSchemaRequest) 
 
 // schemaOf converts a table schema of the API.
 func schemaOf(ts *pb.TableSchema) tablet.Schema {
-	s := tablet.Schema{Families: map[string]tablet.FamilyPolicy{}}
+	s := tablet.Schema{Families: map[string]tablet.FamilyPolicy{}, Granularity: granularityOf(ts.GetGranularity())}
 	for _, f := range ts.GetFamilies() {
 		p := tablet.FamilyPolicy{MaxVersions: int(f.MaxVersions), MaxAge: familyMaxAge(f.MaxAgeMicros), Compression: compressionOf(f.Compression)}
 		if f.GcRule != nil {
@@ -98,6 +98,15 @@ func schemaOf(ts *pb.TableSchema) tablet.Schema {
 		s.Families[f.Name] = p
 	}
 	return s
+}
+
+// granularityOf converts a table's timestamp granularity of the API:
+// unspecified (every table created before the field existed) is µs.
+func granularityOf(g pb.TimestampGranularity) tablet.Granularity {
+	if g == pb.TimestampGranularity_TIMESTAMP_GRANULARITY_MILLIS {
+		return tablet.Millis
+	}
+	return tablet.Micros
 }
 
 // compressionOf converts a family's compression of the API: unspecified
@@ -176,8 +185,12 @@ func (s *Server) schemaToPB(r *rp.Replica) *pb.TableSchema {
 	if ts := s.schemas.get(r.Table()); ts != nil {
 		return ts
 	}
+	sch := r.Schema()
 	out := &pb.TableSchema{Name: r.Table()}
-	for name, f := range r.Schema().Families {
+	if sch.Granularity == tablet.Millis {
+		out.Granularity = pb.TimestampGranularity_TIMESTAMP_GRANULARITY_MILLIS
+	}
+	for name, f := range sch.Families {
 		spec := &pb.FamilySpec{Name: name, MaxVersions: uint32(f.MaxVersions), MaxAgeMicros: f.MaxAge.Microseconds(), Compression: compressionToPB(f.Compression)}
 		if f.Rule != nil {
 			spec.GcRule = gcRuleToPB(f.Rule)

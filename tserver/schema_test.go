@@ -6,6 +6,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "bighive/proto/bighivepb"
+	"bighive/storage/tablet"
 )
 
 // TestSchemasKeepNewest: an older schema (an assignment built before a
@@ -44,5 +45,22 @@ func TestGCRuleRoundTrip(t *testing.T) {
 	r := gcRuleOf(rule)
 	if back := gcRuleToPB(&r); !proto.Equal(back, rule) {
 		t.Fatalf("round trip:\n%v\n→\n%v", rule, back)
+	}
+}
+
+// TestGranularityOf: a schema without a granularity (every table created
+// before the field existed) runs in µs, as before; MILLIS in milliseconds.
+func TestGranularityOf(t *testing.T) {
+	for _, tc := range []struct {
+		g    pb.TimestampGranularity
+		want tablet.Granularity
+	}{
+		{pb.TimestampGranularity_TIMESTAMP_GRANULARITY_UNSPECIFIED, tablet.Micros},
+		{pb.TimestampGranularity_TIMESTAMP_GRANULARITY_MICROS, tablet.Micros},
+		{pb.TimestampGranularity_TIMESTAMP_GRANULARITY_MILLIS, tablet.Millis},
+	} {
+		if got := schemaOf(&pb.TableSchema{Name: "t", Granularity: tc.g}).Granularity; got != tc.want {
+			t.Errorf("%v: %v, want %v", tc.g, got, tc.want)
+		}
 	}
 }
