@@ -122,6 +122,7 @@ func contract(t *testing.T, e env) {
 		{"versions and read filters", contractReadFilters},
 		{"deletes hide only earlier writes", contractDeletes},
 		{"server timestamps", contractServerTime},
+		{"timestamp granularity", contractGranularity},
 		{"scan filters and limits", contractScanFilters},
 		{"row sets and reverse scans", contractRowSets},
 		{"bulk writes", contractBulk},
@@ -464,6 +465,90 @@ func contractServerTime(t *testing.T, e env, c *client.Client) {
 	r, _ = tbl.Get(ctx, "p")
 	if len(r.Cells) != 1 || r.Cells[0].Timestamp < before || r.Cells[0].Timestamp > time.Now().UnixMicro() {
 		t.Errorf("put: %s (not in [%d, now])", cellString(r), before)
+	}
+}
+
+// contractGranularity: a table of millisecond granularity truncates server
+// timestamps and Put's clock to whole milliseconds and refuses a client
+// timestamp that is not one; a table created without a granularity is µs.
+func contractGranularity(t *testing.T, e env, c *client.Client) {
+	ctx := ctxT(t)
+	for _, g := range []client.TimestampGranularity{client.GranularityMicros, client.GranularityMillis} {
+		name := "granularity-" + g.String()
+		spec := client.TableSpec{Name: name, Families: []client.FamilySpec{{Name: "cf"}}, Granularity: g}
+		if err := c.CreateTable(ctx, spec); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.waitServing(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		infos, err := c.DescribeTables(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, info := range infos {
+			if info.Name == name && info.Granularity != g {
+				t.Errorf("%s: DescribeTables says %v", name, info.Granularity)
+			}
+		}
+		tbl, err := c.Open(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 20; i++ {
+			m := client.NewMutation()
+			m.Set("cf", "q", client.ServerTime, []byte{byte(i)})
+			if err := tbl.Apply(ctx, "r", m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// One mutation's server timestamps are one millisecond's.
+		m := client.NewMutation()
+		for i := 0; i < 20; i++ {
+			m.Set("cf", "q", client.ServerTime, []byte{byte(i)})
+		}
+		if err := tbl.Apply(ctx, "one", m); err != nil {
+			t.Fatal(err)
+		}
+		if err := tbl.Put(ctx, "p", "cf", "q", []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+		m = client.NewMutation()
+		m.Set("cf", "q", 1500, []byte("µs"))
+		err = tbl.Apply(ctx, "c", m)
+		r, _ := tbl.Get(ctx, "r")
+		p, _ := tbl.Get(ctx, "p")
+		one, _ := tbl.Get(ctx, "one")
+		switch g {
+		case client.GranularityMillis:
+			if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "1500") || !strings.Contains(err.Error(), "millisecond granularity") {
+				t.Errorf("%s: timestamp 1500: %v, want InvalidArgument naming it and the granularity", name, err)
+			}
+			// As many versions as distinct milliseconds (each write
+			// syncs the log, so there may be 20 on a slow disk).
+			if len(r.Cells) == 0 || r.Cells[0].Value[0] != 19 {
+				t.Errorf("%s: 20 writes left %s", name, cellString(r))
+			}
+			if len(one.Cells) != 1 || one.Cells[0].Value[0] != 19 {
+				t.Errorf("%s: 20 sets of one mutation left %s, want the last one", name, cellString(one))
+			}
+			for _, cell := range append(r.Cells, p.Cells...) {
+				if cell.Timestamp%1000 != 0 {
+					t.Errorf("%s: timestamp %d is not a whole millisecond", name, cell.Timestamp)
+				}
+			}
+		default:
+			if err != nil {
+				t.Errorf("%s: timestamp 1500: %v", name, err)
+			}
+			if len(r.Cells) != 20 || len(one.Cells) != 20 {
+				t.Errorf("%s: 20 writes left %d versions, 20 sets of one mutation %d", name, len(r.Cells), len(one.Cells))
+			}
+		}
+	}
+	err := c.CreateTable(ctx, client.TableSpec{Name: "granularity-bad", Granularity: 7})
+	if status.Code(err) != codes.InvalidArgument {
+		t.Errorf("granularity 7: %v, want InvalidArgument", err)
 	}
 }
 

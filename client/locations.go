@@ -4,6 +4,7 @@ import (
 	"context"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"bighive/internal/apierr"
@@ -39,6 +40,11 @@ func (l *location) contains(row string) bool {
 type locCache struct {
 	c     *Client
 	table string
+
+	// millis is whether the table has millisecond granularity, as the
+	// last lookup's schema said (granularity never changes; Open looks
+	// up): Put truncates its client clock then.
+	millis atomic.Bool
 
 	mu       sync.Mutex // guards everything below
 	locs     []*location
@@ -153,6 +159,7 @@ func (lc *locCache) fetch(ctx context.Context, row string) (*location, error) {
 	if err != nil {
 		return nil, err
 	}
+	lc.millis.Store(resp.GetSchema().GetGranularity() == pb.TimestampGranularity_TIMESTAMP_GRANULARITY_MILLIS)
 	if len(resp.Locations) == 0 {
 		return nil, errNoTablet(lc.table, row)
 	}

@@ -47,6 +47,51 @@ type TableSpec struct {
 	// SplitKeys pre-split the table: tablets [“”, k1), [k1, k2), …, [kn, “”).
 	// Any order; duplicates are an error.
 	SplitKeys []string
+	// Granularity of the table's timestamps, fixed at creation: the zero
+	// value is GranularityMicros, what every table created before the
+	// choice existed has; GranularityMillis is Cloud Bigtable's default.
+	Granularity TimestampGranularity
+}
+
+// TimestampGranularity is a table's timestamp granularity
+// (docs/data-model.md, "Timestamp granularity").
+type TimestampGranularity int
+
+const (
+	// GranularityMicros: any timestamp of microseconds; server timestamps
+	// are the tserver's clock in µs, strictly increasing per tablet. The
+	// default of CreateTable, so that native tables and their users keep
+	// the behaviour they always had.
+	GranularityMicros TimestampGranularity = iota
+	// GranularityMillis, Cloud Bigtable's default (and the Cloud Bigtable
+	// API's CreateTable's): server timestamps are truncated to whole
+	// milliseconds (writes within one millisecond to one cell replace one
+	// version), a client timestamp that is not a multiple of 1000 µs is
+	// InvalidArgument, and Put truncates its client clock to milliseconds.
+	GranularityMillis
+)
+
+func (g TimestampGranularity) String() string {
+	if g == GranularityMillis {
+		return "millis"
+	}
+	return "micros"
+}
+
+func (g TimestampGranularity) proto() pb.TimestampGranularity {
+	if g == GranularityMillis {
+		return pb.TimestampGranularity_TIMESTAMP_GRANULARITY_MILLIS
+	}
+	// Unspecified, not MICROS: the schema is then byte for byte what it
+	// was before granularity existed, and means µs alike.
+	return pb.TimestampGranularity_TIMESTAMP_GRANULARITY_UNSPECIFIED
+}
+
+func granularityFromProto(g pb.TimestampGranularity) TimestampGranularity {
+	if g == pb.TimestampGranularity_TIMESTAMP_GRANULARITY_MILLIS {
+		return GranularityMillis
+	}
+	return GranularityMicros
 }
 
 // FamilySpec is a column family and its garbage-collection policy.
@@ -109,7 +154,10 @@ func createTableRequest(spec TableSpec) (*pb.CreateTableRequest, error) {
 	if err := limits.ValidateTableName(spec.Name); err != nil {
 		return nil, err
 	}
-	schema := &pb.TableSchema{Name: spec.Name}
+	if spec.Granularity != GranularityMicros && spec.Granularity != GranularityMillis {
+		return nil, apierr.InvalidArgument("unknown timestamp granularity %d", int(spec.Granularity))
+	}
+	schema := &pb.TableSchema{Name: spec.Name, Granularity: spec.Granularity.proto()}
 	seen := map[string]bool{}
 	for _, f := range spec.Families {
 		if err := limits.ValidateFamilyName(f.Name); err != nil {
@@ -247,6 +295,7 @@ type TableInfo struct {
 	Families      []FamilySpec
 	TabletCount   int
 	CachePriority CachePriority
+	Granularity   TimestampGranularity
 }
 
 // DescribeTables returns every table, sorted by name.
@@ -273,6 +322,7 @@ func tableInfo(t *pb.TableInfo) TableInfo {
 		Name:          t.GetSchema().GetName(),
 		TabletCount:   int(t.TabletCount),
 		CachePriority: priorityFromProto(t.CachePriority),
+		Granularity:   granularityFromProto(t.GetSchema().GetGranularity()),
 	}
 	for _, f := range t.GetSchema().GetFamilies() {
 		fs := FamilySpec{Name: f.Name, GCPolicy: policyFromProto(f.GcRule), Compression: compressionFromProto(f.Compression)}

@@ -5,7 +5,9 @@ import (
 )
 
 // ServerTime as a Set's timestamp asks the tserver to assign the cell's
-// timestamp (strictly increasing per tablet). A mutation holding such a Set
+// timestamp (strictly increasing per tablet; in a table of
+// GranularityMillis, the tserver's clock truncated to whole milliseconds,
+// shared by the writes of one millisecond). A mutation holding such a Set
 // is not idempotent, so it is retried only when the failure is known to
 // have happened before the tserver logged it.
 const ServerTime int64 = -1

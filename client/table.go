@@ -72,12 +72,17 @@ func (c *Client) Open(ctx context.Context, table string, opts ...TableOption) (*
 func (t *Table) Name() string { return t.name }
 
 // Put writes value to (row, family:qualifier) with the client's clock as
-// its timestamp (microseconds); it returns once the write is durable.
-// Because the timestamp is the client's, Put is idempotent and retried on
-// any retryable failure.
+// its timestamp (microseconds; truncated to whole milliseconds in a table
+// of GranularityMillis, as the official Go client truncates every
+// timestamp); it returns once the write is durable. Because the timestamp
+// is the client's, Put is idempotent and retried on any retryable failure.
 func (t *Table) Put(ctx context.Context, row, family, qualifier string, value []byte) error {
 	m := NewMutation()
-	m.Set(family, qualifier, t.c.opts.now().UnixMicro(), value)
+	ts := t.c.opts.now().UnixMicro()
+	if t.lc.millis.Load() {
+		ts -= ts % 1000
+	}
+	m.Set(family, qualifier, ts, value)
 	return t.apply(ctx, func() string {
 		return errorPrefix("table %q: put row %q column %s:%s", t.name, row, family, qualifier)
 	}, row, m)

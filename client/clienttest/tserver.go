@@ -101,11 +101,16 @@ func checkFamilies(t *table, rm *pb.RowMutation) error {
 		}
 		return apierr.InvalidArgument("table %q: unknown column family %q", t.schema.Name, name)
 	}
-	for _, m := range rm.Mutations {
+	millis := t.schema.Granularity == pb.TimestampGranularity_TIMESTAMP_GRANULARITY_MILLIS
+	for i, m := range rm.Mutations {
 		var err error
 		switch op := m.Mutation.(type) {
 		case *pb.Mutation_SetCell_:
 			err = fam(op.SetCell.Family)
+			if ts := op.SetCell.TimestampMicros; err == nil && millis && ts != -1 && ts%1000 != 0 {
+				err = apierr.InvalidArgument("timestamp granularity mismatch: op %d of row %q has timestamp %d µs, not a multiple of 1000 (the table has millisecond granularity)",
+					i, rm.RowKey, ts)
+			}
 		case *pb.Mutation_DeleteFromColumn_:
 			err = fam(op.DeleteFromColumn.Family)
 		case *pb.Mutation_DeleteFromFamily_:
@@ -131,6 +136,11 @@ func (c *Cluster) applyLocked(t *table, rm *pb.RowMutation) error {
 			ts := sc.TimestampMicros
 			if ts == -1 {
 				ts = max(time.Now().UnixMicro(), c.lastTS+1)
+				if t.schema.Granularity == pb.TimestampGranularity_TIMESTAMP_GRANULARITY_MILLIS {
+					// Whole milliseconds, not decreasing, as the tablet.
+					now := time.Now().UnixMicro()
+					ts = max(now-now%1000, (c.lastTS+999)/1000*1000)
+				}
 				c.lastTS = ts
 			}
 			cells = slices.DeleteFunc(cells, func(x *pb.Cell) bool {
