@@ -71,6 +71,16 @@ func (c *Client) Open(ctx context.Context, table string, opts ...TableOption) (*
 // Name is the table's name.
 func (t *Table) Name() string { return t.name }
 
+// Granularity is the table's timestamp granularity, as the master said
+// when the table's locations were last looked up (Open looks them up; a
+// table's granularity never changes).
+func (t *Table) Granularity() TimestampGranularity {
+	if t.lc.millis.Load() {
+		return GranularityMillis
+	}
+	return GranularityMicros
+}
+
 // Put writes value to (row, family:qualifier) with the client's clock as
 // its timestamp (microseconds; truncated to whole milliseconds in a table
 // of GranularityMillis, as the official Go client truncates every
@@ -79,7 +89,7 @@ func (t *Table) Name() string { return t.name }
 func (t *Table) Put(ctx context.Context, row, family, qualifier string, value []byte) error {
 	m := NewMutation()
 	ts := t.c.opts.now().UnixMicro()
-	if t.lc.millis.Load() {
+	if t.Granularity() == GranularityMillis {
 		ts -= ts % 1000
 	}
 	m.Set(family, qualifier, ts, value)

@@ -213,7 +213,7 @@ func splitList(s string) []string {
 // Commands returns the built-in commands.
 func Commands() []Command {
 	return append([]Command{
-		{Name: "create", Args: "TABLE --families CF[:maxversions=N][:maxage=DUR][:compression=CODEC],... [--splits K1,K2,...] [--compression none|snappy|zstd]", Summary: "create a table", Example: "create t --families cf:maxversions=3,meta --splits user#5,user#9\ncreate t --families cf,blob:compression=none --compression zstd", Run: runCreate},
+		{Name: "create", Args: "TABLE --families CF[:maxversions=N][:maxage=DUR][:compression=CODEC],... [--splits K1,K2,...] [--compression none|snappy|zstd] [--granularity micros|millis]", Summary: "create a table", Example: "create t --families cf:maxversions=3,meta --splits user#5,user#9\ncreate t --families cf,blob:compression=none --compression zstd\ncreate t --families cf --granularity millis", Run: runCreate},
 		{Name: "drop", Args: "TABLE", Summary: "delete a table and its data", Example: "drop t", Run: runDrop},
 		{Name: "tables", Summary: "list the tables", Example: "tables --json", Run: runTables},
 		{Name: "tablets", Args: "TABLE", Summary: "list a table's tablets: ranges, servers, sizes", Example: "tablets t", Run: runTablets},

@@ -81,11 +81,12 @@ func parseAge(s string) (time.Duration, error) {
 }
 
 func runCreate(ctx context.Context, env *Env, args []string) error {
-	var families, splits, compression string
+	var families, splits, compression, granularity string
 	ctx, done, c, pos, err := env.session(ctx, args, 1, 1, func(fs flagSet) {
 		fs.StringVar(&families, "families", "", "column families: CF[:maxversions=N][:maxage=DURATION][:compression=CODEC],...")
 		fs.StringVar(&splits, "splits", "", "comma-separated split keys")
 		fs.StringVar(&compression, "compression", "", "compression of the families that name none: none, snappy (the default) or zstd")
+		fs.StringVar(&granularity, "granularity", "micros", "timestamp granularity, fixed at creation: micros (the default) or millis (Cloud Bigtable's)")
 	})
 	if err != nil {
 		return err
@@ -104,10 +105,18 @@ func runCreate(ctx context.Context, env *Env, args []string) error {
 			fams[i].Compression = comp
 		}
 	}
+	var gran client.TimestampGranularity
+	switch granularity {
+	case "micros":
+	case "millis":
+		gran = client.GranularityMillis
+	default:
+		return Usagef("--granularity %q: use micros or millis", granularity)
+	}
 	if len(fams) == 0 {
 		return Usagef("--families is required\nusage: %s", env.usage())
 	}
-	spec := client.TableSpec{Name: pos[0], Families: fams, SplitKeys: splitList(splits)}
+	spec := client.TableSpec{Name: pos[0], Families: fams, SplitKeys: splitList(splits), Granularity: gran}
 	if err := c.CreateTable(ctx, spec); err != nil {
 		return err
 	}
@@ -147,17 +156,18 @@ func runTables(ctx context.Context, env *Env, args []string) error {
 				"compression": compressionName(f.Compression)})
 		}
 		if env.JSON {
-			if err := env.object(map[string]any{"name": t.Name, "tablets": t.TabletCount, "families": jf, "cache_priority": t.CachePriority.String()}); err != nil {
+			if err := env.object(map[string]any{"name": t.Name, "tablets": t.TabletCount, "families": jf, "cache_priority": t.CachePriority.String(),
+				"granularity": t.Granularity.String()}); err != nil {
 				return err
 			}
 			continue
 		}
-		rows = append(rows, []string{t.Name, strconv.Itoa(t.TabletCount), strings.Join(fams, ","), t.CachePriority.String()})
+		rows = append(rows, []string{t.Name, strconv.Itoa(t.TabletCount), strings.Join(fams, ","), t.CachePriority.String(), t.Granularity.String()})
 	}
 	if env.JSON {
 		return nil
 	}
-	return env.Table([]string{"TABLE", "TABLETS", "FAMILIES", "CACHE"}, rows)
+	return env.Table([]string{"TABLE", "TABLETS", "FAMILIES", "CACHE", "GRANULARITY"}, rows)
 }
 
 // gcPolicyJSON is a family's GC policy set by setgcpolicy, "" for none.

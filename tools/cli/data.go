@@ -37,8 +37,15 @@ func runSet(ctx context.Context, env *Env, args []string) error {
 	if ts < -2 {
 		return Usagef("--timestamp %d is negative", ts)
 	}
+	tbl, err := openTable(ctx, c, pos[0])
+	if err != nil {
+		return err
+	}
 	if ts == -2 {
 		ts = time.Now().UnixMicro()
+		if tbl.Granularity() == client.GranularityMillis {
+			ts -= ts % 1000 // as Put: the table refuses a finer one
+		}
 	}
 	m := client.NewMutation()
 	var cols []string
@@ -50,10 +57,6 @@ func runSet(ctx context.Context, env *Env, args []string) error {
 		}
 		m.Set(fam, qual, ts, []byte(val))
 		cols = append(cols, col)
-	}
-	tbl, err := openTable(ctx, c, pos[0])
-	if err != nil {
-		return err
 	}
 	if err := tbl.Apply(ctx, pos[1], m); err != nil {
 		return err
