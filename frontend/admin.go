@@ -49,7 +49,15 @@ func (a *adminServer) createTable(ctx context.Context, req *adminpb.CreateTableR
 		return nil, reqErr(codes.InvalidArgument, "table_id is empty")
 	}
 	n := tableName{project: parent.project, instance: parent.instance, table: req.GetTableId()}
-	spec := client.TableSpec{Name: n.table}
+	spec := client.TableSpec{Name: n.table, Granularity: client.GranularityMillis}
+	switch g := req.GetTable().GetGranularity(); g {
+	case adminpb.Table_TIMESTAMP_GRANULARITY_UNSPECIFIED, adminpb.Table_MILLIS:
+		// Unspecified is MILLIS, as in Cloud Bigtable.
+	case adminpb.Table_MICROS:
+		spec.Granularity = client.GranularityMicros
+	default:
+		return nil, reqErr(codes.InvalidArgument, "unknown timestamp granularity %v", g)
+	}
 	fams := req.GetTable().GetColumnFamilies()
 	for _, id := range sortedKeys(fams) {
 		cf := fams[id]
@@ -75,8 +83,9 @@ func (a *adminServer) createTable(ctx context.Context, req *adminpb.CreateTableR
 	return a.getTable(ctx, n, adminpb.Table_SCHEMA_VIEW)
 }
 
-// GetTable describes a table: its name alone for NAME_ONLY, and its name
-// and column families with their GC rules for every other view.
+// GetTable describes a table: its name alone for NAME_ONLY, and its name,
+// timestamp granularity and column families with their GC rules for every
+// other view.
 func (a *adminServer) GetTable(ctx context.Context, req *adminpb.GetTableRequest) (*adminpb.Table, error) {
 	resp, err := a.getTableReq(ctx, req)
 	if err != nil {
@@ -378,6 +387,10 @@ func tableProto(n tableName, info client.TableInfo, view adminpb.Table_View) *ad
 	t := &adminpb.Table{Name: n.String()}
 	if view == adminpb.Table_NAME_ONLY {
 		return t
+	}
+	t.Granularity = adminpb.Table_MICROS
+	if info.Granularity == client.GranularityMillis {
+		t.Granularity = adminpb.Table_MILLIS
 	}
 	t.ColumnFamilies = make(map[string]*adminpb.ColumnFamily, len(info.Families))
 	for _, f := range info.Families {

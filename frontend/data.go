@@ -223,8 +223,11 @@ func rowSet(p *btpb.RowSet) (client.RowSet, error) {
 	return out, nil
 }
 
-// mutation converts the API's mutations of one row.
-func mutation(what string, ms []*btpb.Mutation) (*client.Mutation, error) {
+// mutation converts the API's mutations of one row of t. The tablets
+// check a timestamp against the table's granularity; only a
+// CLIENT_AUTO_GENERATED one (timestamp_origin) is truncated here to a
+// millisecond table's whole milliseconds, as the API says.
+func mutation(what string, t *client.Table, ms []*btpb.Mutation) (*client.Mutation, error) {
 	if len(ms) == 0 {
 		return nil, reqErr(codes.InvalidArgument, "no %s", what)
 	}
@@ -233,7 +236,11 @@ func mutation(what string, ms []*btpb.Mutation) (*client.Mutation, error) {
 		switch x := op.GetMutation().(type) {
 		case *btpb.Mutation_SetCell_:
 			// timestamp_micros -1 is the server's time, client.ServerTime.
-			m.Set(x.SetCell.GetFamilyName(), string(x.SetCell.GetColumnQualifier()), x.SetCell.GetTimestampMicros(), x.SetCell.GetValue())
+			ts := x.SetCell.GetTimestampMicros()
+			if op.GetTimestampOrigin() == btpb.Mutation_CLIENT_AUTO_GENERATED && ts > 0 && t.Granularity() == client.GranularityMillis {
+				ts -= ts % 1000
+			}
+			m.Set(x.SetCell.GetFamilyName(), string(x.SetCell.GetColumnQualifier()), ts, x.SetCell.GetValue())
 		case *btpb.Mutation_DeleteFromColumn_:
 			dc := x.DeleteFromColumn
 			if tr := dc.GetTimeRange(); tr != nil {
@@ -272,7 +279,7 @@ func (d *dataServer) mutateRow(ctx context.Context, req *btpb.MutateRowRequest) 
 	if err != nil {
 		return nil, err
 	}
-	m, err := mutation("mutations", req.GetMutations())
+	m, err := mutation("mutations", t, req.GetMutations())
 	if err != nil {
 		return nil, err
 	}
@@ -303,7 +310,7 @@ func (d *dataServer) mutateRows(req *btpb.MutateRowsRequest, stream btpb.Bigtabl
 	var ms []*client.Mutation
 	var idx []int
 	for i, e := range entries {
-		m, err := mutation("mutations", e.GetMutations())
+		m, err := mutation("mutations", t, e.GetMutations())
 		if err != nil {
 			statuses[i] = err
 			continue
@@ -349,12 +356,12 @@ func (d *dataServer) checkAndMutateRow(ctx context.Context, req *btpb.CheckAndMu
 	}
 	var mtrue, mfalse *client.Mutation
 	if len(req.GetTrueMutations()) > 0 {
-		if mtrue, err = mutation("true_mutations", req.GetTrueMutations()); err != nil {
+		if mtrue, err = mutation("true_mutations", t, req.GetTrueMutations()); err != nil {
 			return nil, err
 		}
 	}
 	if len(req.GetFalseMutations()) > 0 {
-		if mfalse, err = mutation("false_mutations", req.GetFalseMutations()); err != nil {
+		if mfalse, err = mutation("false_mutations", t, req.GetFalseMutations()); err != nil {
 			return nil, err
 		}
 	}

@@ -48,7 +48,8 @@ func TestDataDifferential(t *testing.T) {
 	t.Logf("seed %d (rerun with -apidiff.seed=%d)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, seed^0x5bd1e995))
 	fams := []client.FamilySpec{{Name: "fa"}, {Name: "fb"}, {Name: "fc"}}
-	a := startAPI(t, client.TableSpec{Name: "t", SplitKeys: []string{"k3", "k6"}, Families: fams})
+	// Millisecond granularity, as the emulator's tables (and the admin API's default).
+	a := startAPI(t, client.TableSpec{Name: "t", SplitKeys: []string{"k3", "k6"}, Families: fams, Granularity: client.GranularityMillis})
 	ctx := ctxT(t)
 	ours := a.bt.Open("t")
 

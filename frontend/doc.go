@@ -16,6 +16,12 @@
 // tserver's gRPC server, over a client that reaches that tserver's tablets
 // in-process (client.WithLocalTServer).
 //
+// Tables created through CreateTable have millisecond timestamp
+// granularity unless the request asks for MICROS (unspecified is MILLIS,
+// as in Cloud Bigtable); the tablets truncate server timestamps and refuse
+// other client timestamps, and the frontend only truncates a SetCell's
+// CLIENT_AUTO_GENERATED timestamp (timestamp_origin) for such a table.
+//
 // Resource names are projects/{p}/instances/{i}/tables/{t}; any project and
 // instance are accepted, like Google's emulator, and the table ID is the
 // Bighive table. The messages are the official generated packages
