@@ -158,8 +158,9 @@ func (t *Table) apply(ctx context.Context, prefix func() string, row string, m *
 }
 
 // maxBatchBytes bounds the rows of one MutateRows request, well under the
-// gRPC message limit.
-const maxBatchBytes = limits.MaxRequestBytes / 4
+// gRPC message limit; a row mutation larger than it goes alone (a row
+// mutation fits one message: limits.MaxRequestBytes).
+const maxBatchBytes = 16 << 20
 
 // ApplyBulk applies ms[i] to rows[i], each atomically on its row, grouping
 // rows by tablet and writing to the tablets concurrently. It returns nil,

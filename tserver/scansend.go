@@ -49,7 +49,8 @@ func newScanSender(stream pb.TServer_ScanRowsServer, flat bool) *scanSender {
 // row adds one row, sending the message when it is full: false once a
 // Send failed. A row is cut between cells where the message would pass
 // its byte bound, so no message exceeds it by more than one cell (a value
-// is at most 10 MiB), however large the row.
+// is at most 100 MiB: such a message still fits limits.MaxRequestBytes),
+// however large the row.
 func (o *scanSender) row(row tablet.Row) bool {
 	o.startRow(row.Key)
 	cells := 0
@@ -113,7 +114,13 @@ func (o *scanSender) flush(continues bool) error {
 	}
 	o.err = o.stream.Send(resp)
 	o.rows, o.size, o.n = nil, 0, 0
-	o.w.Reset()
+	if cap(o.w.Bytes()) > 4*scanChunkBytes {
+		// A message that carried a large value: its buffer is let go
+		// rather than kept for the rest of the scan.
+		o.w = flatrows.Writer{}
+	} else {
+		o.w.Reset()
+	}
 	o.limit = min(2*o.limit, scanChunkBytes)
 	return o.err
 }

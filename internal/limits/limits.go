@@ -19,11 +19,24 @@ const (
 	MaxQualifierBytes = 16 << 10
 	// MaxNameBytes bounds table and family names, which match [A-Za-z0-9_.-]+.
 	MaxNameBytes = 128
-	// MaxValueBytes bounds one cell value.
-	MaxValueBytes = 10 << 20
-	// MaxRequestBytes bounds one gRPC message, request or response; gRPC
-	// itself refuses a larger one with ResourceExhausted.
-	MaxRequestBytes = 64 << 20
+	// MaxValueBytes bounds one cell value, as in Cloud Bigtable.
+	MaxValueBytes = 100 << 20
+	// MaxRowMutationBytes bounds one row mutation: the sum over its
+	// operations of their family, qualifier and value bytes and
+	// MutationOpOverhead each (Cloud Bigtable's row limit is
+	// 256 MiB). Several mutations of one row may take it past this; what
+	// a read of such a row holds is in docs/limits.md.
+	MaxRowMutationBytes = 256 << 20
+	// MutationOpOverhead is what an operation counts toward
+	// MaxRowMutationBytes beside its family, qualifier and value: at least
+	// its other fields' bytes in a message and in the log's encoding, so
+	// that a row mutation within the limit fits one message of
+	// MaxRequestBytes and one log record.
+	MutationOpOverhead = 48
+	// MaxRequestBytes bounds one gRPC message, request or response: one row
+	// mutation of MaxRowMutationBytes, its row key and 1 MiB for the rest;
+	// gRPC itself refuses a larger one with ResourceExhausted.
+	MaxRequestBytes = MaxRowMutationBytes + 1<<20
 	// MaxSplitKeys bounds the split keys of one CreateTable.
 	MaxSplitKeys = 100_000
 )
@@ -157,7 +170,8 @@ func ValidateTimestampRange(r *pb.TimestampRange) error {
 	return nil
 }
 
-// ValidateRowMutation checks the shape and sizes of a row mutation; the
+// ValidateRowMutation checks the shape and sizes of a row mutation (its
+// key, each operation, and their total against MaxRowMutationBytes); the
 // families' existence is the tablet's to check.
 func ValidateRowMutation(m *pb.RowMutation) error {
 	if m == nil {
@@ -169,46 +183,56 @@ func ValidateRowMutation(m *pb.RowMutation) error {
 	if len(m.Mutations) == 0 {
 		return apierr.InvalidArgument("row mutation of row %q has no operations", printable(string(m.RowKey)))
 	}
+	total := 0
 	for i, mu := range m.Mutations {
-		if err := validateOp(mu); err != nil {
+		n, err := validateOp(mu)
+		if err != nil {
 			return apierr.Wrap(apierr.CodeOf(err), err, "operation %d", i)
 		}
+		total += n
+	}
+	if total > MaxRowMutationBytes {
+		return apierr.InvalidArgument("row mutation of row %q is %d bytes (%d operations), over the limit of %d bytes (256 MiB) for one row",
+			printable(string(m.RowKey)), total, len(m.Mutations), MaxRowMutationBytes)
 	}
 	return nil
 }
 
-func validateOp(mu *pb.Mutation) error {
+// validateOp checks one operation and returns what it counts toward
+// MaxRowMutationBytes: its family, qualifier and value and
+// MutationOpOverhead.
+func validateOp(mu *pb.Mutation) (int, error) {
 	switch op := mu.GetMutation().(type) {
 	case *pb.Mutation_SetCell_:
 		c := op.SetCell
 		if err := ValidateFamilyName(c.Family); err != nil {
-			return err
+			return 0, err
 		}
 		if err := ValidateQualifier(c.Qualifier); err != nil {
-			return err
+			return 0, err
 		}
 		if c.TimestampMicros < -1 {
-			return apierr.InvalidArgument("cell timestamp %d is negative (use -1 for server time)", c.TimestampMicros)
+			return 0, apierr.InvalidArgument("cell timestamp %d is negative (use -1 for server time)", c.TimestampMicros)
 		}
 		if c.TimestampMicros == math.MaxInt64 {
-			return apierr.InvalidArgument("cell timestamp %d is reserved", c.TimestampMicros)
+			return 0, apierr.InvalidArgument("cell timestamp %d is reserved", c.TimestampMicros)
 		}
-		return ValidateValue(c.Value)
+		return len(c.Family) + len(c.Qualifier) + len(c.Value) + MutationOpOverhead, ValidateValue(c.Value)
 	case *pb.Mutation_DeleteFromColumn_:
 		d := op.DeleteFromColumn
 		if err := ValidateFamilyName(d.Family); err != nil {
-			return err
+			return 0, err
 		}
 		if err := ValidateQualifier(d.Qualifier); err != nil {
-			return err
+			return 0, err
 		}
-		return ValidateTimestampRange(d.TimeRange)
+		return len(d.Family) + len(d.Qualifier) + MutationOpOverhead, ValidateTimestampRange(d.TimeRange)
 	case *pb.Mutation_DeleteFromFamily_:
-		return ValidateFamilyName(op.DeleteFromFamily.Family)
+		return len(op.DeleteFromFamily.Family) + MutationOpOverhead, ValidateFamilyName(op.DeleteFromFamily.Family)
 	case *pb.Mutation_DeleteFromRow_:
-		return nil
+		return MutationOpOverhead, nil
 	default:
-		return apierr.InvalidArgument("operation has no kind (set_cell, delete_from_column, delete_from_family or delete_from_row)")
+		return 0, apierr.InvalidArgument("operation has no kind (set_cell, delete_from_column, delete_from_family or delete_from_row)")
 	}
 }
 

@@ -1,6 +1,7 @@
 package limits
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -13,6 +14,20 @@ import (
 func set(row []byte, family string, qual, value []byte) *pb.RowMutation {
 	return &pb.RowMutation{RowKey: row, Mutations: []*pb.Mutation{{Mutation: &pb.Mutation_SetCell_{
 		SetCell: &pb.Mutation_SetCell{Family: family, Qualifier: qual, TimestampMicros: -1, Value: value}}}}}
+}
+
+// rowOf is a row mutation of row "r" counting n bytes toward
+// MaxRowMutationBytes: values of one shared buffer (so it costs 100 MiB of
+// memory, not n), the last one cut to make up n.
+func rowOf(n int) *pb.RowMutation {
+	buf := make([]byte, MaxValueBytes)
+	m := &pb.RowMutation{RowKey: []byte("r")}
+	for q := 0; n > 0; q++ {
+		v := buf[:min(len(buf), n-len("f")-1-MutationOpOverhead)]
+		m.Mutations = append(m.Mutations, set(nil, "f", []byte{byte(q)}, v).Mutations...)
+		n -= len("f") + 1 + len(v) + MutationOpOverhead
+	}
+	return m
 }
 
 func bytesN(n int) []byte { return []byte(strings.Repeat("k", n)) }
@@ -43,8 +58,10 @@ func TestLimits(t *testing.T) {
 		{"row key empty", ValidateRowMutation(set(nil, "f", nil, nil)), false},
 		{"qualifier at limit", ValidateRowMutation(set([]byte("r"), "f", bytesN(MaxQualifierBytes), nil)), true},
 		{"qualifier over limit", ValidateRowMutation(set([]byte("r"), "f", bytesN(MaxQualifierBytes+1), nil)), false},
-		{"value at limit", ValidateRowMutation(set([]byte("r"), "f", nil, bytesN(MaxValueBytes))), true},
-		{"value over limit", ValidateRowMutation(set([]byte("r"), "f", nil, bytesN(MaxValueBytes+1))), false},
+		{"value at limit", ValidateRowMutation(set([]byte("r"), "f", nil, make([]byte, MaxValueBytes))), true},
+		{"value over limit", ValidateRowMutation(set([]byte("r"), "f", nil, make([]byte, MaxValueBytes+1))), false},
+		{"row mutation at limit", ValidateRowMutation(rowOf(MaxRowMutationBytes)), true},
+		{"row mutation over limit", ValidateRowMutation(rowOf(MaxRowMutationBytes + 1)), false},
 		{"family in mutation bad", ValidateRowMutation(set([]byte("r"), "f:x", nil, nil)), false},
 		{"no operations", ValidateRowMutation(&pb.RowMutation{RowKey: []byte("r")}), false},
 		{"operation without kind", ValidateRowMutation(&pb.RowMutation{RowKey: []byte("r"), Mutations: []*pb.Mutation{{}}}), false},
@@ -77,6 +94,11 @@ func TestMessageNamesTheLimit(t *testing.T) {
 	err := ValidateRowMutation(set(bytesN(MaxRowKeyBytes+1), "f", nil, nil))
 	if !strings.Contains(err.Error(), "4097") || !strings.Contains(err.Error(), "4096") {
 		t.Fatalf("message %q should name the size and the limit", err)
+	}
+	err = ValidateRowMutation(rowOf(MaxRowMutationBytes + 1))
+	if !strings.Contains(err.Error(), `row "r"`) || !strings.Contains(err.Error(), fmt.Sprint(MaxRowMutationBytes+1)) ||
+		!strings.Contains(err.Error(), fmt.Sprint(MaxRowMutationBytes)) {
+		t.Fatalf("message %q should name the row, its size and the limit", err)
 	}
 	err = ValidateTableName("bad name")
 	if !strings.Contains(err.Error(), "' '") || !strings.Contains(err.Error(), "[A-Za-z0-9_.-]") {

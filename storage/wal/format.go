@@ -31,8 +31,11 @@ const (
 	// log file, so the bytes past its data are stale frames, not zeros.
 	flagRecycled = 1 << 0
 	// MaxRecordBytes bounds the payload of one record (seq, timestamp,
-	// tablet id and the encoded row mutation).
-	MaxRecordBytes = 128 << 20
+	// tablet id and the encoded row mutation): a row mutation is at most
+	// 256 MiB as counted by internal/limits (each operation counted at
+	// least its encoded size), its key 4 KiB, and the rest fits the
+	// 8 MiB left.
+	MaxRecordBytes = 264 << 20
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

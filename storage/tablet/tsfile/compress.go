@@ -43,10 +43,11 @@ const (
 
 // MaxPageBytes bounds a page's uncompressed length: a page is about
 // WriterOptions.PageSize plus at most one entry (a value is at most
-// 10 MiB). The writer refuses a larger page and the reader calls a page
-// header stating a larger one corrupt, so damaged bytes never make it
-// allocate more.
-const MaxPageBytes = 64 << 20
+// 100 MiB, its key and qualifier at most 20 KiB), so a page holding one
+// entry of the largest value fits. The writer refuses a larger page and
+// the reader calls a page header stating a larger one corrupt, so damaged
+// bytes never make it allocate more.
+const MaxPageBytes = 128 << 20
 
 func (c Compression) String() string {
 	switch c {

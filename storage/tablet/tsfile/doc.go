@@ -87,7 +87,7 @@
 //
 // The checksum covers the stored bytes, so damage is found before
 // anything is decompressed. Then rawLen must be between 4 and MaxPageBytes
-// (64 MiB), the codec's own length (snappy's header, the zstd frame's
+// (128 MiB), the codec's own length (snappy's header, the zstd frame's
 // content size) must equal it, decompression must yield exactly rawLen
 // bytes, and the count must match the index; every failure is a
 // *CorruptionError naming the data block, the TSFile and the offset of the
