@@ -17,16 +17,27 @@ import (
 )
 
 // maxResponseBytes is where a ReadRowsResponse is cut: after the row that
-// takes its cell data to 1 MiB or more. A response always ends on a row
-// boundary, because the official Go client's reader checks after each
-// response that no row is left half read; so a row larger than that goes
-// alone in one response (Bigtable clients accept responses up to 256 MiB,
-// Bigtable's row size limit).
+// takes its cell data to 1 MiB or more, or inside a row larger than
+// wholeRowBytes, whose values are cut across CellChunks so that no
+// response holds much more than 1 MiB of cell data.
 const maxResponseBytes = 1 << 20
 
+// wholeRowBytes bounds the rows that go whole in one response (with the
+// rows before them while the response stays under it). The official Go
+// client's reader refuses a response that ends inside a row, and through
+// BIGTABLE_EMULATOR_HOST it dials with gRPC's default 4 MiB receive
+// limit: a row under this bound, with its chunks' overhead, fits that
+// limit, so the Go client reads every row it can. A larger row is
+// streamed in responses of about maxResponseBytes, as the API allows
+// (value_size on each chunk of a cut value but its last); clients that
+// follow the CellChunk contract (Java, Node.js, Python, C++) read rows of
+// any size with their default limits.
+const wholeRowBytes = 3<<20 + 512<<10
+
 // ServerOptions are the gRPC server options the API needs beside
-// Register: requests up to Bighive's request size limit (a 10 MiB value
-// fits), where gRPC's default stops at 4 MiB, and wirecodec's codec.
+// Register: requests up to Bighive's request size limit (a row mutation
+// of 256 MiB, so a 100 MiB value fits) and 1 MiB, where gRPC's default
+// stops at 4 MiB, and wirecodec's codec.
 func ServerOptions() []grpc.ServerOption {
 	return append([]grpc.ServerOption{grpc.MaxRecvMsgSize(limits.MaxRequestBytes + 1<<20), grpc.NumStreamWorkers(limits.StreamWorkers)}, wirecodec.ServerOptions()...)
 }
@@ -119,8 +130,9 @@ func (d *dataServer) readRows(req *btpb.ReadRowsRequest, stream btpb.Bigtable_Re
 	return nil
 }
 
-// chunkWriter turns rows into ReadRowsResponses of whole rows, cut after
-// about maxResponseBytes of cell data.
+// chunkWriter turns rows into ReadRowsResponses: whole rows, cut after
+// about maxResponseBytes of cell data, and a row over wholeRowBytes
+// streamed across responses of about maxResponseBytes.
 type chunkWriter struct {
 	stream btpb.Bigtable_ReadRowsServer
 	resp   *btpb.ReadRowsResponse
@@ -139,12 +151,13 @@ func (w *chunkWriter) flush() error {
 	return w.stream.Send(resp)
 }
 
-// row writes one row: its first chunk names the row key, a chunk names
-// the family when it changes and the qualifier of every cell, and the
-// row's last chunk carries commit_row. Values are never split.
 // commitRow ends a row's last chunk; shared by every response.
 var commitRow = &btpb.ReadRowsResponse_CellChunk_CommitRow{CommitRow: true}
 
+// row writes one row: its first chunk names the row key, a chunk names
+// the family when it changes and the qualifier of every cell, and the
+// row's last chunk carries commit_row. A row over wholeRowBytes goes on
+// to large, which sends it across responses.
 func (w *chunkWriter) row(r client.Row) {
 	if len(r.Cells) == 0 {
 		return
@@ -153,6 +166,7 @@ func (w *chunkWriter) row(r client.Row) {
 		w.resp = &btpb.ReadRowsResponse{}
 	}
 	w.rows++
+	before, sizeBefore := len(w.resp.Chunks), w.size
 	// The row's chunks and their qualifier wrappers in two allocations,
 	// not four or five per cell; a family's name wrapper is made once per
 	// run of its cells, and the commit flag is one shared value (marshalling
@@ -179,6 +193,64 @@ func (w *chunkWriter) row(r client.Row) {
 		w.size += len(c.Family) + len(c.Qualifier) + len(c.Value) + 16
 	}
 	w.size += len(r.Key)
+	if w.size > wholeRowBytes {
+		w.large(before, sizeBefore)
+		return
+	}
+	if w.size >= maxResponseBytes {
+		w.err = w.flush()
+	}
+}
+
+// large handles a response that passed wholeRowBytes with the row whose
+// chunks start at before (sizeBefore: the cell data of the chunks before
+// it). The rows before it go out first, in a response of their own; then
+// a row of at most wholeRowBytes goes whole in one response, and a larger
+// one in responses of about maxResponseBytes, a value cut where a
+// response fills: each chunk of a cut value but its last sets value_size
+// to the value's length, the cell's key and labels go on its first chunk
+// only, and commit_row on the row's last.
+func (w *chunkWriter) large(before, sizeBefore int) {
+	row := w.resp.Chunks[before:]
+	rowBytes := w.size - sizeBefore
+	if before > 0 {
+		w.resp.Chunks = w.resp.Chunks[:before:before]
+		if w.err = w.flush(); w.err != nil {
+			return
+		}
+	}
+	if rowBytes <= wholeRowBytes {
+		w.resp, w.size = &btpb.ReadRowsResponse{Chunks: row}, rowBytes
+		w.err = w.flush()
+		return
+	}
+	w.resp, w.size = &btpb.ReadRowsResponse{}, 0
+	for _, ch := range row {
+		if w.size >= maxResponseBytes {
+			if w.err = w.flush(); w.err != nil {
+				return
+			}
+			w.resp = &btpb.ReadRowsResponse{}
+		}
+		w.size += len(ch.RowKey) + len(ch.GetFamilyName().GetValue()) + len(ch.GetQualifier().GetValue()) + 16
+		v, status, full := ch.Value, ch.RowStatus, int32(len(ch.Value))
+		for w.size+len(v) > maxResponseBytes {
+			// Cut the value: what fits goes in this chunk, marked
+			// unfinished, the rest in continuation chunks.
+			piece := max(maxResponseBytes-w.size, 0)
+			ch.Value, ch.ValueSize, ch.RowStatus = v[:piece], full, nil
+			w.resp.Chunks = append(w.resp.Chunks, ch)
+			if w.err = w.flush(); w.err != nil {
+				return
+			}
+			w.resp = &btpb.ReadRowsResponse{}
+			ch = &btpb.ReadRowsResponse_CellChunk{}
+			v = v[piece:]
+		}
+		ch.Value, ch.RowStatus = v, status
+		w.resp.Chunks = append(w.resp.Chunks, ch)
+		w.size += len(v)
+	}
 	if w.size >= maxResponseBytes {
 		w.err = w.flush()
 	}
