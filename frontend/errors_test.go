@@ -1,7 +1,6 @@
 package frontend
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +21,7 @@ import (
 	"bighive/client"
 	"bighive/client/clienttest"
 	"bighive/internal/apierr"
+	"bighive/internal/limits"
 	pb "bighive/proto/bighivepb"
 	"bighive/testkit/inproc"
 )
@@ -324,7 +324,8 @@ func TestErrorsTable(t *testing.T) {
 			return err
 		}, []string{"CreateBackup"}},
 		{codes.ResourceExhausted, "a request over the receive limit", func() error {
-			return mutate2(raw, ctx, tn, bytes.Repeat([]byte("x"), 66<<20))
+			// Zeros never written: only the marshalled copy costs memory.
+			return mutate2(raw, ctx, tn, make([]byte, limits.MaxRequestBytes+2<<20))
 		}, []string{"larger than max"}},
 		{codes.Unavailable, "the tablet servers stay unavailable", func() error {
 			fc.Inject(clienttest.Fault{Method: "MutateRow", Times: 1 << 20, Err: apierr.Tablet(pb.TabletError_NOT_SERVING, "t0001", 1, "tserver 127.0.0.1:1: tablet t0001 not serving")})
