@@ -17,13 +17,15 @@ import (
 )
 
 // maxResponseBytes is where a ReadRowsResponse is cut: after the row that
-// takes its cell data to 1 MiB or more, or inside a row larger than
-// wholeRowBytes, whose values are cut across CellChunks so that no
-// response holds much more than 1 MiB of cell data.
+// takes its cell data to 1 MiB or more, or inside a row larger than the
+// server's whole-row bound (DefaultWholeRowBytes), whose values are cut
+// across CellChunks so that no response holds much more than 1 MiB of
+// cell data.
 const maxResponseBytes = 1 << 20
 
-// wholeRowBytes bounds the rows that go whole in one response (with the
-// rows before them while the response stays under it). The official Go
+// DefaultWholeRowBytes bounds the rows that go whole in one response
+// (with the rows before them while the response stays under it), unless
+// the server is given another bound (Server.SetWholeRowBytes). The official Go
 // client's reader refuses a response that ends inside a row, and through
 // BIGTABLE_EMULATOR_HOST it dials with gRPC's default 4 MiB receive
 // limit: a row under this bound, with its chunks' overhead, fits that
@@ -32,7 +34,10 @@ const maxResponseBytes = 1 << 20
 // (value_size on each chunk of a cut value but its last); clients that
 // follow the CellChunk contract (Java, Node.js, Python, C++) read rows of
 // any size with their default limits.
-const wholeRowBytes = 3<<20 + 512<<10
+// A Go client dialed with a larger receive limit (as it dials Cloud
+// Bigtable: 256 MiB) reads larger rows from a server whose bound is set
+// at or above the largest row it reads.
+const DefaultWholeRowBytes = 3<<20 + 512<<10
 
 // ServerOptions are the gRPC server options the API needs beside
 // Register: requests up to Bighive's request size limit (a row mutation
@@ -98,7 +103,7 @@ func (d *dataServer) readRows(req *btpb.ReadRowsRequest, stream btpb.Bigtable_Re
 	if full {
 		opts = append(opts, client.CountSeen(&seen))
 	}
-	w := &chunkWriter{stream: stream}
+	w := &chunkWriter{stream: stream, whole: d.s.wholeRowBytes}
 	err = t.ReadRows(ctx, rs, func(r client.Row) bool {
 		w.row(r)
 		return w.err == nil
@@ -131,10 +136,11 @@ func (d *dataServer) readRows(req *btpb.ReadRowsRequest, stream btpb.Bigtable_Re
 }
 
 // chunkWriter turns rows into ReadRowsResponses: whole rows, cut after
-// about maxResponseBytes of cell data, and a row over wholeRowBytes
+// about maxResponseBytes of cell data, and a row over whole bytes
 // streamed across responses of about maxResponseBytes.
 type chunkWriter struct {
 	stream btpb.Bigtable_ReadRowsServer
+	whole  int // the server's whole-row bound
 	resp   *btpb.ReadRowsResponse
 	size   int
 	err    error
@@ -156,8 +162,8 @@ var commitRow = &btpb.ReadRowsResponse_CellChunk_CommitRow{CommitRow: true}
 
 // row writes one row: its first chunk names the row key, a chunk names
 // the family when it changes and the qualifier of every cell, and the
-// row's last chunk carries commit_row. A row over wholeRowBytes goes on
-// to large, which sends it across responses.
+// row's last chunk carries commit_row. A response passing the whole-row
+// bound goes on to large.
 func (w *chunkWriter) row(r client.Row) {
 	if len(r.Cells) == 0 {
 		return
@@ -193,7 +199,7 @@ func (w *chunkWriter) row(r client.Row) {
 		w.size += len(c.Family) + len(c.Qualifier) + len(c.Value) + 16
 	}
 	w.size += len(r.Key)
-	if w.size > wholeRowBytes {
+	if w.size > w.whole {
 		w.large(before, sizeBefore)
 		return
 	}
@@ -202,10 +208,10 @@ func (w *chunkWriter) row(r client.Row) {
 	}
 }
 
-// large handles a response that passed wholeRowBytes with the row whose
+// large handles a response that passed the whole-row bound with the row whose
 // chunks start at before (sizeBefore: the cell data of the chunks before
 // it). The rows before it go out first, in a response of their own; then
-// a row of at most wholeRowBytes goes whole in one response, and a larger
+// a row within the bound goes whole in one response, and a larger
 // one in responses of about maxResponseBytes, a value cut where a
 // response fills: each chunk of a cut value but its last sets value_size
 // to the value's length, the cell's key and labels go on its first chunk
@@ -219,7 +225,7 @@ func (w *chunkWriter) large(before, sizeBefore int) {
 			return
 		}
 	}
-	if rowBytes <= wholeRowBytes {
+	if rowBytes <= w.whole {
 		w.resp, w.size = &btpb.ReadRowsResponse{Chunks: row}, rowBytes
 		w.err = w.flush()
 		return

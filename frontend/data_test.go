@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"bighive/client"
+	"bighive/internal/limits"
 	"bighive/testkit/inproc"
 )
 
@@ -48,12 +49,19 @@ func startAPI(t *testing.T, spec client.TableSpec) *apiCluster {
 // to it and the official client dialed on that connection.
 func serveAPI(t *testing.T, cl *client.Client) (*grpc.ClientConn, *bigtable.Client) {
 	t.Helper()
+	return serveAPIWhole(t, cl, 0)
+}
+
+// serveAPIWhole is serveAPI with the server's whole-row bound set to
+// whole (0: the default).
+func serveAPIWhole(t *testing.T, cl *client.Client, whole int) (*grpc.ClientConn, *bigtable.Client) {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	g := grpc.NewServer(ServerOptions()...)
-	New(cl, nil).Register(g)
+	New(cl, nil).SetWholeRowBytes(whole).Register(g)
 	go g.Serve(lis)
 	t.Cleanup(g.Stop)
 	// The receive limit the official client sets on the connections it
@@ -290,11 +298,18 @@ func TestDataOfficialClient(t *testing.T) {
 }
 
 // TestDataLargeRow: a row of more than 4 MiB of cells, between small rows,
-// reads back whole through the official client, also in a reverse scan.
+// reads back whole through the official client dialed with the receive
+// limit it sets for Cloud Bigtable, also in a reverse scan, from a server
+// whose whole-row bound keeps every row whole (its reader refuses a row
+// cut across responses; see TestReadRowsCutsLargeRows for the default).
 func TestDataLargeRow(t *testing.T) {
-	a := startAPI(t, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "f"}}})
+	c := inproc.Start(t, inproc.Options{})
 	ctx := ctxT(t)
-	tbl := a.bt.Open("t")
+	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "f"}}}); err != nil {
+		t.Fatal(err)
+	}
+	_, bt := serveAPIWhole(t, c.Client(), limits.MaxRequestBytes)
+	tbl := bt.Open("t")
 	val := func(i, n int) []byte { return bytes.Repeat([]byte{byte('a' + i)}, n) }
 	sizes := []int{1 << 20, 1<<20 + 7, 3<<20 + 5, 512 << 10, 10, 0}
 	for i, n := range sizes {

@@ -141,7 +141,7 @@ func mergeChunks(t *testing.T, st btpb.Bigtable_ReadRowsClient, reversed bool) (
 	return rows, stats
 }
 
-// TestReadRowsCutsLargeRows: a row over wholeRowBytes goes out across
+// TestReadRowsCutsLargeRows: a row over DefaultWholeRowBytes goes out across
 // responses of about 1 MiB of cell data, its values cut across chunks
 // with value_size set, labels on a cell's first chunk only, and
 // commit_row on its last chunk; smaller rows still go whole, in order
@@ -217,8 +217,8 @@ func TestReadRowsCutsLargeRows(t *testing.T) {
 		}
 		// Row c alone is cut: three values over responses of about
 		// 1 MiB of cell data; row b's 3 MiB goes whole, with what
-		// comes before it while under wholeRowBytes.
-		if stats.splitRows != 1 || stats.cutValues != 3 || stats.maxCellData < 3<<20 || stats.maxCellData > wholeRowBytes || stats.responses < 9 {
+		// comes before it while under DefaultWholeRowBytes.
+		if stats.splitRows != 1 || stats.cutValues != 3 || stats.maxCellData < 3<<20 || stats.maxCellData > DefaultWholeRowBytes || stats.responses < 9 {
 			t.Errorf("reversed %v: %+v; want row c alone split, its 3 large values cut, responses of about 1 MiB but row b's 3 MiB", reversed, stats)
 		}
 	}
@@ -232,7 +232,7 @@ func TestReadRowsCutsLargeRows(t *testing.T) {
 		}
 	}
 	if _, err := tbl.ReadRow(ctx, "c"); err == nil {
-		t.Errorf("official client read row c (cut across responses): if its reader now merges rows across responses, update docs/bigtable-api.md and wholeRowBytes")
+		t.Errorf("official client read row c (cut across responses): if its reader now merges rows across responses, update docs/bigtable-api.md and DefaultWholeRowBytes")
 	}
 }
 

@@ -36,6 +36,9 @@ type ListenOptions struct {
 	// AuthTokens, when set, refuses calls without a known bearer token;
 	// the client given must then forward credentials (ForwardCredentials).
 	AuthTokens *auth.Tokens
+	// WholeRowBytes, if positive, bounds the rows ReadRows sends whole in
+	// one response (Server.SetWholeRowBytes); 0: DefaultWholeRowBytes.
+	WholeRowBytes int
 }
 
 // Listen serves the Bigtable API on addr (host:port; port 0 picks one)
@@ -70,7 +73,7 @@ func ListenWith(addr string, c *client.Client, log *slog.Logger, o ListenOptions
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
 	)...)
-	New(c, log).Register(g)
+	New(c, log).SetWholeRowBytes(o.WholeRowBytes).Register(g)
 	h := obs.RegisterHealthAndReflection(g, "google.bigtable.v2.Bigtable", "google.bigtable.admin.v2.BigtableTableAdmin")
 	h.Set(true)
 	l := &Listener{g: g, lis: lis, log: log, health: h, done: make(chan error, 1)}

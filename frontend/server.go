@@ -23,6 +23,10 @@ type Server struct {
 	c   *client.Client
 	log *slog.Logger
 
+	// wholeRowBytes: ReadRows sends a row of at most this many bytes of
+	// cell data whole in one response, and cuts a larger one.
+	wholeRowBytes int
+
 	mu     sync.Mutex
 	tables map[string]*client.Table // by Bighive table name
 }
@@ -33,7 +37,20 @@ func New(c *client.Client, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Server{c: c, log: log, tables: map[string]*client.Table{}}
+	return &Server{c: c, log: log, wholeRowBytes: DefaultWholeRowBytes, tables: map[string]*client.Table{}}
+}
+
+// SetWholeRowBytes sets the bound of the rows ReadRows sends whole in one
+// response (DefaultWholeRowBytes; n <= 0 keeps it); a larger row is cut
+// across responses of about 1 MiB. A bound at or above the largest row
+// keeps every row whole, for Go clients that raised their receive limit
+// (their reader refuses a row cut across responses), and makes responses
+// as large as the rows. Call it before Register.
+func (s *Server) SetWholeRowBytes(n int) *Server {
+	if n > 0 {
+		s.wholeRowBytes = n
+	}
+	return s
 }
 
 // Register adds the data and table admin services to g.

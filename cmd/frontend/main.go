@@ -36,6 +36,9 @@ func main() {
 		obsFlags = obs.AddFlags(flag.CommandLine, "frontend")
 		tlsFiles tlsconf.Files
 		tokens   = auth.TokensFlag(flag.CommandLine)
+		wholeRow = flag.Int("whole-row-bytes", frontend.DefaultWholeRowBytes,
+			"ReadRows sends a row of at most this many bytes whole in one response and cuts a larger one across responses; "+
+				"raise it to the largest row for Go clients with a raised receive limit")
 	)
 	tlsconf.AddFlags(flag.CommandLine, &tlsFiles)
 	flag.Parse()
@@ -79,7 +82,7 @@ func main() {
 	}
 	defer c.Close()
 	reg := obs.NewRegistry()
-	l, err := frontend.ListenWith(*listen, c, log, frontend.ListenOptions{Metrics: reg, TLS: tlsSrc, AuthTokens: authTokens})
+	l, err := frontend.ListenWith(*listen, c, log, frontend.ListenOptions{Metrics: reg, TLS: tlsSrc, AuthTokens: authTokens, WholeRowBytes: *wholeRow})
 	if err != nil {
 		log.Error("frontend: start", "err", err)
 		os.Exit(1)
