@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
@@ -324,8 +326,7 @@ func TestErrorsTable(t *testing.T) {
 			return err
 		}, []string{"CreateBackup"}},
 		{codes.ResourceExhausted, "a request over the receive limit", func() error {
-			// Zeros never written: only the marshalled copy costs memory.
-			return mutate2(raw, ctx, tn, make([]byte, limits.MaxRequestBytes+2<<20))
+			return overLimitRequest(ctx, a.conn, limits.MaxRequestBytes+2<<20)
 		}, []string{"larger than max"}},
 		{codes.Unavailable, "the tablet servers stay unavailable", func() error {
 			fc.Inject(clienttest.Fault{Method: "MutateRow", Times: 1 << 20, Err: apierr.Tablet(pb.TabletError_NOT_SERVING, "t0001", 1, "tserver 127.0.0.1:1: tablet t0001 not serving")})
@@ -378,9 +379,23 @@ func TestErrorsTable(t *testing.T) {
 	}
 }
 
-// mutate2 is a MutateRow setting f:q to v.
-func mutate2(c btpb.BigtableClient, ctx context.Context, table string, v []byte) error {
-	_, err := c.MutateRow(ctx, &btpb.MutateRowRequest{TableName: table, RowKey: []byte("r"), Mutations: []*btpb.Mutation{{Mutation: &btpb.Mutation_SetCell_{
-		SetCell: &btpb.Mutation_SetCell{FamilyName: "f", ColumnQualifier: []byte("q"), TimestampMicros: 1000, Value: v}}}}})
-	return err
+// overLimitRequest calls MutateRow with a message of n bytes that the
+// frontend must refuse by its length alone: the message is one 64 KiB
+// buffer sent over and over (sameBuffers), so the test holds no copy of n
+// bytes, and the client's own send limit is lifted for the call.
+func overLimitRequest(ctx context.Context, conn *grpc.ClientConn, n int) error {
+	piece := make([]byte, 64<<10)
+	var msg mem.BufferSlice
+	for left := n; left > 0; left -= len(piece) {
+		msg = append(msg, mem.SliceBuffer(piece[:min(len(piece), left)]))
+	}
+	return conn.Invoke(ctx, "/google.bigtable.v2.Bigtable/MutateRow", msg, new(btpb.MutateRowResponse),
+		grpc.ForceCodecV2(sameBuffers{}), grpc.MaxCallSendMsgSize(math.MaxInt32))
 }
+
+// sameBuffers sends a mem.BufferSlice as it is.
+type sameBuffers struct{}
+
+func (sameBuffers) Marshal(v any) (mem.BufferSlice, error)      { return v.(mem.BufferSlice), nil }
+func (sameBuffers) Unmarshal(data mem.BufferSlice, v any) error { return nil }
+func (sameBuffers) Name() string                                { return "proto" }
