@@ -378,6 +378,7 @@ func TestLargeRowsEmulatorHost(t *testing.T) {
 		!strings.Contains(err.Error(), fmt.Sprint(limits.MaxValueBytes)) {
 		t.Errorf("Apply of a value of 100 MiB and 1 byte: %v; want InvalidArgument naming the row and the limit", err)
 	}
+	t.Logf("a value over the limit: %v", err)
 	// A row mutation over 256 MiB, given to the server in process (its
 	// values share one buffer: the test sends no 256 MiB message).
 	over = over[:limits.MaxValueBytes]
@@ -391,6 +392,7 @@ func TestLargeRowsEmulatorHost(t *testing.T) {
 		!strings.Contains(err.Error(), fmt.Sprint(limits.MaxRowMutationBytes)) {
 		t.Errorf("MutateRow of 300 MiB: %v; want InvalidArgument naming the row and the limit", err)
 	}
+	t.Logf("a row mutation over the limit: %v", err)
 	if r, err := tbl.ReadRow(ctx, "overrow"); err != nil || r != nil {
 		t.Errorf("the refused row reads %v, %v; want no row", r, err)
 	}
