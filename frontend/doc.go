@@ -43,9 +43,13 @@
 // Bighive's internal prefixes. DeadlineExceeded, which the Cloud Bigtable
 // clients take for their own deadline and do not retry, is answered only
 // once the caller's deadline has passed; any other is Unavailable. A ReadRows
-// response holds whole rows, cut after about 1 MiB of cell data, because
-// the official Go client's reader refuses a response that ends inside a
-// row; a larger row goes alone in one response. What Bighive does not have
+// response holds whole rows, cut after about 1 MiB of cell data, while a
+// row is within the server's whole-row bound (3.5 MiB by default): the
+// official Go client's reader refuses a response that ends inside a row,
+// and with its default options it receives 4 MiB at most. A larger row is
+// streamed across responses of about 1 MiB, its values cut across
+// CellChunks (value_size on each chunk of a value but its last), as the
+// API allows. What Bighive does not have
 // (aggregate families, views, change streams, SQL queries) answers
 // Unimplemented.
 package frontend

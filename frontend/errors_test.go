@@ -197,7 +197,8 @@ func TestReadRowsFailureSendsRowsFirst(t *testing.T) {
 // Most rows run over a real in-process cluster; those that need a
 // tserver to fail in a given way (Unavailable, outcome unknown, Internal,
 // DeadlineExceeded, Canceled) run over the client's fake cluster with an
-// injected fault. Aborted never leaves Bighive's client, which retries
+// injected fault. The row of the value and row mutation limits is
+// TestLargeRowsEmulatorHost's (it needs messages of 100 MiB and more). Aborted never leaves Bighive's client, which retries
 // it; TestAPIErrCodes checks that the mapping keeps it.
 func TestErrorsTable(t *testing.T) {
 	a := startAPI(t, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "f"}}})
