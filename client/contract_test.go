@@ -688,7 +688,15 @@ func badInputCases(ctx context.Context, c *client.Client, tbl *client.Table) []b
 	return []badInputCase{
 		{"empty row", func() error { return tbl.Put(ctx, "", "cf", "q", nil) }, "row key is empty"},
 		{"long row", func() error { return tbl.Put(ctx, strings.Repeat("k", 5000), "cf", "q", nil) }, "row key is 5000 bytes"},
-		{"big value", func() error { return tbl.Put(ctx, "r", "cf", "q", make([]byte, 11<<20)) }, "value is"},
+		{"big value", func() error { return tbl.Put(ctx, "r", "cf", "q", make([]byte, limits.MaxValueBytes+1)) }, "value is"},
+		{"big row", func() error {
+			// Three values of one buffer: 300 MiB counted, 100 MiB held.
+			v, m := make([]byte, limits.MaxValueBytes), client.NewMutation()
+			for _, q := range []string{"a", "b", "c"} {
+				m.Set("cf", q, 1, v)
+			}
+			return tbl.Apply(ctx, "r", m)
+		}, `row mutation of row "r" is`},
 		{"long qualifier", func() error { return tbl.Put(ctx, "r", "cf", strings.Repeat("q", 17<<10), nil) }, "qualifier is"},
 		{"bad family", func() error { return tbl.Put(ctx, "r", "c f", "q", nil) }, "column family name"},
 		{"empty mutation", func() error { return tbl.Apply(ctx, "r", client.NewMutation()) }, "no operations"},
@@ -775,7 +783,7 @@ func contractServerBadInput(t *testing.T, e env, c *client.Client) {
 		{"no operations", mutate(row("a")), codes.InvalidArgument, 0, "no operations"},
 		{"unknown family", mutate(row("a", set("nofam", 1, nil))), codes.InvalidArgument, 0, `"nofam"`},
 		{"negative timestamp", mutate(row("a", set("cf", -7, nil))), codes.InvalidArgument, 0, "negative"},
-		{"value too big", mutate(row("a", set("cf", 1, make([]byte, 11<<20)))), codes.InvalidArgument, 0, "value is"},
+		{"value too big", mutate(row("a", set("cf", 1, make([]byte, limits.MaxValueBytes+1)))), codes.InvalidArgument, 0, "value is"},
 		{"row outside the tablet", mutate(row("z", set("cf", 1, nil))), codes.FailedPrecondition, pb.TabletError_WRONG_TABLET, `"z"`},
 		{"unknown tablet", func() error {
 			_, err := ts.MutateRow(ctx, &pb.MutateRowRequest{TabletId: "no-such-tablet", Epoch: 1, Row: row("a", set("cf", 1, nil))})

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"bighive/internal/limits"
 	"bighive/storage/mutation"
 	"bighive/storage/replica"
 	"bighive/storage/tablet"
@@ -115,8 +116,8 @@ func TestReadModifyWriteErrors(t *testing.T) {
 		{"no family", "r", []replica.Rule{{Qualifier: []byte("q"), Append: []byte("x")}}, replica.ErrInvalidRule},
 		{"unknown family", "r", []replica.Rule{{Family: "zz", Append: []byte("x")}}, tablet.ErrUnknownFamily},
 		{"result over the value limit", "r", []replica.Rule{
-			{Family: "cf", Qualifier: []byte("q"), Append: make([]byte, 6<<20)},
-			{Family: "cf", Qualifier: []byte("q"), Append: make([]byte, 6<<20)},
+			{Family: "cf", Qualifier: []byte("q"), Append: make([]byte, limits.MaxValueBytes/2+1)},
+			{Family: "cf", Qualifier: []byte("q"), Append: make([]byte, limits.MaxValueBytes/2+1)},
 		}, replica.ErrInvalidRule},
 	}
 	for _, tc := range cases {
