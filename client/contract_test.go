@@ -806,6 +806,11 @@ func contractServerBadInput(t *testing.T, e env, c *client.Client) {
 		{"scan wrong epoch", scan(&pb.ScanRowsRequest{TabletId: first.ID, Epoch: first.Epoch + 100}), codes.Unavailable, pb.TabletError_NOT_SERVING, "epoch"},
 	}
 	for _, tc := range tests {
+		if raceEnabled && tc.name == "value too big" {
+			// A 100 MiB message costs 1.6 GB under the race detector;
+			// the run without it checks the servers' value limit.
+			continue
+		}
 		err := tc.call()
 		if status.Code(err) != tc.code || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %v containing %s", tc.name, err, tc.code, tc.want)
