@@ -67,7 +67,12 @@ func granularityScenario(t *testing.T, ctx context.Context, conn *grpc.ClientCon
 	}
 
 	ms, us := bt.Open("ms"), bt.Open("us")
-	for name, tbl := range map[string]*bigtable.Table{"ms": ms, "us": us} {
+	// In a fixed order: the lines of the two servers are compared.
+	for _, tt := range []struct {
+		name string
+		tbl  *bigtable.Table
+	}{{"ms", ms}, {"us", us}} {
+		name, tbl := tt.name, tt.tbl
 		m := bigtable.NewMutation()
 		for i := 0; i < 20; i++ {
 			m.Set("cf", "q", bigtable.ServerTime, []byte{byte(i)})
