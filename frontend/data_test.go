@@ -52,21 +52,29 @@ func serveAPI(t *testing.T, cl *client.Client) (*grpc.ClientConn, *bigtable.Clie
 	return serveAPIWhole(t, cl, 0)
 }
 
-// serveAPIWhole is serveAPI with the server's whole-row bound set to
-// whole (0: the default).
-func serveAPIWhole(t *testing.T, cl *client.Client, whole int) (*grpc.ClientConn, *bigtable.Client) {
+// listenAPI serves srv's Bigtable API on a loopback port until the test
+// ends, and returns its address.
+func listenAPI(t testing.TB, srv *Server) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	g := grpc.NewServer(ServerOptions()...)
-	New(cl, nil).SetWholeRowBytes(whole).Register(g)
+	srv.Register(g)
 	go g.Serve(lis)
 	t.Cleanup(g.Stop)
+	return lis.Addr().String()
+}
+
+// serveAPIWhole is serveAPI with the server's whole-row bound set to
+// whole (0: the default).
+func serveAPIWhole(t *testing.T, cl *client.Client, whole int) (*grpc.ClientConn, *bigtable.Client) {
+	t.Helper()
+	addr := listenAPI(t, New(cl, nil).SetWholeRowBytes(whole))
 	// The receive limit the official client sets on the connections it
 	// dials itself (a row goes whole in one response).
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1<<28), grpc.MaxCallSendMsgSize(1<<28)))
 	if err != nil {
 		t.Fatal(err)

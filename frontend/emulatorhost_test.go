@@ -2,11 +2,9 @@ package frontend
 
 import (
 	"bytes"
-	"net"
 	"testing"
 
 	"cloud.google.com/go/bigtable"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -26,16 +24,7 @@ func TestDataEmulatorHost(t *testing.T) {
 	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "f"}}}); err != nil {
 		t.Fatal(err)
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer(ServerOptions()...)
-	New(c.Client(), nil).Register(g)
-	go g.Serve(lis)
-	t.Cleanup(g.Stop)
-
-	t.Setenv("BIGTABLE_EMULATOR_HOST", lis.Addr().String())
+	t.Setenv("BIGTABLE_EMULATOR_HOST", listenAPI(t, New(c.Client(), nil)))
 	bt, err := bigtable.NewClient(ctx, "p", "i")
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -74,15 +73,7 @@ func TestDataUnavailableIsRetryable(t *testing.T) {
 	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "f"}}}); err != nil {
 		t.Fatal(err)
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer(ServerOptions()...)
-	New(c.Client(client.WithRetryTimeout(time.Second)), nil).Register(g)
-	go g.Serve(lis)
-	t.Cleanup(g.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(listenAPI(t, New(c.Client(client.WithRetryTimeout(time.Second)), nil)), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,15 +140,7 @@ func TestReadRowsFailureSendsRowsFirst(t *testing.T) {
 			}
 		}
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer(ServerOptions()...)
-	New(cl, nil).Register(g)
-	go g.Serve(lis)
-	t.Cleanup(g.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(listenAPI(t, New(cl, nil)), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}

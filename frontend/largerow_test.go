@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -271,16 +270,9 @@ func TestLargeRowsEmulatorHost(t *testing.T) {
 	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "f"}}}); err != nil {
 		t.Fatal(err)
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer(ServerOptions()...)
 	srv := New(c.Client(), nil)
-	srv.Register(g)
-	go g.Serve(lis)
-	t.Cleanup(g.Stop)
-	t.Setenv("BIGTABLE_EMULATOR_HOST", lis.Addr().String())
+	addr := listenAPI(t, srv)
+	t.Setenv("BIGTABLE_EMULATOR_HOST", addr)
 	bt, err := bigtable.NewClient(ctx, "p", "i")
 	if err != nil {
 		t.Fatal(err)
@@ -324,7 +316,7 @@ func TestLargeRowsEmulatorHost(t *testing.T) {
 	}
 
 	// A connection with gRPC's defaults: 4 MiB received at most.
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
