@@ -38,8 +38,8 @@ const (
 // misses the block cache reads, checks and decodes one page: 16 KiB costs
 // it a third less than 32 KiB, with no measured loss to reads from the
 // cache or to forward scans, which read many pages in one I/O
-// (DefaultReadAhead); 8 KiB would halve it but cost scans 10-20 %
-// (docs/performance.md).
+// (DefaultReadAhead), and reverse scans 11 % slower; 8 KiB would halve it
+// but cost scans 10-20 % (docs/performance.md).
 const DefaultPageSize = 16 << 10
 
 // DefaultReadAhead is how many bytes of pages a scan reads in one I/O.
