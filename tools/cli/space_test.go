@@ -22,8 +22,9 @@ import (
 func TestTabletsSpaceOnRealCluster(t *testing.T) {
 	r := run{t: t, masters: startClusterWith(t, func(o *tserver.Options) { o.CompactionGarbageShare = -1 })}
 	r.ok("create", "t1", "--families", "cf")
-	r.ok("checkpoint") // nothing yet; makes sure the tserver is up
+	// Serving means the tserver holds a lease, which a checkpoint needs.
 	r.waitFor("serving", "tablets", "t1")
+	r.ok("checkpoint") // nothing yet
 	value := strings.Repeat("the same text again and again ", 20)
 	for i := range 60 {
 		r.ok("put", "t1", fmt.Sprintf("row%03d", i), "cf:q", value)
