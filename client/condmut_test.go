@@ -265,6 +265,9 @@ func TestCondMutationCompareAndSet(t *testing.T) {
 // acknowledged winner, and the row's value lies between the acknowledged
 // wins and the acknowledged wins plus the calls of unknown outcome.
 func TestCondMutationAcrossFailures(t *testing.T) {
+	if testing.Short() {
+		t.Skip("restarts, splits and fails over tservers: not in the fast loop (-short)")
+	}
 	t.Parallel()
 	c := inproc.Start(t, inproc.Options{TServers: 2, Lease: time.Second})
 	ctx := ctxT(t)

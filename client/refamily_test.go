@@ -45,6 +45,9 @@ func familyCells(t *testing.T, tbl *client.Table, fam string) []string {
 // after a checkpoint, a major compaction, restarts of every tserver, a
 // split and a failover.
 func TestRecreatedFamilyStartsEmpty(t *testing.T) {
+	if testing.Short() {
+		t.Skip("restarts, splits and fails over tservers: not in the fast loop (-short)")
+	}
 	t.Parallel()
 	c := inproc.Start(t, inproc.Options{TServers: 3, Lease: time.Second})
 	ctx := ctxT(t)

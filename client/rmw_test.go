@@ -238,6 +238,9 @@ func TestIncrementConcurrent(t *testing.T) {
 // the acknowledged plus the unknown ones, and it keeps counting from
 // there.
 func TestIncrementAcrossFailures(t *testing.T) {
+	if testing.Short() {
+		t.Skip("restarts, splits and fails over tservers: not in the fast loop (-short)")
+	}
 	t.Parallel()
 	c := inproc.Start(t, inproc.Options{TServers: 2, Lease: time.Second})
 	ctx := ctxT(t)
