@@ -20,6 +20,7 @@ import (
 	"bighive/internal/limits"
 	pb "bighive/proto/bighivepb"
 	"bighive/testkit/inproc"
+	"bighive/testkit/race"
 	"bighive/testkit/wait"
 )
 
@@ -806,7 +807,7 @@ func contractServerBadInput(t *testing.T, e env, c *client.Client) {
 		{"scan wrong epoch", scan(&pb.ScanRowsRequest{TabletId: first.ID, Epoch: first.Epoch + 100}), codes.Unavailable, pb.TabletError_NOT_SERVING, "epoch"},
 	}
 	for _, tc := range tests {
-		if raceEnabled && tc.name == "value too big" {
+		if race.Enabled && tc.name == "value too big" {
 			// A 100 MiB message costs 1.6 GB under the race detector;
 			// the run without it checks the servers' value limit.
 			continue

@@ -20,6 +20,7 @@ import (
 	"bighive/client"
 	"bighive/internal/limits"
 	"bighive/testkit/inproc"
+	"bighive/testkit/race"
 )
 
 // apiCell is one cell as a ReadRows stream delivers it.
@@ -239,9 +240,9 @@ func TestReadRowsCutsLargeRows(t *testing.T) {
 // the largest value, and a row of cells of 1 MiB.
 func largeSizes(t *testing.T) (cellBytes, rowCells int) {
 	switch {
-	case raceEnabled:
+	case race.Enabled:
 		// The race detector's shadow memory and its slower copies: a
-		// smaller cell and row (see race_test.go).
+		// smaller cell and row.
 		return 12 << 20, 12
 	case testing.Short():
 		// Over the whole-row bound and gRPC's 4 MiB receive limit, so
@@ -360,7 +361,7 @@ func TestLargeRowsEmulatorHost(t *testing.T) {
 	// under the race detector given to the server in process (its copies
 	// of the message are slow and large there).
 	over := make([]byte, limits.MaxValueBytes+1)
-	if raceEnabled {
+	if race.Enabled {
 		_, err = (&dataServer{s: srv}).MutateRow(ctx, &btpb.MutateRowRequest{TableName: "projects/p/instances/i/tables/t", RowKey: []byte("overvalue"),
 			Mutations: []*btpb.Mutation{{Mutation: &btpb.Mutation_SetCell_{SetCell: &btpb.Mutation_SetCell{FamilyName: "f", ColumnQualifier: []byte("q"), TimestampMicros: 1000, Value: over}}}}})
 	} else {

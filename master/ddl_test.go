@@ -14,6 +14,7 @@ import (
 
 	"bighive/internal/limits"
 	pb "bighive/proto/bighivepb"
+	"bighive/testkit/race"
 	"bighive/testkit/wait"
 )
 
@@ -187,7 +188,7 @@ func TestCreateTable1000SplitKeys(t *testing.T) {
 		}
 		took = append(took, time.Since(began))
 	}
-	t.Logf("CreateTable with 1000 split keys (single master, race=%v): runs %v, median %v", raceEnabled, took, median(took))
+	t.Logf("CreateTable with 1000 split keys (single master, race=%v): runs %v, median %v", race.Enabled, took, median(took))
 	for r := 1; r < runs; r++ {
 		if _, err := mc.DeleteTable(ctx, &pb.DeleteTableRequest{Name: fmt.Sprintf("big%d", r)}); err != nil {
 			t.Fatal(err)

@@ -8,9 +8,10 @@
 //
 // Layers, lowest first:
 //
-//	0  internal/*, proto/*, storage/mutation, storage/vfs, testkit/wait: the plumbing servers and client
-//	   share, the API definitions, the row mutations the engine logs and applies, its file seam,
-//	   and the tests' poll-until helper (a leaf any package's tests import)
+//	0  internal/*, proto/*, storage/mutation, storage/vfs, testkit/wait, testkit/race: the plumbing
+//	   servers and client share, the API definitions, the row mutations the engine logs and applies,
+//	   its file seam, and the tests' poll-until helper and race-detector flag (leaves any package's
+//	   tests import)
 //	1  storage/blockstore, storage/wal, storage/memstore: storage primitives
 //	2  storage/tablet and storage/tablet/*: one tablet's engine, TSFiles, the block cache, filters
 //	3  storage/checkpoint, storage/split, storage/merge: checkpoint, compaction, recovery; the tserver side of a split and of a merge
@@ -46,6 +47,7 @@ var Layers = map[string]int{
 	"storage/vfs":      0,
 
 	"testkit/wait": 0,
+	"testkit/race": 0,
 
 	"storage/blockstore": 1,
 	"storage/wal":        1,

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"bighive/testkit/race"
 	"bighive/testkit/wait"
 )
 
@@ -44,7 +45,7 @@ func TestScaleStartupTablesFirst(t *testing.T) {
 		// by rebalancing, which is what the grace avoids. Printed there,
 		// asserted without it.
 		t.Logf("tables first: tablets per fake still %d to %d at the end of the budget", lo, hi)
-		if !raceEnabled {
+		if !race.Enabled {
 			t.Fatalf("tablets per fake still %d to %d", lo, hi)
 		}
 		return

@@ -8,6 +8,7 @@ import (
 
 	"bighive/master"
 	pb "bighive/proto/bighivepb"
+	"bighive/testkit/race"
 )
 
 // The scale scenarios of issue 21 (docs/scale.md). Masters run as OS
@@ -45,7 +46,7 @@ func TestScaleSteadyState(t *testing.T) {
 	if lat.Count == 0 {
 		t.Fatal("no heartbeat in the window")
 	}
-	if longest > s.lease && !raceEnabled {
+	if longest > s.lease && !race.Enabled {
 		t.Errorf("a tablet stayed UNASSIGNED for %v, longer than one lease (%v)", longest, s.lease)
 	}
 }
@@ -158,10 +159,10 @@ func TestScaleLeaderFailover(t *testing.T) {
 	// The race detector slows the masters several times over: an election
 	// can outlast the lease, and then dropped tablets are what a tserver
 	// must do. Reported above, checked without it.
-	if n := w.fl.Reregisters.Load() - rereg; n != 0 && !raceEnabled {
+	if n := w.fl.Reregisters.Load() - rereg; n != 0 && !race.Enabled {
 		t.Errorf("%d fakes were told to reregister after the leader change: valid leases were lost", n)
 	}
-	if (moved != 0 || len(after) != s.tablets) && !raceEnabled {
+	if (moved != 0 || len(after) != s.tablets) && !race.Enabled {
 		t.Errorf("%d tablets changed hands, %d of %d served after the leader change", moved, len(after), s.tablets)
 	}
 	w.restartAndCompare(old)

@@ -1,5 +1,0 @@
-//go:build !race
-
-package frontend
-
-const raceEnabled = false

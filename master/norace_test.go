@@ -1,5 +1,0 @@
-//go:build !race
-
-package master
-
-const raceEnabled = false

@@ -1,5 +1,0 @@
-//go:build !race
-
-package fleetsim
-
-const raceEnabled = false
