@@ -159,7 +159,7 @@ func (lc *locCache) fetch(ctx context.Context, row string) (*location, error) {
 	if err != nil {
 		return nil, err
 	}
-	lc.millis.Store(resp.GetSchema().GetGranularity() == pb.TimestampGranularity_TIMESTAMP_GRANULARITY_MILLIS)
+	lc.millis.Store(granularityFromProto(resp.GetSchema().GetGranularity()) == GranularityMillis)
 	if len(resp.Locations) == 0 {
 		return nil, errNoTablet(lc.table, row)
 	}

@@ -50,15 +50,6 @@ const (
 	Millis
 )
 
-// unit is the granularity in µs: every timestamp the table accepts is a
-// multiple of it.
-func (g Granularity) unit() int64 {
-	if g == Millis {
-		return 1000
-	}
-	return 1
-}
-
 func (g Granularity) String() string {
 	if g == Millis {
 		return "millisecond"
