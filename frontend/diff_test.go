@@ -40,6 +40,23 @@ var (
 // does and bttest does not), ranges never start after their end (bttest refuses what
 // Bigtable reads as empty), and the server timestamps of ReadModifyWrite
 // (family fc, written by nothing else) are not compared.
+// dialEmulator starts Google's emulator (bttest) on a loopback port and
+// returns a connection to it; both end with the test.
+func dialEmulator(t *testing.T) *grpc.ClientConn {
+	t.Helper()
+	srv, err := bttest.NewServer("localhost:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	conn, err := grpc.NewClient(srv.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
 func TestDataDifferential(t *testing.T) {
 	seed := *apiDiffSeed
 	if seed == 0 {
@@ -53,16 +70,7 @@ func TestDataDifferential(t *testing.T) {
 	ctx := ctxT(t)
 	ours := a.bt.Open("t")
 
-	srv, err := bttest.NewServer("localhost:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	conn, err := grpc.NewClient(srv.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := dialEmulator(t)
 	adm, err := bigtable.NewAdminClient(ctx, "p", "i", option.WithGRPCConn(conn))
 	if err != nil {
 		t.Fatal(err)

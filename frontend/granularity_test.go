@@ -9,11 +9,9 @@ import (
 	"cloud.google.com/go/bigtable"
 	adminpb "cloud.google.com/go/bigtable/admin/apiv2/adminpb"
 	btpb "cloud.google.com/go/bigtable/apiv2/bigtablepb"
-	"cloud.google.com/go/bigtable/bttest"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"bighive/client"
@@ -189,17 +187,7 @@ func TestGranularityOfficialClient(t *testing.T) {
 	ctx := ctxT(t)
 	got := granularityScenario(t, ctx, a.conn, false)
 
-	srv, err := bttest.NewServer("localhost:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	conn, err := grpc.NewClient(srv.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	want := granularityScenario(t, ctx, conn, true)
+	want := granularityScenario(t, ctx, dialEmulator(t), true)
 	compared := func(s string) string {
 		var keep []string
 		for _, line := range strings.Split(s, "\n") {
