@@ -184,6 +184,7 @@ func (t *Table) Get(ctx context.Context, row string, opts ...ReadOption) (Row, e
 	}
 	var out Row
 	chunked := false
+	filter := sentFilter(s.filter)
 	err = t.c.do(ctx, prefix, read, func(ctx context.Context, p *peer.Peer) error {
 		loc, err := t.lc.lookup(ctx, row)
 		if err != nil {
@@ -191,7 +192,7 @@ func (t *Table) Get(ctx context.Context, row string, opts ...ReadOption) (Row, e
 		}
 		follow(ctx, t.lc, loc)
 		resp, err := t.c.readRow(ctx, loc.addr, &pb.ReadRowRequest{
-			TabletId: loc.tabletID, Epoch: loc.epoch, RowKey: []byte(row), Filter: sentFilter(s.filter),
+			TabletId: loc.tabletID, Epoch: loc.epoch, RowKey: []byte(row), Filter: filter,
 			RowFilter: s.rowProto,
 		}, p)
 		if err != nil {
