@@ -139,7 +139,7 @@ func (f *forwarder) intercept(ctx context.Context, req any, info *grpc.UnaryServ
 	// certificate named here (believed by the leader only from a peer with
 	// a server certificate). The leader authorizes the call; a follower
 	// does not, as its grants may lag the leader's.
-	if md, _ := metadata.FromIncomingContext(ctx); len(md.Get("authorization")) == 1 {
+	if len(md.Get("authorization")) == 1 {
 		out = metadata.AppendToOutgoingContext(out, "authorization", md.Get("authorization")[0])
 	} else if p, ok := auth.FromContext(ctx); ok && (p.Via == "certificate" || p.Via == "forwarded") {
 		out = metadata.AppendToOutgoingContext(out, auth.ForwardedPrincipalKey, p.Name)
