@@ -15,6 +15,9 @@
 //   - A tablet goes into a delta when it is new or gone, or when something
 //     the master uses changed: its epoch, whether it serves, or its size or
 //     TSFile bytes by at least 1/SizeShare of the acknowledged value (and
-//     at least MinSizeStep bytes), or its garbage share by GarbageStep.
+//     at least MinSizeStep bytes), or its garbage share by GarbageStep,
+//     or its TSFile entries fell by 1/SizeShare (a compaction purged
+//     garbage; flushes only add entries, so this costs no report per
+//     checkpoint).
 //     Smaller size changes wait, at most until the next full heartbeat.
 package hbdelta

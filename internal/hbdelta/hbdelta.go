@@ -107,8 +107,20 @@ func Changed(prev, cur *pb.TabletReport) bool {
 	if sizeMoved(prev.SizeBytes, cur.SizeBytes) || sizeMoved(prev.GetSpace().GetFileBytes(), cur.GetSpace().GetFileBytes()) {
 		return true
 	}
+	if dropped(prev.GetSpace().GetEntries(), cur.GetSpace().GetEntries()) {
+		return true
+	}
 	d := prev.GetSpace().GetGarbageShare() - cur.GetSpace().GetGarbageShare()
 	return d >= GarbageStep || -d >= GarbageStep
+}
+
+// dropped reports whether a tablet's TSFile entries fell by at least
+// 1/SizeShare (and at least one): only a compaction that purged garbage
+// (or a split) makes them fall, flushes only add, so what a user checks
+// after a compaction reaches the master at the next heartbeat even when
+// the bytes it freed are below MinSizeStep.
+func dropped(from, to int64) bool {
+	return to < from && from-to >= max(from/SizeShare, 1)
 }
 
 func sizeMoved(from, to int64) bool {

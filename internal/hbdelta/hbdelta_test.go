@@ -43,6 +43,28 @@ func TestChanged(t *testing.T) {
 	if Changed(rep("b", 1, 0), rep("b", 1, MinSizeStep-1)) {
 		t.Error("a change below MinSizeStep of an empty tablet is reported")
 	}
+	// Entries: a compaction's purge is reported even when the bytes it
+	// freed are below MinSizeStep; a flush's added entries wait.
+	entries := func(n int64) *pb.TabletReport {
+		r := rep("c", 1, 2000)
+		r.Space.Entries = n
+		return r
+	}
+	for _, tc := range []struct {
+		from, to int64
+		want     bool
+	}{
+		{60, 21, true},
+		{60, 57, true},  // by 1/16 (3)
+		{60, 58, false}, // below 1/16
+		{2, 1, true},    // at least one
+		{60, 120, false},
+		{0, 0, false},
+	} {
+		if got := Changed(entries(tc.from), entries(tc.to)); got != tc.want {
+			t.Errorf("entries %d → %d: Changed = %v, want %v", tc.from, tc.to, got, tc.want)
+		}
+	}
 }
 
 func TestTracker(t *testing.T) {
