@@ -47,6 +47,7 @@ var putAfter = []struct {
 // after a restart of every tserver. After the restart, new writes must
 // still order after the old ones (the tablet's write sequence continues).
 func TestDeleteHidesOnlyEarlierWrites(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, 2, 2*time.Second, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -87,28 +88,50 @@ func TestDeleteHidesOnlyEarlierWrites(t *testing.T) {
 		hidesB bool
 	}
 	var wants []rowWant
-	// Rows "a..." sort into the first tablet, "n..." into the second.
+	// Rows "a..." sort into the first tablet, "n..." into the second. The
+	// "files" rows get their cells, then their delete, each flushed by a
+	// checkpoint of its own; the "buffer" rows are written after the last
+	// checkpoint, so all their writes are in the write buffers.
+	type rowCase struct {
+		row string
+		dc  deleteCase
+		pa  int64
+	}
+	var files, buffer []rowCase
 	for i, dc := range deleteCases {
 		for j, pa := range putAfter {
 			for _, layout := range []string{"buffer", "files"} {
-				row := fmt.Sprintf("%c-%s-%s-%s", "an"[(i+j)%2], dc.name, pa.name, layout)
-				set(row, "a", 1000, "v1")
-				set(row, "b", 1000, "b1")
+				rc := rowCase{row: fmt.Sprintf("%c-%s-%s-%s", "an"[(i+j)%2], dc.name, pa.name, layout), dc: dc, pa: pa.ts}
 				if layout == "files" {
-					checkpoint()
+					files = append(files, rc)
+				} else {
+					buffer = append(buffer, rc)
 				}
-				del(row, dc)
-				if layout == "files" {
-					checkpoint()
-				}
-				set(row, "a", pa.ts, "v2")
-				w := rowWant{row: row, cells: []string{fmt.Sprintf("a@%d=v2", pa.ts)}, hidesB: dc.hidesB}
+				w := rowWant{row: rc.row, cells: []string{fmt.Sprintf("a@%d=v2", pa.ts)}, hidesB: dc.hidesB}
 				if !dc.hidesB {
 					w.cells = append(w.cells, "b@1000=b1")
 				}
 				wants = append(wants, w)
 			}
 		}
+	}
+	for _, rc := range files {
+		set(rc.row, "a", 1000, "v1")
+		set(rc.row, "b", 1000, "b1")
+	}
+	checkpoint()
+	for _, rc := range files {
+		del(rc.row, rc.dc)
+	}
+	checkpoint()
+	for _, rc := range files {
+		set(rc.row, "a", rc.pa, "v2")
+	}
+	for _, rc := range buffer {
+		set(rc.row, "a", 1000, "v1")
+		set(rc.row, "b", 1000, "b1")
+		del(rc.row, rc.dc)
+		set(rc.row, "a", rc.pa, "v2")
 	}
 	check := func(stage string) {
 		t.Helper()
@@ -200,6 +223,7 @@ func cellStrings(r client.Row) []string {
 // all with the server's timestamps, as the real client over a real
 // cluster; the row holds the second value only.
 func TestDeleteThenPutServerTimestamps(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, 1, 2*time.Second, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
