@@ -84,6 +84,7 @@ func wantCode(t *testing.T, what string, err error, code codes.Code) {
 // official Go admin client and checks each result against the cluster's
 // own client.
 func TestAdminOfficialClient(t *testing.T) {
+	t.Parallel()
 	f := startAdmin(t)
 	ctx := testCtx(t)
 
@@ -243,6 +244,7 @@ func mapsEqual(a, b map[string]string) bool {
 // paging, several modifications in one call, resource names and the error
 // codes of bad requests.
 func TestAdminRaw(t *testing.T) {
+	t.Parallel()
 	f := startAdmin(t)
 	ctx := testCtx(t)
 	const parent = "projects/p/instances/i"

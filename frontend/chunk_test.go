@@ -16,6 +16,7 @@ import (
 // refuses a response that leaves a row half read), and names the row key
 // and family once per row.
 func TestReadRowsResponsesEndOnRows(t *testing.T) {
+	t.Parallel()
 	a := startAPI(t, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "f"}, {Name: "g"}}})
 	ctx := ctxT(t)
 	tbl := a.bt.Open("t")

@@ -135,6 +135,7 @@ func keysOf(rows []string) string {
 // Cloud Bigtable Go client against the frontend of a real cluster (split
 // in two tablets, so reads cross a tablet boundary).
 func TestDataOfficialClient(t *testing.T) {
+	t.Parallel()
 	a := startAPI(t, client.TableSpec{Name: "t", SplitKeys: []string{"r3"}, Families: []client.FamilySpec{{Name: "fa"}, {Name: "fb"}}})
 	ctx := ctxT(t)
 	tbl := a.bt.Open("t")
@@ -311,6 +312,7 @@ func TestDataOfficialClient(t *testing.T) {
 // whose whole-row bound keeps every row whole (its reader refuses a row
 // cut across responses; see TestReadRowsCutsLargeRows for the default).
 func TestDataLargeRow(t *testing.T) {
+	t.Parallel()
 	c := inproc.Start(t, inproc.Options{})
 	ctx := ctxT(t)
 	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "f"}}}); err != nil {
@@ -356,6 +358,7 @@ func TestDataLargeRow(t *testing.T) {
 
 // TestDataErrors: the codes Bigtable clients act on.
 func TestDataErrors(t *testing.T) {
+	t.Parallel()
 	a := startAPI(t, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "f"}}})
 	ctx := ctxT(t)
 

@@ -16,6 +16,7 @@ import (
 // answers NotFound to reads and writes, and a table created again under
 // the name is served.
 func TestDataDeletedTable(t *testing.T) {
+	t.Parallel()
 	a := startAPI(t, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "f"}}})
 	ctx := ctxT(t)
 	tbl := a.bt.Open("t")

@@ -58,6 +58,7 @@ func dialEmulator(t *testing.T) *grpc.ClientConn {
 }
 
 func TestDataDifferential(t *testing.T) {
+	t.Parallel()
 	seed := *apiDiffSeed
 	if seed == 0 {
 		seed = rand.Uint64()

@@ -108,6 +108,7 @@ func TestDataUnavailableIsRetryable(t *testing.T) {
 // from the first tablet reach the caller before the error, so a Bigtable
 // client resumes after them.
 func TestReadRowsFailureSendsRowsFirst(t *testing.T) {
+	t.Parallel()
 	c := inproc.Start(t, inproc.Options{TServers: 2, Lease: 5 * time.Minute})
 	ctx := ctxT(t)
 	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", SplitKeys: []string{"m"}, Families: []client.FamilySpec{{Name: "f"}}}); err != nil {
@@ -184,6 +185,7 @@ func TestReadRowsFailureSendsRowsFirst(t *testing.T) {
 // TestLargeRowsEmulatorHost's (it needs messages of 100 MiB and more). Aborted never leaves Bighive's client, which retries
 // it; TestAPIErrCodes checks that the mapping keeps it.
 func TestErrorsTable(t *testing.T) {
+	t.Parallel()
 	a := startAPI(t, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "f"}}})
 	ctx := ctxT(t)
 	raw := btpb.NewBigtableClient(a.conn)

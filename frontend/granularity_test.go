@@ -183,6 +183,7 @@ func granularityScenario(t *testing.T, ctx context.Context, conn *grpc.ClientCon
 // the frontend answers the calls of granularityScenario as Google's
 // emulator (bttest) does.
 func TestGranularityOfficialClient(t *testing.T) {
+	t.Parallel()
 	a := startAPI(t, client.TableSpec{})
 	ctx := ctxT(t)
 	got := granularityScenario(t, ctx, a.conn, false)

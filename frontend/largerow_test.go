@@ -147,6 +147,7 @@ func mergeChunks(t *testing.T, st btpb.Bigtable_ReadRowsClient, reversed bool) (
 // commit_row on its last chunk; smaller rows still go whole, in order
 // and reversed.
 func TestReadRowsCutsLargeRows(t *testing.T) {
+	t.Parallel()
 	a := startAPI(t, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "f"}, {Name: "g"}}})
 	ctx := ctxT(t)
 	tbl := a.bt.Open("t")

@@ -14,6 +14,7 @@ import (
 // exactly: across a tablet boundary, with a filter dropping rows and
 // cells, with a row limit, for one row, and without a filter.
 func TestReadRowsRequestStats(t *testing.T) {
+	t.Parallel()
 	a := startAPI(t, client.TableSpec{Name: "t", SplitKeys: []string{"m"},
 		Families: []client.FamilySpec{{Name: "f"}, {Name: "g"}}})
 	ctx := ctxT(t)

@@ -166,6 +166,7 @@ func servingCounts(t *testing.T, mc pb.MasterClient, table string, want int) map
 }
 
 func TestAssignmentSpread100Over4(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 1, nil)
 	c.leader(10 * time.Second)
 	cl := newClient(t, c.addrs()...)
@@ -192,6 +193,7 @@ func TestAssignmentSpread100Over4(t *testing.T) {
 }
 
 func TestDeadTServerTabletsReassigned(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 1, nil)
 	c.leader(10 * time.Second)
 	cl := newClient(t, c.addrs()...)
@@ -253,6 +255,7 @@ func TestDeadTServerTabletsReassigned(t *testing.T) {
 }
 
 func TestRebalanceOnJoin(t *testing.T) {
+	t.Parallel()
 	const maxMoves = 3
 	c, cl, mc, o := servedFleet(t, func(cfg *Config) { cfg.MaxMoves = maxMoves }, 3, 36)
 
@@ -275,6 +278,7 @@ func TestRebalanceOnJoin(t *testing.T) {
 // MovesPerInterval per MoveInterval (the real leader loop and
 // RegisterTServer; testdata/planning/comeback has the planning's cases).
 func TestRebalanceWarmupAndBudget(t *testing.T) {
+	t.Parallel()
 	const (
 		warmup   = 1500 * time.Millisecond
 		perIntv  = 2

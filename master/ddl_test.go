@@ -174,6 +174,7 @@ func TestTableLifecycle(t *testing.T) {
 // tablets over 4 tservers (one more command). The figures are logged for
 // docs/performance.md ("Master"), not asserted.
 func TestCreateTable1000SplitKeys(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 1, func(cfg *Config) { cfg.Lease, cfg.Heartbeat = 3*time.Second, 100*time.Millisecond })
 	c.leader(10 * time.Second)
 	cl := newClient(t, c.addrs()...)

@@ -57,6 +57,7 @@ func createTables(t *testing.T, cl *client, from, to int) {
 // snapshot (its missing log was compacted away); a restarted follower
 // catches up from the log.
 func TestThreeMasterFailover(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3, func(cfg *Config) {
 		cfg.Raft.TrailingLogs = 4
 		cfg.Raft.SnapshotThreshold = 16

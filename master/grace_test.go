@@ -132,6 +132,7 @@ func ownedBy(t *testing.T, m *Master, uuid string) int {
 // TestStartupGracePasses: a known tserver that never checks in holds the
 // assignment back only for the grace; then the tablets go to the others.
 func TestStartupGracePasses(t *testing.T) {
+	t.Parallel()
 	grace := time.Hour
 	c, cl, o := graceCluster(t, &grace)
 	mc := cl.at(0)

@@ -111,6 +111,7 @@ func assigns(resp *pb.HeartbeatResponse) map[string]int64 {
 // one), a table deleted with nothing reported (the ownership generation
 // makes the heartbeat reconcile), and a new leader (send full).
 func TestHeartbeatDeltas(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 1, func(cfg *Config) { cfg.ResendInterval = time.Hour })
 	c.leader(10 * time.Second)
 	mc := newClient(t, c.addrs()...).at(0)

@@ -17,6 +17,7 @@ import (
 // TestReportTabletLoads: one call of N loads is one raft command, and each
 // load is accepted or refused on its own.
 func TestReportTabletLoads(t *testing.T) {
+	t.Parallel()
 	reg := prometheus.NewPedanticRegistry()
 	c := startCluster(t, 1, func(cfg *Config) { cfg.Metrics = reg })
 	c.leader(10 * time.Second)

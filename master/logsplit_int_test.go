@@ -74,6 +74,7 @@ func (s *splitter) tasks() []string {
 // dead tserver is then served again with one recovery file per task of
 // the plan and no position of the dead prefix left.
 func TestLogSplitExecutorDies(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 1, nil)
 	c.leader(10 * time.Second)
 	cl := newClient(t, c.addrs()...)

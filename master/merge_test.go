@@ -317,6 +317,7 @@ func tabletIDs(t *testing.T, cl *client, table string) []string {
 // merges only once its tablet stops splitting; the merged 400 and the
 // last 100 do not merge; a's last tablet never merges with b's first.
 func TestAutoMergeWithFakeTServers(t *testing.T) {
+	t.Parallel()
 	_, fl, ids := mergeFleet(t, func(c *Config) {
 		c.SplitThreshold, c.MergeThreshold = 1000, 500
 		c.MergeCheckInterval, c.MergeMinAge = 20*time.Millisecond, time.Millisecond
@@ -387,6 +388,7 @@ func TestAutoMergeWithFakeTServers(t *testing.T) {
 // TestAutoMergeOff: with the automatic merger off (a negative threshold,
 // --auto-merge=false) small tablets stay; MergeTablets still merges.
 func TestAutoMergeOff(t *testing.T) {
+	t.Parallel()
 	cl, fl, ids := mergeFleet(t, func(c *Config) {
 		c.MergeThreshold, c.MergeCheckInterval, c.MergeMinAge = -1, 10*time.Millisecond, time.Millisecond
 	}, map[string][]string{"a": {"b"}})

@@ -68,6 +68,7 @@ func gathered(t *testing.T, reg *prometheus.Registry, name string) map[string]fl
 // the metrics agree with raft (checked by a pedantic registry), and the
 // last master of three left is NOT_SERVING once it knows no leader.
 func TestHealthFollowsLeader(t *testing.T) {
+	t.Parallel()
 	regs := map[string]*prometheus.Registry{}
 	c := startCluster(t, 3, func(cfg *Config) {
 		regs[cfg.ID] = prometheus.NewPedanticRegistry()

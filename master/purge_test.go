@@ -18,6 +18,7 @@ import (
 // done AddFamily of the name does not succeed (the master tries to finish
 // the purge first, and the state machine refuses it outright).
 func TestDeleteFamilyInterrupted(t *testing.T) {
+	t.Parallel()
 	c, mc := singleMaster(t)
 	ctx := ctxT(t, 30*time.Second)
 	if _, err := mc.CreateTable(ctx, &pb.CreateTableRequest{Schema: schema("t", "cf", "f")}); err != nil {

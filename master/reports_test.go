@@ -92,6 +92,7 @@ func TestCheckpointEpochFencing(t *testing.T) {
 }
 
 func TestReportSplit(t *testing.T) {
+	t.Parallel()
 	mc, f, locs := oneTServer(t)
 	ctx := ctxT(t, 10*time.Second)
 	parent := locs[1] // [m, "")

@@ -20,6 +20,7 @@ import (
 // order (a split key with HTML in it escaped, shown as text), the
 // tserver with its lease, the raft peer and the recent events.
 func TestMasterStatusPage(t *testing.T) {
+	t.Parallel()
 	c := inproc.Start(t, inproc.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -49,6 +49,7 @@ func testTLS(t *testing.T) (server, user *tlsconf.Source) {
 // call to the leader over TLS, and after the leader stops the new leader
 // has every change.
 func TestThreeMastersOverTLS(t *testing.T) {
+	t.Parallel()
 	server, user := testTLS(t)
 	c := startCluster(t, 3, func(cfg *Config) { cfg.TLS = server })
 	li := c.leader(15 * time.Second)

@@ -22,6 +22,7 @@ import (
 // grant no lease and ask the tserver to register again, and its old
 // tablets must stay away from it.
 func TestDeadTServerNotRevivedMidUnassign(t *testing.T) {
+	t.Parallel()
 	var (
 		armed  atomic.Bool
 		victim string

@@ -19,6 +19,7 @@ import (
 // family that fails alone with InvalidArgument — and after the tserver
 // restarts, the client opens a new stream and goes on.
 func TestBatchStreamRealPath(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, 1, 2*time.Second, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()

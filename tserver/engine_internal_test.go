@@ -31,6 +31,7 @@ func (shortMaster) ReportCheckpoint(context.Context, *pb.ReportCheckpointRequest
 // reply with fewer statuses than reports is an error (before, read as all
 // OK); and nothing is sent without a lease.
 func TestMasterMetaNeverSkips(t *testing.T) {
+	t.Parallel()
 	m, s := startWithMaster(t, nil, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -24,6 +24,7 @@ import (
 // wrapping wal.ErrFailed and the errno, the master moves its tablets to
 // tserver 1, and every acknowledged write reads back there.
 func TestFailedLogStopsTheTServer(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		kinds []errorfs.OpKind

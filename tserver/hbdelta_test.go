@@ -44,6 +44,7 @@ func labelValue(m *dto.Metric, name string) string {
 // deltas the master applies without reading its tablets, and that a
 // tablet's growth still reaches the master's size figures through them.
 func TestHeartbeatsAreDeltas(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, 1, 2*time.Second, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

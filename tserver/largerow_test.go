@@ -18,6 +18,7 @@ import (
 // through the client's Get, Scan and reverse ReadRows: the tserver streams a large row in
 // chunks of cells and the client merges them.
 func TestRowLargerThanAMessageReadsBack(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, 1, 5*time.Second, func(_ int, o *tserver.Options) { o.MemLimit = 32 << 20 })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

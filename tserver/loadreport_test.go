@@ -20,6 +20,7 @@ import (
 // their loads in far fewer ReportTabletLoads calls than tablets (counted
 // by the master's gRPC metrics), and every tablet serves.
 func TestLoadReportsBatched(t *testing.T) {
+	t.Parallel()
 	const tablets = 300
 	dir := t.TempDir()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")

@@ -21,6 +21,7 @@ import (
 // is not sent: the merge is refused with ErrLoadEnded, and the metadata
 // still holds both parents.
 func TestMergeReportFencedByLoad(t *testing.T) {
+	t.Parallel()
 	var srv atomic.Pointer[Server]
 	var unloaded atomic.Bool
 	m, s := startWithMaster(t, func(c *master.Config) { c.MergeThreshold = -1 }, func(o *Options) {

@@ -48,6 +48,7 @@ func value(fams []*dto.MetricFamily, name string, labels ...string) (float64, bo
 // registry checks every sample against its description) and its figures
 // follow writes, reads, a checkpoint and a major compaction.
 func TestMetricsCollector(t *testing.T) {
+	t.Parallel()
 	reg := prometheus.NewPedanticRegistry()
 	c := inproc.Start(t, inproc.Options{MemLimit: 64 << 20, TServer: func(i int, o *tserver.Options) { o.Metrics = reg }})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

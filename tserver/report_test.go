@@ -96,6 +96,7 @@ func putRows(t *testing.T, ctx context.Context, tbl *client.Table, want map[stri
 // merge's checkpoint) must not be deleted; the merged tablet the master
 // committed is then assigned and holds every acknowledged write.
 func TestMergeRetriedReportRefusalIsUnknown(t *testing.T) {
+	t.Parallel()
 	testRetriedRefusal(t, retriedReport{
 		splitKeys: []string{"m"},
 		// Past the merge's checkpoint: the writes go to the flushed files.
@@ -118,6 +119,7 @@ func TestMergeRetriedReportRefusalIsUnknown(t *testing.T) {
 // after the snapshot) may be deleted; the children the master committed
 // are then assigned and hold every acknowledged write.
 func TestSplitRetriedReportRefusalIsUnknown(t *testing.T) {
+	t.Parallel()
 	testRetriedRefusal(t, retriedReport{
 		// After the snapshot: the writes go to the child logs.
 		hook: func(o *tserver.Options, pause func()) {

@@ -219,6 +219,7 @@ func TestAutoSplitUnderLoad(t *testing.T) {
 // commit the parent stays intact and serving, the leftovers are removed
 // and the next attempt succeeds; after it the split is done.
 func TestSplitFaultAtEachStep(t *testing.T) {
+	t.Parallel()
 	var failAt atomic.Int32
 	n := splitNode(t, 1, func(_ int, o *tserver.Options) {
 		o.SplitHook = func(s split.Step) error {
@@ -314,6 +315,7 @@ func TestSplitFaultAtEachStep(t *testing.T) {
 // TestSplitBadRequests: rows outside the tablet or at its start are
 // refused with a clear status; a one-row tablet does not split.
 func TestSplitBadRequests(t *testing.T) {
+	t.Parallel()
 	n := splitNode(t, 1, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -43,6 +43,7 @@ func cellBytes(t *testing.T, row *html.Node, class string) int64 {
 // lists its tablet with the TSFile bytes the master was told, the WAL
 // files, and the cache; a write after it shows in the buffer column.
 func TestTServerStatusPage(t *testing.T) {
+	t.Parallel()
 	c := inproc.Start(t, inproc.Options{MemLimit: 64 << 20})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

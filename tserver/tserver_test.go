@@ -139,6 +139,7 @@ func waitServing(t *testing.T, ctx context.Context, c *client.Client, table stri
 // checkpoints (256 KiB buffer limit), restarts every tserver, and reads every
 // acknowledged write back.
 func TestWritesSurviveCheckpointsAndRestart(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, 2, 2*time.Second, func(_ int, o *tserver.Options) { o.MemLimit = 256 << 10 })
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
