@@ -102,6 +102,7 @@ func TestWriteCoalescing(t *testing.T) {
 // TestCoalescedFailures: a coalesced attempt that fails is retried alone,
 // once per failed row, and every row ends up applied exactly once.
 func TestCoalescedFailures(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		fault clienttest.Fault

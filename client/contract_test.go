@@ -44,6 +44,7 @@ type env interface {
 }
 
 func TestContract(t *testing.T) {
+	t.Parallel()
 	targets := []struct {
 		name  string
 		start func(t *testing.T) env

@@ -22,6 +22,7 @@ import (
 // family max age over 100 years is refused with InvalidArgument naming the
 // family and the value; 100 years is created and reads back unchanged.
 func TestCreateTableMaxAgeLimit(t *testing.T) {
+	t.Parallel()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 // not given up at its attempt timeout (no retry may follow it): it waits
 // for the tserver's answer, here a success, within the retry timeout.
 func TestSentServerTimeWriteWaitsForItsAnswer(t *testing.T) {
+	t.Parallel()
 	fc, _, tbl := setupWith(t, clienttest.Options{}, []client.Option{client.WithAttemptTimeout(200 * time.Millisecond), client.WithRetryTimeout(5 * time.Second)})
 	fc.Inject(clienttest.Fault{Method: "MutateRow", Delay: 700 * time.Millisecond})
 	m := client.NewMutation()

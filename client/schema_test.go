@@ -35,6 +35,7 @@ func schemaCluster(t *testing.T) (*inproc.Cluster, *client.Client, *client.Table
 // soon as CreateColumnFamily returns, on every tablet (no retry: the
 // client does not retry InvalidArgument).
 func TestCreateColumnFamilyWritableAtOnce(t *testing.T) {
+	t.Parallel()
 	_, cl, tbl := schemaCluster(t)
 	ctx := ctxT(t)
 	for i, fam := range []string{"f1", "f2", "f3"} {
@@ -60,6 +61,7 @@ func TestCreateColumnFamilyWritableAtOnce(t *testing.T) {
 // cells are not read (from buffers, from files, after a major compaction)
 // and writes to it are InvalidArgument; the other family is untouched.
 func TestDeleteColumnFamily(t *testing.T) {
+	t.Parallel()
 	c, cl, tbl := schemaCluster(t)
 	ctx := ctxT(t)
 	if err := cl.CreateColumnFamily(ctx, "t", "gone"); err != nil {
@@ -132,6 +134,7 @@ func TestDeleteColumnFamily(t *testing.T) {
 // TestNestedGCPolicy: a nested policy set on a live table decides what
 // reads return, the same before and after checkpoint and major compaction.
 func TestNestedGCPolicy(t *testing.T) {
+	t.Parallel()
 	c, cl, tbl := schemaCluster(t)
 	ctx := ctxT(t)
 	now := time.Now().UnixMicro()
@@ -208,6 +211,7 @@ func TestNestedGCPolicy(t *testing.T) {
 // those rows; rows written after each drop returns are kept, through a
 // checkpoint and a restart of every tserver (log replay of the tombstones).
 func TestDropRowRange(t *testing.T) {
+	t.Parallel()
 	c, cl, tbl := schemaCluster(t)
 	ctx := ctxT(t)
 	put := func(rows ...string) {
@@ -278,6 +282,7 @@ func TestDropRowRange(t *testing.T) {
 // message naming what is wrong, through the client and straight to the
 // master.
 func TestSchemaBadInput(t *testing.T) {
+	t.Parallel()
 	c, cl, _ := schemaCluster(t)
 	ctx := ctxT(t)
 	tests := []struct {
