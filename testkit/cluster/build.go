@@ -45,7 +45,8 @@ func Binary(name string) (string, error) {
 //  3. otherwise, <name> beside the running executable, then on PATH.
 //
 // When any is missing, the error (wrapping ErrBinaryNotFound) names every
-// missing binary, the places searched and how to provide them.
+// missing binary, the places searched and how to provide them. Builds
+// (case 2) of several names run together.
 func Binaries(names ...string) ([]string, error) {
 	return defaultLocator().locate(names)
 }
@@ -105,12 +106,15 @@ func (l locator) locate(names []string) ([]string, error) {
 	}
 	root, rootErr := l.moduleRoot()
 	if rootErr == nil {
+		// The builds run together: each is mostly its link, one core each.
+		errs := make([]error, len(names))
+		var wg sync.WaitGroup
 		for i, name := range names {
-			p, err := l.build(root, name)
-			if err != nil {
-				return nil, err
-			}
-			paths[i] = p
+			wg.Go(func() { paths[i], errs[i] = l.build(root, name) })
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return nil, err
 		}
 		return paths, nil
 	}
