@@ -131,7 +131,13 @@ func TestCrashBetweenSteps(t *testing.T) {
 func TestCrashInsideCheckpoint(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
-	pred := errorfs.And(errorfs.Mutating(), errorfs.PathMatch("/blocks/*"))
+	// Hole punches and pre-flushes run on the block store's background
+	// pool, the punches of the compaction before the checkpoint too: they
+	// may or may not fall inside the checkpoint, so they are no crash
+	// points (the count of crash points must be the same in every run of
+	// the same data).
+	pred := errorfs.And(errorfs.Mutating(), errorfs.PathMatch("/blocks/*"),
+		errorfs.Not(errorfs.Kinds(errorfs.OpPunchHole, errorfs.OpSyncRange)))
 	var on atomic.Bool
 	var inj atomic.Pointer[errorfs.Injector]
 	gate := errorfs.InjectorFunc(func(op errorfs.Op) error {
