@@ -87,18 +87,21 @@ func (p *preparer) prepare(ctx context.Context) (*preparedFile, error) {
 	return &preparedFile{f: f}, nil
 }
 
+// zeroes is what fill and recycle write: read-only, shared by every
+// preparation, so preparing a log file allocates no 1 MiB buffer.
+var zeroes [zeroChunk]byte
+
 // fill prepares [from, to) of f as the mode says.
 func (p *preparer) fill(ctx context.Context, f vfs.File, from, to int64) error {
 	var err error
 	switch p.mode {
 	case PreallocZero:
-		zero := make([]byte, zeroChunk)
 		for off := from; off < to && err == nil; off += zeroChunk {
 			if err = ctx.Err(); err != nil {
 				break
 			}
 			n := min(int64(zeroChunk), to-off)
-			if _, err = f.WriteAt(zero[:n], off); err == nil {
+			if _, err = f.WriteAt(zeroes[:n], off); err == nil {
 				// Start write-out now so that the final fdatasync does
 				// not flush the whole file at once next to the log's syncs.
 				err = f.SyncRange(off, n)
@@ -125,7 +128,7 @@ func (p *preparer) recycle(ctx context.Context, path string) (*preparedFile, err
 		return nil, fmt.Errorf("wal: open %s: %w", path, err)
 	}
 	if err = ctx.Err(); err == nil {
-		_, err = f.WriteAt(make([]byte, recycleZeroLen), 0)
+		_, err = f.WriteAt(zeroes[:recycleZeroLen], 0)
 	}
 	if err == nil {
 		err = f.Datasync()
