@@ -135,6 +135,15 @@ func (d *dataServer) readRows(req *btpb.ReadRowsRequest, stream btpb.Bigtable_Re
 	return nil
 }
 
+// nodeNumberBytes is the length of a cut value's first chunk that the
+// official Node.js client (@google-cloud/bigtable 6.5.1) may take for a
+// whole value: it reads a cell's first chunk of 8 bytes as a 64-bit
+// big-endian integer, a number when it is a safe one, and appends the
+// continuation chunks to that number's digits, so the value it returns
+// is wrong, even with decode: false. A cut value's first chunk is
+// therefore never 8 bytes long (e2e/TestBigtableNodeClientLargeRows).
+const nodeNumberBytes = 8
+
 // chunkWriter turns rows into ReadRowsResponses: whole rows, cut after
 // about maxResponseBytes of cell data, and a row over whole bytes
 // streamed across responses of about maxResponseBytes.
@@ -215,7 +224,8 @@ func (w *chunkWriter) row(r client.Row) {
 // one in responses of about maxResponseBytes, a value cut where a
 // response fills: each chunk of a cut value but its last sets value_size
 // to the value's length, the cell's key and labels go on its first chunk
-// only, and commit_row on the row's last.
+// only (never 8 bytes long: nodeNumberBytes), and commit_row on the row's
+// last.
 func (w *chunkWriter) large(before, sizeBefore int) {
 	row := w.resp.Chunks[before:]
 	rowBytes := w.size - sizeBefore
@@ -240,10 +250,13 @@ func (w *chunkWriter) large(before, sizeBefore int) {
 		}
 		w.size += len(ch.RowKey) + len(ch.GetFamilyName().GetValue()) + len(ch.GetQualifier().GetValue()) + 16
 		v, status, full := ch.Value, ch.RowStatus, int32(len(ch.Value))
-		for w.size+len(v) > maxResponseBytes {
+		for first := true; w.size+len(v) > maxResponseBytes; first = false {
 			// Cut the value: what fits goes in this chunk, marked
 			// unfinished, the rest in continuation chunks.
 			piece := max(maxResponseBytes-w.size, 0)
+			if first && piece == nodeNumberBytes {
+				piece-- // see nodeNumberBytes
+			}
 			ch.Value, ch.ValueSize, ch.RowStatus = v[:piece], full, nil
 			w.resp.Chunks = append(w.resp.Chunks, ch)
 			if w.err = w.flush(); w.err != nil {

@@ -393,3 +393,67 @@ func TestLargeRowsEmulatorHost(t *testing.T) {
 		t.Errorf("the refused row reads %v, %v; want no row", r, err)
 	}
 }
+
+// sentResponses is a ReadRows server stream that keeps what is sent.
+type sentResponses struct {
+	btpb.Bigtable_ReadRowsServer
+	resps []*btpb.ReadRowsResponse
+}
+
+func (s *sentResponses) Send(r *btpb.ReadRowsResponse) error {
+	s.resps = append(s.resps, r)
+	return nil
+}
+
+// TestCutValueFirstChunkNotEightBytes: wherever a response fills, a cut
+// value's first chunk is never 8 bytes (nodeNumberBytes), which the
+// official Node.js client would take for an integer; the chunks still
+// hold the whole value.
+func TestCutValueFirstChunkNotEightBytes(t *testing.T) {
+	second := bytes.Repeat([]byte("0123456789"), 200<<10) // 2000 KiB, cut once or twice
+	header := len("r") + len("f") + len("a") + 16         // the first chunk's key, family, qualifier and 16
+	seen := map[int]bool{}
+	for firstPiece := range 17 {
+		// The first cell fills the response but for the second cell's
+		// qualifier and 16 bytes and firstPiece bytes of its value.
+		first := make([]byte, maxResponseBytes-header-(len("b")+16)-firstPiece)
+		st := &sentResponses{}
+		w := &chunkWriter{stream: st, whole: 1}
+		w.row(client.Row{Key: "r", Cells: []client.Cell{
+			{Family: "f", Qualifier: "a", Timestamp: 1000, Value: first},
+			{Family: "f", Qualifier: "b", Timestamp: 1000, Value: second},
+		}})
+		if w.err == nil {
+			w.err = w.flush()
+		}
+		if w.err != nil {
+			t.Fatal(w.err)
+		}
+		var got []byte
+		cutAt := -1
+		for _, r := range st.resps {
+			for _, ch := range r.Chunks {
+				if ch.GetQualifier().GetValue() != nil && string(ch.Qualifier.Value) == "b" {
+					cutAt = len(ch.Value)
+					got = ch.Value
+				} else if cutAt >= 0 && ch.Qualifier == nil {
+					got = append(got[:len(got):len(got)], ch.Value...)
+				}
+			}
+		}
+		if cutAt == nodeNumberBytes {
+			t.Errorf("first piece %d: the value's first chunk is %d bytes", firstPiece, cutAt)
+		}
+		if !bytes.Equal(got, second) {
+			t.Errorf("first piece %d: the chunks hold %d bytes, want the value's %d", firstPiece, len(got), len(second))
+		}
+		seen[cutAt] = true
+	}
+	// Every length but 8 up to 16 was a first chunk: the bound moved the
+	// cut by one byte at 8 only.
+	for n := range 17 {
+		if seen[n] != (n != nodeNumberBytes) {
+			t.Errorf("first chunks of %d bytes: %v; want every length from 0 to 16 but %d", n, seen[n], nodeNumberBytes)
+		}
+	}
+}
