@@ -3,6 +3,7 @@ package frontend
 import (
 	"context"
 	"time"
+	"unicode/utf8"
 
 	btpb "cloud.google.com/go/bigtable/apiv2/bigtablepb"
 	"google.golang.org/grpc"
@@ -144,6 +145,26 @@ func (d *dataServer) readRows(req *btpb.ReadRowsRequest, stream btpb.Bigtable_Re
 // therefore never 8 bytes long (e2e/TestBigtableNodeClientLargeRows).
 const nodeNumberBytes = 8
 
+// cutAt returns where to cut v, whose first n bytes fit in the response
+// (n < len(v)); first says the chunk is the value's first. The cut moves
+// back, by 3 bytes at most, to the start of a UTF-8 sequence: the
+// official Node.js client decodes each chunk of a value to a string on
+// its own by default (UTF-8), so a character cut across chunks would
+// come back as two replacement characters; and a first chunk is never
+// nodeNumberBytes long. Binary values lose nothing but a few bytes of a
+// response.
+func cutAt(v []byte, n int, first bool) int {
+	for {
+		for i := 0; i < utf8.UTFMax-1 && n > 0 && !utf8.RuneStart(v[n]); i++ {
+			n--
+		}
+		if !first || n != nodeNumberBytes {
+			return n
+		}
+		n--
+	}
+}
+
 // chunkWriter turns rows into ReadRowsResponses: whole rows, cut after
 // about maxResponseBytes of cell data, and a row over whole bytes
 // streamed across responses of about maxResponseBytes.
@@ -224,8 +245,8 @@ func (w *chunkWriter) row(r client.Row) {
 // one in responses of about maxResponseBytes, a value cut where a
 // response fills: each chunk of a cut value but its last sets value_size
 // to the value's length, the cell's key and labels go on its first chunk
-// only (never 8 bytes long: nodeNumberBytes), and commit_row on the row's
-// last.
+// only, and commit_row on the row's last; cutAt says where a value is
+// cut.
 func (w *chunkWriter) large(before, sizeBefore int) {
 	row := w.resp.Chunks[before:]
 	rowBytes := w.size - sizeBefore
@@ -253,10 +274,7 @@ func (w *chunkWriter) large(before, sizeBefore int) {
 		for first := true; w.size+len(v) > maxResponseBytes; first = false {
 			// Cut the value: what fits goes in this chunk, marked
 			// unfinished, the rest in continuation chunks.
-			piece := max(maxResponseBytes-w.size, 0)
-			if first && piece == nodeNumberBytes {
-				piece-- // see nodeNumberBytes
-			}
+			piece := cutAt(v, max(maxResponseBytes-w.size, 0), first)
 			ch.Value, ch.ValueSize, ch.RowStatus = v[:piece], full, nil
 			w.resp.Chunks = append(w.resp.Chunks, ch)
 			if w.err = w.flush(); w.err != nil {

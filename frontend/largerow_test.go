@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"cloud.google.com/go/bigtable"
 	btpb "cloud.google.com/go/bigtable/apiv2/bigtablepb"
@@ -455,5 +456,38 @@ func TestCutValueFirstChunkNotEightBytes(t *testing.T) {
 		if seen[n] != (n != nodeNumberBytes) {
 			t.Errorf("first chunks of %d bytes: %v; want every length from 0 to 16 but %d", n, seen[n], nodeNumberBytes)
 		}
+	}
+}
+
+// TestCutAt: a value is cut at the start of a UTF-8 sequence, moving back
+// 3 bytes at most (a binary value of continuation bytes is cut 3 bytes
+// back), and its first chunk is never nodeNumberBytes long.
+func TestCutAt(t *testing.T) {
+	text := []byte(strings.Repeat("aé€😀", 8)) // sequences of 1, 2, 3 and 4 bytes
+	for _, first := range []bool{true, false} {
+		for n := range len(text) {
+			got := cutAt(text, n, first)
+			if got > n || got < n-3 || !utf8.RuneStart(text[got]) || !utf8.Valid(text[:got]) {
+				t.Errorf("cutAt(text, %d, %v) = %d: want the start of the sequence holding byte %d", n, first, got, n)
+			}
+			if first && got == nodeNumberBytes {
+				t.Errorf("cutAt(text, %d, first) = %d", n, got)
+			}
+		}
+	}
+	// "aé€" is 6 bytes, then 😀's 4: 9 and 8 are inside 😀, 6 its start.
+	if got := cutAt(text, 9, false); got != 6 {
+		t.Errorf("cutAt(text, 9, false) = %d, want 6", got)
+	}
+	bin := bytes.Repeat([]byte{0x80}, 32)
+	if got := cutAt(bin, 20, false); got != 17 {
+		t.Errorf("cutAt of continuation bytes at 20 = %d, want 17", got)
+	}
+	if got := cutAt(bin, 11, true); got != 4 {
+		t.Errorf("cutAt of continuation bytes at 11, first = %d, want 4 (3 back to 8, one less, 3 back again)", got)
+	}
+	ascii := []byte(strings.Repeat("x", 32))
+	if got, gotNotFirst := cutAt(ascii, 8, true), cutAt(ascii, 8, false); got != 7 || gotNotFirst != 8 {
+		t.Errorf("cutAt(ascii, 8) = %d first, %d not first; want 7 and 8", got, gotNotFirst)
 	}
 }
