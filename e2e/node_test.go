@@ -44,30 +44,8 @@ func TestBigtableNodeClient(t *testing.T) {
 	modules := installNodeClient(t)
 	c := cluster.New(t, cluster.Options{TServers: 2})
 
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	script := filepath.Join(modules, "bigtable.js")
-	src, err := os.ReadFile(filepath.Join(nodeDir, "bigtable.js"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(script, src, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(ctx, "node", script)
-	cmd.Dir = modules
-	// METADATA_SERVER_DETECTION=none: Google's auth library must not probe
-	// for a GCE metadata server (link-local 169.254.169.254); the script
-	// reaches the frontend on loopback only.
-	cmd.Env = append(os.Environ(), "BIGTABLE_EMULATOR_HOST="+c.BigtableAddr(), "METADATA_SERVER_DETECTION=none")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
-	err = cmd.Run()
-	t.Logf("node bigtable.js ran in %v", time.Since(start).Round(time.Millisecond))
-	if err != nil {
-		t.Fatalf("node bigtable.js: %v\nstderr:\n%s\nstdout:\n%s", err, stderr.String(), stdout.String())
-	}
+	stdout, stderr := runNode(t, modules, c.BigtableAddr(), 3*time.Minute, "bigtable.js")
 
 	type sample struct {
 		Key    string `json:"key"`
@@ -100,11 +78,7 @@ func TestBigtableNodeClient(t *testing.T) {
 		ExistsAfterDelete   bool
 		TablesAfterDelete   []string
 	}
-	dec := json.NewDecoder(bytes.NewReader(stdout.Bytes()))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&got); err != nil {
-		t.Fatalf("parse the script's output: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
-	}
+	decodeNode(t, stdout, stderr, &got)
 	t.Logf("node results: %s", bytes.TrimSpace(stdout.Bytes()))
 
 	check := func(what string, got, want any) {
@@ -179,6 +153,51 @@ func TestBigtableNodeClient(t *testing.T) {
 	check("tables after delete", got.TablesAfterDelete, []string{})
 	if t.Failed() {
 		t.Logf("node stderr:\n%s", stderr.String())
+	}
+}
+
+// runNode runs the script name of testdata/node with node in modules (the
+// directory installNodeClient returns, where the script is copied so that
+// it finds the client), BIGTABLE_EMULATOR_HOST set to addr and args after
+// the script, within timeout, and returns its stdout and stderr; it fails
+// the test if the script fails.
+func runNode(t *testing.T, modules, addr string, timeout time.Duration, name string, args ...string) (stdout, stderr *bytes.Buffer) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	script := filepath.Join(modules, name)
+	src, err := os.ReadFile(filepath.Join(nodeDir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(script, src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, "node", append([]string{script}, args...)...)
+	cmd.Dir = modules
+	// METADATA_SERVER_DETECTION=none: Google's auth library must not probe
+	// for a GCE metadata server (link-local 169.254.169.254); the script
+	// reaches the frontend on loopback only.
+	cmd.Env = append(os.Environ(), "BIGTABLE_EMULATOR_HOST="+addr, "METADATA_SERVER_DETECTION=none")
+	stdout, stderr = new(bytes.Buffer), new(bytes.Buffer)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	start := time.Now()
+	err = cmd.Run()
+	t.Logf("node %s ran in %v", name, time.Since(start).Round(time.Millisecond))
+	if err != nil {
+		t.Fatalf("node %s: %v\nstderr:\n%s\nstdout:\n%s", name, err, stderr.String(), stdout.String())
+	}
+	return stdout, stderr
+}
+
+// decodeNode parses a script's one JSON object into v, refusing fields v
+// lacks.
+func decodeNode(t *testing.T, stdout, stderr *bytes.Buffer, v any) {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(stdout.Bytes()))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		t.Fatalf("parse the script's output: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
 	}
 }
 
