@@ -49,7 +49,9 @@
 // and with its default options it receives 4 MiB at most. A larger row is
 // streamed across responses of about 1 MiB, its values cut across
 // CellChunks (value_size on each chunk of a value but its last), as the
-// API allows. What Bighive does not have
+// API allows; a value is cut at the start of a UTF-8 sequence and never
+// after its first 8 bytes, where the official Node.js client would
+// corrupt it (cutAt). What Bighive does not have
 // (aggregate families, views, change streams, SQL queries) answers
 // Unimplemented.
 package frontend
