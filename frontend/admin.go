@@ -400,11 +400,17 @@ func tableProto(n tableName, info client.TableInfo, view adminpb.Table_View) *ad
 }
 
 // familyRule is a family's GC rule: its GCPolicy when set, else the union
-// of MaxVersions and MaxAge (each when set), else the empty rule (keep
-// every cell).
+// of MaxVersions and MaxAge (each when set). A family without a rule (it
+// keeps every cell) has nil, so that ColumnFamily.gc_rule is absent on
+// the wire, as Cloud Bigtable sends it, not an empty GcRule: the clients
+// tell the two apart (Node.js shows null against {}, Go's GCRuleToString
+// "<never>" against "").
 func familyRule(f client.FamilySpec) *adminpb.GcRule {
 	if f.GCPolicy != nil {
-		return policyToAdmin(f.GCPolicy)
+		if r := policyToAdmin(f.GCPolicy); r.GetRule() != nil {
+			return r
+		}
+		return nil // NoGcPolicy
 	}
 	var rules []*adminpb.GcRule
 	if f.MaxVersions > 0 {
@@ -415,7 +421,7 @@ func familyRule(f client.FamilySpec) *adminpb.GcRule {
 	}
 	switch len(rules) {
 	case 0:
-		return &adminpb.GcRule{}
+		return nil
 	case 1:
 		return rules[0]
 	default:

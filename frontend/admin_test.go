@@ -2,6 +2,7 @@ package frontend
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"bighive/client"
@@ -102,7 +104,9 @@ func TestAdminOfficialClient(t *testing.T) {
 	if err != nil || len(tablets) != 4 {
 		t.Fatalf("t1 has %d tablets (%v), want 4 from 3 split keys", len(tablets), err)
 	}
-	want := map[string]string{"cf1": "versions() > 3", "cf2": nested.String(), "cf3": ""}
+	// NoGcPolicy is sent as an empty GcRule and comes back absent, as from
+	// Cloud Bigtable: the client shows "<never>" (TestAdminFamilyWithoutRule).
+	want := map[string]string{"cf1": "versions() > 3", "cf2": nested.String(), "cf3": "<never>"}
 	if got := familyPolicies(t, ctx, f.adm, "t1"); !mapsEqual(got, want) {
 		t.Errorf("TableInfo families = %q, want %q", got, want)
 	}
@@ -164,7 +168,7 @@ func TestAdminOfficialClient(t *testing.T) {
 	if err := f.adm.DeleteColumnFamily(ctx, "t1", "cf3"); err != nil {
 		t.Fatalf("DeleteColumnFamily: %v", err)
 	}
-	want = map[string]string{"cf1": "", "cf2": nested.String(), "cf4": deep.String(), "cf5": "age() > 1h"}
+	want = map[string]string{"cf1": "<never>", "cf2": nested.String(), "cf4": deep.String(), "cf5": "age() > 1h"}
 	if got := familyPolicies(t, ctx, f.adm, "t1"); !mapsEqual(got, want) {
 		t.Errorf("after the family changes, TableInfo families = %q, want %q", got, want)
 	}
@@ -449,5 +453,89 @@ func TestAdminRaw(t *testing.T) {
 	_, err = f.raw.CreateBackup(ctx, &adminpb.CreateBackupRequest{Parent: parent})
 	if status.Code(err) != codes.Unimplemented || !strings.Contains(status.Convert(err).Message(), "CreateBackup") {
 		t.Errorf("CreateBackup: got %v, want Unimplemented naming the method", err)
+	}
+}
+
+// TestAdminFamilyWithoutRule: a family without a GC rule, however it was
+// made (no gc_rule, an empty GcRule, an update to an empty GcRule, the
+// native client), comes back with gc_rule absent on the wire, as Cloud
+// Bigtable sends it, from CreateTable, ModifyColumnFamilies, GetTable and
+// ListTables; not as an empty GcRule message, which the clients show
+// otherwise (Go's GCRuleToString "" for "<never>", Node.js {} for null).
+func TestAdminFamilyWithoutRule(t *testing.T) {
+	f := startAdmin(t)
+	ctx := testCtx(t)
+	const parent = "projects/p/instances/i"
+	ver1 := &adminpb.GcRule{Rule: &adminpb.GcRule_MaxNumVersions{MaxNumVersions: 1}}
+	// none checks that every family of tbl but the ones ruled has no
+	// gc_rule: the family's message is empty, so nothing of it is sent.
+	none := func(what string, tbl *adminpb.Table, ruled ...string) {
+		t.Helper()
+		if len(tbl.GetColumnFamilies()) == 0 {
+			t.Fatalf("%s: no families in %v", what, tbl)
+		}
+		for id, cf := range tbl.GetColumnFamilies() {
+			if slices.Contains(ruled, id) {
+				if cf.GetGcRule().GetRule() == nil {
+					t.Errorf("%s: family %s has lost its rule: %v", what, id, cf)
+				}
+				continue
+			}
+			if cf.GcRule != nil || proto.Size(cf) != 0 {
+				t.Errorf("%s: family %s without a rule is sent as %v (%d bytes); want gc_rule absent", what, id, cf, proto.Size(cf))
+			}
+		}
+	}
+
+	created, err := f.raw.CreateTable(ctx, &adminpb.CreateTableRequest{Parent: parent, TableId: "t",
+		Table: &adminpb.Table{ColumnFamilies: map[string]*adminpb.ColumnFamily{
+			"absent": {}, "empty": {GcRule: &adminpb.GcRule{}}, "ver": {GcRule: ver1}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	none("CreateTable", created, "ver")
+	modified, err := f.raw.ModifyColumnFamilies(ctx, &adminpb.ModifyColumnFamiliesRequest{Name: parent + "/tables/t",
+		Modifications: []*adminpb.ModifyColumnFamiliesRequest_Modification{
+			{Id: "later", Mod: &adminpb.ModifyColumnFamiliesRequest_Modification_Create{Create: &adminpb.ColumnFamily{}}},
+			{Id: "ver", Mod: &adminpb.ModifyColumnFamiliesRequest_Modification_Update{Update: &adminpb.ColumnFamily{GcRule: &adminpb.GcRule{}}}},
+			{Id: "ver2", Mod: &adminpb.ModifyColumnFamiliesRequest_Modification_Create{Create: &adminpb.ColumnFamily{GcRule: ver1}}},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	none("ModifyColumnFamilies", modified, "ver2")
+	if err := f.c.CreateTable(ctx, client.TableSpec{Name: "native", Families: []client.FamilySpec{{Name: "f"}, {Name: "g", MaxVersions: 2}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		table string
+		ruled []string
+	}{{"t", []string{"ver2"}}, {"native", []string{"g"}}} {
+		got, err := f.raw.GetTable(ctx, &adminpb.GetTableRequest{Name: parent + "/tables/" + c.table, View: adminpb.Table_SCHEMA_VIEW})
+		if err != nil {
+			t.Fatal(err)
+		}
+		none("GetTable "+c.table, got, c.ruled...)
+	}
+	list, err := f.raw.ListTables(ctx, &adminpb.ListTablesRequest{Parent: parent, View: adminpb.Table_SCHEMA_VIEW})
+	if err != nil || len(list.Tables) != 2 {
+		t.Fatalf("ListTables: %v, %v", list, err)
+	}
+	none("ListTables native", list.Tables[0], "g")
+	none("ListTables t", list.Tables[1], "ver2")
+
+	// The official Go client: "<never>" for no rule (it renders an empty
+	// GcRule as "").
+	info, err := f.adm.TableInfo(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := map[string]string{}
+	for _, fi := range info.FamilyInfos {
+		rules[fi.Name] = fi.GCPolicy
+	}
+	want := map[string]string{"absent": "<never>", "empty": "<never>", "later": "<never>", "ver": "<never>", "ver2": "versions() > 1"}
+	if !maps.Equal(rules, want) {
+		t.Errorf("TableInfo GC policies = %v, want %v", rules, want)
 	}
 }

@@ -50,13 +50,14 @@ func TestGCRuleRoundTrip(t *testing.T) {
 		f    client.FamilySpec
 		want *adminpb.GcRule
 	}{
-		{client.FamilySpec{Name: "a"}, &adminpb.GcRule{}},
+		{client.FamilySpec{Name: "a"}, nil}, // no rule: gc_rule absent
+		{client.FamilySpec{Name: "a", GCPolicy: client.NoGcPolicy()}, nil},
 		{client.FamilySpec{Name: "a", MaxVersions: 2}, vers(2)},
 		{client.FamilySpec{Name: "a", MaxAge: time.Hour}, age(time.Hour)},
 		{client.FamilySpec{Name: "a", MaxVersions: 2, MaxAge: time.Hour}, union(vers(2), age(time.Hour))},
 		{client.FamilySpec{Name: "a", GCPolicy: client.MaxVersionsPolicy(7)}, vers(7)},
 	} {
-		if got := familyRule(c.f); !proto.Equal(got, c.want) {
+		if got := familyRule(c.f); (got == nil) != (c.want == nil) || !proto.Equal(got, c.want) {
 			t.Errorf("familyRule(%+v) = %v, want %v", c.f, got, c.want)
 		}
 	}
