@@ -33,7 +33,8 @@ const nodeDir = "testdata/node"
 // into a directory under $TMPDIR that later runs reuse), reached the way
 // an application reaches the emulator (BIGTABLE_EMULATOR_HOST). The
 // script testdata/node/bigtable.js creates a table with families and
-// splits, writes, reads by key, by ranges and through filters, runs
+// splits, reads the families' GC rules (null for a family without one),
+// writes, reads by key, by ranges and through filters, runs
 // conditional mutations, increments and appends, deletes cells and a
 // row, writes a cell at the server's time, adds a family, samples row
 // keys, reads a missing table (NotFound), drops a row prefix, deletes the table, and prints one JSON object of results that
@@ -54,6 +55,8 @@ func TestBigtableNodeClient(t *testing.T) {
 	type cells map[string][]string
 	var got struct {
 		Families            []string
+		FamilyRules         map[string]any
+		CFMetadata          map[string]any
 		Tables              []string
 		ByKey               map[string]cells
 		Apple               map[string]cells
@@ -72,6 +75,7 @@ func TestBigtableNodeClient(t *testing.T) {
 		Edited              map[string]cells
 		ServerTimestamp     string
 		FamiliesAfterCreate []string
+		RulesAfterCreate    map[string]any
 		Samples             []sample
 		MissingTableCode    codes.Code
 		AfterDeleteRows     []string
@@ -91,6 +95,12 @@ func TestBigtableNodeClient(t *testing.T) {
 		return cells{"cf:name": {"name-" + k}, "cf:size": {strconv.Itoa(len(k))}}
 	}
 	check("families", got.Families, []string{"cf", "meta"})
+	// A family without a GC rule has none on the wire (gc_rule absent, as
+	// Cloud Bigtable sends it): the client shows null, where an empty
+	// GcRule message would show {}.
+	versions := func(n float64) map[string]any { return map[string]any{"maxNumVersions": n, "rule": "maxNumVersions"} }
+	check("families' GC rules", got.FamilyRules, map[string]any{"cf": nil, "meta": versions(1)})
+	check("family cf's metadata", got.CFMetadata, map[string]any{"gcRule": nil, "valueType": nil})
 	check("tables", got.Tables, []string{"nodetbl"})
 	check("rows by key", got.ByKey, map[string]cells{"banana": row("banana"), "zebra": row("zebra")})
 	apple := row("apple")
@@ -120,7 +130,9 @@ func TestBigtableNodeClient(t *testing.T) {
 		ts < start.Add(-time.Minute).UnixMicro() || ts > time.Now().Add(time.Minute).UnixMicro() {
 		t.Errorf("server-assigned timestamp %q (%v), want the server's time, about %d", got.ServerTimestamp, err, start.UnixMicro())
 	}
-	check("families after createFamily", got.FamiliesAfterCreate, []string{"cf", "extra", "meta"})
+	check("families after createFamily", got.FamiliesAfterCreate, []string{"cf", "extra", "meta", "norule"})
+	check("families' GC rules after createFamily", got.RulesAfterCreate,
+		map[string]any{"cf": nil, "extra": versions(2), "meta": versions(1), "norule": nil})
 	if len(got.Samples) == 0 {
 		t.Errorf("sampleRowKeys returned nothing")
 	}

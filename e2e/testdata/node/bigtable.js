@@ -41,6 +41,10 @@ async function main() {
   });
   const [families] = await table.getFamilies();
   out.families = families.map(f => f.id).sort();
+  // Each family's GC rule as the client shows it: null when the server
+  // sends none (cf has no rule), as Cloud Bigtable does.
+  out.familyRules = Object.fromEntries(families.map(f => [f.id, f.metadata.gcRule]));
+  out.cfMetadata = (await table.family('cf').getMetadata())[0];
   out.tables = (await instance.getTables())[0].map(t => t.id).sort();
 
   const ts = 1000; // explicit microsecond timestamps keep the cells exact
@@ -93,7 +97,10 @@ async function main() {
   const [st] = await table.row('servertime').get();
   out.serverTimestamp = String(st.data.cf.t[0].timestamp);
   await table.createFamily('extra', {rule: {versions: 2}});
-  out.familiesAfterCreate = (await table.getFamilies())[0].map(f => f.id).sort();
+  await table.createFamily('norule');
+  const [after] = await table.getFamilies();
+  out.familiesAfterCreate = after.map(f => f.id).sort();
+  out.rulesAfterCreate = Object.fromEntries(after.map(f => [f.id, f.metadata.gcRule]));
   await table.row('servertime').delete();
 
   const [samples] = await table.sampleRowKeys();
