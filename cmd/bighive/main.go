@@ -14,6 +14,9 @@ import (
 	"bighive/tools/demo"
 )
 
+// extra are the commands bighive adds to the CLI's own.
+var extra = []cli.Command{dev.Command, demo.Command, bench.Command}
+
 func main() {
-	os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr, dev.Command, demo.Command, bench.Command))
+	os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr, extra...))
 }

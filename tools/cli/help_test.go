@@ -31,3 +31,15 @@ func TestEveryCommandHelp(t *testing.T) {
 		})
 	}
 }
+
+// TestCommandNamesUnique: no two built-in commands share a name (Run keys
+// them by name, so one would hide the other, in `bighive help` too).
+func TestCommandNamesUnique(t *testing.T) {
+	seen := map[string]bool{}
+	for _, cmd := range cli.Commands() {
+		if seen[cmd.Name] {
+			t.Errorf("two commands are named %q", cmd.Name)
+		}
+		seen[cmd.Name] = true
+	}
+}
