@@ -115,22 +115,48 @@ func (g *rig) logged(t *testing.T, row string) bool {
 
 // holdOnce is an injector that, once armed, holds the first file operation
 // of its kind on a path containing its part until release is closed;
-// entered receives when it holds one.
+// entered receives when it holds one. A sync is held only on a file that
+// took an append (a write past offset 0) since the hold was armed: the
+// log prepares its next files in the background (the rig's are one zero
+// chunk, written from offset 0, then synced), and such a sync is not the
+// write's.
 type holdOnce struct {
 	kind    errorfs.OpKind
 	part    string
 	armed   atomic.Bool
 	entered chan struct{}
 	release chan struct{}
+
+	mu       sync.Mutex
+	appended map[string]bool
 }
 
 func newHoldOnce(kind errorfs.OpKind, part string) *holdOnce {
-	return &holdOnce{kind: kind, part: part, entered: make(chan struct{}, 1), release: make(chan struct{})}
+	return &holdOnce{kind: kind, part: part, entered: make(chan struct{}, 1), release: make(chan struct{}), appended: map[string]bool{}}
 }
 
 // MaybeError implements errorfs.Injector.
 func (h *holdOnce) MaybeError(op errorfs.Op) error {
-	if op.Kind == h.kind && strings.Contains(op.Path, h.part) && h.armed.CompareAndSwap(true, false) {
+	if !strings.Contains(op.Path, h.part) || !h.armed.Load() {
+		return nil
+	}
+	if op.Kind == errorfs.OpWrite && op.Off > 0 {
+		h.mu.Lock()
+		h.appended[op.Path] = true
+		h.mu.Unlock()
+	}
+	if op.Kind != h.kind {
+		return nil
+	}
+	if op.Kind == errorfs.OpSync {
+		h.mu.Lock()
+		ok := h.appended[op.Path]
+		h.mu.Unlock()
+		if !ok {
+			return nil
+		}
+	}
+	if h.armed.CompareAndSwap(true, false) {
 		h.entered <- struct{}{}
 		<-h.release
 	}
