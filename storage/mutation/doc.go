@@ -12,7 +12,9 @@
 //	op       := kind:u8 uvarint(len(family)) family uvarint(len(qual)) qual
 //	            ts:varint end:varint uvarint(len(value)) value
 //
-// version is EncodingVersion (1); seq is RowMutation.Seq, the tablet's
+// version is EncodingVersion (1), or MergeVersion (2) for a mutation with a
+// MergeCell op (kind 5, an aggregate family's operand: an 8-byte
+// big-endian int64 value), the only difference; seq is RowMutation.Seq, the tablet's
 // write sequence of the first op (op i has seq+i). Decode rejects any other version with ErrVersion, naming
 // the version it found. It checks every length against the remaining
 // bytes and never panics on garbage; it returns ErrMalformed.

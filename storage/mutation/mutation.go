@@ -23,6 +23,13 @@ const (
 	DeleteFamily Kind = 3
 	// DeleteRow deletes every cell of the row written before it.
 	DeleteRow Kind = 4
+	// MergeCell merges Value, an operand, into the cell (Family, Qualifier,
+	// Timestamp) of an aggregate family: a read folds the cell's operands
+	// with the family's aggregator (sum, min or max of int64s) instead of
+	// letting the newest win. Value is the operand as an 8-byte big-endian
+	// int64 (what AddToCell adds, or the state MergeToCell merges: for
+	// these aggregators they are the same). Operands are blind writes.
+	MergeCell Kind = 5
 )
 
 func (k Kind) String() string {
@@ -35,6 +42,8 @@ func (k Kind) String() string {
 		return "DeleteFamily"
 	case DeleteRow:
 		return "DeleteRow"
+	case MergeCell:
+		return "MergeCell"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
@@ -44,7 +53,7 @@ type Op struct {
 	Kind      Kind
 	Family    string
 	Qualifier []byte
-	// Timestamp is the cell timestamp in microseconds (SetCell) or the start
+	// Timestamp is the cell timestamp in microseconds (SetCell, MergeCell) or the start
 	// of the deleted range (DeleteColumn). Tombstones of a family or a row
 	// cover every timestamp; they keep the timestamp the tserver assigned
 	// only as a record of when they were written. What a tombstone hides is
@@ -77,9 +86,16 @@ func (m *RowMutation) OpSeq(i int) uint64 { return m.Seq + uint64(i) }
 // ops): the next mutation's Seq is above it.
 func (m *RowMutation) LastSeq() uint64 { return m.Seq + uint64(max(len(m.Ops), 1)) - 1 }
 
-// EncodingVersion is the first byte of every encoding Append makes.
-// Decode rejects other versions with ErrVersion.
-const EncodingVersion = 1
+// EncodingVersion is the first byte of an encoding Append makes of a
+// mutation without a MergeCell op; MergeVersion that of one with one, so
+// that a build that predates MergeCell refuses the record by its version
+// (ErrVersion) instead of calling it malformed. Decode reads both and
+// rejects other versions with ErrVersion, and a MergeCell op in a
+// version-1 encoding with ErrMalformed.
+const (
+	EncodingVersion = 1
+	MergeVersion    = 2
+)
 
 // ErrMalformed is returned by Decode for bytes that are not an encoding.
 var ErrMalformed = errors.New("mutation: malformed encoding")
@@ -100,7 +116,14 @@ func (m *RowMutation) Size() int {
 
 // Append appends the encoding of m to dst.
 func (m *RowMutation) Append(dst []byte) []byte {
-	dst = append(dst, EncodingVersion)
+	v := byte(EncodingVersion)
+	for i := range m.Ops {
+		if m.Ops[i].Kind == MergeCell {
+			v = MergeVersion
+			break
+		}
+	}
+	dst = append(dst, v)
 	dst = binary.AppendUvarint(dst, m.Seq)
 	dst = appendBytes(dst, m.Row)
 	dst = binary.AppendUvarint(dst, uint64(len(m.Ops)))
@@ -128,8 +151,13 @@ func Decode(b []byte, alias bool) (RowMutation, error) {
 	if len(b) == 0 {
 		return RowMutation{}, fmt.Errorf("%w: truncated", ErrMalformed)
 	}
-	if b[0] != EncodingVersion {
-		return RowMutation{}, fmt.Errorf("%w %d (this build reads version %d)", ErrVersion, b[0], EncodingVersion)
+	version := b[0]
+	if version != EncodingVersion && version != MergeVersion {
+		return RowMutation{}, fmt.Errorf("%w %d (this build reads versions %d and %d)", ErrVersion, b[0], EncodingVersion, MergeVersion)
+	}
+	last := DeleteRow
+	if version == MergeVersion {
+		last = MergeCell
 	}
 	d := decoder{b: b[1:], alias: alias}
 	var m RowMutation
@@ -150,7 +178,7 @@ func Decode(b []byte, alias bool) (RowMutation, error) {
 		op.Timestamp = d.varint()
 		op.End = d.varint()
 		op.Value = d.bytes()
-		if d.err == nil && (op.Kind < SetCell || op.Kind > DeleteRow) {
+		if d.err == nil && (op.Kind < SetCell || op.Kind > last) {
 			return RowMutation{}, fmt.Errorf("%w: op %d has kind %d", ErrMalformed, i, op.Kind)
 		}
 		m.Ops = append(m.Ops, op)

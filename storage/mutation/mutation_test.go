@@ -62,7 +62,7 @@ func TestDecodeMalformed(t *testing.T) {
 
 func TestDecodeRejectsUnknownVersion(t *testing.T) {
 	good := (&RowMutation{Seq: 7, Row: []byte("row"), Ops: []Op{{Kind: DeleteRow}}}).Append(nil)
-	for _, v := range []byte{0, 2, 255} {
+	for _, v := range []byte{0, 3, 255} {
 		bad := append([]byte{v}, good[1:]...)
 		_, err := Decode(bad, false)
 		if !errors.Is(err, ErrVersion) {
@@ -71,6 +71,48 @@ func TestDecodeRejectsUnknownVersion(t *testing.T) {
 		if want := fmt.Sprintf("version %d", v); !strings.Contains(err.Error(), want) {
 			t.Fatalf("version %d: error %q does not name the version", v, err)
 		}
+	}
+}
+
+// TestMergeCellVersion checks that a mutation with a MergeCell op is
+// encoded as MergeVersion and decodes back, that one without keeps
+// EncodingVersion, and that a MergeCell op under version 1 is malformed
+// (a build before MergeCell must not meet one it calls valid).
+func TestMergeCellVersion(t *testing.T) {
+	operand := []byte{0, 0, 0, 0, 0, 0, 0, 5}
+	tests := []struct {
+		name    string
+		ops     []Op
+		version byte
+	}{
+		{"plain", []Op{{Kind: SetCell, Family: "f", Qualifier: []byte("q"), Timestamp: 1000, Value: []byte("v")}}, EncodingVersion},
+		{"merge", []Op{{Kind: MergeCell, Family: "agg", Qualifier: []byte("q"), Timestamp: 1000, Value: operand}}, MergeVersion},
+		{"mixed", []Op{{Kind: DeleteColumn, Family: "agg", Qualifier: []byte("q")}, {Kind: MergeCell, Family: "agg", Qualifier: []byte("q"), Timestamp: 2000, Value: operand}}, MergeVersion},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := RowMutation{Seq: 3, Row: []byte("r"), Ops: tc.ops}
+			b := m.Append(nil)
+			if b[0] != tc.version {
+				t.Fatalf("version byte = %d, want %d", b[0], tc.version)
+			}
+			got, err := Decode(b, false)
+			if err != nil {
+				t.Fatalf("Decode: %v", err)
+			}
+			if !reflect.DeepEqual(got, m) {
+				t.Fatalf("Decode = %+v, want %+v", got, m)
+			}
+			if tc.version == MergeVersion {
+				old := append([]byte{EncodingVersion}, b[1:]...)
+				if _, err := Decode(old, false); !errors.Is(err, ErrMalformed) {
+					t.Fatalf("MergeCell under version 1: err = %v, want ErrMalformed", err)
+				}
+			}
+		})
+	}
+	if MergeCell.String() != "MergeCell" {
+		t.Errorf("MergeCell.String() = %q", MergeCell.String())
 	}
 }
 
