@@ -3,11 +3,13 @@
 //
 // # Entries and their order
 //
-// An Entry is a cell (SetCell) or a tombstone (DeleteColumn, DeleteFamily,
-// DeleteRow), and carries the write sequence (Seq) of the row mutation it
-// came from. Entries sort by
+// An Entry is a cell (SetCell), an operand of an aggregate cell
+// (MergeCell) or a tombstone (DeleteColumn, DeleteFamily, DeleteRow), and
+// carries the write sequence (Seq) of the row mutation it came from.
+// Entries sort by
 //
-//	row ↑, family ↑, level ↑, qualifier ↑, rank ↑, timestamp ↓, end ↑, seq ↓
+//	row ↑, family ↑, level ↑, qualifier ↑, rank ↑, timestamp ↓, end ↑,
+//	operand ↑, seq ↓
 //
 // where a row tombstone has family "" (real family names are never empty),
 // level is 0 for row tombstones, 1 for family tombstones and 2 for columns,
@@ -19,6 +21,10 @@
 // the one with the highest seq counts (the later write overwrites). Iterators
 // return one entry per key, that one; seeks ignore seq. Replaying a record
 // again yields entries of the same key and seq, so replay is idempotent.
+// Operands are the exception: operand is 1 for a MergeCell (0 for every
+// other kind) and an operand's seq is part of its key, so the operands of
+// one cell are all returned, newest first, each once; the engine folds
+// them (package tablet), and a seek to an operand's key considers its seq.
 //
 // Tombstones hide by write order, not by timestamp (Bigtable's semantics): a
 // tombstone hides a cell iff the cell's seq is lower than the tombstone's

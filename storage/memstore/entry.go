@@ -115,7 +115,9 @@ func Compare(a, b *Entry) int {
 // sequences, and for tombstones of the same scope and range: of such
 // entries only the one with the highest Seq counts (a cell written again
 // overwrites; the later of two equal tombstones hides everything the
-// earlier one hides).
+// earlier one hides). A MergeCell operand is the exception: its Seq is part
+// of its key, so every operand of a cell is kept and a read folds them (an
+// operand replayed again has the same key and Seq and still counts once).
 func CompareKey(a, b *Entry) int {
 	if c := bytes.Compare(a.Row, b.Row); c != 0 {
 		return c
@@ -143,6 +145,23 @@ func CompareKey(a, b *Entry) int {
 		case a.End < b.End:
 			return -1
 		case a.End > b.End:
+			return 1
+		}
+		return 0
+	}
+	// Operands of an aggregate cell (MergeCell) do not overwrite each
+	// other: their Seq is part of their key, newest first, after any
+	// SetCell of the same cell.
+	if ma, mb := a.Kind == mutation.MergeCell, b.Kind == mutation.MergeCell; ma != mb {
+		if ma {
+			return 1
+		}
+		return -1
+	} else if ma {
+		switch {
+		case a.Seq > b.Seq:
+			return -1
+		case a.Seq < b.Seq:
 			return 1
 		}
 	}

@@ -303,3 +303,44 @@ func TestHigherSeqWins(t *testing.T) {
 		t.Fatalf("same-mutation overwrite got %v", got)
 	}
 }
+
+// TestOperandsAreKeptApart checks that the MergeCell operands of one cell
+// are not overwritten by each other, in one buffer and across a merge, that
+// each comes once however often it is applied (replay), newest first and
+// after a SetCell of the same cell, and that the next cell follows.
+func TestOperandsAreKeptApart(t *testing.T) {
+	op := func(seq uint64, v string) Entry {
+		return Entry{Row: []byte("r"), Family: "agg", Qualifier: []byte("q"), Timestamp: 10, Kind: mutation.MergeCell, Seq: seq, Value: []byte(v)}
+	}
+	plain := set("r", "agg", "q", 10, "set")
+	plain.Seq = 1
+	older := set("r", "agg", "q", 9, "older")
+	older.Seq = 2
+	a, b := New(), New()
+	a.Apply([]Entry{op(5, "five"), op(3, "three")})
+	a.Apply([]Entry{op(5, "five")}) // replayed
+	a.Apply([]Entry{older})
+	b.Apply([]Entry{op(4, "four"), op(3, "three"), plain})
+	want := []string{"SetCell@10/1=set", "MergeCell@10/5=five", "MergeCell@10/4=four", "MergeCell@10/3=three", "SetCell@9/2=older"}
+	for _, tc := range []struct {
+		name string
+		it   Iterator
+	}{
+		{"merged", Merge(a.NewIterator(), b.NewIterator())},
+		{"merged other way", Merge(b.NewIterator(), a.NewIterator())},
+	} {
+		var got []string
+		for _, e := range collect(t, tc.it) {
+			got = append(got, fmt.Sprintf("%s@%d/%d=%s", e.Kind, e.Timestamp, e.Seq, e.Value))
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: got %v, want %v", tc.name, got, want)
+		}
+	}
+	// A seek to an operand's key lands on it, not on a newer operand.
+	it := a.NewIterator()
+	it.SeekGE(&Entry{Row: []byte("r"), Family: "agg", Qualifier: []byte("q"), Timestamp: 10, Kind: mutation.MergeCell, Seq: 3})
+	if !it.Valid() || it.Entry().Seq != 3 {
+		t.Fatalf("seek to operand seq 3 landed on %v", it.Entry())
+	}
+}
