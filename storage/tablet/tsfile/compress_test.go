@@ -102,8 +102,8 @@ func TestCompressionPerFamily(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	if r.Version() != FormatVersion {
-		t.Fatalf("version %d", r.Version())
+	if r.Version() != plainFormatVersion {
+		t.Fatalf("version %d, want %d (no operands)", r.Version(), plainFormatVersion)
 	}
 	for _, tc := range []struct {
 		family string

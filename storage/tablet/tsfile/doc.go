@@ -21,7 +21,7 @@
 // store's UUID and its footer ID (Info.FooterRef), and the Reader keys the
 // page cache by blockstore.BlockRef (store UUID, block ID).
 //
-// # Byte layout (format version 4; little-endian; uvarint/varint = LEB128)
+// # Byte layout (format version 5; little-endian; uvarint/varint = LEB128)
 //
 //	data block  := page*
 //	page        := codec:u8 uvarint(rawLen) payload crc32c(codec‖rawLen‖payload):u32
@@ -31,7 +31,7 @@
 //	body        := entry* count:u32              (rawLen bytes; ~16 KiB)
 //	entry       := kind:u8 uvarint(len row) row uvarint(len qual) qual
 //	               varint(ts) uvarint(seq) [varint(end) if kind=DeleteColumn]
-//	               [uvarint(len value) value if kind=SetCell]
+//	               [uvarint(len value) value if kind=SetCell or MergeCell]
 //
 //	index block := "BHTI" uvarint(npages) ientry* crc32c:u32
 //	ientry      := uvarint(offset) uvarint(length) uvarint(count) key
@@ -58,8 +58,10 @@
 // entries. rawSize is the sum of the family's bodies (rawLen); dataSize /
 // rawSize is the family's compression ratio.
 //
-// counts describe the family's entries: cells are its SetCell entries and
-// tombstones the others (cells + tombstones = entries; the row-tombstone
+// counts describe the family's entries: cells are its SetCell and
+// MergeCell entries and tombstones the others (cells + tombstones =
+// entries; the operands of one aggregate cell are one version in the
+// ranks below; the row-tombstone
 // family "" has only tombstones), tombstoneBytes the tombstones' encoded
 // entry bytes, minCellTs and maxCellTs the cells' timestamp range, and
 // beyond[k] the cells that are not among the k+1 newest of their column
@@ -71,7 +73,8 @@
 // hides and which of two writes of one cell wins is decided by it); maxSeq
 // and maxTs are the largest over the file, so a tablet opened over its
 // files continues its write sequence and clock above them. Keys (entries
-// without seq and value) are unique in a file.
+// without seq and value, but with the seq of an operand) are unique in a
+// file.
 //
 // # Compression
 //
@@ -97,8 +100,10 @@
 //
 // # Versions
 //
-// Readers read versions 2 to 4 and reject others (ErrVersion); the writer
-// writes version 4. Fixtures written by the writers of versions 2 and 3
+// Readers read versions 2 to 5 and reject others (ErrVersion); the writer
+// writes version 5 for a file that holds a MergeCell entry and version 4
+// for any other, so files of tables without aggregate families stay
+// readable by a build that predates them. Fixtures written by the writers of versions 2 and 3
 // are in testdata and are read by TestReadFixtures.
 //
 //   - Version 1 had no seq and no maxSeq; it is rejected.
@@ -111,6 +116,10 @@
 //   - Version 4 adds counts to each fam; pages are those of version 3.
 //     Files of versions 2 and 3 have no counts (Info.Counted false); a
 //     compaction rewrites them as version 4.
+//   - Version 5 adds entries of kind MergeCell (5), an aggregate family's
+//     operands: kind 5 carries a value like SetCell. Keys are unique in
+//     a file as before, an operand's seq being part of its key
+//     (memstore.CompareKey).
 //
 // The trailing crc32c (Castagnoli) of an index, bloom or footer block
 // covers every byte of the block before it, magic included; a page's

@@ -21,8 +21,16 @@ import (
 // footer. Version 4 records each family's cell and tombstone counts,
 // tombstone bytes, cell timestamp range and versions beyond the first few
 // of a column (the garbage a major compaction would drop is estimated from
-// them); readers read versions 2 to 4.
-const FormatVersion = 4
+// them). Version 5 is version 4 with MergeCell entries (an aggregate
+// family's operands, which carry a value like SetCell); the writer writes
+// it only for a file that holds one, and version 4 otherwise, so a build
+// that predates operands refuses such a file by its version and still
+// reads every other. Readers read versions 2 to 5.
+const FormatVersion = 5
+
+// plainFormatVersion is the version written for a file without MergeCell
+// entries.
+const plainFormatVersion = 4
 
 // minFormatVersion is the oldest version readers accept.
 const minFormatVersion = 2
@@ -110,7 +118,7 @@ func appendEntry(dst []byte, e *memstore.Entry, withValue bool) []byte {
 	if e.Kind == mutation.DeleteColumn {
 		dst = binary.AppendVarint(dst, e.End)
 	}
-	if withValue && e.Kind == mutation.SetCell {
+	if withValue && (e.Kind == mutation.SetCell || e.Kind == mutation.MergeCell) {
 		dst = binary.AppendUvarint(dst, uint64(len(e.Value)))
 		dst = append(dst, e.Value...)
 	}
@@ -201,7 +209,7 @@ func (d *decoder) done() bool { return d.pos >= len(d.b) }
 // caller. rowBlock says whether only DeleteRow is allowed.
 func (d *decoder) entry(e *memstore.Entry, withValue, rowBlock bool) bool {
 	k := mutation.Kind(d.byte())
-	if d.bad || k < mutation.SetCell || k > mutation.DeleteRow || (k == mutation.DeleteRow) != rowBlock {
+	if d.bad || k < mutation.SetCell || k > mutation.MergeCell || (k == mutation.DeleteRow) != rowBlock {
 		d.bad = true
 		return false
 	}
@@ -215,7 +223,7 @@ func (d *decoder) entry(e *memstore.Entry, withValue, rowBlock bool) bool {
 	if k == mutation.DeleteColumn {
 		e.End = d.varint()
 	}
-	if withValue && k == mutation.SetCell {
+	if withValue && (k == mutation.SetCell || k == mutation.MergeCell) {
 		e.Value = d.bytes()
 	}
 	return !d.bad

@@ -144,7 +144,7 @@ func Write(ctx context.Context, mgr blockstore.Manager, it memstore.Iterator, op
 
 	fams := map[string]*familyWriter{}
 	var f footer
-	f.version = FormatVersion
+	f.version = plainFormatVersion
 	var hashes []uint64
 	var lastRow []byte
 	flush := func(fw *familyWriter) error {
@@ -194,6 +194,9 @@ func Write(ctx context.Context, mgr blockstore.Manager, it memstore.Iterator, op
 		if fw.count == 0 {
 			fw.first = e.Clone()
 			fw.first.Value = nil
+		}
+		if e.Kind == mutation.MergeCell {
+			f.version = FormatVersion
 		}
 		n0 := len(fw.page)
 		fw.page = appendEntry(fw.page, e, true)
@@ -304,7 +307,7 @@ func Write(ctx context.Context, mgr blockstore.Manager, it memstore.Iterator, op
 // countEntry adds e (encoded in n bytes) to the family's version-4 counts.
 func (fw *familyWriter) countEntry(e *memstore.Entry, n int64) {
 	c := &fw.counts
-	if e.Kind != mutation.SetCell {
+	if e.Kind != mutation.SetCell && e.Kind != mutation.MergeCell {
 		c.tombstones++
 		c.tombstoneBytes += n
 		return
@@ -316,12 +319,16 @@ func (fw *familyWriter) countEntry(e *memstore.Entry, n int64) {
 		c.maxCellTS = e.Timestamp
 	}
 	if c.cells > 0 && bytes.Equal(e.Row, fw.col.Row) && bytes.Equal(e.Qualifier, fw.col.Qualifier) {
-		fw.rank++
+		// The operands of one aggregate cell are one version.
+		if e.Kind != mutation.MergeCell || fw.col.Kind != mutation.MergeCell || e.Timestamp != fw.col.Timestamp {
+			fw.rank++
+		}
 	} else {
 		fw.rank = 1
 		fw.col.Row = append(fw.col.Row[:0], e.Row...)
 		fw.col.Qualifier = append(fw.col.Qualifier[:0], e.Qualifier...)
 	}
+	fw.col.Kind, fw.col.Timestamp = e.Kind, e.Timestamp
 	for k := range min(fw.rank-1, MaxRanks) {
 		c.beyond[k]++
 	}
