@@ -3,11 +3,14 @@ package tablet
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"slices"
 
 	"bighive/storage/blockstore"
 	"bighive/storage/memstore"
+	"bighive/storage/mutation"
 	"bighive/storage/tablet/tsfile"
 )
 
@@ -56,6 +59,9 @@ func (t *Tablet) CompactFiles(ctx context.Context, footers []blockstore.BlockRef
 		its[i] = f.r.NewIterator(nil, true)
 	}
 	var it memstore.Iterator = memstore.Merge(its...)
+	if !major {
+		it = &foldIter{src: it, schema: &schema}
+	}
 	if major {
 		g := &gcIter{src: it}
 		g.rr.init(&schema, &ReadOptions{}, t.opts.Now().UnixMicro())
@@ -104,6 +110,154 @@ func (t *Tablet) pick(footers []blockstore.BlockRef) ([]*file, int, error) {
 		}
 	}
 	return append([]*file(nil), picked...), first, nil
+}
+
+// foldIter is a minor compaction's output: its source's entries, except
+// that the MergeCell operands of each cell of an aggregate family are
+// folded, with the family's aggregator, into one operand per group of
+// operands no tombstone of the run separates. Tombstones stay (older
+// files may hold cells they hide), and so a group holds the operands that
+// exactly the same tombstones hide: those whose sequence lies between the
+// same two sequences of tombstones covering the cell. The folded operand
+// has the group's newest sequence, so every tombstone of this run, of a
+// newer file or of a later write hides it exactly when it hid the whole
+// group (a tombstone of another file is above or below every sequence of
+// the run in the row). Operands of a family absent from the schema, or no
+// longer an aggregate one, pass unchanged.
+type foldIter struct {
+	src    memstore.Iterator
+	schema *Schema
+
+	// cur is the folded operand when folded is set; else the current
+	// entry is src's.
+	cur    memstore.Entry
+	folded bool
+
+	// The tombstones met so far in the current row (as rowReader).
+	row      []byte
+	rowSet   bool
+	rowTombs []uint64
+	fam      string
+	famTombs []uint64
+	col      []byte
+	colSet   bool
+	colTombs []colTomb
+}
+
+func (f *foldIter) First() {
+	f.src.First()
+	f.rowSet = false
+	f.settle()
+}
+
+func (f *foldIter) SeekGE(key *memstore.Entry) {
+	f.src.SeekGE(memstore.RowStart(key.Row))
+	f.rowSet = false
+	f.settle()
+	for f.Valid() && bytes.Equal(f.Entry().Row, key.Row) && memstore.CompareKey(f.Entry(), key) < 0 {
+		f.Next()
+	}
+}
+
+func (f *foldIter) Valid() bool { return f.folded || f.src.Valid() }
+func (f *foldIter) Err() error  { return f.src.Err() }
+func (f *foldIter) Close() error {
+	return f.src.Close()
+}
+
+func (f *foldIter) Entry() *memstore.Entry {
+	if f.folded {
+		return &f.cur
+	}
+	return f.src.Entry()
+}
+
+func (f *foldIter) Next() {
+	if !f.folded {
+		f.src.Next()
+	}
+	f.settle()
+}
+
+// settle makes the entry at src the current one, first folding it with the
+// operands after it when it starts a group.
+func (f *foldIter) settle() {
+	f.folded = false
+	if !f.src.Valid() {
+		return
+	}
+	e := f.src.Entry()
+	f.track(e)
+	if e.Kind != mutation.MergeCell || len(e.Value) != OperandLen {
+		return
+	}
+	p, ok := f.schema.Families[e.Family]
+	if !ok || p.Aggregate == NoAggregate {
+		return
+	}
+	group := f.interval(e)
+	f.cur = e.Clone()
+	acc := int64(binary.BigEndian.Uint64(e.Value))
+	for f.src.Next(); f.src.Valid(); f.src.Next() {
+		o := f.src.Entry()
+		if o.Kind != mutation.MergeCell || o.Timestamp != f.cur.Timestamp || o.Family != f.cur.Family ||
+			!bytes.Equal(o.Qualifier, f.cur.Qualifier) || !bytes.Equal(o.Row, f.cur.Row) ||
+			len(o.Value) != OperandLen || f.interval(o) != group {
+			break
+		}
+		acc = p.Aggregate.fold(acc, int64(binary.BigEndian.Uint64(o.Value)))
+	}
+	binary.BigEndian.PutUint64(f.cur.Value, uint64(acc))
+	f.folded = true
+}
+
+// track records e's tombstone, resetting what a new row, family or column
+// leaves behind.
+func (f *foldIter) track(e *memstore.Entry) {
+	if !f.rowSet || !bytes.Equal(e.Row, f.row) {
+		f.row, f.rowSet = append(f.row[:0], e.Row...), true
+		f.rowTombs, f.fam, f.famTombs, f.colSet = f.rowTombs[:0], "\x00", f.famTombs[:0], false
+	}
+	if e.Kind == mutation.DeleteRow {
+		f.rowTombs = append(f.rowTombs, e.Seq)
+		return
+	}
+	if e.Family != f.fam {
+		f.fam, f.famTombs, f.colSet = e.Family, f.famTombs[:0], false
+	}
+	if e.Kind == mutation.DeleteFamily {
+		f.famTombs = append(f.famTombs, e.Seq)
+		return
+	}
+	if !f.colSet || !bytes.Equal(e.Qualifier, f.col) {
+		f.col, f.colTombs, f.colSet = append(f.col[:0], e.Qualifier...), f.colTombs[:0], true
+	}
+	if e.Kind == mutation.DeleteColumn {
+		f.colTombs = append(f.colTombs, colTomb{start: e.Timestamp, end: e.End, seq: e.Seq})
+	}
+}
+
+// interval names the group of operand e: the lowest sequence of the
+// tombstones met that cover it and were written after it (MaxUint64:
+// none).
+func (f *foldIter) interval(e *memstore.Entry) uint64 {
+	id := uint64(math.MaxUint64)
+	for _, s := range f.rowTombs {
+		if s > e.Seq {
+			id = min(id, s)
+		}
+	}
+	for _, s := range f.famTombs {
+		if s > e.Seq {
+			id = min(id, s)
+		}
+	}
+	for _, c := range f.colTombs {
+		if c.seq > e.Seq && e.Timestamp >= c.start && (c.end == 0 || e.Timestamp < c.end) {
+			id = min(id, c.seq)
+		}
+	}
+	return id
 }
 
 // InstallCompacted replaces the named files (their footers) by the

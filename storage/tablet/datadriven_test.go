@@ -2,6 +2,7 @@ package tablet
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strconv"
@@ -29,12 +30,15 @@ import (
 // buffers and files. The clock is fake; no randomness. Commands:
 //
 //	schema                  one family a line: "NAME [maxversions=N]
-//	                        [maxage=DUR] [rule=RULE]", RULE one of
-//	                        versions(N), age(DUR), union(RULE,...),
-//	                        intersection(RULE,...), none
+//	                        [maxage=DUR] [rule=RULE] [agg=sum|min|max]",
+//	                        RULE one of versions(N), age(DUR),
+//	                        union(RULE,...), intersection(RULE,...), none
+//	                        (agg: an aggregate family, its cells printed
+//	                        as #INT64)
 //	clock us=N              set the clock (µs)
 //	write                   one row mutation a line: "ROW OP OP ...", OP one
 //	                        of set:F:Q@TS=VALUE (TS "now": the server's),
+//	                        add:F:Q@TS=INT64 (a MergeCell operand),
 //	                        delcol:F:Q (every version), delcol:F:Q@START-END
 //	                        (END empty: unbounded), delfam:F, delrow
 //	swap                    SwapBuffers: the active buffer becomes standby
@@ -104,6 +108,11 @@ func (r *ddTablet) run(t *testing.T, d *datadriven.TestData) string {
 					var g GCRule
 					g, err = ddRule(v)
 					p.Rule = &g
+				case "agg":
+					p.Aggregate = map[string]Aggregator{"sum": Sum, "min": Min, "max": Max}[v]
+					if p.Aggregate == NoAggregate {
+						err = fmt.Errorf("unknown aggregator %q", v)
+					}
 				default:
 					err = fmt.Errorf("unknown field %q", k)
 				}
@@ -206,7 +215,7 @@ func (r *ddTablet) run(t *testing.T, d *datadriven.TestData) string {
 		if !found {
 			return "not found\n"
 		}
-		return ddRow(got)
+		return ddRow(got, &r.schema)
 	case "scan":
 		opts, err := ddReadOptions(t, d)
 		if err != nil {
@@ -237,7 +246,7 @@ func (r *ddTablet) run(t *testing.T, d *datadriven.TestData) string {
 		var b strings.Builder
 		rows := 0
 		err = r.tb.ScanRanges(ctx, ranges, d.HasArg("reverse"), limit, opts, func(row Row) bool {
-			b.WriteString(ddRow(row))
+			b.WriteString(ddRow(row, &r.schema))
 			rows++
 			return true
 		})
@@ -330,6 +339,20 @@ func ddMutation(line string) (*mutation.RowMutation, error) {
 					return nil, fmt.Errorf("%s: %v", s, err)
 				}
 			}
+		case "add":
+			col, val, ok := strings.Cut(arg, "=")
+			fam, q, ts, ok2 := ddColumn(col)
+			if !ok || !ok2 || ts == "" {
+				return nil, fmt.Errorf("%s: want add:F:Q@TS=INT64", s)
+			}
+			v, err := strconv.ParseInt(val, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %v", s, err)
+			}
+			op = mutation.Op{Kind: mutation.MergeCell, Family: fam, Qualifier: q, Value: binary.BigEndian.AppendUint64(nil, uint64(v))}
+			if op.Timestamp, err = ddTimestamp(ts); err != nil {
+				return nil, fmt.Errorf("%s: %v", s, err)
+			}
 		case "delfam":
 			op = mutation.Op{Kind: mutation.DeleteFamily, Family: arg, Timestamp: mutation.ServerTime}
 		case "delrow":
@@ -371,6 +394,8 @@ func ddOp(op mutation.Op) string {
 		return "delfam:" + op.Family
 	case mutation.DeleteRow:
 		return "delrow"
+	case mutation.MergeCell:
+		return fmt.Sprintf("add:%s:%s@%d=%d", op.Family, op.Qualifier, op.Timestamp, int64(binary.BigEndian.Uint64(op.Value)))
 	}
 	return op.Kind.String()
 }
@@ -416,11 +441,16 @@ func ddRule(s string) (GCRule, error) {
 	return GCRule{}, fmt.Errorf("rule %q: unknown kind %q", s, name)
 }
 
-// ddRow prints a row's cells, one a line.
-func ddRow(row Row) string {
+// ddRow prints a row's cells, one a line; a cell of an aggregate family of
+// s as #INT64 when its value is 8 bytes (a read's strip_value leaves none).
+func ddRow(row Row, s *Schema) string {
 	var b strings.Builder
 	for _, c := range row.Cells {
-		fmt.Fprintf(&b, "%s/%s:%s@%d=%s", row.Key, c.Family, c.Qualifier, c.Timestamp, c.Value)
+		if s.Families[c.Family].Aggregate != NoAggregate && len(c.Value) == OperandLen {
+			fmt.Fprintf(&b, "%s/%s:%s@%d=#%d", row.Key, c.Family, c.Qualifier, c.Timestamp, int64(binary.BigEndian.Uint64(c.Value)))
+		} else {
+			fmt.Fprintf(&b, "%s/%s:%s@%d=%s", row.Key, c.Family, c.Qualifier, c.Timestamp, c.Value)
+		}
 		if len(c.Labels) > 0 {
 			fmt.Fprintf(&b, " [%s]", strings.Join(c.Labels, ","))
 		}

@@ -67,6 +67,28 @@
 // of lower sequence waits for it (at most that write's WAL group commit).
 // sequence.go has the details.
 //
+// # Aggregate families
+//
+// A family with FamilyPolicy.Aggregate (Sum, Min, Max over int64s) holds
+// MergeCell operands, 8-byte big-endian int64s, written blind (no read
+// under the row lock). validate refuses, for a client's write, a SetCell
+// into an aggregate family, a MergeCell into a plain one, an operand of
+// another length and one without a client timestamp (replay applies what
+// was logged). The operands of one cell all stay (their Seq is part of
+// their key, see memstore), and a read folds them: for each (row, family,
+// qualifier, timestamp), the operands no tombstone hides — newest
+// sequence first, down to the newest tombstone covering the cell — are
+// folded with the aggregator into one cell whose value is the 8-byte
+// big-endian result (foldOperands). Everything after step 1 below (the GC
+// rule, where the merged cell is one version and max age applies to its
+// timestamp; the selection; the RowFilter; Stats) sees merged cells
+// only. A minor compaction folds the operands of each cell that no
+// tombstone of its run separates into one operand of the newest one's
+// sequence (foldIter), so every tombstone hides it exactly when it hid
+// all of them; a major one folds the visible operands into one and drops
+// the hidden ones, as it drops hidden cells. Flushes, splits and merges
+// copy operands as they are.
+//
 // # Checkpoint seams
 //
 //	SwapBuffers()       under the server's exclusive state lock; memory only
@@ -119,7 +141,8 @@
 // # Compactions
 //
 // A minor compaction keeps every entry but overwritten duplicates, and so
-// every tombstone (older files may hold cells they hide). A major one also
+// every tombstone (older files may hold cells they hide); it folds the
+// operands of aggregate cells (see Aggregate families). A major one also
 // drops hidden cells: by sequence, by the GC rule (the same rowReader as a
 // read, so nested unions and intersections decide alike; a GC rule calls a
 // suffix of each column's live versions garbage, since it is monotone in

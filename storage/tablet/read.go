@@ -3,6 +3,7 @@ package tablet
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math"
 
@@ -215,6 +216,11 @@ type rowReader struct {
 	live     int // live versions of the column so far (GC policy)
 	returned int // versions returned (read MaxVersions)
 
+	// stay says the iterator is already on the next entry (foldOperands
+	// read past a cell's operands); opQual is the qualifier of those.
+	stay   bool
+	opQual []byte
+
 	// examined counts the rows resolved, visible or not.
 	examined int64
 
@@ -297,7 +303,8 @@ func (r *rowReader) readCells(it memstore.Iterator) {
 	}
 	r.rowTomb, r.fam, r.col, r.colTombs = 0, "\x00", nil, r.colTombs[:0]
 	colSet := false
-	for ; it.Valid(); it.Next() {
+	r.stay = false
+	for ; it.Valid(); r.next(it) {
 		e := it.Entry()
 		if !bytes.Equal(e.Row, r.row.Key) {
 			return
@@ -329,7 +336,13 @@ func (r *rowReader) readCells(it memstore.Iterator) {
 			r.keep(e)
 			continue
 		}
-		if !r.known || r.hidden(e) {
+		if e.Kind == mutation.MergeCell {
+			// The cell's operands, folded; it is left on the entry after
+			// them (r.stay).
+			if e = r.foldOperands(it); e == nil {
+				continue
+			}
+		} else if !r.known || r.hidden(e) {
 			r.drop(e)
 			continue
 		}
@@ -357,6 +370,57 @@ func (r *rowReader) readCells(it memstore.Iterator) {
 		}
 		r.addCell(Cell{Family: e.Family, Qualifier: e.Qualifier, Timestamp: e.Timestamp, Value: e.Value})
 	}
+}
+
+// next moves readCells to the next entry, unless foldOperands left the
+// iterator on it already.
+func (r *rowReader) next(it memstore.Iterator) {
+	if r.stay {
+		r.stay = false
+		return
+	}
+	it.Next()
+}
+
+// foldOperands consumes the MergeCell operands of the cell at the
+// iterator (they come together, newest sequence first) and returns the
+// cell they make: the visible ones (those no tombstone hides, a prefix in
+// that order) folded with the family's aggregator into one operand of the
+// newest one's sequence, its value the 8-byte big-endian result. It
+// returns nil when none is visible. Hidden operands, and every operand of
+// a family absent from the schema, go to drop. The iterator is left on the
+// entry after the operands (r.stay set).
+func (r *rowReader) foldOperands(it memstore.Iterator) *memstore.Entry {
+	first := it.Entry()
+	r.opQual = append(r.opQual[:0], first.Qualifier...)
+	ts, fam := first.Timestamp, first.Family
+	var acc int64
+	var seq uint64
+	n := 0
+	for ; it.Valid(); it.Next() {
+		e := it.Entry()
+		if e.Kind != mutation.MergeCell || e.Timestamp != ts || e.Family != fam ||
+			!bytes.Equal(e.Qualifier, r.opQual) || !bytes.Equal(e.Row, r.row.Key) {
+			break
+		}
+		if !r.known || r.hidden(e) || len(e.Value) != OperandLen {
+			r.drop(e)
+			continue
+		}
+		v := int64(binary.BigEndian.Uint64(e.Value))
+		if n == 0 {
+			acc, seq = v, e.Seq
+		} else {
+			acc = r.policy.Aggregate.fold(acc, v)
+		}
+		n++
+	}
+	r.stay = true
+	if n == 0 {
+		return nil
+	}
+	return &memstore.Entry{Row: r.row.Key, Family: fam, Qualifier: bytes.Clone(r.opQual), Timestamp: ts, Seq: seq,
+		Kind: mutation.MergeCell, Value: binary.BigEndian.AppendUint64(make([]byte, 0, OperandLen), uint64(acc))}
 }
 
 // filter runs the read's RowFilter, if any, on the row just read, and

@@ -444,7 +444,7 @@ func (t *Tablet) apply(m *mutation.RowMutation) error {
 		e := &entries[i]
 		e.Row, e.Kind, e.Timestamp, e.Seq = m.Row, op.Kind, op.Timestamp, m.OpSeq(i)
 		switch op.Kind {
-		case mutation.SetCell:
+		case mutation.SetCell, mutation.MergeCell:
 			e.Family, e.Qualifier, e.Value = op.Family, op.Qualifier, op.Value
 		case mutation.DeleteColumn:
 			e.Family, e.Qualifier, e.End = op.Family, op.Qualifier, op.End
