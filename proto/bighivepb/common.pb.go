@@ -78,6 +78,60 @@ func (CachePriority) EnumDescriptor() ([]byte, []int) {
 	return file_bighivepb_common_proto_rawDescGZIP(), []int{0}
 }
 
+// The aggregator of an aggregate column family (Cloud Bigtable's
+// Aggregate type with an Int64 input of big-endian encoding).
+type Aggregate int32
+
+const (
+	Aggregate_AGGREGATE_UNSPECIFIED Aggregate = 0 // not an aggregate family
+	Aggregate_AGGREGATE_INT64_SUM   Aggregate = 1
+	Aggregate_AGGREGATE_INT64_MIN   Aggregate = 2
+	Aggregate_AGGREGATE_INT64_MAX   Aggregate = 3
+)
+
+// Enum value maps for Aggregate.
+var (
+	Aggregate_name = map[int32]string{
+		0: "AGGREGATE_UNSPECIFIED",
+		1: "AGGREGATE_INT64_SUM",
+		2: "AGGREGATE_INT64_MIN",
+		3: "AGGREGATE_INT64_MAX",
+	}
+	Aggregate_value = map[string]int32{
+		"AGGREGATE_UNSPECIFIED": 0,
+		"AGGREGATE_INT64_SUM":   1,
+		"AGGREGATE_INT64_MIN":   2,
+		"AGGREGATE_INT64_MAX":   3,
+	}
+)
+
+func (x Aggregate) Enum() *Aggregate {
+	p := new(Aggregate)
+	*p = x
+	return p
+}
+
+func (x Aggregate) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Aggregate) Descriptor() protoreflect.EnumDescriptor {
+	return file_bighivepb_common_proto_enumTypes[1].Descriptor()
+}
+
+func (Aggregate) Type() protoreflect.EnumType {
+	return &file_bighivepb_common_proto_enumTypes[1]
+}
+
+func (x Aggregate) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Aggregate.Descriptor instead.
+func (Aggregate) EnumDescriptor() ([]byte, []int) {
+	return file_bighivepb_common_proto_rawDescGZIP(), []int{1}
+}
+
 // The granularity of a table's cell timestamps, fixed at the table's
 // creation (docs/data-model.md 'Timestamp granularity'). Unspecified is
 // microseconds: every table created before the field existed has it, so
@@ -121,11 +175,11 @@ func (x TimestampGranularity) String() string {
 }
 
 func (TimestampGranularity) Descriptor() protoreflect.EnumDescriptor {
-	return file_bighivepb_common_proto_enumTypes[1].Descriptor()
+	return file_bighivepb_common_proto_enumTypes[2].Descriptor()
 }
 
 func (TimestampGranularity) Type() protoreflect.EnumType {
-	return &file_bighivepb_common_proto_enumTypes[1]
+	return &file_bighivepb_common_proto_enumTypes[2]
 }
 
 func (x TimestampGranularity) Number() protoreflect.EnumNumber {
@@ -134,7 +188,7 @@ func (x TimestampGranularity) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TimestampGranularity.Descriptor instead.
 func (TimestampGranularity) EnumDescriptor() ([]byte, []int) {
-	return file_bighivepb_common_proto_rawDescGZIP(), []int{1}
+	return file_bighivepb_common_proto_rawDescGZIP(), []int{2}
 }
 
 type TabletState int32
@@ -176,11 +230,11 @@ func (x TabletState) String() string {
 }
 
 func (TabletState) Descriptor() protoreflect.EnumDescriptor {
-	return file_bighivepb_common_proto_enumTypes[2].Descriptor()
+	return file_bighivepb_common_proto_enumTypes[3].Descriptor()
 }
 
 func (TabletState) Type() protoreflect.EnumType {
-	return &file_bighivepb_common_proto_enumTypes[2]
+	return &file_bighivepb_common_proto_enumTypes[3]
 }
 
 func (x TabletState) Number() protoreflect.EnumNumber {
@@ -189,7 +243,7 @@ func (x TabletState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TabletState.Descriptor instead.
 func (TabletState) EnumDescriptor() ([]byte, []int) {
-	return file_bighivepb_common_proto_rawDescGZIP(), []int{2}
+	return file_bighivepb_common_proto_rawDescGZIP(), []int{3}
 }
 
 // The codec of a column family's TSFile pages. A page is stored
@@ -231,11 +285,11 @@ func (x Compression) String() string {
 }
 
 func (Compression) Descriptor() protoreflect.EnumDescriptor {
-	return file_bighivepb_common_proto_enumTypes[3].Descriptor()
+	return file_bighivepb_common_proto_enumTypes[4].Descriptor()
 }
 
 func (Compression) Type() protoreflect.EnumType {
-	return &file_bighivepb_common_proto_enumTypes[3]
+	return &file_bighivepb_common_proto_enumTypes[4]
 }
 
 func (x Compression) Number() protoreflect.EnumNumber {
@@ -244,7 +298,7 @@ func (x Compression) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Compression.Descriptor instead.
 func (Compression) EnumDescriptor() ([]byte, []int) {
-	return file_bighivepb_common_proto_rawDescGZIP(), []int{3}
+	return file_bighivepb_common_proto_rawDescGZIP(), []int{4}
 }
 
 type TabletError_Reason int32
@@ -286,11 +340,11 @@ func (x TabletError_Reason) String() string {
 }
 
 func (TabletError_Reason) Descriptor() protoreflect.EnumDescriptor {
-	return file_bighivepb_common_proto_enumTypes[4].Descriptor()
+	return file_bighivepb_common_proto_enumTypes[5].Descriptor()
 }
 
 func (TabletError_Reason) Type() protoreflect.EnumType {
-	return &file_bighivepb_common_proto_enumTypes[4]
+	return &file_bighivepb_common_proto_enumTypes[5]
 }
 
 func (x TabletError_Reason) Number() protoreflect.EnumNumber {
@@ -317,7 +371,12 @@ type FamilySpec struct {
 	// The codec of the family's TSFile pages written from now on (files
 	// already written keep theirs). Unspecified (every family created before
 	// the field existed) is snappy.
-	Compression   Compression `protobuf:"varint,5,opt,name=compression,proto3,enum=bighive.v1.Compression" json:"compression,omitempty"`
+	Compression Compression `protobuf:"varint,5,opt,name=compression,proto3,enum=bighive.v1.Compression" json:"compression,omitempty"`
+	// The family's aggregator: unspecified is a plain family of bytes; else
+	// an aggregate family of int64s (big-endian, 8 bytes) whose cells are
+	// written with Mutation.merge_to_cell and read folded. Fixed at the
+	// family's creation.
+	Aggregate     Aggregate `protobuf:"varint,6,opt,name=aggregate,proto3,enum=bighive.v1.Aggregate" json:"aggregate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -385,6 +444,13 @@ func (x *FamilySpec) GetCompression() Compression {
 		return x.Compression
 	}
 	return Compression_COMPRESSION_UNSPECIFIED
+}
+
+func (x *FamilySpec) GetAggregate() Aggregate {
+	if x != nil {
+		return x.Aggregate
+	}
+	return Aggregate_AGGREGATE_UNSPECIFIED
 }
 
 type TableSchema struct {
@@ -935,6 +1001,7 @@ type Mutation struct {
 	//	*Mutation_DeleteFromColumn_
 	//	*Mutation_DeleteFromFamily_
 	//	*Mutation_DeleteFromRow_
+	//	*Mutation_MergeToCell_
 	Mutation      isMutation_Mutation `protobuf_oneof:"mutation"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1013,6 +1080,15 @@ func (x *Mutation) GetDeleteFromRow() *Mutation_DeleteFromRow {
 	return nil
 }
 
+func (x *Mutation) GetMergeToCell() *Mutation_MergeToCell {
+	if x != nil {
+		if x, ok := x.Mutation.(*Mutation_MergeToCell_); ok {
+			return x.MergeToCell
+		}
+	}
+	return nil
+}
+
 type isMutation_Mutation interface {
 	isMutation_Mutation()
 }
@@ -1033,6 +1109,10 @@ type Mutation_DeleteFromRow_ struct {
 	DeleteFromRow *Mutation_DeleteFromRow `protobuf:"bytes,4,opt,name=delete_from_row,json=deleteFromRow,proto3,oneof"`
 }
 
+type Mutation_MergeToCell_ struct {
+	MergeToCell *Mutation_MergeToCell `protobuf:"bytes,5,opt,name=merge_to_cell,json=mergeToCell,proto3,oneof"`
+}
+
 func (*Mutation_SetCell_) isMutation_Mutation() {}
 
 func (*Mutation_DeleteFromColumn_) isMutation_Mutation() {}
@@ -1040,6 +1120,8 @@ func (*Mutation_DeleteFromColumn_) isMutation_Mutation() {}
 func (*Mutation_DeleteFromFamily_) isMutation_Mutation() {}
 
 func (*Mutation_DeleteFromRow_) isMutation_Mutation() {}
+
+func (*Mutation_MergeToCell_) isMutation_Mutation() {}
 
 // An atomic mutation of one row.
 type RowMutation struct {
@@ -1785,6 +1867,79 @@ func (*Mutation_DeleteFromRow) Descriptor() ([]byte, []int) {
 	return file_bighivepb_common_proto_rawDescGZIP(), []int{8, 3}
 }
 
+// Merges an operand into a cell of an aggregate family (AddToCell's
+// input or MergeToCell's state: for the int64 aggregators both are the
+// operand).
+type Mutation_MergeToCell struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Family    string                 `protobuf:"bytes,1,opt,name=family,proto3" json:"family,omitempty"`
+	Qualifier []byte                 `protobuf:"bytes,2,opt,name=qualifier,proto3" json:"qualifier,omitempty"`
+	// Microseconds; the client's (no server time).
+	TimestampMicros int64 `protobuf:"varint,3,opt,name=timestamp_micros,json=timestampMicros,proto3" json:"timestamp_micros,omitempty"`
+	// An 8-byte big-endian int64.
+	Operand       []byte `protobuf:"bytes,4,opt,name=operand,proto3" json:"operand,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Mutation_MergeToCell) Reset() {
+	*x = Mutation_MergeToCell{}
+	mi := &file_bighivepb_common_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Mutation_MergeToCell) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Mutation_MergeToCell) ProtoMessage() {}
+
+func (x *Mutation_MergeToCell) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_common_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Mutation_MergeToCell.ProtoReflect.Descriptor instead.
+func (*Mutation_MergeToCell) Descriptor() ([]byte, []int) {
+	return file_bighivepb_common_proto_rawDescGZIP(), []int{8, 4}
+}
+
+func (x *Mutation_MergeToCell) GetFamily() string {
+	if x != nil {
+		return x.Family
+	}
+	return ""
+}
+
+func (x *Mutation_MergeToCell) GetQualifier() []byte {
+	if x != nil {
+		return x.Qualifier
+	}
+	return nil
+}
+
+func (x *Mutation_MergeToCell) GetTimestampMicros() int64 {
+	if x != nil {
+		return x.TimestampMicros
+	}
+	return 0
+}
+
+func (x *Mutation_MergeToCell) GetOperand() []byte {
+	if x != nil {
+		return x.Operand
+	}
+	return nil
+}
+
 // A cell is garbage if every one of the rules says so.
 type GcRule_Intersection struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1795,7 +1950,7 @@ type GcRule_Intersection struct {
 
 func (x *GcRule_Intersection) Reset() {
 	*x = GcRule_Intersection{}
-	mi := &file_bighivepb_common_proto_msgTypes[21]
+	mi := &file_bighivepb_common_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1807,7 +1962,7 @@ func (x *GcRule_Intersection) String() string {
 func (*GcRule_Intersection) ProtoMessage() {}
 
 func (x *GcRule_Intersection) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_common_proto_msgTypes[21]
+	mi := &file_bighivepb_common_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1840,7 +1995,7 @@ type GcRule_Union struct {
 
 func (x *GcRule_Union) Reset() {
 	*x = GcRule_Union{}
-	mi := &file_bighivepb_common_proto_msgTypes[22]
+	mi := &file_bighivepb_common_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1852,7 +2007,7 @@ func (x *GcRule_Union) String() string {
 func (*GcRule_Union) ProtoMessage() {}
 
 func (x *GcRule_Union) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_common_proto_msgTypes[22]
+	mi := &file_bighivepb_common_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1880,14 +2035,15 @@ var File_bighivepb_common_proto protoreflect.FileDescriptor
 const file_bighivepb_common_proto_rawDesc = "" +
 	"\n" +
 	"\x16bighivepb/common.proto\x12\n" +
-	"bighive.v1\"\xd1\x01\n" +
+	"bighive.v1\"\x86\x02\n" +
 	"\n" +
 	"FamilySpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
 	"\fmax_versions\x18\x02 \x01(\rR\vmaxVersions\x12$\n" +
 	"\x0emax_age_micros\x18\x03 \x01(\x03R\fmaxAgeMicros\x12+\n" +
 	"\agc_rule\x18\x04 \x01(\v2\x12.bighive.v1.GcRuleR\x06gcRule\x129\n" +
-	"\vcompression\x18\x05 \x01(\x0e2\x17.bighive.v1.CompressionR\vcompression\"\xde\x01\n" +
+	"\vcompression\x18\x05 \x01(\x0e2\x17.bighive.v1.CompressionR\vcompression\x123\n" +
+	"\taggregate\x18\x06 \x01(\x0e2\x15.bighive.v1.AggregateR\taggregate\"\xde\x01\n" +
 	"\vTableSchema\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
 	"\bfamilies\x18\x02 \x03(\v2\x16.bighive.v1.FamilySpecR\bfamilies\x12\x18\n" +
@@ -1932,12 +2088,13 @@ const file_bighivepb_common_proto_rawDesc = "" +
 	"\n" +
 	"child_logs\x18\n" +
 	" \x03(\tR\tchildLogs\x12%\n" +
-	"\x0erecovery_files\x18\v \x03(\tR\rrecoveryFiles\"\x93\x05\n" +
+	"\x0erecovery_files\x18\v \x03(\tR\rrecoveryFiles\"\xe6\x06\n" +
 	"\bMutation\x129\n" +
 	"\bset_cell\x18\x01 \x01(\v2\x1c.bighive.v1.Mutation.SetCellH\x00R\asetCell\x12U\n" +
 	"\x12delete_from_column\x18\x02 \x01(\v2%.bighive.v1.Mutation.DeleteFromColumnH\x00R\x10deleteFromColumn\x12U\n" +
 	"\x12delete_from_family\x18\x03 \x01(\v2%.bighive.v1.Mutation.DeleteFromFamilyH\x00R\x10deleteFromFamily\x12L\n" +
-	"\x0fdelete_from_row\x18\x04 \x01(\v2\".bighive.v1.Mutation.DeleteFromRowH\x00R\rdeleteFromRow\x1a\x80\x01\n" +
+	"\x0fdelete_from_row\x18\x04 \x01(\v2\".bighive.v1.Mutation.DeleteFromRowH\x00R\rdeleteFromRow\x12F\n" +
+	"\rmerge_to_cell\x18\x05 \x01(\v2 .bighive.v1.Mutation.MergeToCellH\x00R\vmergeToCell\x1a\x80\x01\n" +
 	"\aSetCell\x12\x16\n" +
 	"\x06family\x18\x01 \x01(\tR\x06family\x12\x1c\n" +
 	"\tqualifier\x18\x02 \x01(\fR\tqualifier\x12)\n" +
@@ -1950,7 +2107,12 @@ const file_bighivepb_common_proto_rawDesc = "" +
 	"time_range\x18\x03 \x01(\v2\x1a.bighive.v1.TimestampRangeR\ttimeRange\x1a*\n" +
 	"\x10DeleteFromFamily\x12\x16\n" +
 	"\x06family\x18\x01 \x01(\tR\x06family\x1a\x0f\n" +
-	"\rDeleteFromRowB\n" +
+	"\rDeleteFromRow\x1a\x88\x01\n" +
+	"\vMergeToCell\x12\x16\n" +
+	"\x06family\x18\x01 \x01(\tR\x06family\x12\x1c\n" +
+	"\tqualifier\x18\x02 \x01(\fR\tqualifier\x12)\n" +
+	"\x10timestamp_micros\x18\x03 \x01(\x03R\x0ftimestampMicros\x12\x18\n" +
+	"\aoperand\x18\x04 \x01(\fR\aoperandB\n" +
 	"\n" +
 	"\bmutation\"Z\n" +
 	"\vRowMutation\x12\x17\n" +
@@ -2001,7 +2163,12 @@ const file_bighivepb_common_proto_rawDesc = "" +
 	"\x1aCACHE_PRIORITY_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13CACHE_PRIORITY_HIGH\x10\x01\x12\x19\n" +
 	"\x15CACHE_PRIORITY_MEDIUM\x10\x02\x12\x16\n" +
-	"\x12CACHE_PRIORITY_LOW\x10\x03*\x81\x01\n" +
+	"\x12CACHE_PRIORITY_LOW\x10\x03*q\n" +
+	"\tAggregate\x12\x19\n" +
+	"\x15AGGREGATE_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13AGGREGATE_INT64_SUM\x10\x01\x12\x17\n" +
+	"\x13AGGREGATE_INT64_MIN\x10\x02\x12\x17\n" +
+	"\x13AGGREGATE_INT64_MAX\x10\x03*\x81\x01\n" +
 	"\x14TimestampGranularity\x12%\n" +
 	"!TIMESTAMP_GRANULARITY_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cTIMESTAMP_GRANULARITY_MICROS\x10\x01\x12 \n" +
@@ -2030,67 +2197,71 @@ func file_bighivepb_common_proto_rawDescGZIP() []byte {
 	return file_bighivepb_common_proto_rawDescData
 }
 
-var file_bighivepb_common_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_bighivepb_common_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_bighivepb_common_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_bighivepb_common_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_bighivepb_common_proto_goTypes = []any{
 	(CachePriority)(0),                // 0: bighive.v1.CachePriority
-	(TimestampGranularity)(0),         // 1: bighive.v1.TimestampGranularity
-	(TabletState)(0),                  // 2: bighive.v1.TabletState
-	(Compression)(0),                  // 3: bighive.v1.Compression
-	(TabletError_Reason)(0),           // 4: bighive.v1.TabletError.Reason
-	(*FamilySpec)(nil),                // 5: bighive.v1.FamilySpec
-	(*TableSchema)(nil),               // 6: bighive.v1.TableSchema
-	(*RowRange)(nil),                  // 7: bighive.v1.RowRange
-	(*TimestampRange)(nil),            // 8: bighive.v1.TimestampRange
-	(*LogPosition)(nil),               // 9: bighive.v1.LogPosition
-	(*TSFileRef)(nil),                 // 10: bighive.v1.TSFileRef
-	(*DataDirGroup)(nil),              // 11: bighive.v1.DataDirGroup
-	(*TabletMeta)(nil),                // 12: bighive.v1.TabletMeta
-	(*Mutation)(nil),                  // 13: bighive.v1.Mutation
-	(*RowMutation)(nil),               // 14: bighive.v1.RowMutation
-	(*Cell)(nil),                      // 15: bighive.v1.Cell
-	(*Row)(nil),                       // 16: bighive.v1.Row
-	(*Column)(nil),                    // 17: bighive.v1.Column
-	(*ReadFilter)(nil),                // 18: bighive.v1.ReadFilter
-	(*TabletError)(nil),               // 19: bighive.v1.TabletError
-	(*NotLeader)(nil),                 // 20: bighive.v1.NotLeader
-	(*GcRule)(nil),                    // 21: bighive.v1.GcRule
-	(*Mutation_SetCell)(nil),          // 22: bighive.v1.Mutation.SetCell
-	(*Mutation_DeleteFromColumn)(nil), // 23: bighive.v1.Mutation.DeleteFromColumn
-	(*Mutation_DeleteFromFamily)(nil), // 24: bighive.v1.Mutation.DeleteFromFamily
-	(*Mutation_DeleteFromRow)(nil),    // 25: bighive.v1.Mutation.DeleteFromRow
-	(*GcRule_Intersection)(nil),       // 26: bighive.v1.GcRule.Intersection
-	(*GcRule_Union)(nil),              // 27: bighive.v1.GcRule.Union
+	(Aggregate)(0),                    // 1: bighive.v1.Aggregate
+	(TimestampGranularity)(0),         // 2: bighive.v1.TimestampGranularity
+	(TabletState)(0),                  // 3: bighive.v1.TabletState
+	(Compression)(0),                  // 4: bighive.v1.Compression
+	(TabletError_Reason)(0),           // 5: bighive.v1.TabletError.Reason
+	(*FamilySpec)(nil),                // 6: bighive.v1.FamilySpec
+	(*TableSchema)(nil),               // 7: bighive.v1.TableSchema
+	(*RowRange)(nil),                  // 8: bighive.v1.RowRange
+	(*TimestampRange)(nil),            // 9: bighive.v1.TimestampRange
+	(*LogPosition)(nil),               // 10: bighive.v1.LogPosition
+	(*TSFileRef)(nil),                 // 11: bighive.v1.TSFileRef
+	(*DataDirGroup)(nil),              // 12: bighive.v1.DataDirGroup
+	(*TabletMeta)(nil),                // 13: bighive.v1.TabletMeta
+	(*Mutation)(nil),                  // 14: bighive.v1.Mutation
+	(*RowMutation)(nil),               // 15: bighive.v1.RowMutation
+	(*Cell)(nil),                      // 16: bighive.v1.Cell
+	(*Row)(nil),                       // 17: bighive.v1.Row
+	(*Column)(nil),                    // 18: bighive.v1.Column
+	(*ReadFilter)(nil),                // 19: bighive.v1.ReadFilter
+	(*TabletError)(nil),               // 20: bighive.v1.TabletError
+	(*NotLeader)(nil),                 // 21: bighive.v1.NotLeader
+	(*GcRule)(nil),                    // 22: bighive.v1.GcRule
+	(*Mutation_SetCell)(nil),          // 23: bighive.v1.Mutation.SetCell
+	(*Mutation_DeleteFromColumn)(nil), // 24: bighive.v1.Mutation.DeleteFromColumn
+	(*Mutation_DeleteFromFamily)(nil), // 25: bighive.v1.Mutation.DeleteFromFamily
+	(*Mutation_DeleteFromRow)(nil),    // 26: bighive.v1.Mutation.DeleteFromRow
+	(*Mutation_MergeToCell)(nil),      // 27: bighive.v1.Mutation.MergeToCell
+	(*GcRule_Intersection)(nil),       // 28: bighive.v1.GcRule.Intersection
+	(*GcRule_Union)(nil),              // 29: bighive.v1.GcRule.Union
 }
 var file_bighivepb_common_proto_depIdxs = []int32{
-	21, // 0: bighive.v1.FamilySpec.gc_rule:type_name -> bighive.v1.GcRule
-	3,  // 1: bighive.v1.FamilySpec.compression:type_name -> bighive.v1.Compression
-	5,  // 2: bighive.v1.TableSchema.families:type_name -> bighive.v1.FamilySpec
-	1,  // 3: bighive.v1.TableSchema.granularity:type_name -> bighive.v1.TimestampGranularity
-	7,  // 4: bighive.v1.TabletMeta.range:type_name -> bighive.v1.RowRange
-	2,  // 5: bighive.v1.TabletMeta.state:type_name -> bighive.v1.TabletState
-	9,  // 6: bighive.v1.TabletMeta.log_positions:type_name -> bighive.v1.LogPosition
-	10, // 7: bighive.v1.TabletMeta.tsfiles:type_name -> bighive.v1.TSFileRef
-	11, // 8: bighive.v1.TabletMeta.data_dir_group:type_name -> bighive.v1.DataDirGroup
-	22, // 9: bighive.v1.Mutation.set_cell:type_name -> bighive.v1.Mutation.SetCell
-	23, // 10: bighive.v1.Mutation.delete_from_column:type_name -> bighive.v1.Mutation.DeleteFromColumn
-	24, // 11: bighive.v1.Mutation.delete_from_family:type_name -> bighive.v1.Mutation.DeleteFromFamily
-	25, // 12: bighive.v1.Mutation.delete_from_row:type_name -> bighive.v1.Mutation.DeleteFromRow
-	13, // 13: bighive.v1.RowMutation.mutations:type_name -> bighive.v1.Mutation
-	15, // 14: bighive.v1.Row.cells:type_name -> bighive.v1.Cell
-	17, // 15: bighive.v1.ReadFilter.columns:type_name -> bighive.v1.Column
-	8,  // 16: bighive.v1.ReadFilter.time_range:type_name -> bighive.v1.TimestampRange
-	4,  // 17: bighive.v1.TabletError.reason:type_name -> bighive.v1.TabletError.Reason
-	26, // 18: bighive.v1.GcRule.intersection:type_name -> bighive.v1.GcRule.Intersection
-	27, // 19: bighive.v1.GcRule.union:type_name -> bighive.v1.GcRule.Union
-	8,  // 20: bighive.v1.Mutation.DeleteFromColumn.time_range:type_name -> bighive.v1.TimestampRange
-	21, // 21: bighive.v1.GcRule.Intersection.rules:type_name -> bighive.v1.GcRule
-	21, // 22: bighive.v1.GcRule.Union.rules:type_name -> bighive.v1.GcRule
-	23, // [23:23] is the sub-list for method output_type
-	23, // [23:23] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	22, // 0: bighive.v1.FamilySpec.gc_rule:type_name -> bighive.v1.GcRule
+	4,  // 1: bighive.v1.FamilySpec.compression:type_name -> bighive.v1.Compression
+	1,  // 2: bighive.v1.FamilySpec.aggregate:type_name -> bighive.v1.Aggregate
+	6,  // 3: bighive.v1.TableSchema.families:type_name -> bighive.v1.FamilySpec
+	2,  // 4: bighive.v1.TableSchema.granularity:type_name -> bighive.v1.TimestampGranularity
+	8,  // 5: bighive.v1.TabletMeta.range:type_name -> bighive.v1.RowRange
+	3,  // 6: bighive.v1.TabletMeta.state:type_name -> bighive.v1.TabletState
+	10, // 7: bighive.v1.TabletMeta.log_positions:type_name -> bighive.v1.LogPosition
+	11, // 8: bighive.v1.TabletMeta.tsfiles:type_name -> bighive.v1.TSFileRef
+	12, // 9: bighive.v1.TabletMeta.data_dir_group:type_name -> bighive.v1.DataDirGroup
+	23, // 10: bighive.v1.Mutation.set_cell:type_name -> bighive.v1.Mutation.SetCell
+	24, // 11: bighive.v1.Mutation.delete_from_column:type_name -> bighive.v1.Mutation.DeleteFromColumn
+	25, // 12: bighive.v1.Mutation.delete_from_family:type_name -> bighive.v1.Mutation.DeleteFromFamily
+	26, // 13: bighive.v1.Mutation.delete_from_row:type_name -> bighive.v1.Mutation.DeleteFromRow
+	27, // 14: bighive.v1.Mutation.merge_to_cell:type_name -> bighive.v1.Mutation.MergeToCell
+	14, // 15: bighive.v1.RowMutation.mutations:type_name -> bighive.v1.Mutation
+	16, // 16: bighive.v1.Row.cells:type_name -> bighive.v1.Cell
+	18, // 17: bighive.v1.ReadFilter.columns:type_name -> bighive.v1.Column
+	9,  // 18: bighive.v1.ReadFilter.time_range:type_name -> bighive.v1.TimestampRange
+	5,  // 19: bighive.v1.TabletError.reason:type_name -> bighive.v1.TabletError.Reason
+	28, // 20: bighive.v1.GcRule.intersection:type_name -> bighive.v1.GcRule.Intersection
+	29, // 21: bighive.v1.GcRule.union:type_name -> bighive.v1.GcRule.Union
+	9,  // 22: bighive.v1.Mutation.DeleteFromColumn.time_range:type_name -> bighive.v1.TimestampRange
+	22, // 23: bighive.v1.GcRule.Intersection.rules:type_name -> bighive.v1.GcRule
+	22, // 24: bighive.v1.GcRule.Union.rules:type_name -> bighive.v1.GcRule
+	25, // [25:25] is the sub-list for method output_type
+	25, // [25:25] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_bighivepb_common_proto_init() }
@@ -2103,6 +2274,7 @@ func file_bighivepb_common_proto_init() {
 		(*Mutation_DeleteFromColumn_)(nil),
 		(*Mutation_DeleteFromFamily_)(nil),
 		(*Mutation_DeleteFromRow_)(nil),
+		(*Mutation_MergeToCell_)(nil),
 	}
 	file_bighivepb_common_proto_msgTypes[16].OneofWrappers = []any{
 		(*GcRule_MaxNumVersions)(nil),
@@ -2115,8 +2287,8 @@ func file_bighivepb_common_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bighivepb_common_proto_rawDesc), len(file_bighivepb_common_proto_rawDesc)),
-			NumEnums:      5,
-			NumMessages:   23,
+			NumEnums:      6,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
