@@ -187,6 +187,9 @@ func ValidateFamily(f *pb.FamilySpec) error {
 	if err := ValidateCompression(f.Name, f.Compression); err != nil {
 		return err
 	}
+	if _, ok := pb.Aggregate_name[int32(f.Aggregate)]; !ok {
+		return apierr.InvalidArgument("column family %q: unknown aggregate %d (use int64 sum, min or max)", f.Name, f.Aggregate)
+	}
 	return limits.ValidateFamilyMaxAge(f.Name, f.MaxAgeMicros)
 }
 

@@ -35,6 +35,9 @@ func toMutation(m *pb.RowMutation) (*mutation.RowMutation, error) {
 			op = mutation.Op{Kind: mutation.DeleteFamily, Family: x.DeleteFromFamily.Family, Timestamp: mutation.ServerTime}
 		case *pb.Mutation_DeleteFromRow_:
 			op = mutation.Op{Kind: mutation.DeleteRow, Timestamp: mutation.ServerTime}
+		case *pb.Mutation_MergeToCell_:
+			c := x.MergeToCell
+			op = mutation.Op{Kind: mutation.MergeCell, Family: c.Family, Qualifier: c.Qualifier, Timestamp: c.TimestampMicros, Value: c.Operand}
 		default:
 			return nil, apierr.InvalidArgument("operation has no kind")
 		}

@@ -90,7 +90,8 @@ func (s *Server) UpdateSchema(ctx context.Context, req *pb.UpdateSchemaRequest) 
 func schemaOf(ts *pb.TableSchema) tablet.Schema {
 	s := tablet.Schema{Families: map[string]tablet.FamilyPolicy{}, Granularity: granularityOf(ts.GetGranularity())}
 	for _, f := range ts.GetFamilies() {
-		p := tablet.FamilyPolicy{MaxVersions: int(f.MaxVersions), MaxAge: familyMaxAge(f.MaxAgeMicros), Compression: compressionOf(f.Compression)}
+		p := tablet.FamilyPolicy{MaxVersions: int(f.MaxVersions), MaxAge: familyMaxAge(f.MaxAgeMicros), Compression: compressionOf(f.Compression),
+			Aggregate: aggregatorOf(f.Aggregate)}
 		if f.GcRule != nil {
 			r := gcRuleOf(f.GcRule)
 			p.Rule = &r
@@ -121,6 +122,34 @@ func compressionOf(c pb.Compression) tsfile.Compression {
 		return tsfile.CompressionZstd
 	}
 	return tsfile.CompressionDefault
+}
+
+// aggregatorOf converts a family's aggregate of the API; unspecified (and
+// a value this server does not know, which the master refuses) is a plain
+// family.
+func aggregatorOf(a pb.Aggregate) tablet.Aggregator {
+	switch a {
+	case pb.Aggregate_AGGREGATE_INT64_SUM:
+		return tablet.Sum
+	case pb.Aggregate_AGGREGATE_INT64_MIN:
+		return tablet.Min
+	case pb.Aggregate_AGGREGATE_INT64_MAX:
+		return tablet.Max
+	}
+	return tablet.NoAggregate
+}
+
+// aggregatorToPB is the inverse of aggregatorOf.
+func aggregatorToPB(a tablet.Aggregator) pb.Aggregate {
+	switch a {
+	case tablet.Sum:
+		return pb.Aggregate_AGGREGATE_INT64_SUM
+	case tablet.Min:
+		return pb.Aggregate_AGGREGATE_INT64_MIN
+	case tablet.Max:
+		return pb.Aggregate_AGGREGATE_INT64_MAX
+	}
+	return pb.Aggregate_AGGREGATE_UNSPECIFIED
 }
 
 // compressionToPB is the inverse of compressionOf.
@@ -191,7 +220,8 @@ func (s *Server) schemaToPB(r *rp.Replica) *pb.TableSchema {
 		out.Granularity = pb.TimestampGranularity_TIMESTAMP_GRANULARITY_MILLIS
 	}
 	for name, f := range sch.Families {
-		spec := &pb.FamilySpec{Name: name, MaxVersions: uint32(f.MaxVersions), MaxAgeMicros: f.MaxAge.Microseconds(), Compression: compressionToPB(f.Compression)}
+		spec := &pb.FamilySpec{Name: name, MaxVersions: uint32(f.MaxVersions), MaxAgeMicros: f.MaxAge.Microseconds(), Compression: compressionToPB(f.Compression),
+			Aggregate: aggregatorToPB(f.Aggregate)}
 		if f.Rule != nil {
 			spec.GcRule = gcRuleToPB(f.Rule)
 		}

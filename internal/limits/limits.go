@@ -231,8 +231,26 @@ func validateOp(mu *pb.Mutation) (int, error) {
 		return len(op.DeleteFromFamily.Family) + MutationOpOverhead, ValidateFamilyName(op.DeleteFromFamily.Family)
 	case *pb.Mutation_DeleteFromRow_:
 		return MutationOpOverhead, nil
+	case *pb.Mutation_MergeToCell_:
+		c := op.MergeToCell
+		if err := ValidateFamilyName(c.Family); err != nil {
+			return 0, err
+		}
+		if err := ValidateQualifier(c.Qualifier); err != nil {
+			return 0, err
+		}
+		if c.TimestampMicros < 0 {
+			return 0, apierr.InvalidArgument("aggregate cell timestamp %d in family %q is negative (an aggregate cell takes the client's timestamp)", c.TimestampMicros, c.Family)
+		}
+		if c.TimestampMicros == math.MaxInt64 {
+			return 0, apierr.InvalidArgument("cell timestamp %d is reserved", c.TimestampMicros)
+		}
+		if len(c.Operand) != 8 {
+			return 0, apierr.InvalidArgument("aggregate operand for family %q is %d bytes, not an 8-byte big-endian int64", c.Family, len(c.Operand))
+		}
+		return len(c.Family) + len(c.Qualifier) + len(c.Operand) + MutationOpOverhead, nil
 	default:
-		return 0, apierr.InvalidArgument("operation has no kind (set_cell, delete_from_column, delete_from_family or delete_from_row)")
+		return 0, apierr.InvalidArgument("operation has no kind (set_cell, delete_from_column, delete_from_family, delete_from_row or merge_to_cell)")
 	}
 }
 
