@@ -3,8 +3,10 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -110,6 +112,81 @@ type FamilySpec struct {
 	// Compression of the family's TSFile pages; CompressionDefault is
 	// snappy.
 	Compression Compression
+	// Aggregate, when set, makes the family an aggregate family of int64s
+	// (8-byte big-endian values): its cells are written with AddToCell or
+	// MergeToCell, and a read returns each cell's inputs folded. It can be
+	// given only at the family's creation.
+	Aggregate Aggregate
+}
+
+// Aggregate is an aggregate family's aggregator.
+type Aggregate int
+
+const (
+	// NoAggregate is a plain family of bytes.
+	NoAggregate Aggregate = iota
+	// AggregateSum sums the int64s added to a cell.
+	AggregateSum
+	// AggregateMin keeps the smallest.
+	AggregateMin
+	// AggregateMax keeps the largest.
+	AggregateMax
+)
+
+func (a Aggregate) String() string {
+	switch a {
+	case NoAggregate:
+		return "none"
+	case AggregateSum:
+		return "intsum"
+	case AggregateMin:
+		return "intmin"
+	case AggregateMax:
+		return "intmax"
+	}
+	return fmt.Sprintf("Aggregate(%d)", int(a))
+}
+
+// ParseAggregate parses an aggregator's name as cbt writes it: intsum,
+// intmin, intmax (sum, min and max also).
+func ParseAggregate(s string) (Aggregate, error) {
+	switch strings.ToLower(s) {
+	case "intsum", "sum":
+		return AggregateSum, nil
+	case "intmin", "min":
+		return AggregateMin, nil
+	case "intmax", "max":
+		return AggregateMax, nil
+	case "inthll", "hll":
+		return NoAggregate, apierr.InvalidArgument("aggregate %q: HyperLogLog++ is not supported (no client library reads its state back); use intsum, intmin or intmax", s)
+	}
+	return NoAggregate, apierr.InvalidArgument("unknown aggregate %q (use intsum, intmin or intmax)", s)
+}
+
+func (a Aggregate) proto() (pb.Aggregate, bool) {
+	switch a {
+	case NoAggregate:
+		return pb.Aggregate_AGGREGATE_UNSPECIFIED, true
+	case AggregateSum:
+		return pb.Aggregate_AGGREGATE_INT64_SUM, true
+	case AggregateMin:
+		return pb.Aggregate_AGGREGATE_INT64_MIN, true
+	case AggregateMax:
+		return pb.Aggregate_AGGREGATE_INT64_MAX, true
+	}
+	return 0, false
+}
+
+func aggregateFromProto(a pb.Aggregate) Aggregate {
+	switch a {
+	case pb.Aggregate_AGGREGATE_INT64_SUM:
+		return AggregateSum
+	case pb.Aggregate_AGGREGATE_INT64_MIN:
+		return AggregateMin
+	case pb.Aggregate_AGGREGATE_INT64_MAX:
+		return AggregateMax
+	}
+	return NoAggregate
 }
 
 // CreateTable creates a table. It fails with AlreadyExists if the table
@@ -211,6 +288,9 @@ func familyProto(f FamilySpec) (*pb.FamilySpec, error) {
 		return nil, apierr.InvalidArgument("column family %q: unknown compression %d (use CompressionNone, CompressionSnappy or CompressionZstd)", f.Name, int(f.Compression))
 	}
 	fs.Compression = c
+	if fs.Aggregate, ok = f.Aggregate.proto(); !ok {
+		return nil, apierr.InvalidArgument("column family %q: unknown aggregate %d (use AggregateSum, AggregateMin or AggregateMax)", f.Name, int(f.Aggregate))
+	}
 	return fs, nil
 }
 
@@ -325,7 +405,8 @@ func tableInfo(t *pb.TableInfo) TableInfo {
 		Granularity:   granularityFromProto(t.GetSchema().GetGranularity()),
 	}
 	for _, f := range t.GetSchema().GetFamilies() {
-		fs := FamilySpec{Name: f.Name, GCPolicy: policyFromProto(f.GcRule), Compression: compressionFromProto(f.Compression)}
+		fs := FamilySpec{Name: f.Name, GCPolicy: policyFromProto(f.GcRule), Compression: compressionFromProto(f.Compression),
+			Aggregate: aggregateFromProto(f.Aggregate)}
 		if fs.GCPolicy == nil {
 			fs.MaxVersions, fs.MaxAge = int(f.MaxVersions), time.Duration(f.MaxAgeMicros)*time.Microsecond
 		}

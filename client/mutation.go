@@ -1,6 +1,8 @@
 package client
 
 import (
+	"encoding/binary"
+
 	pb "bighive/proto/bighivepb"
 )
 
@@ -18,6 +20,9 @@ const ServerTime int64 = -1
 type Mutation struct {
 	ops        []*pb.Mutation
 	serverTime bool
+	// merges: the mutation holds an AddToCell or MergeToCell, which
+	// applied twice counts twice.
+	merges bool
 
 	// A conditional mutation (NewCondMutation) has no operations of its
 	// own: cond picks mtrue or mfalse on the tserver.
@@ -38,6 +43,27 @@ func (m *Mutation) Set(family, qualifier string, ts int64, value []byte) {
 	}
 	m.ops = append(m.ops, &pb.Mutation{Mutation: &pb.Mutation_SetCell_{SetCell: &pb.Mutation_SetCell{
 		Family: family, Qualifier: []byte(qualifier), TimestampMicros: ts, Value: value,
+	}}})
+}
+
+// AddToCell adds value to the cell (family, qualifier, ts) of an
+// aggregate family: the family's aggregator (sum, min or max) folds it
+// with what the cell holds. ts is in microseconds and must be given (not
+// ServerTime); in a table of GranularityMillis, a whole millisecond. A
+// mutation holding one is not idempotent, so it is retried only when the
+// failure is known to have happened before the tserver logged it.
+func (m *Mutation) AddToCell(family, qualifier string, ts int64, value int64) {
+	m.MergeToCell(family, qualifier, ts, binary.BigEndian.AppendUint64(nil, uint64(value)))
+}
+
+// MergeToCell merges state, an aggregate cell's value (an 8-byte
+// big-endian int64, as a read returns it), into the cell (family,
+// qualifier, ts) of an aggregate family; for the int64 aggregators it is
+// AddToCell of the decoded value. Not idempotent, as AddToCell.
+func (m *Mutation) MergeToCell(family, qualifier string, ts int64, state []byte) {
+	m.merges = true
+	m.ops = append(m.ops, &pb.Mutation{Mutation: &pb.Mutation_MergeToCell_{MergeToCell: &pb.Mutation_MergeToCell{
+		Family: family, Qualifier: []byte(qualifier), TimestampMicros: ts, Operand: state,
 	}}})
 }
 
@@ -70,9 +96,10 @@ func (m *Mutation) DeleteRow() {
 }
 
 // idempotent reports whether applying m twice gives the same state as
-// once: true unless a Set asks for ServerTime or m is conditional (its
-// first application may change what its predicate sees).
-func (m *Mutation) idempotent() bool { return !m.serverTime && !m.isConditional }
+// once: true unless a Set asks for ServerTime, m merges into an aggregate
+// cell or m is conditional (its first application may change what its
+// predicate sees).
+func (m *Mutation) idempotent() bool { return !m.serverTime && !m.merges && !m.isConditional }
 
 // proto is m applied to row as a wire message. The operations are shared,
 // not copied; the client never modifies them.
