@@ -2,6 +2,7 @@ package frontend
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"strings"
 	"time"
@@ -61,10 +62,10 @@ func (a *adminServer) createTable(ctx context.Context, req *adminpb.CreateTableR
 	fams := req.GetTable().GetColumnFamilies()
 	for _, id := range sortedKeys(fams) {
 		cf := fams[id]
-		if cf.GetValueType() != nil {
-			return nil, reqErr(codes.InvalidArgument, "column family %q has a value type; Bighive families hold bytes only", id)
-		}
 		f := client.FamilySpec{Name: id}
+		if f.Aggregate, err = aggregateFromAdmin(cf.GetValueType()); err != nil {
+			return nil, reqErr(codes.InvalidArgument, "column family %q: %v", id, err)
+		}
 		if r := cf.GetGcRule(); r != nil && r.GetRule() != nil {
 			if f.GCPolicy, err = policyFromAdmin(r); err != nil {
 				return nil, reqErr(codes.InvalidArgument, "column family %q: %v", id, err)
@@ -215,6 +216,7 @@ func (a *adminServer) modifyColumnFamilies(ctx context.Context, req *adminpb.Mod
 		id     string
 		kind   string // "create", "update" or "drop"
 		policy client.GCPolicy
+		agg    client.Aggregate // of a create
 		// unserved is the refusal of what Bighive cannot do (a value type,
 		// an update of another field than gc_rule), given once the family
 		// is known to exist: a missing family is NotFound first.
@@ -232,10 +234,17 @@ func (a *adminServer) modifyColumnFamilies(ctx context.Context, req *adminpb.Mod
 			st.kind, cf = "create", mod.Create
 		case *adminpb.ModifyColumnFamiliesRequest_Modification_Update:
 			st.kind, cf = "update", mod.Update
-			for _, p := range m.GetUpdateMask().GetPaths() {
+			paths := m.GetUpdateMask().GetPaths()
+			for _, p := range paths {
+				if p == "value_type" && st.unserved == nil {
+					st.unserved = reqErr(codes.InvalidArgument, "modification %d changes the value type of column family %q; a value type is set at the family's creation and is immutable afterwards", i, st.id)
+				}
 				if p != "gc_rule" && st.unserved == nil {
 					st.unserved = reqErr(codes.InvalidArgument, "modification %d updates %q of column family %q; Bighive updates gc_rule only", i, p, st.id)
 				}
+			}
+			if len(paths) == 0 && mod.Update.GetValueType() != nil && st.unserved == nil {
+				st.unserved = reqErr(codes.InvalidArgument, "modification %d gives column family %q a value type; a value type is set at the family's creation and is immutable afterwards", i, st.id)
 			}
 		case *adminpb.ModifyColumnFamiliesRequest_Modification_Drop:
 			if !mod.Drop {
@@ -245,8 +254,10 @@ func (a *adminServer) modifyColumnFamilies(ctx context.Context, req *adminpb.Mod
 		default:
 			return nil, reqErr(codes.InvalidArgument, "modification %d (column family %q) sets none of create, update and drop", i, st.id)
 		}
-		if cf.GetValueType() != nil && st.unserved == nil {
-			st.unserved = reqErr(codes.InvalidArgument, "modification %d gives column family %q a value type; Bighive families hold bytes only", i, st.id)
+		if st.kind == "create" {
+			if st.agg, err = aggregateFromAdmin(cf.GetValueType()); err != nil {
+				return nil, reqErr(codes.InvalidArgument, "modification %d (column family %q): %v", i, st.id, err)
+			}
 		}
 		if r := cf.GetGcRule(); r != nil && r.GetRule() != nil {
 			if st.policy, err = policyFromAdmin(r); err != nil {
@@ -283,7 +294,7 @@ func (a *adminServer) modifyColumnFamilies(ctx context.Context, req *adminpb.Mod
 		var err error
 		switch st.kind {
 		case "create":
-			err = a.s.c.CreateColumnFamily(ctx, n.table, st.id)
+			err = a.s.c.CreateColumnFamilyWithSpec(ctx, n.table, client.FamilySpec{Name: st.id, Aggregate: st.agg})
 			if err == nil && st.policy != nil {
 				err = a.s.c.SetGCPolicy(ctx, n.table, st.id, st.policy)
 			}
@@ -394,9 +405,69 @@ func tableProto(n tableName, info client.TableInfo, view adminpb.Table_View) *ad
 	}
 	t.ColumnFamilies = make(map[string]*adminpb.ColumnFamily, len(info.Families))
 	for _, f := range info.Families {
-		t.ColumnFamilies[f.Name] = &adminpb.ColumnFamily{GcRule: familyRule(f)}
+		t.ColumnFamilies[f.Name] = &adminpb.ColumnFamily{GcRule: familyRule(f), ValueType: aggregateToAdmin(f.Aggregate)}
 	}
 	return t
+}
+
+// aggregateFromAdmin converts a column family's value type: none is a
+// plain family; an Aggregate of an Int64 input (big-endian encoding, or
+// none given, which the API's clients fill in as big-endian) with sum,
+// min or max is an aggregate family. HyperLogLog++ is refused: its state
+// is a sketch format of Cloud Bigtable's own, which no client library
+// reads back, so Bighive could not return it as Cloud Bigtable does.
+func aggregateFromAdmin(t *adminpb.Type) (client.Aggregate, error) {
+	if t == nil || t.GetKind() == nil {
+		return client.NoAggregate, nil
+	}
+	agg := t.GetAggregateType()
+	if agg == nil {
+		return 0, fmt.Errorf("value type %T is not supported: only an Aggregate type (int64 sum, min or max) is", t.GetKind())
+	}
+	in := agg.GetInputType()
+	i64 := in.GetInt64Type()
+	if i64 == nil {
+		return 0, fmt.Errorf("aggregate input type %T is not supported: the input must be Int64", in.GetKind())
+	}
+	switch e := i64.GetEncoding().GetEncoding().(type) {
+	case nil, *adminpb.Type_Int64_Encoding_BigEndianBytes_:
+	default:
+		return 0, fmt.Errorf("Int64 encoding %T is not supported: use big_endian_bytes", e)
+	}
+	switch x := agg.GetAggregator().(type) {
+	case *adminpb.Type_Aggregate_Sum_:
+		return client.AggregateSum, nil
+	case *adminpb.Type_Aggregate_Min_:
+		return client.AggregateMin, nil
+	case *adminpb.Type_Aggregate_Max_:
+		return client.AggregateMax, nil
+	case *adminpb.Type_Aggregate_HllppUniqueCount:
+		return 0, fmt.Errorf("the HyperLogLog++ unique-count aggregator is not supported (no client library reads its state back)")
+	default:
+		return 0, fmt.Errorf("aggregator %T is not supported: use sum, min or max", x)
+	}
+}
+
+// aggregateToAdmin is the value type of a family (nil: a plain one), with
+// its state type filled in as the API's output does.
+func aggregateToAdmin(a client.Aggregate) *adminpb.Type {
+	agg := &adminpb.Type_Aggregate{}
+	switch a {
+	case client.AggregateSum:
+		agg.Aggregator = &adminpb.Type_Aggregate_Sum_{Sum: &adminpb.Type_Aggregate_Sum{}}
+	case client.AggregateMin:
+		agg.Aggregator = &adminpb.Type_Aggregate_Min_{Min: &adminpb.Type_Aggregate_Min{}}
+	case client.AggregateMax:
+		agg.Aggregator = &adminpb.Type_Aggregate_Max_{Max: &adminpb.Type_Aggregate_Max{}}
+	default:
+		return nil
+	}
+	int64BE := func() *adminpb.Type {
+		return &adminpb.Type{Kind: &adminpb.Type_Int64Type{Int64Type: &adminpb.Type_Int64{Encoding: &adminpb.Type_Int64_Encoding{
+			Encoding: &adminpb.Type_Int64_Encoding_BigEndianBytes_{BigEndianBytes: &adminpb.Type_Int64_Encoding_BigEndianBytes{}}}}}}
+	}
+	agg.InputType, agg.StateType = int64BE(), int64BE()
+	return &adminpb.Type{Kind: &adminpb.Type_AggregateType{AggregateType: agg}}
 }
 
 // familyRule is a family's GC rule: its GCPolicy when set, else the union

@@ -2,6 +2,8 @@ package frontend
 
 import (
 	"context"
+	"encoding/binary"
+	"fmt"
 	"time"
 	"unicode/utf8"
 
@@ -362,9 +364,30 @@ func mutation(what string, t *client.Table, ms []*btpb.Mutation) (*client.Mutati
 		case *btpb.Mutation_DeleteFromRow_:
 			m.DeleteRow()
 		case *btpb.Mutation_AddToCell_:
-			return nil, reqErr(codes.Unimplemented, "%s[%d]: AddToCell is not supported (Bighive has no aggregate column families)", what, i)
+			a := x.AddToCell
+			q, ts, err := aggregateCell(what, i, "AddToCell", a.GetFamilyName(), a.GetColumnQualifier(), a.GetTimestamp())
+			if err != nil {
+				return nil, err
+			}
+			v, err := int64Input(a.GetInput())
+			if err != nil {
+				return nil, reqErr(codes.InvalidArgument, "%s[%d]: AddToCell to family %q: input: %v", what, i, a.GetFamilyName(), err)
+			}
+			m.AddToCell(a.GetFamilyName(), q, ts, v)
 		case *btpb.Mutation_MergeToCell_:
-			return nil, reqErr(codes.Unimplemented, "%s[%d]: MergeToCell is not supported (Bighive has no aggregate column families)", what, i)
+			mc := x.MergeToCell
+			q, ts, err := aggregateCell(what, i, "MergeToCell", mc.GetFamilyName(), mc.GetColumnQualifier(), mc.GetTimestamp())
+			if err != nil {
+				return nil, err
+			}
+			if mc.GetInput().GetKind() == nil {
+				continue // merging NULL has no effect, as the API says
+			}
+			v, err := int64Input(mc.GetInput())
+			if err != nil {
+				return nil, reqErr(codes.InvalidArgument, "%s[%d]: MergeToCell to family %q: input: %v", what, i, mc.GetFamilyName(), err)
+			}
+			m.AddToCell(mc.GetFamilyName(), q, ts, v)
 		case nil:
 			return nil, reqErr(codes.InvalidArgument, "%s[%d] sets no operation", what, i)
 		default:
@@ -372,6 +395,37 @@ func mutation(what string, t *client.Table, ms []*btpb.Mutation) (*client.Mutati
 		}
 	}
 	return m, nil
+}
+
+// aggregateCell checks the cell of an AddToCell or MergeToCell: the
+// qualifier must be a raw_value and the timestamp a raw_timestamp_micros
+// (the table's granularity is checked by the tablets), as the API says.
+func aggregateCell(what string, i int, kind, family string, qual, ts *btpb.Value) (string, int64, error) {
+	q, ok := qual.GetKind().(*btpb.Value_RawValue)
+	if !ok {
+		return "", 0, reqErr(codes.InvalidArgument, "%s[%d]: %s to family %q: the column qualifier must be a raw_value, not %T", what, i, kind, family, qual.GetKind())
+	}
+	t, ok := ts.GetKind().(*btpb.Value_RawTimestampMicros)
+	if !ok {
+		return "", 0, reqErr(codes.InvalidArgument, "%s[%d]: %s to family %q: the timestamp must be a raw_timestamp_micros, not %T", what, i, kind, family, ts.GetKind())
+	}
+	return string(q.RawValue), t.RawTimestampMicros, nil
+}
+
+// int64Input is an aggregate's Int64 input or state: an int_value, or a
+// raw_value of its 8-byte big-endian encoding (what MergeToCell's state
+// and a read's value are).
+func int64Input(v *btpb.Value) (int64, error) {
+	switch k := v.GetKind().(type) {
+	case *btpb.Value_IntValue:
+		return k.IntValue, nil
+	case *btpb.Value_RawValue:
+		if len(k.RawValue) != 8 {
+			return 0, fmt.Errorf("a raw_value of %d bytes is not an 8-byte big-endian int64", len(k.RawValue))
+		}
+		return int64(binary.BigEndian.Uint64(k.RawValue)), nil
+	}
+	return 0, fmt.Errorf("want an int_value or an 8-byte raw_value, not %T", v.GetKind())
 }
 
 // MutateRow applies one row's mutations atomically.

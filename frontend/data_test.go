@@ -381,8 +381,8 @@ func TestDataErrors(t *testing.T) {
 	}
 	const tn = "projects/p/instances/i/tables/t"
 	_, err := raw.MutateRow(ctx, &btpb.MutateRowRequest{TableName: tn, RowKey: []byte("r"), Mutations: []*btpb.Mutation{{Mutation: &btpb.Mutation_AddToCell_{AddToCell: &btpb.Mutation_AddToCell{}}}}})
-	if status.Code(err) != codes.Unimplemented || !strings.Contains(err.Error(), "AddToCell") {
-		t.Errorf("AddToCell = %v; want Unimplemented naming it", err)
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "AddToCell") || !strings.Contains(err.Error(), "raw_value") {
+		t.Errorf("AddToCell without a qualifier = %v; want InvalidArgument naming it and the raw_value it needs", err)
 	}
 	_, err = raw.MutateRow(ctx, &btpb.MutateRowRequest{TableName: tn, RowKey: []byte("r"), Mutations: []*btpb.Mutation{{}}})
 	if status.Code(err) != codes.InvalidArgument {

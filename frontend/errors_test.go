@@ -303,10 +303,10 @@ func TestErrorsTable(t *testing.T) {
 		{codes.FailedPrecondition, "an increment of a cell that is not 8 bytes", func() error {
 			return increment(raw, ctx, "f")
 		}, []string{tn, "64-bit", "3 bytes"}},
-		{codes.Unimplemented, "what Bighive does not serve: AddToCell", func() error {
+		{codes.InvalidArgument, "an AddToCell without a qualifier", func() error {
 			_, err := raw.MutateRow(ctx, &btpb.MutateRowRequest{TableName: tn, RowKey: []byte("r"), Mutations: []*btpb.Mutation{{Mutation: &btpb.Mutation_AddToCell_{AddToCell: &btpb.Mutation_AddToCell{}}}}})
 			return err
-		}, []string{tn, "AddToCell"}},
+		}, []string{tn, "AddToCell", "raw_value"}},
 		{codes.Unimplemented, "what Bighive does not serve: a method", func() error {
 			_, err := adm.CreateBackup(ctx, &adminpb.CreateBackupRequest{Parent: parent})
 			return err
