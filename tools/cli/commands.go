@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc/status"
+
 	"bighive/client"
 )
 
@@ -29,7 +31,10 @@ func (e *Env) session(ctx context.Context, args []string, min, max int, setup fu
 	return ctx, func() { c.Close(); cancel() }, c, pos, nil
 }
 
-// parseFamilies parses "cf1,cf2:maxversions=3:maxage=24h".
+// parseFamilies parses "cf1,cf2:maxversions=3:maxage=24h,sum:intsum": an
+// option without "=" is an aggregate type, as cbt's
+// FAMILY:GCPOLICY:TYPE (intsum, intmin or intmax; "never" is the default
+// policy and an empty option is skipped).
 func parseFamilies(s string) ([]client.FamilySpec, error) {
 	var out []client.FamilySpec
 	for _, item := range splitList(s) {
@@ -38,7 +43,18 @@ func parseFamilies(s string) ([]client.FamilySpec, error) {
 		for _, opt := range parts[1:] {
 			k, v, ok := strings.Cut(opt, "=")
 			if !ok {
-				return nil, Usagef("family %q: option %q is not key=value", f.Name, opt)
+				switch opt = strings.ToLower(opt); {
+				case opt == "" || opt == "never":
+					continue
+				case strings.HasPrefix(opt, "int"):
+					a, err := client.ParseAggregate(opt)
+					if err != nil {
+						return nil, Usagef("family %q: %v", f.Name, status.Convert(err).Message())
+					}
+					f.Aggregate = a
+					continue
+				}
+				return nil, Usagef("family %q: option %q is not key=value nor a type (intsum, intmin, intmax)", f.Name, opt)
 			}
 			switch strings.ToLower(k) {
 			case "maxversions", "versions":
@@ -83,7 +99,7 @@ func parseAge(s string) (time.Duration, error) {
 func runCreate(ctx context.Context, env *Env, args []string) error {
 	var families, splits, compression, granularity string
 	ctx, done, c, pos, err := env.session(ctx, args, 1, 1, func(fs flagSet) {
-		fs.StringVar(&families, "families", "", "column families: CF[:maxversions=N][:maxage=DURATION][:compression=CODEC],...")
+		fs.StringVar(&families, "families", "", "column families: CF[:maxversions=N][:maxage=DURATION][:compression=CODEC][:intsum|intmin|intmax],...")
 		fs.StringVar(&splits, "splits", "", "comma-separated split keys")
 		fs.StringVar(&compression, "compression", "", "compression of the families that name none: none, snappy (the default) or zstd")
 		fs.StringVar(&granularity, "granularity", "micros", "timestamp granularity, fixed at creation: micros (the default) or millis (Cloud Bigtable's)")
@@ -191,6 +207,9 @@ func familyString(f client.FamilySpec) string {
 	}
 	if f.Compression != client.CompressionDefault {
 		s += ":compression=" + f.Compression.String()
+	}
+	if f.Aggregate != client.NoAggregate {
+		s += ":" + f.Aggregate.String()
 	}
 	return s
 }

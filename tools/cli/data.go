@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,6 +17,8 @@ func dataCommands() []Command {
 			Example: "lookup t user#1\nlookup t user#1 --columns cf:name,cf:email --versions 1", Run: runGet},
 		{Name: "set", Args: "TABLE ROW FAMILY:QUALIFIER=VALUE [FAMILY:QUALIFIER=VALUE ...] [--timestamp MICROS]", Summary: "write several cells of one row in one atomic mutation",
 			Example: "set t user#1 cf:name=alice cf:email=alice@example.com\nset t user#1 cf:name=bob --timestamp 1700000000000000", Run: runSet},
+		{Name: "addtocell", Args: "TABLE ROW FAMILY:QUALIFIER=INT[@MICROS] [FAMILY:QUALIFIER=INT[@MICROS] ...]", Summary: "cbt's addtocell: add integers to cells of aggregate families in one atomic mutation (the timestamp defaults to the client's clock, in the table's granularity)",
+			Example: "addtocell t user#1 counters:visits=1@0\naddtocell t user#1 counters:visits=5@0 counters:errors=-1@0", Run: runAddToCell},
 		{Name: "count", Args: "TABLE [--prefix P] [--start ROW] [--end ROW]", Summary: "count the rows (a key-only scan: one stripped cell per row)",
 			Example: "count t\ncount t --prefix user#\ncount t --start a --end m", Run: runCount},
 		{Name: "samplerowkeys", Args: "TABLE", Summary: "row keys splitting the table into pieces of about equal size, with the bytes before each (the last is the end)",
@@ -62,6 +65,50 @@ func runSet(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	return env.result(map[string]any{"set": pos[1], "columns": cols}, "ok")
+}
+
+// runAddToCell adds integers to aggregate cells, with cbt's syntax: each
+// argument FAMILY:QUALIFIER=INT[@MICROS].
+func runAddToCell(ctx context.Context, env *Env, args []string) error {
+	ctx, done, c, pos, err := env.session(ctx, args, 3, -1, nil)
+	if err != nil {
+		return err
+	}
+	defer done()
+	tbl, err := openTable(ctx, c, pos[0])
+	if err != nil {
+		return err
+	}
+	now := time.Now().UnixMicro()
+	if tbl.Granularity() == client.GranularityMillis {
+		now -= now % 1000
+	}
+	m := client.NewMutation()
+	var cols []string
+	for _, a := range pos[2:] {
+		col, val, ok := strings.Cut(a, "=")
+		fam, qual, okc := strings.Cut(col, ":")
+		if !ok || !okc || fam == "" {
+			return Usagef("%q is not FAMILY:QUALIFIER=INT[@MICROS]", a)
+		}
+		ts := now
+		if v, t, ok := strings.Cut(val, "@"); ok {
+			if ts, err = strconv.ParseInt(t, 10, 64); err != nil || ts < 0 {
+				return Usagef("%q: timestamp %q is not a count of microseconds", a, t)
+			}
+			val = v
+		}
+		n, err := strconv.ParseInt(val, 10, 64)
+		if err != nil {
+			return Usagef("%q: %q is not an int64", a, val)
+		}
+		m.AddToCell(fam, qual, ts, n)
+		cols = append(cols, col)
+	}
+	if err := tbl.Apply(ctx, pos[1], m); err != nil {
+		return err
+	}
+	return env.result(map[string]any{"added": pos[1], "columns": cols}, "ok")
 }
 
 // runCount counts the rows of a range with a key-only scan: each row

@@ -5,13 +5,15 @@ import (
 	"strconv"
 	"strings"
 
+	"google.golang.org/grpc/status"
+
 	"bighive/client"
 )
 
 // schemaCommands are the live schema changes and row-range drops.
 func schemaCommands() []Command {
 	return []Command{
-		{Name: "createfamily", Args: "TABLE FAMILY [--compression none|snappy|zstd]", Summary: "add a column family (writable as soon as this returns)", Example: "createfamily t cf2\ncreatefamily t blobs --compression zstd", Run: runCreateFamily},
+		{Name: "createfamily", Args: "TABLE FAMILY [--compression none|snappy|zstd] [--type intsum|intmin|intmax]", Summary: "add a column family (writable as soon as this returns); --type makes it an aggregate family, fixed from then on", Example: "createfamily t cf2\ncreatefamily t blobs --compression zstd\ncreatefamily t counters --type intsum", Run: runCreateFamily},
 		{Name: "deletefamily", Args: "TABLE FAMILY", Summary: "delete a column family: its data is unreadable at once", Example: "deletefamily t cf2", Run: runDeleteFamily},
 		{Name: "setgcpolicy", Args: "TABLE FAMILY maxversions=N | maxage=DUR | never | (POLICY and|or POLICY ...)",
 			Summary: "set a family's GC policy", Example: "setgcpolicy t cf maxversions=2\nsetgcpolicy t cf \"(maxage=7d and maxversions=2) or maxversions=10\"", Run: runSetGCPolicy},
@@ -21,9 +23,10 @@ func schemaCommands() []Command {
 }
 
 func runCreateFamily(ctx context.Context, env *Env, args []string) error {
-	var compression string
+	var compression, typ string
 	ctx, done, c, pos, err := env.session(ctx, args, 2, 2, func(fs flagSet) {
 		fs.StringVar(&compression, "compression", "", "compression of the family's files: none, snappy (the default) or zstd")
+		fs.StringVar(&typ, "type", "", "an aggregate family's type: intsum, intmin or intmax (default: a plain family of bytes)")
 	})
 	if err != nil {
 		return err
@@ -33,7 +36,13 @@ func runCreateFamily(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := c.CreateColumnFamilyWithSpec(ctx, pos[0], client.FamilySpec{Name: pos[1], Compression: comp}); err != nil {
+	agg := client.NoAggregate
+	if typ != "" {
+		if agg, err = client.ParseAggregate(typ); err != nil {
+			return Usagef("--type: %v", status.Convert(err).Message())
+		}
+	}
+	if err := c.CreateColumnFamilyWithSpec(ctx, pos[0], client.FamilySpec{Name: pos[1], Compression: comp, Aggregate: agg}); err != nil {
 		return err
 	}
 	return env.result(map[string]any{"table": pos[0], "created_family": pos[1]}, "created column family %s of table %s", pos[1], pos[0])
