@@ -87,7 +87,13 @@
 // sequence (foldIter), so every tombstone hides it exactly when it hid
 // all of them; a major one folds the visible operands into one and drops
 // the hidden ones, as it drops hidden cells. Flushes, splits and merges
-// copy operands as they are.
+// copy operands as they are. A folded operand replaces operands of other
+// sequences, so applying one of those again would count it twice: folding,
+// like purging tombstones, rests on no record reaching a buffer once a
+// file holds it (replay skips records at or below FlushedSeq, and a
+// record is in one buffer, so in one file: point 1 below). Applying a
+// record again while its entries are only in the buffers changes nothing,
+// as for any record.
 //
 // # Checkpoint seams
 //

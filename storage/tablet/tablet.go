@@ -401,7 +401,10 @@ func (t *Tablet) Validate(m *mutation.RowMutation) error {
 // did when it assigned the sequence, and a logged record replayed after
 // its family was deleted must still apply (reads hide cells of families
 // the schema lacks, and major compactions drop them). Applying the same mutation again changes nothing visible (replay
-// is idempotent: the entries have the same keys and sequence). A write
+// is idempotent: the entries have the same keys and sequence) while the
+// TSFiles do not hold it: a compaction may have folded its aggregate
+// operands into one of another sequence (replay skips what the files
+// hold, see FlushedSeq). A write
 // begun by BeginWrite is finished by Apply, whatever its outcome, and Apply
 // returns nil only once the write is visible to reads, i.e. once every
 // write of lower sequence has finished too.
