@@ -51,7 +51,11 @@
 // CellChunks (value_size on each chunk of a value but its last), as the
 // API allows; a value is cut at the start of a UTF-8 sequence and never
 // after its first 8 bytes, where the official Node.js client would
-// corrupt it (cutAt). What Bighive does not have
-// (aggregate families, views, change streams, SQL queries) answers
-// Unimplemented.
+// corrupt it (cutAt). Aggregate families (a value type of an Int64 input
+// with sum, min or max) are created, described and written (AddToCell,
+// MergeToCell) through the client's FamilySpec.Aggregate and
+// Mutation.AddToCell; a value type changed after creation and the
+// HyperLogLog++ aggregator are InvalidArgument (docs/bigtable-api.md
+// 'Aggregate column families'). What Bighive does not have (views, change
+// streams, SQL queries) answers Unimplemented.
 package frontend

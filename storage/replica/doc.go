@@ -140,7 +140,11 @@
 //     the result.
 //
 // The row's writes are thus serialised in sequence order around each
-// read-modify-write, which is atomic. Plain writes of a row share the
+// read-modify-write, which is atomic. The adds to aggregate cells
+// (MergeCell operands: AddToCell, MergeToCell) are plain writes: blind,
+// they read nothing and take the stripe shared like a set, and the
+// tablet folds them on read; a read-modify-write rule on an aggregate
+// family is refused (the tablet refuses its SetCells). Plain writes of a row share the
 // stripe, so they still run concurrently and share group commits; only
 // writes of rows on the stripe of a running read-modify-write wait, never
 // the whole tablet. The stripe is taken before the ops and admission
