@@ -110,7 +110,8 @@
 //
 // mutation is the bighive/storage/mutation encoding of the RowMutation
 // (row key, then each op: kind, family, qualifier, cell timestamp, delete
-// range end, value).
+// range end, value); its first byte is that encoding's version, 2 for a
+// mutation holding an aggregate operand (MergeCell) and 1 otherwise.
 //
 // A frame header of 16 zero bytes ends the data of a new file: new files
 // are pre-zeroed (or grow), and the rest of the file is zero. L is at most
