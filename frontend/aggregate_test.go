@@ -165,9 +165,27 @@ func TestAggregatesOfficialClient(t *testing.T) {
 		t.Errorf("after delete and add: %v, want sum:c 42", got)
 	}
 
-	// What Cloud Bigtable refuses, each an InvalidArgument naming the family.
+	// A MergeToCell of NULL has no effect; alone in a request it is refused.
 	raw := btpb.NewBigtableClient(a.conn)
 	const tn = "projects/p/instances/i/tables/t"
+	nullMerge := &btpb.Mutation{Mutation: &btpb.Mutation_MergeToCell_{MergeToCell: &btpb.Mutation_MergeToCell{
+		FamilyName: "sum", ColumnQualifier: &btpb.Value{Kind: &btpb.Value_RawValue{RawValue: []byte("c")}},
+		Timestamp: &btpb.Value{Kind: &btpb.Value_RawTimestampMicros{RawTimestampMicros: int64(ts)}}}}}
+	add1 := &btpb.Mutation{Mutation: &btpb.Mutation_AddToCell_{AddToCell: &btpb.Mutation_AddToCell{
+		FamilyName: "sum", ColumnQualifier: &btpb.Value{Kind: &btpb.Value_RawValue{RawValue: []byte("c")}},
+		Timestamp: &btpb.Value{Kind: &btpb.Value_RawTimestampMicros{RawTimestampMicros: int64(ts)}},
+		Input:     &btpb.Value{Kind: &btpb.Value_IntValue{IntValue: 1}}}}}
+	if _, err := raw.MutateRow(ctx, &btpb.MutateRowRequest{TableName: tn, RowKey: []byte("r"), Mutations: []*btpb.Mutation{nullMerge, add1}}); err != nil {
+		t.Fatalf("a NULL merge and an add: %v", err)
+	}
+	if got := read("r", bigtable.RowFilter(bigtable.FamilyFilter("sum"))); !sameInts(got, map[string][]int64{"sum:c": {43}}) {
+		t.Errorf("after a NULL merge and an add of 1: %v, want sum:c 43", got)
+	}
+	if _, err := raw.MutateRow(ctx, &btpb.MutateRowRequest{TableName: tn, RowKey: []byte("r"), Mutations: []*btpb.Mutation{nullMerge}}); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "NULL") {
+		t.Errorf("only a NULL merge: %v; want InvalidArgument saying nothing is written", err)
+	}
+
+	// What Cloud Bigtable refuses, each an InvalidArgument naming the family.
 	rawAdd := func(fam string, ts int64, input *btpb.Value) error {
 		_, err := raw.MutateRow(ctx, &btpb.MutateRowRequest{TableName: tn, RowKey: []byte("r"), Mutations: []*btpb.Mutation{{Mutation: &btpb.Mutation_AddToCell_{AddToCell: &btpb.Mutation_AddToCell{
 			FamilyName: fam, ColumnQualifier: &btpb.Value{Kind: &btpb.Value_RawValue{RawValue: []byte("c")}},
@@ -210,8 +228,8 @@ func TestAggregatesOfficialClient(t *testing.T) {
 	if status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), `"nofam"`) {
 		t.Errorf("update of a missing family: %v; want NotFound naming it", err)
 	}
-	if got := read("r", bigtable.RowFilter(bigtable.FamilyFilter("sum"))); !sameInts(got, map[string][]int64{"sum:c": {42}}) {
-		t.Errorf("after the refused writes: %v, want sum:c 42 still", got)
+	if got := read("r", bigtable.RowFilter(bigtable.FamilyFilter("sum"))); !sameInts(got, map[string][]int64{"sum:c": {43}}) {
+		t.Errorf("after the refused writes: %v, want sum:c 43 still", got)
 	}
 }
 

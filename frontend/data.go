@@ -343,6 +343,7 @@ func mutation(what string, t *client.Table, ms []*btpb.Mutation) (*client.Mutati
 		return nil, reqErr(codes.InvalidArgument, "no %s", what)
 	}
 	m := client.NewMutation()
+	skipped := 0 // MergeToCells of NULL
 	for i, op := range ms {
 		switch x := op.GetMutation().(type) {
 		case *btpb.Mutation_SetCell_:
@@ -381,7 +382,8 @@ func mutation(what string, t *client.Table, ms []*btpb.Mutation) (*client.Mutati
 				return nil, err
 			}
 			if mc.GetInput().GetKind() == nil {
-				continue // merging NULL has no effect, as the API says
+				skipped++ // merging NULL has no effect, as the API says
+				continue
 			}
 			v, err := int64Input(mc.GetInput())
 			if err != nil {
@@ -393,6 +395,10 @@ func mutation(what string, t *client.Table, ms []*btpb.Mutation) (*client.Mutati
 		default:
 			return nil, reqErr(codes.Unimplemented, "%s[%d]: %T is not supported", what, i, x)
 		}
+	}
+	if skipped == len(ms) {
+		// A row mutation holds at least one operation in Bighive.
+		return nil, reqErr(codes.InvalidArgument, "%s: every one is a MergeToCell of a NULL input, which has no effect: nothing to write", what)
 	}
 	return m, nil
 }
