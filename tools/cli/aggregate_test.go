@@ -9,7 +9,9 @@ import (
 // families makes aggregate families, ls and tables show their type,
 // createfamily --type adds one, addtocell sums (min, max) integers into
 // one cell per timestamp, and what Cloud Bigtable refuses is refused: a set
-// into an aggregate family, an addtocell into a plain one, HyperLogLog++.
+// into an aggregate family, an addtocell into a plain one, HyperLogLog++,
+// a value type changed by setvaluetype (NotFound first for a missing
+// family).
 func TestAggregatesOnRealCluster(t *testing.T) {
 	r := run{t: t, masters: startCluster(t)}
 	r.ok("createtable", "at", "families=sum:never:intsum,mx:intmax,plain")
@@ -47,6 +49,8 @@ func TestAggregatesOnRealCluster(t *testing.T) {
 		{[]string{"addtocell", "at", "r", "sum:c=x@1000"}, "not an int64"},
 		{[]string{"createfamily", "at", "h", "--type", "inthll"}, "HyperLogLog++"},
 		{[]string{"createtable", "hll", "families=h:never:inthll"}, "HyperLogLog++"},
+		{[]string{"setvaluetype", "at", "plain", "intsum"}, "InvalidArgument: column family \"plain\" of table \"at\": its value type is set at its creation and is immutable"},
+		{[]string{"setvaluetype", "at", "nofam", "stringutf8bytes"}, "NotFound: column family \"nofam\" of table \"at\" does not exist"},
 	} {
 		if _, errs, code := r.do(bad.args...); code == 0 || !strings.Contains(errs, bad.want) {
 			t.Errorf("bighive %s: exit %d, stderr %q; want an error saying %s", strings.Join(bad.args, " "), code, errs, bad.want)

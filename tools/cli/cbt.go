@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // cbtCommands are the commands Google's cbt has under other names than
@@ -17,6 +20,7 @@ func cbtCommands() []Command {
 		{Name: "createtable", Args: "TABLE [families=CF[:maxversions=N][:maxage=DUR],...] [splits=K1,K2,...]", Summary: "cbt's createtable: create a table (as create, with cbt's KEY=VALUE arguments)", Example: "createtable t families=cf:maxversions=3,meta splits=user#5", Run: runCreateTable},
 		{Name: "deletetable", Args: "TABLE", Summary: "cbt's deletetable: delete a table and its data (as drop)", Example: "deletetable t", Run: runDrop},
 		{Name: "deleterow", Args: "TABLE ROW", Summary: "cbt's deleterow: delete a row (as delete TABLE ROW)", Example: "deleterow t user#1", Run: runDeleteRow},
+		{Name: "setvaluetype", Args: "TABLE FAMILY TYPE", Summary: "cbt's setvaluetype: refused, as a family's value type is fixed at its creation (NotFound for a family the table lacks)", Example: "setvaluetype t cf stringutf8bytes", Run: runSetValueType},
 		{Name: "deletecolumn", Args: "TABLE ROW FAMILY QUALIFIER", Summary: "cbt's deletecolumn: delete a column of a row (as delete TABLE ROW FAMILY:QUALIFIER)", Example: "deletecolumn t user#1 cf name", Run: runDeleteColumn},
 	}
 }
@@ -105,4 +109,33 @@ func runDeleteColumn(ctx context.Context, env *Env, args []string) error {
 	}
 	defer done()
 	return deleteCells(ctx, env, c, []string{pos[0], pos[1], pos[2] + ":" + pos[3]})
+}
+
+// runSetValueType is cbt's setvaluetype. Bighive fixes a family's value
+// type at its creation (an aggregate family's, as Cloud Bigtable does, and
+// a plain family has no other), so it refuses the change with
+// InvalidArgument, after NotFound for a table or family that does not
+// exist.
+func runSetValueType(ctx context.Context, env *Env, args []string) error {
+	ctx, done, c, pos, err := env.session(ctx, args, 3, 3, nil)
+	if err != nil {
+		return err
+	}
+	defer done()
+	infos, err := c.DescribeTables(ctx)
+	if err != nil {
+		return err
+	}
+	for _, t := range infos {
+		if t.Name != pos[0] {
+			continue
+		}
+		for _, f := range t.Families {
+			if f.Name == pos[1] {
+				return status.Errorf(codes.InvalidArgument, "column family %q of table %q: its value type is set at its creation and is immutable afterwards (asked for %q)", pos[1], pos[0], pos[2])
+			}
+		}
+		return status.Errorf(codes.NotFound, "column family %q of table %q does not exist", pos[1], pos[0])
+	}
+	return status.Errorf(codes.NotFound, "table %q not found", pos[0])
 }

@@ -72,7 +72,8 @@ func freeBase(t *testing.T) int {
 // aggregate families (cbt's FAMILY:GCPOLICY:TYPE), ls showing their value
 // types, addtocell summing into one cell per timestamp and taking the min
 // and max, read printing the 8-byte big-endian results, and the refusals
-// of a set into an aggregate family and of HyperLogLog++. It fails, and
+// of a set into an aggregate family, of HyperLogLog++ and of setvaluetype
+// (NotFound for a missing family). It fails, and
 // never skips, when cbt is not installed; -short skips it (it runs a
 // dev cluster and a dozen cbt processes).
 func TestCbtAggregatesOnDev(t *testing.T) {
@@ -164,9 +165,13 @@ func TestCbtAggregatesOnDev(t *testing.T) {
 		{[]string{"set", "t", "r", "sum:c=x"}, `aggregate family "sum"`},
 		{[]string{"addtocell", "t", "r", "plain:c=1@1000"}, `family "plain"`},
 		{[]string{"createtable", "h", "families=h:never:inthll"}, "HyperLogLog++"},
+		{[]string{"setvaluetype", "t", "plain", "stringutf8bytes"}, "immutable"},
 	} {
 		if _, err := run(bad.args...); err == nil || !strings.Contains(err.Error(), bad.want) || !strings.Contains(err.Error(), "InvalidArgument") {
 			t.Errorf("cbt %s: %v; want InvalidArgument saying %s", strings.Join(bad.args, " "), err, bad.want)
 		}
+	}
+	if _, err := run("setvaluetype", "t", "nofam", "stringutf8bytes"); err == nil || !strings.Contains(err.Error(), "NotFound") || !strings.Contains(err.Error(), `"nofam"`) {
+		t.Errorf("cbt setvaluetype of a missing family: %v; want NotFound naming it", err)
 	}
 }
