@@ -20,11 +20,12 @@ import (
 // the write buffers, a checkpoint (the operands flushed to TSFiles), a
 // minor compaction (folded), a split (each child holds its rows'
 // operands), a SIGKILL of the tserver serving rows whose last adds were
-// only in its log (replayed on another tserver), and a major compaction —
+// only in its log (replayed on another tserver), a merge of the two
+// children, and a major compaction —
 // every cell reads back as the sum and the maximum of every input added
 // to it, as the API defines them (the emulator has no aggregates).
 func TestAggregatesAcrossCheckpointSplitAndFailover(t *testing.T) {
-	skipShort(t, "aggregate families across a checkpoint, a split and a failover")
+	skipShort(t, "aggregate families across a checkpoint, a split, a failover and a merge")
 	c, cl := startFailoverClusterWith(t, cluster.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -157,6 +158,25 @@ func TestAggregatesAcrossCheckpointSplitAndFailover(t *testing.T) {
 	check("after a SIGKILL of a tserver")
 	add()
 	check("after the failover, more adds")
+
+	// The two children merge again: the merged tablet's files are both
+	// parents' buffers and files, their operands included.
+	if _, err := cl.MergeTablets(ctx, "agg", "a"); err != nil {
+		t.Fatal(err)
+	}
+	wait.ForCtx(t, ctx, "the merged tablet of agg serving", func() error {
+		tabs, err := cl.Tablets(ctx, "agg")
+		if err != nil {
+			return err
+		}
+		if len(tabs) != 1 || tabs[0].State != "serving" {
+			return fmt.Errorf("tablets %+v", tabs)
+		}
+		return nil
+	})
+	check("after a merge")
+	add()
+	check("the merged tablet's buffer")
 	if err := cl.Compact(ctx, "agg", true); err != nil {
 		t.Fatal(err)
 	}
