@@ -153,6 +153,18 @@ func TestAggregatesOfficialClient(t *testing.T) {
 	if got := read("r", bigtable.RowFilter(bigtable.ColumnFilter("cond"))); !sameInts(got, map[string][]int64{"max:cond": {3}}) {
 		t.Errorf("after the conditional adds: %v, want max:cond 3", got)
 	}
+	// A branch the predicate does not pick is checked too: a SetCell into
+	// an aggregate family there refuses the whole request.
+	badSet := bigtable.NewMutation()
+	badSet.Set("sum", "c", ts, []byte("x"))
+	goodAdd := bigtable.NewMutation()
+	goodAdd.AddIntToCell("max", "cond", ts, 100)
+	if err := tbl.Apply(ctx, "r", bigtable.NewCondMutation(bigtable.PassAllFilter(), goodAdd, badSet)); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), `"sum"`) {
+		t.Errorf("a conditional mutation with a SetCell into an aggregate family in its other branch: %v; want InvalidArgument naming it", err)
+	}
+	if got := read("r", bigtable.RowFilter(bigtable.ColumnFilter("cond"))); !sameInts(got, map[string][]int64{"max:cond": {3}}) {
+		t.Errorf("after the refused conditional mutation: %v, want max:cond 3 still", got)
+	}
 
 	// A delete hides what was added before it; a later add starts afresh.
 	m = bigtable.NewMutation()

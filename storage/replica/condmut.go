@@ -47,8 +47,15 @@ func (r *Replica) CheckAndMutate(ctx context.Context, row []byte, pred *filter.F
 			if op.Kind == mutation.DeleteRow {
 				continue
 			}
-			if _, ok := sch.Families[op.Family]; !ok {
+			f, ok := sch.Families[op.Family]
+			if !ok {
 				return false, fmt.Errorf("replica: tablet %s: %w %q (%s operation %d on row %q)", r.o.ID, tablet.ErrUnknownFamily, op.Family, l.name, i, row)
+			}
+			// Both branches are checked against aggregate families, not
+			// only the one the predicate picks.
+			if agg := f.Aggregate != tablet.NoAggregate; (op.Kind == mutation.SetCell && agg) || (op.Kind == mutation.MergeCell && !agg) {
+				return false, fmt.Errorf("replica: tablet %s: %w: %s operation %d (%v) on row %q does not fit family %q (aggregate: %v)",
+					r.o.ID, tablet.ErrInvalidMutation, l.name, i, op.Kind, row, op.Family, f.Aggregate)
 			}
 		}
 	}
