@@ -1,7 +1,9 @@
 // Package client is the Go client library of Bighive. Its shape follows the
 // Cloud Bigtable Go client: a Client for the cluster (tables, admin calls),
 // a Table for rows (Put, Get, Scan, ReadRows, Apply, ApplyBulk), Mutations
-// built of sets and deletes applied atomically to one row, conditional
+// built of sets, deletes and adds to the cells of aggregate families
+// (AddToCell, MergeToCell; FamilySpec.Aggregate) applied atomically to
+// one row, conditional
 // mutations (NewCondMutation: a predicate filter picks the true or the
 // false mutation on the tserver, atomically) and read-modify-writes
 // (NewReadModifyWrite). Server-side row filters
@@ -94,12 +96,13 @@
 //   - Reads (Get, Scan) are retried on any retryable failure: a routing
 //     error, Unavailable, Aborted, or an attempt that timed out while the
 //     caller's context is still alive.
-//   - A mutation is idempotent when it holds no Set with ServerTime: writing
+//   - A mutation is idempotent when it holds no Set with ServerTime and no
+//     AddToCell or MergeToCell (an add applied twice counts twice): writing
 //     the same (row, column, timestamp) again overwrites the same cell, and
 //     deletes are idempotent as in Cloud Bigtable. Idempotent mutations are
 //     retried on any retryable failure. Put uses the client's clock
 //     (microseconds), so Put is idempotent.
-//   - A mutation with a ServerTime Set is retried only when the failure is
+//   - A mutation with a ServerTime Set, or an add, is retried only when the failure is
 //     known to have happened before the tserver logged it: a routing error
 //     (the tserver checks the tablet and epoch first), or a request that
 //     never reached a server (no transport stream was opened, or a batch
@@ -199,7 +202,7 @@
 //   - Each call returns when its own row's status came back, so it is
 //     durable when the call returns nil, and it gets its own row's error.
 //   - Only idempotent mutations are coalesced (Put, and Apply without a
-//     ServerTime Set); the others are always sent alone. If the coalesced
+//     ServerTime Set or an add); the others are always sent alone. If the coalesced
 //     attempt fails with anything but a permanent error, the write is sent
 //     again alone under the retry rules above: a per-row status of
 //     MutateRows has a code but no TabletError detail, so it cannot show

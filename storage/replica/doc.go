@@ -144,7 +144,8 @@
 // (MergeCell operands: AddToCell, MergeToCell) are plain writes: blind,
 // they read nothing and take the stripe shared like a set, and the
 // tablet folds them on read; a read-modify-write rule on an aggregate
-// family is refused (the tablet refuses its SetCells). Plain writes of a row share the
+// family is refused (the tablet refuses its SetCells), and CheckAndMutate
+// checks both branches' ops against the families' kinds before it reads. Plain writes of a row share the
 // stripe, so they still run concurrently and share group commits; only
 // writes of rows on the stripe of a running read-modify-write wait, never
 // the whole tablet. The stripe is taken before the ops and admission
