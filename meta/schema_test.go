@@ -161,3 +161,34 @@ func TestSchemaGranularity(t *testing.T) {
 		t.Fatalf("granularity 7: %v, want InvalidArgument", err)
 	}
 }
+
+// TestAggregateFamilies: a family's aggregate is stored with the schema,
+// at creation and by AddFamily, survives a SetGCRule and a compression
+// change (no command changes it), and an aggregate this build does not
+// know is refused.
+func TestAggregateFamilies(t *testing.T) {
+	f := openTestFSM(t)
+	f.mustApply(&spb.MetaCommand{Cmd: &spb.MetaCommand_CreateTable{CreateTable: &spb.MetaCreateTable{
+		Schema: &pb.TableSchema{Name: "t", Families: []*pb.FamilySpec{{Name: "sum", Aggregate: pb.Aggregate_AGGREGATE_INT64_SUM}}}}}})
+	f.mustApply(&spb.MetaCommand{Cmd: &spb.MetaCommand_AddFamily{AddFamily: &spb.MetaAddFamily{Table: "t",
+		Family: &pb.FamilySpec{Name: "max", Aggregate: pb.Aggregate_AGGREGATE_INT64_MAX}}}})
+	f.mustApply(gcCmd("t", "sum", maxVer(1)))
+	f.mustApply(&spb.MetaCommand{Cmd: &spb.MetaCommand_SetCompression{SetCompression: &spb.MetaSetCompression{Table: "t", Family: "max",
+		Compression: pb.Compression_COMPRESSION_ZSTD}}})
+	var s *pb.TableSchema
+	if err := f.View(func(r *Reader) (err error) { s, err = r.Table("t"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]pb.Aggregate{}
+	for _, fam := range s.Families {
+		got[fam.Name] = fam.Aggregate
+	}
+	if got["sum"] != pb.Aggregate_AGGREGATE_INT64_SUM || got["max"] != pb.Aggregate_AGGREGATE_INT64_MAX {
+		t.Fatalf("aggregates %v, want sum and max kept", got)
+	}
+	res := f.apply(&spb.MetaCommand{Cmd: &spb.MetaCommand_AddFamily{AddFamily: &spb.MetaAddFamily{Table: "t",
+		Family: &pb.FamilySpec{Name: "x", Aggregate: pb.Aggregate(42)}}}})
+	if apierr.CodeOf(res.Err) != codes.InvalidArgument {
+		t.Fatalf("an unknown aggregate: %v, want InvalidArgument", res.Err)
+	}
+}
