@@ -92,7 +92,10 @@
 // (TableSchema.version), so versions of a name only grow, even across a
 // delete and a create. Tservers keep the highest version they have seen.
 // SetGCRule stores the rule in FamilySpec.gc_rule and clears max_versions
-// and max_age_micros (a set gc_rule wins over them anyway). A table may
+// and max_age_micros (a set gc_rule wins over them anyway). A family's
+// aggregate (FamilySpec.aggregate: int64 sum, min or max) is given only
+// by CreateTable or AddFamily and no command changes it: a value type is
+// immutable once the family exists, as in Cloud Bigtable. A table may
 // have no family (created without one, or its last one deleted), as in
 // Cloud Bigtable. DeleteFamily adds the name to
 // TableSchema.purging_families until FamilyPurged (the master has masked
