@@ -223,7 +223,7 @@ func TestAggregatesOfficialClient(t *testing.T) {
 		{"AddToCell at server time", apply("r", addNow), `"sum"`},
 		{"AddToCell off the table's millisecond granularity", rawAdd("sum", 1500, intValue), "granularity"},
 		{"AddToCell of a string", rawAdd("sum", 1000, &btpb.Value{Kind: &btpb.Value_StringValue{StringValue: "1"}}), `"sum"`},
-		{"ReadModifyWriteRow on an aggregate family", func() error { _, err := tbl.ApplyReadModifyWrite(ctx, "r", rmw); return err }(), `"sum"`},
+		{"ReadModifyWriteRow on an aggregate family", func() error { _, err := tbl.ApplyReadModifyWrite(ctx, "r", rmw); return err }(), `rule 0 is on aggregate family "sum"`},
 		{"a value type changed", adm.UpdateFamily(ctx, "t", "p", agg(bigtable.SumAggregator{})), "immutable"},
 		{"HyperLogLog++", adm.CreateColumnFamilyWithConfig(ctx, "t", "hll", agg(bigtable.HllppUniqueCountAggregator{})), "HyperLogLog++"},
 		{"an Int64 input of ordered-code encoding", adm.CreateColumnFamilyWithConfig(ctx, "t", "oc", bigtable.Family{ValueType: bigtable.AggregateType{

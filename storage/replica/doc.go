@@ -144,7 +144,7 @@
 // (MergeCell operands: AddToCell, MergeToCell) are plain writes: blind,
 // they read nothing and take the stripe shared like a set, and the
 // tablet folds them on read; a read-modify-write rule on an aggregate
-// family is refused (the tablet refuses its SetCells), and CheckAndMutate
+// family is refused before anything is read (ErrInvalidRule), and CheckAndMutate
 // checks both branches' ops against the families' kinds before it reads. Plain writes of a row share the
 // stripe, so they still run concurrently and share group commits; only
 // writes of rows on the stripe of a running read-modify-write wait, never

@@ -19,7 +19,8 @@ import (
 var ErrNotCounter = errors.New("replica: increment of a cell that is not a 64-bit big-endian integer")
 
 // ErrInvalidRule: a read-modify-write is malformed (no rules, a rule
-// without a family, an append whose result passes the value limit).
+// without a family or on an aggregate family, an append whose result
+// passes the value limit).
 // Nothing was written.
 var ErrInvalidRule = errors.New("replica: invalid read-modify-write rule")
 
@@ -56,9 +57,14 @@ func (r *Replica) ReadModifyWrite(ctx context.Context, row []byte, rules []Rule)
 		return tablet.Row{}, fmt.Errorf("%w: no rules", ErrInvalidRule)
 	}
 	var cols []tablet.Column
+	sch := r.o.Tablet.Schema()
 	for i, ru := range rules {
 		if ru.Family == "" {
 			return tablet.Row{}, fmt.Errorf("%w: rule %d has no family", ErrInvalidRule, i)
+		}
+		if f := sch.Families[ru.Family]; f.Aggregate != tablet.NoAggregate {
+			return tablet.Row{}, fmt.Errorf("%w: rule %d is on aggregate family %q (%v), whose cells take AddToCell and MergeToCell only",
+				ErrInvalidRule, i, ru.Family, f.Aggregate)
 		}
 		if !slices.ContainsFunc(cols, func(c tablet.Column) bool { return sameColumn(c, ru.Family, ru.Qualifier) }) {
 			cols = append(cols, tablet.Column{Family: ru.Family, Qualifier: ru.Qualifier})
