@@ -86,6 +86,14 @@ func (w *writer) dispatch(cmd *spb.MetaCommand) (*Result, error) {
 		return w.createTablets(c.CreateTablets)
 	case *spb.MetaCommand_DeleteTablets:
 		return w.deleteTablets(c.DeleteTablets)
+	case *spb.MetaCommand_CreateBackup:
+		return w.createBackup(c.CreateBackup)
+	case *spb.MetaCommand_UpdateBackup:
+		return w.updateBackup(c.UpdateBackup)
+	case *spb.MetaCommand_DeleteBackup:
+		return w.deleteBackup(c.DeleteBackup)
+	case *spb.MetaCommand_RestoreTable:
+		return w.restoreTable(c.RestoreTable)
 	default:
 		return nil, apierr.InvalidArgument("meta: command has no known kind")
 	}

@@ -62,8 +62,11 @@
 //	meta      "grants_version" → uint64 BE  (raised by every grant change; absent: 0)
 //	pending   <name>                       → bighive.storage.v1.MetaPendingTable (a table being
 //	                                         created or deleted in chunks: schema, deleting, next row)
+//	backups   <name>                       → bighive.v1.BackupMeta (protobuf: source table, schema,
+//	                                         times, per tablet its range and TSFiles)
+//	sharedfiles <store uuid> 0x00 <footer block, u64 BE> → empty (a TSFile some backup names or once named)
 //
-// The recoverygc, grants and pending buckets were added without a version
+// The recoverygc, grants, pending, backups and sharedfiles buckets were added without a version
 // change: an older database simply lacks them and Open creates them empty. So were
 // "schema_version" and "grants_version" (absent: 0).
 //
@@ -118,6 +121,18 @@
 // it has no log positions, child logs or recovery files, because the
 // flushed files hold the parents' buffers as of their fence. A retried
 // report of a committed merge answers the merged tablet again.
+//
+// Backups (backup.go, docs/design.md 'Backups'): CreateBackup copies the
+// table's schema and every tablet's range and TSFile list as this metadata
+// holds them, in one transaction, and is refused (Aborted) unless every
+// tablet of the table is among the ones the leader's flushes committed for
+// it; every file it names goes into sharedfiles. GCReferences counts a
+// backup's blocks as live. RestoreTable creates a table of the backup's
+// schema under a new name whose UNASSIGNED tablets have the backup's
+// ranges and files, so the files are named by both. DeleteBackup with an
+// expiry time deletes only a backup expired by then. The commands were
+// added as new oneof numbers (26 to 29): entries logged before them apply
+// as before, and CommandVersion stays 1.
 //
 // Table names never contain 0x00 ([A-Za-z0-9_.-]), nor do tserver uuids as
 // the master accepts them, so the 0x00 separator is unambiguous. Tablet ids

@@ -60,6 +60,8 @@ type Result struct {
 	Applied int
 	// Done: DeleteTablets found no tablet left and removed the table.
 	Done bool
+	// Backup: the backup CreateBackup recorded or UpdateBackup changed.
+	Backup *pb.BackupMeta
 }
 
 // FSM is the raft state machine. Apply, Snapshot and Restore are called by

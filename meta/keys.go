@@ -27,6 +27,11 @@ var (
 	bucketGrants = []byte("grants")
 	// pending: tables being created or deleted in chunks (ddl.go).
 	bucketPending = []byte("pending")
+	// backups: backup name → bighive.v1.BackupMeta (backup.go).
+	bucketBackups = []byte("backups")
+	// sharedfiles: store uuid 0x00 footer block (u64 BE) → empty: every
+	// TSFile some backup names or once named (backup.go).
+	bucketSharedFiles = []byte("sharedfiles")
 
 	keyVersion      = []byte("version")
 	keyApplied      = []byte("applied")
@@ -38,7 +43,7 @@ var (
 	// keyGrantsVersion is raised by every change of the grants bucket.
 	keyGrantsVersion = []byte("grants_version")
 
-	allBuckets = [][]byte{bucketMeta, bucketTables, bucketTablets, bucketRanges, bucketOwners, bucketTServers, bucketRecoveryGC, bucketGrants, bucketPending}
+	allBuckets = [][]byte{bucketMeta, bucketTables, bucketTablets, bucketRanges, bucketOwners, bucketTServers, bucketRecoveryGC, bucketGrants, bucketPending, bucketBackups, bucketSharedFiles}
 )
 
 // FormatTabletID names tablet number n.
@@ -73,6 +78,13 @@ func ownerKey(tserver, tablet string) []byte {
 }
 
 func ownerPrefix(tserver string) []byte { return ownerKey(tserver, "") }
+
+func sharedKey(store string, footer uint64) []byte {
+	k := make([]byte, 0, len(store)+9)
+	k = append(k, store...)
+	k = append(k, 0)
+	return append(k, u64(footer)...)
+}
 
 func u64(v uint64) []byte {
 	var b [8]byte

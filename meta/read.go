@@ -197,8 +197,9 @@ func (r *Reader) TServers() ([]*spb.MetaTServer, error) {
 	return out, err
 }
 
-// GCReferences returns every block of the block store blockStore and every
-// log position of the prefix walPrefix that some tablet names. An empty
+// GCReferences returns every block of the block store blockStore that some
+// tablet or backup names, and every log position of the prefix walPrefix
+// that some tablet names. An empty
 // argument skips that half.
 func (r *Reader) GCReferences(blockStore, walPrefix string) (blocks []uint64, positions []*pb.LogPosition, err error) {
 	seenBlock := map[uint64]bool{}
@@ -227,6 +228,14 @@ func (r *Reader) GCReferences(blockStore, walPrefix string) (blocks []uint64, po
 		}
 		return nil
 	})
+	if err == nil && blockStore != "" {
+		err = r.backupBlocks(blockStore, func(b uint64) {
+			if !seenBlock[b] {
+				seenBlock[b] = true
+				blocks = append(blocks, b)
+			}
+		})
+	}
 	slices.Sort(blocks)
 	slices.SortFunc(positions, func(a, b *pb.LogPosition) int { return cmp.Compare(a.FileTimestamp, b.FileTimestamp) })
 	return blocks, positions, err

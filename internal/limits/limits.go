@@ -92,6 +92,9 @@ func GRPCDialOptions(creds credentials.TransportCredentials, extra ...grpc.DialO
 // ValidateTableName checks a table name.
 func ValidateTableName(name string) error { return validateName("table", name) }
 
+// ValidateBackupName checks a backup name (the same rule as a table's).
+func ValidateBackupName(name string) error { return validateName("backup", name) }
+
 // ValidateFamilyName checks a column family name.
 func ValidateFamilyName(name string) error { return validateName("column family", name) }
 

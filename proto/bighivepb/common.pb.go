@@ -301,6 +301,53 @@ func (Compression) EnumDescriptor() ([]byte, []int) {
 	return file_bighivepb_common_proto_rawDescGZIP(), []int{4}
 }
 
+type BackupState int32
+
+const (
+	BackupState_BACKUP_STATE_UNSPECIFIED BackupState = 0
+	// Recorded: every file it names is kept and it can be restored.
+	BackupState_BACKUP_STATE_READY BackupState = 1
+)
+
+// Enum value maps for BackupState.
+var (
+	BackupState_name = map[int32]string{
+		0: "BACKUP_STATE_UNSPECIFIED",
+		1: "BACKUP_STATE_READY",
+	}
+	BackupState_value = map[string]int32{
+		"BACKUP_STATE_UNSPECIFIED": 0,
+		"BACKUP_STATE_READY":       1,
+	}
+)
+
+func (x BackupState) Enum() *BackupState {
+	p := new(BackupState)
+	*p = x
+	return p
+}
+
+func (x BackupState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (BackupState) Descriptor() protoreflect.EnumDescriptor {
+	return file_bighivepb_common_proto_enumTypes[5].Descriptor()
+}
+
+func (BackupState) Type() protoreflect.EnumType {
+	return &file_bighivepb_common_proto_enumTypes[5]
+}
+
+func (x BackupState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use BackupState.Descriptor instead.
+func (BackupState) EnumDescriptor() ([]byte, []int) {
+	return file_bighivepb_common_proto_rawDescGZIP(), []int{5}
+}
+
 type TabletError_Reason int32
 
 const (
@@ -340,11 +387,11 @@ func (x TabletError_Reason) String() string {
 }
 
 func (TabletError_Reason) Descriptor() protoreflect.EnumDescriptor {
-	return file_bighivepb_common_proto_enumTypes[5].Descriptor()
+	return file_bighivepb_common_proto_enumTypes[6].Descriptor()
 }
 
 func (TabletError_Reason) Type() protoreflect.EnumType {
-	return &file_bighivepb_common_proto_enumTypes[5]
+	return &file_bighivepb_common_proto_enumTypes[6]
 }
 
 func (x TabletError_Reason) Number() protoreflect.EnumNumber {
@@ -1656,6 +1703,156 @@ func (*GcRule_Intersection_) isGcRule_Rule() {}
 
 func (*GcRule_Union_) isGcRule_Rule() {}
 
+// A backup of a table (docs/design.md 'Backups'): the table's schema and,
+// per tablet at the cut, its range and the TSFiles that held its data. The
+// files are shared by reference: block GC keeps every block a backup names.
+type BackupMeta struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	SourceTable string                 `protobuf:"bytes,2,opt,name=source_table,json=sourceTable,proto3" json:"source_table,omitempty"`
+	// The source table's schema at the cut (its name is the source table's).
+	Schema *TableSchema `protobuf:"bytes,3,opt,name=schema,proto3" json:"schema,omitempty"`
+	// Master clock, µs since the epoch.
+	CreateTimeMicros int64       `protobuf:"varint,4,opt,name=create_time_micros,json=createTimeMicros,proto3" json:"create_time_micros,omitempty"`
+	ExpireTimeMicros int64       `protobuf:"varint,5,opt,name=expire_time_micros,json=expireTimeMicros,proto3" json:"expire_time_micros,omitempty"`
+	State            BackupState `protobuf:"varint,6,opt,name=state,proto3,enum=bighive.v1.BackupState" json:"state,omitempty"`
+	// The tablets at the cut in row order; they tile the row space.
+	Tablets       []*BackupTablet `protobuf:"bytes,7,rep,name=tablets,proto3" json:"tablets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupMeta) Reset() {
+	*x = BackupMeta{}
+	mi := &file_bighivepb_common_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupMeta) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupMeta) ProtoMessage() {}
+
+func (x *BackupMeta) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_common_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupMeta.ProtoReflect.Descriptor instead.
+func (*BackupMeta) Descriptor() ([]byte, []int) {
+	return file_bighivepb_common_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *BackupMeta) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *BackupMeta) GetSourceTable() string {
+	if x != nil {
+		return x.SourceTable
+	}
+	return ""
+}
+
+func (x *BackupMeta) GetSchema() *TableSchema {
+	if x != nil {
+		return x.Schema
+	}
+	return nil
+}
+
+func (x *BackupMeta) GetCreateTimeMicros() int64 {
+	if x != nil {
+		return x.CreateTimeMicros
+	}
+	return 0
+}
+
+func (x *BackupMeta) GetExpireTimeMicros() int64 {
+	if x != nil {
+		return x.ExpireTimeMicros
+	}
+	return 0
+}
+
+func (x *BackupMeta) GetState() BackupState {
+	if x != nil {
+		return x.State
+	}
+	return BackupState_BACKUP_STATE_UNSPECIFIED
+}
+
+func (x *BackupMeta) GetTablets() []*BackupTablet {
+	if x != nil {
+		return x.Tablets
+	}
+	return nil
+}
+
+type BackupTablet struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Range         *RowRange              `protobuf:"bytes,1,opt,name=range,proto3" json:"range,omitempty"`
+	Tsfiles       []*TSFileRef           `protobuf:"bytes,2,rep,name=tsfiles,proto3" json:"tsfiles,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupTablet) Reset() {
+	*x = BackupTablet{}
+	mi := &file_bighivepb_common_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupTablet) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupTablet) ProtoMessage() {}
+
+func (x *BackupTablet) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_common_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupTablet.ProtoReflect.Descriptor instead.
+func (*BackupTablet) Descriptor() ([]byte, []int) {
+	return file_bighivepb_common_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *BackupTablet) GetRange() *RowRange {
+	if x != nil {
+		return x.Range
+	}
+	return nil
+}
+
+func (x *BackupTablet) GetTsfiles() []*TSFileRef {
+	if x != nil {
+		return x.Tsfiles
+	}
+	return nil
+}
+
 // Writes one cell.
 type Mutation_SetCell struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -1670,7 +1867,7 @@ type Mutation_SetCell struct {
 
 func (x *Mutation_SetCell) Reset() {
 	*x = Mutation_SetCell{}
-	mi := &file_bighivepb_common_proto_msgTypes[17]
+	mi := &file_bighivepb_common_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1682,7 +1879,7 @@ func (x *Mutation_SetCell) String() string {
 func (*Mutation_SetCell) ProtoMessage() {}
 
 func (x *Mutation_SetCell) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_common_proto_msgTypes[17]
+	mi := &file_bighivepb_common_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1738,7 +1935,7 @@ type Mutation_DeleteFromColumn struct {
 
 func (x *Mutation_DeleteFromColumn) Reset() {
 	*x = Mutation_DeleteFromColumn{}
-	mi := &file_bighivepb_common_proto_msgTypes[18]
+	mi := &file_bighivepb_common_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1750,7 +1947,7 @@ func (x *Mutation_DeleteFromColumn) String() string {
 func (*Mutation_DeleteFromColumn) ProtoMessage() {}
 
 func (x *Mutation_DeleteFromColumn) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_common_proto_msgTypes[18]
+	mi := &file_bighivepb_common_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1796,7 +1993,7 @@ type Mutation_DeleteFromFamily struct {
 
 func (x *Mutation_DeleteFromFamily) Reset() {
 	*x = Mutation_DeleteFromFamily{}
-	mi := &file_bighivepb_common_proto_msgTypes[19]
+	mi := &file_bighivepb_common_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1808,7 +2005,7 @@ func (x *Mutation_DeleteFromFamily) String() string {
 func (*Mutation_DeleteFromFamily) ProtoMessage() {}
 
 func (x *Mutation_DeleteFromFamily) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_common_proto_msgTypes[19]
+	mi := &file_bighivepb_common_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1839,7 +2036,7 @@ type Mutation_DeleteFromRow struct {
 
 func (x *Mutation_DeleteFromRow) Reset() {
 	*x = Mutation_DeleteFromRow{}
-	mi := &file_bighivepb_common_proto_msgTypes[20]
+	mi := &file_bighivepb_common_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1851,7 +2048,7 @@ func (x *Mutation_DeleteFromRow) String() string {
 func (*Mutation_DeleteFromRow) ProtoMessage() {}
 
 func (x *Mutation_DeleteFromRow) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_common_proto_msgTypes[20]
+	mi := &file_bighivepb_common_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1884,7 +2081,7 @@ type Mutation_MergeToCell struct {
 
 func (x *Mutation_MergeToCell) Reset() {
 	*x = Mutation_MergeToCell{}
-	mi := &file_bighivepb_common_proto_msgTypes[21]
+	mi := &file_bighivepb_common_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1896,7 +2093,7 @@ func (x *Mutation_MergeToCell) String() string {
 func (*Mutation_MergeToCell) ProtoMessage() {}
 
 func (x *Mutation_MergeToCell) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_common_proto_msgTypes[21]
+	mi := &file_bighivepb_common_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1950,7 +2147,7 @@ type GcRule_Intersection struct {
 
 func (x *GcRule_Intersection) Reset() {
 	*x = GcRule_Intersection{}
-	mi := &file_bighivepb_common_proto_msgTypes[22]
+	mi := &file_bighivepb_common_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1962,7 +2159,7 @@ func (x *GcRule_Intersection) String() string {
 func (*GcRule_Intersection) ProtoMessage() {}
 
 func (x *GcRule_Intersection) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_common_proto_msgTypes[22]
+	mi := &file_bighivepb_common_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1995,7 +2192,7 @@ type GcRule_Union struct {
 
 func (x *GcRule_Union) Reset() {
 	*x = GcRule_Union{}
-	mi := &file_bighivepb_common_proto_msgTypes[23]
+	mi := &file_bighivepb_common_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2007,7 +2204,7 @@ func (x *GcRule_Union) String() string {
 func (*GcRule_Union) ProtoMessage() {}
 
 func (x *GcRule_Union) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_common_proto_msgTypes[23]
+	mi := &file_bighivepb_common_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2158,7 +2355,19 @@ const file_bighivepb_common_proto_rawDesc = "" +
 	"\x05rules\x18\x01 \x03(\v2\x12.bighive.v1.GcRuleR\x05rules\x1a1\n" +
 	"\x05Union\x12(\n" +
 	"\x05rules\x18\x01 \x03(\v2\x12.bighive.v1.GcRuleR\x05rulesB\x06\n" +
-	"\x04rule*{\n" +
+	"\x04rule\"\xb3\x02\n" +
+	"\n" +
+	"BackupMeta\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
+	"\fsource_table\x18\x02 \x01(\tR\vsourceTable\x12/\n" +
+	"\x06schema\x18\x03 \x01(\v2\x17.bighive.v1.TableSchemaR\x06schema\x12,\n" +
+	"\x12create_time_micros\x18\x04 \x01(\x03R\x10createTimeMicros\x12,\n" +
+	"\x12expire_time_micros\x18\x05 \x01(\x03R\x10expireTimeMicros\x12-\n" +
+	"\x05state\x18\x06 \x01(\x0e2\x17.bighive.v1.BackupStateR\x05state\x122\n" +
+	"\atablets\x18\a \x03(\v2\x18.bighive.v1.BackupTabletR\atablets\"k\n" +
+	"\fBackupTablet\x12*\n" +
+	"\x05range\x18\x01 \x01(\v2\x14.bighive.v1.RowRangeR\x05range\x12/\n" +
+	"\atsfiles\x18\x02 \x03(\v2\x15.bighive.v1.TSFileRefR\atsfiles*{\n" +
 	"\rCachePriority\x12\x1e\n" +
 	"\x1aCACHE_PRIORITY_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13CACHE_PRIORITY_HIGH\x10\x01\x12\x19\n" +
@@ -2183,7 +2392,10 @@ const file_bighivepb_common_proto_rawDesc = "" +
 	"\x17COMPRESSION_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10COMPRESSION_NONE\x10\x01\x12\x16\n" +
 	"\x12COMPRESSION_SNAPPY\x10\x02\x12\x14\n" +
-	"\x10COMPRESSION_ZSTD\x10\x03B\x19Z\x17bighive/proto/bighivepbb\x06proto3"
+	"\x10COMPRESSION_ZSTD\x10\x03*C\n" +
+	"\vBackupState\x12\x1c\n" +
+	"\x18BACKUP_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12BACKUP_STATE_READY\x10\x01B\x19Z\x17bighive/proto/bighivepbb\x06proto3"
 
 var (
 	file_bighivepb_common_proto_rawDescOnce sync.Once
@@ -2197,71 +2409,79 @@ func file_bighivepb_common_proto_rawDescGZIP() []byte {
 	return file_bighivepb_common_proto_rawDescData
 }
 
-var file_bighivepb_common_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_bighivepb_common_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_bighivepb_common_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_bighivepb_common_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_bighivepb_common_proto_goTypes = []any{
 	(CachePriority)(0),                // 0: bighive.v1.CachePriority
 	(Aggregate)(0),                    // 1: bighive.v1.Aggregate
 	(TimestampGranularity)(0),         // 2: bighive.v1.TimestampGranularity
 	(TabletState)(0),                  // 3: bighive.v1.TabletState
 	(Compression)(0),                  // 4: bighive.v1.Compression
-	(TabletError_Reason)(0),           // 5: bighive.v1.TabletError.Reason
-	(*FamilySpec)(nil),                // 6: bighive.v1.FamilySpec
-	(*TableSchema)(nil),               // 7: bighive.v1.TableSchema
-	(*RowRange)(nil),                  // 8: bighive.v1.RowRange
-	(*TimestampRange)(nil),            // 9: bighive.v1.TimestampRange
-	(*LogPosition)(nil),               // 10: bighive.v1.LogPosition
-	(*TSFileRef)(nil),                 // 11: bighive.v1.TSFileRef
-	(*DataDirGroup)(nil),              // 12: bighive.v1.DataDirGroup
-	(*TabletMeta)(nil),                // 13: bighive.v1.TabletMeta
-	(*Mutation)(nil),                  // 14: bighive.v1.Mutation
-	(*RowMutation)(nil),               // 15: bighive.v1.RowMutation
-	(*Cell)(nil),                      // 16: bighive.v1.Cell
-	(*Row)(nil),                       // 17: bighive.v1.Row
-	(*Column)(nil),                    // 18: bighive.v1.Column
-	(*ReadFilter)(nil),                // 19: bighive.v1.ReadFilter
-	(*TabletError)(nil),               // 20: bighive.v1.TabletError
-	(*NotLeader)(nil),                 // 21: bighive.v1.NotLeader
-	(*GcRule)(nil),                    // 22: bighive.v1.GcRule
-	(*Mutation_SetCell)(nil),          // 23: bighive.v1.Mutation.SetCell
-	(*Mutation_DeleteFromColumn)(nil), // 24: bighive.v1.Mutation.DeleteFromColumn
-	(*Mutation_DeleteFromFamily)(nil), // 25: bighive.v1.Mutation.DeleteFromFamily
-	(*Mutation_DeleteFromRow)(nil),    // 26: bighive.v1.Mutation.DeleteFromRow
-	(*Mutation_MergeToCell)(nil),      // 27: bighive.v1.Mutation.MergeToCell
-	(*GcRule_Intersection)(nil),       // 28: bighive.v1.GcRule.Intersection
-	(*GcRule_Union)(nil),              // 29: bighive.v1.GcRule.Union
+	(BackupState)(0),                  // 5: bighive.v1.BackupState
+	(TabletError_Reason)(0),           // 6: bighive.v1.TabletError.Reason
+	(*FamilySpec)(nil),                // 7: bighive.v1.FamilySpec
+	(*TableSchema)(nil),               // 8: bighive.v1.TableSchema
+	(*RowRange)(nil),                  // 9: bighive.v1.RowRange
+	(*TimestampRange)(nil),            // 10: bighive.v1.TimestampRange
+	(*LogPosition)(nil),               // 11: bighive.v1.LogPosition
+	(*TSFileRef)(nil),                 // 12: bighive.v1.TSFileRef
+	(*DataDirGroup)(nil),              // 13: bighive.v1.DataDirGroup
+	(*TabletMeta)(nil),                // 14: bighive.v1.TabletMeta
+	(*Mutation)(nil),                  // 15: bighive.v1.Mutation
+	(*RowMutation)(nil),               // 16: bighive.v1.RowMutation
+	(*Cell)(nil),                      // 17: bighive.v1.Cell
+	(*Row)(nil),                       // 18: bighive.v1.Row
+	(*Column)(nil),                    // 19: bighive.v1.Column
+	(*ReadFilter)(nil),                // 20: bighive.v1.ReadFilter
+	(*TabletError)(nil),               // 21: bighive.v1.TabletError
+	(*NotLeader)(nil),                 // 22: bighive.v1.NotLeader
+	(*GcRule)(nil),                    // 23: bighive.v1.GcRule
+	(*BackupMeta)(nil),                // 24: bighive.v1.BackupMeta
+	(*BackupTablet)(nil),              // 25: bighive.v1.BackupTablet
+	(*Mutation_SetCell)(nil),          // 26: bighive.v1.Mutation.SetCell
+	(*Mutation_DeleteFromColumn)(nil), // 27: bighive.v1.Mutation.DeleteFromColumn
+	(*Mutation_DeleteFromFamily)(nil), // 28: bighive.v1.Mutation.DeleteFromFamily
+	(*Mutation_DeleteFromRow)(nil),    // 29: bighive.v1.Mutation.DeleteFromRow
+	(*Mutation_MergeToCell)(nil),      // 30: bighive.v1.Mutation.MergeToCell
+	(*GcRule_Intersection)(nil),       // 31: bighive.v1.GcRule.Intersection
+	(*GcRule_Union)(nil),              // 32: bighive.v1.GcRule.Union
 }
 var file_bighivepb_common_proto_depIdxs = []int32{
-	22, // 0: bighive.v1.FamilySpec.gc_rule:type_name -> bighive.v1.GcRule
+	23, // 0: bighive.v1.FamilySpec.gc_rule:type_name -> bighive.v1.GcRule
 	4,  // 1: bighive.v1.FamilySpec.compression:type_name -> bighive.v1.Compression
 	1,  // 2: bighive.v1.FamilySpec.aggregate:type_name -> bighive.v1.Aggregate
-	6,  // 3: bighive.v1.TableSchema.families:type_name -> bighive.v1.FamilySpec
+	7,  // 3: bighive.v1.TableSchema.families:type_name -> bighive.v1.FamilySpec
 	2,  // 4: bighive.v1.TableSchema.granularity:type_name -> bighive.v1.TimestampGranularity
-	8,  // 5: bighive.v1.TabletMeta.range:type_name -> bighive.v1.RowRange
+	9,  // 5: bighive.v1.TabletMeta.range:type_name -> bighive.v1.RowRange
 	3,  // 6: bighive.v1.TabletMeta.state:type_name -> bighive.v1.TabletState
-	10, // 7: bighive.v1.TabletMeta.log_positions:type_name -> bighive.v1.LogPosition
-	11, // 8: bighive.v1.TabletMeta.tsfiles:type_name -> bighive.v1.TSFileRef
-	12, // 9: bighive.v1.TabletMeta.data_dir_group:type_name -> bighive.v1.DataDirGroup
-	23, // 10: bighive.v1.Mutation.set_cell:type_name -> bighive.v1.Mutation.SetCell
-	24, // 11: bighive.v1.Mutation.delete_from_column:type_name -> bighive.v1.Mutation.DeleteFromColumn
-	25, // 12: bighive.v1.Mutation.delete_from_family:type_name -> bighive.v1.Mutation.DeleteFromFamily
-	26, // 13: bighive.v1.Mutation.delete_from_row:type_name -> bighive.v1.Mutation.DeleteFromRow
-	27, // 14: bighive.v1.Mutation.merge_to_cell:type_name -> bighive.v1.Mutation.MergeToCell
-	14, // 15: bighive.v1.RowMutation.mutations:type_name -> bighive.v1.Mutation
-	16, // 16: bighive.v1.Row.cells:type_name -> bighive.v1.Cell
-	18, // 17: bighive.v1.ReadFilter.columns:type_name -> bighive.v1.Column
-	9,  // 18: bighive.v1.ReadFilter.time_range:type_name -> bighive.v1.TimestampRange
-	5,  // 19: bighive.v1.TabletError.reason:type_name -> bighive.v1.TabletError.Reason
-	28, // 20: bighive.v1.GcRule.intersection:type_name -> bighive.v1.GcRule.Intersection
-	29, // 21: bighive.v1.GcRule.union:type_name -> bighive.v1.GcRule.Union
-	9,  // 22: bighive.v1.Mutation.DeleteFromColumn.time_range:type_name -> bighive.v1.TimestampRange
-	22, // 23: bighive.v1.GcRule.Intersection.rules:type_name -> bighive.v1.GcRule
-	22, // 24: bighive.v1.GcRule.Union.rules:type_name -> bighive.v1.GcRule
-	25, // [25:25] is the sub-list for method output_type
-	25, // [25:25] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	11, // 7: bighive.v1.TabletMeta.log_positions:type_name -> bighive.v1.LogPosition
+	12, // 8: bighive.v1.TabletMeta.tsfiles:type_name -> bighive.v1.TSFileRef
+	13, // 9: bighive.v1.TabletMeta.data_dir_group:type_name -> bighive.v1.DataDirGroup
+	26, // 10: bighive.v1.Mutation.set_cell:type_name -> bighive.v1.Mutation.SetCell
+	27, // 11: bighive.v1.Mutation.delete_from_column:type_name -> bighive.v1.Mutation.DeleteFromColumn
+	28, // 12: bighive.v1.Mutation.delete_from_family:type_name -> bighive.v1.Mutation.DeleteFromFamily
+	29, // 13: bighive.v1.Mutation.delete_from_row:type_name -> bighive.v1.Mutation.DeleteFromRow
+	30, // 14: bighive.v1.Mutation.merge_to_cell:type_name -> bighive.v1.Mutation.MergeToCell
+	15, // 15: bighive.v1.RowMutation.mutations:type_name -> bighive.v1.Mutation
+	17, // 16: bighive.v1.Row.cells:type_name -> bighive.v1.Cell
+	19, // 17: bighive.v1.ReadFilter.columns:type_name -> bighive.v1.Column
+	10, // 18: bighive.v1.ReadFilter.time_range:type_name -> bighive.v1.TimestampRange
+	6,  // 19: bighive.v1.TabletError.reason:type_name -> bighive.v1.TabletError.Reason
+	31, // 20: bighive.v1.GcRule.intersection:type_name -> bighive.v1.GcRule.Intersection
+	32, // 21: bighive.v1.GcRule.union:type_name -> bighive.v1.GcRule.Union
+	8,  // 22: bighive.v1.BackupMeta.schema:type_name -> bighive.v1.TableSchema
+	5,  // 23: bighive.v1.BackupMeta.state:type_name -> bighive.v1.BackupState
+	25, // 24: bighive.v1.BackupMeta.tablets:type_name -> bighive.v1.BackupTablet
+	9,  // 25: bighive.v1.BackupTablet.range:type_name -> bighive.v1.RowRange
+	12, // 26: bighive.v1.BackupTablet.tsfiles:type_name -> bighive.v1.TSFileRef
+	10, // 27: bighive.v1.Mutation.DeleteFromColumn.time_range:type_name -> bighive.v1.TimestampRange
+	23, // 28: bighive.v1.GcRule.Intersection.rules:type_name -> bighive.v1.GcRule
+	23, // 29: bighive.v1.GcRule.Union.rules:type_name -> bighive.v1.GcRule
+	30, // [30:30] is the sub-list for method output_type
+	30, // [30:30] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_bighivepb_common_proto_init() }
@@ -2287,8 +2507,8 @@ func file_bighivepb_common_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bighivepb_common_proto_rawDesc), len(file_bighivepb_common_proto_rawDesc)),
-			NumEnums:      6,
-			NumMessages:   24,
+			NumEnums:      7,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

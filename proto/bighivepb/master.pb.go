@@ -4283,6 +4283,659 @@ func (x *MergeTabletsResponse) GetMergedTabletId() string {
 	return ""
 }
 
+type CreateBackupRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Table string                 `protobuf:"bytes,2,opt,name=table,proto3" json:"table,omitempty"`
+	// µs since the epoch; after the backup's creation.
+	ExpireTimeMicros int64 `protobuf:"varint,3,opt,name=expire_time_micros,json=expireTimeMicros,proto3" json:"expire_time_micros,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *CreateBackupRequest) Reset() {
+	*x = CreateBackupRequest{}
+	mi := &file_bighivepb_master_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateBackupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateBackupRequest) ProtoMessage() {}
+
+func (x *CreateBackupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateBackupRequest.ProtoReflect.Descriptor instead.
+func (*CreateBackupRequest) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *CreateBackupRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreateBackupRequest) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *CreateBackupRequest) GetExpireTimeMicros() int64 {
+	if x != nil {
+		return x.ExpireTimeMicros
+	}
+	return 0
+}
+
+type CreateBackupResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Backup        *BackupMeta            `protobuf:"bytes,1,opt,name=backup,proto3" json:"backup,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateBackupResponse) Reset() {
+	*x = CreateBackupResponse{}
+	mi := &file_bighivepb_master_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateBackupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateBackupResponse) ProtoMessage() {}
+
+func (x *CreateBackupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateBackupResponse.ProtoReflect.Descriptor instead.
+func (*CreateBackupResponse) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *CreateBackupResponse) GetBackup() *BackupMeta {
+	if x != nil {
+		return x.Backup
+	}
+	return nil
+}
+
+type GetBackupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetBackupRequest) Reset() {
+	*x = GetBackupRequest{}
+	mi := &file_bighivepb_master_proto_msgTypes[75]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetBackupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetBackupRequest) ProtoMessage() {}
+
+func (x *GetBackupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[75]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetBackupRequest.ProtoReflect.Descriptor instead.
+func (*GetBackupRequest) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{75}
+}
+
+func (x *GetBackupRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type GetBackupResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Backup        *BackupMeta            `protobuf:"bytes,1,opt,name=backup,proto3" json:"backup,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetBackupResponse) Reset() {
+	*x = GetBackupResponse{}
+	mi := &file_bighivepb_master_proto_msgTypes[76]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetBackupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetBackupResponse) ProtoMessage() {}
+
+func (x *GetBackupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[76]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetBackupResponse.ProtoReflect.Descriptor instead.
+func (*GetBackupResponse) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{76}
+}
+
+func (x *GetBackupResponse) GetBackup() *BackupMeta {
+	if x != nil {
+		return x.Backup
+	}
+	return nil
+}
+
+type ListBackupsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Empty: every backup.
+	SourceTable   string `protobuf:"bytes,1,opt,name=source_table,json=sourceTable,proto3" json:"source_table,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListBackupsRequest) Reset() {
+	*x = ListBackupsRequest{}
+	mi := &file_bighivepb_master_proto_msgTypes[77]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBackupsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBackupsRequest) ProtoMessage() {}
+
+func (x *ListBackupsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[77]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBackupsRequest.ProtoReflect.Descriptor instead.
+func (*ListBackupsRequest) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{77}
+}
+
+func (x *ListBackupsRequest) GetSourceTable() string {
+	if x != nil {
+		return x.SourceTable
+	}
+	return ""
+}
+
+type ListBackupsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// In name order, without their tablets' file lists.
+	Backups       []*BackupMeta `protobuf:"bytes,1,rep,name=backups,proto3" json:"backups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListBackupsResponse) Reset() {
+	*x = ListBackupsResponse{}
+	mi := &file_bighivepb_master_proto_msgTypes[78]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBackupsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBackupsResponse) ProtoMessage() {}
+
+func (x *ListBackupsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[78]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBackupsResponse.ProtoReflect.Descriptor instead.
+func (*ListBackupsResponse) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{78}
+}
+
+func (x *ListBackupsResponse) GetBackups() []*BackupMeta {
+	if x != nil {
+		return x.Backups
+	}
+	return nil
+}
+
+type UpdateBackupRequest struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Name             string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	ExpireTimeMicros int64                  `protobuf:"varint,2,opt,name=expire_time_micros,json=expireTimeMicros,proto3" json:"expire_time_micros,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *UpdateBackupRequest) Reset() {
+	*x = UpdateBackupRequest{}
+	mi := &file_bighivepb_master_proto_msgTypes[79]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateBackupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateBackupRequest) ProtoMessage() {}
+
+func (x *UpdateBackupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[79]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateBackupRequest.ProtoReflect.Descriptor instead.
+func (*UpdateBackupRequest) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{79}
+}
+
+func (x *UpdateBackupRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdateBackupRequest) GetExpireTimeMicros() int64 {
+	if x != nil {
+		return x.ExpireTimeMicros
+	}
+	return 0
+}
+
+type UpdateBackupResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Backup        *BackupMeta            `protobuf:"bytes,1,opt,name=backup,proto3" json:"backup,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateBackupResponse) Reset() {
+	*x = UpdateBackupResponse{}
+	mi := &file_bighivepb_master_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateBackupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateBackupResponse) ProtoMessage() {}
+
+func (x *UpdateBackupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateBackupResponse.ProtoReflect.Descriptor instead.
+func (*UpdateBackupResponse) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{80}
+}
+
+func (x *UpdateBackupResponse) GetBackup() *BackupMeta {
+	if x != nil {
+		return x.Backup
+	}
+	return nil
+}
+
+type DeleteBackupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteBackupRequest) Reset() {
+	*x = DeleteBackupRequest{}
+	mi := &file_bighivepb_master_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteBackupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteBackupRequest) ProtoMessage() {}
+
+func (x *DeleteBackupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteBackupRequest.ProtoReflect.Descriptor instead.
+func (*DeleteBackupRequest) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{81}
+}
+
+func (x *DeleteBackupRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type DeleteBackupResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteBackupResponse) Reset() {
+	*x = DeleteBackupResponse{}
+	mi := &file_bighivepb_master_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteBackupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteBackupResponse) ProtoMessage() {}
+
+func (x *DeleteBackupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteBackupResponse.ProtoReflect.Descriptor instead.
+func (*DeleteBackupResponse) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{82}
+}
+
+type RestoreTableRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Backup string                 `protobuf:"bytes,1,opt,name=backup,proto3" json:"backup,omitempty"`
+	// The new table; it must not exist.
+	Table         string `protobuf:"bytes,2,opt,name=table,proto3" json:"table,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreTableRequest) Reset() {
+	*x = RestoreTableRequest{}
+	mi := &file_bighivepb_master_proto_msgTypes[83]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreTableRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreTableRequest) ProtoMessage() {}
+
+func (x *RestoreTableRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[83]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreTableRequest.ProtoReflect.Descriptor instead.
+func (*RestoreTableRequest) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{83}
+}
+
+func (x *RestoreTableRequest) GetBackup() string {
+	if x != nil {
+		return x.Backup
+	}
+	return ""
+}
+
+func (x *RestoreTableRequest) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+type RestoreTableResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Table         *TableInfo             `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreTableResponse) Reset() {
+	*x = RestoreTableResponse{}
+	mi := &file_bighivepb_master_proto_msgTypes[84]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreTableResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreTableResponse) ProtoMessage() {}
+
+func (x *RestoreTableResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[84]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreTableResponse.ProtoReflect.Descriptor instead.
+func (*RestoreTableResponse) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{84}
+}
+
+func (x *RestoreTableResponse) GetTable() *TableInfo {
+	if x != nil {
+		return x.Table
+	}
+	return nil
+}
+
+type SharedTSFilesRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	BlockStoreUuid string                 `protobuf:"bytes,1,opt,name=block_store_uuid,json=blockStoreUuid,proto3" json:"block_store_uuid,omitempty"`
+	FooterBlocks   []uint64               `protobuf:"fixed64,2,rep,packed,name=footer_blocks,json=footerBlocks,proto3" json:"footer_blocks,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *SharedTSFilesRequest) Reset() {
+	*x = SharedTSFilesRequest{}
+	mi := &file_bighivepb_master_proto_msgTypes[85]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SharedTSFilesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SharedTSFilesRequest) ProtoMessage() {}
+
+func (x *SharedTSFilesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[85]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SharedTSFilesRequest.ProtoReflect.Descriptor instead.
+func (*SharedTSFilesRequest) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{85}
+}
+
+func (x *SharedTSFilesRequest) GetBlockStoreUuid() string {
+	if x != nil {
+		return x.BlockStoreUuid
+	}
+	return ""
+}
+
+func (x *SharedTSFilesRequest) GetFooterBlocks() []uint64 {
+	if x != nil {
+		return x.FooterBlocks
+	}
+	return nil
+}
+
+type SharedTSFilesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The footers of the request that a backup names or once named.
+	FooterBlocks  []uint64 `protobuf:"fixed64,1,rep,packed,name=footer_blocks,json=footerBlocks,proto3" json:"footer_blocks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SharedTSFilesResponse) Reset() {
+	*x = SharedTSFilesResponse{}
+	mi := &file_bighivepb_master_proto_msgTypes[86]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SharedTSFilesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SharedTSFilesResponse) ProtoMessage() {}
+
+func (x *SharedTSFilesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[86]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SharedTSFilesResponse.ProtoReflect.Descriptor instead.
+func (*SharedTSFilesResponse) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{86}
+}
+
+func (x *SharedTSFilesResponse) GetFooterBlocks() []uint64 {
+	if x != nil {
+		return x.FooterBlocks
+	}
+	return nil
+}
+
 var File_bighivepb_master_proto protoreflect.FileDescriptor
 
 const file_bighivepb_master_proto_rawDesc = "" +
@@ -4572,14 +5225,46 @@ const file_bighivepb_master_proto_rawDesc = "" +
 	"\x15expect_left_tablet_id\x18\x03 \x01(\tR\x12expectLeftTabletId\x123\n" +
 	"\x16expect_right_tablet_id\x18\x04 \x01(\tR\x13expectRightTabletId\"@\n" +
 	"\x14MergeTabletsResponse\x12(\n" +
-	"\x10merged_tablet_id\x18\x01 \x01(\tR\x0emergedTabletId*K\n" +
+	"\x10merged_tablet_id\x18\x01 \x01(\tR\x0emergedTabletId\"m\n" +
+	"\x13CreateBackupRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05table\x18\x02 \x01(\tR\x05table\x12,\n" +
+	"\x12expire_time_micros\x18\x03 \x01(\x03R\x10expireTimeMicros\"F\n" +
+	"\x14CreateBackupResponse\x12.\n" +
+	"\x06backup\x18\x01 \x01(\v2\x16.bighive.v1.BackupMetaR\x06backup\"&\n" +
+	"\x10GetBackupRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"C\n" +
+	"\x11GetBackupResponse\x12.\n" +
+	"\x06backup\x18\x01 \x01(\v2\x16.bighive.v1.BackupMetaR\x06backup\"7\n" +
+	"\x12ListBackupsRequest\x12!\n" +
+	"\fsource_table\x18\x01 \x01(\tR\vsourceTable\"G\n" +
+	"\x13ListBackupsResponse\x120\n" +
+	"\abackups\x18\x01 \x03(\v2\x16.bighive.v1.BackupMetaR\abackups\"W\n" +
+	"\x13UpdateBackupRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12,\n" +
+	"\x12expire_time_micros\x18\x02 \x01(\x03R\x10expireTimeMicros\"F\n" +
+	"\x14UpdateBackupResponse\x12.\n" +
+	"\x06backup\x18\x01 \x01(\v2\x16.bighive.v1.BackupMetaR\x06backup\")\n" +
+	"\x13DeleteBackupRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x16\n" +
+	"\x14DeleteBackupResponse\"C\n" +
+	"\x13RestoreTableRequest\x12\x16\n" +
+	"\x06backup\x18\x01 \x01(\tR\x06backup\x12\x14\n" +
+	"\x05table\x18\x02 \x01(\tR\x05table\"C\n" +
+	"\x14RestoreTableResponse\x12+\n" +
+	"\x05table\x18\x01 \x01(\v2\x15.bighive.v1.TableInfoR\x05table\"e\n" +
+	"\x14SharedTSFilesRequest\x12(\n" +
+	"\x10block_store_uuid\x18\x01 \x01(\tR\x0eblockStoreUuid\x12#\n" +
+	"\rfooter_blocks\x18\x02 \x03(\x06R\ffooterBlocks\"<\n" +
+	"\x15SharedTSFilesResponse\x12#\n" +
+	"\rfooter_blocks\x18\x01 \x03(\x06R\ffooterBlocks*K\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tROLE_READ\x10\x01\x12\x0e\n" +
 	"\n" +
 	"ROLE_WRITE\x10\x02\x12\x0e\n" +
 	"\n" +
-	"ROLE_ADMIN\x10\x032\xcc\x12\n" +
+	"ROLE_ADMIN\x10\x032\x88\x17\n" +
 	"\x06Master\x12N\n" +
 	"\vCreateTable\x12\x1e.bighive.v1.CreateTableRequest\x1a\x1f.bighive.v1.CreateTableResponse\x12N\n" +
 	"\vDeleteTable\x12\x1e.bighive.v1.DeleteTableRequest\x1a\x1f.bighive.v1.DeleteTableResponse\x12K\n" +
@@ -4610,7 +5295,14 @@ const file_bighivepb_master_proto_rawDesc = "" +
 	"\n" +
 	"ListGrants\x12\x1d.bighive.v1.ListGrantsRequest\x1a\x1e.bighive.v1.ListGrantsResponse\x12N\n" +
 	"\vReportMerge\x12\x1e.bighive.v1.ReportMergeRequest\x1a\x1f.bighive.v1.ReportMergeResponse\x12Q\n" +
-	"\fMergeTablets\x12\x1f.bighive.v1.MergeTabletsRequest\x1a .bighive.v1.MergeTabletsResponseB\x19Z\x17bighive/proto/bighivepbb\x06proto3"
+	"\fMergeTablets\x12\x1f.bighive.v1.MergeTabletsRequest\x1a .bighive.v1.MergeTabletsResponse\x12Q\n" +
+	"\fCreateBackup\x12\x1f.bighive.v1.CreateBackupRequest\x1a .bighive.v1.CreateBackupResponse\x12H\n" +
+	"\tGetBackup\x12\x1c.bighive.v1.GetBackupRequest\x1a\x1d.bighive.v1.GetBackupResponse\x12N\n" +
+	"\vListBackups\x12\x1e.bighive.v1.ListBackupsRequest\x1a\x1f.bighive.v1.ListBackupsResponse\x12Q\n" +
+	"\fUpdateBackup\x12\x1f.bighive.v1.UpdateBackupRequest\x1a .bighive.v1.UpdateBackupResponse\x12Q\n" +
+	"\fDeleteBackup\x12\x1f.bighive.v1.DeleteBackupRequest\x1a .bighive.v1.DeleteBackupResponse\x12Q\n" +
+	"\fRestoreTable\x12\x1f.bighive.v1.RestoreTableRequest\x1a .bighive.v1.RestoreTableResponse\x12T\n" +
+	"\rSharedTSFiles\x12 .bighive.v1.SharedTSFilesRequest\x1a!.bighive.v1.SharedTSFilesResponseB\x19Z\x17bighive/proto/bighivepbb\x06proto3"
 
 var (
 	file_bighivepb_master_proto_rawDescOnce sync.Once
@@ -4625,7 +5317,7 @@ func file_bighivepb_master_proto_rawDescGZIP() []byte {
 }
 
 var file_bighivepb_master_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_bighivepb_master_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
+var file_bighivepb_master_proto_msgTypes = make([]protoimpl.MessageInfo, 90)
 var file_bighivepb_master_proto_goTypes = []any{
 	(Role)(0),                            // 0: bighive.v1.Role
 	(*TableInfo)(nil),                    // 1: bighive.v1.TableInfo
@@ -4701,145 +5393,179 @@ var file_bighivepb_master_proto_goTypes = []any{
 	(*ReportMergeResponse)(nil),          // 71: bighive.v1.ReportMergeResponse
 	(*MergeTabletsRequest)(nil),          // 72: bighive.v1.MergeTabletsRequest
 	(*MergeTabletsResponse)(nil),         // 73: bighive.v1.MergeTabletsResponse
-	nil,                                  // 74: bighive.v1.DescribeTableResponse.TabletSizesEntry
-	nil,                                  // 75: bighive.v1.DescribeTableResponse.TabletSpaceEntry
-	nil,                                  // 76: bighive.v1.ReportLogSplitRequest.RecoveryFilesEntry
-	(*TableSchema)(nil),                  // 77: bighive.v1.TableSchema
-	(CachePriority)(0),                   // 78: bighive.v1.CachePriority
-	(*TabletMeta)(nil),                   // 79: bighive.v1.TabletMeta
-	(*FamilySpec)(nil),                   // 80: bighive.v1.FamilySpec
-	(*RowRange)(nil),                     // 81: bighive.v1.RowRange
-	(TabletState)(0),                     // 82: bighive.v1.TabletState
-	(*LogPosition)(nil),                  // 83: bighive.v1.LogPosition
-	(*TSFileRef)(nil),                    // 84: bighive.v1.TSFileRef
-	(*DataDirGroup)(nil),                 // 85: bighive.v1.DataDirGroup
-	(*TabletError)(nil),                  // 86: bighive.v1.TabletError
-	(*GcRule)(nil),                       // 87: bighive.v1.GcRule
-	(Compression)(0),                     // 88: bighive.v1.Compression
+	(*CreateBackupRequest)(nil),          // 74: bighive.v1.CreateBackupRequest
+	(*CreateBackupResponse)(nil),         // 75: bighive.v1.CreateBackupResponse
+	(*GetBackupRequest)(nil),             // 76: bighive.v1.GetBackupRequest
+	(*GetBackupResponse)(nil),            // 77: bighive.v1.GetBackupResponse
+	(*ListBackupsRequest)(nil),           // 78: bighive.v1.ListBackupsRequest
+	(*ListBackupsResponse)(nil),          // 79: bighive.v1.ListBackupsResponse
+	(*UpdateBackupRequest)(nil),          // 80: bighive.v1.UpdateBackupRequest
+	(*UpdateBackupResponse)(nil),         // 81: bighive.v1.UpdateBackupResponse
+	(*DeleteBackupRequest)(nil),          // 82: bighive.v1.DeleteBackupRequest
+	(*DeleteBackupResponse)(nil),         // 83: bighive.v1.DeleteBackupResponse
+	(*RestoreTableRequest)(nil),          // 84: bighive.v1.RestoreTableRequest
+	(*RestoreTableResponse)(nil),         // 85: bighive.v1.RestoreTableResponse
+	(*SharedTSFilesRequest)(nil),         // 86: bighive.v1.SharedTSFilesRequest
+	(*SharedTSFilesResponse)(nil),        // 87: bighive.v1.SharedTSFilesResponse
+	nil,                                  // 88: bighive.v1.DescribeTableResponse.TabletSizesEntry
+	nil,                                  // 89: bighive.v1.DescribeTableResponse.TabletSpaceEntry
+	nil,                                  // 90: bighive.v1.ReportLogSplitRequest.RecoveryFilesEntry
+	(*TableSchema)(nil),                  // 91: bighive.v1.TableSchema
+	(CachePriority)(0),                   // 92: bighive.v1.CachePriority
+	(*TabletMeta)(nil),                   // 93: bighive.v1.TabletMeta
+	(*FamilySpec)(nil),                   // 94: bighive.v1.FamilySpec
+	(*RowRange)(nil),                     // 95: bighive.v1.RowRange
+	(TabletState)(0),                     // 96: bighive.v1.TabletState
+	(*LogPosition)(nil),                  // 97: bighive.v1.LogPosition
+	(*TSFileRef)(nil),                    // 98: bighive.v1.TSFileRef
+	(*DataDirGroup)(nil),                 // 99: bighive.v1.DataDirGroup
+	(*TabletError)(nil),                  // 100: bighive.v1.TabletError
+	(*GcRule)(nil),                       // 101: bighive.v1.GcRule
+	(Compression)(0),                     // 102: bighive.v1.Compression
+	(*BackupMeta)(nil),                   // 103: bighive.v1.BackupMeta
 }
 var file_bighivepb_master_proto_depIdxs = []int32{
-	77, // 0: bighive.v1.TableInfo.schema:type_name -> bighive.v1.TableSchema
-	78, // 1: bighive.v1.TableInfo.cache_priority:type_name -> bighive.v1.CachePriority
-	77, // 2: bighive.v1.CreateTableRequest.schema:type_name -> bighive.v1.TableSchema
-	1,  // 3: bighive.v1.CreateTableResponse.table:type_name -> bighive.v1.TableInfo
-	1,  // 4: bighive.v1.ListTablesResponse.tables:type_name -> bighive.v1.TableInfo
-	1,  // 5: bighive.v1.DescribeTableResponse.table:type_name -> bighive.v1.TableInfo
-	79, // 6: bighive.v1.DescribeTableResponse.tablets:type_name -> bighive.v1.TabletMeta
-	74, // 7: bighive.v1.DescribeTableResponse.tablet_sizes:type_name -> bighive.v1.DescribeTableResponse.TabletSizesEntry
-	75, // 8: bighive.v1.DescribeTableResponse.tablet_space:type_name -> bighive.v1.DescribeTableResponse.TabletSpaceEntry
-	80, // 9: bighive.v1.AddFamilyRequest.family:type_name -> bighive.v1.FamilySpec
-	78, // 10: bighive.v1.SetCachePriorityRequest.priority:type_name -> bighive.v1.CachePriority
-	81, // 11: bighive.v1.TabletLocation.range:type_name -> bighive.v1.RowRange
-	82, // 12: bighive.v1.TabletLocation.state:type_name -> bighive.v1.TabletState
-	77, // 13: bighive.v1.GetTableLocationsResponse.schema:type_name -> bighive.v1.TableSchema
-	15, // 14: bighive.v1.GetTableLocationsResponse.locations:type_name -> bighive.v1.TabletLocation
-	17, // 15: bighive.v1.ListTServersResponse.tservers:type_name -> bighive.v1.TServerInfo
-	23, // 16: bighive.v1.TabletReport.space:type_name -> bighive.v1.TabletSpace
-	22, // 17: bighive.v1.HeartbeatRequest.tablets:type_name -> bighive.v1.TabletReport
-	24, // 18: bighive.v1.HeartbeatRequest.load:type_name -> bighive.v1.TServerLoad
-	79, // 19: bighive.v1.TabletAssignment.tablet:type_name -> bighive.v1.TabletMeta
-	77, // 20: bighive.v1.TabletAssignment.schema:type_name -> bighive.v1.TableSchema
-	78, // 21: bighive.v1.TabletAssignment.cache_priority:type_name -> bighive.v1.CachePriority
-	83, // 22: bighive.v1.LogSplitTask.file:type_name -> bighive.v1.LogPosition
-	78, // 23: bighive.v1.TableCachePriority.priority:type_name -> bighive.v1.CachePriority
-	26, // 24: bighive.v1.HeartbeatResponse.assign:type_name -> bighive.v1.TabletAssignment
-	27, // 25: bighive.v1.HeartbeatResponse.unassign:type_name -> bighive.v1.TabletUnassignment
-	28, // 26: bighive.v1.HeartbeatResponse.log_split_tasks:type_name -> bighive.v1.LogSplitTask
-	29, // 27: bighive.v1.HeartbeatResponse.cache_priorities:type_name -> bighive.v1.TableCachePriority
-	77, // 28: bighive.v1.HeartbeatResponse.schemas:type_name -> bighive.v1.TableSchema
-	63, // 29: bighive.v1.HeartbeatResponse.grants:type_name -> bighive.v1.GrantList
-	83, // 30: bighive.v1.ReportTabletLoadRequest.position:type_name -> bighive.v1.LogPosition
-	79, // 31: bighive.v1.ReportTabletLoadResponse.tablet:type_name -> bighive.v1.TabletMeta
-	83, // 32: bighive.v1.TabletLoadReport.position:type_name -> bighive.v1.LogPosition
-	33, // 33: bighive.v1.ReportTabletLoadsRequest.loads:type_name -> bighive.v1.TabletLoadReport
-	51, // 34: bighive.v1.TabletLoadResult.status:type_name -> bighive.v1.RowStatus
-	79, // 35: bighive.v1.TabletLoadResult.tablet:type_name -> bighive.v1.TabletMeta
-	35, // 36: bighive.v1.ReportTabletLoadsResponse.results:type_name -> bighive.v1.TabletLoadResult
-	83, // 37: bighive.v1.CheckpointReport.log_positions:type_name -> bighive.v1.LogPosition
-	84, // 38: bighive.v1.CheckpointReport.tsfiles:type_name -> bighive.v1.TSFileRef
-	85, // 39: bighive.v1.CheckpointReport.data_dir_group:type_name -> bighive.v1.DataDirGroup
-	84, // 40: bighive.v1.CheckpointReport.replaced:type_name -> bighive.v1.TSFileRef
-	37, // 41: bighive.v1.ReportCheckpointRequest.reports:type_name -> bighive.v1.CheckpointReport
-	51, // 42: bighive.v1.ReportCheckpointResponse.statuses:type_name -> bighive.v1.RowStatus
-	81, // 43: bighive.v1.SplitChild.range:type_name -> bighive.v1.RowRange
-	84, // 44: bighive.v1.SplitChild.tsfiles:type_name -> bighive.v1.TSFileRef
-	83, // 45: bighive.v1.SplitChild.log_positions:type_name -> bighive.v1.LogPosition
-	42, // 46: bighive.v1.ReportSplitRequest.children:type_name -> bighive.v1.SplitChild
-	79, // 47: bighive.v1.ReportSplitResponse.children:type_name -> bighive.v1.TabletMeta
-	76, // 48: bighive.v1.ReportLogSplitRequest.recovery_files:type_name -> bighive.v1.ReportLogSplitRequest.RecoveryFilesEntry
-	83, // 49: bighive.v1.GetGCReferencesResponse.log_positions:type_name -> bighive.v1.LogPosition
-	86, // 50: bighive.v1.RowStatus.tablet_error:type_name -> bighive.v1.TabletError
-	87, // 51: bighive.v1.SetGCRuleRequest.gc_rule:type_name -> bighive.v1.GcRule
-	88, // 52: bighive.v1.SetFamilyCompressionRequest.compression:type_name -> bighive.v1.Compression
-	0,  // 53: bighive.v1.Grant.role:type_name -> bighive.v1.Role
-	62, // 54: bighive.v1.GrantList.grants:type_name -> bighive.v1.Grant
-	62, // 55: bighive.v1.GrantRequest.grant:type_name -> bighive.v1.Grant
-	62, // 56: bighive.v1.RevokeRequest.grant:type_name -> bighive.v1.Grant
-	63, // 57: bighive.v1.ListGrantsResponse.grants:type_name -> bighive.v1.GrantList
-	84, // 58: bighive.v1.ReportMergeRequest.tsfiles:type_name -> bighive.v1.TSFileRef
-	79, // 59: bighive.v1.ReportMergeResponse.merged:type_name -> bighive.v1.TabletMeta
-	23, // 60: bighive.v1.DescribeTableResponse.TabletSpaceEntry.value:type_name -> bighive.v1.TabletSpace
-	2,  // 61: bighive.v1.Master.CreateTable:input_type -> bighive.v1.CreateTableRequest
-	4,  // 62: bighive.v1.Master.DeleteTable:input_type -> bighive.v1.DeleteTableRequest
-	6,  // 63: bighive.v1.Master.ListTables:input_type -> bighive.v1.ListTablesRequest
-	8,  // 64: bighive.v1.Master.DescribeTable:input_type -> bighive.v1.DescribeTableRequest
-	10, // 65: bighive.v1.Master.AddFamily:input_type -> bighive.v1.AddFamilyRequest
-	12, // 66: bighive.v1.Master.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
-	14, // 67: bighive.v1.Master.GetTableLocations:input_type -> bighive.v1.GetTableLocationsRequest
-	18, // 68: bighive.v1.Master.ListTServers:input_type -> bighive.v1.ListTServersRequest
-	20, // 69: bighive.v1.Master.RegisterTServer:input_type -> bighive.v1.RegisterTServerRequest
-	25, // 70: bighive.v1.Master.Heartbeat:input_type -> bighive.v1.HeartbeatRequest
-	31, // 71: bighive.v1.Master.ReportTabletLoad:input_type -> bighive.v1.ReportTabletLoadRequest
-	34, // 72: bighive.v1.Master.ReportTabletLoads:input_type -> bighive.v1.ReportTabletLoadsRequest
-	38, // 73: bighive.v1.Master.ReportCheckpoint:input_type -> bighive.v1.ReportCheckpointRequest
-	40, // 74: bighive.v1.Master.AllocateTabletIds:input_type -> bighive.v1.AllocateTabletIdsRequest
-	43, // 75: bighive.v1.Master.ReportSplit:input_type -> bighive.v1.ReportSplitRequest
-	45, // 76: bighive.v1.Master.SplitTablet:input_type -> bighive.v1.SplitTabletRequest
-	47, // 77: bighive.v1.Master.ReportLogSplit:input_type -> bighive.v1.ReportLogSplitRequest
-	49, // 78: bighive.v1.Master.GetGCReferences:input_type -> bighive.v1.GetGCReferencesRequest
-	52, // 79: bighive.v1.Master.DeleteFamily:input_type -> bighive.v1.DeleteFamilyRequest
-	54, // 80: bighive.v1.Master.SetGCRule:input_type -> bighive.v1.SetGCRuleRequest
-	56, // 81: bighive.v1.Master.DropRowRange:input_type -> bighive.v1.DropRowRangeRequest
-	58, // 82: bighive.v1.Master.GetMasterStatus:input_type -> bighive.v1.GetMasterStatusRequest
-	60, // 83: bighive.v1.Master.SetFamilyCompression:input_type -> bighive.v1.SetFamilyCompressionRequest
-	64, // 84: bighive.v1.Master.Grant:input_type -> bighive.v1.GrantRequest
-	66, // 85: bighive.v1.Master.Revoke:input_type -> bighive.v1.RevokeRequest
-	68, // 86: bighive.v1.Master.ListGrants:input_type -> bighive.v1.ListGrantsRequest
-	70, // 87: bighive.v1.Master.ReportMerge:input_type -> bighive.v1.ReportMergeRequest
-	72, // 88: bighive.v1.Master.MergeTablets:input_type -> bighive.v1.MergeTabletsRequest
-	3,  // 89: bighive.v1.Master.CreateTable:output_type -> bighive.v1.CreateTableResponse
-	5,  // 90: bighive.v1.Master.DeleteTable:output_type -> bighive.v1.DeleteTableResponse
-	7,  // 91: bighive.v1.Master.ListTables:output_type -> bighive.v1.ListTablesResponse
-	9,  // 92: bighive.v1.Master.DescribeTable:output_type -> bighive.v1.DescribeTableResponse
-	11, // 93: bighive.v1.Master.AddFamily:output_type -> bighive.v1.AddFamilyResponse
-	13, // 94: bighive.v1.Master.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
-	16, // 95: bighive.v1.Master.GetTableLocations:output_type -> bighive.v1.GetTableLocationsResponse
-	19, // 96: bighive.v1.Master.ListTServers:output_type -> bighive.v1.ListTServersResponse
-	21, // 97: bighive.v1.Master.RegisterTServer:output_type -> bighive.v1.RegisterTServerResponse
-	30, // 98: bighive.v1.Master.Heartbeat:output_type -> bighive.v1.HeartbeatResponse
-	32, // 99: bighive.v1.Master.ReportTabletLoad:output_type -> bighive.v1.ReportTabletLoadResponse
-	36, // 100: bighive.v1.Master.ReportTabletLoads:output_type -> bighive.v1.ReportTabletLoadsResponse
-	39, // 101: bighive.v1.Master.ReportCheckpoint:output_type -> bighive.v1.ReportCheckpointResponse
-	41, // 102: bighive.v1.Master.AllocateTabletIds:output_type -> bighive.v1.AllocateTabletIdsResponse
-	44, // 103: bighive.v1.Master.ReportSplit:output_type -> bighive.v1.ReportSplitResponse
-	46, // 104: bighive.v1.Master.SplitTablet:output_type -> bighive.v1.SplitTabletResponse
-	48, // 105: bighive.v1.Master.ReportLogSplit:output_type -> bighive.v1.ReportLogSplitResponse
-	50, // 106: bighive.v1.Master.GetGCReferences:output_type -> bighive.v1.GetGCReferencesResponse
-	53, // 107: bighive.v1.Master.DeleteFamily:output_type -> bighive.v1.DeleteFamilyResponse
-	55, // 108: bighive.v1.Master.SetGCRule:output_type -> bighive.v1.SetGCRuleResponse
-	57, // 109: bighive.v1.Master.DropRowRange:output_type -> bighive.v1.DropRowRangeResponse
-	59, // 110: bighive.v1.Master.GetMasterStatus:output_type -> bighive.v1.GetMasterStatusResponse
-	61, // 111: bighive.v1.Master.SetFamilyCompression:output_type -> bighive.v1.SetFamilyCompressionResponse
-	65, // 112: bighive.v1.Master.Grant:output_type -> bighive.v1.GrantResponse
-	67, // 113: bighive.v1.Master.Revoke:output_type -> bighive.v1.RevokeResponse
-	69, // 114: bighive.v1.Master.ListGrants:output_type -> bighive.v1.ListGrantsResponse
-	71, // 115: bighive.v1.Master.ReportMerge:output_type -> bighive.v1.ReportMergeResponse
-	73, // 116: bighive.v1.Master.MergeTablets:output_type -> bighive.v1.MergeTabletsResponse
-	89, // [89:117] is the sub-list for method output_type
-	61, // [61:89] is the sub-list for method input_type
-	61, // [61:61] is the sub-list for extension type_name
-	61, // [61:61] is the sub-list for extension extendee
-	0,  // [0:61] is the sub-list for field type_name
+	91,  // 0: bighive.v1.TableInfo.schema:type_name -> bighive.v1.TableSchema
+	92,  // 1: bighive.v1.TableInfo.cache_priority:type_name -> bighive.v1.CachePriority
+	91,  // 2: bighive.v1.CreateTableRequest.schema:type_name -> bighive.v1.TableSchema
+	1,   // 3: bighive.v1.CreateTableResponse.table:type_name -> bighive.v1.TableInfo
+	1,   // 4: bighive.v1.ListTablesResponse.tables:type_name -> bighive.v1.TableInfo
+	1,   // 5: bighive.v1.DescribeTableResponse.table:type_name -> bighive.v1.TableInfo
+	93,  // 6: bighive.v1.DescribeTableResponse.tablets:type_name -> bighive.v1.TabletMeta
+	88,  // 7: bighive.v1.DescribeTableResponse.tablet_sizes:type_name -> bighive.v1.DescribeTableResponse.TabletSizesEntry
+	89,  // 8: bighive.v1.DescribeTableResponse.tablet_space:type_name -> bighive.v1.DescribeTableResponse.TabletSpaceEntry
+	94,  // 9: bighive.v1.AddFamilyRequest.family:type_name -> bighive.v1.FamilySpec
+	92,  // 10: bighive.v1.SetCachePriorityRequest.priority:type_name -> bighive.v1.CachePriority
+	95,  // 11: bighive.v1.TabletLocation.range:type_name -> bighive.v1.RowRange
+	96,  // 12: bighive.v1.TabletLocation.state:type_name -> bighive.v1.TabletState
+	91,  // 13: bighive.v1.GetTableLocationsResponse.schema:type_name -> bighive.v1.TableSchema
+	15,  // 14: bighive.v1.GetTableLocationsResponse.locations:type_name -> bighive.v1.TabletLocation
+	17,  // 15: bighive.v1.ListTServersResponse.tservers:type_name -> bighive.v1.TServerInfo
+	23,  // 16: bighive.v1.TabletReport.space:type_name -> bighive.v1.TabletSpace
+	22,  // 17: bighive.v1.HeartbeatRequest.tablets:type_name -> bighive.v1.TabletReport
+	24,  // 18: bighive.v1.HeartbeatRequest.load:type_name -> bighive.v1.TServerLoad
+	93,  // 19: bighive.v1.TabletAssignment.tablet:type_name -> bighive.v1.TabletMeta
+	91,  // 20: bighive.v1.TabletAssignment.schema:type_name -> bighive.v1.TableSchema
+	92,  // 21: bighive.v1.TabletAssignment.cache_priority:type_name -> bighive.v1.CachePriority
+	97,  // 22: bighive.v1.LogSplitTask.file:type_name -> bighive.v1.LogPosition
+	92,  // 23: bighive.v1.TableCachePriority.priority:type_name -> bighive.v1.CachePriority
+	26,  // 24: bighive.v1.HeartbeatResponse.assign:type_name -> bighive.v1.TabletAssignment
+	27,  // 25: bighive.v1.HeartbeatResponse.unassign:type_name -> bighive.v1.TabletUnassignment
+	28,  // 26: bighive.v1.HeartbeatResponse.log_split_tasks:type_name -> bighive.v1.LogSplitTask
+	29,  // 27: bighive.v1.HeartbeatResponse.cache_priorities:type_name -> bighive.v1.TableCachePriority
+	91,  // 28: bighive.v1.HeartbeatResponse.schemas:type_name -> bighive.v1.TableSchema
+	63,  // 29: bighive.v1.HeartbeatResponse.grants:type_name -> bighive.v1.GrantList
+	97,  // 30: bighive.v1.ReportTabletLoadRequest.position:type_name -> bighive.v1.LogPosition
+	93,  // 31: bighive.v1.ReportTabletLoadResponse.tablet:type_name -> bighive.v1.TabletMeta
+	97,  // 32: bighive.v1.TabletLoadReport.position:type_name -> bighive.v1.LogPosition
+	33,  // 33: bighive.v1.ReportTabletLoadsRequest.loads:type_name -> bighive.v1.TabletLoadReport
+	51,  // 34: bighive.v1.TabletLoadResult.status:type_name -> bighive.v1.RowStatus
+	93,  // 35: bighive.v1.TabletLoadResult.tablet:type_name -> bighive.v1.TabletMeta
+	35,  // 36: bighive.v1.ReportTabletLoadsResponse.results:type_name -> bighive.v1.TabletLoadResult
+	97,  // 37: bighive.v1.CheckpointReport.log_positions:type_name -> bighive.v1.LogPosition
+	98,  // 38: bighive.v1.CheckpointReport.tsfiles:type_name -> bighive.v1.TSFileRef
+	99,  // 39: bighive.v1.CheckpointReport.data_dir_group:type_name -> bighive.v1.DataDirGroup
+	98,  // 40: bighive.v1.CheckpointReport.replaced:type_name -> bighive.v1.TSFileRef
+	37,  // 41: bighive.v1.ReportCheckpointRequest.reports:type_name -> bighive.v1.CheckpointReport
+	51,  // 42: bighive.v1.ReportCheckpointResponse.statuses:type_name -> bighive.v1.RowStatus
+	95,  // 43: bighive.v1.SplitChild.range:type_name -> bighive.v1.RowRange
+	98,  // 44: bighive.v1.SplitChild.tsfiles:type_name -> bighive.v1.TSFileRef
+	97,  // 45: bighive.v1.SplitChild.log_positions:type_name -> bighive.v1.LogPosition
+	42,  // 46: bighive.v1.ReportSplitRequest.children:type_name -> bighive.v1.SplitChild
+	93,  // 47: bighive.v1.ReportSplitResponse.children:type_name -> bighive.v1.TabletMeta
+	90,  // 48: bighive.v1.ReportLogSplitRequest.recovery_files:type_name -> bighive.v1.ReportLogSplitRequest.RecoveryFilesEntry
+	97,  // 49: bighive.v1.GetGCReferencesResponse.log_positions:type_name -> bighive.v1.LogPosition
+	100, // 50: bighive.v1.RowStatus.tablet_error:type_name -> bighive.v1.TabletError
+	101, // 51: bighive.v1.SetGCRuleRequest.gc_rule:type_name -> bighive.v1.GcRule
+	102, // 52: bighive.v1.SetFamilyCompressionRequest.compression:type_name -> bighive.v1.Compression
+	0,   // 53: bighive.v1.Grant.role:type_name -> bighive.v1.Role
+	62,  // 54: bighive.v1.GrantList.grants:type_name -> bighive.v1.Grant
+	62,  // 55: bighive.v1.GrantRequest.grant:type_name -> bighive.v1.Grant
+	62,  // 56: bighive.v1.RevokeRequest.grant:type_name -> bighive.v1.Grant
+	63,  // 57: bighive.v1.ListGrantsResponse.grants:type_name -> bighive.v1.GrantList
+	98,  // 58: bighive.v1.ReportMergeRequest.tsfiles:type_name -> bighive.v1.TSFileRef
+	93,  // 59: bighive.v1.ReportMergeResponse.merged:type_name -> bighive.v1.TabletMeta
+	103, // 60: bighive.v1.CreateBackupResponse.backup:type_name -> bighive.v1.BackupMeta
+	103, // 61: bighive.v1.GetBackupResponse.backup:type_name -> bighive.v1.BackupMeta
+	103, // 62: bighive.v1.ListBackupsResponse.backups:type_name -> bighive.v1.BackupMeta
+	103, // 63: bighive.v1.UpdateBackupResponse.backup:type_name -> bighive.v1.BackupMeta
+	1,   // 64: bighive.v1.RestoreTableResponse.table:type_name -> bighive.v1.TableInfo
+	23,  // 65: bighive.v1.DescribeTableResponse.TabletSpaceEntry.value:type_name -> bighive.v1.TabletSpace
+	2,   // 66: bighive.v1.Master.CreateTable:input_type -> bighive.v1.CreateTableRequest
+	4,   // 67: bighive.v1.Master.DeleteTable:input_type -> bighive.v1.DeleteTableRequest
+	6,   // 68: bighive.v1.Master.ListTables:input_type -> bighive.v1.ListTablesRequest
+	8,   // 69: bighive.v1.Master.DescribeTable:input_type -> bighive.v1.DescribeTableRequest
+	10,  // 70: bighive.v1.Master.AddFamily:input_type -> bighive.v1.AddFamilyRequest
+	12,  // 71: bighive.v1.Master.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
+	14,  // 72: bighive.v1.Master.GetTableLocations:input_type -> bighive.v1.GetTableLocationsRequest
+	18,  // 73: bighive.v1.Master.ListTServers:input_type -> bighive.v1.ListTServersRequest
+	20,  // 74: bighive.v1.Master.RegisterTServer:input_type -> bighive.v1.RegisterTServerRequest
+	25,  // 75: bighive.v1.Master.Heartbeat:input_type -> bighive.v1.HeartbeatRequest
+	31,  // 76: bighive.v1.Master.ReportTabletLoad:input_type -> bighive.v1.ReportTabletLoadRequest
+	34,  // 77: bighive.v1.Master.ReportTabletLoads:input_type -> bighive.v1.ReportTabletLoadsRequest
+	38,  // 78: bighive.v1.Master.ReportCheckpoint:input_type -> bighive.v1.ReportCheckpointRequest
+	40,  // 79: bighive.v1.Master.AllocateTabletIds:input_type -> bighive.v1.AllocateTabletIdsRequest
+	43,  // 80: bighive.v1.Master.ReportSplit:input_type -> bighive.v1.ReportSplitRequest
+	45,  // 81: bighive.v1.Master.SplitTablet:input_type -> bighive.v1.SplitTabletRequest
+	47,  // 82: bighive.v1.Master.ReportLogSplit:input_type -> bighive.v1.ReportLogSplitRequest
+	49,  // 83: bighive.v1.Master.GetGCReferences:input_type -> bighive.v1.GetGCReferencesRequest
+	52,  // 84: bighive.v1.Master.DeleteFamily:input_type -> bighive.v1.DeleteFamilyRequest
+	54,  // 85: bighive.v1.Master.SetGCRule:input_type -> bighive.v1.SetGCRuleRequest
+	56,  // 86: bighive.v1.Master.DropRowRange:input_type -> bighive.v1.DropRowRangeRequest
+	58,  // 87: bighive.v1.Master.GetMasterStatus:input_type -> bighive.v1.GetMasterStatusRequest
+	60,  // 88: bighive.v1.Master.SetFamilyCompression:input_type -> bighive.v1.SetFamilyCompressionRequest
+	64,  // 89: bighive.v1.Master.Grant:input_type -> bighive.v1.GrantRequest
+	66,  // 90: bighive.v1.Master.Revoke:input_type -> bighive.v1.RevokeRequest
+	68,  // 91: bighive.v1.Master.ListGrants:input_type -> bighive.v1.ListGrantsRequest
+	70,  // 92: bighive.v1.Master.ReportMerge:input_type -> bighive.v1.ReportMergeRequest
+	72,  // 93: bighive.v1.Master.MergeTablets:input_type -> bighive.v1.MergeTabletsRequest
+	74,  // 94: bighive.v1.Master.CreateBackup:input_type -> bighive.v1.CreateBackupRequest
+	76,  // 95: bighive.v1.Master.GetBackup:input_type -> bighive.v1.GetBackupRequest
+	78,  // 96: bighive.v1.Master.ListBackups:input_type -> bighive.v1.ListBackupsRequest
+	80,  // 97: bighive.v1.Master.UpdateBackup:input_type -> bighive.v1.UpdateBackupRequest
+	82,  // 98: bighive.v1.Master.DeleteBackup:input_type -> bighive.v1.DeleteBackupRequest
+	84,  // 99: bighive.v1.Master.RestoreTable:input_type -> bighive.v1.RestoreTableRequest
+	86,  // 100: bighive.v1.Master.SharedTSFiles:input_type -> bighive.v1.SharedTSFilesRequest
+	3,   // 101: bighive.v1.Master.CreateTable:output_type -> bighive.v1.CreateTableResponse
+	5,   // 102: bighive.v1.Master.DeleteTable:output_type -> bighive.v1.DeleteTableResponse
+	7,   // 103: bighive.v1.Master.ListTables:output_type -> bighive.v1.ListTablesResponse
+	9,   // 104: bighive.v1.Master.DescribeTable:output_type -> bighive.v1.DescribeTableResponse
+	11,  // 105: bighive.v1.Master.AddFamily:output_type -> bighive.v1.AddFamilyResponse
+	13,  // 106: bighive.v1.Master.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
+	16,  // 107: bighive.v1.Master.GetTableLocations:output_type -> bighive.v1.GetTableLocationsResponse
+	19,  // 108: bighive.v1.Master.ListTServers:output_type -> bighive.v1.ListTServersResponse
+	21,  // 109: bighive.v1.Master.RegisterTServer:output_type -> bighive.v1.RegisterTServerResponse
+	30,  // 110: bighive.v1.Master.Heartbeat:output_type -> bighive.v1.HeartbeatResponse
+	32,  // 111: bighive.v1.Master.ReportTabletLoad:output_type -> bighive.v1.ReportTabletLoadResponse
+	36,  // 112: bighive.v1.Master.ReportTabletLoads:output_type -> bighive.v1.ReportTabletLoadsResponse
+	39,  // 113: bighive.v1.Master.ReportCheckpoint:output_type -> bighive.v1.ReportCheckpointResponse
+	41,  // 114: bighive.v1.Master.AllocateTabletIds:output_type -> bighive.v1.AllocateTabletIdsResponse
+	44,  // 115: bighive.v1.Master.ReportSplit:output_type -> bighive.v1.ReportSplitResponse
+	46,  // 116: bighive.v1.Master.SplitTablet:output_type -> bighive.v1.SplitTabletResponse
+	48,  // 117: bighive.v1.Master.ReportLogSplit:output_type -> bighive.v1.ReportLogSplitResponse
+	50,  // 118: bighive.v1.Master.GetGCReferences:output_type -> bighive.v1.GetGCReferencesResponse
+	53,  // 119: bighive.v1.Master.DeleteFamily:output_type -> bighive.v1.DeleteFamilyResponse
+	55,  // 120: bighive.v1.Master.SetGCRule:output_type -> bighive.v1.SetGCRuleResponse
+	57,  // 121: bighive.v1.Master.DropRowRange:output_type -> bighive.v1.DropRowRangeResponse
+	59,  // 122: bighive.v1.Master.GetMasterStatus:output_type -> bighive.v1.GetMasterStatusResponse
+	61,  // 123: bighive.v1.Master.SetFamilyCompression:output_type -> bighive.v1.SetFamilyCompressionResponse
+	65,  // 124: bighive.v1.Master.Grant:output_type -> bighive.v1.GrantResponse
+	67,  // 125: bighive.v1.Master.Revoke:output_type -> bighive.v1.RevokeResponse
+	69,  // 126: bighive.v1.Master.ListGrants:output_type -> bighive.v1.ListGrantsResponse
+	71,  // 127: bighive.v1.Master.ReportMerge:output_type -> bighive.v1.ReportMergeResponse
+	73,  // 128: bighive.v1.Master.MergeTablets:output_type -> bighive.v1.MergeTabletsResponse
+	75,  // 129: bighive.v1.Master.CreateBackup:output_type -> bighive.v1.CreateBackupResponse
+	77,  // 130: bighive.v1.Master.GetBackup:output_type -> bighive.v1.GetBackupResponse
+	79,  // 131: bighive.v1.Master.ListBackups:output_type -> bighive.v1.ListBackupsResponse
+	81,  // 132: bighive.v1.Master.UpdateBackup:output_type -> bighive.v1.UpdateBackupResponse
+	83,  // 133: bighive.v1.Master.DeleteBackup:output_type -> bighive.v1.DeleteBackupResponse
+	85,  // 134: bighive.v1.Master.RestoreTable:output_type -> bighive.v1.RestoreTableResponse
+	87,  // 135: bighive.v1.Master.SharedTSFiles:output_type -> bighive.v1.SharedTSFilesResponse
+	101, // [101:136] is the sub-list for method output_type
+	66,  // [66:101] is the sub-list for method input_type
+	66,  // [66:66] is the sub-list for extension type_name
+	66,  // [66:66] is the sub-list for extension extendee
+	0,   // [0:66] is the sub-list for field type_name
 }
 
 func init() { file_bighivepb_master_proto_init() }
@@ -4858,7 +5584,7 @@ func file_bighivepb_master_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bighivepb_master_proto_rawDesc), len(file_bighivepb_master_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   76,
+			NumMessages:   90,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

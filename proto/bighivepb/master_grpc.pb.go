@@ -50,6 +50,13 @@ const (
 	Master_ListGrants_FullMethodName           = "/bighive.v1.Master/ListGrants"
 	Master_ReportMerge_FullMethodName          = "/bighive.v1.Master/ReportMerge"
 	Master_MergeTablets_FullMethodName         = "/bighive.v1.Master/MergeTablets"
+	Master_CreateBackup_FullMethodName         = "/bighive.v1.Master/CreateBackup"
+	Master_GetBackup_FullMethodName            = "/bighive.v1.Master/GetBackup"
+	Master_ListBackups_FullMethodName          = "/bighive.v1.Master/ListBackups"
+	Master_UpdateBackup_FullMethodName         = "/bighive.v1.Master/UpdateBackup"
+	Master_DeleteBackup_FullMethodName         = "/bighive.v1.Master/DeleteBackup"
+	Master_RestoreTable_FullMethodName         = "/bighive.v1.Master/RestoreTable"
+	Master_SharedTSFiles_FullMethodName        = "/bighive.v1.Master/SharedTSFiles"
 )
 
 // MasterClient is the client API for Master service.
@@ -108,6 +115,19 @@ type MasterClient interface {
 	// Merges the tablet holding row with its successor, moving one of them
 	// first when they are on different tservers.
 	MergeTablets(ctx context.Context, in *MergeTabletsRequest, opts ...grpc.CallOption) (*MergeTabletsResponse, error)
+	// Backups (docs/design.md 'Backups'). CreateBackup flushes every tablet
+	// of the table, then records the files the metadata names for it in one
+	// raft command; RestoreTable makes a new table of a backup's files.
+	CreateBackup(ctx context.Context, in *CreateBackupRequest, opts ...grpc.CallOption) (*CreateBackupResponse, error)
+	GetBackup(ctx context.Context, in *GetBackupRequest, opts ...grpc.CallOption) (*GetBackupResponse, error)
+	ListBackups(ctx context.Context, in *ListBackupsRequest, opts ...grpc.CallOption) (*ListBackupsResponse, error)
+	UpdateBackup(ctx context.Context, in *UpdateBackupRequest, opts ...grpc.CallOption) (*UpdateBackupResponse, error)
+	DeleteBackup(ctx context.Context, in *DeleteBackupRequest, opts ...grpc.CallOption) (*DeleteBackupResponse, error)
+	RestoreTable(ctx context.Context, in *RestoreTableRequest, opts ...grpc.CallOption) (*RestoreTableResponse, error)
+	// Which of a block store's TSFiles (by footer block) some backup names or
+	// once named: a tserver deletes a compaction's replaced file itself only
+	// when it is not among them (docs/design.md 'Backups').
+	SharedTSFiles(ctx context.Context, in *SharedTSFilesRequest, opts ...grpc.CallOption) (*SharedTSFilesResponse, error)
 }
 
 type masterClient struct {
@@ -398,6 +418,76 @@ func (c *masterClient) MergeTablets(ctx context.Context, in *MergeTabletsRequest
 	return out, nil
 }
 
+func (c *masterClient) CreateBackup(ctx context.Context, in *CreateBackupRequest, opts ...grpc.CallOption) (*CreateBackupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateBackupResponse)
+	err := c.cc.Invoke(ctx, Master_CreateBackup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *masterClient) GetBackup(ctx context.Context, in *GetBackupRequest, opts ...grpc.CallOption) (*GetBackupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetBackupResponse)
+	err := c.cc.Invoke(ctx, Master_GetBackup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *masterClient) ListBackups(ctx context.Context, in *ListBackupsRequest, opts ...grpc.CallOption) (*ListBackupsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListBackupsResponse)
+	err := c.cc.Invoke(ctx, Master_ListBackups_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *masterClient) UpdateBackup(ctx context.Context, in *UpdateBackupRequest, opts ...grpc.CallOption) (*UpdateBackupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateBackupResponse)
+	err := c.cc.Invoke(ctx, Master_UpdateBackup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *masterClient) DeleteBackup(ctx context.Context, in *DeleteBackupRequest, opts ...grpc.CallOption) (*DeleteBackupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteBackupResponse)
+	err := c.cc.Invoke(ctx, Master_DeleteBackup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *masterClient) RestoreTable(ctx context.Context, in *RestoreTableRequest, opts ...grpc.CallOption) (*RestoreTableResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RestoreTableResponse)
+	err := c.cc.Invoke(ctx, Master_RestoreTable_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *masterClient) SharedTSFiles(ctx context.Context, in *SharedTSFilesRequest, opts ...grpc.CallOption) (*SharedTSFilesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SharedTSFilesResponse)
+	err := c.cc.Invoke(ctx, Master_SharedTSFiles_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MasterServer is the server API for Master service.
 // All implementations must embed UnimplementedMasterServer
 // for forward compatibility.
@@ -454,6 +544,19 @@ type MasterServer interface {
 	// Merges the tablet holding row with its successor, moving one of them
 	// first when they are on different tservers.
 	MergeTablets(context.Context, *MergeTabletsRequest) (*MergeTabletsResponse, error)
+	// Backups (docs/design.md 'Backups'). CreateBackup flushes every tablet
+	// of the table, then records the files the metadata names for it in one
+	// raft command; RestoreTable makes a new table of a backup's files.
+	CreateBackup(context.Context, *CreateBackupRequest) (*CreateBackupResponse, error)
+	GetBackup(context.Context, *GetBackupRequest) (*GetBackupResponse, error)
+	ListBackups(context.Context, *ListBackupsRequest) (*ListBackupsResponse, error)
+	UpdateBackup(context.Context, *UpdateBackupRequest) (*UpdateBackupResponse, error)
+	DeleteBackup(context.Context, *DeleteBackupRequest) (*DeleteBackupResponse, error)
+	RestoreTable(context.Context, *RestoreTableRequest) (*RestoreTableResponse, error)
+	// Which of a block store's TSFiles (by footer block) some backup names or
+	// once named: a tserver deletes a compaction's replaced file itself only
+	// when it is not among them (docs/design.md 'Backups').
+	SharedTSFiles(context.Context, *SharedTSFilesRequest) (*SharedTSFilesResponse, error)
 	mustEmbedUnimplementedMasterServer()
 }
 
@@ -547,6 +650,27 @@ func (UnimplementedMasterServer) ReportMerge(context.Context, *ReportMergeReques
 }
 func (UnimplementedMasterServer) MergeTablets(context.Context, *MergeTabletsRequest) (*MergeTabletsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method MergeTablets not implemented")
+}
+func (UnimplementedMasterServer) CreateBackup(context.Context, *CreateBackupRequest) (*CreateBackupResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateBackup not implemented")
+}
+func (UnimplementedMasterServer) GetBackup(context.Context, *GetBackupRequest) (*GetBackupResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetBackup not implemented")
+}
+func (UnimplementedMasterServer) ListBackups(context.Context, *ListBackupsRequest) (*ListBackupsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListBackups not implemented")
+}
+func (UnimplementedMasterServer) UpdateBackup(context.Context, *UpdateBackupRequest) (*UpdateBackupResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateBackup not implemented")
+}
+func (UnimplementedMasterServer) DeleteBackup(context.Context, *DeleteBackupRequest) (*DeleteBackupResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteBackup not implemented")
+}
+func (UnimplementedMasterServer) RestoreTable(context.Context, *RestoreTableRequest) (*RestoreTableResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RestoreTable not implemented")
+}
+func (UnimplementedMasterServer) SharedTSFiles(context.Context, *SharedTSFilesRequest) (*SharedTSFilesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SharedTSFiles not implemented")
 }
 func (UnimplementedMasterServer) mustEmbedUnimplementedMasterServer() {}
 func (UnimplementedMasterServer) testEmbeddedByValue()                {}
@@ -1073,6 +1197,132 @@ func _Master_MergeTablets_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Master_CreateBackup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateBackupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).CreateBackup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_CreateBackup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).CreateBackup(ctx, req.(*CreateBackupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Master_GetBackup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetBackupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).GetBackup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_GetBackup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).GetBackup(ctx, req.(*GetBackupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Master_ListBackups_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListBackupsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).ListBackups(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_ListBackups_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).ListBackups(ctx, req.(*ListBackupsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Master_UpdateBackup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateBackupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).UpdateBackup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_UpdateBackup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).UpdateBackup(ctx, req.(*UpdateBackupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Master_DeleteBackup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteBackupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).DeleteBackup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_DeleteBackup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).DeleteBackup(ctx, req.(*DeleteBackupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Master_RestoreTable_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RestoreTableRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).RestoreTable(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_RestoreTable_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).RestoreTable(ctx, req.(*RestoreTableRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Master_SharedTSFiles_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SharedTSFilesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).SharedTSFiles(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_SharedTSFiles_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).SharedTSFiles(ctx, req.(*SharedTSFilesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Master_ServiceDesc is the grpc.ServiceDesc for Master service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1191,6 +1441,34 @@ var Master_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "MergeTablets",
 			Handler:    _Master_MergeTablets_Handler,
+		},
+		{
+			MethodName: "CreateBackup",
+			Handler:    _Master_CreateBackup_Handler,
+		},
+		{
+			MethodName: "GetBackup",
+			Handler:    _Master_GetBackup_Handler,
+		},
+		{
+			MethodName: "ListBackups",
+			Handler:    _Master_ListBackups_Handler,
+		},
+		{
+			MethodName: "UpdateBackup",
+			Handler:    _Master_UpdateBackup_Handler,
+		},
+		{
+			MethodName: "DeleteBackup",
+			Handler:    _Master_DeleteBackup_Handler,
+		},
+		{
+			MethodName: "RestoreTable",
+			Handler:    _Master_RestoreTable_Handler,
+		},
+		{
+			MethodName: "SharedTSFiles",
+			Handler:    _Master_SharedTSFiles_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -59,6 +59,10 @@ type MetaCommand struct {
 	//	*MetaCommand_CreateTablets
 	//	*MetaCommand_DeleteTablets
 	//	*MetaCommand_LogSplitsDone
+	//	*MetaCommand_CreateBackup
+	//	*MetaCommand_UpdateBackup
+	//	*MetaCommand_DeleteBackup
+	//	*MetaCommand_RestoreTable
 	Cmd           isMetaCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -324,6 +328,42 @@ func (x *MetaCommand) GetLogSplitsDone() *MetaLogSplitsDone {
 	return nil
 }
 
+func (x *MetaCommand) GetCreateBackup() *MetaCreateBackup {
+	if x != nil {
+		if x, ok := x.Cmd.(*MetaCommand_CreateBackup); ok {
+			return x.CreateBackup
+		}
+	}
+	return nil
+}
+
+func (x *MetaCommand) GetUpdateBackup() *MetaUpdateBackup {
+	if x != nil {
+		if x, ok := x.Cmd.(*MetaCommand_UpdateBackup); ok {
+			return x.UpdateBackup
+		}
+	}
+	return nil
+}
+
+func (x *MetaCommand) GetDeleteBackup() *MetaDeleteBackup {
+	if x != nil {
+		if x, ok := x.Cmd.(*MetaCommand_DeleteBackup); ok {
+			return x.DeleteBackup
+		}
+	}
+	return nil
+}
+
+func (x *MetaCommand) GetRestoreTable() *MetaRestoreTable {
+	if x != nil {
+		if x, ok := x.Cmd.(*MetaCommand_RestoreTable); ok {
+			return x.RestoreTable
+		}
+	}
+	return nil
+}
+
 type isMetaCommand_Cmd interface {
 	isMetaCommand_Cmd()
 }
@@ -424,6 +464,22 @@ type MetaCommand_LogSplitsDone struct {
 	LogSplitsDone *MetaLogSplitsDone `protobuf:"bytes,25,opt,name=log_splits_done,json=logSplitsDone,proto3,oneof"`
 }
 
+type MetaCommand_CreateBackup struct {
+	CreateBackup *MetaCreateBackup `protobuf:"bytes,26,opt,name=create_backup,json=createBackup,proto3,oneof"`
+}
+
+type MetaCommand_UpdateBackup struct {
+	UpdateBackup *MetaUpdateBackup `protobuf:"bytes,27,opt,name=update_backup,json=updateBackup,proto3,oneof"`
+}
+
+type MetaCommand_DeleteBackup struct {
+	DeleteBackup *MetaDeleteBackup `protobuf:"bytes,28,opt,name=delete_backup,json=deleteBackup,proto3,oneof"`
+}
+
+type MetaCommand_RestoreTable struct {
+	RestoreTable *MetaRestoreTable `protobuf:"bytes,29,opt,name=restore_table,json=restoreTable,proto3,oneof"`
+}
+
 func (*MetaCommand_CreateTable) isMetaCommand_Cmd() {}
 
 func (*MetaCommand_DeleteTable) isMetaCommand_Cmd() {}
@@ -471,6 +527,14 @@ func (*MetaCommand_CreateTablets) isMetaCommand_Cmd() {}
 func (*MetaCommand_DeleteTablets) isMetaCommand_Cmd() {}
 
 func (*MetaCommand_LogSplitsDone) isMetaCommand_Cmd() {}
+
+func (*MetaCommand_CreateBackup) isMetaCommand_Cmd() {}
+
+func (*MetaCommand_UpdateBackup) isMetaCommand_Cmd() {}
+
+func (*MetaCommand_DeleteBackup) isMetaCommand_Cmd() {}
+
+func (*MetaCommand_RestoreTable) isMetaCommand_Cmd() {}
 
 // Creates a table and its initial tablets [“”, k1), …, [kn, “”), all
 // UNASSIGNED at epoch 0. The leader validated names and keys; the FSM
@@ -1911,6 +1975,249 @@ func (x *MetaPendingTable) GetNextRow() []byte {
 	return nil
 }
 
+// Records a backup of a table (docs/design.md 'Backups'): the FSM copies the
+// table's schema and, per tablet, its range and TSFile list as the metadata
+// holds them. Refused (Aborted) unless every tablet of the table is in
+// flushed: the tablets whose checkpoint, begun after the backup was asked
+// for, committed.
+type MetaCreateBackup struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Name             string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Table            string                 `protobuf:"bytes,2,opt,name=table,proto3" json:"table,omitempty"`
+	CreateTimeMicros int64                  `protobuf:"varint,3,opt,name=create_time_micros,json=createTimeMicros,proto3" json:"create_time_micros,omitempty"`
+	ExpireTimeMicros int64                  `protobuf:"varint,4,opt,name=expire_time_micros,json=expireTimeMicros,proto3" json:"expire_time_micros,omitempty"`
+	Flushed          []string               `protobuf:"bytes,5,rep,name=flushed,proto3" json:"flushed,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *MetaCreateBackup) Reset() {
+	*x = MetaCreateBackup{}
+	mi := &file_storagepb_meta_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaCreateBackup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaCreateBackup) ProtoMessage() {}
+
+func (x *MetaCreateBackup) ProtoReflect() protoreflect.Message {
+	mi := &file_storagepb_meta_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaCreateBackup.ProtoReflect.Descriptor instead.
+func (*MetaCreateBackup) Descriptor() ([]byte, []int) {
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *MetaCreateBackup) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *MetaCreateBackup) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *MetaCreateBackup) GetCreateTimeMicros() int64 {
+	if x != nil {
+		return x.CreateTimeMicros
+	}
+	return 0
+}
+
+func (x *MetaCreateBackup) GetExpireTimeMicros() int64 {
+	if x != nil {
+		return x.ExpireTimeMicros
+	}
+	return 0
+}
+
+func (x *MetaCreateBackup) GetFlushed() []string {
+	if x != nil {
+		return x.Flushed
+	}
+	return nil
+}
+
+// Sets a backup's expiry time.
+type MetaUpdateBackup struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Name             string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	ExpireTimeMicros int64                  `protobuf:"varint,2,opt,name=expire_time_micros,json=expireTimeMicros,proto3" json:"expire_time_micros,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *MetaUpdateBackup) Reset() {
+	*x = MetaUpdateBackup{}
+	mi := &file_storagepb_meta_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaUpdateBackup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaUpdateBackup) ProtoMessage() {}
+
+func (x *MetaUpdateBackup) ProtoReflect() protoreflect.Message {
+	mi := &file_storagepb_meta_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaUpdateBackup.ProtoReflect.Descriptor instead.
+func (*MetaUpdateBackup) Descriptor() ([]byte, []int) {
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *MetaUpdateBackup) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *MetaUpdateBackup) GetExpireTimeMicros() int64 {
+	if x != nil {
+		return x.ExpireTimeMicros
+	}
+	return 0
+}
+
+// Deletes a backup. With expired_at_micros set (the expiry pass), only if
+// the backup's expiry time is at or before it, so an UpdateBackup applied
+// first keeps it.
+type MetaDeleteBackup struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Name            string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	ExpiredAtMicros int64                  `protobuf:"varint,2,opt,name=expired_at_micros,json=expiredAtMicros,proto3" json:"expired_at_micros,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *MetaDeleteBackup) Reset() {
+	*x = MetaDeleteBackup{}
+	mi := &file_storagepb_meta_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaDeleteBackup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaDeleteBackup) ProtoMessage() {}
+
+func (x *MetaDeleteBackup) ProtoReflect() protoreflect.Message {
+	mi := &file_storagepb_meta_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaDeleteBackup.ProtoReflect.Descriptor instead.
+func (*MetaDeleteBackup) Descriptor() ([]byte, []int) {
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *MetaDeleteBackup) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *MetaDeleteBackup) GetExpiredAtMicros() int64 {
+	if x != nil {
+		return x.ExpiredAtMicros
+	}
+	return 0
+}
+
+// Creates table from a backup: the backup's schema under the new name, and
+// one UNASSIGNED tablet per backup tablet, with its range and TSFiles.
+type MetaRestoreTable struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Backup        string                 `protobuf:"bytes,1,opt,name=backup,proto3" json:"backup,omitempty"`
+	Table         string                 `protobuf:"bytes,2,opt,name=table,proto3" json:"table,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetaRestoreTable) Reset() {
+	*x = MetaRestoreTable{}
+	mi := &file_storagepb_meta_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaRestoreTable) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaRestoreTable) ProtoMessage() {}
+
+func (x *MetaRestoreTable) ProtoReflect() protoreflect.Message {
+	mi := &file_storagepb_meta_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaRestoreTable.ProtoReflect.Descriptor instead.
+func (*MetaRestoreTable) Descriptor() ([]byte, []int) {
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *MetaRestoreTable) GetBackup() string {
+	if x != nil {
+		return x.Backup
+	}
+	return ""
+}
+
+func (x *MetaRestoreTable) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
 type MetaAssign_Item struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TabletId      string                 `protobuf:"bytes,1,opt,name=tablet_id,json=tabletId,proto3" json:"tablet_id,omitempty"`
@@ -1922,7 +2229,7 @@ type MetaAssign_Item struct {
 
 func (x *MetaAssign_Item) Reset() {
 	*x = MetaAssign_Item{}
-	mi := &file_storagepb_meta_proto_msgTypes[27]
+	mi := &file_storagepb_meta_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1934,7 +2241,7 @@ func (x *MetaAssign_Item) String() string {
 func (*MetaAssign_Item) ProtoMessage() {}
 
 func (x *MetaAssign_Item) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[27]
+	mi := &file_storagepb_meta_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1982,7 +2289,7 @@ type MetaUnassign_Item struct {
 
 func (x *MetaUnassign_Item) Reset() {
 	*x = MetaUnassign_Item{}
-	mi := &file_storagepb_meta_proto_msgTypes[28]
+	mi := &file_storagepb_meta_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1994,7 +2301,7 @@ func (x *MetaUnassign_Item) String() string {
 func (*MetaUnassign_Item) ProtoMessage() {}
 
 func (x *MetaUnassign_Item) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[28]
+	mi := &file_storagepb_meta_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2043,7 +2350,7 @@ type MetaLogSplitDone_Item struct {
 
 func (x *MetaLogSplitDone_Item) Reset() {
 	*x = MetaLogSplitDone_Item{}
-	mi := &file_storagepb_meta_proto_msgTypes[29]
+	mi := &file_storagepb_meta_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2055,7 +2362,7 @@ func (x *MetaLogSplitDone_Item) String() string {
 func (*MetaLogSplitDone_Item) ProtoMessage() {}
 
 func (x *MetaLogSplitDone_Item) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[29]
+	mi := &file_storagepb_meta_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2103,7 +2410,7 @@ var File_storagepb_meta_proto protoreflect.FileDescriptor
 
 const file_storagepb_meta_proto_rawDesc = "" +
 	"\n" +
-	"\x14storagepb/meta.proto\x12\x12bighive.storage.v1\x1a\x16bighivepb/common.proto\x1a\x16bighivepb/master.proto\"\x80\x0e\n" +
+	"\x14storagepb/meta.proto\x12\x12bighive.storage.v1\x1a\x16bighivepb/common.proto\x1a\x16bighivepb/master.proto\"\xb4\x10\n" +
 	"\vMetaCommand\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12H\n" +
 	"\fcreate_table\x18\x02 \x01(\v2#.bighive.storage.v1.MetaCreateTableH\x00R\vcreateTable\x12H\n" +
@@ -2134,7 +2441,11 @@ const file_storagepb_meta_proto_rawDesc = "" +
 	"\ftablet_loads\x18\x16 \x01(\v2#.bighive.storage.v1.MetaTabletLoadsH\x00R\vtabletLoads\x12N\n" +
 	"\x0ecreate_tablets\x18\x17 \x01(\v2%.bighive.storage.v1.MetaCreateTabletsH\x00R\rcreateTablets\x12N\n" +
 	"\x0edelete_tablets\x18\x18 \x01(\v2%.bighive.storage.v1.MetaDeleteTabletsH\x00R\rdeleteTablets\x12O\n" +
-	"\x0flog_splits_done\x18\x19 \x01(\v2%.bighive.storage.v1.MetaLogSplitsDoneH\x00R\rlogSplitsDoneB\x05\n" +
+	"\x0flog_splits_done\x18\x19 \x01(\v2%.bighive.storage.v1.MetaLogSplitsDoneH\x00R\rlogSplitsDone\x12K\n" +
+	"\rcreate_backup\x18\x1a \x01(\v2$.bighive.storage.v1.MetaCreateBackupH\x00R\fcreateBackup\x12K\n" +
+	"\rupdate_backup\x18\x1b \x01(\v2$.bighive.storage.v1.MetaUpdateBackupH\x00R\fupdateBackup\x12K\n" +
+	"\rdelete_backup\x18\x1c \x01(\v2$.bighive.storage.v1.MetaDeleteBackupH\x00R\fdeleteBackup\x12K\n" +
+	"\rrestore_table\x18\x1d \x01(\v2$.bighive.storage.v1.MetaRestoreTableH\x00R\frestoreTableB\x05\n" +
 	"\x03cmd\"a\n" +
 	"\x0fMetaCreateTable\x12/\n" +
 	"\x06schema\x18\x01 \x01(\v2\x17.bighive.v1.TableSchemaR\x06schema\x12\x1d\n" +
@@ -2234,7 +2545,22 @@ const file_storagepb_meta_proto_rawDesc = "" +
 	"\x10MetaPendingTable\x12/\n" +
 	"\x06schema\x18\x01 \x01(\v2\x17.bighive.v1.TableSchemaR\x06schema\x12\x1a\n" +
 	"\bdeleting\x18\x02 \x01(\bR\bdeleting\x12\x19\n" +
-	"\bnext_row\x18\x03 \x01(\fR\anextRowB\x19Z\x17bighive/proto/storagepbb\x06proto3"
+	"\bnext_row\x18\x03 \x01(\fR\anextRow\"\xb2\x01\n" +
+	"\x10MetaCreateBackup\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05table\x18\x02 \x01(\tR\x05table\x12,\n" +
+	"\x12create_time_micros\x18\x03 \x01(\x03R\x10createTimeMicros\x12,\n" +
+	"\x12expire_time_micros\x18\x04 \x01(\x03R\x10expireTimeMicros\x12\x18\n" +
+	"\aflushed\x18\x05 \x03(\tR\aflushed\"T\n" +
+	"\x10MetaUpdateBackup\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12,\n" +
+	"\x12expire_time_micros\x18\x02 \x01(\x03R\x10expireTimeMicros\"R\n" +
+	"\x10MetaDeleteBackup\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12*\n" +
+	"\x11expired_at_micros\x18\x02 \x01(\x03R\x0fexpiredAtMicros\"@\n" +
+	"\x10MetaRestoreTable\x12\x16\n" +
+	"\x06backup\x18\x01 \x01(\tR\x06backup\x12\x14\n" +
+	"\x05table\x18\x02 \x01(\tR\x05tableB\x19Z\x17bighive/proto/storagepbb\x06proto3"
 
 var (
 	file_storagepb_meta_proto_rawDescOnce sync.Once
@@ -2248,7 +2574,7 @@ func file_storagepb_meta_proto_rawDescGZIP() []byte {
 	return file_storagepb_meta_proto_rawDescData
 }
 
-var file_storagepb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_storagepb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_storagepb_meta_proto_goTypes = []any{
 	(*MetaCommand)(nil),                  // 0: bighive.storage.v1.MetaCommand
 	(*MetaCreateTable)(nil),              // 1: bighive.storage.v1.MetaCreateTable
@@ -2277,18 +2603,22 @@ var file_storagepb_meta_proto_goTypes = []any{
 	(*MetaCreateTablets)(nil),            // 24: bighive.storage.v1.MetaCreateTablets
 	(*MetaDeleteTablets)(nil),            // 25: bighive.storage.v1.MetaDeleteTablets
 	(*MetaPendingTable)(nil),             // 26: bighive.storage.v1.MetaPendingTable
-	(*MetaAssign_Item)(nil),              // 27: bighive.storage.v1.MetaAssign.Item
-	(*MetaUnassign_Item)(nil),            // 28: bighive.storage.v1.MetaUnassign.Item
-	(*MetaLogSplitDone_Item)(nil),        // 29: bighive.storage.v1.MetaLogSplitDone.Item
-	(*bighivepb.TableSchema)(nil),        // 30: bighive.v1.TableSchema
-	(*bighivepb.FamilySpec)(nil),         // 31: bighive.v1.FamilySpec
-	(*bighivepb.LogPosition)(nil),        // 32: bighive.v1.LogPosition
-	(*bighivepb.CheckpointReport)(nil),   // 33: bighive.v1.CheckpointReport
-	(*bighivepb.SplitChild)(nil),         // 34: bighive.v1.SplitChild
-	(*bighivepb.GcRule)(nil),             // 35: bighive.v1.GcRule
-	(bighivepb.Compression)(0),           // 36: bighive.v1.Compression
-	(*bighivepb.Grant)(nil),              // 37: bighive.v1.Grant
-	(*bighivepb.ReportMergeRequest)(nil), // 38: bighive.v1.ReportMergeRequest
+	(*MetaCreateBackup)(nil),             // 27: bighive.storage.v1.MetaCreateBackup
+	(*MetaUpdateBackup)(nil),             // 28: bighive.storage.v1.MetaUpdateBackup
+	(*MetaDeleteBackup)(nil),             // 29: bighive.storage.v1.MetaDeleteBackup
+	(*MetaRestoreTable)(nil),             // 30: bighive.storage.v1.MetaRestoreTable
+	(*MetaAssign_Item)(nil),              // 31: bighive.storage.v1.MetaAssign.Item
+	(*MetaUnassign_Item)(nil),            // 32: bighive.storage.v1.MetaUnassign.Item
+	(*MetaLogSplitDone_Item)(nil),        // 33: bighive.storage.v1.MetaLogSplitDone.Item
+	(*bighivepb.TableSchema)(nil),        // 34: bighive.v1.TableSchema
+	(*bighivepb.FamilySpec)(nil),         // 35: bighive.v1.FamilySpec
+	(*bighivepb.LogPosition)(nil),        // 36: bighive.v1.LogPosition
+	(*bighivepb.CheckpointReport)(nil),   // 37: bighive.v1.CheckpointReport
+	(*bighivepb.SplitChild)(nil),         // 38: bighive.v1.SplitChild
+	(*bighivepb.GcRule)(nil),             // 39: bighive.v1.GcRule
+	(bighivepb.Compression)(0),           // 40: bighive.v1.Compression
+	(*bighivepb.Grant)(nil),              // 41: bighive.v1.Grant
+	(*bighivepb.ReportMergeRequest)(nil), // 42: bighive.v1.ReportMergeRequest
 }
 var file_storagepb_meta_proto_depIdxs = []int32{
 	1,  // 0: bighive.storage.v1.MetaCommand.create_table:type_name -> bighive.storage.v1.MetaCreateTable
@@ -2315,29 +2645,33 @@ var file_storagepb_meta_proto_depIdxs = []int32{
 	24, // 21: bighive.storage.v1.MetaCommand.create_tablets:type_name -> bighive.storage.v1.MetaCreateTablets
 	25, // 22: bighive.storage.v1.MetaCommand.delete_tablets:type_name -> bighive.storage.v1.MetaDeleteTablets
 	14, // 23: bighive.storage.v1.MetaCommand.log_splits_done:type_name -> bighive.storage.v1.MetaLogSplitsDone
-	30, // 24: bighive.storage.v1.MetaCreateTable.schema:type_name -> bighive.v1.TableSchema
-	31, // 25: bighive.storage.v1.MetaAddFamily.family:type_name -> bighive.v1.FamilySpec
-	5,  // 26: bighive.storage.v1.MetaRegisterTServer.tserver:type_name -> bighive.storage.v1.MetaTServer
-	27, // 27: bighive.storage.v1.MetaAssign.items:type_name -> bighive.storage.v1.MetaAssign.Item
-	28, // 28: bighive.storage.v1.MetaUnassign.items:type_name -> bighive.storage.v1.MetaUnassign.Item
-	32, // 29: bighive.storage.v1.MetaTabletLoad.position:type_name -> bighive.v1.LogPosition
-	8,  // 30: bighive.storage.v1.MetaTabletLoads.loads:type_name -> bighive.storage.v1.MetaTabletLoad
-	33, // 31: bighive.storage.v1.MetaCheckpoint.reports:type_name -> bighive.v1.CheckpointReport
-	34, // 32: bighive.storage.v1.MetaSplit.children:type_name -> bighive.v1.SplitChild
-	29, // 33: bighive.storage.v1.MetaLogSplitDone.items:type_name -> bighive.storage.v1.MetaLogSplitDone.Item
-	13, // 34: bighive.storage.v1.MetaLogSplitsDone.splits:type_name -> bighive.storage.v1.MetaLogSplitDone
-	35, // 35: bighive.storage.v1.MetaSetGCRule.gc_rule:type_name -> bighive.v1.GcRule
-	36, // 36: bighive.storage.v1.MetaSetCompression.compression:type_name -> bighive.v1.Compression
-	37, // 37: bighive.storage.v1.MetaGrant.grant:type_name -> bighive.v1.Grant
-	37, // 38: bighive.storage.v1.MetaRevoke.grant:type_name -> bighive.v1.Grant
-	38, // 39: bighive.storage.v1.MetaMerge.report:type_name -> bighive.v1.ReportMergeRequest
-	30, // 40: bighive.storage.v1.MetaCreateTablets.schema:type_name -> bighive.v1.TableSchema
-	30, // 41: bighive.storage.v1.MetaPendingTable.schema:type_name -> bighive.v1.TableSchema
-	42, // [42:42] is the sub-list for method output_type
-	42, // [42:42] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	27, // 24: bighive.storage.v1.MetaCommand.create_backup:type_name -> bighive.storage.v1.MetaCreateBackup
+	28, // 25: bighive.storage.v1.MetaCommand.update_backup:type_name -> bighive.storage.v1.MetaUpdateBackup
+	29, // 26: bighive.storage.v1.MetaCommand.delete_backup:type_name -> bighive.storage.v1.MetaDeleteBackup
+	30, // 27: bighive.storage.v1.MetaCommand.restore_table:type_name -> bighive.storage.v1.MetaRestoreTable
+	34, // 28: bighive.storage.v1.MetaCreateTable.schema:type_name -> bighive.v1.TableSchema
+	35, // 29: bighive.storage.v1.MetaAddFamily.family:type_name -> bighive.v1.FamilySpec
+	5,  // 30: bighive.storage.v1.MetaRegisterTServer.tserver:type_name -> bighive.storage.v1.MetaTServer
+	31, // 31: bighive.storage.v1.MetaAssign.items:type_name -> bighive.storage.v1.MetaAssign.Item
+	32, // 32: bighive.storage.v1.MetaUnassign.items:type_name -> bighive.storage.v1.MetaUnassign.Item
+	36, // 33: bighive.storage.v1.MetaTabletLoad.position:type_name -> bighive.v1.LogPosition
+	8,  // 34: bighive.storage.v1.MetaTabletLoads.loads:type_name -> bighive.storage.v1.MetaTabletLoad
+	37, // 35: bighive.storage.v1.MetaCheckpoint.reports:type_name -> bighive.v1.CheckpointReport
+	38, // 36: bighive.storage.v1.MetaSplit.children:type_name -> bighive.v1.SplitChild
+	33, // 37: bighive.storage.v1.MetaLogSplitDone.items:type_name -> bighive.storage.v1.MetaLogSplitDone.Item
+	13, // 38: bighive.storage.v1.MetaLogSplitsDone.splits:type_name -> bighive.storage.v1.MetaLogSplitDone
+	39, // 39: bighive.storage.v1.MetaSetGCRule.gc_rule:type_name -> bighive.v1.GcRule
+	40, // 40: bighive.storage.v1.MetaSetCompression.compression:type_name -> bighive.v1.Compression
+	41, // 41: bighive.storage.v1.MetaGrant.grant:type_name -> bighive.v1.Grant
+	41, // 42: bighive.storage.v1.MetaRevoke.grant:type_name -> bighive.v1.Grant
+	42, // 43: bighive.storage.v1.MetaMerge.report:type_name -> bighive.v1.ReportMergeRequest
+	34, // 44: bighive.storage.v1.MetaCreateTablets.schema:type_name -> bighive.v1.TableSchema
+	34, // 45: bighive.storage.v1.MetaPendingTable.schema:type_name -> bighive.v1.TableSchema
+	46, // [46:46] is the sub-list for method output_type
+	46, // [46:46] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_storagepb_meta_proto_init() }
@@ -2370,6 +2704,10 @@ func file_storagepb_meta_proto_init() {
 		(*MetaCommand_CreateTablets)(nil),
 		(*MetaCommand_DeleteTablets)(nil),
 		(*MetaCommand_LogSplitsDone)(nil),
+		(*MetaCommand_CreateBackup)(nil),
+		(*MetaCommand_UpdateBackup)(nil),
+		(*MetaCommand_DeleteBackup)(nil),
+		(*MetaCommand_RestoreTable)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2377,7 +2715,7 @@ func file_storagepb_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_storagepb_meta_proto_rawDesc), len(file_storagepb_meta_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   30,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,256 @@
+package meta
+
+import (
+	"bytes"
+
+	"google.golang.org/protobuf/proto"
+
+	"bighive/internal/apierr"
+	"bighive/internal/limits"
+	pb "bighive/proto/bighivepb"
+	spb "bighive/proto/storagepb"
+)
+
+// Backups (docs/design.md 'Backups'). A backup is one record in the
+// backups bucket: the source table's schema and, per tablet at the cut,
+// its range and TSFile list as this metadata held them when the backup
+// was recorded. Its files stay shared with the tablets that name them: GCReferences
+// counts a backup's blocks as live, and every file a backup names goes
+// into the sharedfiles bucket (never removed: a marker of a few bytes), so
+// a tserver asks SharedFiles before it deletes a compaction's replaced
+// file itself and leaves a shared one to the orphan pass.
+
+// Backup returns one backup, or a NotFound error.
+func (r *Reader) Backup(name string) (*pb.BackupMeta, error) {
+	var v []byte
+	if b := r.tx.Bucket(bucketBackups); b != nil {
+		v = b.Get([]byte(name))
+	}
+	if v == nil {
+		return nil, apierr.NotFound("backup %q does not exist", name)
+	}
+	m := &pb.BackupMeta{}
+	if err := r.decode(bucketBackups, []byte(name), v, m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Backups returns every backup in name order.
+func (r *Reader) Backups() ([]*pb.BackupMeta, error) {
+	b := r.tx.Bucket(bucketBackups)
+	if b == nil {
+		return nil, nil
+	}
+	var out []*pb.BackupMeta
+	err := b.ForEach(func(k, v []byte) error {
+		m := &pb.BackupMeta{}
+		if err := r.decode(bucketBackups, k, v, m); err != nil {
+			return err
+		}
+		out = append(out, m)
+		return nil
+	})
+	return out, err
+}
+
+// SharedFiles returns those of footers (footer blocks of TSFiles of the
+// block store store) that some backup names or once named.
+func (r *Reader) SharedFiles(store string, footers []uint64) []uint64 {
+	b := r.tx.Bucket(bucketSharedFiles)
+	if b == nil {
+		return nil
+	}
+	var out []uint64
+	for _, f := range footers {
+		if b.Get(sharedKey(store, f)) != nil {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func (w *writer) putBackup(m *pb.BackupMeta) error {
+	v, err := proto.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return w.tx.Bucket(bucketBackups).Put([]byte(m.Name), v)
+}
+
+// createBackup records a backup of a table whose every tablet is in
+// c.Flushed (the tablets the leader's flushes committed after the backup
+// was asked for): their file lists, as this metadata holds them now, hold
+// every write acknowledged before that. A tablet not flushed (split or
+// merged since, or not serving when the flushes ran) refuses the command
+// with Aborted, and the leader flushes again.
+func (w *writer) createBackup(c *spb.MetaCreateBackup) (*Result, error) {
+	if err := limits.ValidateBackupName(c.Name); err != nil {
+		return nil, err
+	}
+	if c.ExpireTimeMicros <= c.CreateTimeMicros {
+		return nil, apierr.InvalidArgument("backup %q: expire time %d µs is not after its creation time %d µs", c.Name, c.ExpireTimeMicros, c.CreateTimeMicros)
+	}
+	if w.tx.Bucket(bucketBackups).Get([]byte(c.Name)) != nil {
+		return nil, apierr.AlreadyExists("backup %q already exists", c.Name)
+	}
+	schema, err := w.Table(c.Table)
+	if err != nil {
+		return nil, err
+	}
+	tablets, err := w.TableTablets(c.Table, nil, 0)
+	if err != nil {
+		return nil, err
+	}
+	flushed := make(map[string]bool, len(c.Flushed))
+	for _, id := range c.Flushed {
+		flushed[id] = true
+	}
+	m := &pb.BackupMeta{
+		Name:             c.Name,
+		SourceTable:      c.Table,
+		Schema:           schema,
+		CreateTimeMicros: c.CreateTimeMicros,
+		ExpireTimeMicros: c.ExpireTimeMicros,
+		State:            pb.BackupState_BACKUP_STATE_READY,
+	}
+	for _, t := range tablets {
+		if !flushed[t.TabletId] {
+			return nil, apierr.Aborted("backup %q of table %q: tablet %s was not flushed for it (split, merged or not serving meanwhile); flush again", c.Name, c.Table, t.TabletId)
+		}
+		m.Tablets = append(m.Tablets, &pb.BackupTablet{Range: t.Range, Tsfiles: t.Tsfiles})
+	}
+	shared := w.tx.Bucket(bucketSharedFiles)
+	for _, bt := range m.Tablets {
+		for _, f := range bt.Tsfiles {
+			if err := shared.Put(sharedKey(f.BlockStoreUuid, f.FooterBlock), nil); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := w.putBackup(m); err != nil {
+		return nil, err
+	}
+	return &Result{Backup: m}, nil
+}
+
+func (w *writer) updateBackup(c *spb.MetaUpdateBackup) (*Result, error) {
+	m, err := w.Backup(c.Name)
+	if err != nil {
+		return nil, err
+	}
+	if c.ExpireTimeMicros <= m.CreateTimeMicros {
+		return nil, apierr.InvalidArgument("backup %q: expire time %d µs is not after its creation time %d µs", c.Name, c.ExpireTimeMicros, m.CreateTimeMicros)
+	}
+	m.ExpireTimeMicros = c.ExpireTimeMicros
+	if err := w.putBackup(m); err != nil {
+		return nil, err
+	}
+	return &Result{Backup: m}, nil
+}
+
+// deleteBackup removes a backup; with ExpiredAtMicros set, only one that
+// expired by then (otherwise it changes nothing and answers
+// FailedPrecondition). Its files stay in sharedfiles: a table restored
+// from it may still name them.
+func (w *writer) deleteBackup(c *spb.MetaDeleteBackup) (*Result, error) {
+	m, err := w.Backup(c.Name)
+	if err != nil {
+		return nil, err
+	}
+	if c.ExpiredAtMicros != 0 && m.ExpireTimeMicros > c.ExpiredAtMicros {
+		return nil, apierr.FailedPrecondition("backup %q expires at %d µs, after %d µs", c.Name, m.ExpireTimeMicros, c.ExpiredAtMicros)
+	}
+	return &Result{}, w.tx.Bucket(bucketBackups).Delete([]byte(c.Name))
+}
+
+// restoreTable creates c.Table from a backup: the backup's schema under the
+// new name (a new version) and one UNASSIGNED tablet per backup tablet,
+// with its range and TSFiles, so the new table and the backup share the
+// files.
+func (w *writer) restoreTable(c *spb.MetaRestoreTable) (*Result, error) {
+	m, err := w.Backup(c.Backup)
+	if err != nil {
+		return nil, err
+	}
+	schema := proto.Clone(m.Schema).(*pb.TableSchema)
+	schema.Name = c.Table
+	schema.PurgingFamilies = nil
+	if err := ValidateSchema(schema); err != nil {
+		return nil, err
+	}
+	if w.tx.Bucket(bucketTables).Get([]byte(c.Table)) != nil {
+		return nil, apierr.AlreadyExists("table %q already exists", c.Table)
+	}
+	if _, pending, err := w.PendingTable(c.Table); err != nil || pending {
+		if err == nil {
+			err = apierr.Unavailable("table %q is being created or deleted; retry when that finished", c.Table)
+		}
+		return nil, err
+	}
+	if err := checkTiling(m); err != nil {
+		return nil, err
+	}
+	if err := w.publishSchema(schema); err != nil {
+		return nil, err
+	}
+	ids, err := w.nextIDs(len(m.Tablets))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*pb.TabletMeta, 0, len(m.Tablets))
+	for i, bt := range m.Tablets {
+		t := &pb.TabletMeta{
+			TabletId: ids[i],
+			Table:    c.Table,
+			Range:    proto.Clone(bt.Range).(*pb.RowRange),
+			State:    pb.TabletState_TABLET_STATE_UNASSIGNED,
+			Tsfiles:  bt.Tsfiles,
+		}
+		if err := w.putTablet(nil, t); err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return &Result{Tablets: out}, nil
+}
+
+// checkTiling refuses a backup whose tablets do not tile the row space in
+// order (a corrupt record: restoring it would lose or overlap rows).
+func checkTiling(m *pb.BackupMeta) error {
+	var prev []byte
+	for i, bt := range m.Tablets {
+		start, end := bt.Range.GetStartRow(), bt.Range.GetEndRow()
+		last := i == len(m.Tablets)-1
+		if !bytes.Equal(start, prev) || (i > 0 && len(start) == 0) || (len(end) == 0) != last {
+			return apierr.FailedPrecondition("backup %q: its tablets do not tile the row space (tablet %d is [%q, %q))", m.Name, i, start, end)
+		}
+		prev = end
+	}
+	if len(m.Tablets) == 0 {
+		return apierr.FailedPrecondition("backup %q has no tablets", m.Name)
+	}
+	return nil
+}
+
+// backupBlocks adds to blocks every block of store that a backup names.
+func (r *Reader) backupBlocks(store string, add func(uint64)) error {
+	ms, err := r.Backups()
+	if err != nil {
+		return err
+	}
+	for _, m := range ms {
+		for _, bt := range m.Tablets {
+			for _, f := range bt.Tsfiles {
+				if f.BlockStoreUuid != store {
+					continue
+				}
+				add(f.FooterBlock)
+				for _, b := range f.Blocks {
+					add(b)
+				}
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,154 @@
+package meta
+
+import (
+	"fmt"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+
+	"bighive/internal/apierr"
+	pb "bighive/proto/bighivepb"
+	spb "bighive/proto/storagepb"
+)
+
+func backupCmd(name, table string, create, expire int64, flushed ...string) *spb.MetaCommand {
+	return &spb.MetaCommand{Cmd: &spb.MetaCommand_CreateBackup{CreateBackup: &spb.MetaCreateBackup{
+		Name: name, Table: table, CreateTimeMicros: create, ExpireTimeMicros: expire, Flushed: flushed}}}
+}
+
+func checkpointCmd(ts, id string, epoch int64, footers ...uint64) *spb.MetaCommand {
+	var files []*pb.TSFileRef
+	for _, f := range footers {
+		files = append(files, &pb.TSFileRef{BlockStoreUuid: "bs-" + ts, FooterBlock: f, Blocks: []uint64{f, f + 1000}})
+	}
+	return &spb.MetaCommand{Cmd: &spb.MetaCommand_Checkpoint{Checkpoint: &spb.MetaCheckpoint{TserverUuid: ts,
+		Reports: []*pb.CheckpointReport{{TabletId: id, Epoch: epoch, Tsfiles: files}}}}}
+}
+
+func restoreCmd(backup, table string) *spb.MetaCommand {
+	return &spb.MetaCommand{Cmd: &spb.MetaCommand_RestoreTable{RestoreTable: &spb.MetaRestoreTable{Backup: backup, Table: table}}}
+}
+
+func footersOf(ts []*pb.TSFileRef) string {
+	var out []uint64
+	for _, f := range ts {
+		out = append(out, f.FooterBlock)
+	}
+	return fmt.Sprint(out)
+}
+
+// TestBackupRecordsTheCut: a backup records each tablet's range and files as
+// the metadata holds them, only when every tablet was flushed for it; it
+// keeps its blocks live for GC after its table is deleted and its tablets
+// compacted; a restore makes a new table of the same files.
+func TestBackupRecordsTheCut(t *testing.T) {
+	f := openTestFSM(t)
+	f.mustApply(createCmd("t", "m")) // t1 = ["", m), t2 = [m, "")
+	f.mustApply(registerCmd("a", 1))
+	t1, t2 := FormatTabletID(1), FormatTabletID(2)
+	f.mustApply(assignCmd(&spb.MetaAssign_Item{TabletId: t1, TserverUuid: "a"}, &spb.MetaAssign_Item{TabletId: t2, TserverUuid: "a"}))
+	f.mustApply(checkpointCmd("a", t1, 1, 10))
+	f.mustApply(checkpointCmd("a", t2, 1, 20, 21))
+
+	bad := []struct {
+		name string
+		cmd  *spb.MetaCommand
+		want codes.Code
+	}{
+		{"a tablet not flushed", backupCmd("b", "t", 100, 200, t1), codes.Aborted},
+		{"no table", backupCmd("b", "nope", 100, 200, t1, t2), codes.NotFound},
+		{"expires at creation", backupCmd("b", "t", 100, 100, t1, t2), codes.InvalidArgument},
+		{"bad name", backupCmd("a/b", "t", 100, 200, t1, t2), codes.InvalidArgument},
+	}
+	for _, tc := range bad {
+		t.Run(tc.name, func(t *testing.T) {
+			if c := apierr.CodeOf(f.apply(tc.cmd).Err); c != tc.want {
+				t.Fatalf("code %v, want %v", c, tc.want)
+			}
+			_ = f.View(func(r *Reader) error {
+				if bs, _ := r.Backups(); len(bs) != 0 {
+					t.Fatalf("a refused command recorded %v", bs)
+				}
+				return nil
+			})
+		})
+	}
+	res := f.mustApply(backupCmd("b", "t", 100, 200, t1, t2))
+	b := res.Backup
+	if b.SourceTable != "t" || b.Schema.GetName() != "t" || b.State != pb.BackupState_BACKUP_STATE_READY || len(b.Tablets) != 2 ||
+		footersOf(b.Tablets[0].Tsfiles) != "[10]" || footersOf(b.Tablets[1].Tsfiles) != "[20 21]" ||
+		string(b.Tablets[1].Range.GetStartRow()) != "m" {
+		t.Fatalf("backup %v", b)
+	}
+	if c := apierr.CodeOf(f.apply(backupCmd("b", "t", 100, 200, t1, t2)).Err); c != codes.AlreadyExists {
+		t.Fatalf("second backup of one name: %v", c)
+	}
+	// A compaction after the cut replaces t2's files; the table is then deleted.
+	f.mustApply(checkpointCmd("a", t2, 1, 30))
+	f.mustApply(&spb.MetaCommand{Cmd: &spb.MetaCommand_DeleteTable{DeleteTable: &spb.MetaDeleteTable{Name: "t"}}})
+	_ = f.View(func(r *Reader) error {
+		blocks, _, err := r.GCReferences("bs-a", "")
+		if err != nil || fmt.Sprint(blocks) != "[10 20 21 1010 1020 1021]" {
+			t.Errorf("GCReferences after the table's deletion = %v %v, want the backup's blocks", blocks, err)
+		}
+		if got := r.SharedFiles("bs-a", []uint64{10, 21, 30}); fmt.Sprint(got) != "[10 21]" {
+			t.Errorf("SharedFiles = %v, want the backup's files only", got)
+		}
+		if got := r.SharedFiles("bs-b", []uint64{10}); len(got) != 0 {
+			t.Errorf("SharedFiles of another store = %v", got)
+		}
+		return nil
+	})
+
+	// Restore: a new table at the backup's split points, with its files.
+	if c := apierr.CodeOf(f.apply(restoreCmd("nope", "r")).Err); c != codes.NotFound {
+		t.Fatalf("restore of a missing backup: %v", c)
+	}
+	f.mustApply(createCmd("taken"))
+	if c := apierr.CodeOf(f.apply(restoreCmd("b", "taken")).Err); c != codes.AlreadyExists {
+		t.Fatalf("restore over a table: %v", c)
+	}
+	res = f.mustApply(restoreCmd("b", "r"))
+	if len(res.Tablets) != 2 || footersOf(res.Tablets[0].Tsfiles) != "[10]" || footersOf(res.Tablets[1].Tsfiles) != "[20 21]" ||
+		res.Tablets[0].State != pb.TabletState_TABLET_STATE_UNASSIGNED || res.Tablets[0].Table != "r" {
+		t.Fatalf("restored tablets %v", res.Tablets)
+	}
+	_ = f.View(func(r *Reader) error {
+		s, err := r.Table("r")
+		if err != nil || s.Name != "r" || s.Version == 0 {
+			t.Errorf("restored schema %v %v", s, err)
+		}
+		ts, _ := r.TableTablets("r", []byte("z"), 1)
+		if len(ts) != 1 || string(ts[0].Range.GetStartRow()) != "m" {
+			t.Errorf("location of row z in the restored table: %v", ts)
+		}
+		return nil
+	})
+
+	// Expiry: a pass that saw an older expiry time deletes nothing.
+	f.mustApply(&spb.MetaCommand{Cmd: &spb.MetaCommand_UpdateBackup{UpdateBackup: &spb.MetaUpdateBackup{Name: "b", ExpireTimeMicros: 500}}})
+	if c := apierr.CodeOf(f.apply(&spb.MetaCommand{Cmd: &spb.MetaCommand_UpdateBackup{UpdateBackup: &spb.MetaUpdateBackup{Name: "b", ExpireTimeMicros: 50}}}).Err); c != codes.InvalidArgument {
+		t.Fatalf("expiry before creation: %v", c)
+	}
+	del := func(expiredAt int64) *spb.MetaCommand {
+		return &spb.MetaCommand{Cmd: &spb.MetaCommand_DeleteBackup{DeleteBackup: &spb.MetaDeleteBackup{Name: "b", ExpiredAtMicros: expiredAt}}}
+	}
+	if c := apierr.CodeOf(f.apply(del(300)).Err); c != codes.FailedPrecondition {
+		t.Fatalf("expiry pass before the new expiry time: %v", c)
+	}
+	f.mustApply(del(500))
+	if c := apierr.CodeOf(f.apply(del(0)).Err); c != codes.NotFound {
+		t.Fatalf("deleting a deleted backup: %v", c)
+	}
+	_ = f.View(func(r *Reader) error {
+		// The restored table still names the files; the backup's other blocks are free.
+		blocks, _, _ := r.GCReferences("bs-a", "")
+		if fmt.Sprint(blocks) != "[10 20 21 1010 1020 1021]" {
+			t.Errorf("GCReferences after the backup's deletion = %v, want the restored table's blocks", blocks)
+		}
+		if got := r.SharedFiles("bs-a", []uint64{10, 20}); fmt.Sprint(got) != "[10 20]" {
+			t.Errorf("SharedFiles after the backup's deletion = %v: a restored table may still share them", got)
+		}
+		return nil
+	})
+}
