@@ -248,6 +248,29 @@ func (m masterRefs) LogPositions(ctx context.Context, prefix string) ([]wal.Posi
 	return ps, nil
 }
 
+// SharedFiles asks the master which of this store's TSFiles a backup names
+// or once named (checkpoint.SharedFiles): a compaction leaves those to the
+// orphan pass.
+func (m masterRefs) SharedFiles(ctx context.Context, footers []blockstore.BlockID) (map[blockstore.BlockID]bool, error) {
+	req := &pb.SharedTSFilesRequest{BlockStoreUuid: m.s.uuid, FooterBlocks: make([]uint64, len(footers))}
+	for i, f := range footers {
+		req.FooterBlocks[i] = uint64(f)
+	}
+	var resp *pb.SharedTSFilesResponse
+	err := m.s.master.Call(ctx, func(ctx context.Context, mc pb.MasterClient) (err error) {
+		resp, err = mc.SharedTSFiles(ctx, req)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tserver: shared TSFiles: %w", err)
+	}
+	out := make(map[blockstore.BlockID]bool, len(resp.FooterBlocks))
+	for _, f := range resp.FooterBlocks {
+		out[blockstore.BlockID(f)] = true
+	}
+	return out, nil
+}
+
 // ReferencedBlocks returns the blocks of this tserver's store that any
 // tablet's metadata names (the master answers for our store UUID only), and
 // every block of the read sets here, of any store.

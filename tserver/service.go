@@ -287,7 +287,8 @@ func (s *Server) Checkpoint(ctx context.Context, _ *pb.CheckpointRequest) (*pb.C
 	}
 	// The TSFile bytes the checkpoint added (a compaction running meanwhile
 	// can make this an estimate).
-	return &pb.CheckpointResponse{TabletsFlushed: int32(res.Flushed), BytesFlushed: max(0, s.tsfileBytes()-before)}, nil
+	return &pb.CheckpointResponse{TabletsFlushed: int32(res.Flushed), BytesFlushed: max(0, s.tsfileBytes()-before),
+		TabletsCovered: res.Covered}, nil
 }
 
 func (s *Server) tsfileBytes() int64 {

@@ -677,6 +677,9 @@ type CheckpointResponse struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	TabletsFlushed int32                  `protobuf:"varint,1,opt,name=tablets_flushed,json=tabletsFlushed,proto3" json:"tablets_flushed,omitempty"`
 	BytesFlushed   int64                  `protobuf:"varint,2,opt,name=bytes_flushed,json=bytesFlushed,proto3" json:"bytes_flushed,omitempty"`
+	// The tablets whose committed files now hold every write acknowledged
+	// before the request arrived (a backup's cut, docs/design.md 'Backups').
+	TabletsCovered []string `protobuf:"bytes,3,rep,name=tablets_covered,json=tabletsCovered,proto3" json:"tablets_covered,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -723,6 +726,13 @@ func (x *CheckpointResponse) GetBytesFlushed() int64 {
 		return x.BytesFlushed
 	}
 	return 0
+}
+
+func (x *CheckpointResponse) GetTabletsCovered() []string {
+	if x != nil {
+		return x.TabletsCovered
+	}
+	return nil
 }
 
 type CompactRequest struct {
@@ -2524,10 +2534,11 @@ const file_bighivepb_tserver_proto_rawDesc = "" +
 	"\x12last_row_continues\x18\x02 \x01(\bR\x10lastRowContinues\x12\x14\n" +
 	"\x05chunk\x18\x03 \x01(\fR\x05chunk\x12+\n" +
 	"\x05stats\x18\x04 \x01(\v2\x15.bighive.v1.ScanStatsR\x05stats\"\x13\n" +
-	"\x11CheckpointRequest\"b\n" +
+	"\x11CheckpointRequest\"\x8b\x01\n" +
 	"\x12CheckpointResponse\x12'\n" +
 	"\x0ftablets_flushed\x18\x01 \x01(\x05R\x0etabletsFlushed\x12#\n" +
-	"\rbytes_flushed\x18\x02 \x01(\x03R\fbytesFlushed\"C\n" +
+	"\rbytes_flushed\x18\x02 \x01(\x03R\fbytesFlushed\x12'\n" +
+	"\x0ftablets_covered\x18\x03 \x03(\tR\x0etabletsCovered\"C\n" +
 	"\x0eCompactRequest\x12\x1b\n" +
 	"\ttablet_id\x18\x01 \x01(\tR\btabletId\x12\x14\n" +
 	"\x05major\x18\x02 \x01(\bR\x05major\"\x11\n" +

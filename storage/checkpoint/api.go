@@ -198,6 +198,19 @@ type References interface {
 	ReferencedBlocks(ctx context.Context) (map[blockstore.BlockRef]struct{}, error)
 }
 
+// SharedFiles is implemented by References whose files may be named by
+// more than one holder: in the cluster a backup, and the tables restored
+// from it, name the same TSFiles (docs/design.md 'Backups'). Before it
+// deletes a compaction's replaced files itself, the coordinator asks which
+// of them are shared and leaves those to the orphan pass, which deletes a
+// block only once nothing names it. Asked after the compaction's commit, so
+// the answer cannot grow: a backup records only files a tablet names.
+type SharedFiles interface {
+	// SharedFiles returns those of footers (footer blocks of this
+	// tserver's store) that other metadata may still name.
+	SharedFiles(ctx context.Context, footers []blockstore.BlockID) (map[blockstore.BlockID]bool, error)
+}
+
 // RefusedError is returned by a Metadata that refused a batch because of
 // some of its tablets (stale epoch, unknown tablet) and committed nothing.
 // The coordinator then commits the batch again without them.

@@ -474,6 +474,12 @@ type Result struct {
 	Flush, Commit time.Duration
 	// FlushedBytes is the size of the TSFiles step 6 wrote.
 	FlushedBytes int64
+	// Covered lists the tablets whose update step 7 committed and whose
+	// files now hold everything written to them before step 2 (their
+	// buffers swapped at step 3, or empty): a backup's cut (docs/design.md
+	// 'Backups'). A tablet that only flushed a standby left by an earlier
+	// checkpoint is not among them: its active buffer was not swapped.
+	Covered []string
 }
 
 // Checkpoint runs the seven steps of a checkpoint (doc.go) once:
@@ -692,6 +698,7 @@ func (c *Coordinator) commitFlushed(ctx context.Context, parts []part, pos wal.P
 	t4 := time.Now()
 	c.metaMu.Lock()
 	var ups []Update
+	covers := map[string]bool{}
 	for i, p := range parts {
 		if flushErrs[i] != nil {
 			continue // its old positions still cover its data
@@ -705,6 +712,7 @@ func (c *Coordinator) commitFlushed(ctx context.Context, parts []part, pos wal.P
 		case p.swapped || !p.pending:
 			// Everything written before the roll is in TSFiles now.
 			u.LogPositions = []wal.Position{pos}
+			covers[p.t.ID()] = true
 		case ts.sealedAt != nil:
 			// A leftover standby: the active buffer holds what was
 			// written since the roll that sealed it.
@@ -725,6 +733,9 @@ func (c *Coordinator) commitFlushed(ctx context.Context, parts []part, pos wal.P
 			c.noteFiles(t.ID(), len(t.Files()))
 		}
 		ts.flushed, ts.sealedAt = nil, nil
+		if covers[t.ID()] {
+			res.Covered = append(res.Covered, t.ID())
+		}
 		return nil
 	})
 	res.Committed = committed
@@ -831,7 +842,7 @@ func (c *Coordinator) commit(ctx context.Context, ups []Update, done func(Update
 	var errs []error
 	for _, u := range ups {
 		ts := c.stateOf(u.Load)
-		if err := c.installCompaction(u.Load, ts); err != nil {
+		if err := c.installCompaction(ctx, u.Load, ts); err != nil {
 			errs = append(errs, err)
 		}
 		if done != nil {
@@ -849,7 +860,7 @@ func (c *Coordinator) commit(ctx context.Context, ups []Update, done func(Update
 // installCompaction installs t's pending compaction, which an accepted
 // update named, and deletes its run's blocks while the lease holds.
 // Called by commit with metaMu and the load held.
-func (c *Coordinator) installCompaction(t Tablet, ts *tabletState) error {
+func (c *Coordinator) installCompaction(ctx context.Context, t Tablet, ts *tabletState) error {
 	pc := ts.compacted
 	if pc == nil {
 		return nil
@@ -878,8 +889,40 @@ func (c *Coordinator) installCompaction(t Tablet, ts *tabletState) error {
 		c.log.Warn("checkpoint: lease lost after a compaction's commit; its replaced files are left to the orphan pass", "tablet", t.ID())
 		return nil
 	}
-	c.deleteFiles(pc.run)
+	c.deleteFiles(c.unshared(ctx, t.ID(), pc.run))
 	return nil
+}
+
+// unshared returns the files of run that no other metadata may name (a
+// backup, a restored table; SharedFiles), which the compaction's tserver
+// may delete at once. Without an answer it returns none: the orphan pass
+// deletes them once nothing names them.
+func (c *Coordinator) unshared(ctx context.Context, tablet string, run []tsfile.Info) []tsfile.Info {
+	sh, ok := c.opts.Refs.(SharedFiles)
+	if !ok || len(run) == 0 {
+		return run
+	}
+	var footers []blockstore.BlockID
+	for _, f := range run {
+		if f.Store == c.opts.Store {
+			footers = append(footers, f.Footer)
+		}
+	}
+	if len(footers) == 0 {
+		return nil
+	}
+	shared, err := sh.SharedFiles(ctx, footers)
+	if err != nil {
+		c.log.Warn("checkpoint: cannot tell whether a compaction's replaced files are shared; they are left to the orphan pass", "tablet", tablet, "err", err)
+		return nil
+	}
+	out := make([]tsfile.Info, 0, len(run))
+	for _, f := range run {
+		if f.Store == c.opts.Store && !shared[f.Footer] {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 func (c *Coordinator) leaseValid() bool { return c.opts.Lease == nil || c.opts.Lease() }

@@ -52,7 +52,12 @@
 //     checkpoint began does.
 //   - Replaced TSFiles' blocks are deleted with one deletion transaction
 //     only after an accepted commit of the same load that no longer names
-//     them, while that load is held and the lease is valid (Fencing).
+//     them, while that load is held and the lease is valid (Fencing), and
+//     only files References (SharedFiles) does not call shared: a file a
+//     backup or a restored table may name is left to the orphan pass
+//     (docs/design.md 'Backups').
+//   - Result.Covered names the tablets whose committed files hold every
+//     write made before the checkpoint's step 2: a backup's cut.
 //   - A block is named by (store UUID, block ID) — blockstore.BlockRef —
 //     wherever it is referenced, compared or deleted: IDs are unique only
 //     inside one store. A deletion goes only to Options.Blocks and only for
