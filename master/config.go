@@ -109,6 +109,9 @@ type Config struct {
 	// side of a merge; an error fails the step. Testing only: the e2e
 	// kill test's fault file (--merge-fault-file) kills the process there.
 	MergeHook func(MergeStep) error
+	// BackupExpiryInterval is how often the leader deletes the backups
+	// whose expiry time has passed (default 1 min).
+	BackupExpiryInterval time.Duration
 	// ResendInterval: an assignment the tserver does not report is sent
 	// again at most this often (default 3 heartbeats).
 	ResendInterval time.Duration
@@ -195,6 +198,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MergeMinAge <= 0 {
 		c.MergeMinAge = defaultMergeMinAge
+	}
+	if c.BackupExpiryInterval <= 0 {
+		c.BackupExpiryInterval = defaultBackupExpiry
 	}
 	if c.ResendInterval <= 0 {
 		c.ResendInterval = 3 * c.Heartbeat

@@ -146,10 +146,11 @@ func Start(cfg Config, lis net.Listener) (*Master, error) {
 		m.http.Handle("/", m.StatusHandler())
 	}
 
-	m.wg.Add(4)
+	m.wg.Add(5)
 	go m.watchLeadership()
 	go m.watchHealth()
 	go m.runMerger()
+	go m.runBackupExpiry()
 	go func() {
 		defer m.wg.Done()
 		if err := m.srv.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {

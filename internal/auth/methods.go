@@ -77,6 +77,14 @@ var Methods = map[string]Need{
 	masterSvc + "DropRowRange":         ddl,
 	masterSvc + "SplitTablet":          ddl,
 	masterSvc + "MergeTablets":         ddl,
+	// Master: backups. A backup of a table needs admin on it; the others
+	// read or change what any table held, so admin on every table.
+	masterSvc + "CreateBackup": ddl,
+	masterSvc + "GetBackup":    adminAll,
+	masterSvc + "ListBackups":  adminAll,
+	masterSvc + "UpdateBackup": adminAll,
+	masterSvc + "DeleteBackup": adminAll,
+	masterSvc + "RestoreTable": adminAll,
 	// Master: reads of a table's metadata, read on the table.
 	masterSvc + "DescribeTable":     readTable,
 	masterSvc + "GetTableLocations": readTable,
@@ -99,6 +107,7 @@ var Methods = map[string]Need{
 	masterSvc + "ReportLogSplit":    internal,
 	masterSvc + "GetGCReferences":   internal,
 	masterSvc + "ReportMerge":       internal,
+	masterSvc + "SharedTSFiles":     internal,
 
 	// TServer: data.
 	tserverSvc + "MutateRow":          writeTablet,

@@ -1,0 +1,287 @@
+package master
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"bighive/internal/apierr"
+	"bighive/internal/limits"
+	"bighive/meta"
+	pb "bighive/proto/bighivepb"
+	spb "bighive/proto/storagepb"
+)
+
+// defaultBackupExpiry is how often the leader deletes expired backups.
+const defaultBackupExpiry = time.Minute
+
+// backupTimeout bounds a CreateBackup whose caller set no deadline.
+const backupTimeout = 2 * time.Minute
+
+// CreateBackup backs a table up by reference (docs/design.md 'Backups'):
+// every tserver serving a tablet of the table checkpoints (each checkpoint
+// begins after this call did, so its files hold every write acknowledged
+// before it), then one raft command records the file lists the metadata
+// holds for the table's tablets, refused unless every tablet is one such a
+// checkpoint covered. A refusal (a tablet split, merged or not serving
+// meanwhile) flushes again, until ctx ends.
+func (m *Master) CreateBackup(ctx context.Context, req *pb.CreateBackupRequest) (*pb.CreateBackupResponse, error) {
+	if _, err := m.ready(); err != nil {
+		return nil, err
+	}
+	if err := limits.ValidateBackupName(req.Name); err != nil {
+		return nil, err
+	}
+	if err := limits.ValidateTableName(req.Table); err != nil {
+		return nil, err
+	}
+	if req.ExpireTimeMicros <= time.Now().UnixMicro() {
+		return nil, apierr.InvalidArgument("backup %q: expire time %s is not in the future", req.Name, time.UnixMicro(req.ExpireTimeMicros).UTC().Format(time.RFC3339))
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, backupTimeout)
+		defer cancel()
+	}
+	exists := false
+	if err := m.view(func(r *meta.Reader) error {
+		_, err := r.Backup(req.Name)
+		exists = err == nil
+		_, terr := r.Table(req.Table)
+		return terr
+	}); err != nil {
+		return nil, err
+	}
+	if exists {
+		return nil, apierr.AlreadyExists("backup %q already exists", req.Name)
+	}
+	for wait := 20 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		flushed, ferr := m.flushTable(ctx, req.Table)
+		if ferr == nil {
+			res, err := m.apply(ctx, &spb.MetaCommand{Version: meta.CommandVersion, Cmd: &spb.MetaCommand_CreateBackup{CreateBackup: &spb.MetaCreateBackup{
+				Name: req.Name, Table: req.Table, CreateTimeMicros: time.Now().UnixMicro(), ExpireTimeMicros: req.ExpireTimeMicros, Flushed: flushed}}})
+			if err == nil {
+				m.log.Info("backup created", "backup", req.Name, "table", req.Table, "tablets", len(res.Backup.Tablets))
+				m.events.add("backup", "backup %s of table %s created (%d tablets)", req.Name, req.Table, len(res.Backup.Tablets))
+				return &pb.CreateBackupResponse{Backup: res.Backup}, nil
+			}
+			if apierr.CodeOf(err) != codes.Aborted {
+				return nil, err
+			}
+			ferr = err
+		}
+		if !retryable(ferr) {
+			return nil, ferr
+		}
+		select {
+		case <-ctx.Done():
+			return nil, apierr.Wrap(codes.Unavailable, ctx.Err(), "backup %q of table %q: the table's tablets could not all be flushed (last error: %v); retry", req.Name, req.Table, ferr)
+		case <-time.After(wait):
+		}
+	}
+}
+
+// flushTable checkpoints every tserver serving a tablet of table and
+// returns the tablets those checkpoints covered. A tablet that is not
+// serving makes it Unavailable (retryable): its writes may be in logs only.
+func (m *Master) flushTable(ctx context.Context, table string) ([]string, error) {
+	var addrs []string
+	err := m.view(func(r *meta.Reader) error {
+		ts, err := r.TableTablets(table, nil, 0)
+		if err != nil {
+			return err
+		}
+		seen := map[string]bool{}
+		for _, t := range ts {
+			if t.State != pb.TabletState_TABLET_STATE_SERVING {
+				return apierr.Unavailable("tablet %s of table %q is not serving", t.TabletId, table)
+			}
+			s, err := r.TServer(t.TserverUuid)
+			if err != nil {
+				return err
+			}
+			if !seen[s.Address] {
+				seen[s.Address] = true
+				addrs = append(addrs, s.Address)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var covered []string
+	for _, addr := range addrs {
+		var resp *pb.CheckpointResponse
+		err := m.callTServerOnce(ctx, addr, func(ctx context.Context, c pb.TServerClient) (err error) {
+			resp, err = c.Checkpoint(ctx, &pb.CheckpointRequest{})
+			return err
+		})
+		if err != nil {
+			if ctx.Err() == nil {
+				return nil, apierr.Wrap(codes.Unavailable, err, "checkpoint of tserver %s", addr)
+			}
+			return nil, err
+		}
+		covered = append(covered, resp.TabletsCovered...)
+	}
+	return covered, nil
+}
+
+// GetBackup returns one backup with its tablets' files.
+func (m *Master) GetBackup(ctx context.Context, req *pb.GetBackupRequest) (*pb.GetBackupResponse, error) {
+	if _, err := m.readyRead(); err != nil {
+		return nil, err
+	}
+	var b *pb.BackupMeta
+	if err := m.view(func(r *meta.Reader) (err error) { b, err = r.Backup(req.Name); return err }); err != nil {
+		return nil, err
+	}
+	return &pb.GetBackupResponse{Backup: b}, nil
+}
+
+// ListBackups lists the backups (of one source table, or all) in name
+// order, each with its tablets' ranges but not their files.
+func (m *Master) ListBackups(ctx context.Context, req *pb.ListBackupsRequest) (*pb.ListBackupsResponse, error) {
+	if _, err := m.readyRead(); err != nil {
+		return nil, err
+	}
+	var all []*pb.BackupMeta
+	if err := m.view(func(r *meta.Reader) (err error) { all, err = r.Backups(); return err }); err != nil {
+		return nil, err
+	}
+	resp := &pb.ListBackupsResponse{}
+	for _, b := range all {
+		if req.SourceTable != "" && b.SourceTable != req.SourceTable {
+			continue
+		}
+		for _, t := range b.Tablets {
+			t.Tsfiles = nil
+		}
+		resp.Backups = append(resp.Backups, b)
+	}
+	return resp, nil
+}
+
+// UpdateBackup sets a backup's expiry time.
+func (m *Master) UpdateBackup(ctx context.Context, req *pb.UpdateBackupRequest) (*pb.UpdateBackupResponse, error) {
+	if _, err := m.ready(); err != nil {
+		return nil, err
+	}
+	if req.ExpireTimeMicros <= time.Now().UnixMicro() {
+		return nil, apierr.InvalidArgument("backup %q: expire time %s is not in the future", req.Name, time.UnixMicro(req.ExpireTimeMicros).UTC().Format(time.RFC3339))
+	}
+	res, err := m.apply(ctx, &spb.MetaCommand{Version: meta.CommandVersion, Cmd: &spb.MetaCommand_UpdateBackup{UpdateBackup: &spb.MetaUpdateBackup{
+		Name: req.Name, ExpireTimeMicros: req.ExpireTimeMicros}}})
+	if err != nil {
+		return nil, err
+	}
+	return &pb.UpdateBackupResponse{Backup: res.Backup}, nil
+}
+
+// DeleteBackup deletes a backup; the blocks only it named are collected by
+// their stores' orphan passes.
+func (m *Master) DeleteBackup(ctx context.Context, req *pb.DeleteBackupRequest) (*pb.DeleteBackupResponse, error) {
+	if _, err := m.ready(); err != nil {
+		return nil, err
+	}
+	if _, err := m.apply(ctx, &spb.MetaCommand{Version: meta.CommandVersion, Cmd: &spb.MetaCommand_DeleteBackup{DeleteBackup: &spb.MetaDeleteBackup{Name: req.Name}}}); err != nil {
+		return nil, err
+	}
+	m.log.Info("backup deleted", "backup", req.Name)
+	m.events.add("backup", "backup %s deleted", req.Name)
+	return &pb.DeleteBackupResponse{}, nil
+}
+
+// RestoreTable creates a table from a backup in one command; the leader
+// loop assigns its tablets, which open the backup's files.
+func (m *Master) RestoreTable(ctx context.Context, req *pb.RestoreTableRequest) (*pb.RestoreTableResponse, error) {
+	ls, err := m.ready()
+	if err != nil {
+		return nil, err
+	}
+	if err := limits.ValidateTableName(req.Table); err != nil {
+		return nil, err
+	}
+	res, err := m.apply(ctx, &spb.MetaCommand{Version: meta.CommandVersion, Cmd: &spb.MetaCommand_RestoreTable{RestoreTable: &spb.MetaRestoreTable{
+		Backup: req.Backup, Table: req.Table}}})
+	if err != nil {
+		return nil, err
+	}
+	ls.poke()
+	var schema *pb.TableSchema
+	if err := m.view(func(r *meta.Reader) (err error) { schema, err = r.Table(req.Table); return err }); err != nil {
+		return nil, err
+	}
+	m.log.Info("table restored", "table", req.Table, "backup", req.Backup, "tablets", len(res.Tablets))
+	m.events.add("table", "table %s restored from backup %s (%d tablets)", req.Table, req.Backup, len(res.Tablets))
+	return &pb.RestoreTableResponse{Table: &pb.TableInfo{Schema: schema, TabletCount: int32(len(res.Tablets)),
+		CachePriority: pb.CachePriority_CACHE_PRIORITY_MEDIUM}}, nil
+}
+
+// SharedTSFiles answers which of a store's TSFiles a backup names or once
+// named (leader read, so a compaction's commit this leader answered is
+// applied).
+func (m *Master) SharedTSFiles(ctx context.Context, req *pb.SharedTSFilesRequest) (*pb.SharedTSFilesResponse, error) {
+	if _, err := m.readyRead(); err != nil {
+		return nil, err
+	}
+	if req.BlockStoreUuid == "" {
+		return nil, apierr.InvalidArgument("name a block_store_uuid")
+	}
+	resp := &pb.SharedTSFilesResponse{}
+	err := m.view(func(r *meta.Reader) error {
+		resp.FooterBlocks = r.SharedFiles(req.BlockStoreUuid, req.FooterBlocks)
+		return nil
+	})
+	return resp, err
+}
+
+// runBackupExpiry deletes expired backups every Config.BackupExpiryInterval
+// while this master is the ready leader, until Close.
+func (m *Master) runBackupExpiry() {
+	defer m.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { <-m.stop; cancel() }()
+	t := time.NewTicker(m.cfg.BackupExpiryInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, err := m.ready(); err == nil {
+			m.expireBackups(ctx, time.Now())
+		}
+	}
+}
+
+// expireBackups deletes every backup whose expiry time is at or before
+// now, each in its own command, which deletes nothing if an UpdateBackup
+// moved the time past now meanwhile.
+func (m *Master) expireBackups(ctx context.Context, now time.Time) {
+	var all []*pb.BackupMeta
+	if err := m.view(func(r *meta.Reader) (err error) { all, err = r.Backups(); return err }); err != nil {
+		m.log.Warn("backup expiry: reading the backups", "err", err)
+		return
+	}
+	for _, b := range all {
+		if b.ExpireTimeMicros > now.UnixMicro() {
+			continue
+		}
+		_, err := m.apply(ctx, &spb.MetaCommand{Version: meta.CommandVersion, Cmd: &spb.MetaCommand_DeleteBackup{DeleteBackup: &spb.MetaDeleteBackup{
+			Name: b.Name, ExpiredAtMicros: now.UnixMicro()}}})
+		switch {
+		case err == nil:
+			m.log.Info("backup expired and deleted", "backup", b.Name)
+			m.events.add("backup", "backup %s expired and was deleted", b.Name)
+		case apierr.CodeOf(err) == codes.FailedPrecondition, apierr.CodeOf(err) == codes.NotFound, errors.Is(err, context.Canceled):
+		default:
+			m.log.Warn("backup expiry: deleting", "backup", b.Name, "err", err)
+		}
+	}
+}
