@@ -291,6 +291,14 @@ func (s *Server) Checkpoint(ctx context.Context, _ *pb.CheckpointRequest) (*pb.C
 		TabletsCovered: res.Covered}, nil
 }
 
+// CollectOrphans runs one orphan pass of this tserver's block store now
+// (checkpoint.Coordinator.CollectOrphans): it deletes the blocks no
+// tablet's or backup's metadata names and no tablet here uses, once seen
+// so for grace. For tests and tools; the periodic pass runs on its own.
+func (s *Server) CollectOrphans(ctx context.Context, grace time.Duration) (int, error) {
+	return s.eng.coord.CollectOrphans(ctx, grace)
+}
+
 func (s *Server) tsfileBytes() int64 {
 	var n int64
 	for _, r := range s.tablets.all() {

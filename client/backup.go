@@ -1,0 +1,137 @@
+package client
+
+import (
+	"context"
+	"time"
+
+	"bighive/internal/limits"
+	pb "bighive/proto/bighivepb"
+)
+
+// BackupInfo describes a backup (docs/design.md 'Backups').
+type BackupInfo struct {
+	Name        string
+	SourceTable string
+	Created     time.Time
+	Expires     time.Time
+	// Ready is true once recorded: CreateBackup returns only then.
+	Ready bool
+	// SplitKeys are the source table's tablet boundaries at the cut; a
+	// restored table starts with these tablets.
+	SplitKeys []string
+	// Files is the number of TSFiles the backup names (0 in ListBackups).
+	Files int
+	// Bytes is the size of those files (0 in ListBackups).
+	Bytes int64
+}
+
+func backupInfo(b *pb.BackupMeta) BackupInfo {
+	info := BackupInfo{
+		Name:        b.Name,
+		SourceTable: b.SourceTable,
+		Created:     time.UnixMicro(b.CreateTimeMicros),
+		Expires:     time.UnixMicro(b.ExpireTimeMicros),
+		Ready:       b.State == pb.BackupState_BACKUP_STATE_READY,
+	}
+	for i, t := range b.Tablets {
+		if i > 0 {
+			info.SplitKeys = append(info.SplitKeys, string(t.Range.GetStartRow()))
+		}
+		for _, f := range t.Tsfiles {
+			info.Files++
+			info.Bytes += f.SizeBytes
+		}
+	}
+	return info
+}
+
+// CreateBackup backs table up as backup name, kept until expires: every
+// write acknowledged before the call is in it. It flushes the table's
+// tablets and records their files, which the backup shares with the table
+// (no data is copied). AlreadyExists if the name is taken.
+func (c *Client) CreateBackup(ctx context.Context, table, name string, expires time.Time) (BackupInfo, error) {
+	prefix := errorPrefix("create backup %q of table %q", name, table)
+	if err := limits.ValidateBackupName(name); err != nil {
+		return BackupInfo{}, statusError(err, prefix)
+	}
+	var resp *pb.CreateBackupResponse
+	err := c.callMaster(ctx, prefix, func(ctx context.Context, m pb.MasterClient) (err error) {
+		resp, err = m.CreateBackup(ctx, &pb.CreateBackupRequest{Name: name, Table: table, ExpireTimeMicros: expires.UnixMicro()})
+		return err
+	})
+	if err != nil {
+		return BackupInfo{}, err
+	}
+	return backupInfo(resp.Backup), nil
+}
+
+// GetBackup describes one backup. NotFound if there is none.
+func (c *Client) GetBackup(ctx context.Context, name string) (BackupInfo, error) {
+	var resp *pb.GetBackupResponse
+	err := c.callMaster(ctx, errorPrefix("get backup %q", name), func(ctx context.Context, m pb.MasterClient) (err error) {
+		resp, err = m.GetBackup(ctx, &pb.GetBackupRequest{Name: name})
+		return err
+	})
+	if err != nil {
+		return BackupInfo{}, err
+	}
+	return backupInfo(resp.Backup), nil
+}
+
+// ListBackups lists the backups of table ("" for every table) in name order.
+func (c *Client) ListBackups(ctx context.Context, table string) ([]BackupInfo, error) {
+	var resp *pb.ListBackupsResponse
+	err := c.callMaster(ctx, errorPrefix("list backups"), func(ctx context.Context, m pb.MasterClient) (err error) {
+		resp, err = m.ListBackups(ctx, &pb.ListBackupsRequest{SourceTable: table})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]BackupInfo, 0, len(resp.Backups))
+	for _, b := range resp.Backups {
+		out = append(out, backupInfo(b))
+	}
+	return out, nil
+}
+
+// UpdateBackup sets when a backup expires (in the future).
+func (c *Client) UpdateBackup(ctx context.Context, name string, expires time.Time) (BackupInfo, error) {
+	var resp *pb.UpdateBackupResponse
+	err := c.callMaster(ctx, errorPrefix("update backup %q", name), func(ctx context.Context, m pb.MasterClient) (err error) {
+		resp, err = m.UpdateBackup(ctx, &pb.UpdateBackupRequest{Name: name, ExpireTimeMicros: expires.UnixMicro()})
+		return err
+	})
+	if err != nil {
+		return BackupInfo{}, err
+	}
+	return backupInfo(resp.Backup), nil
+}
+
+// DeleteBackup deletes a backup; tables restored from it keep their data.
+func (c *Client) DeleteBackup(ctx context.Context, name string) error {
+	return c.callMaster(ctx, errorPrefix("delete backup %q", name), func(ctx context.Context, m pb.MasterClient) error {
+		_, err := m.DeleteBackup(ctx, &pb.DeleteBackupRequest{Name: name})
+		return err
+	})
+}
+
+// RestoreTable creates table (which must not exist) from a backup: its
+// tablets start at the backup's split points with the backup's files. It
+// returns once the table exists; its tablets serve as soon as the master
+// assigns them (WaitServing in the test harnesses).
+func (c *Client) RestoreTable(ctx context.Context, backup, table string) (TableInfo, error) {
+	prefix := errorPrefix("restore backup %q as table %q", backup, table)
+	if err := limits.ValidateTableName(table); err != nil {
+		return TableInfo{}, statusError(err, prefix)
+	}
+	var resp *pb.RestoreTableResponse
+	err := c.callMaster(ctx, prefix, func(ctx context.Context, m pb.MasterClient) (err error) {
+		resp, err = m.RestoreTable(ctx, &pb.RestoreTableRequest{Backup: backup, Table: table})
+		return err
+	})
+	if err != nil {
+		return TableInfo{}, err
+	}
+	return tableInfo(resp.Table), nil
+}

@@ -1,0 +1,228 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"bighive/client"
+	"bighive/testkit/inproc"
+)
+
+// backupRows reads every row of table as key → latest value of cf:v.
+func backupRows(t *testing.T, ctx context.Context, cl *client.Client, table string) map[string]string {
+	t.Helper()
+	tbl, err := cl.Open(ctx, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	err = tbl.Scan(ctx, "", "", func(r client.Row) bool {
+		for _, c := range r.Cells {
+			if c.Family == "cf" && c.Qualifier == "v" {
+				got[r.Key] = string(c.Value)
+				break
+			}
+		}
+		return true
+	})
+	if err != nil {
+		t.Fatalf("scan %s: %v", table, err)
+	}
+	return got
+}
+
+func sameRows(t *testing.T, what string, got, want map[string]string) {
+	t.Helper()
+	if maps.Equal(got, want) {
+		return
+	}
+	n := 0
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		if got[k] != want[k] && n < 5 {
+			t.Errorf("%s: row %s = %q, want %q", what, k, got[k], want[k])
+			n++
+		}
+	}
+	t.Fatalf("%s: %d rows, want %d", what, len(got), len(want))
+}
+
+// TestBackupRestore: every write acknowledged before CreateBackup is in the
+// backup (none was flushed before it) and none after it; the backup
+// survives a major compaction of its table, the table's deletion and a
+// block GC pass on every tserver, and restores, twice, with every row at the
+// backup's split points. After the backup is deleted, the two restored
+// tables, which share its files, survive a major compaction and a GC pass
+// each: a compaction of one leaves the shared files the other names.
+func TestBackupRestore(t *testing.T) {
+	c := inproc.Start(t, inproc.Options{TServers: 2, MemLimit: 64 << 20})
+	ctx := ctxT(t)
+	cl := c.Client()
+	if err := c.CreateTable(ctx, client.TableSpec{Name: "src", Families: []client.FamilySpec{{Name: "cf"}}, SplitKeys: []string{"row100"}}); err != nil {
+		t.Fatal(err)
+	}
+	src, err := cl.Open(ctx, "src")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	for i := range 200 {
+		k, v := rowKey(i), fmt.Sprintf("v%d", i)
+		if err := src.Put(ctx, k, "cf", "v", []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+		want[k] = v
+	}
+	info, err := cl.CreateBackup(ctx, "src", "b1", time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Name != "b1" || info.SourceTable != "src" || !info.Ready || !slices.Equal(info.SplitKeys, []string{"row100"}) || info.Files == 0 {
+		t.Fatalf("backup %+v", info)
+	}
+	if _, err := cl.CreateBackup(ctx, "src", "b1", time.Now().Add(time.Hour)); status.Code(err) != codes.AlreadyExists {
+		t.Fatalf("a second backup b1: %v, want AlreadyExists", err)
+	}
+	// After the backup: overwrites and new rows, flushed and compacted.
+	for i := 150; i < 250; i++ {
+		if err := src.Put(ctx, rowKey(i), "cf", "v", []byte("after")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Compact(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.DeleteTable(ctx, "src"); err != nil {
+		t.Fatal(err)
+	}
+	gcPass := func() {
+		t.Helper()
+		for _, i := range c.Running() {
+			// The deleted tablets' loads end with the tservers' next heartbeats.
+			for {
+				if _, err := c.TServer(i).CollectOrphans(ctx, 0); err == nil {
+					break
+				} else if ctx.Err() != nil {
+					t.Fatalf("orphan pass of tserver %d: %v", i, err)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	}
+	gcPass()
+
+	for _, name := range []string{"dst", "dst2"} {
+		ti, err := cl.RestoreTable(ctx, "b1", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ti.Name != name || ti.TabletCount != 2 || len(ti.Families) != 1 || ti.Families[0].Name != "cf" {
+			t.Fatalf("restored table %+v", ti)
+		}
+		if err := c.WaitServing(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		sameRows(t, "restored "+name, backupRows(t, ctx, cl, name), want)
+		tablets, err := cl.Tablets(ctx, name)
+		if err != nil || len(tablets) != 2 || tablets[1].StartRow != "row100" {
+			t.Fatalf("restored tablets %+v %v", tablets, err)
+		}
+	}
+	if _, err := cl.RestoreTable(ctx, "b1", "dst"); status.Code(err) != codes.AlreadyExists {
+		t.Fatalf("restore over an existing table: %v, want AlreadyExists", err)
+	}
+	// The restored table takes writes.
+	dst, err := cl.Open(ctx, "dst")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.Put(ctx, "new", "cf", "v", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	wantDst := maps.Clone(want)
+	wantDst["new"] = "x"
+
+	if err := cl.DeleteBackup(ctx, "b1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.GetBackup(ctx, "b1"); status.Code(err) != codes.NotFound {
+		t.Fatalf("get of a deleted backup: %v, want NotFound", err)
+	}
+	if err := c.Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Compact(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	gcPass()
+	sameRows(t, "dst after compaction and gc", backupRows(t, ctx, cl, "dst"), wantDst)
+	sameRows(t, "dst2 after compaction and gc", backupRows(t, ctx, cl, "dst2"), want)
+}
+
+// TestBackupAdmin: get, list, update and the refusals of bad requests.
+func TestBackupAdmin(t *testing.T) {
+	c := inproc.Start(t, inproc.Options{})
+	ctx := ctxT(t)
+	cl := c.Client()
+	for _, name := range []string{"t1", "t2"} {
+		if err := c.CreateTable(ctx, client.TableSpec{Name: name, Families: []client.FamilySpec{{Name: "cf"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exp := time.Now().Add(time.Hour).Truncate(time.Microsecond)
+	for _, b := range []struct{ table, name string }{{"t1", "a"}, {"t2", "b"}, {"t1", "c"}} {
+		if _, err := cl.CreateBackup(ctx, b.table, b.name, exp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want codes.Code
+	}{
+		{"backup of a missing table", func() error { _, err := cl.CreateBackup(ctx, "nope", "x", exp); return err }(), codes.NotFound},
+		{"expiry in the past", func() error { _, err := cl.CreateBackup(ctx, "t1", "x", time.Now().Add(-time.Minute)); return err }(), codes.InvalidArgument},
+		{"bad name", func() error { _, err := cl.CreateBackup(ctx, "t1", "a/b", exp); return err }(), codes.InvalidArgument},
+		{"get a missing backup", func() error { _, err := cl.GetBackup(ctx, "x"); return err }(), codes.NotFound},
+		{"update into the past", func() error { _, err := cl.UpdateBackup(ctx, "a", time.Now().Add(-time.Minute)); return err }(), codes.InvalidArgument},
+		{"delete a missing backup", cl.DeleteBackup(ctx, "x"), codes.NotFound},
+		{"restore a missing backup", func() error { _, err := cl.RestoreTable(ctx, "x", "r"); return err }(), codes.NotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if status.Code(tc.err) != tc.want {
+				t.Fatalf("%v, want %v", tc.err, tc.want)
+			}
+		})
+	}
+	all, err := cl.ListBackups(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, b := range all {
+		names = append(names, b.Name+":"+b.SourceTable)
+	}
+	if fmt.Sprint(names) != "[a:t1 b:t2 c:t1]" {
+		t.Fatalf("ListBackups = %v", names)
+	}
+	of, err := cl.ListBackups(ctx, "t1")
+	if err != nil || len(of) != 2 {
+		t.Fatalf("ListBackups(t1) = %v %v", of, err)
+	}
+	later := exp.Add(time.Hour)
+	if b, err := cl.UpdateBackup(ctx, "a", later); err != nil || !b.Expires.Equal(later) {
+		t.Fatalf("UpdateBackup = %+v %v", b, err)
+	}
+	if b, err := cl.GetBackup(ctx, "a"); err != nil || !b.Expires.Equal(later) || b.SourceTable != "t1" {
+		t.Fatalf("GetBackup after update = %+v %v", b, err)
+	}
+}
