@@ -19,8 +19,9 @@ import (
 
 // The table admin service maps each method onto the Bighive client's
 // schema calls, which go to the master leader with the client's retries.
-// Methods not overridden here (backups, snapshots, authorized and
-// materialized views, IAM, restores, UpdateTable, UndeleteTable) answer
+// Backups and RestoreTable are in backup.go. Methods not overridden
+// (CopyBackup, snapshots, authorized and materialized views, IAM,
+// UpdateTable, UndeleteTable) answer
 // Unimplemented from the embedded UnimplementedBigtableTableAdminServer,
 // whose message names the method.
 

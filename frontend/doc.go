@@ -24,7 +24,12 @@
 //
 // Resource names are projects/{p}/instances/{i}/tables/{t}; any project and
 // instance are accepted, like Google's emulator, and the table ID is the
-// Bighive table. The messages are the official generated packages
+// Bighive table. Backups are projects/{p}/instances/{i}/clusters/{c}/backups/{b}
+// under any cluster too (Bighive's backups belong to no cluster); CreateBackup
+// and RestoreTable answer long-running operations, which this package also
+// serves (google.longrunning.Operations, GetOperation): the work runs in the
+// frontend that took the request, which keeps the operation in memory for an
+// hour after it ends (operations.go). The messages are the official generated packages
 // cloud.google.com/go/bigtable/apiv2/bigtablepb and
 // cloud.google.com/go/bigtable/admin/apiv2/adminpb; no second copy of
 // google.bigtable.* is generated here.

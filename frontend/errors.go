@@ -219,7 +219,8 @@ var internalSegment = regexp.MustCompile(`^(?:(?:client|tablet|replica|tserver|m
 	`|table "(?:[^"\\]|\\.)*"` +
 	`|(?:open table|look up row|apply to row|apply bulk|conditional mutation of row|read-modify-write of row|read rows|sample row keys|get row|scan|` +
 	`create table|delete table|drop all rows of table|drop rows with prefix|create column family|delete column family|` +
-	`set the GC policy of column family|list tables|tablets of table)(?: .*)?)$`)
+	`set the GC policy of column family|list tables|tablets of table|` +
+	`create backup|get backup|list backups|update backup|delete backup|restore backup)(?: .*)?)$`)
 
 // innermost is msg without its leading internal parts: msg is cut at
 // each ": " outside quotes, and the parts from the first one that is not

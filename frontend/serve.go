@@ -74,7 +74,7 @@ func ListenWith(addr string, c *client.Client, log *slog.Logger, o ListenOptions
 		grpc.ChainStreamInterceptor(stream...),
 	)...)
 	New(c, log).SetWholeRowBytes(o.WholeRowBytes).Register(g)
-	h := obs.RegisterHealthAndReflection(g, "google.bigtable.v2.Bigtable", "google.bigtable.admin.v2.BigtableTableAdmin")
+	h := obs.RegisterHealthAndReflection(g, "google.bigtable.v2.Bigtable", "google.bigtable.admin.v2.BigtableTableAdmin", "google.longrunning.Operations")
 	h.Set(true)
 	l := &Listener{g: g, lis: lis, log: log, health: h, done: make(chan error, 1)}
 	go func() { l.done <- g.Serve(lis) }()

@@ -8,6 +8,7 @@ import (
 
 	adminpb "cloud.google.com/go/bigtable/admin/apiv2/adminpb"
 	btpb "cloud.google.com/go/bigtable/apiv2/bigtablepb"
+	"cloud.google.com/go/longrunning/autogen/longrunningpb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
@@ -29,6 +30,8 @@ type Server struct {
 
 	mu     sync.Mutex
 	tables map[string]*client.Table // by Bighive table name
+
+	ops operations // CreateBackup's and RestoreTable's (operations.go)
 }
 
 // New returns a server that reaches the cluster through c (which it does
@@ -53,10 +56,12 @@ func (s *Server) SetWholeRowBytes(n int) *Server {
 	return s
 }
 
-// Register adds the data and table admin services to g.
+// Register adds the data and table admin services, and the long-running
+// operations of the admin service, to g.
 func (s *Server) Register(g *grpc.Server) {
 	btpb.RegisterBigtableServer(g, &dataServer{s: s})
 	adminpb.RegisterBigtableTableAdminServer(g, &adminServer{s: s})
+	longrunningpb.RegisterOperationsServer(g, &operationsServer{s: s})
 }
 
 // dataServer is google.bigtable.v2.Bigtable.

@@ -1,0 +1,167 @@
+package frontend
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/bigtable"
+	adminpb "cloud.google.com/go/bigtable/admin/apiv2/adminpb"
+	"cloud.google.com/go/longrunning/autogen/longrunningpb"
+	"google.golang.org/api/iterator"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// backupValues reads every row of table through the official client as
+// key → value of cf:v.
+func backupValues(t *testing.T, ctx context.Context, bt *bigtable.Client, table string) map[string]string {
+	t.Helper()
+	got := map[string]string{}
+	err := bt.Open(table).ReadRows(ctx, bigtable.InfiniteRange(""), func(r bigtable.Row) bool {
+		for _, it := range r["cf"] {
+			got[r.Key()] = string(it.Value)
+		}
+		return true
+	})
+	if err != nil {
+		t.Fatalf("ReadRows(%s): %v", table, err)
+	}
+	return got
+}
+
+// TestBackupsOfficialClient: the official Go admin client's backup calls
+// against the frontend, CreateBackup and RestoreTable through the
+// long-running operations (done at once, and polled with GetOperation).
+func TestBackupsOfficialClient(t *testing.T) {
+	f := startAdmin(t)
+	ctx := testCtx(t)
+	if err := f.adm.CreateTableFromConf(ctx, &bigtable.TableConf{TableID: "t", SplitKeys: []string{"k5"},
+		Families: map[string]bigtable.GCPolicy{"cf": bigtable.MaxVersionsPolicy(1)}}); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(f.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	bt, err := bigtable.NewClient(ctx, "proj", "inst", option.WithGRPCConn(conn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	for i := range 10 {
+		m := bigtable.NewMutation()
+		k, v := fmt.Sprintf("k%d", i), fmt.Sprintf("v%d", i)
+		m.Set("cf", "v", bigtable.Now(), []byte(v))
+		if err := bt.Open("t").Apply(ctx, k, m); err != nil {
+			t.Fatal(err)
+		}
+		want[k] = v
+	}
+	expire := time.Now().Add(24 * time.Hour).Truncate(time.Microsecond)
+	if err := f.adm.CreateBackup(ctx, "t", "c1", "b1", expire); err != nil {
+		t.Fatalf("CreateBackup: %v", err)
+	}
+	// A write after the backup is not in it.
+	m := bigtable.NewMutation()
+	m.Set("cf", "v", bigtable.Now(), []byte("after"))
+	if err := bt.Open("t").Apply(ctx, "k0", m); err != nil {
+		t.Fatal(err)
+	}
+	// Operations still running when the request returns: a caller polls
+	// GetOperation, as the official client does.
+	opWait = 0
+	t.Cleanup(func() { opWait = 5 * time.Second })
+	op, err := f.raw.CreateBackup(ctx, &adminpb.CreateBackupRequest{Parent: "projects/proj/instances/inst/clusters/c1", BackupId: "b2",
+		Backup: &adminpb.Backup{SourceTable: "projects/proj/instances/inst/tables/t", ExpireTime: timestamppb.New(expire)}})
+	if err != nil || op.Done {
+		t.Fatalf("CreateBackup with no wait = %v, %v; want an operation not done", op, err)
+	}
+	ops := longrunningpb.NewOperationsClient(conn)
+	for !op.Done {
+		time.Sleep(10 * time.Millisecond)
+		if op, err = ops.GetOperation(ctx, &longrunningpb.GetOperationRequest{Name: op.Name}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var b2 adminpb.Backup
+	if err := op.GetResponse().UnmarshalTo(&b2); err != nil || b2.Name != "projects/proj/instances/inst/clusters/c1/backups/b2" || b2.State != adminpb.Backup_READY {
+		t.Fatalf("operation's response %v %v", &b2, err)
+	}
+	if err := f.adm.CreateBackup(ctx, "t", "other-cluster", "b3", expire); err != nil {
+		t.Fatalf("CreateBackup answered before it ended: %v", err)
+	}
+
+	info, err := f.adm.BackupInfo(ctx, "c1", "b1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Name != "b1" || info.SourceTable != "t" || info.State != "READY" || !info.ExpireTime.Equal(expire) ||
+		info.StartTime.IsZero() || info.EndTime.Before(info.StartTime) {
+		t.Fatalf("BackupInfo = %+v", info)
+	}
+	var names []string
+	it := f.adm.Backups(ctx, "-")
+	for {
+		b, err := it.Next()
+		if err == iterator.Done {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, b.Name+"<"+b.SourceTable)
+	}
+	if !slices.Equal(names, []string{"b1<t", "b2<t", "b3<t"}) {
+		t.Fatalf("Backups = %v", names)
+	}
+	later := expire.Add(time.Hour)
+	if err := f.adm.UpdateBackup(ctx, "c1", "b1", later); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := f.adm.BackupInfo(ctx, "c1", "b1"); err != nil || !info.ExpireTime.Equal(later) {
+		t.Fatalf("BackupInfo after UpdateBackup = %+v %v", info, err)
+	}
+
+	opWait = 5 * time.Second
+	if err := f.adm.RestoreTable(ctx, "r", "c1", "b1"); err != nil {
+		t.Fatalf("RestoreTable: %v", err)
+	}
+	if got := backupValues(t, ctx, bt, "r"); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("restored rows %v, want %v", got, want)
+	}
+	if err := f.adm.DeleteBackup(ctx, "c1", "b1"); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct {
+		name string
+		err  error
+		want codes.Code
+	}{
+		{"info of a deleted backup", func() error { _, err := f.adm.BackupInfo(ctx, "c1", "b1"); return err }(), codes.NotFound},
+		{"delete a deleted backup", f.adm.DeleteBackup(ctx, "c1", "b1"), codes.NotFound},
+		{"backup of a missing table", f.adm.CreateBackup(ctx, "nope", "c1", "b9", expire), codes.NotFound},
+		{"backup that exists", f.adm.CreateBackup(ctx, "t", "c1", "b2", expire), codes.AlreadyExists},
+		{"expiry in the past", f.adm.CreateBackup(ctx, "t", "c1", "b4", time.Now().Add(-time.Hour)), codes.InvalidArgument},
+		{"restore over a table", f.adm.RestoreTable(ctx, "t", "c1", "b2"), codes.AlreadyExists},
+		{"restore a missing backup", f.adm.RestoreTable(ctx, "x", "c1", "b1"), codes.NotFound},
+		{"unknown operation", func() error {
+			_, err := ops.GetOperation(ctx, &longrunningpb.GetOperationRequest{Name: "operations/nope"})
+			return err
+		}(), codes.NotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if status.Code(tc.err) != tc.want {
+				t.Fatalf("%v, want %v", tc.err, tc.want)
+			}
+		})
+	}
+}
