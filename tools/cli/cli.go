@@ -231,6 +231,7 @@ func Commands() []Command {
 		mergeCommand,
 		setCompressionCommand,
 		compactCommand,
+		backupCommand,
 	}, append(append(append(append(schemaCommands(), dataCommands()...), statusCommands()...), grantCommands()...), cbtCommands()...)...)
 }
 
