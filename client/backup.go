@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"time"
 
 	"bighive/internal/limits"
@@ -54,9 +56,14 @@ func (c *Client) CreateBackup(ctx context.Context, table, name string, expires t
 	if err := limits.ValidateBackupName(name); err != nil {
 		return BackupInfo{}, statusError(err, prefix)
 	}
+	// One request id for every attempt: a retry whose first attempt
+	// recorded the backup (its answer lost) gets it, not AlreadyExists.
+	var id [16]byte
+	_, _ = rand.Read(id[:])
+	req := &pb.CreateBackupRequest{Name: name, Table: table, ExpireTimeMicros: expires.UnixMicro(), RequestId: hex.EncodeToString(id[:])}
 	var resp *pb.CreateBackupResponse
 	err := c.callMaster(ctx, prefix, func(ctx context.Context, m pb.MasterClient) (err error) {
-		resp, err = m.CreateBackup(ctx, &pb.CreateBackupRequest{Name: name, Table: table, ExpireTimeMicros: expires.UnixMicro()})
+		resp, err = m.CreateBackup(ctx, req)
 		return err
 	})
 	if err != nil {

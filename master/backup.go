@@ -45,23 +45,28 @@ func (m *Master) CreateBackup(ctx context.Context, req *pb.CreateBackupRequest) 
 		ctx, cancel = context.WithTimeout(ctx, backupTimeout)
 		defer cancel()
 	}
-	exists := false
+	var existing *pb.BackupMeta
 	if err := m.view(func(r *meta.Reader) error {
-		_, err := r.Backup(req.Name)
-		exists = err == nil
+		existing, _ = r.Backup(req.Name)
+		if existing != nil {
+			return nil
+		}
 		_, terr := r.Table(req.Table)
 		return terr
 	}); err != nil {
 		return nil, err
 	}
-	if exists {
+	if existing != nil {
+		if req.RequestId != "" && existing.RequestId == req.RequestId {
+			return &pb.CreateBackupResponse{Backup: existing}, nil // a retry of the call that made it
+		}
 		return nil, apierr.AlreadyExists("backup %q already exists", req.Name)
 	}
 	for wait := 20 * time.Millisecond; ; wait = min(2*wait, time.Second) {
 		flushed, ferr := m.flushTable(ctx, req.Table)
 		if ferr == nil {
 			res, err := m.apply(ctx, &spb.MetaCommand{Version: meta.CommandVersion, Cmd: &spb.MetaCommand_CreateBackup{CreateBackup: &spb.MetaCreateBackup{
-				Name: req.Name, Table: req.Table, CreateTimeMicros: time.Now().UnixMicro(), ExpireTimeMicros: req.ExpireTimeMicros, Flushed: flushed}}})
+				Name: req.Name, Table: req.Table, CreateTimeMicros: time.Now().UnixMicro(), ExpireTimeMicros: req.ExpireTimeMicros, Flushed: flushed, RequestId: req.RequestId}}})
 			if err == nil {
 				m.log.Info("backup created", "backup", req.Name, "table", req.Table, "tablets", len(res.Backup.Tablets))
 				m.events.add("backup", "backup %s of table %s created (%d tablets)", req.Name, req.Table, len(res.Backup.Tablets))

@@ -91,7 +91,10 @@ func (w *writer) createBackup(c *spb.MetaCreateBackup) (*Result, error) {
 	if c.ExpireTimeMicros <= c.CreateTimeMicros {
 		return nil, apierr.InvalidArgument("backup %q: expire time %d µs is not after its creation time %d µs", c.Name, c.ExpireTimeMicros, c.CreateTimeMicros)
 	}
-	if w.tx.Bucket(bucketBackups).Get([]byte(c.Name)) != nil {
+	if old, err := w.Backup(c.Name); err == nil {
+		if c.RequestId != "" && old.RequestId == c.RequestId {
+			return &Result{Backup: old}, nil // a retry of the call that made it
+		}
 		return nil, apierr.AlreadyExists("backup %q already exists", c.Name)
 	}
 	schema, err := w.Table(c.Table)
@@ -113,6 +116,7 @@ func (w *writer) createBackup(c *spb.MetaCreateBackup) (*Result, error) {
 		CreateTimeMicros: c.CreateTimeMicros,
 		ExpireTimeMicros: c.ExpireTimeMicros,
 		State:            pb.BackupState_BACKUP_STATE_READY,
+		RequestId:        c.RequestId,
 	}
 	for _, t := range tablets {
 		if !flushed[t.TabletId] {

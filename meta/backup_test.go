@@ -83,6 +83,20 @@ func TestBackupRecordsTheCut(t *testing.T) {
 	if c := apierr.CodeOf(f.apply(backupCmd("b", "t", 100, 200, t1, t2)).Err); c != codes.AlreadyExists {
 		t.Fatalf("second backup of one name: %v", c)
 	}
+	// A retried call (same request id) gets the backup its first attempt made.
+	withID := func(id string) *spb.MetaCommand {
+		cmd := backupCmd("r", "t", 100, 200, t1, t2)
+		cmd.GetCreateBackup().RequestId = id
+		return cmd
+	}
+	first := f.mustApply(withID("req-1")).Backup
+	if again := f.mustApply(withID("req-1")).Backup; again == nil || again.RequestId != "req-1" || len(again.Tablets) != len(first.Tablets) {
+		t.Fatalf("retried CreateBackup answered %v", again)
+	}
+	if c := apierr.CodeOf(f.apply(withID("req-2")).Err); c != codes.AlreadyExists {
+		t.Fatalf("another call's backup of a taken name: %v", c)
+	}
+	f.mustApply(&spb.MetaCommand{Cmd: &spb.MetaCommand_DeleteBackup{DeleteBackup: &spb.MetaDeleteBackup{Name: "r"}}})
 	// A compaction after the cut replaces t2's files; the table is then deleted.
 	f.mustApply(checkpointCmd("a", t2, 1, 30))
 	f.mustApply(&spb.MetaCommand{Cmd: &spb.MetaCommand_DeleteTable{DeleteTable: &spb.MetaDeleteTable{Name: "t"}}})

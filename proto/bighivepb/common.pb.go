@@ -1717,7 +1717,9 @@ type BackupMeta struct {
 	ExpireTimeMicros int64       `protobuf:"varint,5,opt,name=expire_time_micros,json=expireTimeMicros,proto3" json:"expire_time_micros,omitempty"`
 	State            BackupState `protobuf:"varint,6,opt,name=state,proto3,enum=bighive.v1.BackupState" json:"state,omitempty"`
 	// The tablets at the cut in row order; they tile the row space.
-	Tablets       []*BackupTablet `protobuf:"bytes,7,rep,name=tablets,proto3" json:"tablets,omitempty"`
+	Tablets []*BackupTablet `protobuf:"bytes,7,rep,name=tablets,proto3" json:"tablets,omitempty"`
+	// The CreateBackup call that made it (CreateBackupRequest.request_id).
+	RequestId     string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1799,6 +1801,13 @@ func (x *BackupMeta) GetTablets() []*BackupTablet {
 		return x.Tablets
 	}
 	return nil
+}
+
+func (x *BackupMeta) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 type BackupTablet struct {
@@ -2355,7 +2364,7 @@ const file_bighivepb_common_proto_rawDesc = "" +
 	"\x05rules\x18\x01 \x03(\v2\x12.bighive.v1.GcRuleR\x05rules\x1a1\n" +
 	"\x05Union\x12(\n" +
 	"\x05rules\x18\x01 \x03(\v2\x12.bighive.v1.GcRuleR\x05rulesB\x06\n" +
-	"\x04rule\"\xb3\x02\n" +
+	"\x04rule\"\xd2\x02\n" +
 	"\n" +
 	"BackupMeta\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
@@ -2364,7 +2373,9 @@ const file_bighivepb_common_proto_rawDesc = "" +
 	"\x12create_time_micros\x18\x04 \x01(\x03R\x10createTimeMicros\x12,\n" +
 	"\x12expire_time_micros\x18\x05 \x01(\x03R\x10expireTimeMicros\x12-\n" +
 	"\x05state\x18\x06 \x01(\x0e2\x17.bighive.v1.BackupStateR\x05state\x122\n" +
-	"\atablets\x18\a \x03(\v2\x18.bighive.v1.BackupTabletR\atablets\"k\n" +
+	"\atablets\x18\a \x03(\v2\x18.bighive.v1.BackupTabletR\atablets\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\b \x01(\tR\trequestId\"k\n" +
 	"\fBackupTablet\x12*\n" +
 	"\x05range\x18\x01 \x01(\v2\x14.bighive.v1.RowRangeR\x05range\x12/\n" +
 	"\atsfiles\x18\x02 \x03(\v2\x15.bighive.v1.TSFileRefR\atsfiles*{\n" +

@@ -4289,8 +4289,11 @@ type CreateBackupRequest struct {
 	Table string                 `protobuf:"bytes,2,opt,name=table,proto3" json:"table,omitempty"`
 	// µs since the epoch; after the backup's creation.
 	ExpireTimeMicros int64 `protobuf:"varint,3,opt,name=expire_time_micros,json=expireTimeMicros,proto3" json:"expire_time_micros,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Names this call: a retry whose first attempt recorded the backup is
+	// answered with it rather than AlreadyExists. Empty: none.
+	RequestId     string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateBackupRequest) Reset() {
@@ -4342,6 +4345,13 @@ func (x *CreateBackupRequest) GetExpireTimeMicros() int64 {
 		return x.ExpireTimeMicros
 	}
 	return 0
+}
+
+func (x *CreateBackupRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 type CreateBackupResponse struct {
@@ -5225,11 +5235,13 @@ const file_bighivepb_master_proto_rawDesc = "" +
 	"\x15expect_left_tablet_id\x18\x03 \x01(\tR\x12expectLeftTabletId\x123\n" +
 	"\x16expect_right_tablet_id\x18\x04 \x01(\tR\x13expectRightTabletId\"@\n" +
 	"\x14MergeTabletsResponse\x12(\n" +
-	"\x10merged_tablet_id\x18\x01 \x01(\tR\x0emergedTabletId\"m\n" +
+	"\x10merged_tablet_id\x18\x01 \x01(\tR\x0emergedTabletId\"\x8c\x01\n" +
 	"\x13CreateBackupRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05table\x18\x02 \x01(\tR\x05table\x12,\n" +
-	"\x12expire_time_micros\x18\x03 \x01(\x03R\x10expireTimeMicros\"F\n" +
+	"\x12expire_time_micros\x18\x03 \x01(\x03R\x10expireTimeMicros\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\"F\n" +
 	"\x14CreateBackupResponse\x12.\n" +
 	"\x06backup\x18\x01 \x01(\v2\x16.bighive.v1.BackupMetaR\x06backup\"&\n" +
 	"\x10GetBackupRequest\x12\x12\n" +

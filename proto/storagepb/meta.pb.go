@@ -1987,8 +1987,11 @@ type MetaCreateBackup struct {
 	CreateTimeMicros int64                  `protobuf:"varint,3,opt,name=create_time_micros,json=createTimeMicros,proto3" json:"create_time_micros,omitempty"`
 	ExpireTimeMicros int64                  `protobuf:"varint,4,opt,name=expire_time_micros,json=expireTimeMicros,proto3" json:"expire_time_micros,omitempty"`
 	Flushed          []string               `protobuf:"bytes,5,rep,name=flushed,proto3" json:"flushed,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// When the backup exists with this request id (not empty), the command
+	// answers it and changes nothing: a retried CreateBackup.
+	RequestId     string `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MetaCreateBackup) Reset() {
@@ -2054,6 +2057,13 @@ func (x *MetaCreateBackup) GetFlushed() []string {
 		return x.Flushed
 	}
 	return nil
+}
+
+func (x *MetaCreateBackup) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 // Sets a backup's expiry time.
@@ -2545,13 +2555,15 @@ const file_storagepb_meta_proto_rawDesc = "" +
 	"\x10MetaPendingTable\x12/\n" +
 	"\x06schema\x18\x01 \x01(\v2\x17.bighive.v1.TableSchemaR\x06schema\x12\x1a\n" +
 	"\bdeleting\x18\x02 \x01(\bR\bdeleting\x12\x19\n" +
-	"\bnext_row\x18\x03 \x01(\fR\anextRow\"\xb2\x01\n" +
+	"\bnext_row\x18\x03 \x01(\fR\anextRow\"\xd1\x01\n" +
 	"\x10MetaCreateBackup\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05table\x18\x02 \x01(\tR\x05table\x12,\n" +
 	"\x12create_time_micros\x18\x03 \x01(\x03R\x10createTimeMicros\x12,\n" +
 	"\x12expire_time_micros\x18\x04 \x01(\x03R\x10expireTimeMicros\x12\x18\n" +
-	"\aflushed\x18\x05 \x03(\tR\aflushed\"T\n" +
+	"\aflushed\x18\x05 \x03(\tR\aflushed\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x06 \x01(\tR\trequestId\"T\n" +
 	"\x10MetaUpdateBackup\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12,\n" +
 	"\x12expire_time_micros\x18\x02 \x01(\x03R\x10expireTimeMicros\"R\n" +
