@@ -36,12 +36,26 @@
 // an AddFamily of the name finishes the purge first (a master failing in
 // the middle leaves it resumable).
 //
+// # Backups
+//
+// CreateBackup (backup.go; docs/design.md 'Backups') checkpoints every
+// tserver serving a tablet of the table, then records in one command the
+// file lists the metadata holds for the table's tablets, which the state
+// machine refuses unless every tablet is one those checkpoints covered;
+// it flushes again on a refusal, until the call's deadline. A request id
+// makes a retried call answer the backup its first attempt recorded.
+// RestoreTable is one command making a table of a backup's schema,
+// ranges and files; the leader loop assigns its tablets. The leader
+// deletes expired backups every Config.BackupExpiryInterval. SharedTSFiles
+// tells a tserver which replaced files of a compaction a backup may share,
+// so it leaves them to its orphan pass.
+//
 // # What goes through raft
 //
 // State changes only, one raft command each: DDL, tserver registrations,
 // assignments and unassignments (batched: a tick assigns every unassigned
 // tablet in one command), load, checkpoint (a burst of reports is one
-// command), split and merge reports, id allocation. Heartbeats, leases, reported
+// command), split and merge reports, id allocation, backups and restores. Heartbeats, leases, reported
 // tablet sizes, rebalancing moves in flight (and the starts the move
 // budget counts, and registration times the warm-up counts from), cache
 // priorities and the starts of tablets' unavailability live only in the
