@@ -48,7 +48,9 @@
 //     (TSFileRef.block_store_uuid, tsfile.Info.Store): block IDs are
 //     unique only per store. This tserver deletes blocks only in its own
 //     store; files of other stores that its compactions replace are
-//     collected by their owners (GetGCReferences answers per store UUID).
+//     collected by their owners (GetGCReferences answers per store UUID),
+//     and so are replaced files of its own store that a backup may share
+//     (SharedTSFiles; docs/design.md 'Backups').
 //   - schemas: the tserver keeps the highest TableSchema.version it has
 //     seen of each table (assignments, heartbeat replies, UpdateSchema
 //     pushes) and every tablet of the table runs on it, also one loading
