@@ -62,6 +62,7 @@ func sameRows(t *testing.T, what string, got, want map[string]string) {
 // tables, which share its files, survive a major compaction and a GC pass
 // each: a compaction of one leaves the shared files the other names.
 func TestBackupRestore(t *testing.T) {
+	t.Parallel()
 	c := inproc.Start(t, inproc.Options{TServers: 2, MemLimit: 64 << 20})
 	ctx := ctxT(t)
 	cl := c.Client()
@@ -171,6 +172,7 @@ func TestBackupRestore(t *testing.T) {
 
 // TestBackupAdmin: get, list, update and the refusals of bad requests.
 func TestBackupAdmin(t *testing.T) {
+	t.Parallel()
 	c := inproc.Start(t, inproc.Options{})
 	ctx := ctxT(t)
 	cl := c.Client()
@@ -233,6 +235,7 @@ func TestBackupAdmin(t *testing.T) {
 // is in the table restored from that backup (a write acknowledged later may
 // be in or out).
 func TestBackupCutUnderWrites(t *testing.T) {
+	t.Parallel()
 	c := inproc.Start(t, inproc.Options{TServers: 2, MemLimit: 64 << 20})
 	ctx := ctxT(t)
 	cl := c.Client()

@@ -109,7 +109,7 @@ func (a *adminServer) CreateBackup(ctx context.Context, req *adminpb.CreateBacku
 	n.backup = req.GetBackupId()
 	expires := req.GetBackup().GetExpireTime().AsTime()
 	meta := &adminpb.CreateBackupMetadata{Name: n.String(), SourceTable: src.String(), StartTime: timestamppb.Now()}
-	op, err := a.s.ops.start(ctx, n.String(), meta, func(ctx context.Context) (proto.Message, error) {
+	op, err := a.s.ops.start(ctx, a.s.opWait, n.String(), meta, func(ctx context.Context) (proto.Message, error) {
 		b, err := a.s.c.CreateBackup(ctx, src.table, n.backup, expires)
 		if err != nil {
 			return nil, err
@@ -215,7 +215,7 @@ func (a *adminServer) RestoreTable(ctx context.Context, req *adminpb.RestoreTabl
 	tn := tableName{project: parent.project, instance: parent.instance, table: req.GetTableId()}
 	meta := &adminpb.RestoreTableMetadata{Name: tn.String(), SourceType: adminpb.RestoreSourceType_BACKUP,
 		SourceInfo: &adminpb.RestoreTableMetadata_BackupInfo{BackupInfo: &adminpb.BackupInfo{Backup: bn.backup}}}
-	op, err := a.s.ops.start(ctx, tn.String(), meta, func(ctx context.Context) (proto.Message, error) {
+	op, err := a.s.ops.start(ctx, a.s.opWait, tn.String(), meta, func(ctx context.Context) (proto.Message, error) {
 		info, err := a.s.c.RestoreTable(ctx, bn.backup, tn.table)
 		if err != nil {
 			return nil, err

@@ -40,6 +40,7 @@ func backupValues(t *testing.T, ctx context.Context, bt *bigtable.Client, table 
 // against the frontend, CreateBackup and RestoreTable through the
 // long-running operations (done at once, and polled with GetOperation).
 func TestBackupsOfficialClient(t *testing.T) {
+	t.Parallel()
 	f := startAdmin(t)
 	ctx := testCtx(t)
 	if err := f.adm.CreateTableFromConf(ctx, &bigtable.TableConf{TableID: "t", SplitKeys: []string{"k5"},
@@ -75,16 +76,26 @@ func TestBackupsOfficialClient(t *testing.T) {
 	if err := bt.Open("t").Apply(ctx, "k0", m); err != nil {
 		t.Fatal(err)
 	}
-	// Operations still running when the request returns: a caller polls
-	// GetOperation, as the official client does.
-	opWait = 0
-	t.Cleanup(func() { opWait = 5 * time.Second })
-	op, err := f.raw.CreateBackup(ctx, &adminpb.CreateBackupRequest{Parent: "projects/proj/instances/inst/clusters/c1", BackupId: "b2",
+	// Operations still running when the request returns (a frontend over
+	// the same cluster that answers at once): a caller polls GetOperation,
+	// as the official client does.
+	srv := New(f.c, nil)
+	srv.opWait = 0
+	noWait, err := grpc.NewClient(listenAPI(t, srv), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { noWait.Close() })
+	admNoWait, err := bigtable.NewAdminClient(ctx, "proj", "inst", option.WithGRPCConn(noWait))
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, err := adminpb.NewBigtableTableAdminClient(noWait).CreateBackup(ctx, &adminpb.CreateBackupRequest{Parent: "projects/proj/instances/inst/clusters/c1", BackupId: "b2",
 		Backup: &adminpb.Backup{SourceTable: "projects/proj/instances/inst/tables/t", ExpireTime: timestamppb.New(expire)}})
 	if err != nil || op.Done {
 		t.Fatalf("CreateBackup with no wait = %v, %v; want an operation not done", op, err)
 	}
-	ops := longrunningpb.NewOperationsClient(conn)
+	ops := longrunningpb.NewOperationsClient(noWait)
 	for !op.Done {
 		time.Sleep(10 * time.Millisecond)
 		if op, err = ops.GetOperation(ctx, &longrunningpb.GetOperationRequest{Name: op.Name}); err != nil {
@@ -95,7 +106,7 @@ func TestBackupsOfficialClient(t *testing.T) {
 	if err := op.GetResponse().UnmarshalTo(&b2); err != nil || b2.Name != "projects/proj/instances/inst/clusters/c1/backups/b2" || b2.State != adminpb.Backup_READY {
 		t.Fatalf("operation's response %v %v", &b2, err)
 	}
-	if err := f.adm.CreateBackup(ctx, "t", "other-cluster", "b3", expire); err != nil {
+	if err := admNoWait.CreateBackup(ctx, "t", "other-cluster", "b3", expire); err != nil {
 		t.Fatalf("CreateBackup answered before it ended: %v", err)
 	}
 
@@ -130,7 +141,6 @@ func TestBackupsOfficialClient(t *testing.T) {
 		t.Fatalf("BackupInfo after UpdateBackup = %+v %v", info, err)
 	}
 
-	opWait = 5 * time.Second
 	if err := f.adm.RestoreTable(ctx, "r", "c1", "b1"); err != nil {
 		t.Fatalf("RestoreTable: %v", err)
 	}

@@ -17,7 +17,7 @@ import (
 // GetOperation until it is done. The work runs in the frontend that took
 // the request, in a goroutine of its own under the caller's credentials
 // (the request's context without its cancellation, bounded by opTimeout);
-// the request waits up to opWait for it, so a short operation is answered
+// the request waits up to Server.opWait (defaultOpWait) for it, so a short operation is answered
 // done at once and its caller never polls. The frontend keeps its
 // operations in memory for opKeep after they end: another frontend, or
 // this one restarted, answers NotFound for them, and the backup or the
@@ -28,9 +28,9 @@ const (
 	opKeep    = time.Hour
 )
 
-// opWait is how long a request waits for its operation to end (a
-// variable: the tests set it to 0 to make the client poll).
-var opWait = 5 * time.Second
+// defaultOpWait is how long a request waits for its operation to end
+// (Server.opWait; the tests set 0 to make the client poll).
+const defaultOpWait = 5 * time.Second
 
 // operationsServer is google.longrunning.Operations over Server.ops.
 type operationsServer struct {
@@ -52,8 +52,8 @@ type operation struct {
 }
 
 // start runs fn as the operation on resource (its metadata meta) and
-// returns the operation as it stands after at most opWait.
-func (o *operations) start(ctx context.Context, resource string, meta proto.Message, fn func(ctx context.Context) (proto.Message, error), s *Server, c call) (*longrunningpb.Operation, error) {
+// returns the operation as it stands after at most wait.
+func (o *operations) start(ctx context.Context, wait time.Duration, resource string, meta proto.Message, fn func(ctx context.Context) (proto.Message, error), s *Server, c call) (*longrunningpb.Operation, error) {
 	md, err := anypb.New(meta)
 	if err != nil {
 		return nil, err
@@ -91,7 +91,7 @@ func (o *operations) start(ctx context.Context, resource string, meta proto.Mess
 		op.op, op.ended = next, time.Now()
 		o.mu.Unlock()
 	}()
-	t := time.NewTimer(opWait)
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case <-op.done:

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	adminpb "cloud.google.com/go/bigtable/admin/apiv2/adminpb"
 	btpb "cloud.google.com/go/bigtable/apiv2/bigtablepb"
@@ -31,7 +32,8 @@ type Server struct {
 	mu     sync.Mutex
 	tables map[string]*client.Table // by Bighive table name
 
-	ops operations // CreateBackup's and RestoreTable's (operations.go)
+	ops    operations    // CreateBackup's and RestoreTable's (operations.go)
+	opWait time.Duration // how long a request waits for its operation
 }
 
 // New returns a server that reaches the cluster through c (which it does
@@ -40,7 +42,7 @@ func New(c *client.Client, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Server{c: c, log: log, wholeRowBytes: DefaultWholeRowBytes, tables: map[string]*client.Table{}}
+	return &Server{c: c, log: log, wholeRowBytes: DefaultWholeRowBytes, tables: map[string]*client.Table{}, opWait: defaultOpWait}
 }
 
 // SetWholeRowBytes sets the bound of the rows ReadRows sends whole in one
