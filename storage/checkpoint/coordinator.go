@@ -893,6 +893,9 @@ func (c *Coordinator) installCompaction(ctx context.Context, t Tablet, ts *table
 	return nil
 }
 
+// sharedTimeout bounds the SharedFiles question of a compaction.
+const sharedTimeout = 5 * time.Second
+
 // unshared returns the files of run that no other metadata may name (a
 // backup, a restored table; SharedFiles), which the compaction's tserver
 // may delete at once. Without an answer it returns none: the orphan pass
@@ -911,6 +914,10 @@ func (c *Coordinator) unshared(ctx context.Context, tablet string, run []tsfile.
 	if len(footers) == 0 {
 		return nil
 	}
+	// Asked with metaMu held, as the commit was: a master that does not
+	// answer delays this tserver's next commits by sharedTimeout at most.
+	ctx, cancel := context.WithTimeout(ctx, sharedTimeout)
+	defer cancel()
 	shared, err := sh.SharedFiles(ctx, footers)
 	if err != nil {
 		c.log.Warn("checkpoint: cannot tell whether a compaction's replaced files are shared; they are left to the orphan pass", "tablet", tablet, "err", err)
