@@ -56,8 +56,8 @@ func sameRows(t *testing.T, what string, got, want map[string]string) {
 
 // TestBackupRestore: every write acknowledged before CreateBackup is in the
 // backup (none was flushed before it) and none after it; the backup
-// survives a major compaction of its table, the table's deletion and a
-// block GC pass on every tserver, and restores, twice, with every row at the
+// survives a split, a merge and a major compaction of its table, the
+// table's deletion and a block GC pass on every tserver, and restores, twice, with every row at the
 // backup's split points. After the backup is deleted, the two restored
 // tables, which share its files, survive a major compaction and a GC pass
 // each: a compaction of one leaves the shared files the other names.
@@ -91,13 +91,36 @@ func TestBackupRestore(t *testing.T) {
 	if _, err := cl.CreateBackup(ctx, "src", "b1", time.Now().Add(time.Hour)); status.Code(err) != codes.AlreadyExists {
 		t.Fatalf("a second backup b1: %v, want AlreadyExists", err)
 	}
-	// After the backup: overwrites and new rows, flushed and compacted.
+	// After the backup: overwrites and new rows, flushed, a split and a
+	// merge of the table's tablets, then a major compaction.
 	for i := 150; i < 250; i++ {
 		if err := src.Put(ctx, rowKey(i), "cf", "v", []byte("after")); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if err := c.Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.SplitTablet(ctx, "src", "row050"); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		ts, err := cl.Tablets(ctx, "src")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ts) == 3 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := c.WaitServing(ctx, "src"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.MergeTablets(ctx, "src", "row050"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitServing(ctx, "src"); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Compact(ctx, true); err != nil {
