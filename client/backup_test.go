@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"bighive/client"
+	"bighive/master"
 	"bighive/testkit/inproc"
 )
 
@@ -332,4 +334,73 @@ func TestBackupCutUnderWrites(t *testing.T) {
 		}
 		t.Logf("backup %s: all %d writes acknowledged before it, %d rows in all", name, len(before), len(got))
 	}
+}
+
+// TestBackupSplitBetweenFlushAndRecord: a split that commits after the
+// backup's flushes and before its record makes the record refused (the
+// children were not flushed for it); the master flushes again and records
+// the children, and the restored table holds every row written before the
+// call, at the children's split point.
+func TestBackupSplitBetweenFlushAndRecord(t *testing.T) {
+	t.Parallel()
+	var cl *client.Client
+	var c *inproc.Cluster
+	var calls atomic.Int32
+	hookErr := make(chan error, 1)
+	c = inproc.Start(t, inproc.Options{TServers: 1, MemLimit: 64 << 20, Master: func(mc *master.Config) {
+		mc.BackupFlushedHook = func(table string) {
+			if calls.Add(1) != 1 {
+				return
+			}
+			ctx := ctxT(t)
+			err := cl.SplitTablet(ctx, table, "row100")
+			for err == nil {
+				ts, terr := cl.Tablets(ctx, table)
+				if terr != nil {
+					err = terr
+				} else if len(ts) == 2 {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			hookErr <- err
+		}
+	}})
+	ctx := ctxT(t)
+	cl = c.Client()
+	if err := c.CreateTable(ctx, client.TableSpec{Name: "s", Families: []client.FamilySpec{{Name: "cf"}}}); err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := cl.Open(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	for i := range 200 {
+		k, v := rowKey(i), fmt.Sprintf("v%d", i)
+		if err := tbl.Put(ctx, k, "cf", "v", []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+		want[k] = v
+	}
+	info, err := cl.CreateBackup(ctx, "s", "b", time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-hookErr; err != nil {
+		t.Fatalf("split in the hook: %v", err)
+	}
+	if n := calls.Load(); n < 2 {
+		t.Fatalf("the flushes ran %d times, want again after the refused record", n)
+	}
+	if !slices.Equal(info.SplitKeys, []string{"row100"}) {
+		t.Fatalf("backup split keys %v, want the split's children", info.SplitKeys)
+	}
+	if _, err := cl.RestoreTable(ctx, "b", "r"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitServing(ctx, "r"); err != nil {
+		t.Fatal(err)
+	}
+	sameRows(t, "restored", backupRows(t, ctx, cl, "r"), want)
 }

@@ -64,6 +64,9 @@ func (m *Master) CreateBackup(ctx context.Context, req *pb.CreateBackupRequest) 
 	}
 	for wait := 20 * time.Millisecond; ; wait = min(2*wait, time.Second) {
 		flushed, ferr := m.flushTable(ctx, req.Table)
+		if ferr == nil && m.cfg.BackupFlushedHook != nil {
+			m.cfg.BackupFlushedHook(req.Table)
+		}
 		if ferr == nil {
 			res, err := m.apply(ctx, &spb.MetaCommand{Version: meta.CommandVersion, Cmd: &spb.MetaCommand_CreateBackup{CreateBackup: &spb.MetaCreateBackup{
 				Name: req.Name, Table: req.Table, CreateTimeMicros: time.Now().UnixMicro(), ExpireTimeMicros: req.ExpireTimeMicros, Flushed: flushed, RequestId: req.RequestId}}})
@@ -75,6 +78,7 @@ func (m *Master) CreateBackup(ctx context.Context, req *pb.CreateBackupRequest) 
 			if apierr.CodeOf(err) != codes.Aborted {
 				return nil, err
 			}
+			m.log.Info("backup: a tablet changed or was not covered after the flushes; flushing again", "backup", req.Name, "table", req.Table, "err", err)
 			ferr = err
 		}
 		if !retryable(ferr) {

@@ -109,6 +109,10 @@ type Config struct {
 	// side of a merge; an error fails the step. Testing only: the e2e
 	// kill test's fault file (--merge-fault-file) kills the process there.
 	MergeHook func(MergeStep) error
+	// BackupFlushedHook, when set, is called after each attempt's flushes
+	// of a CreateBackup, before its record (backup.go). Testing only: a
+	// test splits a tablet there to see the record refused and retried.
+	BackupFlushedHook func(table string)
 	// BackupExpiryInterval is how often the leader deletes the backups
 	// whose expiry time has passed (default 1 min).
 	BackupExpiryInterval time.Duration

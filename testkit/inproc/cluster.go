@@ -57,6 +57,8 @@ type Options struct {
 	MemLimit int64
 	// TServer, if set, adjusts tserver i's options before its first start.
 	TServer func(i int, o *tserver.Options)
+	// Master, if set, adjusts the master's configuration before it starts.
+	Master func(c *master.Config)
 	// Logger receives every server's logs. By default they are kept in
 	// memory and, if the test fails, written to a file under $TMPDIR whose
 	// name the test log gives, with their last lines.
@@ -101,7 +103,11 @@ func Start(t testing.TB, opts Options) *Cluster {
 		opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		t.Cleanup(func() { logs.dumpIfFailed(t) }) // runs last: the servers are closed
 	}
-	m := StartMaster(t, master.Config{Lease: opts.Lease, Heartbeat: opts.Heartbeat, Logger: opts.Logger})
+	mc := master.Config{Lease: opts.Lease, Heartbeat: opts.Heartbeat, Logger: opts.Logger}
+	if opts.Master != nil {
+		opts.Master(&mc)
+	}
+	m := StartMaster(t, mc)
 	c := &Cluster{t: t, master: m, root: filepath.Join(t.TempDir(), "root"), conns: map[string]*grpc.ClientConn{}}
 	t.Cleanup(c.close)
 	for i := 0; i < opts.TServers; i++ {
