@@ -20,6 +20,15 @@
 //	err = tbl.Put(ctx, "row1", "cf", "q", []byte("v"))
 //	row, err := tbl.Get(ctx, "row1")
 //
+// # Backups
+//
+// CreateBackup backs a table up by reference (docs/design.md 'Backups'):
+// every write acknowledged before the call is in it, and no data is
+// copied. GetBackup, ListBackups, UpdateBackup (the expiry time) and
+// DeleteBackup manage backups; RestoreTable makes a new table of one. A
+// CreateBackup carries one request id over its retries, so a retry whose
+// first attempt was recorded answers the backup, not AlreadyExists.
+//
 // # Schema changes
 //
 // CreateColumnFamily, DeleteColumnFamily, SetGCPolicy (MaxVersionsPolicy,
