@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -151,6 +152,13 @@ func TestBackupsOfficialClient(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A refusal names the method and the backup's resource name, not
+	// Bighive's layers.
+	_, err = f.adm.BackupInfo(ctx, "c1", "b1")
+	if msg := status.Convert(err).Message(); !strings.HasPrefix(msg, `GetBackup of backup "projects/proj/instances/inst/clusters/c1/backups/b1": `) ||
+		strings.Contains(msg, "client:") || strings.Contains(msg, "master") {
+		t.Errorf("GetBackup of a deleted backup: %q", msg)
+	}
 	for _, tc := range []struct {
 		name string
 		err  error
