@@ -3,6 +3,7 @@ package master
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -92,7 +93,8 @@ func (m *Master) CreateBackup(ctx context.Context, req *pb.CreateBackupRequest) 
 	}
 }
 
-// flushTable checkpoints every tserver serving a tablet of table and
+// flushTable checkpoints every tserver serving a tablet of table, all at
+// once, and
 // returns the tablets those checkpoints covered. A tablet that is not
 // serving makes it Unavailable (retryable): its writes may be in logs only.
 func (m *Master) flushTable(ctx context.Context, table string) ([]string, error) {
@@ -121,20 +123,31 @@ func (m *Master) flushTable(ctx context.Context, table string) ([]string, error)
 	if err != nil {
 		return nil, err
 	}
+	// The tservers checkpoint at once: a backup takes about one
+	// checkpoint, not one per tserver.
+	resps := make([]*pb.CheckpointResponse, len(addrs))
+	errs := make([]error, len(addrs))
+	var wg sync.WaitGroup
+	for i, addr := range addrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = m.callTServerOnce(ctx, addr, func(ctx context.Context, c pb.TServerClient) (err error) {
+				resps[i], err = c.Checkpoint(ctx, &pb.CheckpointRequest{})
+				return err
+			})
+		}()
+	}
+	wg.Wait()
 	var covered []string
-	for _, addr := range addrs {
-		var resp *pb.CheckpointResponse
-		err := m.callTServerOnce(ctx, addr, func(ctx context.Context, c pb.TServerClient) (err error) {
-			resp, err = c.Checkpoint(ctx, &pb.CheckpointRequest{})
-			return err
-		})
+	for i, err := range errs {
 		if err != nil {
 			if ctx.Err() == nil {
-				return nil, apierr.Wrap(codes.Unavailable, err, "checkpoint of tserver %s", addr)
+				return nil, apierr.Wrap(codes.Unavailable, err, "checkpoint of tserver %s", addrs[i])
 			}
 			return nil, err
 		}
-		covered = append(covered, resp.TabletsCovered...)
+		covered = append(covered, resps[i].TabletsCovered...)
 	}
 	return covered, nil
 }
