@@ -94,8 +94,7 @@ func (m *Master) CreateBackup(ctx context.Context, req *pb.CreateBackupRequest) 
 }
 
 // flushTable checkpoints every tserver serving a tablet of table, all at
-// once, and
-// returns the tablets those checkpoints covered. A tablet that is not
+// once, and returns the tablets those checkpoints covered. A tablet that is not
 // serving makes it Unavailable (retryable): its writes may be in logs only.
 func (m *Master) flushTable(ctx context.Context, table string) ([]string, error) {
 	var addrs []string
