@@ -82,7 +82,7 @@ func (m *Master) CreateBackup(ctx context.Context, req *pb.CreateBackupRequest) 
 			m.log.Info("backup: a tablet changed or was not covered after the flushes; flushing again", "backup", req.Name, "table", req.Table, "err", err)
 			ferr = err
 		}
-		if !retryable(ferr) {
+		if ctx.Err() == nil && !retryable(ferr) {
 			return nil, ferr
 		}
 		select {
