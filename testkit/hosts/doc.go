@@ -1,0 +1,41 @@
+// Package hosts turns processes of one machine into "hosts" for tests: each
+// host is its own network namespace, with its own address on a bridge the
+// package creates, and, when asked, its own mount namespace, in which a
+// GlusterFS client mounts a shared volume. testkit/cluster runs its masters
+// and tservers on hosts (cluster.Options.Hosts).
+//
+// What it builds, all with the ip, unshare, nsenter, iptables and gluster
+// commands:
+//
+//	Network   a bridge bh<hex> with 10.a.b.1/24 on the machine's side (the
+//	          test's own connections and the GlusterFS server use it); a
+//	          free /24 of 10.200.0.0–10.249.255.0 is picked at random
+//	Host      a holder process (unshare --net [--mount --propagation
+//	          private] sleep infinity) whose namespaces the host's
+//	          processes enter with nsenter; a veth pair joins it to the
+//	          bridge as eth0 with 10.a.b.N/24, and lo is up
+//	Volume    a one-brick GlusterFS volume, its brick a directory of the
+//	          caller's (created with force: bricks on the root file system)
+//	Mount     a glusterfs client (--no-daemon) in a host's namespaces,
+//	          mounting a volume at a path inside the host's mount namespace
+//	          only: the machine's own mount table never shows it
+//
+// Invariants:
+//
+//   - Nothing outlives its owner by accident. The holder, the GlusterFS
+//     clients and every process started with Host.Command get Pdeathsig
+//     SIGKILL, so they die with the test binary; a namespace lives only as
+//     long as a process is in it, so when they die the host's veth, its
+//     iptables rules and its mounts go with it. What is global — the
+//     bridge, the volume, and glusterd when this package started it — is
+//     removed by Close (Network.Close, Volume.Close), which the caller
+//     arranges (t.Cleanup).
+//   - A mount is never visible outside its host: the holder makes its mount
+//     namespace private before the client mounts in it.
+//   - glusterd is started only if it is not running, and then stopped when
+//     the last Volume of this process is closed.
+//
+// Requirements: root, /dev/fuse, the commands above. Available reports what
+// is missing (it tries apt-get for GlusterFS once), so that tests skip with
+// a message naming it.
+package hosts

@@ -1,0 +1,243 @@
+package hosts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// glusterd is started by the first Volume when it is not running and
+// stopped when the last one closes.
+var glusterd struct {
+	mu      sync.Mutex
+	volumes int
+	started bool // by this process
+}
+
+const glusterdPidFile = "/run/glusterd-bighive.pid"
+
+// gluster runs the gluster CLI in script mode (no questions).
+func gluster(ctx context.Context, args ...string) (string, error) {
+	return run(ctx, "gluster", append(args, "--mode=script")...)
+}
+
+func acquireGlusterd(ctx context.Context) error {
+	glusterd.mu.Lock()
+	defer glusterd.mu.Unlock()
+	if glusterd.volumes == 0 {
+		if _, err := gluster(ctx, "volume", "list"); err != nil {
+			if _, err := run(ctx, "glusterd", "--pid-file", glusterdPidFile); err != nil {
+				return err
+			}
+			glusterd.started = true
+			var last error
+			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+				if _, last = gluster(ctx, "volume", "list"); last == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					return fmt.Errorf("hosts: glusterd does not answer 20 s after its start: %w", last)
+				}
+			}
+		}
+	}
+	glusterd.volumes++
+	return nil
+}
+
+func releaseGlusterd() error {
+	glusterd.mu.Lock()
+	defer glusterd.mu.Unlock()
+	glusterd.volumes--
+	if glusterd.volumes > 0 || !glusterd.started {
+		return nil
+	}
+	glusterd.started = false
+	b, err := os.ReadFile(glusterdPidFile)
+	if err != nil {
+		return fmt.Errorf("hosts: stopping glusterd: %w", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return fmt.Errorf("hosts: stopping glusterd: pid file %s: %w", glusterdPidFile, err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		return fmt.Errorf("hosts: stopping glusterd (pid %d): %w", pid, err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if syscall.Kill(pid, 0) != nil {
+			os.Remove(glusterdPidFile)
+			return nil
+		}
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
+	return nil
+}
+
+// Volume is a one-brick GlusterFS volume.
+type Volume struct {
+	Name   string
+	Server string // the address the brick and glusterd are reached at
+	Brick  string // the brick directory: the volume's files, readable in place
+
+	once sync.Once
+	err  error
+}
+
+// NewVolume creates and starts a volume whose brick is the directory brick
+// (created if missing) served at server, an address of this machine that
+// the hosts reach (Network.HostAddr), with options applied (gluster volume
+// set NAME KEY VALUE, pairs). It starts glusterd if it is not running.
+func NewVolume(ctx context.Context, server, brick string, options ...string) (*Volume, error) {
+	if len(options)%2 != 0 {
+		return nil, errors.New("hosts: volume options come in key, value pairs")
+	}
+	if err := os.MkdirAll(brick, 0o755); err != nil {
+		return nil, fmt.Errorf("hosts: %w", err)
+	}
+	if err := acquireGlusterd(ctx); err != nil {
+		return nil, err
+	}
+	v := &Volume{Name: "bighive-" + randHex(4), Server: server, Brick: brick}
+	if _, err := gluster(ctx, "volume", "create", v.Name, server+":"+brick, "force"); err != nil {
+		releaseGlusterd()
+		return nil, err
+	}
+	for i := 0; i < len(options); i += 2 {
+		if _, err := gluster(ctx, "volume", "set", v.Name, options[i], options[i+1]); err != nil {
+			v.Close()
+			return nil, err
+		}
+	}
+	if _, err := gluster(ctx, "volume", "start", v.Name); err != nil {
+		v.Close()
+		return nil, err
+	}
+	return v, nil
+}
+
+// Close stops and deletes the volume (its brick directory stays) and
+// stops glusterd if NewVolume started it and no other volume of this
+// process is open. The hosts' mounts should be closed first. It is
+// idempotent.
+func (v *Volume) Close() error {
+	v.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		var errs []error
+		if out, err := gluster(ctx, "volume", "stop", v.Name, "force"); err != nil && !strings.Contains(out, "not in started state") {
+			errs = append(errs, err)
+		}
+		if _, err := gluster(ctx, "volume", "delete", v.Name); err != nil {
+			errs = append(errs, err)
+		}
+		errs = append(errs, releaseGlusterd())
+		v.err = errors.Join(errs...)
+	})
+	return v.err
+}
+
+// Mount is a GlusterFS client mounting a volume inside one host.
+type Mount struct {
+	Path string
+	host *Host
+	cmd  *exec.Cmd
+	done chan struct{}
+	once sync.Once
+	err  error
+}
+
+// Mount mounts v at path (created if missing; it must be on a file system
+// the host's mount namespace shares with the machine, such as the test's
+// directory) inside the host, with the client's log at logFile, and waits
+// until the mount serves. The host must have its own mount namespace.
+func (h *Host) Mount(ctx context.Context, v *Volume, path, logFile string) (*Mount, error) {
+	if !h.mountNS {
+		return nil, fmt.Errorf("hosts: %s has no mount namespace of its own", h.Name)
+	}
+	if err := os.MkdirAll(path, 0o755); err != nil {
+		return nil, fmt.Errorf("hosts: %w", err)
+	}
+	cmd := h.Command("glusterfs", "--no-daemon", "--volfile-server="+v.Server, "--volfile-id="+v.Name,
+		"--log-file="+logFile, path)
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("hosts: mount on %s: %w", h.Name, err)
+	}
+	m := &Mount{Path: path, host: h, cmd: cmd, done: make(chan struct{})}
+	go func() { cmd.Wait(); close(m.done) }()
+	h.mu.Lock()
+	h.mounts = append(h.mounts, m)
+	h.mu.Unlock()
+	// Mounted, and answering: a stat of the root inside the host.
+	var last error
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		select {
+		case <-m.done:
+			return nil, fmt.Errorf("hosts: the glusterfs client on %s exited (see %s)", h.Name, logFile)
+		default:
+		}
+		if m.mounted() {
+			sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, last = h.Run(sctx, "stat", "-f", "-c", "%T", path)
+			cancel()
+			if last == nil {
+				return m, nil
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return nil, fmt.Errorf("hosts: mount of %s on %s not ready (see %s): %v", v.Name, h.Name, logFile, last)
+		}
+	}
+}
+
+// mounted reports whether the host's mount table lists a glusterfs mount
+// at the path.
+func (m *Mount) mounted() bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/mounts", m.host.PID()))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 3 && filepath.Clean(f[1]) == filepath.Clean(m.Path) && strings.HasPrefix(f[2], "fuse.glusterfs") {
+			return true
+		}
+	}
+	return false
+}
+
+// Kill SIGKILLs the client, as a host's crash would: what it had not sent
+// to the server is lost, and the mount answers ENOTCONN until closed.
+func (m *Mount) Kill() {
+	m.cmd.Process.Kill()
+	<-m.done
+}
+
+// Close unmounts (lazily, so a dead client does not block it) and stops
+// the client. It is idempotent.
+func (m *Mount) Close() error {
+	m.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if m.mounted() {
+			if _, err := m.host.Run(ctx, "umount", "-l", m.Path); err != nil {
+				m.err = err
+			}
+		}
+		select {
+		case <-m.done:
+		case <-time.After(5 * time.Second):
+			m.cmd.Process.Kill()
+			<-m.done
+		}
+	})
+	return m.err
+}
