@@ -17,6 +17,7 @@ type proc struct {
 	name    string
 	bin     string
 	args    []string
+	wrap    []string // a command prefix the process runs under (a host's nsenter); nil: none
 	env     []string
 	logPath string
 
@@ -38,8 +39,9 @@ func (p *proc) start() error {
 	if err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
-	fmt.Fprintf(f, "=== %s start %s: %s %s\n", time.Now().Format(time.RFC3339Nano), p.name, p.bin, strings.Join(p.args, " "))
-	cmd := exec.Command(p.bin, p.args...)
+	argv := append(append(append([]string(nil), p.wrap...), p.bin), p.args...)
+	fmt.Fprintf(f, "=== %s start %s: %s\n", time.Now().Format(time.RFC3339Nano), p.name, strings.Join(argv, " "))
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Env = append(os.Environ(), p.env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
