@@ -49,6 +49,10 @@ type Options struct {
 	// --bootstrap-admin. Token is the bearer token the harness's own calls
 	// (waiting for the leader, the tservers, serving tables) carry.
 	AuthTokens, BootstrapAdmin, Token string
+	// Hosts, when set, runs every master and tserver on a host of its own
+	// (its own network namespace and address; see HostsOptions). It needs
+	// root; New skips the test when hosts are unavailable or under -short.
+	Hosts *HostsOptions
 }
 
 // Cluster is a running cluster. Its methods are safe for concurrent use.
@@ -61,7 +65,8 @@ type Cluster struct {
 	frontend *proc    // serves the Cloud Bigtable API on btAddr
 	btAddr   string
 	btHTTP   string
-	pki      *pki // TLS mode; nil: plaintext
+	pki      *pki     // TLS mode; nil: plaintext
+	hosts    *hostEnv // Options.Hosts; nil: every process on loopback
 
 	mu      sync.Mutex
 	conns   map[string]*grpc.ClientConn
@@ -111,9 +116,21 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 			return nil, err
 		}
 	}
+	if opts.Hosts != nil {
+		// Fixed ports inside the hosts: one attempt.
+		env, err := startHosts(ctx, opts)
+		if err != nil {
+			return nil, fmt.Errorf("cluster: hosts: %w", err)
+		}
+		c, err := start(ctx, opts, p, env, mbin, tbin, fbin)
+		if err != nil {
+			return nil, fmt.Errorf("cluster: start: %w", errors.Join(err, env.close()))
+		}
+		return c, nil
+	}
 	var errs []error
 	for attempt := 1; attempt <= 3; attempt++ {
-		c, err := start(ctx, opts, p, mbin, tbin, fbin)
+		c, err := start(ctx, opts, p, nil, mbin, tbin, fbin)
 		if err == nil {
 			return c, nil
 		}
@@ -130,9 +147,15 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 
 var errEarlyExit = errors.New("a process exited during start-up")
 
-func start(ctx context.Context, opts Options, p *pki, mbin, tbin, fbin string) (*Cluster, error) {
-	c := &Cluster{opts: opts, conns: map[string]*grpc.ClientConn{}, pki: p}
+func start(ctx context.Context, opts Options, p *pki, env *hostEnv, mbin, tbin, fbin string) (*Cluster, error) {
+	c := &Cluster{opts: opts, conns: map[string]*grpc.ClientConn{}, pki: p, hosts: env}
 	for i := 0; i < opts.Masters; i++ {
+		if env != nil {
+			h := env.masters[i]
+			c.masters = append(c.masters, &master{id: fmt.Sprintf("m%d", i+1),
+				addr: hostAddr(h, hostGRPCPort), raftAddr: hostAddr(h, hostRaftPort), httpAddr: hostAddr(h, hostHTTPPort)})
+			continue
+		}
 		addr, err := freePort()
 		if err != nil {
 			return c, err
@@ -148,7 +171,7 @@ func start(ctx context.Context, opts Options, p *pki, mbin, tbin, fbin string) (
 		c.masters = append(c.masters, &master{id: fmt.Sprintf("m%d", i+1), addr: addr, raftAddr: raft, httpAddr: httpAddr})
 	}
 	peers := c.peersFlag()
-	for _, m := range c.masters {
+	for i, m := range c.masters {
 		args := []string{
 			"--id", m.id, "--listen", m.addr, "--raft-listen", m.raftAddr,
 			"--peers", peers, "--data", filepath.Join(opts.Dir, m.id), "--http-listen", m.httpAddr,
@@ -169,24 +192,34 @@ func start(ctx context.Context, opts Options, p *pki, mbin, tbin, fbin string) (
 		}
 		args = append(args, opts.MasterFlags...)
 		m.proc = &proc{name: m.id, bin: mbin, args: args, env: opts.Env, logPath: filepath.Join(opts.Dir, m.id+".log")}
-	}
-	for i := 0; i < opts.TServers; i++ {
-		addr, err := freePort()
-		if err != nil {
-			return c, err
+		if env != nil {
+			m.proc.wrap = env.masters[i].Wrap()
 		}
-		httpAddr, err := freePort()
-		if err != nil {
-			return c, err
+	}
+	base := c.sharedBase()
+	for i := 0; i < opts.TServers; i++ {
+		var addr, httpAddr string
+		var wrap []string
+		if env != nil {
+			addr, httpAddr = hostAddr(env.tservers[i], hostGRPCPort), hostAddr(env.tservers[i], hostHTTPPort)
+			wrap = env.tservers[i].Wrap()
+		} else {
+			var err error
+			if addr, err = freePort(); err != nil {
+				return c, err
+			}
+			if httpAddr, err = freePort(); err != nil {
+				return c, err
+			}
 		}
 		name := fmt.Sprintf("ts%d", i)
 		var dirs []string
 		for d := 0; d < opts.DataDirs; d++ {
-			dirs = append(dirs, filepath.Join(opts.Dir, name, fmt.Sprintf("data%d", d)))
+			dirs = append(dirs, filepath.Join(base, name, fmt.Sprintf("data%d", d)))
 		}
 		args := []string{
 			"--listen", addr, "--masters", strings.Join(c.MasterAddrs(), ","),
-			"--fs-root", filepath.Join(opts.Dir, "root"), "--fs-data-dirs", strings.Join(dirs, ","),
+			"--fs-root", filepath.Join(base, "root"), "--fs-data-dirs", strings.Join(dirs, ","),
 			"--http-listen", httpAddr,
 		}
 		tlsArgs, err := p.serverFlags(name)
@@ -195,7 +228,7 @@ func start(ctx context.Context, opts Options, p *pki, mbin, tbin, fbin string) (
 		}
 		args = append(append(args, tlsArgs...), opts.authFlags()...)
 		args = append(args, opts.Flags...)
-		c.tservers = append(c.tservers, &proc{name: name, bin: tbin, args: args, env: opts.Env, logPath: filepath.Join(opts.Dir, name+".log")})
+		c.tservers = append(c.tservers, &proc{name: name, bin: tbin, args: args, wrap: wrap, env: opts.Env, logPath: filepath.Join(opts.Dir, name+".log")})
 		c.tsAddrs = append(c.tsAddrs, addr)
 		c.tsHTTP = append(c.tsHTTP, httpAddr)
 	}
@@ -444,6 +477,9 @@ func (c *Cluster) Close() error {
 	}
 	c.conns = map[string]*grpc.ClientConn{}
 	c.mu.Unlock()
+	// The hosts after their processes: a mount or namespace in use would
+	// stay.
+	errs = append(errs, c.hosts.close())
 	return errors.Join(errs...)
 }
 

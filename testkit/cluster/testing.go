@@ -14,9 +14,19 @@ import (
 // New starts a cluster for a test: Dir defaults to a fresh t.TempDir, the
 // start-up gets two minutes (builds included), and t.Cleanup closes the
 // cluster and, if the test failed, prints the tail of every log. It calls
-// t.Fatal if the cluster does not start.
+// t.Fatal if the cluster does not start. With Options.Hosts it skips the
+// test under -short, and when hosts cannot run here (not root, a command
+// or GlusterFS missing), saying what is needed.
 func New(t testing.TB, opts Options) *Cluster {
 	t.Helper()
+	if opts.Hosts != nil {
+		if testing.Short() {
+			t.Skip("a cluster on hosts (network and mount namespaces) does not run under -short")
+		}
+		if err := HostsAvailable(*opts.Hosts); err != nil {
+			t.Skipf("a cluster on hosts cannot run here: %v", err)
+		}
+	}
 	if opts.Dir == "" {
 		opts.Dir = t.TempDir()
 	}
