@@ -200,3 +200,12 @@ func (c *Cluster) KillTServerHost(i int) error {
 	defer cancel()
 	return errors.Join(err, c.hosts.tservers[i].LinkDown(ctx))
 }
+
+// Volume is the cluster's GlusterFS volume; nil without
+// HostsOptions.Gluster.
+func (c *Cluster) Volume() *hosts.Volume {
+	if c.hosts == nil {
+		return nil
+	}
+	return c.hosts.vol
+}
