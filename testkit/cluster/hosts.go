@@ -23,8 +23,14 @@ type HostsOptions struct {
 	// <Dir>/shared. Without it the tservers share <Dir>/root as in local
 	// mode.
 	Gluster bool
-	// VolumeOptions are gluster volume set KEY VALUE pairs applied before
-	// the volume starts.
+	// GlusterDefaults runs the volume and its clients with GlusterFS's own
+	// caching defaults instead of the coherent configuration
+	// (hosts.CoherentVolumeOptions, hosts.CoherentClientArgs), under which
+	// a host sees another's changes at once; docs/gluster.md says what
+	// the defaults let a host read stale.
+	GlusterDefaults bool
+	// VolumeOptions are gluster volume set KEY VALUE pairs applied (after
+	// the coherent configuration's) before the volume starts.
 	VolumeOptions []string
 }
 
@@ -67,7 +73,11 @@ func startHosts(ctx context.Context, opts Options) (_ *hostEnv, err error) {
 		}
 	}()
 	if opts.Hosts.Gluster {
-		if e.vol, err = hosts.NewVolume(ctx, e.net.HostAddr(), filepath.Join(opts.Dir, "brick"), opts.Hosts.VolumeOptions...); err != nil {
+		volOpts := opts.Hosts.VolumeOptions
+		if !opts.Hosts.GlusterDefaults {
+			volOpts = append(append([]string(nil), hosts.CoherentVolumeOptions...), volOpts...)
+		}
+		if e.vol, err = hosts.NewVolume(ctx, e.net.HostAddr(), filepath.Join(opts.Dir, "brick"), volOpts...); err != nil {
 			return e, err
 		}
 	}
@@ -87,7 +97,11 @@ func startHosts(ctx context.Context, opts Options) (_ *hostEnv, err error) {
 		e.tservers = append(e.tservers, h)
 		var m *hosts.Mount
 		if e.vol != nil {
-			if m, err = h.Mount(ctx, e.vol, e.shared, filepath.Join(opts.Dir, name+".glusterfs.log")); err != nil {
+			var clientArgs []string
+			if !opts.Hosts.GlusterDefaults {
+				clientArgs = hosts.CoherentClientArgs
+			}
+			if m, err = h.Mount(ctx, e.vol, e.shared, filepath.Join(opts.Dir, name+".glusterfs.log"), clientArgs...); err != nil {
 				return e, err
 			}
 		}

@@ -82,6 +82,24 @@ func releaseGlusterd() error {
 	return nil
 }
 
+// CoherentVolumeOptions and CoherentClientArgs configure a volume and its
+// clients so that a host sees another host's changes as soon as they are
+// made (TestGlusterPOSIX, docs/gluster.md): with GlusterFS's defaults a
+// client serves attributes and file contents from its caches, so a host
+// can read a stale size for up to a second after another host appended,
+// and stale bytes of a file another host renamed and overwrote in place
+// (storage/wal recycles its log files so).
+var (
+	CoherentVolumeOptions = []string{
+		"performance.stat-prefetch", "off",
+		"performance.quick-read", "off",
+		"performance.io-cache", "off",
+		"performance.read-ahead", "off",
+		"performance.open-behind", "off",
+	}
+	CoherentClientArgs = []string{"--attribute-timeout=0", "--entry-timeout=0", "--fopen-keep-cache=off"}
+)
+
 // Volume is a one-brick GlusterFS volume.
 type Volume struct {
 	Name   string
@@ -157,17 +175,19 @@ type Mount struct {
 
 // Mount mounts v at path (created if missing; it must be on a file system
 // the host's mount namespace shares with the machine, such as the test's
-// directory) inside the host, with the client's log at logFile, and waits
-// until the mount serves. The host must have its own mount namespace.
-func (h *Host) Mount(ctx context.Context, v *Volume, path, logFile string) (*Mount, error) {
+// directory) inside the host, with the client's log at logFile and
+// clientArgs added to its command line (CoherentClient, for one), and
+// waits until the mount serves. The host must have its own mount
+// namespace.
+func (h *Host) Mount(ctx context.Context, v *Volume, path, logFile string, clientArgs ...string) (*Mount, error) {
 	if !h.mountNS {
 		return nil, fmt.Errorf("hosts: %s has no mount namespace of its own", h.Name)
 	}
 	if err := os.MkdirAll(path, 0o755); err != nil {
 		return nil, fmt.Errorf("hosts: %w", err)
 	}
-	cmd := h.Command("glusterfs", "--no-daemon", "--volfile-server="+v.Server, "--volfile-id="+v.Name,
-		"--log-file="+logFile, path)
+	args := append([]string{"--no-daemon", "--volfile-server=" + v.Server, "--volfile-id=" + v.Name, "--log-file=" + logFile}, clientArgs...)
+	cmd := h.Command("glusterfs", append(args, path)...)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("hosts: mount on %s: %w", h.Name, err)
 	}
