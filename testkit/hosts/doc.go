@@ -33,7 +33,9 @@
 //   - A mount is never visible outside its host: the holder makes its mount
 //     namespace private before the client mounts in it.
 //   - glusterd is started only if it is not running, and then stopped when
-//     the last Volume of this process is closed.
+//     the last Volume of any process on the machine is closed (a flock on
+//     /run/bighive-glusterd.lock counts them); one that ran before is left
+//     running.
 //
 // Requirements: root, /dev/fuse, the commands above. Available reports what
 // is missing (it tries apt-get for GlusterFS once), so that tests skip with

@@ -14,15 +14,23 @@ import (
 	"time"
 )
 
-// glusterd is started by the first Volume when it is not running and
-// stopped when the last one closes.
+// glusterd is shared by every process of the machine that uses this
+// package (go test runs packages' test binaries at once). Each such process
+// holds a shared flock on glusterdLockFile while it has a Volume open. The
+// first starts glusterd if it is not running, under the exclusive lock,
+// recording its pid in glusterdPidFile; the last one out — the one whose
+// exclusive try succeeds on release — stops a glusterd so recorded. A
+// glusterd that was running already, without that file, is left alone.
 var glusterd struct {
 	mu      sync.Mutex
 	volumes int
-	started bool // by this process
+	lock    *os.File // holding the shared flock while volumes > 0
 }
 
-const glusterdPidFile = "/run/glusterd-bighive.pid"
+const (
+	glusterdLockFile = "/run/bighive-glusterd.lock"
+	glusterdPidFile  = "/run/bighive-glusterd.pid"
+)
 
 // gluster runs the gluster CLI in script mode (no questions).
 func gluster(ctx context.Context, args ...string) (string, error) {
@@ -32,36 +40,68 @@ func gluster(ctx context.Context, args ...string) (string, error) {
 func acquireGlusterd(ctx context.Context) error {
 	glusterd.mu.Lock()
 	defer glusterd.mu.Unlock()
-	if glusterd.volumes == 0 {
-		if _, err := gluster(ctx, "volume", "list"); err != nil {
-			if _, err := run(ctx, "glusterd", "--pid-file", glusterdPidFile); err != nil {
-				return err
-			}
-			glusterd.started = true
-			var last error
-			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-				if _, last = gluster(ctx, "volume", "list"); last == nil {
-					break
-				}
-				if time.Now().After(deadline) {
-					return fmt.Errorf("hosts: glusterd does not answer 20 s after its start: %w", last)
-				}
-			}
-		}
+	if glusterd.volumes > 0 {
+		glusterd.volumes++
+		return nil
 	}
+	f, err := os.OpenFile(glusterdLockFile, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return fmt.Errorf("hosts: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return fmt.Errorf("hosts: flock %s: %w", glusterdLockFile, err)
+	}
+	if err := startGlusterd(ctx); err != nil {
+		f.Close()
+		return err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH); err != nil {
+		f.Close()
+		return fmt.Errorf("hosts: flock %s: %w", glusterdLockFile, err)
+	}
+	glusterd.lock = f
 	glusterd.volumes++
 	return nil
+}
+
+// startGlusterd starts glusterd unless it answers, and waits until it
+// does.
+func startGlusterd(ctx context.Context) error {
+	if _, err := gluster(ctx, "volume", "list"); err == nil {
+		return nil
+	}
+	if _, err := run(ctx, "glusterd", "--pid-file", glusterdPidFile); err != nil {
+		return err
+	}
+	var last error
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if _, last = gluster(ctx, "volume", "list"); last == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("hosts: glusterd does not answer 20 s after its start: %w", last)
+		}
+	}
 }
 
 func releaseGlusterd() error {
 	glusterd.mu.Lock()
 	defer glusterd.mu.Unlock()
 	glusterd.volumes--
-	if glusterd.volumes > 0 || !glusterd.started {
+	if glusterd.volumes > 0 {
 		return nil
 	}
-	glusterd.started = false
+	f := glusterd.lock
+	glusterd.lock = nil
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return nil // another process still uses it
+	}
 	b, err := os.ReadFile(glusterdPidFile)
+	if os.IsNotExist(err) {
+		return nil // running before us: not ours to stop
+	}
 	if err != nil {
 		return fmt.Errorf("hosts: stopping glusterd: %w", err)
 	}
@@ -69,16 +109,16 @@ func releaseGlusterd() error {
 	if err != nil {
 		return fmt.Errorf("hosts: stopping glusterd: pid file %s: %w", glusterdPidFile, err)
 	}
-	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && err != syscall.ESRCH {
 		return fmt.Errorf("hosts: stopping glusterd (pid %d): %w", pid, err)
 	}
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if syscall.Kill(pid, 0) != nil {
-			os.Remove(glusterdPidFile)
-			return nil
+			break
 		}
 	}
 	syscall.Kill(pid, syscall.SIGKILL)
+	os.Remove(glusterdPidFile)
 	return nil
 }
 
