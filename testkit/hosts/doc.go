@@ -2,7 +2,9 @@
 // host is its own network namespace, with its own address on a bridge the
 // package creates, and, when asked, its own mount namespace, in which a
 // GlusterFS client mounts a shared volume. testkit/cluster runs its masters
-// and tservers on hosts (cluster.Options.Hosts).
+// and tservers on hosts (cluster.Options.Hosts); TestGlusterPOSIX checks
+// over such mounts the file system behaviour the storage layers rely on
+// (docs/gluster.md).
 //
 // What it builds, all with the ip, unshare, nsenter, iptables and gluster
 // commands:

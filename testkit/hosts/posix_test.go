@@ -420,8 +420,8 @@ func testGlusterPOSIX(t *testing.T, volumeOptions, clientArgs []string, coherent
 
 	// Atomic rename while another host reads the target: never missing,
 	// never torn. A read may fail with ESTALE (the file it opened was
-	// replaced under it), which is counted, not failed: no reader in the
-	// storage layers races a rename over the file it reads.
+	// replaced under it); that is counted, not failed, and docs/gluster.md
+	// says where the storage layers could meet it.
 	must(a, "renameloop", r.path, "1", "65536")
 	done := make(chan string, 1)
 	go func() {
