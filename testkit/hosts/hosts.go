@@ -30,7 +30,7 @@ var (
 // Available reports whether hosts can run here, and with gluster whether
 // GlusterFS volumes can too: root, the ip, unshare, nsenter and iptables
 // commands, and for gluster /dev/fuse and the gluster, glusterd and
-// glusterfs commands. When GlusterFS is missing it runs apt-get install
+// glusterfs commands, and that namespaces can be created. When GlusterFS is missing it runs apt-get install
 // glusterfs-server glusterfs-client once per process. The error wraps
 // ErrUnavailable and names what is missing.
 func Available(gluster bool) error {
@@ -50,6 +50,12 @@ func Available(gluster bool) error {
 		missing = append(missing, glusterMissing()...)
 		if _, err := os.Stat("/dev/fuse"); err != nil {
 			missing = append(missing, "/dev/fuse")
+		}
+	}
+	if len(missing) == 0 {
+		// Root without the capabilities (a container's): no namespaces.
+		if out, err := exec.Command("unshare", "--net", "--mount", "true").CombinedOutput(); err != nil {
+			return fmt.Errorf("%w: cannot create network and mount namespaces (unshare: %v: %s)", ErrUnavailable, err, bytes.TrimSpace(out))
 		}
 	}
 	if len(missing) > 0 {
