@@ -27,8 +27,9 @@
 //   - Nothing outlives its owner by accident. The holder, the GlusterFS
 //     clients and every process started with Host.Command get Pdeathsig
 //     SIGKILL, so they die with the test binary; a namespace lives only as
-//     long as a process is in it, so when they die the host's veth, its
-//     iptables rules and its mounts go with it. What is global — the
+//     long as something in it does (a process, a lingering TCP
+//     connection), so when they die the host's veth, its iptables rules and
+//     its mounts go with it. Host.Close deletes the veth itself, at once. What is global — the
 //     bridge, the volume, and glusterd when this package started it — is
 //     removed by Close (Network.Close, Volume.Close), which the caller
 //     arranges (t.Cleanup).

@@ -237,6 +237,7 @@ type Host struct {
 
 	mu     sync.Mutex
 	holder *exec.Cmd
+	done   chan struct{} // closed when the holder has exited
 	mounts []*Mount
 	closed bool
 }
@@ -251,10 +252,11 @@ func (h *Host) start(ctx context.Context) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
+	done := make(chan struct{})
 	h.mu.Lock()
-	h.holder = cmd
+	h.holder, h.done = cmd, done
 	h.mu.Unlock()
-	go cmd.Wait()
+	go func() { cmd.Wait(); close(done) }()
 	// unshare has set up the namespaces once it has exec'd sleep.
 	pid := cmd.Process.Pid
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
@@ -352,9 +354,12 @@ func (h *Host) LinkDown(ctx context.Context) error {
 	return err
 }
 
-// Close unmounts the host's mounts, kills its holder and waits until its
-// network namespace is gone (its veth deleted). The caller stops the
-// processes it started in the host first. It is idempotent.
+// Close unmounts the host's mounts, deletes its veth pair, kills its
+// holder and waits for it to exit. The namespace itself goes once nothing
+// refers to it: the kernel keeps it (with nothing visible from the
+// machine) while a closed TCP connection of its processes lingers. The
+// caller stops the processes it started in the host first. Close is
+// idempotent.
 func (h *Host) Close() error {
 	h.mu.Lock()
 	if h.closed {
@@ -362,23 +367,22 @@ func (h *Host) Close() error {
 		return nil
 	}
 	h.closed = true
-	mounts, holder := h.mounts, h.holder
+	mounts, holder, done := h.mounts, h.holder, h.done
 	h.mu.Unlock()
 	var errs []error
 	for _, m := range mounts {
 		errs = append(errs, m.Close())
 	}
+	if _, err := net.InterfaceByName(h.veth); err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := run(ctx, "ip", "link", "del", h.veth); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if holder != nil {
 		holder.Process.Kill()
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-			if _, err := net.InterfaceByName(h.veth); err != nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				errs = append(errs, fmt.Errorf("hosts: %s: veth %s still there 10 s after its namespace's holder was killed (a process still in it?)", h.Name, h.veth))
-				break
-			}
-		}
+		<-done
 	}
 	return errors.Join(errs...)
 }
