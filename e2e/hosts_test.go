@@ -19,6 +19,7 @@ import (
 	pb "bighive/proto/bighivepb"
 	"bighive/storage/wal"
 	"bighive/testkit/cluster"
+	"bighive/testkit/wait"
 )
 
 // Tests on hosts (testkit/hosts): every master and tserver in a network
@@ -101,7 +102,8 @@ func TestHostsFailoverGluster(t *testing.T) {
 // logs, its block store) even when asked to checkpoint and compact: its
 // lease has run out, and background commits are fenced by it. Every write
 // it acknowledged before, the one sent straight to it included, reads
-// back.
+// back. Healed, it registers again and refuses writes at the epoch it
+// lost.
 func TestHostsPartitionedTServerIsFenced(t *testing.T) {
 	skipShort(t, "a tserver host cut from the master over GlusterFS")
 	sd := seed(t)
@@ -213,6 +215,29 @@ func TestHostsPartitionedTServerIsFenced(t *testing.T) {
 	}
 	t.Logf("after the recovery: %d direct writes to the cut tserver refused, %d acknowledged", refused, acked)
 
+	// Healed, it registers again and the writes go on.
+	healed := time.Now()
+	if err := c.HealTServer(ctx, victim); err != nil {
+		t.Fatal(err)
+	}
+	wait.ForCtx(t, ctx, addr+" live again after the heal", func() error {
+		servers, err := cl.TServers(ctx)
+		if err != nil {
+			return err
+		}
+		for _, s := range servers {
+			if s.Address == addr && s.Live {
+				return nil
+			}
+		}
+		return fmt.Errorf("%s not live", addr)
+	})
+	t.Logf("healed: %s live again after %v", addr, time.Since(healed).Round(time.Millisecond))
+	if err := direct(mine.StartRow + "-direct-healed"); err == nil {
+		t.Errorf("healed, %s acknowledged a write at the old epoch %d of tablet %s, which moved", addr, mine.Epoch, mine.ID)
+	} else {
+		t.Logf("healed, a write at the old epoch refused: %v", err)
+	}
 	w.waitAcks(t, ctx, 100)
 	w.stop()
 	ackedN, lost := w.lostAcked(t, ctx)
