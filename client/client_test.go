@@ -3,7 +3,6 @@ package client_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"bighive/client/clienttest"
 	"bighive/internal/apierr"
 	pb "bighive/proto/bighivepb"
+	"bighive/testkit/fastloop"
 )
 
 // setup starts a fake cluster with table "t" (families cf, meta) split at
@@ -478,8 +478,4 @@ func TestRetryTimeoutWithoutDeadline(t *testing.T) {
 	}
 }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	stopExampleCluster()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { fastloop.Main(m, stopExampleCluster) }

@@ -15,6 +15,7 @@ import (
 	btpb "cloud.google.com/go/bigtable/apiv2/bigtablepb"
 	"google.golang.org/grpc"
 
+	"bighive/testkit/fastloop"
 	"bighive/tools/bench"
 )
 
@@ -36,7 +37,7 @@ func TestMain(m *testing.M) {
 		_ = g.Serve(lis)
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	fastloop.Main(m)
 }
 
 // BenchmarkNullServerCPU measures the CPU that a gRPC server process

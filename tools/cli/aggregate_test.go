@@ -13,6 +13,7 @@ import (
 // a value type changed by setvaluetype (NotFound first for a missing
 // family).
 func TestAggregatesOnRealCluster(t *testing.T) {
+	t.Parallel()
 	r := run{t: t, masters: startCluster(t)}
 	r.ok("createtable", "at", "families=sum:never:intsum,mx:intmax,plain")
 	r.ok("createfamily", "at", "mn", "--type", "intmin")

@@ -12,6 +12,7 @@ import (
 // restored table reads the rows at the backup's split points, not the
 // rows written after), delete; bad uses fail naming what is wrong.
 func TestBackupCommand(t *testing.T) {
+	t.Parallel()
 	r := run{t: t, masters: startCluster(t)}
 	r.ok("create", "src", "--families", "cf", "--splits", "m")
 	r.waitFor("serving", "tablets", "src")

@@ -13,6 +13,7 @@ import (
 // createtable with KEY=VALUE arguments, ls of the tables and of one
 // table's families, deletecolumn, deleterow and deletetable.
 func TestCbtNamesOnRealCluster(t *testing.T) {
+	t.Parallel()
 	r := run{t: t, masters: startCluster(t)}
 	r.ok("createtable", "ct", "families=cf:maxversions=2,meta", "splits=m")
 	wait.For(t, 30*time.Second, "both tablets of ct (splits=m) serving", func() error {

@@ -11,6 +11,7 @@ import (
 // deleted, the live ones stay); --json prints the table and the kind; an
 // unknown table and a missing argument fail.
 func TestCompactOnRealCluster(t *testing.T) {
+	t.Parallel()
 	r := run{t: t, masters: startCluster(t)}
 	r.ok("create", "t1", "--families", "cf", "--splits", "m")
 	r.waitFor("serving", "tablets", "t1")

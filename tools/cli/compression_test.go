@@ -10,6 +10,7 @@ import (
 // --compression and by setcompression is the one tables shows; bad codec
 // names are usage errors.
 func TestCompressionCommandsOnRealCluster(t *testing.T) {
+	t.Parallel()
 	r := run{t: t, masters: startCluster(t)}
 	r.ok("create", "t1", "--families", "cf,raw:compression=none", "--compression", "zstd")
 	r.waitFor("serving", "tablets", "t1")

@@ -10,6 +10,7 @@ import (
 // version), says whether it applied with exit status 0 either way, may
 // write another column than it checks, and refuses bad arguments.
 func TestCheckAndPutOnRealCluster(t *testing.T) {
+	t.Parallel()
 	r := run{t: t, masters: startCluster(t)}
 	r.ok("create", "t1", "--families", "cf")
 	r.waitFor("serving", "tablets", "t1")

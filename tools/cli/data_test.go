@@ -12,6 +12,7 @@ import (
 // counts rows of the table, a prefix and a range, and samplerowkeys ends
 // with the end of the table.
 func TestSetLookupCountOnRealCluster(t *testing.T) {
+	t.Parallel()
 	r := run{t: t, masters: startCluster(t)}
 	r.ok("create", "t1", "--families", "cf,meta", "--splits", "m")
 	r.waitFor("serving", "tablets", "t1")

@@ -10,6 +10,7 @@ import (
 // client's clock write whole milliseconds, and a --timestamp that is not
 // one is refused.
 func TestGranularityOnRealCluster(t *testing.T) {
+	t.Parallel()
 	r := run{t: t, masters: startCluster(t)}
 	r.ok("create", "ms", "--families", "cf", "--granularity", "millis")
 	r.ok("create", "us", "--families", "cf")

@@ -11,6 +11,7 @@ import (
 // row of both reads back; merging the last tablet, or a missing argument,
 // fails with a message naming what is wrong.
 func TestMergeCommand(t *testing.T) {
+	t.Parallel()
 	r := run{t: t, masters: startCluster(t)}
 	r.ok("create", "m1", "--families", "cf", "--splits", "f,m,t")
 	r.waitFor("serving", "tablets", "m1")

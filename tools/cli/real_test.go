@@ -82,6 +82,7 @@ func (r run) waitFor(want string, args ...string) {
 // real cluster: a put after a delete of the column shows, with the client's
 // clock and at a timestamp older than the deleted cell's.
 func TestDeleteThenPutOnRealCluster(t *testing.T) {
+	t.Parallel()
 	r := run{t: t, masters: startCluster(t)}
 	r.ok("create", "t1", "--families", "cf")
 	r.waitFor("serving", "tablets", "t1")
@@ -109,6 +110,7 @@ func TestDeleteThenPutOnRealCluster(t *testing.T) {
 // TestIncrAppendOnRealCluster: incr counts from a missing cell, adds a
 // delta, refuses a cell that is not a counter; append concatenates.
 func TestIncrAppendOnRealCluster(t *testing.T) {
+	t.Parallel()
 	r := run{t: t, masters: startCluster(t)}
 	r.ok("create", "t1", "--families", "cf")
 	r.waitFor("serving", "tablets", "t1")

@@ -29,6 +29,7 @@ func (r run) scanKeys(args ...string) []string {
 // TestScanReverseCountKeysOnRealCluster: scan's --reverse, --count and
 // --keys over a table of several tablets of a real cluster.
 func TestScanReverseCountKeysOnRealCluster(t *testing.T) {
+	t.Parallel()
 	r := run{t: t, masters: startCluster(t)}
 	r.ok("create", "t", "--families", "cf", "--splits", "k03,k06")
 	r.waitFor("serving", "tablets", "t")

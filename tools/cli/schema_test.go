@@ -49,6 +49,7 @@ func TestParseGCPolicy(t *testing.T) {
 // setgcpolicy; droprowrange and deleteallrows; deletefamily, after which
 // a put to the family fails.
 func TestSchemaCommandsOnRealCluster(t *testing.T) {
+	t.Parallel()
 	r := run{t: t, masters: startCluster(t)}
 	r.ok("create", "t1", "--families", "cf")
 	r.waitFor("serving", "tablets", "t1")

@@ -20,6 +20,7 @@ import (
 // the entries. The text table has the columns. (The garbage-share trigger is off, so only the
 // requested compaction runs.)
 func TestTabletsSpaceOnRealCluster(t *testing.T) {
+	t.Parallel()
 	r := run{t: t, masters: startClusterWith(t, func(o *tserver.Options) { o.CompactionGarbageShare = -1 })}
 	r.ok("create", "t1", "--families", "cf")
 	// Serving means the tserver holds a lease, which a checkpoint needs.
@@ -86,6 +87,7 @@ func TestTabletsSpaceOnRealCluster(t *testing.T) {
 // reports at most the live entries and one more, and the live rows read
 // back.
 func TestGarbageShareCompactsOnRealCluster(t *testing.T) {
+	t.Parallel()
 	r := run{t: t, masters: startCluster(t)}
 	r.ok("create", "t1", "--families", "cf")
 	r.waitFor("serving", "tablets", "t1")

@@ -1,0 +1,9 @@
+package tserver_test
+
+import (
+	"testing"
+
+	"bighive/testkit/fastloop"
+)
+
+func TestMain(m *testing.M) { fastloop.Main(m) }
