@@ -535,34 +535,8 @@ func TestFailoverPausedTServerIsFenced(t *testing.T) {
 
 	victim := rand.New(rand.NewSource(sd)).Intn(c.NumTServers())
 	addr := c.TServerAddr(victim)
-	tabs, err := cl.Tablets(ctx, "fo4")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mine client.TabletInfo
-	for _, tb := range tabs {
-		if tb.TServer == addr {
-			mine = tb
-			break
-		}
-	}
-	if mine.ID == "" {
-		t.Fatalf("tserver %s serves no tablet", addr)
-	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ts := pb.NewTServerClient(conn)
-	lateWrite := func(row string) error {
-		wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
-		defer wcancel()
-		_, err := ts.MutateRow(wctx, &pb.MutateRowRequest{TabletId: mine.ID, Epoch: mine.Epoch, Row: &pb.RowMutation{
-			RowKey: []byte(row), Mutations: []*pb.Mutation{{Mutation: &pb.Mutation_SetCell_{SetCell: &pb.Mutation_SetCell{
-				Family: "cf", Qualifier: []byte("late"), TimestampMicros: -1, Value: []byte("late")}}}}}})
-		return err
-	}
+	mine, _, direct := directWriter(t, ctx, cl, "fo4", addr, 30*time.Second)
+	lateWrite := func(row string) error { return direct(row, "late", "late") }
 	if err := lateWrite(mine.StartRow + "-early"); err != nil {
 		t.Fatalf("write to %s before the pause: %v", addr, err)
 	}
@@ -606,5 +580,42 @@ func TestFailoverPausedTServerIsFenced(t *testing.T) {
 		if len(r.Cells) > 1 {
 			t.Errorf("late row %s: %d cells", row, len(r.Cells))
 		}
+	}
+}
+
+// directWriter finds a tablet of table that the tserver at addr serves
+// and returns it, a connection to that tserver, and a writer of one cell
+// (family cf, with a server timestamp) straight to it at the tablet's
+// epoch, around the client's routing: what a tserver that lost its tablet
+// must refuse. Each write waits at most timeout.
+func directWriter(t *testing.T, ctx context.Context, cl *client.Client, table, addr string, timeout time.Duration) (client.TabletInfo, pb.TServerClient, func(row, qualifier, value string) error) {
+	t.Helper()
+	tabs, err := cl.Tablets(ctx, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mine client.TabletInfo
+	for _, tb := range tabs {
+		if tb.TServer == addr {
+			mine = tb
+			break
+		}
+	}
+	if mine.ID == "" {
+		t.Fatalf("tserver %s serves no tablet", addr)
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	ts := pb.NewTServerClient(conn)
+	return mine, ts, func(row, qualifier, value string) error {
+		wctx, wcancel := context.WithTimeout(ctx, timeout)
+		defer wcancel()
+		_, err := ts.MutateRow(wctx, &pb.MutateRowRequest{TabletId: mine.ID, Epoch: mine.Epoch, Row: &pb.RowMutation{
+			RowKey: []byte(row), Mutations: []*pb.Mutation{{Mutation: &pb.Mutation_SetCell_{SetCell: &pb.Mutation_SetCell{
+				Family: "cf", Qualifier: []byte(qualifier), TimestampMicros: -1, Value: []byte(value)}}}}}})
+		return err
 	}
 }

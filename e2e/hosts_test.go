@@ -12,9 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	"bighive/client"
 	pb "bighive/proto/bighivepb"
 	"bighive/storage/wal"
@@ -114,36 +111,10 @@ func TestHostsPartitionedTServerIsFenced(t *testing.T) {
 
 	victim := rand.New(rand.NewSource(sd)).Intn(c.NumTServers())
 	addr := c.TServerAddr(victim)
-	var mine client.TabletInfo
-	tabs, err := cl.Tablets(ctx, "hcut")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tb := range tabs {
-		if tb.TServer == addr {
-			mine = tb
-			break
-		}
-	}
-	if mine.ID == "" {
-		t.Fatalf("tserver %s serves no tablet", addr)
-	}
 	// The test's own path to the victim: through the bridge, which the
 	// cut leaves open.
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ts := pb.NewTServerClient(conn)
-	direct := func(row string) error {
-		wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
-		defer wcancel()
-		_, err := ts.MutateRow(wctx, &pb.MutateRowRequest{TabletId: mine.ID, Epoch: mine.Epoch, Row: &pb.RowMutation{
-			RowKey: []byte(row), Mutations: []*pb.Mutation{{Mutation: &pb.Mutation_SetCell_{SetCell: &pb.Mutation_SetCell{
-				Family: "cf", Qualifier: []byte("direct"), TimestampMicros: -1, Value: []byte(row)}}}}}})
-		return err
-	}
+	mine, ts, write := directWriter(t, ctx, cl, "hcut", addr, 5*time.Second)
+	direct := func(row string) error { return write(row, "direct", row) }
 	// TSFiles in its block store, which the new owners will read.
 	if _, err := cl.Checkpoint(ctx, addr); err != nil {
 		t.Fatalf("checkpoint %s: %v", addr, err)
