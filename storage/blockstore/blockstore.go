@@ -227,7 +227,8 @@ type Options struct {
 	// statfs; an error means unknown, never full). A test seam.
 	FreeSpace func(dir string) (avail, capacity int64, err error)
 	// IsDiskFailure says whether an I/O error means the directory's disk
-	// failed (default: EIO, ENODEV, ENXIO, EROFS, ESTALE, EUCLEAN).
+	// failed (default: EIO, ENODEV, ENXIO, EROFS, EUCLEAN; not ESTALE, a
+	// stale handle of a file another host replaced on a shared file system).
 	IsDiskFailure func(err error) bool
 	// OnTabletsFailed is called once per directory that fails, with its
 	// UUID, path and the tablets whose group includes it (the tserver

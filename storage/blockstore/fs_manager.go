@@ -195,7 +195,11 @@ func (o Options) isDiskFailure(err error) bool {
 	if o.IsDiskFailure != nil {
 		return o.IsDiskFailure(err)
 	}
-	for _, e := range []error{unix.EIO, unix.ENODEV, unix.ENXIO, unix.EROFS, unix.ESTALE, unix.EUCLEAN} {
+	// Not ESTALE: on a shared file system (NFS, GlusterFS) a stale file
+	// handle means another host replaced the file by rename while this one
+	// had it open, not a dead disk (docs/gluster.md); the operation fails
+	// and its caller retries, the directory stays.
+	for _, e := range []error{unix.EIO, unix.ENODEV, unix.ENXIO, unix.EROFS, unix.EUCLEAN} {
 		if errors.Is(err, e) {
 			return true
 		}
