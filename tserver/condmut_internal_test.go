@@ -2,8 +2,10 @@ package tserver
 
 import (
 	"fmt"
+	"io/fs"
 	"testing"
 
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 
 	"bighive/internal/apierr"
@@ -30,6 +32,7 @@ func TestCheckAndMutateErrorStatus(t *testing.T) {
 		{"neither list", fmt.Errorf("%w: row r", rp.ErrInvalidCondMutation), codes.InvalidArgument, false},
 		{"unknown family", fmt.Errorf("replica: tablet t1: %w \"zz\"", tablet.ErrUnknownFamily), codes.InvalidArgument, false},
 		{"predicate fails to evaluate", fmt.Errorf("tablet: %w", filter.ErrInvalid), codes.InvalidArgument, false},
+		{"stale handle of a shared file system", fmt.Errorf("tsfile: read page: %w", &fs.PathError{Op: "open", Path: "/root/blocks/c.data", Err: unix.ESTALE}), codes.Unavailable, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package tserver
 import (
 	"errors"
 
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 
 	"bighive/internal/apierr"
@@ -38,6 +39,11 @@ func (s *Server) tabletErr(r *rp.Replica, err error) error {
 		// server-timestamped write would be applied twice. Checked before
 		// the tablet's closing, which may be why the outcome is unknown.
 		return apierr.Wrap(codes.Unavailable, err, "tserver %s: the write may have been applied; its outcome is unknown", s.addr)
+	case errors.Is(err, unix.ESTALE):
+		// A read opened a file that another host replaced by rename on a
+		// shared file system (docs/gluster.md): transient, not a dead
+		// disk; a read is retried as for any Unavailable.
+		return apierr.Wrap(codes.Unavailable, err, "tablet %s: a file it read was replaced meanwhile (a stale handle of the shared file system); retry", r.ID())
 	case errors.Is(err, filter.ErrInvalid):
 		return apierr.InvalidArgument("%v", err)
 	case errors.Is(err, errUnknownFamily), errors.Is(err, errInvalidMutation):
