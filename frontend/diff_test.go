@@ -25,21 +25,6 @@ var (
 	apiDiffSteps = flag.Int("apidiff.steps", 300, "random operations TestDataDifferential runs")
 )
 
-// TestDataDifferential runs the same random operations through the
-// official Cloud Bigtable Go client against the frontend of a real cluster
-// (three tablets) and against Google's emulator bttest, and compares every
-// answer: Apply and ApplyBulk with sets and deletes, CheckAndMutate with a
-// random predicate, ReadModifyWrite, and reads with random row sets,
-// filters, reverse scans and row limits.
-//
-// Where bttest is not a faithful oracle the generator stays away: a cells
-// per row limit comes only behind an exact family filter (bttest walks
-// families in map order), a label never with a strip (bttest's strip
-// drops labels), an ApplyBulk names a row at most once (the API applies
-// entries in an arbitrary order, even entries of one row, which Bighive
-// does and bttest does not), ranges never start after their end (bttest refuses what
-// Bigtable reads as empty), and the server timestamps of ReadModifyWrite
-// (family fc, written by nothing else) are not compared.
 // dialEmulator starts Google's emulator (bttest) on a loopback port and
 // returns a connection to it; both end with the test.
 func dialEmulator(t *testing.T) *grpc.ClientConn {
@@ -57,6 +42,21 @@ func dialEmulator(t *testing.T) *grpc.ClientConn {
 	return conn
 }
 
+// TestDataDifferential runs the same random operations through the
+// official Cloud Bigtable Go client against the frontend of a real cluster
+// (three tablets) and against Google's emulator bttest, and compares every
+// answer: Apply and ApplyBulk with sets and deletes, CheckAndMutate with a
+// random predicate, ReadModifyWrite, and reads with random row sets,
+// filters, reverse scans and row limits.
+//
+// Where bttest is not a faithful oracle the generator stays away: a cells
+// per row limit comes only behind an exact family filter (bttest walks
+// families in map order), a label never with a strip (bttest's strip
+// drops labels), an ApplyBulk names a row at most once (the API applies
+// entries in an arbitrary order, even entries of one row, which Bighive
+// does and bttest does not), ranges never start after their end (bttest refuses what
+// Bigtable reads as empty), and the server timestamps of ReadModifyWrite
+// (family fc, written by nothing else) are not compared.
 func TestDataDifferential(t *testing.T) {
 	t.Parallel()
 	seed := *apiDiffSeed
