@@ -263,22 +263,9 @@ func (m *Master) SharedTSFiles(ctx context.Context, req *pb.SharedTSFilesRequest
 // runBackupExpiry deletes expired backups every Config.BackupExpiryInterval
 // while this master is the ready leader, until Close.
 func (m *Master) runBackupExpiry() {
-	defer m.wg.Done()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { <-m.stop; cancel() }()
-	t := time.NewTicker(m.cfg.BackupExpiryInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if _, err := m.ready(); err == nil {
-			m.expireBackups(ctx, time.Now())
-		}
-	}
+	m.leaderPasses(m.cfg.BackupExpiryInterval, func(ctx context.Context, _ *leaderState) {
+		m.expireBackups(ctx, time.Now())
+	})
 }
 
 // expireBackups deletes every backup whose expiry time is at or before

@@ -473,3 +473,24 @@ func (ls *leaderState) startMoveLocked(pm plannedMove, epoch int64, now time.Tim
 	ls.moveStarts = append(ls.moveStarts, now)
 	ls.noteNewsLocked(pm.from)
 }
+
+// leaderPasses calls pass every interval while this master is the ready
+// leader, until Close; the goroutine running it was counted in m.wg.
+func (m *Master) leaderPasses(every time.Duration, pass func(ctx context.Context, ls *leaderState)) {
+	defer m.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { <-m.stop; cancel() }()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if ls, err := m.ready(); err == nil {
+			pass(ctx, ls)
+		}
+	}
+}

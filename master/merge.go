@@ -309,30 +309,13 @@ func (ls *leaderState) startMergeMove(left, right *pb.TabletMeta, counts [2]int)
 // runMerger runs an automatic merge pass every Config.MergeCheckInterval
 // while this master is the ready leader, until Close.
 func (m *Master) runMerger() {
-	defer m.wg.Done()
 	if m.cfg.MergeThreshold < 0 {
+		m.wg.Done()
 		return
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { <-m.stop; cancel() }()
-	t := time.NewTicker(m.cfg.MergeCheckInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if ls, err := m.ready(); err == nil {
-			m.mergePass(ctx, ls)
-		}
-	}
+	m.leaderPasses(m.cfg.MergeCheckInterval, m.mergePass)
 }
 
-// mergePass plans merges by the policy (mergeplan.go) from the reported
-// sizes, the metadata and the moves in flight, and takes each pair one step
-// on (a move, or the merge), concurrently.
 func (m *Master) mergePass(ctx context.Context, ls *leaderState) {
 	ls.mu.Lock()
 	sizes := make(map[string]int64, len(ls.merge.sizes))
