@@ -29,17 +29,7 @@ func TestAggregatesAcrossCheckpointSplitAndFailover(t *testing.T) {
 	c, cl := startFailoverClusterWith(t, cluster.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	t.Setenv("BIGTABLE_EMULATOR_HOST", c.BigtableAddr())
-	adm, err := bigtable.NewAdminClient(ctx, "p", "i")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { adm.Close() })
-	bt, err := bigtable.NewClientWithConfig(ctx, "p", "i", bigtable.ClientConfig{MetricsProvider: bigtable.NoopMetricsProvider{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { bt.Close() })
+	adm, bt := officialClients(t, ctx, c.BigtableAddr(), "p", "i")
 	agg := func(g bigtable.Aggregator) bigtable.Family {
 		return bigtable.Family{ValueType: bigtable.AggregateType{Input: bigtable.Int64Type{}, Aggregator: g}}
 	}

@@ -27,12 +27,7 @@ func TestBigtableAPIFailover(t *testing.T) {
 	c, cl := startFailoverCluster(t, 1, "--mem-limit=1073741824")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	t.Setenv("BIGTABLE_EMULATOR_HOST", c.BigtableAddr())
-	adm, err := bigtable.NewAdminClient(ctx, "p", "i")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer adm.Close()
+	adm, bt := officialClients(t, ctx, c.BigtableAddr(), "p", "i")
 	var splits []string
 	for i := 1; i < 12; i++ {
 		splits = append(splits, fmt.Sprintf("w%02d", i))
@@ -44,11 +39,6 @@ func TestBigtableAPIFailover(t *testing.T) {
 	if err := c.WaitServing(ctx, "api"); err != nil {
 		t.Fatal(err)
 	}
-	bt, err := bigtable.NewClientWithConfig(ctx, "p", "i", bigtable.ClientConfig{MetricsProvider: bigtable.NoopMetricsProvider{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bt.Close()
 	tbl := bt.Open("api")
 
 	// Writers: each row once, with an explicit timestamp (idempotent, so
@@ -113,7 +103,7 @@ func TestBigtableAPIFailover(t *testing.T) {
 	wg.Wait()
 
 	got := map[string]string{}
-	err = tbl.ReadRows(ctx, bigtable.InfiniteRange(""), func(r bigtable.Row) bool {
+	err := tbl.ReadRows(ctx, bigtable.InfiniteRange(""), func(r bigtable.Row) bool {
 		for _, it := range r["cf"] {
 			got[r.Key()] = string(it.Value)
 		}

@@ -24,18 +24,7 @@ func TestBigtableAPIOnTServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dial := func(i int) (*bigtable.AdminClient, *bigtable.Client) {
-		t.Setenv("BIGTABLE_EMULATOR_HOST", c.TServerAddr(i))
-		adm, err := bigtable.NewAdminClient(ctx, "p", "i")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { adm.Close() })
-		bt, err := bigtable.NewClientWithConfig(ctx, "p", "i", bigtable.ClientConfig{MetricsProvider: bigtable.NoopMetricsProvider{}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { bt.Close() })
-		return adm, bt
+		return officialClients(t, ctx, c.TServerAddr(i), "p", "i")
 	}
 	adm, bt := dial(0)
 	_, other := dial(1)

@@ -53,18 +53,7 @@ func TestFailoverPausedTServerDefaultLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	resumed := time.Now()
-	wait.ForCtx(t, ctx, "the resumed tserver registered again", func() error {
-		servers, err := cl.TServers(ctx)
-		if err != nil {
-			return err
-		}
-		for _, s := range servers {
-			if s.Address == addr && s.Live {
-				return nil
-			}
-		}
-		return fmt.Errorf("%s not live", addr)
-	})
+	waitLive(t, ctx, cl, addr, true) // it registered again
 	// Its warm-up is two leases from its registration: for most of it,
 	// no tablet moves to it.
 	for time.Since(resumed) < cbLease {

@@ -497,18 +497,7 @@ func testMasterLeaderDiesDuringRecovery(t *testing.T, tls bool) {
 	}
 	// Wait until the leader declared the victim dead, then kill the leader
 	// while the recovery runs.
-	wait.ForCtx(t, ctx, "the victim declared dead", func() error {
-		servers, err := cl.TServers(ctx)
-		if err != nil {
-			return err
-		}
-		for _, s := range servers {
-			if s.Address == addr && !s.Live {
-				return nil
-			}
-		}
-		return fmt.Errorf("%s live", addr)
-	})
+	waitLive(t, ctx, cl, addr, false) // the victim declared dead
 	leader, err := c.Leader(ctx)
 	if err != nil {
 		t.Fatal(err)

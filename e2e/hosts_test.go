@@ -16,7 +16,6 @@ import (
 	pb "bighive/proto/bighivepb"
 	"bighive/storage/wal"
 	"bighive/testkit/cluster"
-	"bighive/testkit/wait"
 )
 
 // Tests on hosts (testkit/hosts): every master and tserver in a network
@@ -191,18 +190,7 @@ func TestHostsPartitionedTServerIsFenced(t *testing.T) {
 	if err := c.HealTServer(ctx, victim); err != nil {
 		t.Fatal(err)
 	}
-	wait.ForCtx(t, ctx, addr+" live again after the heal", func() error {
-		servers, err := cl.TServers(ctx)
-		if err != nil {
-			return err
-		}
-		for _, s := range servers {
-			if s.Address == addr && s.Live {
-				return nil
-			}
-		}
-		return fmt.Errorf("%s not live", addr)
-	})
+	waitLive(t, ctx, cl, addr, true)
 	t.Logf("healed: %s live again after %v", addr, time.Since(healed).Round(time.Millisecond))
 	if err := direct(mine.StartRow + "-direct-healed"); err == nil {
 		t.Errorf("healed, %s acknowledged a write at the old epoch %d of tablet %s, which moved", addr, mine.Epoch, mine.ID)

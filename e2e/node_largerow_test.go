@@ -50,12 +50,7 @@ func TestBigtableNodeClientLargeRows(t *testing.T) {
 	c := cluster.New(t, cluster.Options{TServers: 1})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	t.Setenv("BIGTABLE_EMULATOR_HOST", c.BigtableAddr())
-	adm, err := bigtable.NewAdminClient(ctx, "node-project", "node-instance")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer adm.Close()
+	adm, bt := officialClients(t, ctx, c.BigtableAddr(), "node-project", "node-instance")
 	if err := adm.CreateTableFromConf(ctx, &bigtable.TableConf{TableID: "large",
 		Families: map[string]bigtable.GCPolicy{"f": bigtable.MaxVersionsPolicy(1)}}); err != nil {
 		t.Fatalf("CreateTableFromConf: %v", err)
@@ -63,11 +58,6 @@ func TestBigtableNodeClientLargeRows(t *testing.T) {
 	if err := c.WaitServing(ctx, "large"); err != nil {
 		t.Fatal(err)
 	}
-	bt, err := bigtable.NewClientWithConfig(ctx, "node-project", "node-instance", bigtable.ClientConfig{MetricsProvider: bigtable.NoopMetricsProvider{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bt.Close()
 	tbl := bt.Open("large")
 
 	// Pseudo-random printable ASCII: no codec shrinks it, and Node's
