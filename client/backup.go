@@ -25,6 +25,12 @@ type BackupInfo struct {
 	Files int
 	// Bytes is the size of those files (0 in ListBackups).
 	Bytes int64
+	// ExclusiveBytes is the size of the files only this backup keeps
+	// alive (no table and no other backup names them): what deleting it
+	// frees. SharedBytes is the size of its other files. Both are set in
+	// every answer, ListBackups' included.
+	ExclusiveBytes int64
+	SharedBytes    int64
 }
 
 func backupInfo(b *pb.BackupMeta) BackupInfo {
@@ -34,6 +40,9 @@ func backupInfo(b *pb.BackupMeta) BackupInfo {
 		Created:     time.UnixMicro(b.CreateTimeMicros),
 		Expires:     time.UnixMicro(b.ExpireTimeMicros),
 		Ready:       b.State == pb.BackupState_BACKUP_STATE_READY,
+
+		ExclusiveBytes: b.ExclusiveBytes,
+		SharedBytes:    b.SharedBytes,
 	}
 	for i, t := range b.Tablets {
 		if i > 0 {

@@ -59,6 +59,7 @@ func (m *Master) CreateBackup(ctx context.Context, req *pb.CreateBackupRequest) 
 	}
 	if existing != nil {
 		if req.RequestId != "" && existing.RequestId == req.RequestId {
+			m.setSpace(existing)
 			return &pb.CreateBackupResponse{Backup: existing}, nil // a retry of the call that made it
 		}
 		return nil, apierr.AlreadyExists("backup %q already exists", req.Name)
@@ -74,6 +75,7 @@ func (m *Master) CreateBackup(ctx context.Context, req *pb.CreateBackupRequest) 
 			if err == nil {
 				m.log.Info("backup created", "backup", req.Name, "table", req.Table, "tablets", len(res.Backup.Tablets))
 				m.events.add("backup", "backup %s of table %s created (%d tablets)", req.Name, req.Table, len(res.Backup.Tablets))
+				m.setSpace(res.Backup)
 				return &pb.CreateBackupResponse{Backup: res.Backup}, nil
 			}
 			if apierr.CodeOf(err) != codes.Aborted {
@@ -151,26 +153,38 @@ func (m *Master) flushTable(ctx context.Context, table string) ([]string, error)
 	return covered, nil
 }
 
-// GetBackup returns one backup with its tablets' files.
+// GetBackup returns one backup with its tablets' files and its space.
 func (m *Master) GetBackup(ctx context.Context, req *pb.GetBackupRequest) (*pb.GetBackupResponse, error) {
 	if _, err := m.readyRead(); err != nil {
 		return nil, err
 	}
 	var b *pb.BackupMeta
-	if err := m.view(func(r *meta.Reader) (err error) { b, err = r.Backup(req.Name); return err }); err != nil {
+	if err := m.view(func(r *meta.Reader) (err error) {
+		if b, err = r.Backup(req.Name); err != nil {
+			return err
+		}
+		return backupSpace(r, b)
+	}); err != nil {
 		return nil, err
 	}
 	return &pb.GetBackupResponse{Backup: b}, nil
 }
 
 // ListBackups lists the backups (of one source table, or all) in name
-// order, each with its tablets' ranges but not their files.
+// order, each with its tablets' ranges and its space but not its files.
 func (m *Master) ListBackups(ctx context.Context, req *pb.ListBackupsRequest) (*pb.ListBackupsResponse, error) {
 	if _, err := m.readyRead(); err != nil {
 		return nil, err
 	}
 	var all []*pb.BackupMeta
-	if err := m.view(func(r *meta.Reader) (err error) { all, err = r.Backups(); return err }); err != nil {
+	if err := m.view(func(r *meta.Reader) (err error) {
+		if all, err = r.Backups(); err != nil {
+			return err
+		}
+		live, err := liveFiles(r)
+		setBackupSpace(all, live, nil)
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	resp := &pb.ListBackupsResponse{}
@@ -199,6 +213,7 @@ func (m *Master) UpdateBackup(ctx context.Context, req *pb.UpdateBackupRequest) 
 	if err != nil {
 		return nil, err
 	}
+	m.setSpace(res.Backup)
 	return &pb.UpdateBackupResponse{Backup: res.Backup}, nil
 }
 
@@ -240,6 +255,15 @@ func (m *Master) RestoreTable(ctx context.Context, req *pb.RestoreTableRequest) 
 	m.events.add("table", "table %s restored from backup %s (%d tablets)", req.Table, req.Backup, len(res.Tablets))
 	return &pb.RestoreTableResponse{Table: &pb.TableInfo{Schema: schema, TabletCount: int32(len(res.Tablets)),
 		CachePriority: pb.CachePriority_CACHE_PRIORITY_MEDIUM}}, nil
+}
+
+// setSpace sets the space of a backup just recorded or changed
+// (backupSpace); if the metadata cannot be read, it leaves it unset: the
+// call that made the change succeeded.
+func (m *Master) setSpace(b *pb.BackupMeta) {
+	if err := m.view(func(r *meta.Reader) error { return backupSpace(r, b) }); err != nil {
+		m.log.Warn("backup: computing its space", "backup", b.Name, "err", err)
+	}
 }
 
 // SharedTSFiles answers which of a store's TSFiles a backup names or once
