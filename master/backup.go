@@ -21,6 +21,42 @@ const defaultBackupExpiry = time.Minute
 // backupTimeout bounds a CreateBackup whose caller set no deadline.
 const backupTimeout = 2 * time.Minute
 
+// BackupStep names a point of a backup or a restore at which
+// Config.BackupHook is called: the points between its flushes and raft
+// commands, where a crash leaves a backup (or restored table) whole or
+// absent (docs/design.md 'Backups').
+type BackupStep int
+
+// The backup and restore steps.
+const (
+	// BackupStepFlush: CreateBackup about to flush the table's tablets
+	// (each attempt).
+	BackupStepFlush BackupStep = 1
+	// BackupStepRecord: the flushes done, the MetaCreateBackup command
+	// not yet proposed.
+	BackupStepRecord BackupStep = 2
+	// BackupStepRecorded: the backup recorded, the call not yet answered.
+	BackupStepRecorded BackupStep = 3
+	// RestoreStepRecorded: the MetaRestoreTable command committed (the new
+	// table's tablets unassigned), the call not yet answered.
+	RestoreStepRecorded BackupStep = 4
+)
+
+func (s BackupStep) String() string {
+	return [...]string{"?", "flush", "record", "recorded", "restore recorded"}[max(0, min(int(s), 4))]
+}
+
+// backupHook runs Config.BackupHook at step s.
+func (m *Master) backupHook(s BackupStep) error {
+	if m.cfg.BackupHook == nil {
+		return nil
+	}
+	if err := m.cfg.BackupHook(s); err != nil {
+		return apierr.Wrap(codes.Aborted, err, "backup: step %d (%s)", s, s)
+	}
+	return nil
+}
+
 // CreateBackup backs a table up by reference (docs/design.md 'Backups'):
 // every tserver serving a tablet of the table checkpoints (each checkpoint
 // begins after this call did, so its files hold every write acknowledged
@@ -65,14 +101,23 @@ func (m *Master) CreateBackup(ctx context.Context, req *pb.CreateBackupRequest) 
 		return nil, apierr.AlreadyExists("backup %q already exists", req.Name)
 	}
 	for wait := 20 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		if err := m.backupHook(BackupStepFlush); err != nil {
+			return nil, err
+		}
 		flushed, ferr := m.flushTable(ctx, req.Table)
 		if ferr == nil && m.cfg.BackupFlushedHook != nil {
 			m.cfg.BackupFlushedHook(req.Table)
 		}
 		if ferr == nil {
+			if err := m.backupHook(BackupStepRecord); err != nil {
+				return nil, err
+			}
 			res, err := m.apply(ctx, &spb.MetaCommand{Version: meta.CommandVersion, Cmd: &spb.MetaCommand_CreateBackup{CreateBackup: &spb.MetaCreateBackup{
 				Name: req.Name, Table: req.Table, CreateTimeMicros: time.Now().UnixMicro(), ExpireTimeMicros: req.ExpireTimeMicros, Flushed: flushed, RequestId: req.RequestId}}})
 			if err == nil {
+				if err := m.backupHook(BackupStepRecorded); err != nil {
+					return nil, err
+				}
 				m.log.Info("backup created", "backup", req.Name, "table", req.Table, "tablets", len(res.Backup.Tablets))
 				m.events.add("backup", "backup %s of table %s created (%d tablets)", req.Name, req.Table, len(res.Backup.Tablets))
 				m.setSpace(res.Backup)
@@ -244,6 +289,9 @@ func (m *Master) RestoreTable(ctx context.Context, req *pb.RestoreTableRequest) 
 	res, err := m.apply(ctx, &spb.MetaCommand{Version: meta.CommandVersion, Cmd: &spb.MetaCommand_RestoreTable{RestoreTable: &spb.MetaRestoreTable{
 		Backup: req.Backup, Table: req.Table}}})
 	if err != nil {
+		return nil, err
+	}
+	if err := m.backupHook(RestoreStepRecorded); err != nil {
 		return nil, err
 	}
 	ls.poke()
