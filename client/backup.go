@@ -6,6 +6,10 @@ import (
 	"encoding/hex"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
 	"bighive/internal/limits"
 	pb "bighive/proto/bighivepb"
 )
@@ -135,19 +139,51 @@ func (c *Client) DeleteBackup(ctx context.Context, name string) error {
 // RestoreTable creates table (which must not exist) from a backup: its
 // tablets start at the backup's split points with the backup's files. It
 // returns once the table exists; its tablets serve as soon as the master
-// assigns them (WaitServing in the test harnesses).
+// assigns them (WaitServing in the test harnesses). A retry that finds
+// the table its lost attempt restored (the backup's schema and tablet
+// count) is a success, as for CreateTable.
 func (c *Client) RestoreTable(ctx context.Context, backup, table string) (TableInfo, error) {
 	prefix := errorPrefix("restore backup %q as table %q", backup, table)
 	if err := limits.ValidateTableName(table); err != nil {
 		return TableInfo{}, statusError(err, prefix)
 	}
+	req := &pb.RestoreTableRequest{Backup: backup, Table: table}
 	var resp *pb.RestoreTableResponse
+	attempts := 0
 	err := c.callMaster(ctx, prefix, func(ctx context.Context, m pb.MasterClient) (err error) {
-		resp, err = m.RestoreTable(ctx, &pb.RestoreTableRequest{Backup: backup, Table: table})
+		attempts++
+		resp, err = m.RestoreTable(ctx, req)
+		if attempts > 1 && status.Code(err) == codes.AlreadyExists {
+			if t, ok := restoredAsAsked(ctx, m, req); ok {
+				resp, err = &pb.RestoreTableResponse{Table: t}, nil
+			}
+		}
 		return err
 	})
 	if err != nil {
 		return TableInfo{}, err
 	}
 	return tableInfo(resp.Table), nil
+}
+
+// restoredAsAsked returns the table of req when it exists with the
+// backup's schema (but for the name and version) and as many tablets as
+// the backup.
+func restoredAsAsked(ctx context.Context, m pb.MasterClient, req *pb.RestoreTableRequest) (*pb.TableInfo, bool) {
+	b, err := m.GetBackup(ctx, &pb.GetBackupRequest{Name: req.Backup})
+	if err != nil {
+		return nil, false
+	}
+	t, err := m.DescribeTable(ctx, &pb.DescribeTableRequest{Name: req.Table})
+	if err != nil {
+		return nil, false
+	}
+	plain := func(s *pb.TableSchema) *pb.TableSchema {
+		s = proto.Clone(s).(*pb.TableSchema)
+		s.Name, s.Version, s.PurgingFamilies = "", 0, nil
+		return s
+	}
+	ok := proto.Equal(plain(t.GetTable().GetSchema()), plain(b.GetBackup().GetSchema())) &&
+		int(t.GetTable().GetTabletCount()) == len(b.GetBackup().GetTablets())
+	return t.GetTable(), ok
 }

@@ -5,13 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"cloud.google.com/go/bigtable"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"bighive/client"
 	"bighive/testkit/cluster"
@@ -313,4 +319,262 @@ func TestBackupRestoreOfficialClient(t *testing.T) {
 		acked, before, len(got), victim, killAfter)
 	t.Logf("CreateBackup %v; backup size %d bytes; RestoreTable %v, every tablet serving after %v; restored table read in %v",
 		backupTook.Round(time.Millisecond), info.SizeBytes, restoreTook.Round(time.Millisecond), servingTook.Round(time.Millisecond), readTook.Round(time.Millisecond))
+}
+
+// bkStep is one crash of TestBackupSIGKILLAtEachStep at a master.BackupStep
+// (1 flush, 2 record, 3 recorded, 4 restore recorded).
+type bkStep struct {
+	name string
+	step int
+	// tserver: the leader holds the step ("pause:N") while the test kills
+	// a tserver; else the leader kills itself there.
+	tserver bool
+}
+
+var bkSteps = []bkStep{
+	{"leader killed before the flushes", 1, false},
+	{"leader killed after the flushes, before the record", 2, false},
+	{"leader killed after the record", 3, false},
+	{"leader killed after the restore record", 4, false},
+	{"tserver killed before the flushes", 1, true},
+	{"tserver killed after the flushes, before the record", 2, true},
+	{"tserver killed after the record", 3, true},
+	{"tserver killed while the restored tablets are assigned and load", 4, true},
+}
+
+// bkCut is a backup the test found complete: when its CreateBackup started,
+// and when it returned (zero: it failed, and the backup was recorded by a
+// retry or before the failure).
+type bkCut struct {
+	name       string
+	start, end time.Time
+}
+
+// TestBackupSIGKILLAtEachStep kills with SIGKILL, while writers run, the
+// leader of three masters at each step of a backup and of a restore (the
+// masters' backup fault file), then a tserver while the leader holds each
+// step. After each crash a backup is complete or absent (complete when
+// the call succeeded or the crash came after its record) and a restored
+// table exists and serves (the crash came after its record). At the end,
+// with orphan passes running every second on every tserver, the live table
+// reads every acknowledged row; then the table is dropped, the orphan
+// passes delete its blocks that no backup names, and every complete
+// backup, restored, holds its cut (bkCheck), as does every table restored
+// during a crash.
+func TestBackupSIGKILLAtEachStep(t *testing.T) {
+	skipShort(t, "SIGKILL at each step of a backup and a restore")
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	fault := filepath.Join(t.TempDir(), "backup-fault")
+	began := time.Now()
+	c, cl := startCluster(t, cluster.Options{Masters: 3, TServers: 2, Lease: 3 * time.Second, Heartbeat: 300 * time.Millisecond,
+		Flags:       []string{"--split-threshold=-1", "--mem-limit=1048576", "--orphan-every=1s", "--orphan-grace=1ms"},
+		MasterFlags: []string{"--auto-merge=false", "--backup-fault-file=" + fault}})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	src := createSpec(t, ctx, c, cl, client.TableSpec{Name: "src", Families: []client.FamilySpec{{Name: "cf"}, {Name: "meta"}}, SplitKeys: bkSplitKeys(4)})
+	load := bkStart(ctx, seed, 4, bkNativeWrite(src))
+	defer load.halt()
+	load.waitAcked(t, ctx, 300)
+	expire := time.Now().Add(24 * time.Hour)
+	base := bkCut{name: "base", start: time.Now()}
+	if _, err := cl.CreateBackup(ctx, "src", "base", expire); err != nil {
+		t.Fatal(err)
+	}
+	base.end = time.Now()
+	cuts := []bkCut{base}
+	var restored []string
+	for i, st := range bkSteps {
+		load.waitAcked(t, ctx, 100)
+		name := fmt.Sprintf("s%d", i)
+		content := strconv.Itoa(st.step)
+		if st.tserver {
+			content = "pause:" + content
+		}
+		if err := os.WriteFile(fault, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		done := make(chan error, 1)
+		go func() {
+			cctx, ccancel := context.WithTimeout(ctx, 60*time.Second)
+			defer ccancel()
+			var err error
+			if st.step == 4 {
+				_, err = cl.RestoreTable(cctx, "base", name)
+			} else {
+				_, err = cl.CreateBackup(cctx, "src", name, expire)
+			}
+			done <- err
+		}()
+		var callErr error
+		returned := false
+		wait.ForCtx(t, ctx, st.name+": the fault file taken", func() error {
+			if _, err := os.Stat(fault); errors.Is(err, os.ErrNotExist) {
+				return nil
+			}
+			select {
+			case callErr = <-done:
+				returned = true
+				return nil
+			default:
+				return errors.New("the call has not reached the step")
+			}
+		})
+		if returned {
+			t.Fatalf("%s: the call ended (%v) without reaching step %d", st.name, callErr, st.step)
+		}
+		restart := func() error { return nil }
+		victim := ""
+		if st.tserver {
+			i := bkTServerOf(ctx, cl, c, name, st.step == 4, i)
+			victim = c.TServerAddr(i)
+			if err := c.KillTServer(i); err != nil {
+				t.Fatal(err)
+			}
+			restart = func() error { return c.RestartTServer(i) }
+		} else {
+			dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
+			i := mgDead(dctx, c.MasterAddrs())
+			dcancel()
+			if i < 0 {
+				t.Fatalf("%s: no master died", st.name)
+			}
+			victim = c.MasterAddrs()[i]
+			restart = func() error { return c.RestartMaster(i) }
+		}
+		callErr = <-done
+		end := time.Now()
+		if err := restart(); err != nil {
+			t.Fatalf("%s: restart %s: %v", st.name, victim, err)
+		}
+		// A tserver's death only delays a call (its flushes are retried, a
+		// restored tablet is assigned again); the leader's is retried on the
+		// next leader, where a retry finds the restore its lost attempt made.
+		if callErr != nil && (st.tserver || st.step == 4) {
+			t.Fatalf("%s: the call failed: %v", st.name, callErr)
+		}
+		outcome := ""
+		if st.step == 4 {
+			// The crash came after the record: the table exists, whole.
+			if err := c.WaitServing(ctx, name); err != nil {
+				t.Fatalf("%s: restored table %s (call: %v): %v", st.name, name, callErr, err)
+			}
+			restored = append(restored, name)
+			outcome = "table restored, serving"
+		} else {
+			_, err := cl.GetBackup(ctx, name)
+			exists := err == nil
+			if !exists && status.Code(err) != codes.NotFound {
+				t.Fatalf("%s: GetBackup: %v", st.name, err)
+			}
+			if !exists && (callErr == nil || st.step == 3) {
+				t.Fatalf("%s: backup %s absent; the call returned %v", st.name, name, callErr)
+			}
+			outcome = "no backup"
+			if exists {
+				cut := bkCut{name: name, start: start}
+				if callErr == nil {
+					cut.end = end
+				}
+				cuts = append(cuts, cut)
+				outcome = "backup complete"
+			}
+		}
+		t.Logf("%s: killed %s; call returned %v after %v; %s", st.name, victim, callErr, end.Sub(start).Round(time.Millisecond), outcome)
+	}
+	rows := load.halt()
+	if err := c.WaitServing(ctx, "src"); err != nil {
+		t.Fatal(err)
+	}
+	// Rows not in any backup, in files of their own, then orphan passes.
+	if _, err := cl.CheckpointAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	got, err := bkScanNative(ctx, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := bkCheck(rows, got, time.Now(), time.Time{}); err != nil {
+		t.Fatalf("the live table after the crashes and orphan passes:\n%v", err)
+	} else {
+		t.Logf("live table: %d rows, every acknowledged one", n)
+	}
+	orphans := func() float64 {
+		var sum float64
+		for i := range c.NumTServers() {
+			sum += scrape(t, c.TServerHTTPAddr(i))[`bighive_checkpoint_deleted_blocks_total{cause="orphan"}`]
+		}
+		return sum
+	}
+	before := orphans()
+	if err := cl.DeleteTable(ctx, "src"); err != nil {
+		t.Fatal(err)
+	}
+	wait.ForCtx(t, ctx, "the orphan passes deleting the dropped table's blocks no backup names", func() error {
+		if n := orphans(); n <= before {
+			return fmt.Errorf("%.0f orphan blocks deleted, %.0f before the drop", n, before)
+		}
+		return nil
+	})
+	time.Sleep(2 * time.Second) // more passes
+	t.Logf("orphan passes deleted %.0f blocks after the drop", orphans()-before)
+	check := func(table string, cut bkCut) {
+		t.Helper()
+		if err := c.WaitServing(ctx, table); err != nil {
+			t.Fatal(err)
+		}
+		tbl, err := cl.Open(ctx, table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := bkScanNative(ctx, tbl)
+		if err != nil {
+			t.Fatalf("scan %s: %v", table, err)
+		}
+		n, err := bkCheck(rows, got, cut.start, cut.end)
+		if err != nil {
+			t.Fatalf("table %s (backup %s):\n%v", table, cut.name, err)
+		}
+		t.Logf("table %s of backup %s: %d rows, its cut", table, cut.name, n)
+	}
+	for _, table := range restored {
+		check(table, base)
+	}
+	for _, cut := range cuts {
+		if _, err := cl.RestoreTable(ctx, cut.name, "v-"+cut.name); err != nil {
+			t.Fatal(err)
+		}
+		check("v-"+cut.name, cut)
+	}
+	bs, err := cl.ListBackups(ctx, "")
+	if err != nil || len(bs) != len(cuts) {
+		t.Fatalf("ListBackups = %d backups (%v), want the %d complete ones", len(bs), err, len(cuts))
+	}
+	for _, b := range bs {
+		if !b.Ready || b.ExclusiveBytes+b.SharedBytes <= 0 {
+			t.Errorf("backup %s: ready %v, %d bytes", b.Name, b.Ready, b.ExclusiveBytes+b.SharedBytes)
+		}
+	}
+	t.Logf("%d crashes, %d complete backups, %d tables restored during a crash, in %v", len(bkSteps), len(cuts), len(restored), time.Since(began).Round(time.Second))
+}
+
+// bkTServerOf picks the tserver to kill: for a restore, one a tablet of
+// the restored table is assigned to, once one is (for at most 2 s); else,
+// or when none is, the one alternation gives (n).
+func bkTServerOf(ctx context.Context, cl *client.Client, c *cluster.Cluster, table string, restore bool, n int) int {
+	if restore {
+		deadline := time.Now().Add(2 * time.Second)
+		for time.Now().Before(deadline) && ctx.Err() == nil {
+			ts, _ := cl.Tablets(ctx, table)
+			for _, tb := range ts {
+				if i := spIndex(c, tb.TServer); i >= 0 {
+					return i
+				}
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return n % c.NumTServers()
 }
