@@ -86,13 +86,7 @@ func (l *bkLoad) acked() int {
 // waitAcked waits until n more writes were acknowledged.
 func (l *bkLoad) waitAcked(t *testing.T, ctx context.Context, n int) {
 	t.Helper()
-	want := l.acked() + n
-	wait.ForCtx(t, ctx, fmt.Sprintf("%d acknowledged writes", want), func() error {
-		if have := l.acked(); have < want {
-			return fmt.Errorf("%d acknowledged", have)
-		}
-		return nil
-	})
+	waitMoreAcks(t, ctx, l.acked, n)
 }
 
 // halt stops the writers and returns every row written.

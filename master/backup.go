@@ -47,15 +47,7 @@ func (s BackupStep) String() string {
 }
 
 // backupHook runs Config.BackupHook at step s.
-func (m *Master) backupHook(s BackupStep) error {
-	if m.cfg.BackupHook == nil {
-		return nil
-	}
-	if err := m.cfg.BackupHook(s); err != nil {
-		return apierr.Wrap(codes.Aborted, err, "backup: step %d (%s)", s, s)
-	}
-	return nil
-}
+func (m *Master) backupHook(s BackupStep) error { return stepHook(m.cfg.BackupHook, "backup:", s) }
 
 // CreateBackup backs a table up by reference (docs/design.md 'Backups'):
 // every tserver serving a tablet of the table checkpoints (each checkpoint
