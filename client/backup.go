@@ -154,7 +154,13 @@ func (c *Client) RestoreTable(ctx context.Context, backup, table string) (TableI
 		attempts++
 		resp, err = m.RestoreTable(ctx, req)
 		if attempts > 1 && status.Code(err) == codes.AlreadyExists {
-			if t, ok := restoredAsAsked(ctx, m, req); ok {
+			// A lookup that failed (a new leader not ready yet) is retried
+			// like the call, which then finds the table again.
+			t, ok, lerr := restoredAsAsked(ctx, m, req)
+			switch {
+			case lerr != nil:
+				err = lerr
+			case ok:
 				resp, err = &pb.RestoreTableResponse{Table: t}, nil
 			}
 		}
@@ -166,17 +172,17 @@ func (c *Client) RestoreTable(ctx context.Context, backup, table string) (TableI
 	return tableInfo(resp.Table), nil
 }
 
-// restoredAsAsked returns the table of req when it exists with the
+// restoredAsAsked returns the table of req and whether it exists with the
 // backup's schema (but for the name and version) and as many tablets as
-// the backup.
-func restoredAsAsked(ctx context.Context, m pb.MasterClient, req *pb.RestoreTableRequest) (*pb.TableInfo, bool) {
+// the backup; an error only when a lookup failed otherwise than NotFound.
+func restoredAsAsked(ctx context.Context, m pb.MasterClient, req *pb.RestoreTableRequest) (*pb.TableInfo, bool, error) {
 	b, err := m.GetBackup(ctx, &pb.GetBackupRequest{Name: req.Backup})
 	if err != nil {
-		return nil, false
+		return nil, false, notFoundIsNil(err)
 	}
 	t, err := m.DescribeTable(ctx, &pb.DescribeTableRequest{Name: req.Table})
 	if err != nil {
-		return nil, false
+		return nil, false, notFoundIsNil(err)
 	}
 	plain := func(s *pb.TableSchema) *pb.TableSchema {
 		s = proto.Clone(s).(*pb.TableSchema)
@@ -185,5 +191,12 @@ func restoredAsAsked(ctx context.Context, m pb.MasterClient, req *pb.RestoreTabl
 	}
 	ok := proto.Equal(plain(t.GetTable().GetSchema()), plain(b.GetBackup().GetSchema())) &&
 		int(t.GetTable().GetTabletCount()) == len(b.GetBackup().GetTablets())
-	return t.GetTable(), ok
+	return t.GetTable(), ok, nil
+}
+
+func notFoundIsNil(err error) error {
+	if status.Code(err) == codes.NotFound {
+		return nil
+	}
+	return err
 }

@@ -23,6 +23,9 @@ type lostRestoreMaster struct {
 	restored *pb.TableInfo // the table as it exists; nil: none
 	as       *pb.TableInfo // what the lost attempt creates (nil: the backup's table)
 	calls    int
+	// unready: DescribeTable answers Unavailable this many times first (a
+	// new leader not ready yet).
+	unready int
 }
 
 func (m *lostRestoreMaster) RestoreTable(ctx context.Context, req *pb.RestoreTableRequest) (*pb.RestoreTableResponse, error) {
@@ -48,6 +51,10 @@ func (m *lostRestoreMaster) GetBackup(ctx context.Context, req *pb.GetBackupRequ
 func (m *lostRestoreMaster) DescribeTable(ctx context.Context, req *pb.DescribeTableRequest) (*pb.DescribeTableResponse, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.unready > 0 {
+		m.unready--
+		return nil, status.Error(codes.Unavailable, "not the ready leader")
+	}
 	if m.restored == nil {
 		return nil, status.Errorf(codes.NotFound, "no table %q", req.Name)
 	}
@@ -56,8 +63,8 @@ func (m *lostRestoreMaster) DescribeTable(ctx context.Context, req *pb.DescribeT
 
 // TestRestoreTableRetryAfterLostReply: a retry of RestoreTable that finds
 // the table its lost attempt restored (the backup's schema, its tablet
-// count) is a success; a table that differs, or AlreadyExists on the first
-// attempt, is AlreadyExists.
+// count) is a success, also when looking it up failed first; a table that
+// differs, or AlreadyExists on the first attempt, is AlreadyExists.
 func TestRestoreTableRetryAfterLostReply(t *testing.T) {
 	backup := &pb.BackupMeta{Name: "b", SourceTable: "src", Schema: &pb.TableSchema{Name: "src", Version: 3, Families: []*pb.FamilySpec{{Name: "cf"}}},
 		Tablets: []*pb.BackupTablet{{}, {}}}
@@ -65,20 +72,23 @@ func TestRestoreTableRetryAfterLostReply(t *testing.T) {
 		name     string
 		existing *pb.TableInfo
 		as       *pb.TableInfo
+		unready  int
 		want     codes.Code
+		calls    int // RestoreTable calls that reach the master
 	}{
-		{name: "restored by the lost attempt", want: codes.OK},
-		{name: "the retry finds other families", want: codes.AlreadyExists,
+		{name: "restored by the lost attempt", want: codes.OK, calls: 2},
+		{name: "the lookup fails at first", unready: 1, want: codes.OK, calls: 3},
+		{name: "the retry finds other families", want: codes.AlreadyExists, calls: 2,
 			as: &pb.TableInfo{Schema: &pb.TableSchema{Name: "dst", Families: []*pb.FamilySpec{{Name: "other"}}}, TabletCount: 2}},
-		{name: "the retry finds other tablets", want: codes.AlreadyExists,
+		{name: "the retry finds other tablets", want: codes.AlreadyExists, calls: 2,
 			as: &pb.TableInfo{Schema: &pb.TableSchema{Name: "dst", Families: []*pb.FamilySpec{{Name: "cf"}}}, TabletCount: 1}},
-		{name: "exists as asked before the first attempt", want: codes.AlreadyExists,
+		{name: "exists as asked before the first attempt", want: codes.AlreadyExists, calls: 1,
 			existing: &pb.TableInfo{Schema: &pb.TableSchema{Name: "dst", Families: []*pb.FamilySpec{{Name: "cf"}}}, TabletCount: 2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			fake := &lostRestoreMaster{backup: backup, restored: tc.existing, as: tc.as}
+			fake := &lostRestoreMaster{backup: backup, restored: tc.existing, as: tc.as, unready: tc.unready}
 			info, err := dialFakeMaster(t, ctx, fake).RestoreTable(ctx, "b", "dst")
 			if got := status.Code(err); got != tc.want {
 				t.Fatalf("RestoreTable = %v (%v), want %v", got, err, tc.want)
@@ -86,8 +96,8 @@ func TestRestoreTableRetryAfterLostReply(t *testing.T) {
 			if tc.want == codes.OK && (info.Name != "dst" || info.TabletCount != 2) {
 				t.Fatalf("RestoreTable = %+v, want table dst of 2 tablets", info)
 			}
-			if tc.existing == nil && fake.calls != 2 {
-				t.Fatalf("%d RestoreTable calls reached the master, want 2 (the lost one and the retry)", fake.calls)
+			if fake.calls != tc.calls {
+				t.Fatalf("%d RestoreTable calls reached the master, want %d", fake.calls, tc.calls)
 			}
 		})
 	}
