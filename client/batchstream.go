@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"runtime"
 	"sync"
 	"time"
@@ -53,6 +54,7 @@ type batchStreams struct {
 type batchConn struct {
 	bs   *batchStreams
 	addr string
+	peer net.Addr // streamAddr(addr), made once: a conversion per call allocated
 
 	mu      sync.Mutex
 	sess    *batchSession // the open stream, nil when none
@@ -135,7 +137,7 @@ func (bs *batchStreams) call(ctx context.Context, addr string, cmd *pb.BatchComm
 	}
 	bc := bs.conns[addr]
 	if bc == nil {
-		bc = &batchConn{bs: bs, addr: addr}
+		bc = &batchConn{bs: bs, addr: addr, peer: streamAddr(addr)}
 		bs.conns[addr] = bc
 	}
 	bs.mu.Unlock()
@@ -183,7 +185,7 @@ func (bs *batchStreams) call(ctx context.Context, addr string, cmd *pb.BatchComm
 		break
 	}
 	if out.sent {
-		p.Addr = streamAddr(addr)
+		p.Addr = bc.peer
 	}
 	if out.err != nil {
 		return nil, out.err

@@ -55,13 +55,22 @@ func rowFromProto(p *pb.Row) Row {
 type ReadOption interface{ apply(*readSettings) }
 
 type readSettings struct {
-	filter    *pb.ReadFilter
+	filter    *pb.ReadFilter // nil: every column, every version
 	rowFilter Filter
 	rowProto  []byte // rowFilter serialized
 	limit     int64
 	reversed  bool
 	stats     *ReadStats
 	err       error
+}
+
+// readFilter is the read's filter, made by the first option that sets a
+// field of it: a read without such options (most Gets) allocates none.
+func (s *readSettings) readFilter() *pb.ReadFilter {
+	if s.filter == nil {
+		s.filter = &pb.ReadFilter{}
+	}
+	return s.filter
 }
 
 type readOptionFunc func(*readSettings)
@@ -77,7 +86,8 @@ func Families(families ...string) ReadOption {
 				s.err = err
 			}
 		}
-		s.filter.Families = append(s.filter.Families, families...)
+		f := s.readFilter()
+		f.Families = append(f.Families, families...)
 	})
 }
 
@@ -87,7 +97,8 @@ func Column(family, qualifier string) ReadOption {
 		if err := limits.ValidateFamilyName(family); err != nil && s.err == nil {
 			s.err = err
 		}
-		s.filter.Columns = append(s.filter.Columns, &pb.Column{Family: family, Qualifier: []byte(qualifier)})
+		f := s.readFilter()
+		f.Columns = append(f.Columns, &pb.Column{Family: family, Qualifier: []byte(qualifier)})
 	})
 }
 
@@ -99,7 +110,7 @@ func TimeRange(start, end int64) ReadOption {
 		if err := limits.ValidateTimestampRange(r); err != nil && s.err == nil {
 			s.err = err
 		}
-		s.filter.TimeRange = r
+		s.readFilter().TimeRange = r
 	})
 }
 
@@ -109,7 +120,7 @@ func LatestN(n int) ReadOption {
 		if n < 1 && s.err == nil {
 			s.err = apierr.InvalidArgument("LatestN(%d): want at least 1 version", n)
 		}
-		s.filter.MaxVersions = uint32(n)
+		s.readFilter().MaxVersions = uint32(n)
 	})
 }
 
@@ -152,7 +163,7 @@ func CountSeen(s *ReadStats) ReadOption {
 }
 
 func readSettingsOf(opts []ReadOption) (readSettings, error) {
-	s := readSettings{filter: &pb.ReadFilter{}}
+	var s readSettings
 	for _, o := range opts {
 		o.apply(&s)
 	}
