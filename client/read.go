@@ -163,14 +163,19 @@ func CountSeen(s *ReadStats) ReadOption {
 }
 
 func readSettingsOf(opts []ReadOption) (readSettings, error) {
-	var s readSettings
+	if len(opts) == 0 {
+		// The options get a pointer through an interface, which moves
+		// the settings to the heap: a read without options needs none.
+		return readSettings{}, nil
+	}
+	s := new(readSettings)
 	for _, o := range opts {
-		o.apply(&s)
+		o.apply(s)
 	}
 	if s.err == nil {
 		s.rowProto, s.err = marshalFilter(s.rowFilter)
 	}
-	return s, s.err
+	return *s, s.err
 }
 
 // sentFilter is f, or nil when f selects everything (as a missing filter
