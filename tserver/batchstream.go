@@ -50,6 +50,16 @@ const (
 
 type batchResult = pb.BatchCommandsResponse_Result
 
+// resultStatus is a result's status: nil for OK. An absent status is OK
+// (its zero value), so the common result carries none: neither side
+// allocates, encodes or decodes one (a result per Put and per Get).
+func resultStatus(err error) *pb.RowStatus {
+	if err == nil {
+		return nil
+	}
+	return apierr.RowStatus(err)
+}
+
 // results collects the results of one group, to be handed over together.
 type results []*batchResult
 
@@ -109,7 +119,7 @@ loop:
 				// tells the client that nothing was applied.
 				var rs results
 				for _, c := range req.Commands {
-					rs.add(&batchResult{Id: c.Id, Status: apierr.RowStatus(closingErr(s, c))})
+					rs.add(&batchResult{Id: c.Id, Status: resultStatus(closingErr(s, c))})
 				}
 				emit(rs)
 				continue
@@ -210,7 +220,7 @@ func (s *Server) runCommands(ctx context.Context, cmds []*pb.BatchCommandsReques
 	var now results // answered without running
 	for _, c := range cmds {
 		if err := s.checkBatchCommand(ctx, c); err != nil {
-			now.add(&batchResult{Id: c.Id, Status: apierr.RowStatus(err)})
+			now.add(&batchResult{Id: c.Id, Status: resultStatus(err)})
 			continue
 		}
 		switch {
@@ -226,9 +236,9 @@ func (s *Server) runCommands(ctx context.Context, cmds []*pb.BatchCommandsReques
 		case c.GetReadRow() != nil:
 			reads = append(reads, c)
 		case c.GetPing() != nil:
-			counted(s.pingMetrics, &now)(&batchResult{Id: c.Id, Status: &pb.RowStatus{}})
+			counted(s.pingMetrics, &now)(&batchResult{Id: c.Id})
 		default:
-			now.add(&batchResult{Id: c.Id, Status: apierr.RowStatus(apierr.InvalidArgument("batch command %d names no request", c.Id))})
+			now.add(&batchResult{Id: c.Id, Status: resultStatus(apierr.InvalidArgument("batch command %d names no request", c.Id))})
 		}
 	}
 	emit(now)
@@ -270,7 +280,7 @@ func (s *Server) mutateGroup(ctx context.Context, tabletID string, epoch int64, 
 	for i, c := range cmds {
 		m, err := toMutation(c.GetMutateRow().Row)
 		if err != nil {
-			emit(&batchResult{Id: c.Id, Status: apierr.RowStatus(err)})
+			emit(&batchResult{Id: c.Id, Status: resultStatus(err)})
 			continue
 		}
 		ms, idx = append(ms, m), append(idx, i)
@@ -280,14 +290,14 @@ func (s *Server) mutateGroup(ctx context.Context, tabletID string, epoch int64, 
 	}
 	r, err := s.serving(tabletID, epoch)
 	if err != nil {
-		st := apierr.RowStatus(err)
+		st := resultStatus(err)
 		for _, i := range idx {
 			emit(&batchResult{Id: cmds[i].Id, Status: st})
 		}
 		return
 	}
 	for k, err := range r.WriteBatch(ctx, ms) {
-		emit(&batchResult{Id: cmds[idx[k]].Id, Status: apierr.RowStatus(s.tabletErr(r, err))})
+		emit(&batchResult{Id: cmds[idx[k]].Id, Status: resultStatus(s.tabletErr(r, err))})
 	}
 }
 
@@ -299,7 +309,7 @@ func (s *Server) mutateGroup(ctx context.Context, tabletID string, epoch int64, 
 func (s *Server) Command(ctx context.Context, cmd *pb.BatchCommandsRequest_Command) *pb.BatchCommandsResponse_Result {
 	select {
 	case <-s.draining:
-		return &batchResult{Id: cmd.Id, Status: apierr.RowStatus(closingErr(s, cmd))}
+		return &batchResult{Id: cmd.Id, Status: resultStatus(closingErr(s, cmd))}
 	default:
 	}
 	var res *batchResult

@@ -81,7 +81,7 @@ func sameFilter(a, b *pb.ReadFilter) bool {
 // with the response or status its unary ReadRow would have returned.
 func (s *Server) readRows(ctx context.Context, g *readGroup, emit func(*batchResult)) {
 	fail := func(cmds []*pb.BatchCommandsRequest_Command, err error) {
-		st := apierr.RowStatus(err)
+		st := resultStatus(err)
 		for _, c := range cmds {
 			emit(&batchResult{Id: c.Id, Status: st})
 		}
@@ -140,7 +140,7 @@ func (s *Server) readRows(ctx context.Context, g *readGroup, emit func(*batchRes
 		if resp == nil {
 			resp = &pb.ReadRowResponse{Row: &pb.Row{Key: rows[i]}}
 		}
-		emit(&batchResult{Id: c.Id, Status: apierr.RowStatus(nil), ReadRow: resp})
+		emit(&batchResult{Id: c.Id, ReadRow: resp})
 	}
 }
 

@@ -2426,7 +2426,8 @@ type BatchCommandsResponse_Result struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
 	// The outcome, as the unary call would return it: code, message and,
-	// for a routing error, the TabletError (nothing was applied).
+	// for a routing error, the TabletError (nothing was applied). Absent
+	// for OK (the tserver sends none then).
 	Status *RowStatus `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
 	// Set for a read_row command that succeeded.
 	ReadRow       *ReadRowResponse `protobuf:"bytes,3,opt,name=read_row,json=readRow,proto3" json:"read_row,omitempty"`
