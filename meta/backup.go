@@ -18,7 +18,12 @@ import (
 // counts a backup's blocks as live, and every file a backup names goes
 // into the sharedfiles bucket (never removed: a marker of a few bytes), so
 // a tserver asks SharedFiles before it deletes a compaction's replaced
-// file itself and leaves a shared one to the orphan pass.
+// file itself and leaves a shared one to the orphan pass. A copy
+// (recordBackup with CopyOf) names the same files as its source; an
+// import is recorded CREATING, without files, and gets them one command at
+// a time as the tservers write them (addBackupFiles), so every imported
+// file is named (kept by GC) moments after it is written, and it is
+// restorable only once READY.
 
 // Backup returns one backup, or a NotFound error.
 func (r *Reader) Backup(name string) (*pb.BackupMeta, error) {
@@ -124,13 +129,98 @@ func (w *writer) createBackup(c *spb.MetaCreateBackup) (*Result, error) {
 		}
 		m.Tablets = append(m.Tablets, &pb.BackupTablet{Range: t.Range, Tsfiles: t.Tsfiles})
 	}
+	if err := w.markShared(m.Tablets); err != nil {
+		return nil, err
+	}
+	if err := w.putBackup(m); err != nil {
+		return nil, err
+	}
+	return &Result{Backup: m}, nil
+}
+
+// markShared marks every file of tablets in sharedfiles.
+func (w *writer) markShared(tablets []*pb.BackupTablet) error {
 	shared := w.tx.Bucket(bucketSharedFiles)
-	for _, bt := range m.Tablets {
+	for _, bt := range tablets {
 		for _, f := range bt.Tsfiles {
 			if err := shared.Put(sharedKey(f.BlockStoreUuid, f.FooterBlock), nil); err != nil {
-				return nil, err
+				return err
 			}
 		}
+	}
+	return nil
+}
+
+// recordBackup records a copy of a READY backup (c.CopyOf: its schema,
+// tablets and files, read in this transaction, so no deletion of the
+// source can come between) or the start of an import (a CREATING backup
+// with c.Backup's schema and tablet ranges, without files).
+func (w *writer) recordBackup(c *spb.MetaRecordBackup) (*Result, error) {
+	in := c.GetBackup()
+	if err := limits.ValidateBackupName(in.GetName()); err != nil {
+		return nil, err
+	}
+	if in.ExpireTimeMicros <= in.CreateTimeMicros {
+		return nil, apierr.InvalidArgument("backup %q: expire time %d µs is not after its creation time %d µs", in.Name, in.ExpireTimeMicros, in.CreateTimeMicros)
+	}
+	if _, err := w.Backup(in.Name); err == nil {
+		return nil, apierr.AlreadyExists("backup %q already exists", in.Name)
+	}
+	m := &pb.BackupMeta{Name: in.Name, CreateTimeMicros: in.CreateTimeMicros, ExpireTimeMicros: in.ExpireTimeMicros}
+	if c.CopyOf != "" {
+		src, err := w.Backup(c.CopyOf)
+		if err != nil {
+			return nil, err
+		}
+		if src.State != pb.BackupState_BACKUP_STATE_READY {
+			return nil, apierr.FailedPrecondition("backup %q is still being imported; copy it once it is ready", c.CopyOf)
+		}
+		m.SourceTable, m.Schema, m.Tablets, m.State = src.SourceTable, src.Schema, src.Tablets, pb.BackupState_BACKUP_STATE_READY
+	} else {
+		if in.Schema == nil {
+			return nil, apierr.InvalidArgument("backup %q: an import needs the table's schema", in.Name)
+		}
+		m.SourceTable, m.Schema, m.State = in.SourceTable, in.Schema, pb.BackupState_BACKUP_STATE_CREATING
+		for _, t := range in.Tablets {
+			m.Tablets = append(m.Tablets, &pb.BackupTablet{Range: t.Range})
+		}
+		if err := checkTiling(m); err != nil {
+			return nil, apierr.InvalidArgument("%v", err)
+		}
+	}
+	if err := w.markShared(m.Tablets); err != nil {
+		return nil, err
+	}
+	if err := w.putBackup(m); err != nil {
+		return nil, err
+	}
+	return &Result{Backup: m}, nil
+}
+
+// addBackupFiles adds imported files to a CREATING backup's tablets and,
+// with c.Ready, makes it READY.
+func (w *writer) addBackupFiles(c *spb.MetaAddBackupFiles) (*Result, error) {
+	m, err := w.Backup(c.Name)
+	if err != nil {
+		return nil, err
+	}
+	if m.State != pb.BackupState_BACKUP_STATE_CREATING {
+		return nil, apierr.FailedPrecondition("backup %q is not being imported", c.Name)
+	}
+	added := make([]*pb.BackupTablet, 0, len(c.Tablets))
+	for _, t := range c.Tablets {
+		if t.Index < 0 || int(t.Index) >= len(m.Tablets) {
+			return nil, apierr.InvalidArgument("backup %q has %d tablets, not a tablet %d", c.Name, len(m.Tablets), t.Index)
+		}
+		bt := m.Tablets[t.Index]
+		bt.Tsfiles = append(bt.Tsfiles, t.Tsfiles...)
+		added = append(added, &pb.BackupTablet{Tsfiles: t.Tsfiles})
+	}
+	if c.Ready {
+		m.State = pb.BackupState_BACKUP_STATE_READY
+	}
+	if err := w.markShared(added); err != nil {
+		return nil, err
 	}
 	if err := w.putBackup(m); err != nil {
 		return nil, err
@@ -176,6 +266,9 @@ func (w *writer) restoreTable(c *spb.MetaRestoreTable) (*Result, error) {
 	m, err := w.Backup(c.Backup)
 	if err != nil {
 		return nil, err
+	}
+	if m.State != pb.BackupState_BACKUP_STATE_READY {
+		return nil, apierr.FailedPrecondition("backup %q is still being imported; restore it once it is ready", c.Backup)
 	}
 	schema := proto.Clone(m.Schema).(*pb.TableSchema)
 	schema.Name = c.Table
