@@ -142,3 +142,22 @@ func (c *Client) RestoreTable(ctx context.Context, backup, table string) (TableI
 	}
 	return tableInfo(resp.Table), nil
 }
+
+// CopyBackup makes backup name a copy of backup source, kept until
+// expires. The copy names the same files (nothing is copied) and outlives
+// the source.
+func (c *Client) CopyBackup(ctx context.Context, source, name string, expires time.Time) (BackupInfo, error) {
+	prefix := errorPrefix("copy backup %q as %q", source, name)
+	if err := limits.ValidateBackupName(name); err != nil {
+		return BackupInfo{}, statusError(err, prefix)
+	}
+	var resp *pb.CopyBackupResponse
+	err := c.callMaster(ctx, prefix, func(ctx context.Context, m pb.MasterClient) (err error) {
+		resp, err = m.CopyBackup(ctx, &pb.CopyBackupRequest{Source: source, Name: name, ExpireTimeMicros: expires.UnixMicro()})
+		return err
+	})
+	if err != nil {
+		return BackupInfo{}, err
+	}
+	return backupInfo(resp.Backup), nil
+}
