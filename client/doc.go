@@ -28,6 +28,11 @@
 // DeleteBackup manage backups; RestoreTable makes a new table of one. A
 // CreateBackup carries one request id over its retries, so a retry whose
 // first attempt was recorded answers the backup, not AlreadyExists.
+// CopyBackup records a second backup of the same files. ExportBackup
+// writes a backup to a directory in the export format
+// (docs/backup-format.md) and ImportBackup brings such a directory into a
+// cluster as a backup; the bytes go through tservers' ExportTSFile and
+// ImportTSFile streams, so neither needs the cluster's shared root.
 //
 // # Schema changes
 //

@@ -48,7 +48,10 @@
 // ranges and files; the leader loop assigns its tablets. The leader
 // deletes expired backups every Config.BackupExpiryInterval. SharedTSFiles
 // tells a tserver which replaced files of a compaction a backup may share,
-// so it leaves them to its orphan pass.
+// so it leaves them to its orphan pass. CopyBackup is one command that
+// reads the source and records the copy naming its files; ImportBackup
+// records an imported backup CREATING, then the files tservers wrote for
+// it, one command each, then READY (docs/backup-format.md).
 //
 // # What goes through raft
 //
