@@ -24,8 +24,10 @@ const FormatVersion = 1
 // ManifestName is the manifest's file name in an export directory.
 const ManifestName = "MANIFEST"
 
-// MaxChunk bounds a data record's payload and the manifest's.
-const MaxChunk = 64 << 20
+// MaxChunk bounds a data record's payload and the manifest's: a chunk
+// ends at the first entry past ChunkTarget, and one entry holds up to a
+// 100 MiB value (limits.MaxValueBytes) and its keys.
+const MaxChunk = 128 << 20
 
 // ChunkTarget is the payload size a writer aims for (a record ends at the
 // first entry past it).
