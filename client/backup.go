@@ -16,7 +16,9 @@ type BackupInfo struct {
 	SourceTable string
 	Created     time.Time
 	Expires     time.Time
-	// Ready is true once recorded: CreateBackup returns only then.
+	// Ready is true once recorded: CreateBackup returns only then. An
+	// import in progress (ImportBackup) is not ready: it cannot be
+	// restored or copied yet.
 	Ready bool
 	// SplitKeys are the source table's tablet boundaries at the cut; a
 	// restored table starts with these tablets.
