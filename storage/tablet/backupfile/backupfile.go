@@ -423,11 +423,13 @@ type decoder struct {
 
 var errShort = errors.New("cut short")
 
-func (d *decoder) uvarint() uint64 {
+// varint reads one LEB128 integer with read (binary.Uvarint or
+// binary.Varint).
+func varint[T uint64 | int64](d *decoder, read func([]byte) (T, int)) T {
 	if d.err != nil {
 		return 0
 	}
-	v, n := binary.Uvarint(d.b[d.pos:])
+	v, n := read(d.b[d.pos:])
 	if n <= 0 {
 		d.err = errShort
 		return 0
@@ -436,18 +438,8 @@ func (d *decoder) uvarint() uint64 {
 	return v
 }
 
-func (d *decoder) varint() int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.b[d.pos:])
-	if n <= 0 {
-		d.err = errShort
-		return 0
-	}
-	d.pos += n
-	return v
-}
+func (d *decoder) uvarint() uint64 { return varint(d, binary.Uvarint) }
+func (d *decoder) varint() int64   { return varint(d, binary.Varint) }
 
 func (d *decoder) byte() byte {
 	if d.err != nil || d.pos >= len(d.b) {
