@@ -180,6 +180,9 @@ func (w *writer) recordBackup(c *spb.MetaRecordBackup) (*Result, error) {
 		if in.Schema == nil {
 			return nil, apierr.InvalidArgument("backup %q: an import needs the table's schema", in.Name)
 		}
+		if err := ValidateSchema(in.Schema); err != nil {
+			return nil, err
+		}
 		m.SourceTable, m.Schema, m.State = in.SourceTable, in.Schema, pb.BackupState_BACKUP_STATE_CREATING
 		for _, t := range in.Tablets {
 			m.Tablets = append(m.Tablets, &pb.BackupTablet{Range: t.Range})

@@ -202,6 +202,7 @@ func TestCopyAndImportBackup(t *testing.T) {
 		{"copy of a missing backup", record("nope", "x", nil), codes.NotFound},
 		{"copy onto a taken name", record("b", "c", nil), codes.AlreadyExists},
 		{"import without a schema", record("", "x", &pb.BackupMeta{Tablets: ranges}), codes.InvalidArgument},
+		{"import of a bad schema", record("", "x", &pb.BackupMeta{Schema: &pb.TableSchema{Name: "a/b"}, Tablets: ranges}), codes.InvalidArgument},
 		{"import of ranges that do not tile", record("", "x", &pb.BackupMeta{Schema: &pb.TableSchema{Name: "t"}, Tablets: ranges[1:]}), codes.InvalidArgument},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
