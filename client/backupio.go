@@ -98,6 +98,11 @@ func (c *Client) exportBackup(ctx context.Context, b *pb.BackupMeta, dir string)
 			res.Entries += mf.Entries
 			res.Bytes += mf.Size
 		}
+		if len(bt.Tsfiles) > 0 {
+			if err := syncDir(filepath.Dir(filepath.Join(dir, filepath.FromSlash(backupfile.DataPath(ti, 0))))); err != nil {
+				return ExportResult{}, err
+			}
+		}
 		m.Tablets = append(m.Tablets, mt)
 	}
 	if err := writeFileAtomic(manifestPath, func(w io.Writer) error { return backupfile.WriteManifest(w, m) }); err != nil {
