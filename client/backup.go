@@ -29,6 +29,13 @@ type BackupInfo struct {
 	Bytes int64
 }
 
+// requestID names one call over its retries.
+func requestID() string {
+	var id [16]byte
+	_, _ = rand.Read(id[:])
+	return hex.EncodeToString(id[:])
+}
+
 func backupInfo(b *pb.BackupMeta) BackupInfo {
 	info := BackupInfo{
 		Name:        b.Name,
@@ -60,9 +67,7 @@ func (c *Client) CreateBackup(ctx context.Context, table, name string, expires t
 	}
 	// One request id for every attempt: a retry whose first attempt
 	// recorded the backup (its answer lost) gets it, not AlreadyExists.
-	var id [16]byte
-	_, _ = rand.Read(id[:])
-	req := &pb.CreateBackupRequest{Name: name, Table: table, ExpireTimeMicros: expires.UnixMicro(), RequestId: hex.EncodeToString(id[:])}
+	req := &pb.CreateBackupRequest{Name: name, Table: table, ExpireTimeMicros: expires.UnixMicro(), RequestId: requestID()}
 	var resp *pb.CreateBackupResponse
 	err := c.callMaster(ctx, prefix, func(ctx context.Context, m pb.MasterClient) (err error) {
 		resp, err = m.CreateBackup(ctx, req)

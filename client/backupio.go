@@ -243,7 +243,8 @@ func (c *Client) ImportBackup(ctx context.Context, dir, name string, expires tim
 	if err != nil {
 		return ExportResult{}, statusError(err, prefix)
 	}
-	begin := &pb.BackupMeta{Name: name, SourceTable: m.SourceTable, Schema: m.Schema, CreateTimeMicros: m.CreateTimeMicros, ExpireTimeMicros: expires.UnixMicro()}
+	begin := &pb.BackupMeta{Name: name, SourceTable: m.SourceTable, Schema: m.Schema, CreateTimeMicros: m.CreateTimeMicros, ExpireTimeMicros: expires.UnixMicro(),
+		RequestId: requestID()} // a retried begin whose first attempt was recorded gets its backup
 	for _, t := range m.Tablets {
 		begin.Tablets = append(begin.Tablets, &pb.BackupTablet{Range: &pb.RowRange{StartRow: t.StartRow, EndRow: t.EndRow}})
 	}

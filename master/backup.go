@@ -335,7 +335,8 @@ func (m *Master) ImportBackup(ctx context.Context, req *pb.ImportBackupRequest) 
 		if b.ExpireTimeMicros <= time.Now().UnixMicro() {
 			return nil, apierr.InvalidArgument("backup %q: expire time %s is not in the future", b.Name, time.UnixMicro(b.ExpireTimeMicros).UTC().Format(time.RFC3339))
 		}
-		in := &pb.BackupMeta{Name: b.Name, SourceTable: b.SourceTable, Schema: b.Schema, CreateTimeMicros: b.CreateTimeMicros, ExpireTimeMicros: b.ExpireTimeMicros}
+		in := &pb.BackupMeta{Name: b.Name, SourceTable: b.SourceTable, Schema: b.Schema, CreateTimeMicros: b.CreateTimeMicros,
+			ExpireTimeMicros: b.ExpireTimeMicros, RequestId: b.RequestId}
 		for _, t := range b.Tablets {
 			in.Tablets = append(in.Tablets, &pb.BackupTablet{Range: t.Range})
 		}

@@ -2,6 +2,7 @@ package meta
 
 import (
 	"bytes"
+	"slices"
 
 	"google.golang.org/protobuf/proto"
 
@@ -163,10 +164,13 @@ func (w *writer) recordBackup(c *spb.MetaRecordBackup) (*Result, error) {
 	if in.ExpireTimeMicros <= in.CreateTimeMicros {
 		return nil, apierr.InvalidArgument("backup %q: expire time %d µs is not after its creation time %d µs", in.Name, in.ExpireTimeMicros, in.CreateTimeMicros)
 	}
-	if _, err := w.Backup(in.Name); err == nil {
+	if old, err := w.Backup(in.Name); err == nil {
+		if in.RequestId != "" && old.RequestId == in.RequestId {
+			return &Result{Backup: old}, nil // a retry of the call that made it
+		}
 		return nil, apierr.AlreadyExists("backup %q already exists", in.Name)
 	}
-	m := &pb.BackupMeta{Name: in.Name, CreateTimeMicros: in.CreateTimeMicros, ExpireTimeMicros: in.ExpireTimeMicros}
+	m := &pb.BackupMeta{Name: in.Name, CreateTimeMicros: in.CreateTimeMicros, ExpireTimeMicros: in.ExpireTimeMicros, RequestId: in.RequestId}
 	if c.CopyOf != "" {
 		src, err := w.Backup(c.CopyOf)
 		if err != nil {
@@ -201,11 +205,16 @@ func (w *writer) recordBackup(c *spb.MetaRecordBackup) (*Result, error) {
 }
 
 // addBackupFiles adds imported files to a CREATING backup's tablets and,
-// with c.Ready, makes it READY.
+// with c.Ready, makes it READY. It is idempotent, so a retried call is
+// harmless: a file the tablet names already is not added again, and a
+// READY backup answers a command that only marks it ready.
 func (w *writer) addBackupFiles(c *spb.MetaAddBackupFiles) (*Result, error) {
 	m, err := w.Backup(c.Name)
 	if err != nil {
 		return nil, err
+	}
+	if m.State == pb.BackupState_BACKUP_STATE_READY && c.Ready && len(c.Tablets) == 0 {
+		return &Result{Backup: m}, nil
 	}
 	if m.State != pb.BackupState_BACKUP_STATE_CREATING {
 		return nil, apierr.FailedPrecondition("backup %q is not being imported", c.Name)
@@ -216,7 +225,13 @@ func (w *writer) addBackupFiles(c *spb.MetaAddBackupFiles) (*Result, error) {
 			return nil, apierr.InvalidArgument("backup %q has %d tablets, not a tablet %d", c.Name, len(m.Tablets), t.Index)
 		}
 		bt := m.Tablets[t.Index]
-		bt.Tsfiles = append(bt.Tsfiles, t.Tsfiles...)
+		for _, f := range t.Tsfiles {
+			if !slices.ContainsFunc(bt.Tsfiles, func(g *pb.TSFileRef) bool {
+				return g.BlockStoreUuid == f.BlockStoreUuid && g.FooterBlock == f.FooterBlock
+			}) {
+				bt.Tsfiles = append(bt.Tsfiles, f)
+			}
+		}
 		added = append(added, &pb.BackupTablet{Tsfiles: t.Tsfiles})
 	}
 	if c.Ready {

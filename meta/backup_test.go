@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 
 	"bighive/internal/apierr"
 	pb "bighive/proto/bighivepb"
@@ -235,6 +236,20 @@ func TestCopyAndImportBackup(t *testing.T) {
 		t.Fatalf("files added to a ready backup: %v", c)
 	}
 	f.mustApply(add("i", 0, false, 7))
+	f.mustApply(add("i", 0, false, 7)) // a retry adds nothing
+	// A retried begin (same request id) answers the import it began.
+	withID := func(id string) *spb.MetaCommand {
+		b := proto.Clone(imp).(*pb.BackupMeta)
+		b.RequestId = id
+		return record("", "j", b)
+	}
+	f.mustApply(withID("req-1"))
+	if b := f.mustApply(withID("req-1")).Backup; b.State != pb.BackupState_BACKUP_STATE_CREATING {
+		t.Fatalf("a retried begin answered %v", b)
+	}
+	if c := apierr.CodeOf(f.apply(withID("req-2")).Err); c != codes.AlreadyExists {
+		t.Fatalf("another import under a taken name: %v", c)
+	}
 	_ = f.View(func(r *Reader) error {
 		blocks, _, _ := r.GCReferences("bs-b", "")
 		if fmt.Sprint(blocks) != "[7]" || fmt.Sprint(r.SharedFiles("bs-b", []uint64{7})) != "[7]" {
@@ -242,8 +257,13 @@ func TestCopyAndImportBackup(t *testing.T) {
 		}
 		return nil
 	})
-	if b := f.mustApply(add("i", 1, true, 8, 9)).Backup; b.State != pb.BackupState_BACKUP_STATE_READY || footersOf(b.Tablets[1].Tsfiles) != "[8 9]" {
+	if b := f.mustApply(add("i", 1, true, 8, 9)).Backup; b.State != pb.BackupState_BACKUP_STATE_READY || footersOf(b.Tablets[1].Tsfiles) != "[8 9]" ||
+		footersOf(b.Tablets[0].Tsfiles) != "[7]" {
 		t.Fatalf("import done %v", b)
+	}
+	ready := &spb.MetaCommand{Cmd: &spb.MetaCommand_AddBackupFiles{AddBackupFiles: &spb.MetaAddBackupFiles{Name: "i", Ready: true}}}
+	if b := f.mustApply(ready).Backup; b.State != pb.BackupState_BACKUP_STATE_READY { // a retried last call
+		t.Fatalf("ready again: %v", b)
 	}
 	res := f.mustApply(restoreCmd("i", "r"))
 	if len(res.Tablets) != 2 || footersOf(res.Tablets[0].Tsfiles) != "[7]" || string(res.Tablets[1].Range.GetStartRow()) != "k" {

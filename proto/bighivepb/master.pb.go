@@ -5042,7 +5042,10 @@ type ImportBackupRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// begin: a new CREATING backup with the schema, source table and tablet
 	// ranges of backup (its files and state are ignored; its create time is
-	// kept, its expire time must be in the future).
+	// kept, its expire time must be in the future; its request_id, when set,
+	// makes a retried begin answer the backup its first attempt recorded).
+	// Adding a file a tablet names already, or marking a READY backup ready,
+	// changes nothing: every step may be retried.
 	Begin *BackupMeta `protobuf:"bytes,1,opt,name=begin,proto3" json:"begin,omitempty"`
 	// Otherwise: add files to the CREATING backup name's tablets (by index)
 	// and, with ready, make it READY.

@@ -2265,7 +2265,8 @@ func (x *MetaRestoreTable) GetTable() string {
 // FSM copies its schema, tablets and files in the same transaction, so the
 // files are named without a gap) or the start of an import (backup set,
 // state CREATING, its tablets' ranges without files). Every file it names
-// is marked shared.
+// is marked shared. When the backup exists with backup.request_id (not
+// empty), the command answers it and changes nothing: a retried begin.
 type MetaRecordBackup struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	CopyOf        string                 `protobuf:"bytes,1,opt,name=copy_of,json=copyOf,proto3" json:"copy_of,omitempty"`
@@ -2319,7 +2320,9 @@ func (x *MetaRecordBackup) GetBackup() *bighivepb.BackupMeta {
 }
 
 // Adds imported TSFiles to a CREATING backup's tablets; with ready, the
-// backup becomes READY (restorable). The files are marked shared.
+// backup becomes READY (restorable). The files are marked shared. A file
+// the tablet names already is not added again, and a READY backup answers
+// a command with ready and no files: a retry changes nothing.
 type MetaAddBackupFiles struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
