@@ -10,6 +10,7 @@ import (
 
 	"bighive/internal/apierr"
 	pb "bighive/proto/bighivepb"
+	"bighive/storage/blockstore"
 	"bighive/storage/tablet/backupfile"
 	"bighive/storage/tablet/tsfile"
 )
@@ -31,7 +32,11 @@ func (s *Server) ExportTSFile(req *pb.ExportTSFileRequest, stream grpc.ServerStr
 	footer := footerOf(req.File, s.uuid)
 	store, release, err := s.openStoreFor(footer)
 	if err != nil {
-		return apierr.Wrap(codes.NotFound, err, "export of TSFile %s", footer)
+		code := codes.Unavailable // another tserver may read it
+		if errors.Is(err, blockstore.ErrNotFound) {
+			code = codes.NotFound
+		}
+		return apierr.Wrap(code, err, "export of TSFile %s", footer)
 	}
 	defer release()
 	r, err := tsfile.Open(store, footer, tsfile.ReaderOptions{})
