@@ -91,17 +91,10 @@ func (w *writer) putBackup(m *pb.BackupMeta) error {
 // merged since, or not serving when the flushes ran) refuses the command
 // with Aborted, and the leader flushes again.
 func (w *writer) createBackup(c *spb.MetaCreateBackup) (*Result, error) {
-	if err := limits.ValidateBackupName(c.Name); err != nil {
+	if retry, err := w.checkNewBackup(c.Name, c.CreateTimeMicros, c.ExpireTimeMicros, c.RequestId); err != nil {
 		return nil, err
-	}
-	if c.ExpireTimeMicros <= c.CreateTimeMicros {
-		return nil, apierr.InvalidArgument("backup %q: expire time %d µs is not after its creation time %d µs", c.Name, c.ExpireTimeMicros, c.CreateTimeMicros)
-	}
-	if old, err := w.Backup(c.Name); err == nil {
-		if c.RequestId != "" && old.RequestId == c.RequestId {
-			return &Result{Backup: old}, nil // a retry of the call that made it
-		}
-		return nil, apierr.AlreadyExists("backup %q already exists", c.Name)
+	} else if retry != nil {
+		return &Result{Backup: retry}, nil // a retry of the call that made it
 	}
 	schema, err := w.Table(c.Table)
 	if err != nil {
@@ -130,26 +123,43 @@ func (w *writer) createBackup(c *spb.MetaCreateBackup) (*Result, error) {
 		}
 		m.Tablets = append(m.Tablets, &pb.BackupTablet{Range: t.Range, Tsfiles: t.Tsfiles})
 	}
-	if err := w.markShared(m.Tablets); err != nil {
+	return w.saveBackup(m, m.Tablets)
+}
+
+// checkNewBackup checks a new backup's name and times. A backup of that
+// name made by the same call (requestID, not empty) is returned: the
+// command is a retry and answers it.
+func (w *writer) checkNewBackup(name string, create, expire int64, requestID string) (retry *pb.BackupMeta, err error) {
+	if err := limits.ValidateBackupName(name); err != nil {
 		return nil, err
+	}
+	if expire <= create {
+		return nil, apierr.InvalidArgument("backup %q: expire time %d µs is not after its creation time %d µs", name, expire, create)
+	}
+	if old, err := w.Backup(name); err == nil {
+		if requestID != "" && old.RequestId == requestID {
+			return old, nil
+		}
+		return nil, apierr.AlreadyExists("backup %q already exists", name)
+	}
+	return nil, nil
+}
+
+// saveBackup marks every file of named (the files the command gave m) in
+// sharedfiles and stores m.
+func (w *writer) saveBackup(m *pb.BackupMeta, named []*pb.BackupTablet) (*Result, error) {
+	shared := w.tx.Bucket(bucketSharedFiles)
+	for _, bt := range named {
+		for _, f := range bt.Tsfiles {
+			if err := shared.Put(sharedKey(f.BlockStoreUuid, f.FooterBlock), nil); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if err := w.putBackup(m); err != nil {
 		return nil, err
 	}
 	return &Result{Backup: m}, nil
-}
-
-// markShared marks every file of tablets in sharedfiles.
-func (w *writer) markShared(tablets []*pb.BackupTablet) error {
-	shared := w.tx.Bucket(bucketSharedFiles)
-	for _, bt := range tablets {
-		for _, f := range bt.Tsfiles {
-			if err := shared.Put(sharedKey(f.BlockStoreUuid, f.FooterBlock), nil); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 // recordBackup records a copy of a READY backup (c.CopyOf: its schema,
@@ -158,17 +168,10 @@ func (w *writer) markShared(tablets []*pb.BackupTablet) error {
 // with c.Backup's schema and tablet ranges, without files).
 func (w *writer) recordBackup(c *spb.MetaRecordBackup) (*Result, error) {
 	in := c.GetBackup()
-	if err := limits.ValidateBackupName(in.GetName()); err != nil {
+	if retry, err := w.checkNewBackup(in.GetName(), in.GetCreateTimeMicros(), in.GetExpireTimeMicros(), in.GetRequestId()); err != nil {
 		return nil, err
-	}
-	if in.ExpireTimeMicros <= in.CreateTimeMicros {
-		return nil, apierr.InvalidArgument("backup %q: expire time %d µs is not after its creation time %d µs", in.Name, in.ExpireTimeMicros, in.CreateTimeMicros)
-	}
-	if old, err := w.Backup(in.Name); err == nil {
-		if in.RequestId != "" && old.RequestId == in.RequestId {
-			return &Result{Backup: old}, nil // a retry of the call that made it
-		}
-		return nil, apierr.AlreadyExists("backup %q already exists", in.Name)
+	} else if retry != nil {
+		return &Result{Backup: retry}, nil // a retry of the call that made it
 	}
 	m := &pb.BackupMeta{Name: in.Name, CreateTimeMicros: in.CreateTimeMicros, ExpireTimeMicros: in.ExpireTimeMicros, RequestId: in.RequestId}
 	if c.CopyOf != "" {
@@ -195,13 +198,7 @@ func (w *writer) recordBackup(c *spb.MetaRecordBackup) (*Result, error) {
 			return nil, apierr.InvalidArgument("%v", err)
 		}
 	}
-	if err := w.markShared(m.Tablets); err != nil {
-		return nil, err
-	}
-	if err := w.putBackup(m); err != nil {
-		return nil, err
-	}
-	return &Result{Backup: m}, nil
+	return w.saveBackup(m, m.Tablets)
 }
 
 // addBackupFiles adds imported files to a CREATING backup's tablets and,
@@ -237,13 +234,7 @@ func (w *writer) addBackupFiles(c *spb.MetaAddBackupFiles) (*Result, error) {
 	if c.Ready {
 		m.State = pb.BackupState_BACKUP_STATE_READY
 	}
-	if err := w.markShared(added); err != nil {
-		return nil, err
-	}
-	if err := w.putBackup(m); err != nil {
-		return nil, err
-	}
-	return &Result{Backup: m}, nil
+	return w.saveBackup(m, added)
 }
 
 func (w *writer) updateBackup(c *spb.MetaUpdateBackup) (*Result, error) {
