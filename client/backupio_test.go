@@ -14,8 +14,10 @@ import (
 	"google.golang.org/grpc/status"
 
 	"bighive/client"
+	pb "bighive/proto/bighivepb"
 	"bighive/storage/tablet/backupfile"
 	"bighive/testkit/inproc"
+	"bighive/testkit/wait"
 )
 
 // allCells reads every cell of table, every version, as one line per cell.
@@ -195,6 +197,41 @@ func TestExportImportAcrossClusters(t *testing.T) {
 		_, err := dcl.ImportBackup(ctx, d, "bad2", expires)
 		if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "format version 2") {
 			t.Fatalf("import of a later version: %v", err)
+		}
+	})
+	t.Run("copy outlives its source", func(t *testing.T) {
+		if _, err := scl.CopyBackup(ctx, "b1", "b1-copy", time.Now().Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if err := scl.DeleteBackup(ctx, "b1"); err != nil {
+			t.Fatal(err)
+		}
+		if err := scl.DeleteTable(ctx, "orders"); err != nil {
+			t.Fatal(err)
+		}
+		// Once no tserver holds the deleted table's tablets, an orphan pass
+		// keeps only what metadata names: the copy's files.
+		for _, i := range src.Running() {
+			wait.ForCtx(t, ctx, "the deleted table's tablets dropped", func() error {
+				st, err := src.TServer(i).Status(ctx, &pb.StatusRequest{})
+				if err == nil && len(st.Tablets) > 0 {
+					err = fmt.Errorf("tserver %d holds %d tablets", i, len(st.Tablets))
+				}
+				return err
+			})
+			wait.ForCtx(t, ctx, "an orphan pass", func() error { _, err := src.TServer(i).CollectOrphans(ctx, 0); return err })
+		}
+		if _, err := scl.RestoreTable(ctx, "b1-copy", "again"); err != nil {
+			t.Fatal(err)
+		}
+		if err := src.WaitServing(ctx, "again"); err != nil {
+			t.Fatal(err)
+		}
+		if got := allCells(t, scl, "again"); strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Fatalf("table restored from the copy has %d cells, want %d", len(got), len(want))
+		}
+		if _, err := scl.CopyBackup(ctx, "b1", "b1-copy2", time.Now().Add(time.Hour)); status.Code(err) != codes.NotFound {
+			t.Fatalf("copy of a deleted backup: %v, want NotFound", err)
 		}
 	})
 	t.Run("no manifest", func(t *testing.T) {
