@@ -34,7 +34,7 @@ func testEntries(n int) []memstore.Entry {
 }
 
 // writeData encodes entries as a data file in chunks of about chunkBytes.
-func writeData(t *testing.T, es []memstore.Entry, chunkBytes int) ([]byte, *spb.BackupManifestFile) {
+func writeData(t testing.TB, es []memstore.Entry, chunkBytes int) ([]byte, *spb.BackupManifestFile) {
 	t.Helper()
 	var buf bytes.Buffer
 	w, err := NewDataWriter(&buf)
@@ -246,4 +246,26 @@ func TestValidPath(t *testing.T) {
 			t.Errorf("ValidPath(%q) = %v, want %v", p, got, want)
 		}
 	}
+}
+
+// FuzzRead: any bytes read as a data file or a manifest give entries or an
+// error of the format (ErrCorrupt, ErrVersion), never a panic. `go test`
+// runs the seeds; `go test -fuzz FuzzRead` explores.
+func FuzzRead(f *testing.F) {
+	b, mf := writeData(f, testEntries(30), 200)
+	f.Add(b)
+	var mb bytes.Buffer
+	if err := WriteManifest(&mb, &spb.BackupManifest{Schema: &pb.TableSchema{Name: "t"}, Tablets: []*spb.BackupManifestTablet{{Files: []*spb.BackupManifestFile{mf}}}}); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(mb.Bytes())
+	f.Add([]byte("BHBKDATA\x01\x00\x00\x00\xff\xff\xff\xff"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		if _, err := readData(in, mf); err != nil && !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrVersion) {
+			t.Fatalf("data file: %v", err)
+		}
+		if _, err := ReadManifest(bytes.NewReader(in), ManifestName); err != nil && !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrVersion) {
+			t.Fatalf("manifest: %v", err)
+		}
+	})
 }
