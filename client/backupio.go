@@ -74,22 +74,17 @@ func (c *Client) exportBackup(ctx context.Context, b *pb.BackupMeta, dir string)
 	m := &spb.BackupManifest{Name: b.Name, SourceTable: b.SourceTable, Schema: b.Schema,
 		CreateTimeMicros: b.CreateTimeMicros, ExpireTimeMicros: b.ExpireTimeMicros}
 	res := ExportResult{Backup: b.Name, Tablets: len(b.Tablets)}
-	next := 0
+	// Any live tserver reads any store.
+	rr := &roundRobin{servers: servers}
 	for ti, bt := range b.Tablets {
 		mt := &spb.BackupManifestTablet{StartRow: bt.Range.GetStartRow(), EndRow: bt.Range.GetEndRow()}
 		for fi, f := range bt.Tsfiles {
 			rel := backupfile.DataPath(ti, fi)
 			var mf *spb.BackupManifestFile
-			// Any live tserver reads any store; the files go round the
-			// tservers, and a failed one is tried on the next.
-			for attempt := 0; ; attempt++ {
-				addr := servers[next%len(servers)]
-				next++
+			err := rr.do(ctx, func(addr string) (err error) {
 				mf, err = c.exportFile(ctx, addr, f, dir, rel)
-				if err == nil || attempt+1 >= len(servers) || apierr.CodeOf(err) != codes.Unavailable || ctx.Err() != nil {
-					break
-				}
-			}
+				return err
+			})
 			if err != nil {
 				return ExportResult{}, err
 			}
@@ -109,6 +104,27 @@ func (c *Client) exportBackup(ctx context.Context, b *pb.BackupMeta, dir string)
 		return ExportResult{}, err
 	}
 	return res, syncDir(dir)
+}
+
+// roundRobin spreads an export's or an import's files over the live
+// tservers, and tries a file that failed Unavailable on the next ones.
+type roundRobin struct {
+	servers []string
+	next    int
+}
+
+// do runs fn with one tserver's address after another until it succeeds,
+// fails otherwise than Unavailable, or every tserver was tried.
+func (r *roundRobin) do(ctx context.Context, fn func(addr string) error) error {
+	var err error
+	for range r.servers {
+		addr := r.servers[r.next%len(r.servers)]
+		r.next++
+		if err = fn(addr); err == nil || apierr.CodeOf(err) != codes.Unavailable || ctx.Err() != nil {
+			return err
+		}
+	}
+	return err
 }
 
 // liveTServers lists the live tservers' addresses.
@@ -300,12 +316,14 @@ func importFileError(err error) error {
 
 func (c *Client) importFiles(ctx context.Context, prefix, dir, name string, m *spb.BackupManifest, servers []string) (ExportResult, error) {
 	res := ExportResult{Backup: name, Tablets: len(m.Tablets)}
-	next := 0
+	rr := &roundRobin{servers: servers}
 	for ti, t := range m.Tablets {
 		for _, mf := range t.Files {
-			addr := servers[next%len(servers)]
-			next++
-			ref, err := c.importFile(ctx, addr, m.Schema, dir, mf)
+			var ref *pb.TSFileRef
+			err := rr.do(ctx, func(addr string) (err error) {
+				ref, err = c.importFile(ctx, addr, m.Schema, dir, mf)
+				return err
+			})
 			if err != nil {
 				return ExportResult{}, statusError(err, prefix)
 			}
