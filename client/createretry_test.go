@@ -73,20 +73,8 @@ func TestCreateTableRetryAfterLostReply(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			fake := &lostReplyMaster{created: tc.existing, createAs: tc.createAs}
-			lis, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			srv := grpc.NewServer()
-			pb.RegisterMasterServer(srv, fake)
-			go srv.Serve(lis)
-			defer srv.Stop()
-			c, err := client.Dial(ctx, []string{lis.Addr().String()}, client.WithBackoff(time.Millisecond, 10*time.Millisecond))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			err = c.CreateTable(ctx, spec)
+			c := dialFakeMaster(t, ctx, fake)
+			err := c.CreateTable(ctx, spec)
 			if got := status.Code(err); got != tc.want {
 				t.Fatalf("CreateTable = %v (%v), want %v", got, err, tc.want)
 			}
@@ -95,4 +83,24 @@ func TestCreateTableRetryAfterLostReply(t *testing.T) {
 			}
 		})
 	}
+}
+
+// dialFakeMaster serves fake as the only master and dials a client to it
+// that retries at once; both stop with the test.
+func dialFakeMaster(t *testing.T, ctx context.Context, fake pb.MasterServer) *client.Client {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	pb.RegisterMasterServer(srv, fake)
+	go srv.Serve(lis)
+	t.Cleanup(srv.Stop)
+	c, err := client.Dial(ctx, []string{lis.Addr().String()}, client.WithBackoff(time.Millisecond, 10*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }

@@ -27,7 +27,10 @@
 // copied. GetBackup, ListBackups, UpdateBackup (the expiry time) and
 // DeleteBackup manage backups; RestoreTable makes a new table of one. A
 // CreateBackup carries one request id over its retries, so a retry whose
-// first attempt was recorded answers the backup, not AlreadyExists.
+// first attempt was recorded answers the backup, not AlreadyExists; a
+// RestoreTable retry that finds the table its lost attempt restored (the
+// backup's schema and tablet count) succeeds. BackupInfo gives a backup's
+// space: ExclusiveBytes (what deleting it frees) and SharedBytes.
 // CopyBackup records a second backup of the same files. ExportBackup
 // writes a backup to a directory in the export format
 // (docs/backup-format.md) and ImportBackup brings such a directory into a

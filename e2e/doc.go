@@ -3,5 +3,8 @@
 // through the client library, killed with real signals. Each test asserts
 // that every acknowledged write reads back — invariants 1, 4, 6 and 8 of
 // docs/design.md (durable before acknowledged, idempotent replay, one
-// server per tablet, clear statuses for bad input) seen from outside.
+// server per tablet, clear statuses for bad input) seen from outside. The
+// backup kill test also runs the orphan passes after its crashes and
+// restores every backup: invariant 9 ('nothing named is deleted') for the
+// blocks backups and restored tables share.
 package e2e

@@ -144,9 +144,16 @@ func writing(t *testing.T, ctx context.Context, c *cluster.Cluster, cl *client.C
 // waitAcks waits until n more writes were acknowledged.
 func (w *workload) waitAcks(t *testing.T, ctx context.Context, n int) {
 	t.Helper()
-	want := w.acks() + n
+	waitMoreAcks(t, ctx, w.acks, n)
+}
+
+// waitMoreAcks waits until acks (a count of acknowledged writes) says n
+// more than now.
+func waitMoreAcks(t *testing.T, ctx context.Context, acks func() int, n int) {
+	t.Helper()
+	want := acks() + n
 	wait.ForCtx(t, ctx, fmt.Sprintf("%d acknowledged writes", want), func() error {
-		if have := w.acks(); have < want {
+		if have := acks(); have < want {
 			return fmt.Errorf("%d acknowledged", have)
 		}
 		return nil

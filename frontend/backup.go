@@ -81,6 +81,9 @@ func backupProto(n backupName, b client.BackupInfo) *adminpb.Backup {
 		ExpireTime: timestamppb.New(b.Expires),
 		State:      state,
 		BackupType: adminpb.Backup_STANDARD,
+		// The size of the files it names, those it shares with tables or
+		// other backups included (Bighive keeps no copy of its own).
+		SizeBytes: b.ExclusiveBytes + b.SharedBytes,
 		// Bighive does not encrypt at rest; the official client needs the
 		// field set.
 		EncryptionInfo: &adminpb.EncryptionInfo{EncryptionType: adminpb.EncryptionInfo_ENCRYPTION_TYPE_UNSPECIFIED},

@@ -116,7 +116,7 @@ func TestBackupsOfficialClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	if info.Name != "b1" || info.SourceTable != "t" || info.State != "READY" || !info.ExpireTime.Equal(expire) ||
-		info.StartTime.IsZero() || info.EndTime.Before(info.StartTime) {
+		info.StartTime.IsZero() || info.EndTime.Before(info.StartTime) || info.SizeBytes <= 0 {
 		t.Fatalf("BackupInfo = %+v", info)
 	}
 	var names []string

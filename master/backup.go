@@ -21,6 +21,34 @@ const defaultBackupExpiry = time.Minute
 // backupTimeout bounds a CreateBackup whose caller set no deadline.
 const backupTimeout = 2 * time.Minute
 
+// BackupStep names a point of a backup or a restore at which
+// Config.BackupHook is called: the points between its flushes and raft
+// commands, where a crash leaves a backup (or restored table) whole or
+// absent (docs/design.md 'Backups').
+type BackupStep int
+
+// The backup and restore steps.
+const (
+	// BackupStepFlush: CreateBackup about to flush the table's tablets
+	// (each attempt).
+	BackupStepFlush BackupStep = 1
+	// BackupStepRecord: the flushes done, the MetaCreateBackup command
+	// not yet proposed.
+	BackupStepRecord BackupStep = 2
+	// BackupStepRecorded: the backup recorded, the call not yet answered.
+	BackupStepRecorded BackupStep = 3
+	// RestoreStepRecorded: the MetaRestoreTable command committed (the new
+	// table's tablets unassigned), the call not yet answered.
+	RestoreStepRecorded BackupStep = 4
+)
+
+func (s BackupStep) String() string {
+	return [...]string{"?", "flush", "record", "recorded", "restore recorded"}[max(0, min(int(s), 4))]
+}
+
+// backupHook runs Config.BackupHook at step s.
+func (m *Master) backupHook(s BackupStep) error { return stepHook(m.cfg.BackupHook, "backup:", s) }
+
 // CreateBackup backs a table up by reference (docs/design.md 'Backups'):
 // every tserver serving a tablet of the table checkpoints (each checkpoint
 // begins after this call did, so its files hold every write acknowledged
@@ -59,21 +87,32 @@ func (m *Master) CreateBackup(ctx context.Context, req *pb.CreateBackupRequest) 
 	}
 	if existing != nil {
 		if req.RequestId != "" && existing.RequestId == req.RequestId {
+			m.setSpace(existing)
 			return &pb.CreateBackupResponse{Backup: existing}, nil // a retry of the call that made it
 		}
 		return nil, apierr.AlreadyExists("backup %q already exists", req.Name)
 	}
 	for wait := 20 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		if err := m.backupHook(BackupStepFlush); err != nil {
+			return nil, err
+		}
 		flushed, ferr := m.flushTable(ctx, req.Table)
 		if ferr == nil && m.cfg.BackupFlushedHook != nil {
 			m.cfg.BackupFlushedHook(req.Table)
 		}
 		if ferr == nil {
+			if err := m.backupHook(BackupStepRecord); err != nil {
+				return nil, err
+			}
 			res, err := m.apply(ctx, &spb.MetaCommand{Version: meta.CommandVersion, Cmd: &spb.MetaCommand_CreateBackup{CreateBackup: &spb.MetaCreateBackup{
 				Name: req.Name, Table: req.Table, CreateTimeMicros: time.Now().UnixMicro(), ExpireTimeMicros: req.ExpireTimeMicros, Flushed: flushed, RequestId: req.RequestId}}})
 			if err == nil {
+				if err := m.backupHook(BackupStepRecorded); err != nil {
+					return nil, err
+				}
 				m.log.Info("backup created", "backup", req.Name, "table", req.Table, "tablets", len(res.Backup.Tablets))
 				m.events.add("backup", "backup %s of table %s created (%d tablets)", req.Name, req.Table, len(res.Backup.Tablets))
+				m.setSpace(res.Backup)
 				return &pb.CreateBackupResponse{Backup: res.Backup}, nil
 			}
 			if apierr.CodeOf(err) != codes.Aborted {
@@ -151,26 +190,38 @@ func (m *Master) flushTable(ctx context.Context, table string) ([]string, error)
 	return covered, nil
 }
 
-// GetBackup returns one backup with its tablets' files.
+// GetBackup returns one backup with its tablets' files and its space.
 func (m *Master) GetBackup(ctx context.Context, req *pb.GetBackupRequest) (*pb.GetBackupResponse, error) {
 	if _, err := m.readyRead(); err != nil {
 		return nil, err
 	}
 	var b *pb.BackupMeta
-	if err := m.view(func(r *meta.Reader) (err error) { b, err = r.Backup(req.Name); return err }); err != nil {
+	if err := m.view(func(r *meta.Reader) (err error) {
+		if b, err = r.Backup(req.Name); err != nil {
+			return err
+		}
+		return backupSpace(r, b)
+	}); err != nil {
 		return nil, err
 	}
 	return &pb.GetBackupResponse{Backup: b}, nil
 }
 
 // ListBackups lists the backups (of one source table, or all) in name
-// order, each with its tablets' ranges but not their files.
+// order, each with its tablets' ranges and its space but not its files.
 func (m *Master) ListBackups(ctx context.Context, req *pb.ListBackupsRequest) (*pb.ListBackupsResponse, error) {
 	if _, err := m.readyRead(); err != nil {
 		return nil, err
 	}
 	var all []*pb.BackupMeta
-	if err := m.view(func(r *meta.Reader) (err error) { all, err = r.Backups(); return err }); err != nil {
+	if err := m.view(func(r *meta.Reader) (err error) {
+		if all, err = r.Backups(); err != nil {
+			return err
+		}
+		live, err := liveFiles(r)
+		setBackupSpace(all, live, nil)
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	resp := &pb.ListBackupsResponse{}
@@ -199,6 +250,7 @@ func (m *Master) UpdateBackup(ctx context.Context, req *pb.UpdateBackupRequest) 
 	if err != nil {
 		return nil, err
 	}
+	m.setSpace(res.Backup)
 	return &pb.UpdateBackupResponse{Backup: res.Backup}, nil
 }
 
@@ -231,6 +283,9 @@ func (m *Master) RestoreTable(ctx context.Context, req *pb.RestoreTableRequest) 
 	if err != nil {
 		return nil, err
 	}
+	if err := m.backupHook(RestoreStepRecorded); err != nil {
+		return nil, err
+	}
 	ls.poke()
 	var schema *pb.TableSchema
 	if err := m.view(func(r *meta.Reader) (err error) { schema, err = r.Table(req.Table); return err }); err != nil {
@@ -240,6 +295,15 @@ func (m *Master) RestoreTable(ctx context.Context, req *pb.RestoreTableRequest) 
 	m.events.add("table", "table %s restored from backup %s (%d tablets)", req.Table, req.Backup, len(res.Tablets))
 	return &pb.RestoreTableResponse{Table: &pb.TableInfo{Schema: schema, TabletCount: int32(len(res.Tablets)),
 		CachePriority: pb.CachePriority_CACHE_PRIORITY_MEDIUM}}, nil
+}
+
+// setSpace sets the space of a backup just recorded or changed
+// (backupSpace); if the metadata cannot be read, it leaves it unset: the
+// call that made the change succeeded.
+func (m *Master) setSpace(b *pb.BackupMeta) {
+	if err := m.view(func(r *meta.Reader) error { return backupSpace(r, b) }); err != nil {
+		m.log.Warn("backup: computing its space", "backup", b.Name, "err", err)
+	}
 }
 
 // SharedTSFiles answers which of a store's TSFiles a backup names or once

@@ -64,3 +64,56 @@ func TestBackupExpiry(t *testing.T) {
 		t.Fatalf("backups %s after more passes, want the unexpired ones", got)
 	}
 }
+
+// TestBackupSpace: a backup's exclusive bytes are those of the distinct
+// files no tablet and no other backup names; the rest of its files are
+// shared. A file named twice within one backup counts once.
+func TestBackupSpace(t *testing.T) {
+	file := func(store string, footer uint64, size int64) *pb.TSFileRef {
+		return &pb.TSFileRef{BlockStoreUuid: store, FooterBlock: footer, SizeBytes: size}
+	}
+	backup := func(name string, tablets ...[]*pb.TSFileRef) *pb.BackupMeta {
+		b := &pb.BackupMeta{Name: name}
+		for _, fs := range tablets {
+			b.Tablets = append(b.Tablets, &pb.BackupTablet{Tsfiles: fs})
+		}
+		return b
+	}
+	a1, a2, a3 := file("a", 1, 100), file("a", 2, 20), file("a", 3, 3)
+	b1 := file("b", 1, 1000) // same footer as a1, another store: another file
+	for _, tc := range []struct {
+		name    string
+		live    []*pb.TSFileRef
+		backups []*pb.BackupMeta
+		want    map[string][2]int64 // exclusive, shared
+	}{
+		{"table unchanged: all shared with it", []*pb.TSFileRef{a1, a2}, []*pb.BackupMeta{backup("x", []*pb.TSFileRef{a1}, []*pb.TSFileRef{a2})},
+			map[string][2]int64{"x": {0, 120}}},
+		{"table deleted: all its own", nil, []*pb.BackupMeta{backup("x", []*pb.TSFileRef{a1, a2})},
+			map[string][2]int64{"x": {120, 0}}},
+		{"table compacted: the replaced files are its own", []*pb.TSFileRef{a3}, []*pb.BackupMeta{backup("x", []*pb.TSFileRef{a1, a2})},
+			map[string][2]int64{"x": {120, 0}}},
+		{"two backups of a deleted table share what both name", nil,
+			[]*pb.BackupMeta{backup("x", []*pb.TSFileRef{a1, a2}), backup("y", []*pb.TSFileRef{a2, a3})},
+			map[string][2]int64{"x": {100, 20}, "y": {3, 20}}},
+		{"a file in two tablets of one backup counts once", nil, []*pb.BackupMeta{backup("x", []*pb.TSFileRef{a1}, []*pb.TSFileRef{a1, a2})},
+			map[string][2]int64{"x": {120, 0}}},
+		{"files are named by store and footer", []*pb.TSFileRef{a1}, []*pb.BackupMeta{backup("x", []*pb.TSFileRef{a1, b1})},
+			map[string][2]int64{"x": {1000, 100}}},
+		{"a restored table shares the backup's files", []*pb.TSFileRef{a2}, []*pb.BackupMeta{backup("x", []*pb.TSFileRef{a1, a2})},
+			map[string][2]int64{"x": {100, 20}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			live := map[fileKey]bool{}
+			for _, f := range tc.live {
+				live[fileKey{f.BlockStoreUuid, f.FooterBlock}] = true
+			}
+			setBackupSpace(tc.backups, live, nil)
+			for _, b := range tc.backups {
+				if got := [2]int64{b.ExclusiveBytes, b.SharedBytes}; got != tc.want[b.Name] {
+					t.Errorf("backup %s: exclusive, shared = %v, want %v", b.Name, got, tc.want[b.Name])
+				}
+			}
+		})
+	}
+}

@@ -109,6 +109,10 @@ type Config struct {
 	// side of a merge; an error fails the step. Testing only: the e2e
 	// kill test's fault file (--merge-fault-file) kills the process there.
 	MergeHook func(MergeStep) error
+	// BackupHook, when set, is called at each BackupStep of a backup or a
+	// restore; an error fails the call. Testing only: the e2e kill test's
+	// fault file (--backup-fault-file) kills the process there.
+	BackupHook func(BackupStep) error
 	// BackupFlushedHook, when set, is called after each attempt's flushes
 	// of a CreateBackup, before its record (backup.go). Testing only: a
 	// test splits a tablet there to see the record refused and retried.

@@ -48,10 +48,16 @@
 // ranges and files; the leader loop assigns its tablets. The leader
 // deletes expired backups every Config.BackupExpiryInterval. SharedTSFiles
 // tells a tserver which replaced files of a compaction a backup may share,
-// so it leaves them to its orphan pass. CopyBackup is one command that
-// reads the source and records the copy naming its files; ImportBackup
-// records an imported backup CREATING, then the files tservers wrote for
-// it, one command each, then READY (docs/backup-format.md).
+// so it leaves them to its orphan pass. Each step of a backup or a restore
+// is a checkpoint (idempotent) or one command, so a leader dying at any
+// BackupStep (Config.BackupHook) leaves a backup or a restored table whole
+// or absent. GetBackup and ListBackups answer each backup's space
+// (backupspace.go): the bytes of the files it alone names, and of those a
+// tablet or another backup names too, from the sizes the metadata holds.
+// CopyBackup is one command that reads the source and records the copy
+// naming its files; ImportBackup records an imported backup CREATING,
+// then the files tservers wrote for it, one command each, then READY
+// (docs/backup-format.md).
 //
 // # What goes through raft
 //

@@ -2,6 +2,7 @@ package master
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -62,12 +63,19 @@ func (s MergeStep) String() string {
 }
 
 // mergeHook runs Config.MergeHook at step s.
-func (m *Master) mergeHook(s MergeStep) error {
-	if m.cfg.MergeHook == nil {
+func (m *Master) mergeHook(s MergeStep) error { return stepHook(m.cfg.MergeHook, "merge: master", s) }
+
+// stepHook runs a testing hook of Config at step s (none when nil); its
+// error fails the step, Aborted. what names the protocol in the error.
+func stepHook[S interface {
+	~int
+	fmt.Stringer
+}](hook func(S) error, what string, s S) error {
+	if hook == nil {
 		return nil
 	}
-	if err := m.cfg.MergeHook(s); err != nil {
-		return apierr.Wrap(codes.Aborted, err, "merge: master step %d (%s)", s, s)
+	if err := hook(s); err != nil {
+		return apierr.Wrap(codes.Aborted, err, "%s step %d (%s)", what, int(s), s)
 	}
 	return nil
 }

@@ -53,6 +53,8 @@ func newEngineState(s *Server) *engineState {
 		BacklogFiles:   s.opts.CompactionBacklogFiles,
 		StopFiles:      s.opts.CompactionStopFiles,
 		MaxWriteDelay:  s.opts.CompactionMaxWriteDelay,
+		OrphanEvery:    s.opts.OrphanEvery,
+		OrphanGrace:    s.opts.OrphanGrace,
 	})
 	return e
 }

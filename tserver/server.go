@@ -97,6 +97,12 @@ type Options struct {
 	CompactionBacklogFiles  int
 	CompactionStopFiles     int
 	CompactionMaxWriteDelay time.Duration
+	// OrphanEvery is the period of the orphan pass over this tserver's
+	// block store and OrphanGrace how long a block must stay unreferenced
+	// before it deletes it, as checkpoint.Options (defaults 10 min each;
+	// OrphanEvery negative: no periodic pass).
+	OrphanEvery time.Duration
+	OrphanGrace time.Duration
 	// FS is the filesystem (default vfs.Default).
 	FS     vfs.FS
 	Logger *slog.Logger

@@ -53,6 +53,7 @@ func main() {
 		splitThreshold = flag.Int64("split-threshold", master.DefaultSplitThreshold, "the tservers' --split-threshold in `bytes` (the master cannot see theirs: set the same value); negative: the tservers do not split. No automatic merge makes a tablet of half of it or more")
 		mergeThreshold = flag.Int64("merge-threshold", 0, "adjacent tablets both smaller than this many `bytes` merge automatically (0: ¼ of --split-threshold, or 128 MiB when it is negative); negative: no automatic merges")
 		mergeFault     = flag.String("merge-fault-file", "", "testing only: a `file` holding a master merge step number; the leader that reaches that step removes the file and kills this process")
+		backupFault    = flag.String("backup-fault-file", "", "testing only: a `file` holding a master backup step number (or pause:N); the leader that reaches that step removes the file and kills this process (or holds the step)")
 		mergeCheck     = flag.Duration("merge-check-interval", 30*time.Second, "how often the leader looks for small adjacent tablets to merge")
 		mergeMinAge    = flag.Duration("merge-min-age", 10*time.Minute, "how long both tablets must have been seen small before they merge (keeps a fresh pre-split table)")
 		autoMerge      = flag.Bool("auto-merge", true, "merge small adjacent tablets automatically (false: only `bighive merge`)")
@@ -113,6 +114,7 @@ func main() {
 		MovesPerInterval: *perIntv, MoveInterval: *moveIntv, RebalanceWarmup: *warmup, Logger: log,
 		SplitThreshold: *splitThreshold, MergeThreshold: mergeThresholdFlag(*mergeThreshold, *autoMerge),
 		MergeCheckInterval: *mergeCheck, MergeMinAge: *mergeMinAge, MergeHook: faultfile.Hook[master.MergeStep](*mergeFault, "merge", log),
+		BackupHook: faultfile.Hook[master.BackupStep](*backupFault, "backup", log),
 		HTTPListen: obsFlags.HTTPListen(*listen), TLS: tlsSrc,
 		AuthTokens: authTokens, BootstrapAdmin: *bootAdmin, Raft: raftCfg,
 	}, lis)

@@ -64,6 +64,8 @@ func main() {
 		stopFiles      = flag.Int("compaction-stop-files", 0, "TSFiles per tablet past which its writes are delayed, 1 ms doubling per further file up to compaction-max-write-delay (0: 2 × compaction-backlog-files; negative: never)")
 		maxWriteDelay  = flag.Duration("compaction-max-write-delay", 250*time.Millisecond, "longest delay of one write by compaction-stop-files (at most 1s): writes are slowed, never stopped")
 		compactRate    = flag.Int64("compaction-rate", 64<<20, "average `bytes` per second compactions read; negative: unthrottled")
+		orphanEvery    = flag.Duration("orphan-every", 10*time.Minute, "period of the orphan pass, which deletes the blocks of this tserver's store that no tablet or backup names; negative: none")
+		orphanGrace    = flag.Duration("orphan-grace", 10*time.Minute, "how long a block must have been seen unreferenced before the orphan pass deletes it (0: the default)")
 		bigtable       = flag.Bool("bigtable", false, "also serve the Cloud Bigtable API (data and table admin) on the gRPC port, as a frontend would, reaching this tserver's own tablets in-process and other tservers' over gRPC; not with --auth-tokens")
 		splitFault     = flag.String("split-fault-file", "", "testing only: a `file` holding a split step number; the split that reaches that step removes the file and kills this process")
 		mergeFault     = flag.String("merge-fault-file", "", "testing only: a `file` holding a merge step number; the merge that reaches that step removes the file and kills this process")
@@ -144,6 +146,9 @@ func main() {
 		CompactionBacklogFiles:  *backlogFiles,
 		CompactionStopFiles:     *stopFiles,
 		CompactionMaxWriteDelay: *maxWriteDelay,
+
+		OrphanEvery: *orphanEvery,
+		OrphanGrace: *orphanGrace,
 	})
 	if err != nil {
 		log.Error("start failed", "err", err)

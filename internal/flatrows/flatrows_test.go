@@ -132,3 +132,37 @@ func TestGarbageNeverPanics(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkReader decodes a scan message's worth of rows as the bench's
+// table holds them: 16-byte keys, one cell of 1 000 bytes each.
+func BenchmarkReader(b *testing.B) {
+	var w Writer
+	val := make([]byte, 1000)
+	const rows = 1000
+	for i := range rows {
+		w.StartRow(fmt.Appendf(nil, "%016d", i))
+		w.AddCell("f", []byte("q"), int64(i), val, nil)
+		w.EndRow()
+	}
+	chunk := w.Bytes()
+	b.SetBytes(int64(len(chunk)))
+	for range b.N {
+		r := NewReader(chunk)
+		n := 0
+		for {
+			_, cells, ok := r.NextRow()
+			if !ok {
+				break
+			}
+			for range cells {
+				if _, ok := r.NextCell(); !ok {
+					b.Fatal(r.Err())
+				}
+			}
+			n++
+		}
+		if n != rows || r.Err() != nil {
+			b.Fatalf("%d rows, %v", n, r.Err())
+		}
+	}
+}

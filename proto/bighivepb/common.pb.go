@@ -1724,9 +1724,15 @@ type BackupMeta struct {
 	// The tablets at the cut in row order; they tile the row space.
 	Tablets []*BackupTablet `protobuf:"bytes,7,rep,name=tablets,proto3" json:"tablets,omitempty"`
 	// The CreateBackup call that made it (CreateBackupRequest.request_id).
-	RequestId     string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RequestId string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// Space, computed by the master when it answers (never stored): the
+	// bytes of the distinct files this backup alone keeps alive (no tablet
+	// and no other backup names them), and of those it shares with a tablet
+	// or another backup. Their sum is the size of the files it names.
+	ExclusiveBytes int64 `protobuf:"varint,20,opt,name=exclusive_bytes,json=exclusiveBytes,proto3" json:"exclusive_bytes,omitempty"`
+	SharedBytes    int64 `protobuf:"varint,21,opt,name=shared_bytes,json=sharedBytes,proto3" json:"shared_bytes,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *BackupMeta) Reset() {
@@ -1813,6 +1819,20 @@ func (x *BackupMeta) GetRequestId() string {
 		return x.RequestId
 	}
 	return ""
+}
+
+func (x *BackupMeta) GetExclusiveBytes() int64 {
+	if x != nil {
+		return x.ExclusiveBytes
+	}
+	return 0
+}
+
+func (x *BackupMeta) GetSharedBytes() int64 {
+	if x != nil {
+		return x.SharedBytes
+	}
+	return 0
 }
 
 type BackupTablet struct {
@@ -2369,7 +2389,7 @@ const file_bighivepb_common_proto_rawDesc = "" +
 	"\x05rules\x18\x01 \x03(\v2\x12.bighive.v1.GcRuleR\x05rules\x1a1\n" +
 	"\x05Union\x12(\n" +
 	"\x05rules\x18\x01 \x03(\v2\x12.bighive.v1.GcRuleR\x05rulesB\x06\n" +
-	"\x04rule\"\xd2\x02\n" +
+	"\x04rule\"\x9e\x03\n" +
 	"\n" +
 	"BackupMeta\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
@@ -2380,7 +2400,9 @@ const file_bighivepb_common_proto_rawDesc = "" +
 	"\x05state\x18\x06 \x01(\x0e2\x17.bighive.v1.BackupStateR\x05state\x122\n" +
 	"\atablets\x18\a \x03(\v2\x18.bighive.v1.BackupTabletR\atablets\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\b \x01(\tR\trequestId\"k\n" +
+	"request_id\x18\b \x01(\tR\trequestId\x12'\n" +
+	"\x0fexclusive_bytes\x18\x14 \x01(\x03R\x0eexclusiveBytes\x12!\n" +
+	"\fshared_bytes\x18\x15 \x01(\x03R\vsharedBytes\"k\n" +
 	"\fBackupTablet\x12*\n" +
 	"\x05range\x18\x01 \x01(\v2\x14.bighive.v1.RowRangeR\x05range\x12/\n" +
 	"\atsfiles\x18\x02 \x03(\v2\x15.bighive.v1.TSFileRefR\atsfiles*{\n" +

@@ -14,7 +14,7 @@ const defaultBackupExpiry = 7 * 24 * time.Hour
 
 var backupCommand = Command{
 	Name: "backup", Args: "create TABLE BACKUP [--expire DUR|TIME] | list [TABLE] | describe BACKUP | update BACKUP --expire DUR|TIME | delete BACKUP | restore BACKUP TABLE | copy SRC DST [--expire DUR|TIME] | export BACKUP DIR | import DIR [--name BACKUP] [--expire DUR|TIME]",
-	Summary: "back a table up by reference (its files are shared, nothing is copied), list, describe, expire, delete, copy backups, restore one as a new table, export one to a directory and import it into a cluster",
+	Summary: "back a table up by reference (its files are shared, nothing is copied), list and describe backups (each with the bytes it alone keeps alive and the bytes it shares), expire, delete, copy backups, restore one as a new table, export one to a directory and import it into a cluster",
 	Example: "backup create orders orders-monday --expire 720h\nbackup list\nbackup list orders --json\nbackup describe orders-monday\n" +
 		"backup update orders-monday --expire 2027-01-31T00:00:00Z\nbackup restore orders-monday orders-copy\nbackup delete orders-monday\n" +
 		"backup copy orders-monday orders-monday-kept --expire 8760h\nbackup export orders-monday /mnt/archive/orders-monday\n" +
@@ -123,9 +123,10 @@ func runBackup(ctx context.Context, env *Env, args []string) error {
 		rows := make([][]string, 0, len(bs))
 		for _, b := range bs {
 			rows = append(rows, []string{b.Name, b.SourceTable, fmt.Sprint(len(b.SplitKeys) + 1),
+				humanBytes(b.ExclusiveBytes), humanBytes(b.SharedBytes),
 				b.Created.UTC().Format(time.RFC3339), b.Expires.UTC().Format(time.RFC3339)})
 		}
-		return env.Table([]string{"BACKUP", "TABLE", "TABLETS", "CREATED", "EXPIRES"}, rows)
+		return env.Table([]string{"BACKUP", "TABLE", "TABLETS", "EXCLUSIVE", "SHARED", "CREATED", "EXPIRES"}, rows)
 	case "describe":
 		b, err := c.GetBackup(ctx, pos[0])
 		if err != nil {
@@ -138,8 +139,9 @@ func runBackup(ctx context.Context, env *Env, args []string) error {
 		for i, k := range b.SplitKeys {
 			splits[i] = show(k)
 		}
-		return env.Table([]string{"BACKUP", "TABLE", "TABLETS", "FILES", "SIZE", "CREATED", "EXPIRES", "SPLITS"},
+		return env.Table([]string{"BACKUP", "TABLE", "TABLETS", "FILES", "SIZE", "EXCLUSIVE", "SHARED", "CREATED", "EXPIRES", "SPLITS"},
 			[][]string{{b.Name, b.SourceTable, fmt.Sprint(len(b.SplitKeys) + 1), fmt.Sprint(b.Files), humanBytes(b.Bytes),
+				humanBytes(b.ExclusiveBytes), humanBytes(b.SharedBytes),
 				b.Created.UTC().Format(time.RFC3339), b.Expires.UTC().Format(time.RFC3339), strings.Join(splits, ",")}})
 	case "delete":
 		if err := c.DeleteBackup(ctx, pos[0]); err != nil {
@@ -160,7 +162,8 @@ func runBackup(ctx context.Context, env *Env, args []string) error {
 
 func backupObject(b client.BackupInfo, extra map[string]any) map[string]any {
 	m := map[string]any{"backup": b.Name, "table": b.SourceTable, "tablets": len(b.SplitKeys) + 1, "split_keys": b.SplitKeys,
-		"created": b.Created.UTC().Format(time.RFC3339Nano), "expires": b.Expires.UTC().Format(time.RFC3339Nano), "ready": b.Ready}
+		"created": b.Created.UTC().Format(time.RFC3339Nano), "expires": b.Expires.UTC().Format(time.RFC3339Nano), "ready": b.Ready,
+		"exclusive_bytes": b.ExclusiveBytes, "shared_bytes": b.SharedBytes}
 	if b.Files > 0 {
 		m["files"], m["bytes"] = b.Files, b.Bytes
 	}

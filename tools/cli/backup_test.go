@@ -28,9 +28,13 @@ func TestBackupCommand(t *testing.T) {
 		Splits  []string `json:"split_keys"`
 		Expires string   `json:"expires"`
 		Files   int      `json:"files"`
+		Bytes   int64    `json:"bytes"`
+		// The space: the table names every file of a fresh backup.
+		Exclusive int64 `json:"exclusive_bytes"`
+		Shared    int64 `json:"shared_bytes"`
 	}
 	if err := json.Unmarshal([]byte(out), &obj); err != nil || obj.Backup != "b1" || obj.Table != "src" || obj.Tablets != 2 ||
-		len(obj.Splits) != 1 || obj.Splits[0] != "m" || obj.Files == 0 {
+		len(obj.Splits) != 1 || obj.Splits[0] != "m" || obj.Files == 0 || obj.Exclusive != 0 || obj.Shared != obj.Bytes || obj.Bytes == 0 {
 		t.Fatalf("--json backup create printed %q (%v)", out, err)
 	}
 	if exp, err := time.Parse(time.RFC3339Nano, obj.Expires); err != nil || time.Until(exp) < 47*time.Hour || time.Until(exp) > 49*time.Hour {
@@ -38,7 +42,7 @@ func TestBackupCommand(t *testing.T) {
 	}
 	r.ok("put", "src", "c", "cf:q", "after")
 	r.ok("backup", "create", "src", "b2")
-	if out := r.ok("backup", "list"); !strings.Contains(out, "b1") || !strings.Contains(out, "b2") || !strings.Contains(out, "EXPIRES") {
+	if out := r.ok("backup", "list"); !strings.Contains(out, "b1") || !strings.Contains(out, "b2") || !strings.Contains(out, "EXCLUSIVE") || !strings.Contains(out, "SHARED") {
 		t.Fatalf("backup list printed:\n%s", out)
 	}
 	if out := r.ok("backup", "describe", "b1"); !strings.Contains(out, "src") || !strings.Contains(out, "SPLITS") {
@@ -66,6 +70,14 @@ func TestBackupCommand(t *testing.T) {
 	r.ok("backup", "delete", "b1")
 	if out := r.ok("backup", "list", "--json"); strings.Contains(out, `"b1"`) || !strings.Contains(out, `"b2"`) {
 		t.Fatalf("backup list after delete printed:\n%s", out)
+	}
+	// With its table dropped and b1 deleted, b2 alone keeps the file that
+	// holds row c, and shares the files dst (restored from b1) names.
+	r.ok("drop", "src")
+	out = r.ok("--json", "backup", "list", "src")
+	obj.Exclusive, obj.Shared = 0, 0
+	if err := json.Unmarshal([]byte(out), &obj); err != nil || obj.Backup != "b2" || obj.Exclusive == 0 || obj.Shared == 0 {
+		t.Fatalf("backup list after drop printed %q (%v), want b2 with exclusive and shared bytes", out, err)
 	}
 	// copy, export and import (into this cluster, under a new name), then
 	// restores of both.

@@ -208,3 +208,56 @@ func TestSetIndex(t *testing.T) {
 		t.Fatalf("a replaced value kept the old index %v", idx)
 	}
 }
+
+// TestHitGetsSecondChance: the oldest page, hit since it was inserted,
+// outlives the pages inserted after it that were not hit; it goes once
+// nothing else in its class was hit either.
+func TestHitGetsSecondChance(t *testing.T) {
+	const per = 10
+	c := New(Options{Capacity: per * (page + EntryOverhead), Shards: 1})
+	o := c.NewOwner("t", Medium)
+	fill(c, o, 1, per) // full: pages 0..9, 0 the oldest
+	hot := Key{Block: ref(1), Offset: 0}
+	if _, ok := c.Get(hot); !ok {
+		t.Fatal("page 0 not cached")
+	}
+	// One more page evicts one: page 1, the oldest not hit, not page 0.
+	c.Insert(o, Key{Block: ref(2), Offset: 0}, make([]byte, page))
+	if !c.Contains(hot) {
+		t.Fatal("the hit page was evicted before older pages that were not hit")
+	}
+	if c.Contains(Key{Block: ref(1), Offset: page}) {
+		t.Fatal("page 1, the oldest not hit, is still cached")
+	}
+	// Its mark is spent: inserting a full class's worth of new pages
+	// without another hit evicts it with the rest.
+	fill(c, o, 3, per)
+	if c.Contains(hot) {
+		t.Fatal("a page hit once survived a whole class of newer pages")
+	}
+	if got := resident(c, 3, per); got != per {
+		t.Fatalf("%d of the newest %d pages cached", got, per)
+	}
+}
+
+// BenchmarkGetHit: hits spread over a cache of many pages, as warm Gets
+// make them (each hit's entry is cold in the CPU's caches).
+func BenchmarkGetHit(b *testing.B) {
+	const pages = 1 << 16
+	c := New(Options{Capacity: 2 * pages * (64 + EntryOverhead)}) // room for uneven shards
+	o := c.NewOwner("t", Medium)
+	for i := range pages {
+		c.Insert(o, Key{Block: ref(uint64(i % 97)), Offset: int64(i)}, make([]byte, 64))
+	}
+	x := uint64(1)
+	b.ResetTimer()
+	for range b.N {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		i := x % pages
+		if _, ok := c.Get(Key{Block: ref(i % 97), Offset: int64(i)}); !ok {
+			b.Fatal("miss")
+		}
+	}
+}

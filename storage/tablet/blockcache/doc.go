@@ -4,8 +4,9 @@
 //
 // Every cached page belongs to an Owner — in practice one per table — whose
 // Priority (High, Medium, Low; default Medium) may change at run time. When a
-// shard is over its share of the capacity it evicts least recently used
-// pages of Low owners first, then Medium, then High: a High page is evicted
+// shard is over its share of the capacity it evicts the pages of Low owners
+// first, then Medium, then High, each class by CLOCK (the oldest page not
+// hit since it was last passed over): a High page is evicted
 // only when the shard holds no Low or Medium page. Changing an owner's
 // priority refiles its pages at once, so eviction always follows the
 // current priorities. The priority is a hint kept in memory only; it is not
