@@ -380,6 +380,7 @@ func (m *Master) CopyBackup(ctx context.Context, req *pb.CopyBackupRequest) (*pb
 	}
 	m.log.Info("backup copied", "backup", req.Name, "source", req.Source)
 	m.events.add("backup", "backup %s copied from backup %s", req.Name, req.Source)
+	m.setSpace(res.Backup)
 	return &pb.CopyBackupResponse{Backup: res.Backup}, nil
 }
 
@@ -422,6 +423,7 @@ func (m *Master) ImportBackup(ctx context.Context, req *pb.ImportBackupRequest) 
 	case req.Ready:
 		m.log.Info("backup imported", "backup", req.Name)
 		m.events.add("backup", "backup %s imported (%d tablets)", req.Name, len(res.Backup.Tablets))
+		m.setSpace(res.Backup)
 	}
 	return &pb.ImportBackupResponse{Backup: res.Backup}, nil
 }
