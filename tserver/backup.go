@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -20,8 +22,48 @@ import (
 // tablet's, opening other stores read-only, and streams their entries as
 // the export format's records. An import goes the other way into this
 // tserver's own store: the new file is named by nothing until the caller
-// adds it to its backup (Master.ImportBackup), which it does at once; the
-// orphan pass's grace (minutes) covers that gap.
+// adds it to its backup (Master.ImportBackup), which it does at once. Till
+// then the orphan pass keeps it because this tserver holds its blocks as
+// referenced for importHold after the write (importHolds), whatever the
+// pass's grace; a file whose import was abandoned goes after that.
+
+// importHold is how long an imported file's blocks count as referenced
+// here: far longer than the one master call that makes its backup name
+// it.
+const importHold = time.Hour
+
+// importHolds are the blocks of this tserver's store that ImportTSFile
+// wrote lately, each with when its hold ends.
+type importHolds struct {
+	mu    sync.Mutex
+	until map[blockstore.BlockID]time.Time
+}
+
+// hold keeps ids referenced until now+importHold.
+func (h *importHolds) hold(ids []blockstore.BlockID, now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.until == nil {
+		h.until = map[blockstore.BlockID]time.Time{}
+	}
+	for _, id := range ids {
+		h.until[id] = now.Add(importHold)
+	}
+}
+
+// addTo adds the held blocks to refs (as blocks of store) and forgets
+// those whose hold ended.
+func (h *importHolds) addTo(refs map[blockstore.BlockRef]struct{}, store string, now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for id, until := range h.until {
+		if now.After(until) {
+			delete(h.until, id)
+			continue
+		}
+		refs[blockstore.BlockRef{Store: store, ID: id}] = struct{}{}
+	}
+}
 
 // ExportTSFile streams the entries of one TSFile as chunks of about
 // backupfile.ChunkTarget bytes.
@@ -111,6 +153,7 @@ func (s *Server) ImportTSFile(stream grpc.ClientStreamingServer[pb.ImportTSFileR
 	case err != nil:
 		return apierr.Wrap(codes.Unavailable, err, "import into tserver %s", s.addr)
 	}
+	s.imports.hold(info.Blocks, time.Now())
 	s.log.Info("imported a TSFile", "footer", info.FooterRef(), "entries", info.Entries, "bytes", info.Size)
 	return stream.SendAndClose(&pb.ImportTSFileResponse{File: s.tsfileRefs([]tsfile.Info{info})[0]})
 }
