@@ -20,7 +20,9 @@ type BackupInfo struct {
 	SourceTable string
 	Created     time.Time
 	Expires     time.Time
-	// Ready is true once recorded: CreateBackup returns only then.
+	// Ready is true once recorded: CreateBackup returns only then. An
+	// import in progress (ImportBackup) is not ready: it cannot be
+	// restored or copied yet.
 	Ready bool
 	// SplitKeys are the source table's tablet boundaries at the cut; a
 	// restored table starts with these tablets.
@@ -35,6 +37,13 @@ type BackupInfo struct {
 	// every answer, ListBackups' included.
 	ExclusiveBytes int64
 	SharedBytes    int64
+}
+
+// requestID names one call over its retries.
+func requestID() string {
+	var id [16]byte
+	_, _ = rand.Read(id[:])
+	return hex.EncodeToString(id[:])
 }
 
 func backupInfo(b *pb.BackupMeta) BackupInfo {
@@ -71,9 +80,7 @@ func (c *Client) CreateBackup(ctx context.Context, table, name string, expires t
 	}
 	// One request id for every attempt: a retry whose first attempt
 	// recorded the backup (its answer lost) gets it, not AlreadyExists.
-	var id [16]byte
-	_, _ = rand.Read(id[:])
-	req := &pb.CreateBackupRequest{Name: name, Table: table, ExpireTimeMicros: expires.UnixMicro(), RequestId: hex.EncodeToString(id[:])}
+	req := &pb.CreateBackupRequest{Name: name, Table: table, ExpireTimeMicros: expires.UnixMicro(), RequestId: requestID()}
 	var resp *pb.CreateBackupResponse
 	err := c.callMaster(ctx, prefix, func(ctx context.Context, m pb.MasterClient) (err error) {
 		resp, err = m.CreateBackup(ctx, req)
@@ -170,6 +177,25 @@ func (c *Client) RestoreTable(ctx context.Context, backup, table string) (TableI
 		return TableInfo{}, err
 	}
 	return tableInfo(resp.Table), nil
+}
+
+// CopyBackup makes backup name a copy of backup source, kept until
+// expires. The copy names the same files (nothing is copied) and outlives
+// the source.
+func (c *Client) CopyBackup(ctx context.Context, source, name string, expires time.Time) (BackupInfo, error) {
+	prefix := errorPrefix("copy backup %q as %q", source, name)
+	if err := limits.ValidateBackupName(name); err != nil {
+		return BackupInfo{}, statusError(err, prefix)
+	}
+	var resp *pb.CopyBackupResponse
+	err := c.callMaster(ctx, prefix, func(ctx context.Context, m pb.MasterClient) (err error) {
+		resp, err = m.CopyBackup(ctx, &pb.CopyBackupRequest{Source: source, Name: name, ExpireTimeMicros: expires.UnixMicro()})
+		return err
+	})
+	if err != nil {
+		return BackupInfo{}, err
+	}
+	return backupInfo(resp.Backup), nil
 }
 
 // restoredAsAsked returns the table of req and whether it exists with the

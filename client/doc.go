@@ -31,6 +31,11 @@
 // RestoreTable retry that finds the table its lost attempt restored (the
 // backup's schema and tablet count) succeeds. BackupInfo gives a backup's
 // space: ExclusiveBytes (what deleting it frees) and SharedBytes.
+// CopyBackup records a second backup of the same files. ExportBackup
+// writes a backup to a directory in the export format
+// (docs/backup-format.md) and ImportBackup brings such a directory into a
+// cluster as a backup; the bytes go through tservers' ExportTSFile and
+// ImportTSFile streams, so neither needs the cluster's shared root.
 //
 // # Schema changes
 //

@@ -19,8 +19,8 @@ import (
 
 // The table admin service maps each method onto the Bighive client's
 // schema calls, which go to the master leader with the client's retries.
-// Backups and RestoreTable are in backup.go. Methods not overridden
-// (CopyBackup, snapshots, authorized and materialized views, IAM,
+// Backups, RestoreTable and CopyBackup are in backup.go. Methods not overridden
+// (snapshots, authorized and materialized views, IAM,
 // UpdateTable, UndeleteTable) answer
 // Unimplemented from the embedded UnimplementedBigtableTableAdminServer,
 // whose message names the method.

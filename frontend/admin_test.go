@@ -450,9 +450,9 @@ func TestAdminRaw(t *testing.T) {
 	}
 
 	// Methods not served name themselves.
-	_, err = f.raw.CopyBackup(ctx, &adminpb.CopyBackupRequest{Parent: parent})
-	if status.Code(err) != codes.Unimplemented || !strings.Contains(status.Convert(err).Message(), "CopyBackup") {
-		t.Errorf("CopyBackup: got %v, want Unimplemented naming the method", err)
+	_, err = f.raw.UndeleteTable(ctx, &adminpb.UndeleteTableRequest{Name: parent + "/tables/a"})
+	if status.Code(err) != codes.Unimplemented || !strings.Contains(status.Convert(err).Message(), "UndeleteTable") {
+		t.Errorf("UndeleteTable: got %v, want Unimplemented naming the method", err)
 	}
 }
 

@@ -234,3 +234,41 @@ func (a *adminServer) RestoreTable(ctx context.Context, req *adminpb.RestoreTabl
 	}
 	return op, nil
 }
+
+// CopyBackup copies a backup as a long-running operation: the copy names
+// the source's files (nothing is copied), so it is done at once. The
+// source may be named under any cluster, project and instance (Bighive
+// has one cluster); the copy is named under the request's parent.
+func (a *adminServer) CopyBackup(ctx context.Context, req *adminpb.CopyBackupRequest) (*longrunningpb.Operation, error) {
+	c := backupCall("CopyBackup", req.GetParent()+"/backups/"+req.GetBackupId())
+	n, err := parseCluster(req.GetParent())
+	if err == nil && req.GetBackupId() == "" {
+		err = reqErr(codes.InvalidArgument, "backup_id is empty")
+	}
+	var src backupName
+	if err == nil {
+		src, err = parseBackup(req.GetSourceBackup())
+	}
+	if err == nil && !req.GetExpireTime().IsValid() {
+		err = reqErr(codes.InvalidArgument, "expire_time is missing or invalid")
+	}
+	if err != nil {
+		return nil, a.s.apiErr(ctx, c, err)
+	}
+	n.backup = req.GetBackupId()
+	expires := req.GetExpireTime().AsTime()
+	meta := &adminpb.CopyBackupMetadata{Name: n.String(), SourceBackupInfo: &adminpb.BackupInfo{Backup: src.String()},
+		Progress: &adminpb.OperationProgress{StartTime: timestamppb.Now()}}
+	op, err := a.s.ops.start(ctx, a.s.opWait, n.String(), meta, func(ctx context.Context) (proto.Message, error) {
+		b, err := a.s.c.CopyBackup(ctx, src.backup, n.backup, expires)
+		if err != nil {
+			return nil, err
+		}
+		a.s.log.Info("frontend: copied backup", "backup", n.backup, "source", src.backup)
+		return backupProto(n, b), nil
+	}, a.s, c)
+	if err != nil {
+		return nil, a.s.apiErr(ctx, c, err)
+	}
+	return op, nil
+}

@@ -148,8 +148,43 @@ func TestBackupsOfficialClient(t *testing.T) {
 	if got := backupValues(t, ctx, bt, "r"); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("restored rows %v, want %v", got, want)
 	}
+	// CopyBackup: the copy (named in another project, instance and
+	// cluster, all accepted) outlives its source and restores the same
+	// rows.
+	if err := f.adm.CopyBackup(ctx, "c1", "b1", "proj2", "inst2", "c9", "b1-copy", later); err != nil {
+		t.Fatalf("CopyBackup: %v", err)
+	}
 	if err := f.adm.DeleteBackup(ctx, "c1", "b1"); err != nil {
 		t.Fatal(err)
+	}
+	if info, err := f.adm.BackupInfo(ctx, "c9", "b1-copy"); err != nil || info.SourceTable != "t" || !info.ExpireTime.Equal(later) || info.State != "READY" {
+		t.Fatalf("BackupInfo of the copy = %+v %v", info, err)
+	}
+	if err := f.adm.RestoreTable(ctx, "r2", "c1", "b1-copy"); err != nil {
+		t.Fatalf("RestoreTable of the copy: %v", err)
+	}
+	if got := backupValues(t, ctx, bt, "r2"); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("rows restored from the copy %v, want %v", got, want)
+	}
+	// Polled: the operation's metadata names the copy and its source.
+	op, err = adminpb.NewBigtableTableAdminClient(noWait).CopyBackup(ctx, &adminpb.CopyBackupRequest{Parent: "projects/proj/instances/inst/clusters/c1",
+		BackupId: "b2-copy", SourceBackup: "projects/proj/instances/inst/clusters/c1/backups/b2", ExpireTime: timestamppb.New(expire)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cmeta adminpb.CopyBackupMetadata
+	if err := op.GetMetadata().UnmarshalTo(&cmeta); err != nil || cmeta.Name != "projects/proj/instances/inst/clusters/c1/backups/b2-copy" ||
+		cmeta.GetSourceBackupInfo().GetBackup() != "projects/proj/instances/inst/clusters/c1/backups/b2" {
+		t.Fatalf("CopyBackup metadata %v %v", &cmeta, err)
+	}
+	for !op.Done {
+		time.Sleep(10 * time.Millisecond)
+		if op, err = ops.GetOperation(ctx, &longrunningpb.GetOperationRequest{Name: op.Name}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if op.GetError() != nil {
+		t.Fatalf("CopyBackup operation failed: %v", op.GetError())
 	}
 
 	// A refusal names the method and the backup's resource name, not
@@ -171,6 +206,9 @@ func TestBackupsOfficialClient(t *testing.T) {
 		{"expiry in the past", f.adm.CreateBackup(ctx, "t", "c1", "b4", time.Now().Add(-time.Hour)), codes.InvalidArgument},
 		{"restore over a table", f.adm.RestoreTable(ctx, "t", "c1", "b2"), codes.AlreadyExists},
 		{"restore a missing backup", f.adm.RestoreTable(ctx, "x", "c1", "b1"), codes.NotFound},
+		{"copy of a missing backup", f.adm.CopyBackup(ctx, "c1", "b1", "proj", "inst", "c1", "b5", expire), codes.NotFound},
+		{"copy onto a backup that exists", f.adm.CopyBackup(ctx, "c1", "b2", "proj", "inst", "c1", "b3", expire), codes.AlreadyExists},
+		{"copy expiring in the past", f.adm.CopyBackup(ctx, "c1", "b2", "proj", "inst", "c1", "b6", time.Now().Add(-time.Hour)), codes.InvalidArgument},
 		{"unknown operation", func() error {
 			_, err := ops.GetOperation(ctx, &longrunningpb.GetOperationRequest{Name: "operations/nope"})
 			return err

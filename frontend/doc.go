@@ -25,8 +25,8 @@
 // Resource names are projects/{p}/instances/{i}/tables/{t}; any project and
 // instance are accepted, like Google's emulator, and the table ID is the
 // Bighive table. Backups are projects/{p}/instances/{i}/clusters/{c}/backups/{b}
-// under any cluster too (Bighive's backups belong to no cluster); CreateBackup
-// and RestoreTable answer long-running operations, which this package also
+// under any cluster too (Bighive's backups belong to no cluster); CreateBackup,
+// RestoreTable and CopyBackup answer long-running operations, which this package also
 // serves (google.longrunning.Operations, GetOperation): the work runs in the
 // frontend that took the request, which keeps the operation in memory for an
 // hour after it ends (operations.go). The messages are the official generated packages

@@ -308,9 +308,9 @@ func TestErrorsTable(t *testing.T) {
 			return err
 		}, []string{tn, "AddToCell", "raw_value"}},
 		{codes.Unimplemented, "what Bighive does not serve: a method", func() error {
-			_, err := adm.CopyBackup(ctx, &adminpb.CopyBackupRequest{Parent: parent})
+			_, err := adm.UndeleteTable(ctx, &adminpb.UndeleteTableRequest{Name: parent + "/tables/t"})
 			return err
-		}, []string{"CopyBackup"}},
+		}, []string{"UndeleteTable"}},
 		{codes.ResourceExhausted, "a request over the receive limit", func() error {
 			return overLimitRequest(ctx, a.conn, limits.MaxRequestBytes+2<<20)
 		}, []string{"larger than max"}},

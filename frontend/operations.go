@@ -12,8 +12,8 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
-// Long-running operations (google.longrunning.Operations): CreateBackup
-// and RestoreTable answer an Operation, which the caller polls with
+// Long-running operations (google.longrunning.Operations): CreateBackup,
+// RestoreTable and CopyBackup answer an Operation, which the caller polls with
 // GetOperation until it is done. The work runs in the frontend that took
 // the request, in a goroutine of its own under the caller's credentials
 // (the request's context without its cancellation, bounded by opTimeout);

@@ -32,7 +32,7 @@ type Server struct {
 	mu     sync.Mutex
 	tables map[string]*client.Table // by Bighive table name
 
-	ops    operations    // CreateBackup's and RestoreTable's (operations.go)
+	ops    operations    // CreateBackup's, RestoreTable's and CopyBackup's (operations.go)
 	opWait time.Duration // how long a request waits for its operation
 }
 

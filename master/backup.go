@@ -357,3 +357,73 @@ func (m *Master) expireBackups(ctx context.Context, now time.Time) {
 		}
 	}
 }
+
+// CopyBackup records a new backup naming the same files as another (a
+// backup by reference is copied by reference: no byte moves), with its own
+// expiry time. The copy is one command that reads the source in its own
+// transaction.
+func (m *Master) CopyBackup(ctx context.Context, req *pb.CopyBackupRequest) (*pb.CopyBackupResponse, error) {
+	if _, err := m.ready(); err != nil {
+		return nil, err
+	}
+	if err := limits.ValidateBackupName(req.Name); err != nil {
+		return nil, err
+	}
+	now := time.Now().UnixMicro()
+	if req.ExpireTimeMicros <= now {
+		return nil, apierr.InvalidArgument("backup %q: expire time %s is not in the future", req.Name, time.UnixMicro(req.ExpireTimeMicros).UTC().Format(time.RFC3339))
+	}
+	res, err := m.apply(ctx, &spb.MetaCommand{Version: meta.CommandVersion, Cmd: &spb.MetaCommand_RecordBackup{RecordBackup: &spb.MetaRecordBackup{
+		CopyOf: req.Source, Backup: &pb.BackupMeta{Name: req.Name, CreateTimeMicros: now, ExpireTimeMicros: req.ExpireTimeMicros}}}})
+	if err != nil {
+		return nil, err
+	}
+	m.log.Info("backup copied", "backup", req.Name, "source", req.Source)
+	m.events.add("backup", "backup %s copied from backup %s", req.Name, req.Source)
+	m.setSpace(res.Backup)
+	return &pb.CopyBackupResponse{Backup: res.Backup}, nil
+}
+
+// ImportBackup records an imported backup (docs/backup-format.md): Begin
+// records it CREATING with its schema and ranges; each later call adds the
+// files tservers wrote for it (TServer.ImportTSFile) and the last marks it
+// READY.
+func (m *Master) ImportBackup(ctx context.Context, req *pb.ImportBackupRequest) (*pb.ImportBackupResponse, error) {
+	if _, err := m.ready(); err != nil {
+		return nil, err
+	}
+	var cmd *spb.MetaCommand
+	if b := req.Begin; b != nil {
+		if err := limits.ValidateBackupName(b.Name); err != nil {
+			return nil, err
+		}
+		if b.ExpireTimeMicros <= time.Now().UnixMicro() {
+			return nil, apierr.InvalidArgument("backup %q: expire time %s is not in the future", b.Name, time.UnixMicro(b.ExpireTimeMicros).UTC().Format(time.RFC3339))
+		}
+		in := &pb.BackupMeta{Name: b.Name, SourceTable: b.SourceTable, Schema: b.Schema, CreateTimeMicros: b.CreateTimeMicros,
+			ExpireTimeMicros: b.ExpireTimeMicros, RequestId: b.RequestId}
+		for _, t := range b.Tablets {
+			in.Tablets = append(in.Tablets, &pb.BackupTablet{Range: t.Range})
+		}
+		cmd = &spb.MetaCommand{Version: meta.CommandVersion, Cmd: &spb.MetaCommand_RecordBackup{RecordBackup: &spb.MetaRecordBackup{Backup: in}}}
+	} else {
+		add := &spb.MetaAddBackupFiles{Name: req.Name, Ready: req.Ready}
+		for _, t := range req.Tablets {
+			add.Tablets = append(add.Tablets, &spb.MetaAddBackupFiles_Tablet{Index: t.Index, Tsfiles: t.Tsfiles})
+		}
+		cmd = &spb.MetaCommand{Version: meta.CommandVersion, Cmd: &spb.MetaCommand_AddBackupFiles{AddBackupFiles: add}}
+	}
+	res, err := m.apply(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case req.Begin != nil:
+		m.log.Info("backup import begun", "backup", req.Begin.Name, "tablets", len(req.Begin.Tablets))
+	case req.Ready:
+		m.log.Info("backup imported", "backup", req.Name)
+		m.events.add("backup", "backup %s imported (%d tablets)", req.Name, len(res.Backup.Tablets))
+		m.setSpace(res.Backup)
+	}
+	return &pb.ImportBackupResponse{Backup: res.Backup}, nil
+}

@@ -54,6 +54,10 @@
 // or absent. GetBackup and ListBackups answer each backup's space
 // (backupspace.go): the bytes of the files it alone names, and of those a
 // tablet or another backup names too, from the sizes the metadata holds.
+// CopyBackup is one command that reads the source and records the copy
+// naming its files; ImportBackup records an imported backup CREATING,
+// then the files tservers wrote for it, one command each, then READY
+// (docs/backup-format.md).
 //
 // # What goes through raft
 //

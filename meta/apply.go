@@ -94,6 +94,10 @@ func (w *writer) dispatch(cmd *spb.MetaCommand) (*Result, error) {
 		return w.deleteBackup(c.DeleteBackup)
 	case *spb.MetaCommand_RestoreTable:
 		return w.restoreTable(c.RestoreTable)
+	case *spb.MetaCommand_RecordBackup:
+		return w.recordBackup(c.RecordBackup)
+	case *spb.MetaCommand_AddBackupFiles:
+		return w.addBackupFiles(c.AddBackupFiles)
 	default:
 		return nil, apierr.InvalidArgument("meta: command has no known kind")
 	}

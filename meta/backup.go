@@ -2,6 +2,7 @@ package meta
 
 import (
 	"bytes"
+	"slices"
 
 	"google.golang.org/protobuf/proto"
 
@@ -18,7 +19,12 @@ import (
 // counts a backup's blocks as live, and every file a backup names goes
 // into the sharedfiles bucket (never removed: a marker of a few bytes), so
 // a tserver asks SharedFiles before it deletes a compaction's replaced
-// file itself and leaves a shared one to the orphan pass.
+// file itself and leaves a shared one to the orphan pass. A copy
+// (recordBackup with CopyOf) names the same files as its source; an
+// import is recorded CREATING, without files, and gets them one command at
+// a time as the tservers write them (addBackupFiles), so every imported
+// file is named (kept by GC) moments after it is written, and it is
+// restorable only once READY.
 
 // Backup returns one backup, or a NotFound error.
 func (r *Reader) Backup(name string) (*pb.BackupMeta, error) {
@@ -85,17 +91,10 @@ func (w *writer) putBackup(m *pb.BackupMeta) error {
 // merged since, or not serving when the flushes ran) refuses the command
 // with Aborted, and the leader flushes again.
 func (w *writer) createBackup(c *spb.MetaCreateBackup) (*Result, error) {
-	if err := limits.ValidateBackupName(c.Name); err != nil {
+	if retry, err := w.checkNewBackup(c.Name, c.CreateTimeMicros, c.ExpireTimeMicros, c.RequestId); err != nil {
 		return nil, err
-	}
-	if c.ExpireTimeMicros <= c.CreateTimeMicros {
-		return nil, apierr.InvalidArgument("backup %q: expire time %d µs is not after its creation time %d µs", c.Name, c.ExpireTimeMicros, c.CreateTimeMicros)
-	}
-	if old, err := w.Backup(c.Name); err == nil {
-		if c.RequestId != "" && old.RequestId == c.RequestId {
-			return &Result{Backup: old}, nil // a retry of the call that made it
-		}
-		return nil, apierr.AlreadyExists("backup %q already exists", c.Name)
+	} else if retry != nil {
+		return &Result{Backup: retry}, nil // a retry of the call that made it
 	}
 	schema, err := w.Table(c.Table)
 	if err != nil {
@@ -124,8 +123,33 @@ func (w *writer) createBackup(c *spb.MetaCreateBackup) (*Result, error) {
 		}
 		m.Tablets = append(m.Tablets, &pb.BackupTablet{Range: t.Range, Tsfiles: t.Tsfiles})
 	}
+	return w.saveBackup(m, m.Tablets)
+}
+
+// checkNewBackup checks a new backup's name and times. A backup of that
+// name made by the same call (requestID, not empty) is returned: the
+// command is a retry and answers it.
+func (w *writer) checkNewBackup(name string, create, expire int64, requestID string) (retry *pb.BackupMeta, err error) {
+	if err := limits.ValidateBackupName(name); err != nil {
+		return nil, err
+	}
+	if expire <= create {
+		return nil, apierr.InvalidArgument("backup %q: expire time %d µs is not after its creation time %d µs", name, expire, create)
+	}
+	if old, err := w.Backup(name); err == nil {
+		if requestID != "" && old.RequestId == requestID {
+			return old, nil
+		}
+		return nil, apierr.AlreadyExists("backup %q already exists", name)
+	}
+	return nil, nil
+}
+
+// saveBackup marks every file of named (the files the command gave m) in
+// sharedfiles and stores m.
+func (w *writer) saveBackup(m *pb.BackupMeta, named []*pb.BackupTablet) (*Result, error) {
 	shared := w.tx.Bucket(bucketSharedFiles)
-	for _, bt := range m.Tablets {
+	for _, bt := range named {
 		for _, f := range bt.Tsfiles {
 			if err := shared.Put(sharedKey(f.BlockStoreUuid, f.FooterBlock), nil); err != nil {
 				return nil, err
@@ -136,6 +160,81 @@ func (w *writer) createBackup(c *spb.MetaCreateBackup) (*Result, error) {
 		return nil, err
 	}
 	return &Result{Backup: m}, nil
+}
+
+// recordBackup records a copy of a READY backup (c.CopyOf: its schema,
+// tablets and files, read in this transaction, so no deletion of the
+// source can come between) or the start of an import (a CREATING backup
+// with c.Backup's schema and tablet ranges, without files).
+func (w *writer) recordBackup(c *spb.MetaRecordBackup) (*Result, error) {
+	in := c.GetBackup()
+	if retry, err := w.checkNewBackup(in.GetName(), in.GetCreateTimeMicros(), in.GetExpireTimeMicros(), in.GetRequestId()); err != nil {
+		return nil, err
+	} else if retry != nil {
+		return &Result{Backup: retry}, nil // a retry of the call that made it
+	}
+	m := &pb.BackupMeta{Name: in.Name, CreateTimeMicros: in.CreateTimeMicros, ExpireTimeMicros: in.ExpireTimeMicros, RequestId: in.RequestId}
+	if c.CopyOf != "" {
+		src, err := w.Backup(c.CopyOf)
+		if err != nil {
+			return nil, err
+		}
+		if src.State != pb.BackupState_BACKUP_STATE_READY {
+			return nil, apierr.FailedPrecondition("backup %q is still being imported; copy it once it is ready", c.CopyOf)
+		}
+		m.SourceTable, m.Schema, m.Tablets, m.State = src.SourceTable, src.Schema, src.Tablets, pb.BackupState_BACKUP_STATE_READY
+	} else {
+		if in.Schema == nil {
+			return nil, apierr.InvalidArgument("backup %q: an import needs the table's schema", in.Name)
+		}
+		if err := ValidateSchema(in.Schema); err != nil {
+			return nil, err
+		}
+		m.SourceTable, m.Schema, m.State = in.SourceTable, in.Schema, pb.BackupState_BACKUP_STATE_CREATING
+		for _, t := range in.Tablets {
+			m.Tablets = append(m.Tablets, &pb.BackupTablet{Range: t.Range})
+		}
+		if err := checkTiling(m); err != nil {
+			return nil, apierr.InvalidArgument("%v", err)
+		}
+	}
+	return w.saveBackup(m, m.Tablets)
+}
+
+// addBackupFiles adds imported files to a CREATING backup's tablets and,
+// with c.Ready, makes it READY. It is idempotent, so a retried call is
+// harmless: a file the tablet names already is not added again, and a
+// READY backup answers a command that only marks it ready.
+func (w *writer) addBackupFiles(c *spb.MetaAddBackupFiles) (*Result, error) {
+	m, err := w.Backup(c.Name)
+	if err != nil {
+		return nil, err
+	}
+	if m.State == pb.BackupState_BACKUP_STATE_READY && c.Ready && len(c.Tablets) == 0 {
+		return &Result{Backup: m}, nil
+	}
+	if m.State != pb.BackupState_BACKUP_STATE_CREATING {
+		return nil, apierr.FailedPrecondition("backup %q is not being imported", c.Name)
+	}
+	added := make([]*pb.BackupTablet, 0, len(c.Tablets))
+	for _, t := range c.Tablets {
+		if t.Index < 0 || int(t.Index) >= len(m.Tablets) {
+			return nil, apierr.InvalidArgument("backup %q has %d tablets, not a tablet %d", c.Name, len(m.Tablets), t.Index)
+		}
+		bt := m.Tablets[t.Index]
+		for _, f := range t.Tsfiles {
+			if !slices.ContainsFunc(bt.Tsfiles, func(g *pb.TSFileRef) bool {
+				return g.BlockStoreUuid == f.BlockStoreUuid && g.FooterBlock == f.FooterBlock
+			}) {
+				bt.Tsfiles = append(bt.Tsfiles, f)
+			}
+		}
+		added = append(added, &pb.BackupTablet{Tsfiles: t.Tsfiles})
+	}
+	if c.Ready {
+		m.State = pb.BackupState_BACKUP_STATE_READY
+	}
+	return w.saveBackup(m, added)
 }
 
 func (w *writer) updateBackup(c *spb.MetaUpdateBackup) (*Result, error) {
@@ -176,6 +275,9 @@ func (w *writer) restoreTable(c *spb.MetaRestoreTable) (*Result, error) {
 	m, err := w.Backup(c.Backup)
 	if err != nil {
 		return nil, err
+	}
+	if m.State != pb.BackupState_BACKUP_STATE_READY {
+		return nil, apierr.FailedPrecondition("backup %q is still being imported; restore it once it is ready", c.Backup)
 	}
 	schema := proto.Clone(m.Schema).(*pb.TableSchema)
 	schema.Name = c.Table

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 
 	"bighive/internal/apierr"
 	pb "bighive/proto/bighivepb"
@@ -165,4 +166,107 @@ func TestBackupRecordsTheCut(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestCopyAndImportBackup: a copy names its source's files and is ready at
+// once; an import is recorded CREATING with ranges only, refuses a restore
+// until its files are added and it is marked READY, and every file it
+// names is kept by GC and marked shared from the command that added it.
+func TestCopyAndImportBackup(t *testing.T) {
+	f := openTestFSM(t)
+	f.mustApply(createCmd("t", "m"))
+	f.mustApply(registerCmd("a", 1))
+	t1, t2 := FormatTabletID(1), FormatTabletID(2)
+	f.mustApply(assignCmd(&spb.MetaAssign_Item{TabletId: t1, TserverUuid: "a"}, &spb.MetaAssign_Item{TabletId: t2, TserverUuid: "a"}))
+	f.mustApply(checkpointCmd("a", t1, 1, 10))
+	f.mustApply(checkpointCmd("a", t2, 1, 20))
+	f.mustApply(backupCmd("b", "t", 100, 200, t1, t2))
+
+	record := func(copyOf, name string, b *pb.BackupMeta) *spb.MetaCommand {
+		if b == nil {
+			b = &pb.BackupMeta{}
+		}
+		b.Name, b.CreateTimeMicros, b.ExpireTimeMicros = name, 300, 400
+		return &spb.MetaCommand{Cmd: &spb.MetaCommand_RecordBackup{RecordBackup: &spb.MetaRecordBackup{CopyOf: copyOf, Backup: b}}}
+	}
+	cp := f.mustApply(record("b", "c", nil)).Backup
+	if cp.State != pb.BackupState_BACKUP_STATE_READY || cp.SourceTable != "t" || footersOf(cp.Tablets[1].Tsfiles) != "[20]" || cp.CreateTimeMicros != 300 {
+		t.Fatalf("copy %v", cp)
+	}
+	ranges := []*pb.BackupTablet{{Range: &pb.RowRange{EndRow: []byte("k")}}, {Range: &pb.RowRange{StartRow: []byte("k")}}}
+	imp := &pb.BackupMeta{SourceTable: "t", Schema: &pb.TableSchema{Name: "t"}, Tablets: ranges}
+	for _, tc := range []struct {
+		name string
+		cmd  *spb.MetaCommand
+		want codes.Code
+	}{
+		{"copy of a missing backup", record("nope", "x", nil), codes.NotFound},
+		{"copy onto a taken name", record("b", "c", nil), codes.AlreadyExists},
+		{"import without a schema", record("", "x", &pb.BackupMeta{Tablets: ranges}), codes.InvalidArgument},
+		{"import of a bad schema", record("", "x", &pb.BackupMeta{Schema: &pb.TableSchema{Name: "a/b"}, Tablets: ranges}), codes.InvalidArgument},
+		{"import of ranges that do not tile", record("", "x", &pb.BackupMeta{Schema: &pb.TableSchema{Name: "t"}, Tablets: ranges[1:]}), codes.InvalidArgument},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if c := apierr.CodeOf(f.apply(tc.cmd).Err); c != tc.want {
+				t.Fatalf("code %v, want %v", c, tc.want)
+			}
+		})
+	}
+	if b := f.mustApply(record("", "i", imp)).Backup; b.State != pb.BackupState_BACKUP_STATE_CREATING || len(b.Tablets) != 2 || len(b.Tablets[0].Tsfiles) != 0 {
+		t.Fatalf("import begun %v", b)
+	}
+	if c := apierr.CodeOf(f.apply(restoreCmd("i", "r")).Err); c != codes.FailedPrecondition {
+		t.Fatalf("restore of an import in progress: %v", c)
+	}
+	if c := apierr.CodeOf(f.apply(record("i", "x", nil)).Err); c != codes.FailedPrecondition {
+		t.Fatalf("copy of an import in progress: %v", c)
+	}
+	add := func(name string, index int32, ready bool, footers ...uint64) *spb.MetaCommand {
+		var files []*pb.TSFileRef
+		for _, ft := range footers {
+			files = append(files, &pb.TSFileRef{BlockStoreUuid: "bs-b", FooterBlock: ft, Blocks: []uint64{ft}})
+		}
+		return &spb.MetaCommand{Cmd: &spb.MetaCommand_AddBackupFiles{AddBackupFiles: &spb.MetaAddBackupFiles{Name: name, Ready: ready,
+			Tablets: []*spb.MetaAddBackupFiles_Tablet{{Index: index, Tsfiles: files}}}}}
+	}
+	if c := apierr.CodeOf(f.apply(add("i", 2, false, 7)).Err); c != codes.InvalidArgument {
+		t.Fatalf("files for a tablet the import lacks: %v", c)
+	}
+	if c := apierr.CodeOf(f.apply(add("b", 0, false, 7)).Err); c != codes.FailedPrecondition {
+		t.Fatalf("files added to a ready backup: %v", c)
+	}
+	f.mustApply(add("i", 0, false, 7))
+	f.mustApply(add("i", 0, false, 7)) // a retry adds nothing
+	// A retried begin (same request id) answers the import it began.
+	withID := func(id string) *spb.MetaCommand {
+		b := proto.Clone(imp).(*pb.BackupMeta)
+		b.RequestId = id
+		return record("", "j", b)
+	}
+	f.mustApply(withID("req-1"))
+	if b := f.mustApply(withID("req-1")).Backup; b.State != pb.BackupState_BACKUP_STATE_CREATING {
+		t.Fatalf("a retried begin answered %v", b)
+	}
+	if c := apierr.CodeOf(f.apply(withID("req-2")).Err); c != codes.AlreadyExists {
+		t.Fatalf("another import under a taken name: %v", c)
+	}
+	_ = f.View(func(r *Reader) error {
+		blocks, _, _ := r.GCReferences("bs-b", "")
+		if fmt.Sprint(blocks) != "[7]" || fmt.Sprint(r.SharedFiles("bs-b", []uint64{7})) != "[7]" {
+			t.Errorf("an imported file: GC references %v, shared %v", blocks, r.SharedFiles("bs-b", []uint64{7}))
+		}
+		return nil
+	})
+	if b := f.mustApply(add("i", 1, true, 8, 9)).Backup; b.State != pb.BackupState_BACKUP_STATE_READY || footersOf(b.Tablets[1].Tsfiles) != "[8 9]" ||
+		footersOf(b.Tablets[0].Tsfiles) != "[7]" {
+		t.Fatalf("import done %v", b)
+	}
+	ready := &spb.MetaCommand{Cmd: &spb.MetaCommand_AddBackupFiles{AddBackupFiles: &spb.MetaAddBackupFiles{Name: "i", Ready: true}}}
+	if b := f.mustApply(ready).Backup; b.State != pb.BackupState_BACKUP_STATE_READY { // a retried last call
+		t.Fatalf("ready again: %v", b)
+	}
+	res := f.mustApply(restoreCmd("i", "r"))
+	if len(res.Tablets) != 2 || footersOf(res.Tablets[0].Tsfiles) != "[7]" || string(res.Tablets[1].Range.GetStartRow()) != "k" {
+		t.Fatalf("restored import %v", res.Tablets)
+	}
 }

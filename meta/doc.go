@@ -132,7 +132,12 @@
 // ranges and files, so the files are named by both. DeleteBackup with an
 // expiry time deletes only a backup expired by then. The commands were
 // added as new oneof numbers (26 to 29): entries logged before them apply
-// as before, and CommandVersion stays 1.
+// as before, and CommandVersion stays 1. RecordBackup (30) records a copy
+// of a READY backup, read in the same transaction, or an import begun
+// CREATING with its schema and ranges only; AddBackupFiles (31) adds an
+// import's files and, last, makes it READY. Every file either names goes
+// into sharedfiles, and a CREATING backup's files count for GCReferences
+// like any backup's, but it cannot be restored or copied.
 //
 // Table names never contain 0x00 ([A-Za-z0-9_.-]), nor do tserver uuids as
 // the master accepts them, so the 0x00 separator is unambiguous. Tablet ids

@@ -51,6 +51,13 @@
 //     collected by their owners (GetGCReferences answers per store UUID),
 //     and so are replaced files of its own store that a backup may share
 //     (SharedTSFiles; docs/design.md 'Backups').
+//   - backup export and import (backup.go): ExportTSFile reads a TSFile
+//     of any store (read-only, as a moved tablet's) and streams its
+//     entries; ImportTSFile writes streamed entries, checked to be in
+//     order, as a new TSFile of its own store, named by nothing until the
+//     caller adds it to its backup at once; the orphan pass counts its
+//     blocks as referenced for an hour meanwhile (importHolds), whatever
+//     its grace.
 //   - schemas: the tserver keeps the highest TableSchema.version it has
 //     seen of each table (assignments, heartbeat replies, UpdateSchema
 //     pushes) and every tablet of the table runs on it, also one loading

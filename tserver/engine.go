@@ -294,5 +294,8 @@ func (m masterRefs) ReferencedBlocks(ctx context.Context) (map[blockstore.BlockR
 			}
 		}
 	}
+	// So do the files a backup import wrote here lately: their backup names
+	// them one master call after.
+	m.s.imports.addTo(out, m.s.uuid, time.Now())
 	return out, nil
 }

@@ -242,6 +242,9 @@ type storage struct {
 	cache  *blockcache.Cache
 	stores *stores
 	eng    *engineState
+	// imports holds the blocks of files ImportTSFile wrote until their
+	// backup surely names them (backup.go).
+	imports importHolds
 }
 
 // Start opens the tserver's storage, starts serving gRPC and registers

@@ -85,6 +85,8 @@ var Methods = map[string]Need{
 	masterSvc + "UpdateBackup": adminAll,
 	masterSvc + "DeleteBackup": adminAll,
 	masterSvc + "RestoreTable": adminAll,
+	masterSvc + "CopyBackup":   adminAll,
+	masterSvc + "ImportBackup": adminAll,
 	// Master: reads of a table's metadata, read on the table.
 	masterSvc + "DescribeTable":     readTable,
 	masterSvc + "GetTableLocations": readTable,
@@ -122,7 +124,11 @@ var Methods = map[string]Need{
 	tserverSvc + "Checkpoint": adminAll,
 	tserverSvc + "Compact":    {Kind: TableRole, Role: RoleAdmin, Table: FromTablet},
 	tserverSvc + "Status":     authed,
-	tserverSvc + "Ping":       authed,
+	// TServer: a backup's export and import read and write what any
+	// table may hold.
+	tserverSvc + "ExportTSFile": adminAll,
+	tserverSvc + "ImportTSFile": adminAll,
+	tserverSvc + "Ping":         authed,
 	// TServer: called by the master.
 	tserverSvc + "Split":            internal,
 	tserverSvc + "AssignTablets":    internal,

@@ -307,6 +307,9 @@ const (
 	BackupState_BACKUP_STATE_UNSPECIFIED BackupState = 0
 	// Recorded: every file it names is kept and it can be restored.
 	BackupState_BACKUP_STATE_READY BackupState = 1
+	// Being imported (ImportBackup): the files it names so far are kept; it
+	// cannot be restored until the import marks it READY.
+	BackupState_BACKUP_STATE_CREATING BackupState = 2
 )
 
 // Enum value maps for BackupState.
@@ -314,10 +317,12 @@ var (
 	BackupState_name = map[int32]string{
 		0: "BACKUP_STATE_UNSPECIFIED",
 		1: "BACKUP_STATE_READY",
+		2: "BACKUP_STATE_CREATING",
 	}
 	BackupState_value = map[string]int32{
 		"BACKUP_STATE_UNSPECIFIED": 0,
 		"BACKUP_STATE_READY":       1,
+		"BACKUP_STATE_CREATING":    2,
 	}
 )
 
@@ -2425,10 +2430,11 @@ const file_bighivepb_common_proto_rawDesc = "" +
 	"\x17COMPRESSION_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10COMPRESSION_NONE\x10\x01\x12\x16\n" +
 	"\x12COMPRESSION_SNAPPY\x10\x02\x12\x14\n" +
-	"\x10COMPRESSION_ZSTD\x10\x03*C\n" +
+	"\x10COMPRESSION_ZSTD\x10\x03*^\n" +
 	"\vBackupState\x12\x1c\n" +
 	"\x18BACKUP_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
-	"\x12BACKUP_STATE_READY\x10\x01B\x19Z\x17bighive/proto/bighivepbb\x06proto3"
+	"\x12BACKUP_STATE_READY\x10\x01\x12\x19\n" +
+	"\x15BACKUP_STATE_CREATING\x10\x02B\x19Z\x17bighive/proto/bighivepbb\x06proto3"
 
 var (
 	file_bighivepb_common_proto_rawDescOnce sync.Once

@@ -4933,6 +4933,283 @@ func (x *SharedTSFilesResponse) GetFooterBlocks() []uint64 {
 	return nil
 }
 
+type CopyBackupRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Source string                 `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
+	Name   string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// µs since the epoch; in the future.
+	ExpireTimeMicros int64 `protobuf:"varint,3,opt,name=expire_time_micros,json=expireTimeMicros,proto3" json:"expire_time_micros,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *CopyBackupRequest) Reset() {
+	*x = CopyBackupRequest{}
+	mi := &file_bighivepb_master_proto_msgTypes[87]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CopyBackupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CopyBackupRequest) ProtoMessage() {}
+
+func (x *CopyBackupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[87]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CopyBackupRequest.ProtoReflect.Descriptor instead.
+func (*CopyBackupRequest) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{87}
+}
+
+func (x *CopyBackupRequest) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *CopyBackupRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CopyBackupRequest) GetExpireTimeMicros() int64 {
+	if x != nil {
+		return x.ExpireTimeMicros
+	}
+	return 0
+}
+
+type CopyBackupResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Backup        *BackupMeta            `protobuf:"bytes,1,opt,name=backup,proto3" json:"backup,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CopyBackupResponse) Reset() {
+	*x = CopyBackupResponse{}
+	mi := &file_bighivepb_master_proto_msgTypes[88]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CopyBackupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CopyBackupResponse) ProtoMessage() {}
+
+func (x *CopyBackupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[88]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CopyBackupResponse.ProtoReflect.Descriptor instead.
+func (*CopyBackupResponse) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{88}
+}
+
+func (x *CopyBackupResponse) GetBackup() *BackupMeta {
+	if x != nil {
+		return x.Backup
+	}
+	return nil
+}
+
+type ImportBackupRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// begin: a new CREATING backup with the schema, source table and tablet
+	// ranges of backup (its files and state are ignored; its create time is
+	// kept, its expire time must be in the future; its request_id, when set,
+	// makes a retried begin answer the backup its first attempt recorded).
+	// Adding a file a tablet names already, or marking a READY backup ready,
+	// changes nothing: every step may be retried.
+	Begin *BackupMeta `protobuf:"bytes,1,opt,name=begin,proto3" json:"begin,omitempty"`
+	// Otherwise: add files to the CREATING backup name's tablets (by index)
+	// and, with ready, make it READY.
+	Name          string                        `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Tablets       []*ImportBackupRequest_Tablet `protobuf:"bytes,3,rep,name=tablets,proto3" json:"tablets,omitempty"`
+	Ready         bool                          `protobuf:"varint,4,opt,name=ready,proto3" json:"ready,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportBackupRequest) Reset() {
+	*x = ImportBackupRequest{}
+	mi := &file_bighivepb_master_proto_msgTypes[89]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportBackupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportBackupRequest) ProtoMessage() {}
+
+func (x *ImportBackupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[89]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportBackupRequest.ProtoReflect.Descriptor instead.
+func (*ImportBackupRequest) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{89}
+}
+
+func (x *ImportBackupRequest) GetBegin() *BackupMeta {
+	if x != nil {
+		return x.Begin
+	}
+	return nil
+}
+
+func (x *ImportBackupRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ImportBackupRequest) GetTablets() []*ImportBackupRequest_Tablet {
+	if x != nil {
+		return x.Tablets
+	}
+	return nil
+}
+
+func (x *ImportBackupRequest) GetReady() bool {
+	if x != nil {
+		return x.Ready
+	}
+	return false
+}
+
+type ImportBackupResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Backup        *BackupMeta            `protobuf:"bytes,1,opt,name=backup,proto3" json:"backup,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportBackupResponse) Reset() {
+	*x = ImportBackupResponse{}
+	mi := &file_bighivepb_master_proto_msgTypes[90]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportBackupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportBackupResponse) ProtoMessage() {}
+
+func (x *ImportBackupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[90]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportBackupResponse.ProtoReflect.Descriptor instead.
+func (*ImportBackupResponse) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{90}
+}
+
+func (x *ImportBackupResponse) GetBackup() *BackupMeta {
+	if x != nil {
+		return x.Backup
+	}
+	return nil
+}
+
+type ImportBackupRequest_Tablet struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Index         int32                  `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	Tsfiles       []*TSFileRef           `protobuf:"bytes,2,rep,name=tsfiles,proto3" json:"tsfiles,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportBackupRequest_Tablet) Reset() {
+	*x = ImportBackupRequest_Tablet{}
+	mi := &file_bighivepb_master_proto_msgTypes[94]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportBackupRequest_Tablet) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportBackupRequest_Tablet) ProtoMessage() {}
+
+func (x *ImportBackupRequest_Tablet) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_master_proto_msgTypes[94]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportBackupRequest_Tablet.ProtoReflect.Descriptor instead.
+func (*ImportBackupRequest_Tablet) Descriptor() ([]byte, []int) {
+	return file_bighivepb_master_proto_rawDescGZIP(), []int{89, 0}
+}
+
+func (x *ImportBackupRequest_Tablet) GetIndex() int32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *ImportBackupRequest_Tablet) GetTsfiles() []*TSFileRef {
+	if x != nil {
+		return x.Tsfiles
+	}
+	return nil
+}
+
 var File_bighivepb_master_proto protoreflect.FileDescriptor
 
 const file_bighivepb_master_proto_rawDesc = "" +
@@ -5255,14 +5532,30 @@ const file_bighivepb_master_proto_rawDesc = "" +
 	"\x10block_store_uuid\x18\x01 \x01(\tR\x0eblockStoreUuid\x12#\n" +
 	"\rfooter_blocks\x18\x02 \x03(\x06R\ffooterBlocks\"<\n" +
 	"\x15SharedTSFilesResponse\x12#\n" +
-	"\rfooter_blocks\x18\x01 \x03(\x06R\ffooterBlocks*K\n" +
+	"\rfooter_blocks\x18\x01 \x03(\x06R\ffooterBlocks\"m\n" +
+	"\x11CopyBackupRequest\x12\x16\n" +
+	"\x06source\x18\x01 \x01(\tR\x06source\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12,\n" +
+	"\x12expire_time_micros\x18\x03 \x01(\x03R\x10expireTimeMicros\"D\n" +
+	"\x12CopyBackupResponse\x12.\n" +
+	"\x06backup\x18\x01 \x01(\v2\x16.bighive.v1.BackupMetaR\x06backup\"\x80\x02\n" +
+	"\x13ImportBackupRequest\x12,\n" +
+	"\x05begin\x18\x01 \x01(\v2\x16.bighive.v1.BackupMetaR\x05begin\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12@\n" +
+	"\atablets\x18\x03 \x03(\v2&.bighive.v1.ImportBackupRequest.TabletR\atablets\x12\x14\n" +
+	"\x05ready\x18\x04 \x01(\bR\x05ready\x1aO\n" +
+	"\x06Tablet\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x05R\x05index\x12/\n" +
+	"\atsfiles\x18\x02 \x03(\v2\x15.bighive.v1.TSFileRefR\atsfiles\"F\n" +
+	"\x14ImportBackupResponse\x12.\n" +
+	"\x06backup\x18\x01 \x01(\v2\x16.bighive.v1.BackupMetaR\x06backup*K\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tROLE_READ\x10\x01\x12\x0e\n" +
 	"\n" +
 	"ROLE_WRITE\x10\x02\x12\x0e\n" +
 	"\n" +
-	"ROLE_ADMIN\x10\x032\x88\x17\n" +
+	"ROLE_ADMIN\x10\x032\xa8\x18\n" +
 	"\x06Master\x12N\n" +
 	"\vCreateTable\x12\x1e.bighive.v1.CreateTableRequest\x1a\x1f.bighive.v1.CreateTableResponse\x12N\n" +
 	"\vDeleteTable\x12\x1e.bighive.v1.DeleteTableRequest\x1a\x1f.bighive.v1.DeleteTableResponse\x12K\n" +
@@ -5299,7 +5592,10 @@ const file_bighivepb_master_proto_rawDesc = "" +
 	"\vListBackups\x12\x1e.bighive.v1.ListBackupsRequest\x1a\x1f.bighive.v1.ListBackupsResponse\x12Q\n" +
 	"\fUpdateBackup\x12\x1f.bighive.v1.UpdateBackupRequest\x1a .bighive.v1.UpdateBackupResponse\x12Q\n" +
 	"\fDeleteBackup\x12\x1f.bighive.v1.DeleteBackupRequest\x1a .bighive.v1.DeleteBackupResponse\x12Q\n" +
-	"\fRestoreTable\x12\x1f.bighive.v1.RestoreTableRequest\x1a .bighive.v1.RestoreTableResponse\x12T\n" +
+	"\fRestoreTable\x12\x1f.bighive.v1.RestoreTableRequest\x1a .bighive.v1.RestoreTableResponse\x12K\n" +
+	"\n" +
+	"CopyBackup\x12\x1d.bighive.v1.CopyBackupRequest\x1a\x1e.bighive.v1.CopyBackupResponse\x12Q\n" +
+	"\fImportBackup\x12\x1f.bighive.v1.ImportBackupRequest\x1a .bighive.v1.ImportBackupResponse\x12T\n" +
 	"\rSharedTSFiles\x12 .bighive.v1.SharedTSFilesRequest\x1a!.bighive.v1.SharedTSFilesResponseB\x19Z\x17bighive/proto/bighivepbb\x06proto3"
 
 var (
@@ -5315,7 +5611,7 @@ func file_bighivepb_master_proto_rawDescGZIP() []byte {
 }
 
 var file_bighivepb_master_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_bighivepb_master_proto_msgTypes = make([]protoimpl.MessageInfo, 90)
+var file_bighivepb_master_proto_msgTypes = make([]protoimpl.MessageInfo, 95)
 var file_bighivepb_master_proto_goTypes = []any{
 	(Role)(0),                            // 0: bighive.v1.Role
 	(*TableInfo)(nil),                    // 1: bighive.v1.TableInfo
@@ -5405,165 +5701,179 @@ var file_bighivepb_master_proto_goTypes = []any{
 	(*RestoreTableResponse)(nil),         // 85: bighive.v1.RestoreTableResponse
 	(*SharedTSFilesRequest)(nil),         // 86: bighive.v1.SharedTSFilesRequest
 	(*SharedTSFilesResponse)(nil),        // 87: bighive.v1.SharedTSFilesResponse
-	nil,                                  // 88: bighive.v1.DescribeTableResponse.TabletSizesEntry
-	nil,                                  // 89: bighive.v1.DescribeTableResponse.TabletSpaceEntry
-	nil,                                  // 90: bighive.v1.ReportLogSplitRequest.RecoveryFilesEntry
-	(*TableSchema)(nil),                  // 91: bighive.v1.TableSchema
-	(CachePriority)(0),                   // 92: bighive.v1.CachePriority
-	(*TabletMeta)(nil),                   // 93: bighive.v1.TabletMeta
-	(*FamilySpec)(nil),                   // 94: bighive.v1.FamilySpec
-	(*RowRange)(nil),                     // 95: bighive.v1.RowRange
-	(TabletState)(0),                     // 96: bighive.v1.TabletState
-	(*LogPosition)(nil),                  // 97: bighive.v1.LogPosition
-	(*TSFileRef)(nil),                    // 98: bighive.v1.TSFileRef
-	(*DataDirGroup)(nil),                 // 99: bighive.v1.DataDirGroup
-	(*TabletError)(nil),                  // 100: bighive.v1.TabletError
-	(*GcRule)(nil),                       // 101: bighive.v1.GcRule
-	(Compression)(0),                     // 102: bighive.v1.Compression
-	(*BackupMeta)(nil),                   // 103: bighive.v1.BackupMeta
+	(*CopyBackupRequest)(nil),            // 88: bighive.v1.CopyBackupRequest
+	(*CopyBackupResponse)(nil),           // 89: bighive.v1.CopyBackupResponse
+	(*ImportBackupRequest)(nil),          // 90: bighive.v1.ImportBackupRequest
+	(*ImportBackupResponse)(nil),         // 91: bighive.v1.ImportBackupResponse
+	nil,                                  // 92: bighive.v1.DescribeTableResponse.TabletSizesEntry
+	nil,                                  // 93: bighive.v1.DescribeTableResponse.TabletSpaceEntry
+	nil,                                  // 94: bighive.v1.ReportLogSplitRequest.RecoveryFilesEntry
+	(*ImportBackupRequest_Tablet)(nil),   // 95: bighive.v1.ImportBackupRequest.Tablet
+	(*TableSchema)(nil),                  // 96: bighive.v1.TableSchema
+	(CachePriority)(0),                   // 97: bighive.v1.CachePriority
+	(*TabletMeta)(nil),                   // 98: bighive.v1.TabletMeta
+	(*FamilySpec)(nil),                   // 99: bighive.v1.FamilySpec
+	(*RowRange)(nil),                     // 100: bighive.v1.RowRange
+	(TabletState)(0),                     // 101: bighive.v1.TabletState
+	(*LogPosition)(nil),                  // 102: bighive.v1.LogPosition
+	(*TSFileRef)(nil),                    // 103: bighive.v1.TSFileRef
+	(*DataDirGroup)(nil),                 // 104: bighive.v1.DataDirGroup
+	(*TabletError)(nil),                  // 105: bighive.v1.TabletError
+	(*GcRule)(nil),                       // 106: bighive.v1.GcRule
+	(Compression)(0),                     // 107: bighive.v1.Compression
+	(*BackupMeta)(nil),                   // 108: bighive.v1.BackupMeta
 }
 var file_bighivepb_master_proto_depIdxs = []int32{
-	91,  // 0: bighive.v1.TableInfo.schema:type_name -> bighive.v1.TableSchema
-	92,  // 1: bighive.v1.TableInfo.cache_priority:type_name -> bighive.v1.CachePriority
-	91,  // 2: bighive.v1.CreateTableRequest.schema:type_name -> bighive.v1.TableSchema
+	96,  // 0: bighive.v1.TableInfo.schema:type_name -> bighive.v1.TableSchema
+	97,  // 1: bighive.v1.TableInfo.cache_priority:type_name -> bighive.v1.CachePriority
+	96,  // 2: bighive.v1.CreateTableRequest.schema:type_name -> bighive.v1.TableSchema
 	1,   // 3: bighive.v1.CreateTableResponse.table:type_name -> bighive.v1.TableInfo
 	1,   // 4: bighive.v1.ListTablesResponse.tables:type_name -> bighive.v1.TableInfo
 	1,   // 5: bighive.v1.DescribeTableResponse.table:type_name -> bighive.v1.TableInfo
-	93,  // 6: bighive.v1.DescribeTableResponse.tablets:type_name -> bighive.v1.TabletMeta
-	88,  // 7: bighive.v1.DescribeTableResponse.tablet_sizes:type_name -> bighive.v1.DescribeTableResponse.TabletSizesEntry
-	89,  // 8: bighive.v1.DescribeTableResponse.tablet_space:type_name -> bighive.v1.DescribeTableResponse.TabletSpaceEntry
-	94,  // 9: bighive.v1.AddFamilyRequest.family:type_name -> bighive.v1.FamilySpec
-	92,  // 10: bighive.v1.SetCachePriorityRequest.priority:type_name -> bighive.v1.CachePriority
-	95,  // 11: bighive.v1.TabletLocation.range:type_name -> bighive.v1.RowRange
-	96,  // 12: bighive.v1.TabletLocation.state:type_name -> bighive.v1.TabletState
-	91,  // 13: bighive.v1.GetTableLocationsResponse.schema:type_name -> bighive.v1.TableSchema
+	98,  // 6: bighive.v1.DescribeTableResponse.tablets:type_name -> bighive.v1.TabletMeta
+	92,  // 7: bighive.v1.DescribeTableResponse.tablet_sizes:type_name -> bighive.v1.DescribeTableResponse.TabletSizesEntry
+	93,  // 8: bighive.v1.DescribeTableResponse.tablet_space:type_name -> bighive.v1.DescribeTableResponse.TabletSpaceEntry
+	99,  // 9: bighive.v1.AddFamilyRequest.family:type_name -> bighive.v1.FamilySpec
+	97,  // 10: bighive.v1.SetCachePriorityRequest.priority:type_name -> bighive.v1.CachePriority
+	100, // 11: bighive.v1.TabletLocation.range:type_name -> bighive.v1.RowRange
+	101, // 12: bighive.v1.TabletLocation.state:type_name -> bighive.v1.TabletState
+	96,  // 13: bighive.v1.GetTableLocationsResponse.schema:type_name -> bighive.v1.TableSchema
 	15,  // 14: bighive.v1.GetTableLocationsResponse.locations:type_name -> bighive.v1.TabletLocation
 	17,  // 15: bighive.v1.ListTServersResponse.tservers:type_name -> bighive.v1.TServerInfo
 	23,  // 16: bighive.v1.TabletReport.space:type_name -> bighive.v1.TabletSpace
 	22,  // 17: bighive.v1.HeartbeatRequest.tablets:type_name -> bighive.v1.TabletReport
 	24,  // 18: bighive.v1.HeartbeatRequest.load:type_name -> bighive.v1.TServerLoad
-	93,  // 19: bighive.v1.TabletAssignment.tablet:type_name -> bighive.v1.TabletMeta
-	91,  // 20: bighive.v1.TabletAssignment.schema:type_name -> bighive.v1.TableSchema
-	92,  // 21: bighive.v1.TabletAssignment.cache_priority:type_name -> bighive.v1.CachePriority
-	97,  // 22: bighive.v1.LogSplitTask.file:type_name -> bighive.v1.LogPosition
-	92,  // 23: bighive.v1.TableCachePriority.priority:type_name -> bighive.v1.CachePriority
+	98,  // 19: bighive.v1.TabletAssignment.tablet:type_name -> bighive.v1.TabletMeta
+	96,  // 20: bighive.v1.TabletAssignment.schema:type_name -> bighive.v1.TableSchema
+	97,  // 21: bighive.v1.TabletAssignment.cache_priority:type_name -> bighive.v1.CachePriority
+	102, // 22: bighive.v1.LogSplitTask.file:type_name -> bighive.v1.LogPosition
+	97,  // 23: bighive.v1.TableCachePriority.priority:type_name -> bighive.v1.CachePriority
 	26,  // 24: bighive.v1.HeartbeatResponse.assign:type_name -> bighive.v1.TabletAssignment
 	27,  // 25: bighive.v1.HeartbeatResponse.unassign:type_name -> bighive.v1.TabletUnassignment
 	28,  // 26: bighive.v1.HeartbeatResponse.log_split_tasks:type_name -> bighive.v1.LogSplitTask
 	29,  // 27: bighive.v1.HeartbeatResponse.cache_priorities:type_name -> bighive.v1.TableCachePriority
-	91,  // 28: bighive.v1.HeartbeatResponse.schemas:type_name -> bighive.v1.TableSchema
+	96,  // 28: bighive.v1.HeartbeatResponse.schemas:type_name -> bighive.v1.TableSchema
 	63,  // 29: bighive.v1.HeartbeatResponse.grants:type_name -> bighive.v1.GrantList
-	97,  // 30: bighive.v1.ReportTabletLoadRequest.position:type_name -> bighive.v1.LogPosition
-	93,  // 31: bighive.v1.ReportTabletLoadResponse.tablet:type_name -> bighive.v1.TabletMeta
-	97,  // 32: bighive.v1.TabletLoadReport.position:type_name -> bighive.v1.LogPosition
+	102, // 30: bighive.v1.ReportTabletLoadRequest.position:type_name -> bighive.v1.LogPosition
+	98,  // 31: bighive.v1.ReportTabletLoadResponse.tablet:type_name -> bighive.v1.TabletMeta
+	102, // 32: bighive.v1.TabletLoadReport.position:type_name -> bighive.v1.LogPosition
 	33,  // 33: bighive.v1.ReportTabletLoadsRequest.loads:type_name -> bighive.v1.TabletLoadReport
 	51,  // 34: bighive.v1.TabletLoadResult.status:type_name -> bighive.v1.RowStatus
-	93,  // 35: bighive.v1.TabletLoadResult.tablet:type_name -> bighive.v1.TabletMeta
+	98,  // 35: bighive.v1.TabletLoadResult.tablet:type_name -> bighive.v1.TabletMeta
 	35,  // 36: bighive.v1.ReportTabletLoadsResponse.results:type_name -> bighive.v1.TabletLoadResult
-	97,  // 37: bighive.v1.CheckpointReport.log_positions:type_name -> bighive.v1.LogPosition
-	98,  // 38: bighive.v1.CheckpointReport.tsfiles:type_name -> bighive.v1.TSFileRef
-	99,  // 39: bighive.v1.CheckpointReport.data_dir_group:type_name -> bighive.v1.DataDirGroup
-	98,  // 40: bighive.v1.CheckpointReport.replaced:type_name -> bighive.v1.TSFileRef
+	102, // 37: bighive.v1.CheckpointReport.log_positions:type_name -> bighive.v1.LogPosition
+	103, // 38: bighive.v1.CheckpointReport.tsfiles:type_name -> bighive.v1.TSFileRef
+	104, // 39: bighive.v1.CheckpointReport.data_dir_group:type_name -> bighive.v1.DataDirGroup
+	103, // 40: bighive.v1.CheckpointReport.replaced:type_name -> bighive.v1.TSFileRef
 	37,  // 41: bighive.v1.ReportCheckpointRequest.reports:type_name -> bighive.v1.CheckpointReport
 	51,  // 42: bighive.v1.ReportCheckpointResponse.statuses:type_name -> bighive.v1.RowStatus
-	95,  // 43: bighive.v1.SplitChild.range:type_name -> bighive.v1.RowRange
-	98,  // 44: bighive.v1.SplitChild.tsfiles:type_name -> bighive.v1.TSFileRef
-	97,  // 45: bighive.v1.SplitChild.log_positions:type_name -> bighive.v1.LogPosition
+	100, // 43: bighive.v1.SplitChild.range:type_name -> bighive.v1.RowRange
+	103, // 44: bighive.v1.SplitChild.tsfiles:type_name -> bighive.v1.TSFileRef
+	102, // 45: bighive.v1.SplitChild.log_positions:type_name -> bighive.v1.LogPosition
 	42,  // 46: bighive.v1.ReportSplitRequest.children:type_name -> bighive.v1.SplitChild
-	93,  // 47: bighive.v1.ReportSplitResponse.children:type_name -> bighive.v1.TabletMeta
-	90,  // 48: bighive.v1.ReportLogSplitRequest.recovery_files:type_name -> bighive.v1.ReportLogSplitRequest.RecoveryFilesEntry
-	97,  // 49: bighive.v1.GetGCReferencesResponse.log_positions:type_name -> bighive.v1.LogPosition
-	100, // 50: bighive.v1.RowStatus.tablet_error:type_name -> bighive.v1.TabletError
-	101, // 51: bighive.v1.SetGCRuleRequest.gc_rule:type_name -> bighive.v1.GcRule
-	102, // 52: bighive.v1.SetFamilyCompressionRequest.compression:type_name -> bighive.v1.Compression
+	98,  // 47: bighive.v1.ReportSplitResponse.children:type_name -> bighive.v1.TabletMeta
+	94,  // 48: bighive.v1.ReportLogSplitRequest.recovery_files:type_name -> bighive.v1.ReportLogSplitRequest.RecoveryFilesEntry
+	102, // 49: bighive.v1.GetGCReferencesResponse.log_positions:type_name -> bighive.v1.LogPosition
+	105, // 50: bighive.v1.RowStatus.tablet_error:type_name -> bighive.v1.TabletError
+	106, // 51: bighive.v1.SetGCRuleRequest.gc_rule:type_name -> bighive.v1.GcRule
+	107, // 52: bighive.v1.SetFamilyCompressionRequest.compression:type_name -> bighive.v1.Compression
 	0,   // 53: bighive.v1.Grant.role:type_name -> bighive.v1.Role
 	62,  // 54: bighive.v1.GrantList.grants:type_name -> bighive.v1.Grant
 	62,  // 55: bighive.v1.GrantRequest.grant:type_name -> bighive.v1.Grant
 	62,  // 56: bighive.v1.RevokeRequest.grant:type_name -> bighive.v1.Grant
 	63,  // 57: bighive.v1.ListGrantsResponse.grants:type_name -> bighive.v1.GrantList
-	98,  // 58: bighive.v1.ReportMergeRequest.tsfiles:type_name -> bighive.v1.TSFileRef
-	93,  // 59: bighive.v1.ReportMergeResponse.merged:type_name -> bighive.v1.TabletMeta
-	103, // 60: bighive.v1.CreateBackupResponse.backup:type_name -> bighive.v1.BackupMeta
-	103, // 61: bighive.v1.GetBackupResponse.backup:type_name -> bighive.v1.BackupMeta
-	103, // 62: bighive.v1.ListBackupsResponse.backups:type_name -> bighive.v1.BackupMeta
-	103, // 63: bighive.v1.UpdateBackupResponse.backup:type_name -> bighive.v1.BackupMeta
+	103, // 58: bighive.v1.ReportMergeRequest.tsfiles:type_name -> bighive.v1.TSFileRef
+	98,  // 59: bighive.v1.ReportMergeResponse.merged:type_name -> bighive.v1.TabletMeta
+	108, // 60: bighive.v1.CreateBackupResponse.backup:type_name -> bighive.v1.BackupMeta
+	108, // 61: bighive.v1.GetBackupResponse.backup:type_name -> bighive.v1.BackupMeta
+	108, // 62: bighive.v1.ListBackupsResponse.backups:type_name -> bighive.v1.BackupMeta
+	108, // 63: bighive.v1.UpdateBackupResponse.backup:type_name -> bighive.v1.BackupMeta
 	1,   // 64: bighive.v1.RestoreTableResponse.table:type_name -> bighive.v1.TableInfo
-	23,  // 65: bighive.v1.DescribeTableResponse.TabletSpaceEntry.value:type_name -> bighive.v1.TabletSpace
-	2,   // 66: bighive.v1.Master.CreateTable:input_type -> bighive.v1.CreateTableRequest
-	4,   // 67: bighive.v1.Master.DeleteTable:input_type -> bighive.v1.DeleteTableRequest
-	6,   // 68: bighive.v1.Master.ListTables:input_type -> bighive.v1.ListTablesRequest
-	8,   // 69: bighive.v1.Master.DescribeTable:input_type -> bighive.v1.DescribeTableRequest
-	10,  // 70: bighive.v1.Master.AddFamily:input_type -> bighive.v1.AddFamilyRequest
-	12,  // 71: bighive.v1.Master.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
-	14,  // 72: bighive.v1.Master.GetTableLocations:input_type -> bighive.v1.GetTableLocationsRequest
-	18,  // 73: bighive.v1.Master.ListTServers:input_type -> bighive.v1.ListTServersRequest
-	20,  // 74: bighive.v1.Master.RegisterTServer:input_type -> bighive.v1.RegisterTServerRequest
-	25,  // 75: bighive.v1.Master.Heartbeat:input_type -> bighive.v1.HeartbeatRequest
-	31,  // 76: bighive.v1.Master.ReportTabletLoad:input_type -> bighive.v1.ReportTabletLoadRequest
-	34,  // 77: bighive.v1.Master.ReportTabletLoads:input_type -> bighive.v1.ReportTabletLoadsRequest
-	38,  // 78: bighive.v1.Master.ReportCheckpoint:input_type -> bighive.v1.ReportCheckpointRequest
-	40,  // 79: bighive.v1.Master.AllocateTabletIds:input_type -> bighive.v1.AllocateTabletIdsRequest
-	43,  // 80: bighive.v1.Master.ReportSplit:input_type -> bighive.v1.ReportSplitRequest
-	45,  // 81: bighive.v1.Master.SplitTablet:input_type -> bighive.v1.SplitTabletRequest
-	47,  // 82: bighive.v1.Master.ReportLogSplit:input_type -> bighive.v1.ReportLogSplitRequest
-	49,  // 83: bighive.v1.Master.GetGCReferences:input_type -> bighive.v1.GetGCReferencesRequest
-	52,  // 84: bighive.v1.Master.DeleteFamily:input_type -> bighive.v1.DeleteFamilyRequest
-	54,  // 85: bighive.v1.Master.SetGCRule:input_type -> bighive.v1.SetGCRuleRequest
-	56,  // 86: bighive.v1.Master.DropRowRange:input_type -> bighive.v1.DropRowRangeRequest
-	58,  // 87: bighive.v1.Master.GetMasterStatus:input_type -> bighive.v1.GetMasterStatusRequest
-	60,  // 88: bighive.v1.Master.SetFamilyCompression:input_type -> bighive.v1.SetFamilyCompressionRequest
-	64,  // 89: bighive.v1.Master.Grant:input_type -> bighive.v1.GrantRequest
-	66,  // 90: bighive.v1.Master.Revoke:input_type -> bighive.v1.RevokeRequest
-	68,  // 91: bighive.v1.Master.ListGrants:input_type -> bighive.v1.ListGrantsRequest
-	70,  // 92: bighive.v1.Master.ReportMerge:input_type -> bighive.v1.ReportMergeRequest
-	72,  // 93: bighive.v1.Master.MergeTablets:input_type -> bighive.v1.MergeTabletsRequest
-	74,  // 94: bighive.v1.Master.CreateBackup:input_type -> bighive.v1.CreateBackupRequest
-	76,  // 95: bighive.v1.Master.GetBackup:input_type -> bighive.v1.GetBackupRequest
-	78,  // 96: bighive.v1.Master.ListBackups:input_type -> bighive.v1.ListBackupsRequest
-	80,  // 97: bighive.v1.Master.UpdateBackup:input_type -> bighive.v1.UpdateBackupRequest
-	82,  // 98: bighive.v1.Master.DeleteBackup:input_type -> bighive.v1.DeleteBackupRequest
-	84,  // 99: bighive.v1.Master.RestoreTable:input_type -> bighive.v1.RestoreTableRequest
-	86,  // 100: bighive.v1.Master.SharedTSFiles:input_type -> bighive.v1.SharedTSFilesRequest
-	3,   // 101: bighive.v1.Master.CreateTable:output_type -> bighive.v1.CreateTableResponse
-	5,   // 102: bighive.v1.Master.DeleteTable:output_type -> bighive.v1.DeleteTableResponse
-	7,   // 103: bighive.v1.Master.ListTables:output_type -> bighive.v1.ListTablesResponse
-	9,   // 104: bighive.v1.Master.DescribeTable:output_type -> bighive.v1.DescribeTableResponse
-	11,  // 105: bighive.v1.Master.AddFamily:output_type -> bighive.v1.AddFamilyResponse
-	13,  // 106: bighive.v1.Master.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
-	16,  // 107: bighive.v1.Master.GetTableLocations:output_type -> bighive.v1.GetTableLocationsResponse
-	19,  // 108: bighive.v1.Master.ListTServers:output_type -> bighive.v1.ListTServersResponse
-	21,  // 109: bighive.v1.Master.RegisterTServer:output_type -> bighive.v1.RegisterTServerResponse
-	30,  // 110: bighive.v1.Master.Heartbeat:output_type -> bighive.v1.HeartbeatResponse
-	32,  // 111: bighive.v1.Master.ReportTabletLoad:output_type -> bighive.v1.ReportTabletLoadResponse
-	36,  // 112: bighive.v1.Master.ReportTabletLoads:output_type -> bighive.v1.ReportTabletLoadsResponse
-	39,  // 113: bighive.v1.Master.ReportCheckpoint:output_type -> bighive.v1.ReportCheckpointResponse
-	41,  // 114: bighive.v1.Master.AllocateTabletIds:output_type -> bighive.v1.AllocateTabletIdsResponse
-	44,  // 115: bighive.v1.Master.ReportSplit:output_type -> bighive.v1.ReportSplitResponse
-	46,  // 116: bighive.v1.Master.SplitTablet:output_type -> bighive.v1.SplitTabletResponse
-	48,  // 117: bighive.v1.Master.ReportLogSplit:output_type -> bighive.v1.ReportLogSplitResponse
-	50,  // 118: bighive.v1.Master.GetGCReferences:output_type -> bighive.v1.GetGCReferencesResponse
-	53,  // 119: bighive.v1.Master.DeleteFamily:output_type -> bighive.v1.DeleteFamilyResponse
-	55,  // 120: bighive.v1.Master.SetGCRule:output_type -> bighive.v1.SetGCRuleResponse
-	57,  // 121: bighive.v1.Master.DropRowRange:output_type -> bighive.v1.DropRowRangeResponse
-	59,  // 122: bighive.v1.Master.GetMasterStatus:output_type -> bighive.v1.GetMasterStatusResponse
-	61,  // 123: bighive.v1.Master.SetFamilyCompression:output_type -> bighive.v1.SetFamilyCompressionResponse
-	65,  // 124: bighive.v1.Master.Grant:output_type -> bighive.v1.GrantResponse
-	67,  // 125: bighive.v1.Master.Revoke:output_type -> bighive.v1.RevokeResponse
-	69,  // 126: bighive.v1.Master.ListGrants:output_type -> bighive.v1.ListGrantsResponse
-	71,  // 127: bighive.v1.Master.ReportMerge:output_type -> bighive.v1.ReportMergeResponse
-	73,  // 128: bighive.v1.Master.MergeTablets:output_type -> bighive.v1.MergeTabletsResponse
-	75,  // 129: bighive.v1.Master.CreateBackup:output_type -> bighive.v1.CreateBackupResponse
-	77,  // 130: bighive.v1.Master.GetBackup:output_type -> bighive.v1.GetBackupResponse
-	79,  // 131: bighive.v1.Master.ListBackups:output_type -> bighive.v1.ListBackupsResponse
-	81,  // 132: bighive.v1.Master.UpdateBackup:output_type -> bighive.v1.UpdateBackupResponse
-	83,  // 133: bighive.v1.Master.DeleteBackup:output_type -> bighive.v1.DeleteBackupResponse
-	85,  // 134: bighive.v1.Master.RestoreTable:output_type -> bighive.v1.RestoreTableResponse
-	87,  // 135: bighive.v1.Master.SharedTSFiles:output_type -> bighive.v1.SharedTSFilesResponse
-	101, // [101:136] is the sub-list for method output_type
-	66,  // [66:101] is the sub-list for method input_type
-	66,  // [66:66] is the sub-list for extension type_name
-	66,  // [66:66] is the sub-list for extension extendee
-	0,   // [0:66] is the sub-list for field type_name
+	108, // 65: bighive.v1.CopyBackupResponse.backup:type_name -> bighive.v1.BackupMeta
+	108, // 66: bighive.v1.ImportBackupRequest.begin:type_name -> bighive.v1.BackupMeta
+	95,  // 67: bighive.v1.ImportBackupRequest.tablets:type_name -> bighive.v1.ImportBackupRequest.Tablet
+	108, // 68: bighive.v1.ImportBackupResponse.backup:type_name -> bighive.v1.BackupMeta
+	23,  // 69: bighive.v1.DescribeTableResponse.TabletSpaceEntry.value:type_name -> bighive.v1.TabletSpace
+	103, // 70: bighive.v1.ImportBackupRequest.Tablet.tsfiles:type_name -> bighive.v1.TSFileRef
+	2,   // 71: bighive.v1.Master.CreateTable:input_type -> bighive.v1.CreateTableRequest
+	4,   // 72: bighive.v1.Master.DeleteTable:input_type -> bighive.v1.DeleteTableRequest
+	6,   // 73: bighive.v1.Master.ListTables:input_type -> bighive.v1.ListTablesRequest
+	8,   // 74: bighive.v1.Master.DescribeTable:input_type -> bighive.v1.DescribeTableRequest
+	10,  // 75: bighive.v1.Master.AddFamily:input_type -> bighive.v1.AddFamilyRequest
+	12,  // 76: bighive.v1.Master.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
+	14,  // 77: bighive.v1.Master.GetTableLocations:input_type -> bighive.v1.GetTableLocationsRequest
+	18,  // 78: bighive.v1.Master.ListTServers:input_type -> bighive.v1.ListTServersRequest
+	20,  // 79: bighive.v1.Master.RegisterTServer:input_type -> bighive.v1.RegisterTServerRequest
+	25,  // 80: bighive.v1.Master.Heartbeat:input_type -> bighive.v1.HeartbeatRequest
+	31,  // 81: bighive.v1.Master.ReportTabletLoad:input_type -> bighive.v1.ReportTabletLoadRequest
+	34,  // 82: bighive.v1.Master.ReportTabletLoads:input_type -> bighive.v1.ReportTabletLoadsRequest
+	38,  // 83: bighive.v1.Master.ReportCheckpoint:input_type -> bighive.v1.ReportCheckpointRequest
+	40,  // 84: bighive.v1.Master.AllocateTabletIds:input_type -> bighive.v1.AllocateTabletIdsRequest
+	43,  // 85: bighive.v1.Master.ReportSplit:input_type -> bighive.v1.ReportSplitRequest
+	45,  // 86: bighive.v1.Master.SplitTablet:input_type -> bighive.v1.SplitTabletRequest
+	47,  // 87: bighive.v1.Master.ReportLogSplit:input_type -> bighive.v1.ReportLogSplitRequest
+	49,  // 88: bighive.v1.Master.GetGCReferences:input_type -> bighive.v1.GetGCReferencesRequest
+	52,  // 89: bighive.v1.Master.DeleteFamily:input_type -> bighive.v1.DeleteFamilyRequest
+	54,  // 90: bighive.v1.Master.SetGCRule:input_type -> bighive.v1.SetGCRuleRequest
+	56,  // 91: bighive.v1.Master.DropRowRange:input_type -> bighive.v1.DropRowRangeRequest
+	58,  // 92: bighive.v1.Master.GetMasterStatus:input_type -> bighive.v1.GetMasterStatusRequest
+	60,  // 93: bighive.v1.Master.SetFamilyCompression:input_type -> bighive.v1.SetFamilyCompressionRequest
+	64,  // 94: bighive.v1.Master.Grant:input_type -> bighive.v1.GrantRequest
+	66,  // 95: bighive.v1.Master.Revoke:input_type -> bighive.v1.RevokeRequest
+	68,  // 96: bighive.v1.Master.ListGrants:input_type -> bighive.v1.ListGrantsRequest
+	70,  // 97: bighive.v1.Master.ReportMerge:input_type -> bighive.v1.ReportMergeRequest
+	72,  // 98: bighive.v1.Master.MergeTablets:input_type -> bighive.v1.MergeTabletsRequest
+	74,  // 99: bighive.v1.Master.CreateBackup:input_type -> bighive.v1.CreateBackupRequest
+	76,  // 100: bighive.v1.Master.GetBackup:input_type -> bighive.v1.GetBackupRequest
+	78,  // 101: bighive.v1.Master.ListBackups:input_type -> bighive.v1.ListBackupsRequest
+	80,  // 102: bighive.v1.Master.UpdateBackup:input_type -> bighive.v1.UpdateBackupRequest
+	82,  // 103: bighive.v1.Master.DeleteBackup:input_type -> bighive.v1.DeleteBackupRequest
+	84,  // 104: bighive.v1.Master.RestoreTable:input_type -> bighive.v1.RestoreTableRequest
+	88,  // 105: bighive.v1.Master.CopyBackup:input_type -> bighive.v1.CopyBackupRequest
+	90,  // 106: bighive.v1.Master.ImportBackup:input_type -> bighive.v1.ImportBackupRequest
+	86,  // 107: bighive.v1.Master.SharedTSFiles:input_type -> bighive.v1.SharedTSFilesRequest
+	3,   // 108: bighive.v1.Master.CreateTable:output_type -> bighive.v1.CreateTableResponse
+	5,   // 109: bighive.v1.Master.DeleteTable:output_type -> bighive.v1.DeleteTableResponse
+	7,   // 110: bighive.v1.Master.ListTables:output_type -> bighive.v1.ListTablesResponse
+	9,   // 111: bighive.v1.Master.DescribeTable:output_type -> bighive.v1.DescribeTableResponse
+	11,  // 112: bighive.v1.Master.AddFamily:output_type -> bighive.v1.AddFamilyResponse
+	13,  // 113: bighive.v1.Master.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
+	16,  // 114: bighive.v1.Master.GetTableLocations:output_type -> bighive.v1.GetTableLocationsResponse
+	19,  // 115: bighive.v1.Master.ListTServers:output_type -> bighive.v1.ListTServersResponse
+	21,  // 116: bighive.v1.Master.RegisterTServer:output_type -> bighive.v1.RegisterTServerResponse
+	30,  // 117: bighive.v1.Master.Heartbeat:output_type -> bighive.v1.HeartbeatResponse
+	32,  // 118: bighive.v1.Master.ReportTabletLoad:output_type -> bighive.v1.ReportTabletLoadResponse
+	36,  // 119: bighive.v1.Master.ReportTabletLoads:output_type -> bighive.v1.ReportTabletLoadsResponse
+	39,  // 120: bighive.v1.Master.ReportCheckpoint:output_type -> bighive.v1.ReportCheckpointResponse
+	41,  // 121: bighive.v1.Master.AllocateTabletIds:output_type -> bighive.v1.AllocateTabletIdsResponse
+	44,  // 122: bighive.v1.Master.ReportSplit:output_type -> bighive.v1.ReportSplitResponse
+	46,  // 123: bighive.v1.Master.SplitTablet:output_type -> bighive.v1.SplitTabletResponse
+	48,  // 124: bighive.v1.Master.ReportLogSplit:output_type -> bighive.v1.ReportLogSplitResponse
+	50,  // 125: bighive.v1.Master.GetGCReferences:output_type -> bighive.v1.GetGCReferencesResponse
+	53,  // 126: bighive.v1.Master.DeleteFamily:output_type -> bighive.v1.DeleteFamilyResponse
+	55,  // 127: bighive.v1.Master.SetGCRule:output_type -> bighive.v1.SetGCRuleResponse
+	57,  // 128: bighive.v1.Master.DropRowRange:output_type -> bighive.v1.DropRowRangeResponse
+	59,  // 129: bighive.v1.Master.GetMasterStatus:output_type -> bighive.v1.GetMasterStatusResponse
+	61,  // 130: bighive.v1.Master.SetFamilyCompression:output_type -> bighive.v1.SetFamilyCompressionResponse
+	65,  // 131: bighive.v1.Master.Grant:output_type -> bighive.v1.GrantResponse
+	67,  // 132: bighive.v1.Master.Revoke:output_type -> bighive.v1.RevokeResponse
+	69,  // 133: bighive.v1.Master.ListGrants:output_type -> bighive.v1.ListGrantsResponse
+	71,  // 134: bighive.v1.Master.ReportMerge:output_type -> bighive.v1.ReportMergeResponse
+	73,  // 135: bighive.v1.Master.MergeTablets:output_type -> bighive.v1.MergeTabletsResponse
+	75,  // 136: bighive.v1.Master.CreateBackup:output_type -> bighive.v1.CreateBackupResponse
+	77,  // 137: bighive.v1.Master.GetBackup:output_type -> bighive.v1.GetBackupResponse
+	79,  // 138: bighive.v1.Master.ListBackups:output_type -> bighive.v1.ListBackupsResponse
+	81,  // 139: bighive.v1.Master.UpdateBackup:output_type -> bighive.v1.UpdateBackupResponse
+	83,  // 140: bighive.v1.Master.DeleteBackup:output_type -> bighive.v1.DeleteBackupResponse
+	85,  // 141: bighive.v1.Master.RestoreTable:output_type -> bighive.v1.RestoreTableResponse
+	89,  // 142: bighive.v1.Master.CopyBackup:output_type -> bighive.v1.CopyBackupResponse
+	91,  // 143: bighive.v1.Master.ImportBackup:output_type -> bighive.v1.ImportBackupResponse
+	87,  // 144: bighive.v1.Master.SharedTSFiles:output_type -> bighive.v1.SharedTSFilesResponse
+	108, // [108:145] is the sub-list for method output_type
+	71,  // [71:108] is the sub-list for method input_type
+	71,  // [71:71] is the sub-list for extension type_name
+	71,  // [71:71] is the sub-list for extension extendee
+	0,   // [0:71] is the sub-list for field type_name
 }
 
 func init() { file_bighivepb_master_proto_init() }
@@ -5582,7 +5892,7 @@ func file_bighivepb_master_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bighivepb_master_proto_rawDesc), len(file_bighivepb_master_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   90,
+			NumMessages:   95,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

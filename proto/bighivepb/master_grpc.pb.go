@@ -56,6 +56,8 @@ const (
 	Master_UpdateBackup_FullMethodName         = "/bighive.v1.Master/UpdateBackup"
 	Master_DeleteBackup_FullMethodName         = "/bighive.v1.Master/DeleteBackup"
 	Master_RestoreTable_FullMethodName         = "/bighive.v1.Master/RestoreTable"
+	Master_CopyBackup_FullMethodName           = "/bighive.v1.Master/CopyBackup"
+	Master_ImportBackup_FullMethodName         = "/bighive.v1.Master/ImportBackup"
 	Master_SharedTSFiles_FullMethodName        = "/bighive.v1.Master/SharedTSFiles"
 )
 
@@ -124,6 +126,13 @@ type MasterClient interface {
 	UpdateBackup(ctx context.Context, in *UpdateBackupRequest, opts ...grpc.CallOption) (*UpdateBackupResponse, error)
 	DeleteBackup(ctx context.Context, in *DeleteBackupRequest, opts ...grpc.CallOption) (*DeleteBackupResponse, error)
 	RestoreTable(ctx context.Context, in *RestoreTableRequest, opts ...grpc.CallOption) (*RestoreTableResponse, error)
+	// CopyBackup records a new backup naming the same files as another (no
+	// data is copied). ImportBackup records a backup brought in from an
+	// export directory (docs/backup-format.md): first with its schema and
+	// ranges (CREATING), then with the files the tservers wrote
+	// (TServer.ImportTSFile), then READY.
+	CopyBackup(ctx context.Context, in *CopyBackupRequest, opts ...grpc.CallOption) (*CopyBackupResponse, error)
+	ImportBackup(ctx context.Context, in *ImportBackupRequest, opts ...grpc.CallOption) (*ImportBackupResponse, error)
 	// Which of a block store's TSFiles (by footer block) some backup names or
 	// once named: a tserver deletes a compaction's replaced file itself only
 	// when it is not among them (docs/design.md 'Backups').
@@ -478,6 +487,26 @@ func (c *masterClient) RestoreTable(ctx context.Context, in *RestoreTableRequest
 	return out, nil
 }
 
+func (c *masterClient) CopyBackup(ctx context.Context, in *CopyBackupRequest, opts ...grpc.CallOption) (*CopyBackupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CopyBackupResponse)
+	err := c.cc.Invoke(ctx, Master_CopyBackup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *masterClient) ImportBackup(ctx context.Context, in *ImportBackupRequest, opts ...grpc.CallOption) (*ImportBackupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ImportBackupResponse)
+	err := c.cc.Invoke(ctx, Master_ImportBackup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *masterClient) SharedTSFiles(ctx context.Context, in *SharedTSFilesRequest, opts ...grpc.CallOption) (*SharedTSFilesResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SharedTSFilesResponse)
@@ -553,6 +582,13 @@ type MasterServer interface {
 	UpdateBackup(context.Context, *UpdateBackupRequest) (*UpdateBackupResponse, error)
 	DeleteBackup(context.Context, *DeleteBackupRequest) (*DeleteBackupResponse, error)
 	RestoreTable(context.Context, *RestoreTableRequest) (*RestoreTableResponse, error)
+	// CopyBackup records a new backup naming the same files as another (no
+	// data is copied). ImportBackup records a backup brought in from an
+	// export directory (docs/backup-format.md): first with its schema and
+	// ranges (CREATING), then with the files the tservers wrote
+	// (TServer.ImportTSFile), then READY.
+	CopyBackup(context.Context, *CopyBackupRequest) (*CopyBackupResponse, error)
+	ImportBackup(context.Context, *ImportBackupRequest) (*ImportBackupResponse, error)
 	// Which of a block store's TSFiles (by footer block) some backup names or
 	// once named: a tserver deletes a compaction's replaced file itself only
 	// when it is not among them (docs/design.md 'Backups').
@@ -668,6 +704,12 @@ func (UnimplementedMasterServer) DeleteBackup(context.Context, *DeleteBackupRequ
 }
 func (UnimplementedMasterServer) RestoreTable(context.Context, *RestoreTableRequest) (*RestoreTableResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RestoreTable not implemented")
+}
+func (UnimplementedMasterServer) CopyBackup(context.Context, *CopyBackupRequest) (*CopyBackupResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CopyBackup not implemented")
+}
+func (UnimplementedMasterServer) ImportBackup(context.Context, *ImportBackupRequest) (*ImportBackupResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ImportBackup not implemented")
 }
 func (UnimplementedMasterServer) SharedTSFiles(context.Context, *SharedTSFilesRequest) (*SharedTSFilesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SharedTSFiles not implemented")
@@ -1305,6 +1347,42 @@ func _Master_RestoreTable_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Master_CopyBackup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CopyBackupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).CopyBackup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_CopyBackup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).CopyBackup(ctx, req.(*CopyBackupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Master_ImportBackup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ImportBackupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).ImportBackup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_ImportBackup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).ImportBackup(ctx, req.(*ImportBackupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Master_SharedTSFiles_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(SharedTSFilesRequest)
 	if err := dec(in); err != nil {
@@ -1465,6 +1543,14 @@ var Master_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RestoreTable",
 			Handler:    _Master_RestoreTable_Handler,
+		},
+		{
+			MethodName: "CopyBackup",
+			Handler:    _Master_CopyBackup_Handler,
+		},
+		{
+			MethodName: "ImportBackup",
+			Handler:    _Master_ImportBackup_Handler,
 		},
 		{
 			MethodName: "SharedTSFiles",

@@ -2312,6 +2312,195 @@ func (x *MergeResponse) GetMergedTabletId() string {
 	return ""
 }
 
+type ExportTSFileRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	File          *TSFileRef             `protobuf:"bytes,1,opt,name=file,proto3" json:"file,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportTSFileRequest) Reset() {
+	*x = ExportTSFileRequest{}
+	mi := &file_bighivepb_tserver_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportTSFileRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportTSFileRequest) ProtoMessage() {}
+
+func (x *ExportTSFileRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_tserver_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportTSFileRequest.ProtoReflect.Descriptor instead.
+func (*ExportTSFileRequest) Descriptor() ([]byte, []int) {
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *ExportTSFileRequest) GetFile() *TSFileRef {
+	if x != nil {
+		return x.File
+	}
+	return nil
+}
+
+type ExportTSFileResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One data record's payload: entries in the export format's encoding.
+	Chunk         []byte `protobuf:"bytes,1,opt,name=chunk,proto3" json:"chunk,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportTSFileResponse) Reset() {
+	*x = ExportTSFileResponse{}
+	mi := &file_bighivepb_tserver_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportTSFileResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportTSFileResponse) ProtoMessage() {}
+
+func (x *ExportTSFileResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_tserver_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportTSFileResponse.ProtoReflect.Descriptor instead.
+func (*ExportTSFileResponse) Descriptor() ([]byte, []int) {
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ExportTSFileResponse) GetChunk() []byte {
+	if x != nil {
+		return x.Chunk
+	}
+	return nil
+}
+
+type ImportTSFileRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// First message only: the schema whose families' compression the new
+	// file's pages get (none: the default codec).
+	Schema *TableSchema `protobuf:"bytes,1,opt,name=schema,proto3" json:"schema,omitempty"`
+	// Data records' payloads, in order.
+	Chunk         []byte `protobuf:"bytes,2,opt,name=chunk,proto3" json:"chunk,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportTSFileRequest) Reset() {
+	*x = ImportTSFileRequest{}
+	mi := &file_bighivepb_tserver_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportTSFileRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportTSFileRequest) ProtoMessage() {}
+
+func (x *ImportTSFileRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_tserver_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportTSFileRequest.ProtoReflect.Descriptor instead.
+func (*ImportTSFileRequest) Descriptor() ([]byte, []int) {
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *ImportTSFileRequest) GetSchema() *TableSchema {
+	if x != nil {
+		return x.Schema
+	}
+	return nil
+}
+
+func (x *ImportTSFileRequest) GetChunk() []byte {
+	if x != nil {
+		return x.Chunk
+	}
+	return nil
+}
+
+type ImportTSFileResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Unset when the chunks held no entry (no file is written).
+	File          *TSFileRef `protobuf:"bytes,1,opt,name=file,proto3" json:"file,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportTSFileResponse) Reset() {
+	*x = ImportTSFileResponse{}
+	mi := &file_bighivepb_tserver_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportTSFileResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportTSFileResponse) ProtoMessage() {}
+
+func (x *ImportTSFileResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bighivepb_tserver_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportTSFileResponse.ProtoReflect.Descriptor instead.
+func (*ImportTSFileResponse) Descriptor() ([]byte, []int) {
+	return file_bighivepb_tserver_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *ImportTSFileResponse) GetFile() *TSFileRef {
+	if x != nil {
+		return x.File
+	}
+	return nil
+}
+
 type BatchCommandsRequest_Command struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Chosen by the client; unique among its commands in flight on the
@@ -2329,7 +2518,7 @@ type BatchCommandsRequest_Command struct {
 
 func (x *BatchCommandsRequest_Command) Reset() {
 	*x = BatchCommandsRequest_Command{}
-	mi := &file_bighivepb_tserver_proto_msgTypes[41]
+	mi := &file_bighivepb_tserver_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2341,7 +2530,7 @@ func (x *BatchCommandsRequest_Command) String() string {
 func (*BatchCommandsRequest_Command) ProtoMessage() {}
 
 func (x *BatchCommandsRequest_Command) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_tserver_proto_msgTypes[41]
+	mi := &file_bighivepb_tserver_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2437,7 +2626,7 @@ type BatchCommandsResponse_Result struct {
 
 func (x *BatchCommandsResponse_Result) Reset() {
 	*x = BatchCommandsResponse_Result{}
-	mi := &file_bighivepb_tserver_proto_msgTypes[42]
+	mi := &file_bighivepb_tserver_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2449,7 +2638,7 @@ func (x *BatchCommandsResponse_Result) String() string {
 func (*BatchCommandsResponse_Result) ProtoMessage() {}
 
 func (x *BatchCommandsResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_bighivepb_tserver_proto_msgTypes[42]
+	mi := &file_bighivepb_tserver_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2642,7 +2831,16 @@ const file_bighivepb_tserver_proto_rawDesc = "" +
 	"\x0eleft_tablet_id\x18\x01 \x01(\tR\fleftTabletId\x12&\n" +
 	"\x0fright_tablet_id\x18\x02 \x01(\tR\rrightTabletId\"9\n" +
 	"\rMergeResponse\x12(\n" +
-	"\x10merged_tablet_id\x18\x01 \x01(\tR\x0emergedTabletId2\xcc\v\n" +
+	"\x10merged_tablet_id\x18\x01 \x01(\tR\x0emergedTabletId\"@\n" +
+	"\x13ExportTSFileRequest\x12)\n" +
+	"\x04file\x18\x01 \x01(\v2\x15.bighive.v1.TSFileRefR\x04file\",\n" +
+	"\x14ExportTSFileResponse\x12\x14\n" +
+	"\x05chunk\x18\x01 \x01(\fR\x05chunk\"\\\n" +
+	"\x13ImportTSFileRequest\x12/\n" +
+	"\x06schema\x18\x01 \x01(\v2\x17.bighive.v1.TableSchemaR\x06schema\x12\x14\n" +
+	"\x05chunk\x18\x02 \x01(\fR\x05chunk\"A\n" +
+	"\x14ImportTSFileResponse\x12)\n" +
+	"\x04file\x18\x01 \x01(\v2\x15.bighive.v1.TSFileRefR\x04file2\xf6\f\n" +
 	"\aTServer\x12H\n" +
 	"\tMutateRow\x12\x1c.bighive.v1.MutateRowRequest\x1a\x1d.bighive.v1.MutateRowResponse\x12K\n" +
 	"\n" +
@@ -2664,7 +2862,9 @@ const file_bighivepb_tserver_proto_rawDesc = "" +
 	"\rSampleRowKeys\x12 .bighive.v1.SampleRowKeysRequest\x1a!.bighive.v1.SampleRowKeysResponse\x129\n" +
 	"\x04Ping\x12\x17.bighive.v1.PingRequest\x1a\x18.bighive.v1.PingResponse\x12X\n" +
 	"\rBatchCommands\x12 .bighive.v1.BatchCommandsRequest\x1a!.bighive.v1.BatchCommandsResponse(\x010\x01\x12<\n" +
-	"\x05Merge\x12\x18.bighive.v1.MergeRequest\x1a\x19.bighive.v1.MergeResponseB\x19Z\x17bighive/proto/bighivepbb\x06proto3"
+	"\x05Merge\x12\x18.bighive.v1.MergeRequest\x1a\x19.bighive.v1.MergeResponse\x12S\n" +
+	"\fExportTSFile\x12\x1f.bighive.v1.ExportTSFileRequest\x1a .bighive.v1.ExportTSFileResponse0\x01\x12S\n" +
+	"\fImportTSFile\x12\x1f.bighive.v1.ImportTSFileRequest\x1a .bighive.v1.ImportTSFileResponse(\x01B\x19Z\x17bighive/proto/bighivepbb\x06proto3"
 
 var (
 	file_bighivepb_tserver_proto_rawDescOnce sync.Once
@@ -2678,7 +2878,7 @@ func file_bighivepb_tserver_proto_rawDescGZIP() []byte {
 	return file_bighivepb_tserver_proto_rawDescData
 }
 
-var file_bighivepb_tserver_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_bighivepb_tserver_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_bighivepb_tserver_proto_goTypes = []any{
 	(*MutateRowRequest)(nil),             // 0: bighive.v1.MutateRowRequest
 	(*MutateRowResponse)(nil),            // 1: bighive.v1.MutateRowResponse
@@ -2720,97 +2920,109 @@ var file_bighivepb_tserver_proto_goTypes = []any{
 	(*BatchCommandsResponse)(nil),        // 37: bighive.v1.BatchCommandsResponse
 	(*MergeRequest)(nil),                 // 38: bighive.v1.MergeRequest
 	(*MergeResponse)(nil),                // 39: bighive.v1.MergeResponse
-	nil,                                  // 40: bighive.v1.StatusResponse.CountersEntry
-	(*BatchCommandsRequest_Command)(nil), // 41: bighive.v1.BatchCommandsRequest.Command
-	(*BatchCommandsResponse_Result)(nil), // 42: bighive.v1.BatchCommandsResponse.Result
-	(*RowMutation)(nil),                  // 43: bighive.v1.RowMutation
-	(*RowStatus)(nil),                    // 44: bighive.v1.RowStatus
-	(*ReadFilter)(nil),                   // 45: bighive.v1.ReadFilter
-	(*Row)(nil),                          // 46: bighive.v1.Row
-	(*RowRange)(nil),                     // 47: bighive.v1.RowRange
-	(*LogPosition)(nil),                  // 48: bighive.v1.LogPosition
-	(*TabletAssignment)(nil),             // 49: bighive.v1.TabletAssignment
-	(*TabletUnassignment)(nil),           // 50: bighive.v1.TabletUnassignment
-	(*TableSchema)(nil),                  // 51: bighive.v1.TableSchema
-	(*Mutation)(nil),                     // 52: bighive.v1.Mutation
-	(*SetCachePriorityRequest)(nil),      // 53: bighive.v1.SetCachePriorityRequest
-	(*SetCachePriorityResponse)(nil),     // 54: bighive.v1.SetCachePriorityResponse
+	(*ExportTSFileRequest)(nil),          // 40: bighive.v1.ExportTSFileRequest
+	(*ExportTSFileResponse)(nil),         // 41: bighive.v1.ExportTSFileResponse
+	(*ImportTSFileRequest)(nil),          // 42: bighive.v1.ImportTSFileRequest
+	(*ImportTSFileResponse)(nil),         // 43: bighive.v1.ImportTSFileResponse
+	nil,                                  // 44: bighive.v1.StatusResponse.CountersEntry
+	(*BatchCommandsRequest_Command)(nil), // 45: bighive.v1.BatchCommandsRequest.Command
+	(*BatchCommandsResponse_Result)(nil), // 46: bighive.v1.BatchCommandsResponse.Result
+	(*RowMutation)(nil),                  // 47: bighive.v1.RowMutation
+	(*RowStatus)(nil),                    // 48: bighive.v1.RowStatus
+	(*ReadFilter)(nil),                   // 49: bighive.v1.ReadFilter
+	(*Row)(nil),                          // 50: bighive.v1.Row
+	(*RowRange)(nil),                     // 51: bighive.v1.RowRange
+	(*LogPosition)(nil),                  // 52: bighive.v1.LogPosition
+	(*TabletAssignment)(nil),             // 53: bighive.v1.TabletAssignment
+	(*TabletUnassignment)(nil),           // 54: bighive.v1.TabletUnassignment
+	(*TableSchema)(nil),                  // 55: bighive.v1.TableSchema
+	(*Mutation)(nil),                     // 56: bighive.v1.Mutation
+	(*TSFileRef)(nil),                    // 57: bighive.v1.TSFileRef
+	(*SetCachePriorityRequest)(nil),      // 58: bighive.v1.SetCachePriorityRequest
+	(*SetCachePriorityResponse)(nil),     // 59: bighive.v1.SetCachePriorityResponse
 }
 var file_bighivepb_tserver_proto_depIdxs = []int32{
-	43, // 0: bighive.v1.MutateRowRequest.row:type_name -> bighive.v1.RowMutation
-	43, // 1: bighive.v1.MutateRowsRequest.rows:type_name -> bighive.v1.RowMutation
-	44, // 2: bighive.v1.MutateRowsResponse.statuses:type_name -> bighive.v1.RowStatus
-	45, // 3: bighive.v1.ReadRowRequest.filter:type_name -> bighive.v1.ReadFilter
-	46, // 4: bighive.v1.ReadRowResponse.row:type_name -> bighive.v1.Row
-	47, // 5: bighive.v1.ScanRowsRequest.range:type_name -> bighive.v1.RowRange
-	45, // 6: bighive.v1.ScanRowsRequest.filter:type_name -> bighive.v1.ReadFilter
-	47, // 7: bighive.v1.ScanRowsRequest.ranges:type_name -> bighive.v1.RowRange
-	46, // 8: bighive.v1.ScanRowsResponse.rows:type_name -> bighive.v1.Row
+	47, // 0: bighive.v1.MutateRowRequest.row:type_name -> bighive.v1.RowMutation
+	47, // 1: bighive.v1.MutateRowsRequest.rows:type_name -> bighive.v1.RowMutation
+	48, // 2: bighive.v1.MutateRowsResponse.statuses:type_name -> bighive.v1.RowStatus
+	49, // 3: bighive.v1.ReadRowRequest.filter:type_name -> bighive.v1.ReadFilter
+	50, // 4: bighive.v1.ReadRowResponse.row:type_name -> bighive.v1.Row
+	51, // 5: bighive.v1.ScanRowsRequest.range:type_name -> bighive.v1.RowRange
+	49, // 6: bighive.v1.ScanRowsRequest.filter:type_name -> bighive.v1.ReadFilter
+	51, // 7: bighive.v1.ScanRowsRequest.ranges:type_name -> bighive.v1.RowRange
+	50, // 8: bighive.v1.ScanRowsResponse.rows:type_name -> bighive.v1.Row
 	7,  // 9: bighive.v1.ScanRowsResponse.stats:type_name -> bighive.v1.ScanStats
-	47, // 10: bighive.v1.TabletStatus.range:type_name -> bighive.v1.RowRange
+	51, // 10: bighive.v1.TabletStatus.range:type_name -> bighive.v1.RowRange
 	16, // 11: bighive.v1.StatusResponse.tablets:type_name -> bighive.v1.TabletStatus
-	48, // 12: bighive.v1.StatusResponse.log_position:type_name -> bighive.v1.LogPosition
-	40, // 13: bighive.v1.StatusResponse.counters:type_name -> bighive.v1.StatusResponse.CountersEntry
-	49, // 14: bighive.v1.AssignTabletsRequest.assign:type_name -> bighive.v1.TabletAssignment
-	50, // 15: bighive.v1.AssignTabletsRequest.unassign:type_name -> bighive.v1.TabletUnassignment
-	51, // 16: bighive.v1.UpdateSchemaRequest.schema:type_name -> bighive.v1.TableSchema
-	47, // 17: bighive.v1.DropRowsRequest.range:type_name -> bighive.v1.RowRange
+	52, // 12: bighive.v1.StatusResponse.log_position:type_name -> bighive.v1.LogPosition
+	44, // 13: bighive.v1.StatusResponse.counters:type_name -> bighive.v1.StatusResponse.CountersEntry
+	53, // 14: bighive.v1.AssignTabletsRequest.assign:type_name -> bighive.v1.TabletAssignment
+	54, // 15: bighive.v1.AssignTabletsRequest.unassign:type_name -> bighive.v1.TabletUnassignment
+	55, // 16: bighive.v1.UpdateSchemaRequest.schema:type_name -> bighive.v1.TableSchema
+	51, // 17: bighive.v1.DropRowsRequest.range:type_name -> bighive.v1.RowRange
 	24, // 18: bighive.v1.ReadModifyWriteRowRequest.rules:type_name -> bighive.v1.ReadModifyWriteRule
-	46, // 19: bighive.v1.ReadModifyWriteRowResponse.row:type_name -> bighive.v1.Row
-	52, // 20: bighive.v1.CheckAndMutateRowRequest.true_mutations:type_name -> bighive.v1.Mutation
-	52, // 21: bighive.v1.CheckAndMutateRowRequest.false_mutations:type_name -> bighive.v1.Mutation
-	51, // 22: bighive.v1.PurgeFamilyRequest.schema:type_name -> bighive.v1.TableSchema
+	50, // 19: bighive.v1.ReadModifyWriteRowResponse.row:type_name -> bighive.v1.Row
+	56, // 20: bighive.v1.CheckAndMutateRowRequest.true_mutations:type_name -> bighive.v1.Mutation
+	56, // 21: bighive.v1.CheckAndMutateRowRequest.false_mutations:type_name -> bighive.v1.Mutation
+	55, // 22: bighive.v1.PurgeFamilyRequest.schema:type_name -> bighive.v1.TableSchema
 	32, // 23: bighive.v1.SampleRowKeysResponse.samples:type_name -> bighive.v1.RowKeySample
-	41, // 24: bighive.v1.BatchCommandsRequest.commands:type_name -> bighive.v1.BatchCommandsRequest.Command
-	42, // 25: bighive.v1.BatchCommandsResponse.results:type_name -> bighive.v1.BatchCommandsResponse.Result
-	0,  // 26: bighive.v1.BatchCommandsRequest.Command.mutate_row:type_name -> bighive.v1.MutateRowRequest
-	4,  // 27: bighive.v1.BatchCommandsRequest.Command.read_row:type_name -> bighive.v1.ReadRowRequest
-	34, // 28: bighive.v1.BatchCommandsRequest.Command.ping:type_name -> bighive.v1.PingRequest
-	44, // 29: bighive.v1.BatchCommandsResponse.Result.status:type_name -> bighive.v1.RowStatus
-	5,  // 30: bighive.v1.BatchCommandsResponse.Result.read_row:type_name -> bighive.v1.ReadRowResponse
-	0,  // 31: bighive.v1.TServer.MutateRow:input_type -> bighive.v1.MutateRowRequest
-	2,  // 32: bighive.v1.TServer.MutateRows:input_type -> bighive.v1.MutateRowsRequest
-	4,  // 33: bighive.v1.TServer.ReadRow:input_type -> bighive.v1.ReadRowRequest
-	6,  // 34: bighive.v1.TServer.ScanRows:input_type -> bighive.v1.ScanRowsRequest
-	9,  // 35: bighive.v1.TServer.Checkpoint:input_type -> bighive.v1.CheckpointRequest
-	11, // 36: bighive.v1.TServer.Compact:input_type -> bighive.v1.CompactRequest
-	13, // 37: bighive.v1.TServer.Split:input_type -> bighive.v1.SplitRequest
-	15, // 38: bighive.v1.TServer.Status:input_type -> bighive.v1.StatusRequest
-	18, // 39: bighive.v1.TServer.AssignTablets:input_type -> bighive.v1.AssignTabletsRequest
-	53, // 40: bighive.v1.TServer.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
-	20, // 41: bighive.v1.TServer.UpdateSchema:input_type -> bighive.v1.UpdateSchemaRequest
-	22, // 42: bighive.v1.TServer.DropRows:input_type -> bighive.v1.DropRowsRequest
-	25, // 43: bighive.v1.TServer.ReadModifyWriteRow:input_type -> bighive.v1.ReadModifyWriteRowRequest
-	27, // 44: bighive.v1.TServer.CheckAndMutateRow:input_type -> bighive.v1.CheckAndMutateRowRequest
-	29, // 45: bighive.v1.TServer.PurgeFamily:input_type -> bighive.v1.PurgeFamilyRequest
-	31, // 46: bighive.v1.TServer.SampleRowKeys:input_type -> bighive.v1.SampleRowKeysRequest
-	34, // 47: bighive.v1.TServer.Ping:input_type -> bighive.v1.PingRequest
-	36, // 48: bighive.v1.TServer.BatchCommands:input_type -> bighive.v1.BatchCommandsRequest
-	38, // 49: bighive.v1.TServer.Merge:input_type -> bighive.v1.MergeRequest
-	1,  // 50: bighive.v1.TServer.MutateRow:output_type -> bighive.v1.MutateRowResponse
-	3,  // 51: bighive.v1.TServer.MutateRows:output_type -> bighive.v1.MutateRowsResponse
-	5,  // 52: bighive.v1.TServer.ReadRow:output_type -> bighive.v1.ReadRowResponse
-	8,  // 53: bighive.v1.TServer.ScanRows:output_type -> bighive.v1.ScanRowsResponse
-	10, // 54: bighive.v1.TServer.Checkpoint:output_type -> bighive.v1.CheckpointResponse
-	12, // 55: bighive.v1.TServer.Compact:output_type -> bighive.v1.CompactResponse
-	14, // 56: bighive.v1.TServer.Split:output_type -> bighive.v1.SplitResponse
-	17, // 57: bighive.v1.TServer.Status:output_type -> bighive.v1.StatusResponse
-	19, // 58: bighive.v1.TServer.AssignTablets:output_type -> bighive.v1.AssignTabletsResponse
-	54, // 59: bighive.v1.TServer.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
-	21, // 60: bighive.v1.TServer.UpdateSchema:output_type -> bighive.v1.UpdateSchemaResponse
-	23, // 61: bighive.v1.TServer.DropRows:output_type -> bighive.v1.DropRowsResponse
-	26, // 62: bighive.v1.TServer.ReadModifyWriteRow:output_type -> bighive.v1.ReadModifyWriteRowResponse
-	28, // 63: bighive.v1.TServer.CheckAndMutateRow:output_type -> bighive.v1.CheckAndMutateRowResponse
-	30, // 64: bighive.v1.TServer.PurgeFamily:output_type -> bighive.v1.PurgeFamilyResponse
-	33, // 65: bighive.v1.TServer.SampleRowKeys:output_type -> bighive.v1.SampleRowKeysResponse
-	35, // 66: bighive.v1.TServer.Ping:output_type -> bighive.v1.PingResponse
-	37, // 67: bighive.v1.TServer.BatchCommands:output_type -> bighive.v1.BatchCommandsResponse
-	39, // 68: bighive.v1.TServer.Merge:output_type -> bighive.v1.MergeResponse
-	50, // [50:69] is the sub-list for method output_type
-	31, // [31:50] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	45, // 24: bighive.v1.BatchCommandsRequest.commands:type_name -> bighive.v1.BatchCommandsRequest.Command
+	46, // 25: bighive.v1.BatchCommandsResponse.results:type_name -> bighive.v1.BatchCommandsResponse.Result
+	57, // 26: bighive.v1.ExportTSFileRequest.file:type_name -> bighive.v1.TSFileRef
+	55, // 27: bighive.v1.ImportTSFileRequest.schema:type_name -> bighive.v1.TableSchema
+	57, // 28: bighive.v1.ImportTSFileResponse.file:type_name -> bighive.v1.TSFileRef
+	0,  // 29: bighive.v1.BatchCommandsRequest.Command.mutate_row:type_name -> bighive.v1.MutateRowRequest
+	4,  // 30: bighive.v1.BatchCommandsRequest.Command.read_row:type_name -> bighive.v1.ReadRowRequest
+	34, // 31: bighive.v1.BatchCommandsRequest.Command.ping:type_name -> bighive.v1.PingRequest
+	48, // 32: bighive.v1.BatchCommandsResponse.Result.status:type_name -> bighive.v1.RowStatus
+	5,  // 33: bighive.v1.BatchCommandsResponse.Result.read_row:type_name -> bighive.v1.ReadRowResponse
+	0,  // 34: bighive.v1.TServer.MutateRow:input_type -> bighive.v1.MutateRowRequest
+	2,  // 35: bighive.v1.TServer.MutateRows:input_type -> bighive.v1.MutateRowsRequest
+	4,  // 36: bighive.v1.TServer.ReadRow:input_type -> bighive.v1.ReadRowRequest
+	6,  // 37: bighive.v1.TServer.ScanRows:input_type -> bighive.v1.ScanRowsRequest
+	9,  // 38: bighive.v1.TServer.Checkpoint:input_type -> bighive.v1.CheckpointRequest
+	11, // 39: bighive.v1.TServer.Compact:input_type -> bighive.v1.CompactRequest
+	13, // 40: bighive.v1.TServer.Split:input_type -> bighive.v1.SplitRequest
+	15, // 41: bighive.v1.TServer.Status:input_type -> bighive.v1.StatusRequest
+	18, // 42: bighive.v1.TServer.AssignTablets:input_type -> bighive.v1.AssignTabletsRequest
+	58, // 43: bighive.v1.TServer.SetCachePriority:input_type -> bighive.v1.SetCachePriorityRequest
+	20, // 44: bighive.v1.TServer.UpdateSchema:input_type -> bighive.v1.UpdateSchemaRequest
+	22, // 45: bighive.v1.TServer.DropRows:input_type -> bighive.v1.DropRowsRequest
+	25, // 46: bighive.v1.TServer.ReadModifyWriteRow:input_type -> bighive.v1.ReadModifyWriteRowRequest
+	27, // 47: bighive.v1.TServer.CheckAndMutateRow:input_type -> bighive.v1.CheckAndMutateRowRequest
+	29, // 48: bighive.v1.TServer.PurgeFamily:input_type -> bighive.v1.PurgeFamilyRequest
+	31, // 49: bighive.v1.TServer.SampleRowKeys:input_type -> bighive.v1.SampleRowKeysRequest
+	34, // 50: bighive.v1.TServer.Ping:input_type -> bighive.v1.PingRequest
+	36, // 51: bighive.v1.TServer.BatchCommands:input_type -> bighive.v1.BatchCommandsRequest
+	38, // 52: bighive.v1.TServer.Merge:input_type -> bighive.v1.MergeRequest
+	40, // 53: bighive.v1.TServer.ExportTSFile:input_type -> bighive.v1.ExportTSFileRequest
+	42, // 54: bighive.v1.TServer.ImportTSFile:input_type -> bighive.v1.ImportTSFileRequest
+	1,  // 55: bighive.v1.TServer.MutateRow:output_type -> bighive.v1.MutateRowResponse
+	3,  // 56: bighive.v1.TServer.MutateRows:output_type -> bighive.v1.MutateRowsResponse
+	5,  // 57: bighive.v1.TServer.ReadRow:output_type -> bighive.v1.ReadRowResponse
+	8,  // 58: bighive.v1.TServer.ScanRows:output_type -> bighive.v1.ScanRowsResponse
+	10, // 59: bighive.v1.TServer.Checkpoint:output_type -> bighive.v1.CheckpointResponse
+	12, // 60: bighive.v1.TServer.Compact:output_type -> bighive.v1.CompactResponse
+	14, // 61: bighive.v1.TServer.Split:output_type -> bighive.v1.SplitResponse
+	17, // 62: bighive.v1.TServer.Status:output_type -> bighive.v1.StatusResponse
+	19, // 63: bighive.v1.TServer.AssignTablets:output_type -> bighive.v1.AssignTabletsResponse
+	59, // 64: bighive.v1.TServer.SetCachePriority:output_type -> bighive.v1.SetCachePriorityResponse
+	21, // 65: bighive.v1.TServer.UpdateSchema:output_type -> bighive.v1.UpdateSchemaResponse
+	23, // 66: bighive.v1.TServer.DropRows:output_type -> bighive.v1.DropRowsResponse
+	26, // 67: bighive.v1.TServer.ReadModifyWriteRow:output_type -> bighive.v1.ReadModifyWriteRowResponse
+	28, // 68: bighive.v1.TServer.CheckAndMutateRow:output_type -> bighive.v1.CheckAndMutateRowResponse
+	30, // 69: bighive.v1.TServer.PurgeFamily:output_type -> bighive.v1.PurgeFamilyResponse
+	33, // 70: bighive.v1.TServer.SampleRowKeys:output_type -> bighive.v1.SampleRowKeysResponse
+	35, // 71: bighive.v1.TServer.Ping:output_type -> bighive.v1.PingResponse
+	37, // 72: bighive.v1.TServer.BatchCommands:output_type -> bighive.v1.BatchCommandsResponse
+	39, // 73: bighive.v1.TServer.Merge:output_type -> bighive.v1.MergeResponse
+	41, // 74: bighive.v1.TServer.ExportTSFile:output_type -> bighive.v1.ExportTSFileResponse
+	43, // 75: bighive.v1.TServer.ImportTSFile:output_type -> bighive.v1.ImportTSFileResponse
+	55, // [55:76] is the sub-list for method output_type
+	34, // [34:55] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_bighivepb_tserver_proto_init() }
@@ -2824,7 +3036,7 @@ func file_bighivepb_tserver_proto_init() {
 		(*ReadModifyWriteRule_AppendValue)(nil),
 		(*ReadModifyWriteRule_IncrementAmount)(nil),
 	}
-	file_bighivepb_tserver_proto_msgTypes[41].OneofWrappers = []any{
+	file_bighivepb_tserver_proto_msgTypes[45].OneofWrappers = []any{
 		(*BatchCommandsRequest_Command_MutateRow)(nil),
 		(*BatchCommandsRequest_Command_ReadRow)(nil),
 		(*BatchCommandsRequest_Command_Ping)(nil),
@@ -2835,7 +3047,7 @@ func file_bighivepb_tserver_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bighivepb_tserver_proto_rawDesc), len(file_bighivepb_tserver_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   43,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

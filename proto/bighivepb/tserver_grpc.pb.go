@@ -42,6 +42,8 @@ const (
 	TServer_Ping_FullMethodName               = "/bighive.v1.TServer/Ping"
 	TServer_BatchCommands_FullMethodName      = "/bighive.v1.TServer/BatchCommands"
 	TServer_Merge_FullMethodName              = "/bighive.v1.TServer/Merge"
+	TServer_ExportTSFile_FullMethodName       = "/bighive.v1.TServer/ExportTSFile"
+	TServer_ImportTSFile_FullMethodName       = "/bighive.v1.TServer/ImportTSFile"
 )
 
 // TServerClient is the client API for TServer service.
@@ -102,6 +104,13 @@ type TServerClient interface {
 	// Merges two adjacent tablets served here into one (package merge;
 	// docs/design.md 'Merge'); what the master's MergeTablets forwards.
 	Merge(ctx context.Context, in *MergeRequest, opts ...grpc.CallOption) (*MergeResponse, error)
+	// Backup export and import (docs/backup-format.md). ExportTSFile streams
+	// a TSFile's entries, read from the store that holds it (any tserver's:
+	// other stores are opened read-only), as the export format's data
+	// records; ImportTSFile writes such records, in entry order, as a new
+	// TSFile in this tserver's own store and names it.
+	ExportTSFile(ctx context.Context, in *ExportTSFileRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportTSFileResponse], error)
+	ImportTSFile(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[ImportTSFileRequest, ImportTSFileResponse], error)
 }
 
 type tServerClient struct {
@@ -314,6 +323,38 @@ func (c *tServerClient) Merge(ctx context.Context, in *MergeRequest, opts ...grp
 	return out, nil
 }
 
+func (c *tServerClient) ExportTSFile(ctx context.Context, in *ExportTSFileRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportTSFileResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &TServer_ServiceDesc.Streams[2], TServer_ExportTSFile_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ExportTSFileRequest, ExportTSFileResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type TServer_ExportTSFileClient = grpc.ServerStreamingClient[ExportTSFileResponse]
+
+func (c *tServerClient) ImportTSFile(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[ImportTSFileRequest, ImportTSFileResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &TServer_ServiceDesc.Streams[3], TServer_ImportTSFile_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ImportTSFileRequest, ImportTSFileResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type TServer_ImportTSFileClient = grpc.ClientStreamingClient[ImportTSFileRequest, ImportTSFileResponse]
+
 // TServerServer is the server API for TServer service.
 // All implementations must embed UnimplementedTServerServer
 // for forward compatibility.
@@ -372,6 +413,13 @@ type TServerServer interface {
 	// Merges two adjacent tablets served here into one (package merge;
 	// docs/design.md 'Merge'); what the master's MergeTablets forwards.
 	Merge(context.Context, *MergeRequest) (*MergeResponse, error)
+	// Backup export and import (docs/backup-format.md). ExportTSFile streams
+	// a TSFile's entries, read from the store that holds it (any tserver's:
+	// other stores are opened read-only), as the export format's data
+	// records; ImportTSFile writes such records, in entry order, as a new
+	// TSFile in this tserver's own store and names it.
+	ExportTSFile(*ExportTSFileRequest, grpc.ServerStreamingServer[ExportTSFileResponse]) error
+	ImportTSFile(grpc.ClientStreamingServer[ImportTSFileRequest, ImportTSFileResponse]) error
 	mustEmbedUnimplementedTServerServer()
 }
 
@@ -438,6 +486,12 @@ func (UnimplementedTServerServer) BatchCommands(grpc.BidiStreamingServer[BatchCo
 }
 func (UnimplementedTServerServer) Merge(context.Context, *MergeRequest) (*MergeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Merge not implemented")
+}
+func (UnimplementedTServerServer) ExportTSFile(*ExportTSFileRequest, grpc.ServerStreamingServer[ExportTSFileResponse]) error {
+	return status.Error(codes.Unimplemented, "method ExportTSFile not implemented")
+}
+func (UnimplementedTServerServer) ImportTSFile(grpc.ClientStreamingServer[ImportTSFileRequest, ImportTSFileResponse]) error {
+	return status.Error(codes.Unimplemented, "method ImportTSFile not implemented")
 }
 func (UnimplementedTServerServer) mustEmbedUnimplementedTServerServer() {}
 func (UnimplementedTServerServer) testEmbeddedByValue()                 {}
@@ -784,6 +838,24 @@ func _TServer_Merge_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _TServer_ExportTSFile_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ExportTSFileRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(TServerServer).ExportTSFile(m, &grpc.GenericServerStream[ExportTSFileRequest, ExportTSFileResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type TServer_ExportTSFileServer = grpc.ServerStreamingServer[ExportTSFileResponse]
+
+func _TServer_ImportTSFile_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(TServerServer).ImportTSFile(&grpc.GenericServerStream[ImportTSFileRequest, ImportTSFileResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type TServer_ImportTSFileServer = grpc.ClientStreamingServer[ImportTSFileRequest, ImportTSFileResponse]
+
 // TServer_ServiceDesc is the grpc.ServiceDesc for TServer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -870,6 +942,16 @@ var TServer_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "BatchCommands",
 			Handler:       _TServer_BatchCommands_Handler,
 			ServerStreams: true,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "ExportTSFile",
+			Handler:       _TServer_ExportTSFile_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "ImportTSFile",
+			Handler:       _TServer_ImportTSFile_Handler,
 			ClientStreams: true,
 		},
 	},

@@ -63,6 +63,8 @@ type MetaCommand struct {
 	//	*MetaCommand_UpdateBackup
 	//	*MetaCommand_DeleteBackup
 	//	*MetaCommand_RestoreTable
+	//	*MetaCommand_RecordBackup
+	//	*MetaCommand_AddBackupFiles
 	Cmd           isMetaCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -364,6 +366,24 @@ func (x *MetaCommand) GetRestoreTable() *MetaRestoreTable {
 	return nil
 }
 
+func (x *MetaCommand) GetRecordBackup() *MetaRecordBackup {
+	if x != nil {
+		if x, ok := x.Cmd.(*MetaCommand_RecordBackup); ok {
+			return x.RecordBackup
+		}
+	}
+	return nil
+}
+
+func (x *MetaCommand) GetAddBackupFiles() *MetaAddBackupFiles {
+	if x != nil {
+		if x, ok := x.Cmd.(*MetaCommand_AddBackupFiles); ok {
+			return x.AddBackupFiles
+		}
+	}
+	return nil
+}
+
 type isMetaCommand_Cmd interface {
 	isMetaCommand_Cmd()
 }
@@ -480,6 +500,14 @@ type MetaCommand_RestoreTable struct {
 	RestoreTable *MetaRestoreTable `protobuf:"bytes,29,opt,name=restore_table,json=restoreTable,proto3,oneof"`
 }
 
+type MetaCommand_RecordBackup struct {
+	RecordBackup *MetaRecordBackup `protobuf:"bytes,30,opt,name=record_backup,json=recordBackup,proto3,oneof"`
+}
+
+type MetaCommand_AddBackupFiles struct {
+	AddBackupFiles *MetaAddBackupFiles `protobuf:"bytes,31,opt,name=add_backup_files,json=addBackupFiles,proto3,oneof"`
+}
+
 func (*MetaCommand_CreateTable) isMetaCommand_Cmd() {}
 
 func (*MetaCommand_DeleteTable) isMetaCommand_Cmd() {}
@@ -535,6 +563,10 @@ func (*MetaCommand_UpdateBackup) isMetaCommand_Cmd() {}
 func (*MetaCommand_DeleteBackup) isMetaCommand_Cmd() {}
 
 func (*MetaCommand_RestoreTable) isMetaCommand_Cmd() {}
+
+func (*MetaCommand_RecordBackup) isMetaCommand_Cmd() {}
+
+func (*MetaCommand_AddBackupFiles) isMetaCommand_Cmd() {}
 
 // Creates a table and its initial tablets [“”, k1), …, [kn, “”), all
 // UNASSIGNED at epoch 0. The leader validated names and keys; the FSM
@@ -2228,6 +2260,130 @@ func (x *MetaRestoreTable) GetTable() string {
 	return ""
 }
 
+// Records a backup not taken from a table of this cluster
+// (docs/design.md 'Backups'): a copy of another backup (copy_of set: the
+// FSM copies its schema, tablets and files in the same transaction, so the
+// files are named without a gap) or the start of an import (backup set,
+// state CREATING, its tablets' ranges without files). Every file it names
+// is marked shared. When the backup exists with backup.request_id (not
+// empty), the command answers it and changes nothing: a retried begin.
+type MetaRecordBackup struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CopyOf        string                 `protobuf:"bytes,1,opt,name=copy_of,json=copyOf,proto3" json:"copy_of,omitempty"`
+	Backup        *bighivepb.BackupMeta  `protobuf:"bytes,2,opt,name=backup,proto3" json:"backup,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetaRecordBackup) Reset() {
+	*x = MetaRecordBackup{}
+	mi := &file_storagepb_meta_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaRecordBackup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaRecordBackup) ProtoMessage() {}
+
+func (x *MetaRecordBackup) ProtoReflect() protoreflect.Message {
+	mi := &file_storagepb_meta_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaRecordBackup.ProtoReflect.Descriptor instead.
+func (*MetaRecordBackup) Descriptor() ([]byte, []int) {
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *MetaRecordBackup) GetCopyOf() string {
+	if x != nil {
+		return x.CopyOf
+	}
+	return ""
+}
+
+func (x *MetaRecordBackup) GetBackup() *bighivepb.BackupMeta {
+	if x != nil {
+		return x.Backup
+	}
+	return nil
+}
+
+// Adds imported TSFiles to a CREATING backup's tablets; with ready, the
+// backup becomes READY (restorable). The files are marked shared. A file
+// the tablet names already is not added again, and a READY backup answers
+// a command with ready and no files: a retry changes nothing.
+type MetaAddBackupFiles struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Per tablet index of the backup, the files to add.
+	Tablets       []*MetaAddBackupFiles_Tablet `protobuf:"bytes,2,rep,name=tablets,proto3" json:"tablets,omitempty"`
+	Ready         bool                         `protobuf:"varint,3,opt,name=ready,proto3" json:"ready,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetaAddBackupFiles) Reset() {
+	*x = MetaAddBackupFiles{}
+	mi := &file_storagepb_meta_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaAddBackupFiles) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaAddBackupFiles) ProtoMessage() {}
+
+func (x *MetaAddBackupFiles) ProtoReflect() protoreflect.Message {
+	mi := &file_storagepb_meta_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaAddBackupFiles.ProtoReflect.Descriptor instead.
+func (*MetaAddBackupFiles) Descriptor() ([]byte, []int) {
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *MetaAddBackupFiles) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *MetaAddBackupFiles) GetTablets() []*MetaAddBackupFiles_Tablet {
+	if x != nil {
+		return x.Tablets
+	}
+	return nil
+}
+
+func (x *MetaAddBackupFiles) GetReady() bool {
+	if x != nil {
+		return x.Ready
+	}
+	return false
+}
+
 type MetaAssign_Item struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TabletId      string                 `protobuf:"bytes,1,opt,name=tablet_id,json=tabletId,proto3" json:"tablet_id,omitempty"`
@@ -2239,7 +2395,7 @@ type MetaAssign_Item struct {
 
 func (x *MetaAssign_Item) Reset() {
 	*x = MetaAssign_Item{}
-	mi := &file_storagepb_meta_proto_msgTypes[31]
+	mi := &file_storagepb_meta_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2251,7 +2407,7 @@ func (x *MetaAssign_Item) String() string {
 func (*MetaAssign_Item) ProtoMessage() {}
 
 func (x *MetaAssign_Item) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[31]
+	mi := &file_storagepb_meta_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2299,7 +2455,7 @@ type MetaUnassign_Item struct {
 
 func (x *MetaUnassign_Item) Reset() {
 	*x = MetaUnassign_Item{}
-	mi := &file_storagepb_meta_proto_msgTypes[32]
+	mi := &file_storagepb_meta_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2311,7 +2467,7 @@ func (x *MetaUnassign_Item) String() string {
 func (*MetaUnassign_Item) ProtoMessage() {}
 
 func (x *MetaUnassign_Item) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[32]
+	mi := &file_storagepb_meta_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2360,7 +2516,7 @@ type MetaLogSplitDone_Item struct {
 
 func (x *MetaLogSplitDone_Item) Reset() {
 	*x = MetaLogSplitDone_Item{}
-	mi := &file_storagepb_meta_proto_msgTypes[33]
+	mi := &file_storagepb_meta_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2372,7 +2528,7 @@ func (x *MetaLogSplitDone_Item) String() string {
 func (*MetaLogSplitDone_Item) ProtoMessage() {}
 
 func (x *MetaLogSplitDone_Item) ProtoReflect() protoreflect.Message {
-	mi := &file_storagepb_meta_proto_msgTypes[33]
+	mi := &file_storagepb_meta_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2416,11 +2572,63 @@ func (x *MetaLogSplitDone_Item) GetRecoveryFiles() []string {
 	return nil
 }
 
+type MetaAddBackupFiles_Tablet struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Index         int32                  `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	Tsfiles       []*bighivepb.TSFileRef `protobuf:"bytes,2,rep,name=tsfiles,proto3" json:"tsfiles,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetaAddBackupFiles_Tablet) Reset() {
+	*x = MetaAddBackupFiles_Tablet{}
+	mi := &file_storagepb_meta_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaAddBackupFiles_Tablet) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaAddBackupFiles_Tablet) ProtoMessage() {}
+
+func (x *MetaAddBackupFiles_Tablet) ProtoReflect() protoreflect.Message {
+	mi := &file_storagepb_meta_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaAddBackupFiles_Tablet.ProtoReflect.Descriptor instead.
+func (*MetaAddBackupFiles_Tablet) Descriptor() ([]byte, []int) {
+	return file_storagepb_meta_proto_rawDescGZIP(), []int{32, 0}
+}
+
+func (x *MetaAddBackupFiles_Tablet) GetIndex() int32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *MetaAddBackupFiles_Tablet) GetTsfiles() []*bighivepb.TSFileRef {
+	if x != nil {
+		return x.Tsfiles
+	}
+	return nil
+}
+
 var File_storagepb_meta_proto protoreflect.FileDescriptor
 
 const file_storagepb_meta_proto_rawDesc = "" +
 	"\n" +
-	"\x14storagepb/meta.proto\x12\x12bighive.storage.v1\x1a\x16bighivepb/common.proto\x1a\x16bighivepb/master.proto\"\xb4\x10\n" +
+	"\x14storagepb/meta.proto\x12\x12bighive.storage.v1\x1a\x16bighivepb/common.proto\x1a\x16bighivepb/master.proto\"\xd5\x11\n" +
 	"\vMetaCommand\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12H\n" +
 	"\fcreate_table\x18\x02 \x01(\v2#.bighive.storage.v1.MetaCreateTableH\x00R\vcreateTable\x12H\n" +
@@ -2455,7 +2663,9 @@ const file_storagepb_meta_proto_rawDesc = "" +
 	"\rcreate_backup\x18\x1a \x01(\v2$.bighive.storage.v1.MetaCreateBackupH\x00R\fcreateBackup\x12K\n" +
 	"\rupdate_backup\x18\x1b \x01(\v2$.bighive.storage.v1.MetaUpdateBackupH\x00R\fupdateBackup\x12K\n" +
 	"\rdelete_backup\x18\x1c \x01(\v2$.bighive.storage.v1.MetaDeleteBackupH\x00R\fdeleteBackup\x12K\n" +
-	"\rrestore_table\x18\x1d \x01(\v2$.bighive.storage.v1.MetaRestoreTableH\x00R\frestoreTableB\x05\n" +
+	"\rrestore_table\x18\x1d \x01(\v2$.bighive.storage.v1.MetaRestoreTableH\x00R\frestoreTable\x12K\n" +
+	"\rrecord_backup\x18\x1e \x01(\v2$.bighive.storage.v1.MetaRecordBackupH\x00R\frecordBackup\x12R\n" +
+	"\x10add_backup_files\x18\x1f \x01(\v2&.bighive.storage.v1.MetaAddBackupFilesH\x00R\x0eaddBackupFilesB\x05\n" +
 	"\x03cmd\"a\n" +
 	"\x0fMetaCreateTable\x12/\n" +
 	"\x06schema\x18\x01 \x01(\v2\x17.bighive.v1.TableSchemaR\x06schema\x12\x1d\n" +
@@ -2572,7 +2782,17 @@ const file_storagepb_meta_proto_rawDesc = "" +
 	"\x11expired_at_micros\x18\x02 \x01(\x03R\x0fexpiredAtMicros\"@\n" +
 	"\x10MetaRestoreTable\x12\x16\n" +
 	"\x06backup\x18\x01 \x01(\tR\x06backup\x12\x14\n" +
-	"\x05table\x18\x02 \x01(\tR\x05tableB\x19Z\x17bighive/proto/storagepbb\x06proto3"
+	"\x05table\x18\x02 \x01(\tR\x05table\"[\n" +
+	"\x10MetaRecordBackup\x12\x17\n" +
+	"\acopy_of\x18\x01 \x01(\tR\x06copyOf\x12.\n" +
+	"\x06backup\x18\x02 \x01(\v2\x16.bighive.v1.BackupMetaR\x06backup\"\xd8\x01\n" +
+	"\x12MetaAddBackupFiles\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12G\n" +
+	"\atablets\x18\x02 \x03(\v2-.bighive.storage.v1.MetaAddBackupFiles.TabletR\atablets\x12\x14\n" +
+	"\x05ready\x18\x03 \x01(\bR\x05ready\x1aO\n" +
+	"\x06Tablet\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x05R\x05index\x12/\n" +
+	"\atsfiles\x18\x02 \x03(\v2\x15.bighive.v1.TSFileRefR\atsfilesB\x19Z\x17bighive/proto/storagepbb\x06proto3"
 
 var (
 	file_storagepb_meta_proto_rawDescOnce sync.Once
@@ -2586,7 +2806,7 @@ func file_storagepb_meta_proto_rawDescGZIP() []byte {
 	return file_storagepb_meta_proto_rawDescData
 }
 
-var file_storagepb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_storagepb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_storagepb_meta_proto_goTypes = []any{
 	(*MetaCommand)(nil),                  // 0: bighive.storage.v1.MetaCommand
 	(*MetaCreateTable)(nil),              // 1: bighive.storage.v1.MetaCreateTable
@@ -2619,18 +2839,23 @@ var file_storagepb_meta_proto_goTypes = []any{
 	(*MetaUpdateBackup)(nil),             // 28: bighive.storage.v1.MetaUpdateBackup
 	(*MetaDeleteBackup)(nil),             // 29: bighive.storage.v1.MetaDeleteBackup
 	(*MetaRestoreTable)(nil),             // 30: bighive.storage.v1.MetaRestoreTable
-	(*MetaAssign_Item)(nil),              // 31: bighive.storage.v1.MetaAssign.Item
-	(*MetaUnassign_Item)(nil),            // 32: bighive.storage.v1.MetaUnassign.Item
-	(*MetaLogSplitDone_Item)(nil),        // 33: bighive.storage.v1.MetaLogSplitDone.Item
-	(*bighivepb.TableSchema)(nil),        // 34: bighive.v1.TableSchema
-	(*bighivepb.FamilySpec)(nil),         // 35: bighive.v1.FamilySpec
-	(*bighivepb.LogPosition)(nil),        // 36: bighive.v1.LogPosition
-	(*bighivepb.CheckpointReport)(nil),   // 37: bighive.v1.CheckpointReport
-	(*bighivepb.SplitChild)(nil),         // 38: bighive.v1.SplitChild
-	(*bighivepb.GcRule)(nil),             // 39: bighive.v1.GcRule
-	(bighivepb.Compression)(0),           // 40: bighive.v1.Compression
-	(*bighivepb.Grant)(nil),              // 41: bighive.v1.Grant
-	(*bighivepb.ReportMergeRequest)(nil), // 42: bighive.v1.ReportMergeRequest
+	(*MetaRecordBackup)(nil),             // 31: bighive.storage.v1.MetaRecordBackup
+	(*MetaAddBackupFiles)(nil),           // 32: bighive.storage.v1.MetaAddBackupFiles
+	(*MetaAssign_Item)(nil),              // 33: bighive.storage.v1.MetaAssign.Item
+	(*MetaUnassign_Item)(nil),            // 34: bighive.storage.v1.MetaUnassign.Item
+	(*MetaLogSplitDone_Item)(nil),        // 35: bighive.storage.v1.MetaLogSplitDone.Item
+	(*MetaAddBackupFiles_Tablet)(nil),    // 36: bighive.storage.v1.MetaAddBackupFiles.Tablet
+	(*bighivepb.TableSchema)(nil),        // 37: bighive.v1.TableSchema
+	(*bighivepb.FamilySpec)(nil),         // 38: bighive.v1.FamilySpec
+	(*bighivepb.LogPosition)(nil),        // 39: bighive.v1.LogPosition
+	(*bighivepb.CheckpointReport)(nil),   // 40: bighive.v1.CheckpointReport
+	(*bighivepb.SplitChild)(nil),         // 41: bighive.v1.SplitChild
+	(*bighivepb.GcRule)(nil),             // 42: bighive.v1.GcRule
+	(bighivepb.Compression)(0),           // 43: bighive.v1.Compression
+	(*bighivepb.Grant)(nil),              // 44: bighive.v1.Grant
+	(*bighivepb.ReportMergeRequest)(nil), // 45: bighive.v1.ReportMergeRequest
+	(*bighivepb.BackupMeta)(nil),         // 46: bighive.v1.BackupMeta
+	(*bighivepb.TSFileRef)(nil),          // 47: bighive.v1.TSFileRef
 }
 var file_storagepb_meta_proto_depIdxs = []int32{
 	1,  // 0: bighive.storage.v1.MetaCommand.create_table:type_name -> bighive.storage.v1.MetaCreateTable
@@ -2661,29 +2886,34 @@ var file_storagepb_meta_proto_depIdxs = []int32{
 	28, // 25: bighive.storage.v1.MetaCommand.update_backup:type_name -> bighive.storage.v1.MetaUpdateBackup
 	29, // 26: bighive.storage.v1.MetaCommand.delete_backup:type_name -> bighive.storage.v1.MetaDeleteBackup
 	30, // 27: bighive.storage.v1.MetaCommand.restore_table:type_name -> bighive.storage.v1.MetaRestoreTable
-	34, // 28: bighive.storage.v1.MetaCreateTable.schema:type_name -> bighive.v1.TableSchema
-	35, // 29: bighive.storage.v1.MetaAddFamily.family:type_name -> bighive.v1.FamilySpec
-	5,  // 30: bighive.storage.v1.MetaRegisterTServer.tserver:type_name -> bighive.storage.v1.MetaTServer
-	31, // 31: bighive.storage.v1.MetaAssign.items:type_name -> bighive.storage.v1.MetaAssign.Item
-	32, // 32: bighive.storage.v1.MetaUnassign.items:type_name -> bighive.storage.v1.MetaUnassign.Item
-	36, // 33: bighive.storage.v1.MetaTabletLoad.position:type_name -> bighive.v1.LogPosition
-	8,  // 34: bighive.storage.v1.MetaTabletLoads.loads:type_name -> bighive.storage.v1.MetaTabletLoad
-	37, // 35: bighive.storage.v1.MetaCheckpoint.reports:type_name -> bighive.v1.CheckpointReport
-	38, // 36: bighive.storage.v1.MetaSplit.children:type_name -> bighive.v1.SplitChild
-	33, // 37: bighive.storage.v1.MetaLogSplitDone.items:type_name -> bighive.storage.v1.MetaLogSplitDone.Item
-	13, // 38: bighive.storage.v1.MetaLogSplitsDone.splits:type_name -> bighive.storage.v1.MetaLogSplitDone
-	39, // 39: bighive.storage.v1.MetaSetGCRule.gc_rule:type_name -> bighive.v1.GcRule
-	40, // 40: bighive.storage.v1.MetaSetCompression.compression:type_name -> bighive.v1.Compression
-	41, // 41: bighive.storage.v1.MetaGrant.grant:type_name -> bighive.v1.Grant
-	41, // 42: bighive.storage.v1.MetaRevoke.grant:type_name -> bighive.v1.Grant
-	42, // 43: bighive.storage.v1.MetaMerge.report:type_name -> bighive.v1.ReportMergeRequest
-	34, // 44: bighive.storage.v1.MetaCreateTablets.schema:type_name -> bighive.v1.TableSchema
-	34, // 45: bighive.storage.v1.MetaPendingTable.schema:type_name -> bighive.v1.TableSchema
-	46, // [46:46] is the sub-list for method output_type
-	46, // [46:46] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	31, // 28: bighive.storage.v1.MetaCommand.record_backup:type_name -> bighive.storage.v1.MetaRecordBackup
+	32, // 29: bighive.storage.v1.MetaCommand.add_backup_files:type_name -> bighive.storage.v1.MetaAddBackupFiles
+	37, // 30: bighive.storage.v1.MetaCreateTable.schema:type_name -> bighive.v1.TableSchema
+	38, // 31: bighive.storage.v1.MetaAddFamily.family:type_name -> bighive.v1.FamilySpec
+	5,  // 32: bighive.storage.v1.MetaRegisterTServer.tserver:type_name -> bighive.storage.v1.MetaTServer
+	33, // 33: bighive.storage.v1.MetaAssign.items:type_name -> bighive.storage.v1.MetaAssign.Item
+	34, // 34: bighive.storage.v1.MetaUnassign.items:type_name -> bighive.storage.v1.MetaUnassign.Item
+	39, // 35: bighive.storage.v1.MetaTabletLoad.position:type_name -> bighive.v1.LogPosition
+	8,  // 36: bighive.storage.v1.MetaTabletLoads.loads:type_name -> bighive.storage.v1.MetaTabletLoad
+	40, // 37: bighive.storage.v1.MetaCheckpoint.reports:type_name -> bighive.v1.CheckpointReport
+	41, // 38: bighive.storage.v1.MetaSplit.children:type_name -> bighive.v1.SplitChild
+	35, // 39: bighive.storage.v1.MetaLogSplitDone.items:type_name -> bighive.storage.v1.MetaLogSplitDone.Item
+	13, // 40: bighive.storage.v1.MetaLogSplitsDone.splits:type_name -> bighive.storage.v1.MetaLogSplitDone
+	42, // 41: bighive.storage.v1.MetaSetGCRule.gc_rule:type_name -> bighive.v1.GcRule
+	43, // 42: bighive.storage.v1.MetaSetCompression.compression:type_name -> bighive.v1.Compression
+	44, // 43: bighive.storage.v1.MetaGrant.grant:type_name -> bighive.v1.Grant
+	44, // 44: bighive.storage.v1.MetaRevoke.grant:type_name -> bighive.v1.Grant
+	45, // 45: bighive.storage.v1.MetaMerge.report:type_name -> bighive.v1.ReportMergeRequest
+	37, // 46: bighive.storage.v1.MetaCreateTablets.schema:type_name -> bighive.v1.TableSchema
+	37, // 47: bighive.storage.v1.MetaPendingTable.schema:type_name -> bighive.v1.TableSchema
+	46, // 48: bighive.storage.v1.MetaRecordBackup.backup:type_name -> bighive.v1.BackupMeta
+	36, // 49: bighive.storage.v1.MetaAddBackupFiles.tablets:type_name -> bighive.storage.v1.MetaAddBackupFiles.Tablet
+	47, // 50: bighive.storage.v1.MetaAddBackupFiles.Tablet.tsfiles:type_name -> bighive.v1.TSFileRef
+	51, // [51:51] is the sub-list for method output_type
+	51, // [51:51] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_storagepb_meta_proto_init() }
@@ -2720,6 +2950,8 @@ func file_storagepb_meta_proto_init() {
 		(*MetaCommand_UpdateBackup)(nil),
 		(*MetaCommand_DeleteBackup)(nil),
 		(*MetaCommand_RestoreTable)(nil),
+		(*MetaCommand_RecordBackup)(nil),
+		(*MetaCommand_AddBackupFiles)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2727,7 +2959,7 @@ func file_storagepb_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_storagepb_meta_proto_rawDesc), len(file_storagepb_meta_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   34,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -13,21 +13,25 @@ import (
 const defaultBackupExpiry = 7 * 24 * time.Hour
 
 var backupCommand = Command{
-	Name: "backup", Args: "create TABLE BACKUP [--expire DUR|TIME] | list [TABLE] | describe BACKUP | update BACKUP --expire DUR|TIME | delete BACKUP | restore BACKUP TABLE",
-	Summary: "back a table up by reference (its files are shared, nothing is copied), list and describe backups (each with the bytes it alone keeps alive and the bytes it shares), expire, delete, restore one as a new table",
+	Name: "backup", Args: "create TABLE BACKUP [--expire DUR|TIME] | list [TABLE] | describe BACKUP | update BACKUP --expire DUR|TIME | delete BACKUP | restore BACKUP TABLE | copy SRC DST [--expire DUR|TIME] | export BACKUP DIR | import DIR [--name BACKUP] [--expire DUR|TIME]",
+	Summary: "back a table up by reference (its files are shared, nothing is copied), list and describe backups (each with the bytes it alone keeps alive and the bytes it shares), expire, delete, copy backups, restore one as a new table, export one to a directory and import it into a cluster",
 	Example: "backup create orders orders-monday --expire 720h\nbackup list\nbackup list orders --json\nbackup describe orders-monday\n" +
-		"backup update orders-monday --expire 2027-01-31T00:00:00Z\nbackup restore orders-monday orders-copy\nbackup delete orders-monday",
+		"backup update orders-monday --expire 2027-01-31T00:00:00Z\nbackup restore orders-monday orders-copy\nbackup delete orders-monday\n" +
+		"backup copy orders-monday orders-monday-kept --expire 8760h\nbackup export orders-monday /mnt/archive/orders-monday\n" +
+		"backup import /mnt/archive/orders-monday --name orders-monday --expire 720h   # on another cluster",
 	Run: runBackup,
 }
 
 // backupArgs are the positional arguments each subcommand takes (min, max).
 var backupArgs = map[string][2]int{
 	"create": {2, 2}, "list": {0, 1}, "describe": {1, 1}, "update": {1, 1}, "delete": {1, 1}, "restore": {2, 2},
+	"copy": {2, 2}, "export": {2, 2}, "import": {1, 1},
 }
 
 var backupUsage = map[string]string{
 	"create": "create TABLE BACKUP [--expire DUR|TIME]", "list": "list [TABLE]", "describe": "describe BACKUP",
 	"update": "update BACKUP --expire DUR|TIME", "delete": "delete BACKUP", "restore": "restore BACKUP TABLE",
+	"copy": "copy SRC DST [--expire DUR|TIME]", "export": "export BACKUP DIR", "import": "import DIR [--name BACKUP] [--expire DUR|TIME]",
 }
 
 // parseExpire reads --expire: a duration from now (Go syntax, e.g. 720h)
@@ -47,9 +51,11 @@ func parseExpire(s string, now time.Time) (time.Time, error) {
 }
 
 func runBackup(ctx context.Context, env *Env, args []string) error {
-	var expire string
+	var expire, newName string
 	ctx, done, c, pos, err := env.session(ctx, args, 1, 3, func(fs flagSet) {
-		fs.StringVar(&expire, "expire", "", "create, update: when the backup expires, a duration from now (720h) or an RFC 3339 time (default for create: 168h)")
+		fs.StringVar(&expire, "expire", "", "create, update, copy, import: when the backup expires, a duration from now (720h) or an RFC 3339 time "+
+			"(default for create: 168h; for copy and import: the source backup's)")
+		fs.StringVar(&newName, "name", "", "import: the imported backup's name (default: the exported backup's)")
 	})
 	if err != nil {
 		return err
@@ -58,15 +64,20 @@ func runBackup(ctx context.Context, env *Env, args []string) error {
 	sub := pos[0]
 	n, ok := backupArgs[sub]
 	if !ok {
-		return Usagef("backup %s: unknown subcommand; use create, list, describe, update, delete or restore", sub)
+		return Usagef("backup %s: unknown subcommand; use create, list, describe, update, delete, restore, copy, export or import", sub)
 	}
 	if pos = pos[1:]; len(pos) < n[0] || len(pos) > n[1] {
 		return Usagef("usage: bighive backup %s", backupUsage[sub])
 	}
-	if expire != "" && sub != "create" && sub != "update" {
+	if expire != "" && sub != "create" && sub != "update" && sub != "copy" && sub != "import" {
 		return Usagef("backup %s takes no --expire", sub)
 	}
+	if newName != "" && sub != "import" {
+		return Usagef("backup %s takes no --name", sub)
+	}
 	switch sub {
+	case "copy", "export", "import":
+		return runBackupTransfer(ctx, env, c, sub, pos, expire, newName)
 	case "create", "update":
 		if expire == "" && sub == "update" {
 			return Usagef("backup update needs --expire")
@@ -160,4 +171,53 @@ func backupObject(b client.BackupInfo, extra map[string]any) map[string]any {
 		m[k] = v
 	}
 	return m
+}
+
+// runBackupTransfer runs copy, export and import.
+func runBackupTransfer(ctx context.Context, env *Env, c *client.Client, sub string, pos []string, expire, newName string) error {
+	var at time.Time
+	if expire != "" {
+		var err error
+		if at, err = parseExpire(expire, time.Now()); err != nil {
+			return err
+		}
+	}
+	start := time.Now()
+	switch sub {
+	case "copy":
+		if at.IsZero() {
+			src, err := c.GetBackup(ctx, pos[0])
+			if err != nil {
+				return err
+			}
+			at = src.Expires
+		}
+		b, err := c.CopyBackup(ctx, pos[0], pos[1], at)
+		if err != nil {
+			return err
+		}
+		return env.result(backupObject(b, map[string]any{"source": pos[0]}), "copied backup %s as %s (%d tablets, %d files, shared); expires %s",
+			pos[0], b.Name, len(b.SplitKeys)+1, b.Files, b.Expires.UTC().Format(time.RFC3339))
+	case "export":
+		r, err := c.ExportBackup(ctx, pos[0], pos[1])
+		if err != nil {
+			return err
+		}
+		took := time.Since(start).Round(time.Millisecond)
+		return env.result(transferObject(r, pos[1], took), "exported backup %s to %s: %d tablets, %d files, %d entries, %s in %s",
+			r.Backup, pos[1], r.Tablets, r.Files, r.Entries, humanBytes(r.Bytes), took)
+	default: // import
+		r, err := c.ImportBackup(ctx, pos[0], newName, at)
+		if err != nil {
+			return err
+		}
+		took := time.Since(start).Round(time.Millisecond)
+		return env.result(transferObject(r, pos[0], took), "imported backup %s from %s: %d tablets, %d files, %d entries, %s in %s",
+			r.Backup, pos[0], r.Tablets, r.Files, r.Entries, humanBytes(r.Bytes), took)
+	}
+}
+
+func transferObject(r client.ExportResult, dir string, took time.Duration) map[string]any {
+	return map[string]any{"backup": r.Backup, "dir": dir, "tablets": r.Tablets, "files": r.Files, "entries": r.Entries,
+		"bytes": r.Bytes, "took_ms": took.Milliseconds()}
 }

@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -78,11 +79,37 @@ func TestBackupCommand(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &obj); err != nil || obj.Backup != "b2" || obj.Exclusive == 0 || obj.Shared == 0 {
 		t.Fatalf("backup list after drop printed %q (%v), want b2 with exclusive and shared bytes", out, err)
 	}
+	// copy, export and import (into this cluster, under a new name), then
+	// restores of both.
+	if out := r.ok("backup", "copy", "b2", "b2-copy"); !strings.Contains(out, "copied backup b2 as b2-copy") {
+		t.Fatalf("backup copy printed:\n%s", out)
+	}
+	dir := filepath.Join(t.TempDir(), "exp")
+	if out := r.ok("backup", "export", "b2", dir); !strings.Contains(out, "exported backup b2 to "+dir) {
+		t.Fatalf("backup export printed:\n%s", out)
+	}
+	if out := r.ok("--json", "backup", "import", dir, "--name", "b2-in", "--expire", "24h"); !strings.Contains(out, `"backup":"b2-in"`) {
+		t.Fatalf("backup import printed:\n%s", out)
+	}
+	for _, b := range []string{"b2-copy", "b2-in"} {
+		r.ok("backup", "restore", b, "from-"+b)
+		r.waitFor("serving", "tablets", "from-"+b)
+		out := r.ok("scan", "from-"+b)
+		for _, row := range []string{"a", "b", "c", "n", "z"} {
+			if !strings.Contains(out, "v-"+row) && !(row == "c" && strings.Contains(out, "after")) {
+				t.Errorf("table restored from %s lacks row %s:\n%s", b, row, out)
+			}
+		}
+	}
 	for _, tc := range []struct {
 		args []string
 		code int
 		want string
 	}{
+		{[]string{"backup", "export", "b2"}, 2, "export BACKUP DIR"},
+		{[]string{"backup", "copy", "b2", "x", "--name", "y"}, 2, "--name"},
+		{[]string{"backup", "import", dir}, 1, "already exists"},
+		{[]string{"backup", "import", t.TempDir()}, 1, "no export"},
 		{[]string{"backup", "describe", "b1"}, 1, "b1"},
 		{[]string{"backup", "create", "nope", "b3"}, 1, "nope"},
 		{[]string{"backup", "restore", "b2", "dst"}, 1, "dst"},
