@@ -107,6 +107,34 @@ func TestBackupsOfficialClient(t *testing.T) {
 	if err := op.GetResponse().UnmarshalTo(&b2); err != nil || b2.Name != "projects/proj/instances/inst/clusters/c1/backups/b2" || b2.State != adminpb.Backup_READY {
 		t.Fatalf("operation's response %v %v", &b2, err)
 	}
+	// A restore names its optimization operation, done at once.
+	op, err = adminpb.NewBigtableTableAdminClient(noWait).RestoreTable(ctx, &adminpb.RestoreTableRequest{Parent: "projects/proj/instances/inst",
+		TableId: "r0", Source: &adminpb.RestoreTableRequest_Backup{Backup: "projects/proj/instances/inst/clusters/c1/backups/b2"}})
+	if err != nil {
+		t.Fatalf("RestoreTable: %v", err)
+	}
+	var rmeta adminpb.RestoreTableMetadata
+	if err := op.GetMetadata().UnmarshalTo(&rmeta); err != nil || rmeta.OptimizeTableOperationName == "" {
+		t.Fatalf("RestoreTable's metadata %v (%v): no optimize_table_operation_name", &rmeta, err)
+	}
+	for !op.Done {
+		time.Sleep(10 * time.Millisecond)
+		if op, err = ops.GetOperation(ctx, &longrunningpb.GetOperationRequest{Name: op.Name}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if op.GetError() != nil {
+		t.Fatalf("RestoreTable's operation failed: %v", op.GetError())
+	}
+	opt, err := ops.GetOperation(ctx, &longrunningpb.GetOperationRequest{Name: rmeta.OptimizeTableOperationName})
+	if err != nil {
+		t.Fatalf("GetOperation of the optimization: %v", err)
+	}
+	var ometa adminpb.OptimizeRestoredTableMetadata
+	if err := opt.GetMetadata().UnmarshalTo(&ometa); err != nil || !opt.Done || opt.GetError() != nil ||
+		ometa.Name != "projects/proj/instances/inst/tables/r0" || ometa.GetProgress().GetProgressPercent() != 100 {
+		t.Fatalf("the optimization operation = %v, metadata %v (%v); want done at 100 %% for table r0", opt, &ometa, err)
+	}
 	if err := admNoWait.CreateBackup(ctx, "t", "other-cluster", "b3", expire); err != nil {
 		t.Fatalf("CreateBackup answered before it ended: %v", err)
 	}
