@@ -162,6 +162,9 @@ type Config struct {
 	// heartbeatHook (tests) runs in Heartbeat between reading the
 	// metadata and granting the lease.
 	heartbeatHook func(*pb.HeartbeatRequest)
+	// verifyLeader (tests), if set, replaces raft's VerifyLeader in the
+	// leader's confirmation of its leadership (confirm.go).
+	verifyLeader func() error
 	// ddlChunkHook (tests) runs after each committed chunk of a
 	// CreateTable or DeleteTable call (ddlchunk.go), with the call's context.
 	ddlChunkHook func(ctx context.Context, table string, chunk int)

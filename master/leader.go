@@ -47,6 +47,12 @@ type leaderState struct {
 	since time.Time
 	kick  chan struct{}
 
+	// confirmed is when the last ask to a quorum that confirmed this
+	// leadership was issued; leases are granted only shortly after it
+	// (confirm.go).
+	confirmMu sync.Mutex
+	confirmed time.Time
+
 	mu     sync.Mutex
 	leases map[string]*lease
 	moves  map[string]*move // by tablet id
@@ -76,7 +82,9 @@ func newLease(uuid string, inc int64, now time.Time) *lease {
 // tserver a fresh lease, then run the assignment loop until ctx ends.
 func (m *Master) runLeader(ctx context.Context) {
 	began := time.Now()
+	var barrier time.Time // when the barrier that succeeded was issued
 	for {
+		barrier = time.Now()
 		if err := m.node.Raft.Barrier(5 * time.Second).Error(); err == nil {
 			break
 		} else if ctx.Err() != nil {
@@ -103,6 +111,9 @@ func (m *Master) runLeader(ctx context.Context) {
 		ls.leases[ts.Uuid] = newLease(ts.Uuid, ts.Incarnation, now)
 	}
 	ls.grace = newStartupGrace(now, m.cfg.StartupGrace, m.cfg.Heartbeat, tservers)
+	// The barrier's commit was a quorum's confirmation of this term.
+	ls.noteConfirmed(barrier)
+	go ls.confirmLeadership(ctx)
 	m.setLeader(ls)
 	defer m.setLeader(nil)
 	m.bootstrapAdmin(ctx)

@@ -30,6 +30,9 @@ func (m *Master) RegisterTServer(ctx context.Context, req *pb.RegisterTServerReq
 	if err != nil {
 		return nil, err
 	}
+	if err := ls.mayGrant(time.Now()); err != nil {
+		return nil, err
+	}
 	if err := validUUID("tserver uuid", req.Uuid); err != nil {
 		return nil, err
 	}
@@ -90,6 +93,9 @@ func (m *Master) RegisterTServer(ctx context.Context, req *pb.RegisterTServerReq
 func (m *Master) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.HeartbeatResponse, error) {
 	ls, err := m.ready()
 	if err != nil {
+		return nil, err
+	}
+	if err := ls.mayGrant(time.Now()); err != nil {
 		return nil, err
 	}
 	defer func(began time.Time) { m.metrics.heartbeat.Observe(time.Since(began).Seconds()) }(time.Now())

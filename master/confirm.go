@@ -1,0 +1,81 @@
+package master
+
+import (
+	"context"
+	"time"
+
+	"bighive/internal/apierr"
+)
+
+// A leader grants tserver leases (heartbeat and registration replies) only
+// while a quorum confirmed its leadership recently. raft tells a leader
+// that it lost leadership only when its own loop notices; a leader process
+// that was paused (SIGSTOP, a long GC or VM stall) while the others elected
+// a new leader resumes still believing it leads, and in the moments before
+// its loop steps down it would renew the lease of a tserver whose tablets
+// the new leader has already given away: that tserver would then
+// acknowledge writes the new owners never see.
+//
+// So the leader asks a quorum (raft's VerifyLeader) every confirmInterval
+// and notes when the last ask that succeeded was issued. A success issued
+// at t proves no other leader was elected before t (a quorum still
+// answered this term after t, and a voter for a newer term no longer
+// does). A lease granted at g with g - t <= confirmWindow therefore ends by
+// (the new leader's election + confirmWindow + Lease), and a new leader
+// declares a tserver dead no earlier than its own start + Lease +
+// DeadMargin: confirmWindow = DeadMargin keeps the two apart.
+
+// confirmWindow is how long after the issue of its last confirmed ask the
+// leader may grant leases.
+func (m *Master) confirmWindow() time.Duration { return m.cfg.DeadMargin }
+
+// confirmLeadership asks a quorum every confirmWindow/4 whether this
+// master is still the leader until ctx ends, and records in ls when each
+// successful ask was issued.
+func (ls *leaderState) confirmLeadership(ctx context.Context) {
+	every := max(ls.m.confirmWindow()/4, time.Millisecond)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		issued := time.Now()
+		if err := ls.m.verifyLeader(); err == nil {
+			ls.noteConfirmed(issued)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// noteConfirmed records that an ask issued at t was confirmed.
+func (ls *leaderState) noteConfirmed(t time.Time) {
+	ls.confirmMu.Lock()
+	if t.After(ls.confirmed) {
+		ls.confirmed = t
+	}
+	ls.confirmMu.Unlock()
+}
+
+// mayGrant refuses a lease, Unavailable, when the last confirmation of
+// this master's leadership was issued more than confirmWindow before now.
+func (ls *leaderState) mayGrant(now time.Time) error {
+	ls.confirmMu.Lock()
+	confirmed := ls.confirmed
+	ls.confirmMu.Unlock()
+	if age := now.Sub(confirmed); age > ls.m.confirmWindow() {
+		return apierr.Unavailable("master %s: leadership last confirmed by a quorum %s ago (over %s): no lease is granted until it is again; retry, or find the current leader",
+			ls.m.cfg.ID, age.Round(time.Millisecond), ls.m.confirmWindow())
+	}
+	return nil
+}
+
+// verifyLeader asks a quorum whether this master is still the leader
+// (Config.verifyLeader in tests).
+func (m *Master) verifyLeader() error {
+	if m.cfg.verifyLeader != nil {
+		return m.cfg.verifyLeader()
+	}
+	return m.node.Raft.VerifyLeader().Error()
+}
