@@ -97,12 +97,7 @@ func TestBackupsOfficialClient(t *testing.T) {
 		t.Fatalf("CreateBackup with no wait = %v, %v; want an operation not done", op, err)
 	}
 	ops := longrunningpb.NewOperationsClient(noWait)
-	for !op.Done {
-		time.Sleep(10 * time.Millisecond)
-		if op, err = ops.GetOperation(ctx, &longrunningpb.GetOperationRequest{Name: op.Name}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	op = pollOperation(t, ctx, ops, op)
 	var b2 adminpb.Backup
 	if err := op.GetResponse().UnmarshalTo(&b2); err != nil || b2.Name != "projects/proj/instances/inst/clusters/c1/backups/b2" || b2.State != adminpb.Backup_READY {
 		t.Fatalf("operation's response %v %v", &b2, err)
@@ -117,12 +112,7 @@ func TestBackupsOfficialClient(t *testing.T) {
 	if err := op.GetMetadata().UnmarshalTo(&rmeta); err != nil || rmeta.OptimizeTableOperationName == "" {
 		t.Fatalf("RestoreTable's metadata %v (%v): no optimize_table_operation_name", &rmeta, err)
 	}
-	for !op.Done {
-		time.Sleep(10 * time.Millisecond)
-		if op, err = ops.GetOperation(ctx, &longrunningpb.GetOperationRequest{Name: op.Name}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	op = pollOperation(t, ctx, ops, op)
 	if op.GetError() != nil {
 		t.Fatalf("RestoreTable's operation failed: %v", op.GetError())
 	}
@@ -205,12 +195,7 @@ func TestBackupsOfficialClient(t *testing.T) {
 		cmeta.GetSourceBackupInfo().GetBackup() != "projects/proj/instances/inst/clusters/c1/backups/b2" {
 		t.Fatalf("CopyBackup metadata %v %v", &cmeta, err)
 	}
-	for !op.Done {
-		time.Sleep(10 * time.Millisecond)
-		if op, err = ops.GetOperation(ctx, &longrunningpb.GetOperationRequest{Name: op.Name}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	op = pollOperation(t, ctx, ops, op)
 	if op.GetError() != nil {
 		t.Fatalf("CopyBackup operation failed: %v", op.GetError())
 	}
@@ -248,4 +233,18 @@ func TestBackupsOfficialClient(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pollOperation polls op with GetOperation until it is done, as the
+// official clients do, and returns it done.
+func pollOperation(t *testing.T, ctx context.Context, ops longrunningpb.OperationsClient, op *longrunningpb.Operation) *longrunningpb.Operation {
+	t.Helper()
+	for !op.Done {
+		time.Sleep(10 * time.Millisecond)
+		var err error
+		if op, err = ops.GetOperation(ctx, &longrunningpb.GetOperationRequest{Name: op.Name}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return op
 }
