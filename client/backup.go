@@ -6,10 +6,6 @@ import (
 	"encoding/hex"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
-
 	"bighive/internal/limits"
 	pb "bighive/proto/bighivepb"
 )
@@ -146,31 +142,19 @@ func (c *Client) DeleteBackup(ctx context.Context, name string) error {
 // RestoreTable creates table (which must not exist) from a backup: its
 // tablets start at the backup's split points with the backup's files. It
 // returns once the table exists; its tablets serve as soon as the master
-// assigns them (WaitServing in the test harnesses). A retry that finds
-// the table its lost attempt restored (the backup's schema and tablet
-// count) is a success, as for CreateTable.
+// assigns them (WaitServing in the test harnesses). Every attempt carries
+// one request id, so a retry whose earlier attempt restored the table (its
+// answer lost, by this client or by a master forwarding the call) is
+// answered the table, not AlreadyExists.
 func (c *Client) RestoreTable(ctx context.Context, backup, table string) (TableInfo, error) {
 	prefix := errorPrefix("restore backup %q as table %q", backup, table)
 	if err := limits.ValidateTableName(table); err != nil {
 		return TableInfo{}, statusError(err, prefix)
 	}
-	req := &pb.RestoreTableRequest{Backup: backup, Table: table}
+	req := &pb.RestoreTableRequest{Backup: backup, Table: table, RequestId: requestID()}
 	var resp *pb.RestoreTableResponse
-	attempts := 0
 	err := c.callMaster(ctx, prefix, func(ctx context.Context, m pb.MasterClient) (err error) {
-		attempts++
 		resp, err = m.RestoreTable(ctx, req)
-		if attempts > 1 && status.Code(err) == codes.AlreadyExists {
-			// A lookup that failed (a new leader not ready yet) is retried
-			// like the call, which then finds the table again.
-			t, ok, lerr := restoredAsAsked(ctx, m, req)
-			switch {
-			case lerr != nil:
-				err = lerr
-			case ok:
-				resp, err = &pb.RestoreTableResponse{Table: t}, nil
-			}
-		}
 		return err
 	})
 	if err != nil {
@@ -196,33 +180,4 @@ func (c *Client) CopyBackup(ctx context.Context, source, name string, expires ti
 		return BackupInfo{}, err
 	}
 	return backupInfo(resp.Backup), nil
-}
-
-// restoredAsAsked returns the table of req and whether it exists with the
-// backup's schema (but for the name and version) and as many tablets as
-// the backup; an error only when a lookup failed otherwise than NotFound.
-func restoredAsAsked(ctx context.Context, m pb.MasterClient, req *pb.RestoreTableRequest) (*pb.TableInfo, bool, error) {
-	b, err := m.GetBackup(ctx, &pb.GetBackupRequest{Name: req.Backup})
-	if err != nil {
-		return nil, false, notFoundIsNil(err)
-	}
-	t, err := m.DescribeTable(ctx, &pb.DescribeTableRequest{Name: req.Table})
-	if err != nil {
-		return nil, false, notFoundIsNil(err)
-	}
-	plain := func(s *pb.TableSchema) *pb.TableSchema {
-		s = proto.Clone(s).(*pb.TableSchema)
-		s.Name, s.Version, s.PurgingFamilies = "", 0, nil
-		return s
-	}
-	ok := proto.Equal(plain(t.GetTable().GetSchema()), plain(b.GetBackup().GetSchema())) &&
-		int(t.GetTable().GetTabletCount()) == len(b.GetBackup().GetTablets())
-	return t.GetTable(), ok, nil
-}
-
-func notFoundIsNil(err error) error {
-	if status.Code(err) == codes.NotFound {
-		return nil
-	}
-	return err
 }

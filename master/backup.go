@@ -279,7 +279,7 @@ func (m *Master) RestoreTable(ctx context.Context, req *pb.RestoreTableRequest) 
 		return nil, err
 	}
 	res, err := m.apply(ctx, &spb.MetaCommand{Version: meta.CommandVersion, Cmd: &spb.MetaCommand_RestoreTable{RestoreTable: &spb.MetaRestoreTable{
-		Backup: req.Backup, Table: req.Table}}})
+		Backup: req.Backup, Table: req.Table, RequestId: req.RequestId}}})
 	if err != nil {
 		return nil, err
 	}

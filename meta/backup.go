@@ -286,6 +286,11 @@ func (w *writer) restoreTable(c *spb.MetaRestoreTable) (*Result, error) {
 		return nil, err
 	}
 	if w.tx.Bucket(bucketTables).Get([]byte(c.Table)) != nil {
+		if c.RequestId != "" && string(w.tx.Bucket(bucketRestores).Get([]byte(c.Table))) == c.RequestId {
+			// A retry of the restore that made it: its tablets, no change.
+			tablets, err := w.TableTablets(c.Table, nil, 0)
+			return &Result{Tablets: tablets}, err
+		}
 		return nil, apierr.AlreadyExists("table %q already exists", c.Table)
 	}
 	if _, pending, err := w.PendingTable(c.Table); err != nil || pending {
@@ -317,6 +322,14 @@ func (w *writer) restoreTable(c *spb.MetaRestoreTable) (*Result, error) {
 			return nil, err
 		}
 		out = append(out, t)
+	}
+	restores := w.tx.Bucket(bucketRestores)
+	if c.RequestId != "" {
+		if err := restores.Put([]byte(c.Table), []byte(c.RequestId)); err != nil {
+			return nil, err
+		}
+	} else if err := restores.Delete([]byte(c.Table)); err != nil {
+		return nil, err // an id of an earlier table of this name
 	}
 	return &Result{Tablets: out}, nil
 }

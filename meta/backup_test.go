@@ -26,8 +26,10 @@ func checkpointCmd(ts, id string, epoch int64, footers ...uint64) *spb.MetaComma
 		Reports: []*pb.CheckpointReport{{TabletId: id, Epoch: epoch, Tsfiles: files}}}}}
 }
 
-func restoreCmd(backup, table string) *spb.MetaCommand {
-	return &spb.MetaCommand{Cmd: &spb.MetaCommand_RestoreTable{RestoreTable: &spb.MetaRestoreTable{Backup: backup, Table: table}}}
+func restoreCmd(backup, table string) *spb.MetaCommand { return restoreCmdID(backup, table, "") }
+
+func restoreCmdID(backup, table, id string) *spb.MetaCommand {
+	return &spb.MetaCommand{Cmd: &spb.MetaCommand_RestoreTable{RestoreTable: &spb.MetaRestoreTable{Backup: backup, Table: table, RequestId: id}}}
 }
 
 func footersOf(ts []*pb.TSFileRef) string {
@@ -123,7 +125,18 @@ func TestBackupRecordsTheCut(t *testing.T) {
 	if c := apierr.CodeOf(f.apply(restoreCmd("b", "taken")).Err); c != codes.AlreadyExists {
 		t.Fatalf("restore over a table: %v", c)
 	}
-	res = f.mustApply(restoreCmd("b", "r"))
+	res = f.mustApply(restoreCmdID("b", "r", "req-1"))
+	// A retry of that restore (same id) is answered its tablets, changing
+	// nothing; another id, or none, is AlreadyExists.
+	again := f.mustApply(restoreCmdID("b", "r", "req-1"))
+	if len(again.Tablets) != 2 || again.Tablets[0].TabletId != res.Tablets[0].TabletId || again.Tablets[1].TabletId != res.Tablets[1].TabletId {
+		t.Fatalf("a retried restore answered %v, want the tablets %v", again.Tablets, res.Tablets)
+	}
+	for _, id := range []string{"req-2", ""} {
+		if c := apierr.CodeOf(f.apply(restoreCmdID("b", "r", id)).Err); c != codes.AlreadyExists {
+			t.Fatalf("restore over the restored table with id %q: %v, want AlreadyExists", id, c)
+		}
+	}
 	if len(res.Tablets) != 2 || footersOf(res.Tablets[0].Tsfiles) != "[10]" || footersOf(res.Tablets[1].Tsfiles) != "[20 21]" ||
 		res.Tablets[0].State != pb.TabletState_TABLET_STATE_UNASSIGNED || res.Tablets[0].Table != "r" {
 		t.Fatalf("restored tablets %v", res.Tablets)

@@ -32,6 +32,10 @@ var (
 	// sharedfiles: store uuid 0x00 footer block (u64 BE) → empty: every
 	// TSFile some backup names or once named (backup.go).
 	bucketSharedFiles = []byte("sharedfiles")
+	// restores: table name → the request id of the RestoreTable that made
+	// it (backup.go): a retry of that call finds its table restored. An
+	// entry outlives its table until the next restore of the name.
+	bucketRestores = []byte("restores")
 
 	keyVersion      = []byte("version")
 	keyApplied      = []byte("applied")
@@ -43,7 +47,7 @@ var (
 	// keyGrantsVersion is raised by every change of the grants bucket.
 	keyGrantsVersion = []byte("grants_version")
 
-	allBuckets = [][]byte{bucketMeta, bucketTables, bucketTablets, bucketRanges, bucketOwners, bucketTServers, bucketRecoveryGC, bucketGrants, bucketPending, bucketBackups, bucketSharedFiles}
+	allBuckets = [][]byte{bucketMeta, bucketTables, bucketTablets, bucketRanges, bucketOwners, bucketTServers, bucketRecoveryGC, bucketGrants, bucketPending, bucketBackups, bucketSharedFiles, bucketRestores}
 )
 
 // FormatTabletID names tablet number n.

@@ -4743,7 +4743,11 @@ type RestoreTableRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Backup string                 `protobuf:"bytes,1,opt,name=backup,proto3" json:"backup,omitempty"`
 	// The new table; it must not exist.
-	Table         string `protobuf:"bytes,2,opt,name=table,proto3" json:"table,omitempty"`
+	Table string `protobuf:"bytes,2,opt,name=table,proto3" json:"table,omitempty"`
+	// Chosen by the caller, the same for every retry of one call (empty:
+	// none): a retry that finds the table this id restored is answered the
+	// table, not AlreadyExists (its first attempt's answer was lost).
+	RequestId     string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4788,6 +4792,13 @@ func (x *RestoreTableRequest) GetBackup() string {
 func (x *RestoreTableRequest) GetTable() string {
 	if x != nil {
 		return x.Table
+	}
+	return ""
+}
+
+func (x *RestoreTableRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
 	}
 	return ""
 }
@@ -5522,10 +5533,12 @@ const file_bighivepb_master_proto_rawDesc = "" +
 	"\x06backup\x18\x01 \x01(\v2\x16.bighive.v1.BackupMetaR\x06backup\")\n" +
 	"\x13DeleteBackupRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x16\n" +
-	"\x14DeleteBackupResponse\"C\n" +
+	"\x14DeleteBackupResponse\"b\n" +
 	"\x13RestoreTableRequest\x12\x16\n" +
 	"\x06backup\x18\x01 \x01(\tR\x06backup\x12\x14\n" +
-	"\x05table\x18\x02 \x01(\tR\x05table\"C\n" +
+	"\x05table\x18\x02 \x01(\tR\x05table\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\"C\n" +
 	"\x14RestoreTableResponse\x12+\n" +
 	"\x05table\x18\x01 \x01(\v2\x15.bighive.v1.TableInfoR\x05table\"e\n" +
 	"\x14SharedTSFilesRequest\x12(\n" +

@@ -2209,9 +2209,13 @@ func (x *MetaDeleteBackup) GetExpiredAtMicros() int64 {
 // Creates table from a backup: the backup's schema under the new name, and
 // one UNASSIGNED tablet per backup tablet, with its range and TSFiles.
 type MetaRestoreTable struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Backup        string                 `protobuf:"bytes,1,opt,name=backup,proto3" json:"backup,omitempty"`
-	Table         string                 `protobuf:"bytes,2,opt,name=table,proto3" json:"table,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Backup string                 `protobuf:"bytes,1,opt,name=backup,proto3" json:"backup,omitempty"`
+	Table  string                 `protobuf:"bytes,2,opt,name=table,proto3" json:"table,omitempty"`
+	// The RestoreTableRequest's id. Recorded with the table; when the table
+	// exists and was restored under this id, the command answers its
+	// tablets and changes nothing: a retried restore.
+	RequestId     string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2256,6 +2260,13 @@ func (x *MetaRestoreTable) GetBackup() string {
 func (x *MetaRestoreTable) GetTable() string {
 	if x != nil {
 		return x.Table
+	}
+	return ""
+}
+
+func (x *MetaRestoreTable) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
 	}
 	return ""
 }
@@ -2779,10 +2790,12 @@ const file_storagepb_meta_proto_rawDesc = "" +
 	"\x12expire_time_micros\x18\x02 \x01(\x03R\x10expireTimeMicros\"R\n" +
 	"\x10MetaDeleteBackup\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12*\n" +
-	"\x11expired_at_micros\x18\x02 \x01(\x03R\x0fexpiredAtMicros\"@\n" +
+	"\x11expired_at_micros\x18\x02 \x01(\x03R\x0fexpiredAtMicros\"_\n" +
 	"\x10MetaRestoreTable\x12\x16\n" +
 	"\x06backup\x18\x01 \x01(\tR\x06backup\x12\x14\n" +
-	"\x05table\x18\x02 \x01(\tR\x05table\"[\n" +
+	"\x05table\x18\x02 \x01(\tR\x05table\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\"[\n" +
 	"\x10MetaRecordBackup\x12\x17\n" +
 	"\acopy_of\x18\x01 \x01(\tR\x06copyOf\x12.\n" +
 	"\x06backup\x18\x02 \x01(\v2\x16.bighive.v1.BackupMetaR\x06backup\"\xd8\x01\n" +
