@@ -179,8 +179,11 @@ type Options struct {
 	// FS is the filesystem every file operation goes through; nil means vfs.Default.
 	FS vfs.FS
 	// ReadOnly opens existing data only: nothing is created, deleted or
-	// repaired, so another process may own the store meanwhile. Blocks it
-	// commits after this Open are not seen.
+	// repaired, so another process may own the store meanwhile. A block it
+	// commits after this Open is seen too: OpenBlock of a block the view
+	// lacks reloads the view (new containers, records appended to known
+	// ones, new block files) before it answers ErrNotFound. Deletions are
+	// not seen.
 	ReadOnly bool
 
 	// MaxContainerSize is the size past which a log container is full

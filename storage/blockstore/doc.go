@@ -88,6 +88,22 @@
 // too much disk. ReadOnly opens create, delete and repair nothing, so a
 // second process can read a store its owner still runs.
 //
+// # A read-only view stays current
+//
+// The owner of a store goes on committing after a read-only open, and a
+// reader is asked for a block only after its owner committed it (a TSFile
+// is named by the tablet metadata after its creation transaction). So a
+// read-only manager that lacks a block reloads its view before it answers
+// ErrNotFound (refresh.go): the log manager lists its healthy directories,
+// replays each container it did not know and each known one whose metadata
+// file changed size (whole, by path: a restarted owner may have rewritten
+// it), and adds every live block its index lacks; the file manager looks
+// for the block's file. Callers that miss at once share one reload. A torn
+// last record is an append in progress, left for the next reload; a
+// corrupt or malformed one is reported with the ErrNotFound as a
+// *CorruptionError naming the file and offset, and hides no other block.
+// Deletions are not reloaded: IDs are never reused.
+//
 // # File block manager layout
 //
 //	<dir>/<16 hex id>.block      one committed block

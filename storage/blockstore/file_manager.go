@@ -160,6 +160,16 @@ func (m *fileManager) OpenBlock(id BlockID) (ReadableBlock, error) {
 	}
 	var b *fileBlock
 	m.blocks.get(id, func(x *fileBlock) { b = x })
+	if b == nil && m.opts.ReadOnly {
+		// The owner may have committed it since this view opened.
+		found, err := m.lookFor(id)
+		if found {
+			m.blocks.get(id, func(x *fileBlock) { b = x })
+		}
+		if b == nil {
+			return nil, notFound(id, m.dirs, err)
+		}
+	}
 	if b == nil {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}

@@ -36,6 +36,7 @@ type container struct {
 
 	metaMu    sync.Mutex // metadata appends
 	metaSize  int64
+	seenMeta  int64 // bytes of the metadata file last replayed (read-only refresh)
 	dirtyGen  int64 // count of DELETE appends
 	syncedGen int64 // dirtyGen covered by the last metadata sync
 	dirSynced bool  // guarded by commitMu

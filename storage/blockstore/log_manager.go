@@ -27,6 +27,8 @@ type logManager struct {
 	containers map[string]*container
 
 	punches atomic.Int64 // hole punches done (Stats)
+
+	view viewRefresh // read-only: reloads of the directories (refresh.go)
 }
 
 var _ Manager = (*logManager)(nil)
@@ -142,13 +144,15 @@ func (m *logManager) OpenBlock(id BlockID) (ReadableBlock, error) {
 	if m.closed.Load() {
 		return nil, ErrClosed
 	}
-	var r *logReadable
-	m.blocks.get(id, func(b *logBlock) {
-		b.mu.Lock()
-		b.refs++
-		b.mu.Unlock()
-		r = &logReadable{b: b}
-	})
+	seen := m.view.started.Load()
+	r := m.lookup(id)
+	if r == nil && m.opts.ReadOnly {
+		// The owner may have committed it since this view last looked.
+		err := m.view.refreshed(seen, m.refresh)
+		if r = m.lookup(id); r == nil {
+			return nil, notFound(id, m.dirs, err)
+		}
+	}
 	if r == nil {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
@@ -157,6 +161,18 @@ func (m *logManager) OpenBlock(id BlockID) (ReadableBlock, error) {
 		return nil, fmt.Errorf("blockstore: block %s: %w", id, err)
 	}
 	return r, nil
+}
+
+// lookup opens id if the index holds it, else returns nil.
+func (m *logManager) lookup(id BlockID) *logReadable {
+	var r *logReadable
+	m.blocks.get(id, func(b *logBlock) {
+		b.mu.Lock()
+		b.refs++
+		b.mu.Unlock()
+		r = &logReadable{b: b}
+	})
+	return r
 }
 
 func (m *logManager) NewCreationTransaction() CreationTransaction { return &logCreation{m: m} }

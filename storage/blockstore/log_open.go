@@ -256,6 +256,7 @@ func (m *logManager) loadContainer(d *dataDir, name string, rep *Report) (*loade
 	}
 	lc.replay(buf, dst.Size(), rep)
 	c.metaSize = int64(len(buf))
+	c.seenMeta = c.metaSize
 	if lc.partialAt >= 0 {
 		c.metaSize = lc.partialAt
 	}
