@@ -264,7 +264,10 @@ func footerOf(f *pb.TSFileRef, own string) blockstore.BlockRef {
 
 // openStoreFor acquires the block store holding a TSFile (see
 // stores.acquire; the caller calls release when it stops reading the
-// file), reopening a read-only store once when the footer is not in it yet.
+// file). A read-only store reloads its view of the owner's directories
+// itself when a block the file names is not in it (at this footer, and at
+// every block read later); a footer missing even after that is looked for
+// once more in a fresh open, which reads the owner's directory list anew.
 func (s *Server) openStoreFor(footer blockstore.BlockRef) (blockstore.Manager, func(), error) {
 	store, release, err := s.stores.acquire(footer.Store, false)
 	if err != nil {

@@ -14,10 +14,13 @@ import (
 // any other tserver's read-only (a tablet that moved is read from the store
 // it was written to). A read-only store is opened on demand and counted by
 // its users (one per open TSFile of a tablet here); it is closed when its
-// last user releases it, and opened again by the next acquire. It is also
-// reopened (fresh) when a TSFile's footer is missing from the open one,
-// since its owner may have committed blocks after the open; the replaced
-// open stays until its own last user releases it.
+// last user releases it, and opened again by the next acquire. An open
+// store sees the blocks its owner commits after the open (a read-only
+// view reloads itself when it misses a block; storage/blockstore's doc).
+// It is also reopened (fresh) when a TSFile's footer is missing from the
+// open one even so, since its owner may have restarted with other data
+// directories; the replaced open stays until its own last user releases
+// it.
 type stores struct {
 	fs   vfs.FS
 	root string
