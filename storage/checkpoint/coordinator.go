@@ -497,6 +497,20 @@ type Result struct {
 // cover the data. A standby buffer whose flush failed stays and is flushed
 // first by the next checkpoint; a failed step 7 is retried by the next one.
 func (c *Coordinator) Checkpoint(ctx context.Context) (Result, error) {
+	return c.checkpoint(ctx, nil)
+}
+
+// CheckpointTablets is Checkpoint with only the serving tablets keep
+// accepts taking part: theirs are the only buffers swapped and flushed
+// and the only log positions moved to the rolled-to file; the others keep
+// their buffers and positions, as a tablet that did not serve when a
+// checkpoint began does. A tserver flushes a tablet it is about to hand
+// to another this way, so the next owner has next to nothing to replay.
+func (c *Coordinator) CheckpointTablets(ctx context.Context, keep func(Tablet) bool) (Result, error) {
+	return c.checkpoint(ctx, keep)
+}
+
+func (c *Coordinator) checkpoint(ctx context.Context, keep func(Tablet) bool) (Result, error) {
 	var res Result
 	began := time.Now()
 	if !c.leaseValid() {
@@ -514,7 +528,7 @@ func (c *Coordinator) Checkpoint(ctx context.Context) (Result, error) {
 	if err := c.step(1); err != nil {
 		return res, err
 	}
-	parts := c.participants()
+	parts := c.participants(keep)
 	pos, err := c.swapAndRoll(parts, &res)
 	if err != nil {
 		return res, err
@@ -560,12 +574,13 @@ type part struct {
 // participants lists the tablets that take part. It is decided before
 // the lock, to keep the window short: a standby appears or goes only
 // through checkpoints, which this one excludes, and a tablet that starts
-// serving meanwhile just waits for the next checkpoint.
-func (c *Coordinator) participants() []part {
+// serving meanwhile just waits for the next checkpoint. keep, when not
+// nil, picks among the serving tablets.
+func (c *Coordinator) participants(keep func(Tablet) bool) []part {
 	tablets := c.opts.Tablets()
 	parts := make([]part, 0, len(tablets))
 	for _, t := range tablets {
-		if t.Serving() {
+		if t.Serving() && (keep == nil || keep(t)) {
 			parts = append(parts, part{t: t, pending: t.HasStandby()})
 		}
 	}

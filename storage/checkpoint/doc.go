@@ -45,7 +45,11 @@
 //   - Only serving tablets (logs replayed, not unloaded) take part, and
 //     only serving tablets are compacted. Tablet.Serving is asked of the
 //     tablet's one serving state (the tserver's replica.Replica), never of
-//     a copy that could disagree with the write path's.
+//     a copy that could disagree with the write path's. CheckpointTablets
+//     narrows the participants to the serving tablets it picks (a tablet
+//     about to be handed to another tserver): the others keep their
+//     buffers and log positions, as a tablet that did not serve when a
+//     checkpoint began does.
 //   - Replaced TSFiles' blocks are deleted with one deletion transaction
 //     only after an accepted commit of the same load that no longer names
 //     them, while that load is held and the lease is valid (Fencing), and

@@ -37,6 +37,11 @@
 //     the tserver takes a tablet out of its heartbeat (which lets the
 //     master give it to another tserver) only after its last write is in
 //     the log the next owner replays.
+//   - FenceWrites (for a handoff to another tserver) refuses every
+//     later write as Stop does and waits for the admitted ones, but leaves
+//     the state serving: reads go on, and a checkpoint of the tablet alone
+//     flushes what the buffers hold, so the next owner replays nothing.
+//     It is a gate on writes, not a second serving state; Stop follows.
 //   - Reads (Get, Scan, ScanRanges, GetRows, the row-key listings) answer
 //     only while serving; Replay applies only while loading.
 //   - A background commit (checkpoint step 7, a compaction, a split's or a

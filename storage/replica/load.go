@@ -52,11 +52,25 @@ func (r *Replica) Stop() (first bool) {
 	return first
 }
 
+// FenceWrites refuses every later write with ErrNotServing and waits for
+// the writes in flight, as Stop does, but the replica goes on serving
+// reads and stays a checkpoint's participant: a tablet handed to another
+// tserver is flushed once more after it, so that its next owner replays
+// nothing (tserver's release). Only Stop follows it.
+func (r *Replica) FenceWrites() {
+	r.fenced.Store(true)
+	r.ops.Lock()
+	r.ops.Unlock()
+}
+
 // admissible is a write's state check (step 3); the caller holds ops
 // shared.
 func (r *Replica) admissible() error {
 	if r.state.Load() != serving {
 		return fmt.Errorf("%w: tablet %s is not served by %s", ErrNotServing, r.o.ID, r.o.Server)
+	}
+	if r.fenced.Load() {
+		return fmt.Errorf("%w: tablet %s is being handed from %s to another tserver", ErrNotServing, r.o.ID, r.o.Server)
 	}
 	return nil
 }

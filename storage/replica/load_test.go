@@ -320,3 +320,47 @@ func (m *recordingMeta) ids() []string {
 	defer m.mu.Unlock()
 	return m.got
 }
+
+// TestFenceWritesKeepsReads: a handoff's fence waits for the write it
+// admitted, refuses every later write (a plain one and a
+// read-modify-write alike) as not served here, and leaves the replica
+// serving reads and taking part in checkpoints (its load can still be
+// held).
+func TestFenceWritesKeepsReads(t *testing.T) {
+	hold := newHoldOnce(errorfs.OpSync, "/wal/")
+	g := newRig(t, hold)
+	ctx := context.Background()
+	hold.armed.Store(true)
+	res := make(chan error, 1)
+	go func() { res <- g.rep.Write(ctx, put("held", "v")) }()
+	<-hold.entered // admitted, logged, its fdatasync in flight
+	fenced := make(chan struct{})
+	go func() { g.rep.FenceWrites(); close(fenced) }()
+	select {
+	case <-fenced:
+		t.Fatal("FenceWrites returned while an admitted write was in flight")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(hold.release)
+	if err := <-res; err != nil {
+		t.Fatalf("the write admitted before the fence: %v, want it acknowledged", err)
+	}
+	<-fenced
+	if err := g.rep.Write(ctx, put("later", "v")); !errors.Is(err, replica.ErrNotServing) {
+		t.Fatalf("write after the fence: %v, want ErrNotServing", err)
+	}
+	if _, err := g.rep.ReadModifyWrite(ctx, []byte("held"), []replica.Rule{{Family: "cf", Qualifier: []byte("n"), Increment: true, Delta: 1}}); !errors.Is(err, replica.ErrNotServing) {
+		t.Fatalf("increment after the fence: %v, want ErrNotServing", err)
+	}
+	if !g.rep.Serving() {
+		t.Fatal("the fenced replica does not serve")
+	}
+	if !g.visible(t, "held", "v") {
+		t.Fatal("read after the fence: the acknowledged write is not there")
+	}
+	release, ok := g.rep.Hold()
+	if !ok {
+		t.Fatal("the fenced replica's load cannot be held: a checkpoint could not flush it")
+	}
+	release()
+}

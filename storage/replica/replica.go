@@ -96,6 +96,9 @@ type Replica struct {
 	// state of the tablet here. A write reads it under ops held shared;
 	// Stop sets it before it takes ops exclusively.
 	state atomic.Int32
+	// fenced refuses writes while the replica still serves reads and
+	// checkpoints (FenceWrites); read, like state, under ops held shared.
+	fenced atomic.Bool
 	// ops is held shared by each write from before its WAL append to after
 	// its apply, and exclusively by Stop, so a tablet leaves only between
 	// writes.
