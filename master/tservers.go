@@ -277,13 +277,14 @@ func (ls *leaderState) answerHeartbeatLocked(l *lease, req *pb.HeartbeatRequest,
 		switch {
 		case listed || !mv.told:
 			if !listed || h.epoch == mv.epoch {
-				resp.Unassign = append(resp.Unassign, &pb.TabletUnassignment{TabletId: id, Epoch: mv.epoch})
-			}
-			if !mv.told {
-				ls.unavailableLocked(id, now, causeMove) // it stops serving on reading this reply
+				resp.Unassign = append(resp.Unassign, &pb.TabletUnassignment{TabletId: id, Epoch: mv.epoch, Handoff: true})
 			}
 			mv.told = true
 		default:
+			// The old owner let go: it flushed the tablet, with its writes
+			// fenced for the last flush only, while this heartbeat was due
+			// (tserver's handoff), and serves it no more.
+			ls.unavailableLocked(id, now, causeMove)
 			mv.stopped = true
 			ls.poke()
 		}

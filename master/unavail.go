@@ -8,9 +8,13 @@ import (
 // measures it (bighive_master_tablet_unavailable_seconds, by cause, and a
 // log line per tablet, "tablet available again"):
 //
-//   - A move: from the heartbeat reply that tells the old owner to let go
-//     of the tablet (it stops serving on reading it) to the commit of the
-//     new owner's load report (it serves once that is answered).
+//   - A move: from the old owner's heartbeat that no longer lists the
+//     tablet to the commit of the new owner's load report (it serves once
+//     that is answered). The old owner is told to hand the tablet off: it
+//     flushes it while serving, fences its writes, flushes what came
+//     meanwhile, and only then lets go (tserver's handoff); the fenced
+//     flush, during which writes wait and reads are served, is left out,
+//     and the tserver logs it ("tablet handed off", writes_fenced).
 //   - A recovery: from the last heartbeat the dead (or restarted)
 //     tserver's lease was renewed by to the commit of the new owner's load
 //     report. The tserver stopped serving somewhere in the heartbeat

@@ -34,7 +34,11 @@ func (s *Server) applyAssignments(ctx context.Context, assign []*pb.TabletAssign
 	defer s.assignMu.Unlock()
 	for _, u := range unassign {
 		if r := s.tablets.get(u.TabletId); r != nil && membership.Unassigns(u, r.Epoch()) {
-			s.unload(r, "unassigned by the master")
+			if u.Handoff && r.Serving() {
+				s.startHandoff(r)
+			} else {
+				s.unload(r, "unassigned by the master")
+			}
 		}
 		// A load still waiting to open is cancelled too: the master takes
 		// a heartbeat that no longer lists the tablet as the end of this

@@ -228,7 +228,11 @@ type hosting struct {
 	// pendingMu alone, since assignMu is held while a tablet opens.
 	pendingLoads map[string]int64
 	pendingMu    sync.Mutex
-	split        *splitter // split.go
+	// handoffs are the tablets being flushed before they are let go
+	// (handoff.go), so that an unassignment repeated by later heartbeat
+	// replies starts no second handoff. Under assignMu.
+	handoffs map[string]bool
+	split    *splitter // split.go
 	// workers runs the batch streams' command groups (workers.go).
 	workers *workers
 }
@@ -277,6 +281,7 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 		hosting: hosting{
 			loadSlots:    make(chan struct{}, maxConcurrentLoads),
 			pendingLoads: map[string]int64{},
+			handoffs:     map[string]bool{},
 			workers:      newWorkers(),
 		},
 	}

@@ -1628,9 +1628,15 @@ func (x *TabletAssignment) GetCachePriority() CachePriority {
 }
 
 type TabletUnassignment struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TabletId      string                 `protobuf:"bytes,1,opt,name=tablet_id,json=tabletId,proto3" json:"tablet_id,omitempty"`
-	Epoch         int64                  `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TabletId string                 `protobuf:"bytes,1,opt,name=tablet_id,json=tabletId,proto3" json:"tablet_id,omitempty"`
+	Epoch    int64                  `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// A rebalancing move: the master assigns the tablet elsewhere only once
+	// this tserver's heartbeat no longer lists it, so the tserver may first
+	// flush it (while it serves, then with its writes fenced) and let go
+	// after, and the next owner has next to nothing to replay. Unset: let go
+	// at once (the tablet is not this tserver's at that epoch any more).
+	Handoff       bool `protobuf:"varint,3,opt,name=handoff,proto3" json:"handoff,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1677,6 +1683,13 @@ func (x *TabletUnassignment) GetEpoch() int64 {
 		return x.Epoch
 	}
 	return 0
+}
+
+func (x *TabletUnassignment) GetHandoff() bool {
+	if x != nil {
+		return x.Handoff
+	}
+	return false
 }
 
 // Split one file of a dead tserver's log by tablet into recovery files.
@@ -5339,10 +5352,11 @@ const file_bighivepb_master_proto_rawDesc = "" +
 	"\x10TabletAssignment\x12.\n" +
 	"\x06tablet\x18\x01 \x01(\v2\x16.bighive.v1.TabletMetaR\x06tablet\x12/\n" +
 	"\x06schema\x18\x02 \x01(\v2\x17.bighive.v1.TableSchemaR\x06schema\x12@\n" +
-	"\x0ecache_priority\x18\x03 \x01(\x0e2\x19.bighive.v1.CachePriorityR\rcachePriority\"G\n" +
+	"\x0ecache_priority\x18\x03 \x01(\x0e2\x19.bighive.v1.CachePriorityR\rcachePriority\"a\n" +
 	"\x12TabletUnassignment\x12\x1b\n" +
 	"\ttablet_id\x18\x01 \x01(\tR\btabletId\x12\x14\n" +
-	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\"s\n" +
+	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12\x18\n" +
+	"\ahandoff\x18\x03 \x01(\bR\ahandoff\"s\n" +
 	"\fLogSplitTask\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12+\n" +
 	"\x04file\x18\x02 \x01(\v2\x17.bighive.v1.LogPositionR\x04file\x12\x1d\n" +
