@@ -423,8 +423,8 @@ func soakRelated(c *cluster.Cluster, unreadable []client.TabletInfo) func(string
 	}
 	soakLogScan(c, func(_, line string) {
 		for _, id := range terms[:len(unreadable)] {
-			if _, block, ok := strings.Cut(line, "block not found: "); ok && strings.Contains(line, id) {
-				terms = append(terms, strings.Trim(block, `"`))
+			if _, block, ok := strings.Cut(line, "block not found: "); ok && strings.Contains(line, id) && len(block) >= 16 {
+				terms = append(terms, block[:16]) // the block ID; the message goes on with where it was looked for
 			}
 		}
 	})
