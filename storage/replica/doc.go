@@ -37,7 +37,8 @@
 //     the tserver takes a tablet out of its heartbeat (which lets the
 //     master give it to another tserver) only after its last write is in
 //     the log the next owner replays.
-//   - FenceWrites (for a handoff to another tserver) refuses every
+//   - FenceWrites, a replica's last step before a handoff to another
+//     tserver (a rebalancing move, tserver/handoff.go), refuses every
 //     later write as Stop does and waits for the admitted ones, but leaves
 //     the state serving: reads go on, and a checkpoint of the tablet alone
 //     flushes what the buffers hold, so the next owner replays nothing.
