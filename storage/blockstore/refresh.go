@@ -153,7 +153,15 @@ func (m *logManager) refreshNew(d *dataDir, name string) (int, error) {
 		lc.c.meta.Close()
 		return 0, err
 	}
-	m.addContainer(lc.c)
+	m.cmu.Lock()
+	if m.closed.Load() { // Close, which sets closed before it takes cmu, would miss it
+		m.cmu.Unlock()
+		lc.c.data.Close()
+		lc.c.meta.Close()
+		return 0, ErrClosed
+	}
+	m.containers[lc.c.name] = lc.c
+	m.cmu.Unlock()
 	return m.addLive(lc.c, lc.live), nil
 }
 
