@@ -256,19 +256,27 @@ func TestStopRacesWrites(t *testing.T) {
 	t.Logf("%d writes acknowledged before the stop, %d refused after it", acked, refusedAfter)
 }
 
+// heldWrite starts a write of row "held" on a new rig and returns once it
+// was admitted and logged, with its WAL fdatasync held until
+// hold.release is closed; its result comes on the channel.
+func heldWrite(t *testing.T) (*rig, *holdOnce, <-chan error) {
+	hold := newHoldOnce(errorfs.OpSync, "/wal/")
+	g := newRig(t, hold)
+	hold.armed.Store(true)
+	res := make(chan error, 1)
+	go func() { res <- g.rep.Write(context.Background(), put("held", "v")) }()
+	<-hold.entered
+	return g, hold, res
+}
+
 // TestStopWaitsForAdmittedWrite: a write admitted before Stop, held in
 // its WAL fdatasync, is logged, applied and acknowledged, and Stop returns
 // only after it applied: the tserver takes a tablet out of its heartbeat
 // (and the master gives it to another tserver, which replays the log)
 // only after its last write is done.
 func TestStopWaitsForAdmittedWrite(t *testing.T) {
-	hold := newHoldOnce(errorfs.OpSync, "/wal/")
-	g := newRig(t, hold)
+	g, hold, res := heldWrite(t)
 	ctx := context.Background()
-	hold.armed.Store(true)
-	res := make(chan error, 1)
-	go func() { res <- g.rep.Write(ctx, put("held", "v")) }()
-	<-hold.entered // admitted, logged, its fdatasync in flight
 	appliedAtStop := make(chan bool, 1)
 	go func() {
 		g.rep.Stop()
@@ -327,13 +335,8 @@ func (m *recordingMeta) ids() []string {
 // serving reads and taking part in checkpoints (its load can still be
 // held).
 func TestFenceWritesKeepsReads(t *testing.T) {
-	hold := newHoldOnce(errorfs.OpSync, "/wal/")
-	g := newRig(t, hold)
+	g, hold, res := heldWrite(t)
 	ctx := context.Background()
-	hold.armed.Store(true)
-	res := make(chan error, 1)
-	go func() { res <- g.rep.Write(ctx, put("held", "v")) }()
-	<-hold.entered // admitted, logged, its fdatasync in flight
 	fenced := make(chan struct{})
 	go func() { g.rep.FenceWrites(); close(fenced) }()
 	select {
