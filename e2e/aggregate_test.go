@@ -150,8 +150,16 @@ func TestAggregatesAcrossCheckpointSplitAndFailover(t *testing.T) {
 	check("after the failover, more adds")
 
 	// The two children merge again: the merged tablet's files are both
-	// parents' buffers and files, their operands included.
-	if _, err := cl.MergeTablets(ctx, "agg", "a"); err != nil {
+	// parents' buffers and files, their operands included. The merge
+	// waits for a move (a handoff: two flushes, then the new owner's load)
+	// and may outlast the failover client's 1 s attempt, whose retry is
+	// refused, the pair being merged already; so the default attempt.
+	admin, err := c.Client(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if _, err := admin.MergeTablets(ctx, "agg", "a"); err != nil {
 		t.Fatal(err)
 	}
 	wait.ForCtx(t, ctx, "the merged tablet of agg serving", func() error {
