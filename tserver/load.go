@@ -2,7 +2,6 @@ package tserver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"time"
@@ -268,23 +267,15 @@ func footerOf(f *pb.TSFileRef, own string) blockstore.BlockRef {
 
 // openStoreFor acquires the block store holding a TSFile (see
 // stores.acquire; the caller calls release when it stops reading the
-// file). A read-only store reloads its view of the owner's directories
-// itself when a block the file names is not in it (at this footer, and at
-// every block read later); a footer missing even after that is looked for
-// once more in a fresh open, which reads the owner's directory list anew.
+// file) and checks that it holds the file's footer. A read-only store
+// reloads its view of the owner's directories itself when a block the file
+// names is not in it: at this footer, and at every block read later.
 func (s *Server) openStoreFor(footer blockstore.BlockRef) (blockstore.Manager, func(), error) {
-	store, release, err := s.stores.acquire(footer.Store, false)
+	store, release, err := s.stores.acquire(footer.Store)
 	if err != nil {
 		return nil, nil, err
 	}
 	b, err := store.OpenBlock(footer.ID)
-	if errors.Is(err, blockstore.ErrNotFound) && footer.Store != s.uuid {
-		release()
-		if store, release, err = s.stores.acquire(footer.Store, true); err != nil {
-			return nil, nil, err
-		}
-		b, err = store.OpenBlock(footer.ID)
-	}
 	if err != nil {
 		release()
 		return nil, nil, fmt.Errorf("tserver: TSFile footer %s: %w", footer, err)

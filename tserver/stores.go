@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 
 	"bighive/storage/blockstore"
@@ -16,11 +17,11 @@ import (
 // its users (one per open TSFile of a tablet here); it is closed when its
 // last user releases it, and opened again by the next acquire. An open
 // store sees the blocks its owner commits after the open (a read-only
-// view reloads itself when it misses a block; storage/blockstore's doc).
-// It is also reopened (fresh) when a TSFile's footer is missing from the
-// open one even so, since its owner may have restarted with other data
-// directories; the replaced open stays until its own last user releases
-// it.
+// view reloads itself when it misses a block; storage/blockstore's doc),
+// but not a data directory its owner added at a restart: so an acquire
+// opens the store afresh when its owner's list of data directories
+// changed since the open, and the replaced open stays until its own last
+// user releases it.
 type stores struct {
 	fs   vfs.FS
 	root string
@@ -39,6 +40,7 @@ type stores struct {
 // roStore is one read-only open of another tserver's block store.
 type roStore struct {
 	uuid  string
+	dirs  []string // the owner's data directories it was opened over
 	mgr   blockstore.Manager
 	users int // guarded by stores.mu
 }
@@ -50,11 +52,15 @@ func newStores(fs vfs.FS, root, own string, mgr blockstore.Manager, log *slog.Lo
 
 // acquire returns the store with this UUID and a release function the
 // caller calls once when it no longer reads through the store (more calls
-// do nothing). fresh asks for a new open of a read-only store, which then
-// sees every block its owner committed so far.
-func (s *stores) acquire(uuid string, fresh bool) (blockstore.Manager, func(), error) {
+// do nothing). A read-only store is opened anew when its owner's list of
+// data directories is not the one the open store was opened over.
+func (s *stores) acquire(uuid string) (blockstore.Manager, func(), error) {
 	if uuid == "" || uuid == s.own {
 		return s.mgr, func() {}, nil
+	}
+	dirs, err := storeDirs(s.fs, s.root, uuid)
+	if err != nil {
+		return nil, nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -62,16 +68,12 @@ func (s *stores) acquire(uuid string, fresh bool) (blockstore.Manager, func(), e
 		return nil, nil, fmt.Errorf("tserver: block store %s: %w", uuid, errStoresClosed)
 	}
 	st, ok := s.current[uuid]
-	if !ok || fresh {
-		dirs, err := storeDirs(s.fs, s.root, uuid)
-		if err != nil {
-			return nil, nil, err
-		}
+	if !ok || !slices.Equal(st.dirs, dirs) {
 		m, _, err := blockstore.Open(blockstore.Options{Dirs: dirs, FS: s.fs, ReadOnly: true, Logger: s.log})
 		if err != nil {
 			return nil, nil, fmt.Errorf("tserver: open block store %s read-only: %w", uuid, err)
 		}
-		st = &roStore{uuid: uuid, mgr: m}
+		st = &roStore{uuid: uuid, dirs: dirs, mgr: m}
 		s.current[uuid] = st // a replaced open closes with its last user
 		s.open[st] = struct{}{}
 	}

@@ -3,6 +3,7 @@ package tserver
 import (
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -12,8 +13,10 @@ import (
 
 // TestStoresCountUsers: a read-only store stays open while some user
 // holds it, closes with its last user (a second release changes nothing),
-// opens again on demand, and a fresh open replaces it for new users while
-// the old one closes with its own last user.
+// opens again on demand and reads blocks its owner committed after the
+// open, and a new open replaces it for new users when the owner's list of
+// data directories changed, while the old one closes with its own last
+// user.
 func TestStoresCountUsers(t *testing.T) {
 	root := t.TempDir()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -41,7 +44,7 @@ func TestStoresCountUsers(t *testing.T) {
 	s := newStores(vfs.Default, root, "own", own, log)
 	defer s.close()
 
-	if m, release, err := s.acquire("own", false); err != nil || m != own {
+	if m, release, err := s.acquire("own"); err != nil || m != own {
 		t.Fatalf("own store: %v, %v", m, err)
 	} else {
 		release()
@@ -53,11 +56,11 @@ func TestStoresCountUsers(t *testing.T) {
 		}
 	}
 	want("start", 0)
-	m1, r1, err := s.acquire("other", false)
+	m1, r1, err := s.acquire("other")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m2, r2, err := s.acquire("other", false)
+	m2, r2, err := s.acquire("other")
 	if err != nil || m2 != m1 {
 		t.Fatalf("second acquire: %v, %v (want the open store)", m2, err)
 	}
@@ -71,18 +74,42 @@ func TestStoresCountUsers(t *testing.T) {
 	r2()
 	want("no user", 0)
 
-	m3, r3, err := s.acquire("other", false)
+	m3, r3, err := s.acquire("other")
 	if err != nil || m3 == m1 {
 		t.Fatalf("acquire after the close: %v, %v (want a new open)", m3, err)
 	}
-	m4, r4, err := s.acquire("other", true)
-	if err != nil || m4 == m3 {
-		t.Fatalf("fresh acquire: %v, %v (want a new open)", m4, err)
+	// The owner commits a block after the open: the open store reads it.
+	owner := open("other")
+	later, err := owner.CreateBlock(blockstore.CreateBlockOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	want("old and fresh", 2)
-	m5, r5, err := s.acquire("other", false)
+	if err := later.Append([]byte("y")); err != nil {
+		t.Fatal(err)
+	}
+	if err := later.Close(); err != nil {
+		t.Fatal(err)
+	}
+	owner.Close()
+	if rb, err := m3.OpenBlock(later.ID()); err != nil {
+		t.Fatalf("a block committed after the open: %v", err)
+	} else {
+		rb.Close()
+	}
+	// The owner's list of data directories changes (here only its
+	// spelling): the next acquire opens the store anew.
+	dir := filepath.Join(root, blocksDir, "other")
+	if err := os.WriteFile(filepath.Join(root, blocksDir, "other"+dirsSuffix), []byte(dir+"/\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m4, r4, err := s.acquire("other")
+	if err != nil || m4 == m3 {
+		t.Fatalf("acquire after the directory list changed: %v, %v (want a new open)", m4, err)
+	}
+	want("old and new", 2)
+	m5, r5, err := s.acquire("other")
 	if err != nil || m5 != m4 {
-		t.Fatalf("acquire after a fresh one: %v, %v (want the fresh open)", m5, err)
+		t.Fatalf("acquire after the new open: %v, %v (want the new open)", m5, err)
 	}
 	r3()
 	want("old released", 1)
