@@ -24,14 +24,7 @@ func TestBatchStreamRealPath(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	c := n.client(ctx)
-	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "cf"}}, SplitKeys: []string{"m"}}); err != nil {
-		t.Fatal(err)
-	}
-	waitServing(t, ctx, c, "t")
-	tbl, err := c.Open(ctx, "t")
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := createServing(t, ctx, c, "m")
 	for _, k := range []string{"a-pre", "z-pre"} {
 		if err := tbl.Put(ctx, k, "cf", "q", []byte("pre-"+k)); err != nil {
 			t.Fatal(err)

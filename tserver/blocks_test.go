@@ -248,14 +248,7 @@ func TestReadOnlyStoresReleasedAcrossMoves(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Second)
 	defer cancel()
 	c := n.client(ctx)
-	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "cf"}}, SplitKeys: []string{"m"}}); err != nil {
-		t.Fatal(err)
-	}
-	waitServing(t, ctx, c, "t")
-	tbl, err := c.Open(ctx, "t")
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := createServing(t, ctx, c, "m")
 	want := map[string]string{}
 	write := func(round int, on int) {
 		t.Helper()

@@ -62,14 +62,7 @@ func TestMoveHandsOffFlushed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c := n.client(ctx)
-	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "cf"}}, SplitKeys: []string{"m"}}); err != nil {
-		t.Fatal(err)
-	}
-	waitServing(t, ctx, c, "t")
-	tbl, err := c.Open(ctx, "t")
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := createServing(t, ctx, c, "m")
 	// Over handoffPreflush in each tablet: the handoff flushes twice.
 	value := func(row string) []byte { return []byte(strings.Repeat(row, 100)) }
 	var rows []string

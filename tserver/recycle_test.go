@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"bighive/client"
 	"bighive/storage/vfs"
 	"bighive/storage/wal"
 	"bighive/tserver"
@@ -51,14 +50,7 @@ func TestLogRecoveryReadsRecycledFiles(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	c := n.client(ctx)
-	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "cf"}}, SplitKeys: []string{"k2000"}}); err != nil {
-		t.Fatal(err)
-	}
-	waitServing(t, ctx, c, "t")
-	tbl, err := c.Open(ctx, "t")
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := createServing(t, ctx, c, "k2000")
 	prefix := wal.FormatPrefix(n.opts[0].Listen)
 	want := map[string][]byte{}
 	val := bytes.Repeat([]byte("v"), 1000)

@@ -52,14 +52,7 @@ func TestDeleteHidesOnlyEarlierWrites(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	c := n.client(ctx)
-	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "cf"}}, SplitKeys: []string{"m"}}); err != nil {
-		t.Fatal(err)
-	}
-	waitServing(t, ctx, c, "t")
-	tbl, err := c.Open(ctx, "t")
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := createServing(t, ctx, c, "m")
 	set := func(row, q string, ts int64, v string) {
 		t.Helper()
 		m := client.NewMutation()

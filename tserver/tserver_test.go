@@ -116,6 +116,21 @@ func writeLate(ctx context.Context, ts pb.TServerClient, tb client.TabletInfo) e
 	return err
 }
 
+// createServing creates table t, family cf, split at split, waits until
+// its tablets serve and opens it.
+func createServing(t *testing.T, ctx context.Context, c *client.Client, split string) *client.Table {
+	t.Helper()
+	if err := c.CreateTable(ctx, client.TableSpec{Name: "t", Families: []client.FamilySpec{{Name: "cf"}}, SplitKeys: []string{split}}); err != nil {
+		t.Fatal(err)
+	}
+	waitServing(t, ctx, c, "t")
+	tbl, err := c.Open(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tbl
+}
+
 // waitServing polls until every tablet of table is served.
 func waitServing(t *testing.T, ctx context.Context, c *client.Client, table string) {
 	t.Helper()
