@@ -66,8 +66,10 @@ func notFound(id BlockID, dirs []*dataDir, err error) error {
 // deleted since stays in the index, as before the refresh: IDs are never
 // reused. A torn last record is an append in progress and is left for the
 // next refresh; a corrupt or malformed record fails the refresh with a
-// *CorruptionError naming the file and offset, after the other containers
-// were loaded.
+// *CorruptionError naming the file and offset, after the records before
+// it and the other containers were loaded (an append another host's
+// reader saw half done looks corrupt too, so that container is read
+// again at the next refresh).
 func (m *logManager) refresh() error {
 	began := time.Now()
 	var errs []error
@@ -137,8 +139,9 @@ func containerNames(d *dataDir) ([]string, error) {
 }
 
 // refreshNew replays a container created after the view opened and adds
-// it with its live blocks; it returns the blocks added. One too new to
-// have its header yet is left for the next refresh.
+// it with its live blocks (those before a bad record, if any); it returns
+// the blocks added. One too new to have its header yet is left for the
+// next refresh.
 func (m *logManager) refreshNew(d *dataDir, name string) (int, error) {
 	rep := &Report{}
 	lc, err := m.loadContainer(d, name, rep)
@@ -148,10 +151,9 @@ func (m *logManager) refreshNew(d *dataDir, name string) (int, error) {
 		}
 		return 0, err
 	}
-	if err := rep.FatalError(); err != nil {
-		lc.c.data.Close()
-		lc.c.meta.Close()
-		return 0, err
+	fatal := rep.FatalError()
+	if fatal != nil {
+		lc.c.seenMeta = -1 // read it again at the next refresh
 	}
 	m.cmu.Lock()
 	if m.closed.Load() { // Close, which sets closed before it takes cmu, would miss it
@@ -162,7 +164,7 @@ func (m *logManager) refreshNew(d *dataDir, name string) (int, error) {
 	}
 	m.containers[lc.c.name] = lc.c
 	m.cmu.Unlock()
-	return m.addLive(lc.c, lc.live), nil
+	return m.addLive(lc.c, lc.live), fatal
 }
 
 // refreshKnown replays again the metadata of a container the view holds
@@ -204,13 +206,13 @@ func (m *logManager) refreshKnown(c *container) (int, error) {
 	rep := &Report{}
 	lc := &loadedContainer{c: &container{m: m, dir: d, name: c.name}, partialAt: -1}
 	lc.replay(buf, dst.Size(), rep)
-	if err := rep.FatalError(); err != nil {
-		return 0, err
+	err = rep.FatalError()
+	if err == nil {
+		c.metaMu.Lock()
+		c.seenMeta = int64(len(buf))
+		c.metaMu.Unlock()
 	}
-	c.metaMu.Lock()
-	c.seenMeta = int64(len(buf))
-	c.metaMu.Unlock()
-	return m.addLive(c, lc.live), nil
+	return m.addLive(c, lc.live), err
 }
 
 // addLive puts into the index, as blocks of c, the live blocks it lacks.

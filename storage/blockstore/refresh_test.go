@@ -14,9 +14,10 @@ import (
 // appended to a container the view knew, blocks in a container created
 // after the view opened, and blocks of one creation transaction spread
 // over both (a TSFile's footer and data blocks). A block the store never
-// held is still ErrNotFound, naming the directory, and a new container of
+// held is still ErrNotFound, naming the directory; a new container of
 // garbage fails that lookup with a *CorruptionError naming its file and
-// offset, without hiding the other blocks.
+// offset, without hiding the other blocks, and one whose metadata holds a
+// corrupt record shows the blocks recorded before it.
 func TestReadOnlyViewSeesLaterCommits(t *testing.T) {
 	forEachKind(t, func(t *testing.T, kind string) {
 		dir := t.TempDir()
@@ -95,7 +96,9 @@ func TestReadOnlyViewSeesLaterCommits(t *testing.T) {
 		if kind != KindLog {
 			return
 		}
-		// Garbage on disk: a new container whose metadata has a bad header.
+		// Garbage on disk: a new container whose metadata has a bad
+		// header, and one with a good record, then a bad one (its checksum
+		// broken, a good record after it).
 		junk := filepath.Join(dir, strings.Repeat("ab", 16))
 		if err := os.WriteFile(junk+dataSuffix, nil, 0o644); err != nil {
 			t.Fatal(err)
@@ -108,8 +111,33 @@ func TestReadOnlyViewSeesLaterCommits(t *testing.T) {
 		if !errors.Is(err, ErrNotFound) || !errors.As(err, &ce) || ce.File != junk+metaSuffix || ce.Offset != 0 {
 			t.Fatalf("OpenBlock beside a corrupt new container: %v, want ErrNotFound and a CorruptionError at %s offset 0", err, junk+metaSuffix)
 		}
+		for _, f := range []string{junk + dataSuffix, junk + metaSuffix} { // so the next error is the next container's
+			if err := os.Remove(f); err != nil {
+				t.Fatal(err)
+			}
+		}
+		half := filepath.Join(dir, strings.Repeat("cd", 16))
+		good := absent + 1
+		if err := os.WriteFile(half+dataSuffix, payload(good, 4096), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		meta := appendRecord(encodeMetaHeader(), createRecord(good, 0, 100))
+		bad := int64(len(meta))
+		meta = appendRecord(meta, createRecord(good+1, 0, 100))
+		meta[bad+4] ^= 0xff // the second record's checksum
+		meta = appendRecord(meta, createRecord(good+2, 0, 100))
+		if err := os.WriteFile(half+metaSuffix, meta, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got := readAllBlock(t, ro, good); string(got) != string(payload(good, 4096)[:100]) {
+			t.Fatal("the good record before a corrupt one: its block reads other bytes")
+		}
+		_, err = ro.OpenBlock(good + 2)
+		if !errors.Is(err, ErrNotFound) || !errors.As(err, &ce) || ce.File != half+metaSuffix || ce.Offset != bad {
+			t.Fatalf("OpenBlock of a block recorded after a corrupt record: %v, want ErrNotFound and a CorruptionError at %s offset %d", err, half+metaSuffix, bad)
+		}
 		if got := readAllBlock(t, ro, created.ID()); string(got) != string(payload(2, 7000)) {
-			t.Fatal("a block read before the corrupt container appeared no longer reads")
+			t.Fatal("a block read before the corrupt containers appeared no longer reads")
 		}
 	})
 }
