@@ -92,12 +92,20 @@ func TestMoveHandsOffFlushed(t *testing.T) {
 		}
 		return fmt.Errorf("tablets %+v", tabs)
 	})
-	h := first.find("tablet handed off", moved.ID)
-	if h == nil || h["flushed"] != "true" {
+	// Each tserver logs after what the master shows: the old owner once it
+	// let go, the new one once its load report was answered.
+	var h, s map[string]string
+	wait.ForCtx(t, ctx, "both tservers' log lines of the move", func() error {
+		h, s = first.find("tablet handed off", moved.ID), second.find("tablet serving", moved.ID)
+		if h == nil || s == nil {
+			return fmt.Errorf("handed off %v, serving %v", h, s)
+		}
+		return nil
+	})
+	if h["flushed"] != "true" {
 		t.Fatalf("the old owner's handoff of %s: %v, want flushed", moved.ID, h)
 	}
-	s := second.find("tablet serving", moved.ID)
-	if s == nil || s["records"] != "0" {
+	if s["records"] != "0" {
 		t.Fatalf("the new owner's load of %s: %v, want 0 records replayed", moved.ID, s)
 	}
 	t.Logf("handoff of %s took %s, writes fenced %s; the new owner's load took %s", moved.ID, h["took"], h["writes_fenced"], s["took"])
