@@ -27,18 +27,24 @@ func TestStoresCountUsers(t *testing.T) {
 		}
 		return m
 	}
-	other := open("other") // another tserver's store, with one block
-	b, err := other.CreateBlock(blockstore.CreateBlockOptions{})
-	if err != nil {
-		t.Fatal(err)
+	// commit opens the other tserver's store as its owner, commits a
+	// block to it and closes it.
+	commit := func() blockstore.BlockID {
+		owner := open("other")
+		defer owner.Close()
+		b, err := owner.CreateBlock(blockstore.CreateBlockOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Append([]byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return b.ID()
 	}
-	if err := b.Append([]byte("x")); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
-	other.Close()
+	first := commit()
 	own := open("own")
 	defer own.Close()
 	s := newStores(vfs.Default, root, "own", own, log)
@@ -68,7 +74,7 @@ func TestStoresCountUsers(t *testing.T) {
 	r1()
 	r1() // no effect
 	want("one user left", 1)
-	if _, err := m2.OpenBlock(b.ID()); err != nil {
+	if _, err := m2.OpenBlock(first); err != nil {
 		t.Fatalf("the remaining user cannot read: %v", err)
 	}
 	r2()
@@ -79,19 +85,7 @@ func TestStoresCountUsers(t *testing.T) {
 		t.Fatalf("acquire after the close: %v, %v (want a new open)", m3, err)
 	}
 	// The owner commits a block after the open: the open store reads it.
-	owner := open("other")
-	later, err := owner.CreateBlock(blockstore.CreateBlockOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := later.Append([]byte("y")); err != nil {
-		t.Fatal(err)
-	}
-	if err := later.Close(); err != nil {
-		t.Fatal(err)
-	}
-	owner.Close()
-	if rb, err := m3.OpenBlock(later.ID()); err != nil {
+	if rb, err := m3.OpenBlock(commit()); err != nil {
 		t.Fatalf("a block committed after the open: %v", err)
 	} else {
 		rb.Close()
