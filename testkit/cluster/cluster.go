@@ -344,6 +344,13 @@ func (c *Cluster) procs() []*proc {
 	return out
 }
 
+// MasterPID, TServerPID and FrontendPID are the running processes' ids
+// (0: not running), for tools that measure them: on hosts their sockets
+// are in namespaces the machine's /proc/net does not list.
+func (c *Cluster) MasterPID(i int) int  { return c.masters[i].pid() }
+func (c *Cluster) TServerPID(i int) int { return c.tservers[i].pid() }
+func (c *Cluster) FrontendPID() int     { return c.frontend.pid() }
+
 // Dir is the cluster's directory.
 func (c *Cluster) Dir() string { return c.opts.Dir }
 

@@ -32,6 +32,11 @@ type HostsOptions struct {
 	// VolumeOptions are gluster volume set KEY VALUE pairs applied (after
 	// the coherent configuration's) before the volume starts.
 	VolumeOptions []string
+	// Replicas is the number of bricks of the volume (<Dir>/brick,
+	// <Dir>/brick1, …), each a replica of every file (default 1: a plain
+	// volume). With 3 the volume keeps serving while one brick is
+	// stopped (StopBrick).
+	Replicas int
 }
 
 // Ports inside a host: every host has its own network namespace, so they
@@ -77,7 +82,11 @@ func startHosts(ctx context.Context, opts Options) (_ *hostEnv, err error) {
 		if !opts.Hosts.GlusterDefaults {
 			volOpts = append(append([]string(nil), hosts.CoherentVolumeOptions...), volOpts...)
 		}
-		if e.vol, err = hosts.NewVolume(ctx, e.net.HostAddr(), filepath.Join(opts.Dir, "brick"), volOpts...); err != nil {
+		bricks := []string{filepath.Join(opts.Dir, "brick")}
+		for i := 1; i < opts.Hosts.Replicas; i++ {
+			bricks = append(bricks, filepath.Join(opts.Dir, "brick"+strconv.Itoa(i)))
+		}
+		if e.vol, err = hosts.NewReplicatedVolume(ctx, e.net.HostAddr(), bricks, volOpts...); err != nil {
 			return e, err
 		}
 	}
@@ -188,6 +197,42 @@ func (c *Cluster) CutTServerFromMasters(ctx context.Context, i int) error {
 		addrs = append(addrs, m.Addr)
 	}
 	return c.hosts.tservers[i].Cut(ctx, addrs...)
+}
+
+// CutTServerFromClients drops every packet between the machine (the
+// test's clients and the frontend) and tserver i's gRPC port. The
+// tserver keeps its masters, its lease and its mount of the shared
+// volume (served from the machine too, on other ports): only its clients
+// lose it.
+func (c *Cluster) CutTServerFromClients(ctx context.Context, i int) error {
+	if c.hosts == nil {
+		return errNoHosts
+	}
+	return c.hosts.tservers[i].CutPort(ctx, c.hosts.net.HostAddr(), hostGRPCPort)
+}
+
+// CutMasterFromMasters drops every packet between master i's host and
+// the other masters' hosts: a leader so cut loses its quorum while the
+// tservers and the clients still reach it.
+func (c *Cluster) CutMasterFromMasters(ctx context.Context, i int) error {
+	if c.hosts == nil {
+		return errNoHosts
+	}
+	var addrs []string
+	for j, m := range c.hosts.masters {
+		if j != i {
+			addrs = append(addrs, m.Addr)
+		}
+	}
+	return c.hosts.masters[i].Cut(ctx, addrs...)
+}
+
+// HealMaster removes the cuts of master i's host.
+func (c *Cluster) HealMaster(ctx context.Context, i int) error {
+	if c.hosts == nil {
+		return errNoHosts
+	}
+	return c.hosts.masters[i].Heal(ctx)
 }
 
 // HealTServer removes the cuts of tserver i's host.

@@ -94,6 +94,17 @@ func (p *proc) answering() bool {
 	return p.cmd != nil && !p.exitedLocked() && !p.paused
 }
 
+// pid is the running process's id, 0 when it is not running. Under a
+// host's nsenter it is the server's own: nsenter execs it.
+func (p *proc) pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.exitedLocked() {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
 // exited returns the channel closed at exit, or nil if never started.
 func (p *proc) exited() <-chan struct{} {
 	p.mu.Lock()

@@ -2,6 +2,7 @@ package hosts
 
 import (
 	"context"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"os"
@@ -140,11 +141,15 @@ var (
 	CoherentClientArgs = []string{"--attribute-timeout=0", "--entry-timeout=0", "--fopen-keep-cache=off"}
 )
 
-// Volume is a one-brick GlusterFS volume.
+// Volume is a GlusterFS volume: one brick, or replicated over several
+// bricks of this machine.
 type Volume struct {
 	Name   string
-	Server string // the address the brick and glusterd are reached at
-	Brick  string // the brick directory: the volume's files, readable in place
+	Server string // the address the bricks and glusterd are reached at
+	Brick  string // the first brick directory: the volume's files, readable in place
+	// Bricks are every brick directory, Brick first; a replicated volume
+	// holds every file in each.
+	Bricks []string
 
 	once sync.Once
 	err  error
@@ -155,17 +160,38 @@ type Volume struct {
 // the hosts reach (Network.HostAddr), with options applied (gluster volume
 // set NAME KEY VALUE, pairs). It starts glusterd if it is not running.
 func NewVolume(ctx context.Context, server, brick string, options ...string) (*Volume, error) {
+	return NewReplicatedVolume(ctx, server, []string{brick}, options...)
+}
+
+// NewReplicatedVolume is NewVolume with one brick per directory of
+// bricks, each holding a replica of every file (gluster volume create
+// replica N; one brick: a plain volume). With three bricks or more the
+// clients keep writing while a minority of them is down
+// (cluster.quorum-type auto), and the self-heal daemon copies what a
+// brick missed once it is back (StopBrick, StartBrick, HealPending).
+func NewReplicatedVolume(ctx context.Context, server string, bricks []string, options ...string) (*Volume, error) {
 	if len(options)%2 != 0 {
 		return nil, errors.New("hosts: volume options come in key, value pairs")
 	}
-	if err := os.MkdirAll(brick, 0o755); err != nil {
-		return nil, fmt.Errorf("hosts: %w", err)
+	if len(bricks) == 0 {
+		return nil, errors.New("hosts: a volume needs a brick")
+	}
+	args := []string{"volume", "create", ""}
+	if len(bricks) > 1 {
+		args = append(args, "replica", strconv.Itoa(len(bricks)))
+	}
+	for _, b := range bricks {
+		if err := os.MkdirAll(b, 0o755); err != nil {
+			return nil, fmt.Errorf("hosts: %w", err)
+		}
+		args = append(args, server+":"+b)
 	}
 	if err := acquireGlusterd(ctx); err != nil {
 		return nil, err
 	}
-	v := &Volume{Name: "bighive-" + randHex(4), Server: server, Brick: brick}
-	if _, err := gluster(ctx, "volume", "create", v.Name, server+":"+brick, "force"); err != nil {
+	v := &Volume{Name: "bighive-" + randHex(4), Server: server, Brick: bricks[0], Bricks: bricks}
+	args[2] = v.Name
+	if _, err := gluster(ctx, append(args, "force")...); err != nil {
 		releaseGlusterd()
 		return nil, err
 	}
@@ -180,6 +206,101 @@ func NewVolume(ctx context.Context, server, brick string, options ...string) (*V
 		return nil, err
 	}
 	return v, nil
+}
+
+// volumeStatus is what gluster volume status --xml says of the bricks.
+type volumeStatus struct {
+	Nodes []struct {
+		Path   string `xml:"path"`
+		Status int    `xml:"status"` // 1: online
+		PID    int    `xml:"pid"`
+	} `xml:"volStatus>volumes>volume>node"`
+}
+
+// brickPID is the pid of brick i's process, 0 when it is offline.
+func (v *Volume) brickPID(ctx context.Context, i int) (int, error) {
+	out, err := gluster(ctx, "volume", "status", v.Name, "--xml")
+	if err != nil {
+		return 0, err
+	}
+	var st volumeStatus
+	if err := xml.Unmarshal([]byte(out), &st); err != nil {
+		return 0, fmt.Errorf("hosts: volume status of %s: %w", v.Name, err)
+	}
+	for _, n := range st.Nodes {
+		if filepath.Clean(n.Path) == filepath.Clean(v.Bricks[i]) {
+			if n.Status != 1 {
+				return 0, nil
+			}
+			return n.PID, nil
+		}
+	}
+	return 0, fmt.Errorf("hosts: volume %s: no brick %s in its status", v.Name, v.Bricks[i])
+}
+
+// StopBrick SIGKILLs brick i's server process, as a crash of the host
+// holding it would: the clients go on with the other replicas.
+func (v *Volume) StopBrick(ctx context.Context, i int) error {
+	pid, err := v.brickPID(ctx, i)
+	if err != nil {
+		return err
+	}
+	if pid == 0 {
+		return fmt.Errorf("hosts: volume %s: brick %d is not running", v.Name, i)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return fmt.Errorf("hosts: stopping brick %d of %s (pid %d): %w", i, v.Name, pid, err)
+	}
+	for {
+		if p, err := v.brickPID(ctx, i); err == nil && p == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("hosts: brick %d of %s still listed online: %w", i, v.Name, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// StartBrick starts the volume's stopped bricks again (gluster volume
+// start force) and waits until brick i is online. The self-heal daemon
+// then copies what it missed; HealPending counts what remains.
+func (v *Volume) StartBrick(ctx context.Context, i int) error {
+	if _, err := gluster(ctx, "volume", "start", v.Name, "force"); err != nil {
+		return err
+	}
+	for {
+		if p, err := v.brickPID(ctx, i); err == nil && p != 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("hosts: brick %d of %s not online after its restart: %w", i, v.Name, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// HealPending is the number of entries the self-heal daemon has yet to
+// copy between the replicas (gluster volume heal info, summed over the
+// bricks); 0 once every brick holds every file again.
+func (v *Volume) HealPending(ctx context.Context) (int, error) {
+	out, err := gluster(ctx, "volume", "heal", v.Name, "info")
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, line := range strings.Split(out, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "Number of entries:"); ok {
+			k, err := strconv.Atoi(strings.TrimSpace(rest))
+			if err != nil {
+				return 0, fmt.Errorf("hosts: heal info of %s: %q", v.Name, line)
+			}
+			n += k
+		}
+	}
+	return n, nil
 }
 
 // Close stops and deletes the volume (its brick directory stays) and

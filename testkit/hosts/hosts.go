@@ -337,7 +337,21 @@ func (h *Host) Cut(ctx context.Context, addrs ...string) error {
 	return nil
 }
 
-// Heal removes every rule Cut added.
+// CutPort drops the TCP packets between addr and the host's own port
+// (iptables in the host's namespace, both directions, established
+// connections included): addr can no longer reach the server listening
+// there, while the host's other traffic with addr (its own outgoing
+// connections, a GlusterFS mount served from addr) goes on.
+func (h *Host) CutPort(ctx context.Context, addr string, port int) error {
+	p := strconv.Itoa(port)
+	if _, err := h.Run(ctx, "iptables", "-I", "INPUT", "-s", addr, "-p", "tcp", "--dport", p, "-j", "DROP"); err != nil {
+		return err
+	}
+	_, err := h.Run(ctx, "iptables", "-I", "OUTPUT", "-d", addr, "-p", "tcp", "--sport", p, "-j", "DROP")
+	return err
+}
+
+// Heal removes every rule Cut and CutPort added.
 func (h *Host) Heal(ctx context.Context) error {
 	for _, chain := range []string{"INPUT", "OUTPUT"} {
 		if _, err := h.Run(ctx, "iptables", "-F", chain); err != nil {
