@@ -1,0 +1,228 @@
+package e2e_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand"
+	"testing"
+	"time"
+
+	"bighive/client"
+	"bighive/testkit/cluster"
+	"bighive/testkit/wait"
+)
+
+// hostsLong lengthens the suites on hosts: every fault held longer and
+// applied more times. The default keeps the whole multi-host part of the
+// full run within about five minutes.
+var hostsLong = flag.Bool("hosts.long", false, "suites on hosts (TestHosts*): hold every fault five times longer and apply the list three times")
+
+// hostsOptions are the suites' hosts: GlusterFS, three replicas (one
+// brick can be stopped).
+func hostsOptions() *cluster.HostsOptions {
+	return &cluster.HostsOptions{Gluster: true, Replicas: 3}
+}
+
+// suiteCluster starts a cluster for a suite that runs both locally and
+// on hosts; on hosts the client has short attempts (a request to a cut
+// tserver fails over in a second) and the test skips where hosts cannot
+// run.
+func suiteCluster(t *testing.T, opts cluster.Options) (*cluster.Cluster, *client.Client) {
+	t.Helper()
+	if opts.Hosts == nil {
+		return startCluster(t, opts)
+	}
+	c := cluster.New(t, opts)
+	return c, failoverClient(t, c)
+}
+
+// fault is one fault a suite applies while its writers run: inject starts
+// it, hold is how long it lasts, heal (nil: none) ends it. After the heal
+// the suite waits until every tablet of its table takes a write again.
+type fault struct {
+	name   string
+	inject func(ctx context.Context) error
+	hold   time.Duration
+	heal   func(ctx context.Context) error
+}
+
+// faultFigure is what one applied fault cost: from its start until every
+// tablet took a write again.
+type faultFigure struct {
+	name     string
+	held     time.Duration
+	writable time.Duration // from the inject
+	acked    int           // writes the suite's writers had acknowledged when it was healed
+}
+
+// faultKit builds the faults of a cluster on hosts. pick chooses the
+// tserver a fault hits (the busiest one of the suite's table, say).
+type faultKit struct {
+	c     *cluster.Cluster
+	lease time.Duration
+	pick  func(ctx context.Context) int
+}
+
+// cutFromMasters: a tserver cut from every master, not from the file
+// system or its clients, for three leases: its tablets move, its lease
+// fences it; healed, it registers again.
+func (k faultKit) cutFromMasters() fault {
+	var victim int
+	return fault{
+		name: "tserver cut from the masters",
+		inject: func(ctx context.Context) error {
+			victim = k.pick(ctx)
+			return k.c.CutTServerFromMasters(ctx, victim)
+		},
+		hold: 3 * k.lease,
+		heal: func(ctx context.Context) error { return k.c.HealTServer(ctx, victim) },
+	}
+}
+
+// cutFromClients: a tserver cut from its clients only (the test and the
+// frontend) for two leases: it keeps its lease and its tablets, which
+// take no write until the heal.
+func (k faultKit) cutFromClients() fault {
+	var victim int
+	return fault{
+		name: "tserver cut from its clients",
+		inject: func(ctx context.Context) error {
+			victim = k.pick(ctx)
+			return k.c.CutTServerFromClients(ctx, victim)
+		},
+		hold: 2 * k.lease,
+		heal: func(ctx context.Context) error { return k.c.HealTServer(ctx, victim) },
+	}
+}
+
+// cutLeader: the master leader cut from the other masters (it needs
+// three) for three leases: they elect another, which takes over the
+// tservers.
+func (k faultKit) cutLeader() fault {
+	var leader int
+	return fault{
+		name: "master leader cut from the other masters",
+		inject: func(ctx context.Context) (err error) {
+			if leader, err = k.c.Leader(ctx); err != nil {
+				return err
+			}
+			return k.c.CutMasterFromMasters(ctx, leader)
+		},
+		hold: 3 * k.lease,
+		heal: func(ctx context.Context) error { return k.c.HealMaster(ctx, leader) },
+	}
+}
+
+// stopBrick: one brick of the replicated volume killed for three leases,
+// then started again. The self-heal daemon copies to it what it missed
+// meanwhile; while writers run the files they write stay listed to heal,
+// so the heal logs how many there are and does not wait for none.
+func (k faultKit) stopBrick(t *testing.T, i int) fault {
+	return fault{
+		name:   fmt.Sprintf("brick %d of %d stopped", i, len(k.c.Volume().Bricks)),
+		inject: func(ctx context.Context) error { return k.c.Volume().StopBrick(ctx, i) },
+		hold:   3 * k.lease,
+		heal: func(ctx context.Context) error {
+			if err := k.c.Volume().StartBrick(ctx, i); err != nil {
+				return err
+			}
+			n, err := k.c.Volume().HealPending(ctx)
+			t.Logf("brick %d back: %d entries to heal (%v)", i, n, err)
+			return nil
+		},
+	}
+}
+
+// all is every fault of the kit that the cluster can take: the leader's
+// cut with three masters, the brick's with a replicated volume.
+func (k faultKit) all(t *testing.T) []fault {
+	fs := []fault{k.cutFromMasters(), k.cutFromClients()}
+	if len(k.c.MasterAddrs()) >= 3 {
+		fs = append(fs, k.cutLeader())
+	}
+	if v := k.c.Volume(); v != nil && len(v.Bricks) >= 3 {
+		fs = append(fs, k.stopBrick(t, len(v.Bricks)-1))
+	}
+	return fs
+}
+
+// busiest returns a picker of the tserver serving the most tablets of
+// table (ties and errors: a seeded choice).
+func busiest(c *cluster.Cluster, cl *client.Client, table string, sd int64) func(ctx context.Context) int {
+	rnd := rand.New(rand.NewSource(sd))
+	return func(ctx context.Context) int {
+		best, n := rnd.Intn(c.NumTServers()), 0
+		tablets, err := cl.Tablets(ctx, table)
+		if err != nil {
+			return best
+		}
+		count := map[string]int{}
+		for _, tb := range tablets {
+			count[tb.TServer]++
+		}
+		for i := 0; i < c.NumTServers(); i++ {
+			if m := count[c.TServerAddr(i)]; m > n {
+				best, n = i, m
+			}
+		}
+		return best
+	}
+}
+
+// applyFaults applies faults one after the other while the suite's
+// writers run (hosts.long: each held five times longer, the list three
+// times). After each it waits until every tablet of table takes a probe
+// write (rows probe(i) of the tablet's key range, each written once),
+// and logs what it cost. acks counts the writers' acknowledged writes.
+func applyFaults(t *testing.T, ctx context.Context, cl *client.Client, tbl *client.Table, table string, faults []fault, acks func() int) []faultFigure {
+	t.Helper()
+	rounds, stretch := 1, time.Duration(1)
+	if *hostsLong {
+		rounds, stretch = 3, 5
+	}
+	var figs []faultFigure
+	probes := 0
+	for r := 0; r < rounds; r++ {
+		for _, f := range faults {
+			began := time.Now()
+			if err := f.inject(ctx); err != nil {
+				t.Fatalf("%s: %v", f.name, err)
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("%s: %v", f.name, ctx.Err())
+			case <-time.After(f.hold * stretch):
+			}
+			if f.heal != nil {
+				if err := f.heal(ctx); err != nil {
+					t.Fatalf("%s: heal: %v", f.name, err)
+				}
+			}
+			held := time.Since(began)
+			fig := faultFigure{name: f.name, held: held, acked: acks()}
+			wait.ForCtx(t, ctx, "every tablet writable after: "+f.name, func() error {
+				tablets, err := cl.Tablets(ctx, table)
+				if err != nil {
+					return err
+				}
+				for _, tb := range tablets {
+					probes++
+					row := fmt.Sprintf("%s-probe-%06d", tb.StartRow, probes)
+					pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+					err := tbl.Put(pctx, row, "cf", "q", []byte(row))
+					cancel()
+					if err != nil {
+						return fmt.Errorf("probe of tablet %s: %w", tb.ID, err)
+					}
+				}
+				return nil
+			})
+			fig.writable = time.Since(began)
+			t.Logf("fault %q: held %v, every tablet writable again %v after its start; %d writes acknowledged by then",
+				f.name, held.Round(time.Millisecond), fig.writable.Round(time.Millisecond), fig.acked)
+			figs = append(figs, fig)
+		}
+	}
+	return figs
+}
