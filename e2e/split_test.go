@@ -18,11 +18,22 @@ import (
 	"bighive/testkit/wait"
 )
 
-// spCluster starts a cluster with a short lease (so a dead tserver's
-// tablets move quickly) and the given tserver flags.
+// spLease is the split and merge tests' lease: short, so that a dead
+// tserver's tablets move quickly.
+const spLease = 3 * time.Second
+
+// spCluster starts a cluster with one master, the short lease and the
+// given tserver flags.
 func spCluster(t *testing.T, tservers int, flags ...string) (*cluster.Cluster, *client.Client) {
 	t.Helper()
-	return startCluster(t, cluster.Options{Masters: 1, TServers: tservers, Flags: flags, Lease: 3 * time.Second, Heartbeat: 300 * time.Millisecond})
+	return startCluster(t, spOptions(cluster.Options{}, tservers, flags...))
+}
+
+// spOptions is opts (its Hosts, say) with spCluster's masters, tservers,
+// lease, heartbeat and flags.
+func spOptions(opts cluster.Options, tservers int, flags ...string) cluster.Options {
+	opts.Masters, opts.TServers, opts.Flags, opts.Lease, opts.Heartbeat = 1, tservers, flags, spLease, 300*time.Millisecond
+	return opts
 }
 
 // spLoad is a seeded write load; every row is written once, so reads can
@@ -78,17 +89,43 @@ func (l *spLoad) count() int {
 }
 
 // spVerify reads every acknowledged row back and scans the table once:
-// each row once, in order.
+// each row once, in order. It logs how many acknowledged rows it found
+// lost (missing or with another value) and fails if any.
 func spVerify(t *testing.T, ctx context.Context, tbl *client.Table, want map[string]string) {
 	t.Helper()
-	for k, v := range want {
-		r, err := tbl.Get(ctx, k)
-		if err != nil {
-			t.Fatalf("get %s: %v", k, err)
-		}
-		if len(r.Cells) != 1 || string(r.Cells[0].Value) != v {
-			t.Fatalf("get %s: %d cells, want one with %.10q", k, len(r.Cells), v)
-		}
+	// The gets by 8 readers at once: a run on hosts acknowledges tens of
+	// thousands of rows.
+	var (
+		mu     sync.Mutex
+		lost   []string
+		getErr error
+		wg     sync.WaitGroup
+	)
+	keys := make(chan string)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range keys {
+				r, err := tbl.Get(ctx, k)
+				mu.Lock()
+				switch {
+				case err != nil:
+					getErr = fmt.Errorf("get %s: %w", k, err)
+				case len(r.Cells) != 1 || string(r.Cells[0].Value) != want[k]:
+					lost = append(lost, fmt.Sprintf("get %s: %d cells, want one with %.10q", k, len(r.Cells), want[k]))
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for k := range want {
+		keys <- k
+	}
+	close(keys)
+	wg.Wait()
+	if getErr != nil {
+		t.Fatal(getErr)
 	}
 	seen := map[string]bool{}
 	last := ""
@@ -103,8 +140,12 @@ func spVerify(t *testing.T, ctx context.Context, tbl *client.Table, want map[str
 	}
 	for k := range want {
 		if !seen[k] {
-			t.Fatalf("scan missed acknowledged row %s", k)
+			lost = append(lost, "scan missed acknowledged row "+k)
 		}
+	}
+	t.Logf("%d rows acknowledged, %d lost", len(want), len(lost))
+	if len(lost) > 0 {
+		t.Fatalf("%d acknowledged rows lost, the first: %s", len(lost), lost[0])
 	}
 }
 
@@ -113,9 +154,30 @@ func spVerify(t *testing.T, ctx context.Context, tbl *client.Table, want map[str
 // acknowledged row reads back; the tablets spread over the tservers.
 func TestSplitGrowsToEightTablets(t *testing.T) {
 	skipShort(t, "automatic splits under load")
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	c, cl := spCluster(t, 3, "--split-threshold=262144", "--split-interval=500ms", "--mem-limit=1048576")
+	splitGrows(t, cluster.Options{}, nil)
+}
+
+// TestHostsSplitGluster is TestSplitGrowsToEightTablets on hosts over a
+// GlusterFS volume of three replicas, with faults applied while the
+// table splits: the busiest tserver (the one most likely splitting) cut
+// from the masters, then cut from its clients, then a brick of the volume
+// stopped and restarted. Every acknowledged row reads back.
+func TestHostsSplitGluster(t *testing.T) {
+	skipShort(t, "automatic splits on hosts over GlusterFS with partitions")
+	splitGrows(t, cluster.Options{Hosts: hostsOptions()}, func(c *cluster.Cluster, cl *client.Client, sd int64) []fault {
+		k := faultKit{c: c, lease: spLease, pick: busiest(c, cl, "grow", sd)}
+		return k.all(t)
+	})
+}
+
+// splitGrows is TestSplitGrowsToEightTablets's body over opts (its
+// Hosts; spOptions sets the rest): once the table has split in two,
+// it applies the faults faults returns (nil: none) while the writers run
+// and splits go on, then waits for 8 tablets and checks every
+// acknowledged row.
+func splitGrows(t *testing.T, opts cluster.Options, faults func(*cluster.Cluster, *client.Client, int64) []fault) {
+	sd := seed(t)
+	c, cl := suiteCluster(t, spOptions(opts, 3, "--split-threshold=262144", "--split-interval=500ms", "--mem-limit=1048576"))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	if err := cl.CreateTable(ctx, client.TableSpec{Name: "grow", Families: []client.FamilySpec{{Name: "cf"}}}); err != nil {
@@ -129,17 +191,30 @@ func TestSplitGrowsToEightTablets(t *testing.T) {
 		t.Fatal(err)
 	}
 	began := time.Now()
-	load := spStartLoad(ctx, tbl, seed, 16)
-	var tablets []client.TabletInfo
-	if err := wait.Until(ctx, func() (err error) {
-		if tablets, err = cl.Tablets(ctx, "grow"); err == nil && len(tablets) < 8 {
-			err = fmt.Errorf("%d tablets", len(tablets))
+	load := spStartLoad(ctx, tbl, uint64(sd), 16)
+	defer func() {
+		select {
+		case <-load.stop:
+		default:
+			load.halt()
 		}
-		return err
-	}); err != nil {
-		load.halt()
-		t.Fatalf("only %d tablets after %v: %v", len(tablets), time.Since(began), err)
+	}()
+	var tablets []client.TabletInfo
+	waitTablets := func(n int) {
+		if err := wait.Until(ctx, func() (err error) {
+			if tablets, err = cl.Tablets(ctx, "grow"); err == nil && len(tablets) < n {
+				err = fmt.Errorf("%d tablets", len(tablets))
+			}
+			return err
+		}); err != nil {
+			t.Fatalf("only %d tablets after %v: %v", len(tablets), time.Since(began), err)
+		}
 	}
+	if faults != nil {
+		waitTablets(2)
+		applyFaults(t, ctx, cl, tbl, "grow", faults(c, cl, sd), load.count)
+	}
+	waitTablets(8)
 	grew := time.Since(began)
 	want := load.halt()
 	t.Logf("8 tablets after %v, %d rows acknowledged (%.0f rows/s)", grew, len(want), float64(len(want))/time.Since(began).Seconds())
