@@ -20,8 +20,15 @@ import (
 // given number of masters with the given flags.
 func mgCluster(t *testing.T, masters int, tsFlags, masterFlags []string) (*cluster.Cluster, *client.Client) {
 	t.Helper()
-	return startCluster(t, cluster.Options{Masters: masters, TServers: 2, Lease: 3 * time.Second, Heartbeat: 300 * time.Millisecond,
-		Flags: append([]string{"--split-threshold=-1"}, tsFlags...), MasterFlags: masterFlags})
+	return startCluster(t, mgOptions(cluster.Options{}, masters, tsFlags, masterFlags))
+}
+
+// mgOptions is opts (its Hosts, say) with mgCluster's masters, tservers,
+// lease, heartbeat and flags.
+func mgOptions(opts cluster.Options, masters int, tsFlags, masterFlags []string) cluster.Options {
+	opts.Masters, opts.TServers, opts.Lease, opts.Heartbeat = masters, 2, spLease, 300*time.Millisecond
+	opts.Flags, opts.MasterFlags = append([]string{"--split-threshold=-1"}, tsFlags...), masterFlags
+	return opts
 }
 
 // mgSplitKeys are n-1 keys that cut the writers' key space ("u000000…"
@@ -290,9 +297,29 @@ func TestMergeSIGKILLAtEachStep(t *testing.T) {
 // tablets tile the key space. It prints how long the merging took.
 func TestMergeEmptiedTableToTwo(t *testing.T) {
 	skipShort(t, "automatic merges of an emptied table")
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	c, cl := mgCluster(t, 1, nil, []string{"--merge-threshold=67108864", "--merge-check-interval=300ms", "--merge-min-age=1ms"})
+	mergeEmptied(t, cluster.Options{Masters: 1}, nil)
+}
+
+// TestHostsMergeGluster is TestMergeEmptiedTableToTwo on hosts over a
+// GlusterFS volume of three replicas with three masters, with faults
+// applied while the table is filled, emptied and merged: the busiest
+// tserver (the likeliest to be merging) cut from the masters, then the
+// master leader cut from the other masters.
+func TestHostsMergeGluster(t *testing.T) {
+	skipShort(t, "automatic merges on hosts over GlusterFS with partitions")
+	mergeEmptied(t, cluster.Options{Masters: 3, Hosts: hostsOptions()}, func(c *cluster.Cluster, cl *client.Client, sd int64) []fault {
+		k := faultKit{c: c, lease: spLease, pick: busiest(c, cl, "shrink", sd)}
+		return []fault{k.cutFromMasters(), k.cutLeader()}
+	})
+}
+
+// mergeEmptied is TestMergeEmptiedTableToTwo's body over opts (its
+// Masters and Hosts; mgOptions sets the rest). The faults faults returns
+// (nil: none) are applied from the moment the table serves, while it is
+// filled, emptied and merged.
+func mergeEmptied(t *testing.T, opts cluster.Options, faults func(*cluster.Cluster, *client.Client, int64) []fault) {
+	sd := seed(t)
+	c, cl := suiteCluster(t, mgOptions(opts, opts.Masters, nil, []string{"--merge-threshold=67108864", "--merge-check-interval=300ms", "--merge-min-age=1ms"}))
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	if err := cl.CreateTable(ctx, client.TableSpec{Name: "shrink", Families: []client.FamilySpec{{Name: "cf"}}, SplitKeys: mgSplitKeys(32)}); err != nil {
@@ -306,7 +333,7 @@ func TestMergeEmptiedTableToTwo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	load := spStartLoad(ctx, tbl, seed, 2)
+	load := spStartLoad(ctx, tbl, uint64(sd), 2)
 	defer func() {
 		select {
 		case <-load.stop:
@@ -314,27 +341,42 @@ func TestMergeEmptiedTableToTwo(t *testing.T) {
 			load.halt()
 		}
 	}()
-	// Fill every tablet, then delete all rows but every 32nd.
+	// Fill every tablet, then delete all rows but every 32nd; the faults
+	// meanwhile.
 	kept := map[string]string{}
 	var deleted []string
 	for i := 0; i < 640; i++ {
 		k := fmt.Sprintf("u%06d-fill", i*1_000_000/640)
-		v := fmt.Sprintf("fill-%d", i)
-		if err := tbl.Put(ctx, k, "cf", "q", []byte(v)); err != nil {
-			t.Fatal(err)
-		}
 		if i%32 == 0 {
-			kept[k] = v
+			kept[k] = fmt.Sprintf("fill-%d", i)
 		} else {
 			deleted = append(deleted, k)
 		}
 	}
-	for _, k := range deleted {
-		m := client.NewMutation()
-		m.DeleteRow()
-		if err := tbl.Apply(ctx, k, m); err != nil {
-			t.Fatal(err)
+	fill := make(chan error, 1)
+	go func() {
+		for i := 0; i < 640; i++ {
+			k := fmt.Sprintf("u%06d-fill", i*1_000_000/640)
+			if err := tbl.Put(ctx, k, "cf", "q", []byte(fmt.Sprintf("fill-%d", i))); err != nil {
+				fill <- fmt.Errorf("fill %s: %w", k, err)
+				return
+			}
 		}
+		for _, k := range deleted {
+			m := client.NewMutation()
+			m.DeleteRow()
+			if err := tbl.Apply(ctx, k, m); err != nil {
+				fill <- fmt.Errorf("delete %s: %w", k, err)
+				return
+			}
+		}
+		fill <- nil
+	}()
+	if faults != nil {
+		applyFaults(t, ctx, cl, tbl, "shrink", faults(c, cl, sd), load.count)
+	}
+	if err := <-fill; err != nil {
+		t.Fatal(err)
 	}
 	filled := time.Since(began)
 	var n int
@@ -367,6 +409,6 @@ func TestMergeEmptiedTableToTwo(t *testing.T) {
 			t.Fatalf("deleted row %s reads back %d cells after the merges", k, len(r.Cells))
 		}
 	}
-	t.Logf("32 tablets merged down to %d in %s from serving (the fill and deletes of 640 rows took %s of it, merging meanwhile; 2 tservers, 300 ms checks); %d kept rows and %d writes of 2 concurrent writers read back",
+	t.Logf("32 tablets merged down to %d in %s from serving (the fill and deletes of 640 rows took %s of it, merging and faults meanwhile; 2 tservers, 300 ms checks); %d kept rows and %d writes of 2 concurrent writers read back",
 		n, took.Round(time.Millisecond), filled.Round(time.Millisecond), len(kept), len(want)-len(kept))
 }
