@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	cloud.google.com/go/bigtable v1.58.0
 	cloud.google.com/go/longrunning v1.2.0
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/chromedp/chromedp v0.23.0
 	github.com/cockroachdb/datadriven v1.0.3
 	github.com/hashicorp/go-hclog v1.6.3
