@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"bighive/testkit/cluster"
 	"bighive/tools/cli"
 )
 
@@ -20,14 +21,14 @@ import (
 var Command = cli.Command{
 	Name: "bench",
 	Args: "[--duration D] [--ops N] [--concurrency N] [--value-size B] [--keys N] [--tablets N] " +
-		"[--api native,bigtable] [--bigtable ADDR] [--phases P,…] [--distribution uniform|zipfian] [--floor-probe D] [--counters N] [--runs N] [--cache-bytes B] [--mem-limit B] [--tls] [--pids ROLE=PID,…] [--dir DIR] [-q]",
+		"[--api native,bigtable] [--bigtable ADDR] [--phases P,…] [--distribution uniform|zipfian] [--floor-probe D] [--counters N] [--runs N] [--cache-bytes B] [--mem-limit B] [--tls] [--hosts N [--gluster [--replicas N]]] [--pids ROLE=PID,…] [--dir DIR] [-q]",
 	Summary: "benchmark against a ping floor: PerformanceEvaluation's sequentialWrite, randomWrite, sequentialRead, randomRead, scan, scanRange10/100/1000, " +
-		"bulk, increment and checkAndMutate, and YCSB workloads A-F, through the native client and/or the official Cloud Bigtable Go client via a frontend; a local 1+1 cluster unless --masters; " +
+		"bulk, increment and checkAndMutate, and YCSB workloads A-F, through the native client and/or the official Cloud Bigtable Go client via a frontend; a local 1+1 cluster (1+N on hosts with --hosts, over GlusterFS with --gluster) unless --masters; " +
 		"each phase's CPU µs per operation of the client, the tservers, the masters and the frontend",
 	Example: "bench --duration 5s --phases randomWrite,randomRead\nbench --phases ycsb --distribution uniform\nbench --api native,bigtable --duration 5s --runs 3\n" +
 		"bench --masters 127.0.0.1:7100 --api bigtable --bigtable 127.0.0.1:8086\nbench --duration 5s --phases put,increment,checkandmutate\n" +
 		"bench --masters 127.0.0.1:7100 --concurrency 16\nbench --runs 3 --json -q\nbench --tls --duration 3s --phases put,get,scan\n" +
-		"bench --masters 127.0.0.1:7100 --pids tserver=4242,master=4240",
+		"bench --masters 127.0.0.1:7100 --pids tserver=4242,master=4240\nbench --hosts 3 --gluster --phases put,get,scan",
 	Run: runBench,
 }
 
@@ -58,6 +59,9 @@ func runBench(ctx context.Context, env *cli.Env, args []string) error {
 	apiOnTServer := fs.Bool("bigtable-on-tserver", false, "local, with --api bigtable: the official client talks to the tserver started with --bigtable (the API served in-process), not to the frontend process")
 	quiet := fs.Bool("q", false, "no progress lines")
 	withTLS := fs.Bool("tls", false, "local only: run every measurement twice, on a plaintext cluster and on a TLS one (certificates generated), and print the ratios tls/plaintext")
+	onHosts := fs.Int("hosts", 0, "local: run the master and `N` tservers each on a host of its own (network and mount namespaces on a bridge; root); 0: one tserver on loopback")
+	gluster := fs.Bool("gluster", false, "with --hosts: the tservers' shared root on a GlusterFS volume each tserver host mounts with its own client (root, GlusterFS)")
+	replicas := fs.Int("replicas", 1, "with --gluster: the volume's bricks, each a replica of every file")
 	pids := fs.String("pids", "", "with --masters: the server processes whose CPU time to measure, as role=pid,… "+
 		"(default: the processes of this machine listening on the masters', the live tservers' and the frontend's addresses)")
 	cpuProfile := fs.String("cpuprofile", "", "write the CPU profile of this process (the client) over the whole run to `file` (the servers' are on their /debug/pprof/)")
@@ -100,6 +104,20 @@ func runBench(ctx context.Context, env *cli.Env, args []string) error {
 	}
 	if *withTLS && remote {
 		return fmt.Errorf("bench: --tls compares a plaintext and a TLS cluster, both local; it does not take --masters")
+	}
+	var hosts *cluster.HostsOptions
+	switch {
+	case *onHosts < 0:
+		return fmt.Errorf("bench: --hosts %d: want a number of tservers, or 0 for none on hosts", *onHosts)
+	case *onHosts > 0 && (remote || *withTLS):
+		return fmt.Errorf("bench: --hosts starts a local cluster on hosts, in plaintext; it takes neither --masters nor --tls")
+	case *onHosts > 0:
+		hosts = &cluster.HostsOptions{Gluster: *gluster, Replicas: *replicas}
+	case *gluster:
+		return fmt.Errorf("bench: --gluster puts the tservers of --hosts on GlusterFS; give --hosts N")
+	}
+	if *replicas != 1 && !*gluster {
+		return fmt.Errorf("bench: --replicas is the bricks of the GlusterFS volume of --gluster")
 	}
 	if *pids != "" {
 		if !remote {
@@ -144,7 +162,8 @@ func runBench(ctx context.Context, env *cli.Env, args []string) error {
 				if remote {
 					rep, err = benchRemote(ctx, env, o)
 				} else {
-					rep, err = benchLocal(ctx, o, *dir, run, *cache, *memLimit, tls, *apiOnTServer)
+					rep, err = benchLocal(ctx, o, *dir, run, LocalOptions{CacheBytes: *cache, MemLimit: *memLimit, TLS: tls,
+						APIOnTServer: *apiOnTServer, TServers: *onHosts, Hosts: hosts})
 				}
 				if err != nil {
 					return err
@@ -212,11 +231,13 @@ func benchRemote(ctx context.Context, env *cli.Env, o Options) (*Report, error) 
 	return Run(ctx, o)
 }
 
-func benchLocal(ctx context.Context, o Options, dir string, run int, cache, memLimit int64, tls, apiOnTServer bool) (*Report, error) {
+// benchLocal runs one measurement on a fresh cluster StartLocal starts
+// with lo (its Dir set here: under dir, or a temporary one).
+func benchLocal(ctx context.Context, o Options, dir string, run int, lo LocalOptions) (*Report, error) {
 	runDir := ""
 	if dir != "" {
 		runDir = fmt.Sprintf("%s/run%d-%s", dir, run, o.API)
-		if tls {
+		if lo.TLS {
 			runDir += "-tls"
 		}
 	} else {
@@ -228,9 +249,17 @@ func benchLocal(ctx context.Context, o Options, dir string, run int, cache, memL
 		runDir = tmp
 	}
 	if o.Out != nil {
-		fmt.Fprintf(o.Out, "starting 1 master + 1 tserver under %s\n", runDir)
+		where := ""
+		if lo.Hosts != nil {
+			where = " on hosts"
+			if lo.Hosts.Gluster {
+				where += fmt.Sprintf(" over GlusterFS (%d bricks)", max(lo.Hosts.Replicas, 1))
+			}
+		}
+		fmt.Fprintf(o.Out, "starting 1 master + %d tserver(s)%s under %s\n", max(lo.TServers, 1), where, runDir)
 	}
-	c, err := StartLocal(ctx, LocalOptions{Dir: runDir, CacheBytes: cache, MemLimit: memLimit, TLS: tls, APIOnTServer: apiOnTServer})
+	lo.Dir = runDir
+	c, err := StartLocal(ctx, lo)
 	if err != nil {
 		return nil, err
 	}
@@ -244,12 +273,15 @@ func benchLocal(ctx context.Context, o Options, dir string, run int, cache, memL
 	o.Masters = c.MasterAddrs()
 	o.Credentials = c.Credentials()
 	o.BigtableAddr = c.BigtableAddr() // the cluster's frontend process
-	if apiOnTServer {
+	if lo.APIOnTServer {
 		o.BigtableAddr = c.TServerAddr(0)
+	}
+	if lo.Hosts != nil {
+		o.Procs = LocalProcs(c)
 	}
 	rep, err := Run(ctx, o)
 	if rep != nil {
-		rep.TLS = tls
+		rep.TLS = lo.TLS
 	}
 	return rep, err
 }
