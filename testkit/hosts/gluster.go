@@ -264,19 +264,26 @@ func (v *Volume) StopBrick(ctx context.Context, i int) error {
 }
 
 // StartBrick starts the volume's stopped bricks again (gluster volume
-// start force) and waits until brick i is online. The self-heal daemon
-// then copies what it missed; HealPending counts what remains.
+// start force) and waits until brick i is online. glusterd may not yet
+// have seen the brick die and then starts nothing, so the start is
+// repeated every two seconds until it is. The self-heal daemon then
+// copies what it missed; HealPending counts what remains.
 func (v *Volume) StartBrick(ctx context.Context, i int) error {
-	if _, err := gluster(ctx, "volume", "start", v.Name, "force"); err != nil {
-		return err
-	}
+	var last time.Time
 	for {
+		if time.Since(last) >= 2*time.Second {
+			if _, err := gluster(ctx, "volume", "start", v.Name, "force"); err != nil {
+				return err
+			}
+			last = time.Now()
+		}
 		if p, err := v.brickPID(ctx, i); err == nil && p != 0 {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("hosts: brick %d of %s not online after its restart: %w", i, v.Name, ctx.Err())
+			out, _ := gluster(context.Background(), "volume", "status", v.Name)
+			return fmt.Errorf("hosts: brick %d of %s not online after its restart: %w\n%s", i, v.Name, ctx.Err(), out)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
