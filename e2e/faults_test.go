@@ -18,6 +18,17 @@ import (
 // full run within about five minutes.
 var hostsLong = flag.Bool("hosts.long", false, "suites on hosts (TestHosts*): hold every fault five times longer and apply the list three times")
 
+// hostsTest starts a test on hosts: skipped under -short, and run in
+// parallel with the package's other tests on hosts (after its sequential
+// tests; two at a time on two cores), each with its own bridge, hosts
+// and volume: they spend most of their time waiting on leases, elections
+// and faults held.
+func hostsTest(t *testing.T, what string) {
+	t.Helper()
+	skipShort(t, what)
+	t.Parallel()
+}
+
 // hostsOptions are the suites' hosts: GlusterFS, three replicas (one
 // brick can be stopped).
 func hostsOptions() *cluster.HostsOptions {
@@ -47,13 +58,16 @@ type fault struct {
 	heal   func(ctx context.Context) error
 }
 
-// faultFigure is what one applied fault cost: from its start until every
-// tablet took a write again.
+// faultFigure is what one applied fault cost.
 type faultFigure struct {
-	name     string
-	held     time.Duration
-	writable time.Duration // from the inject
-	acked    int           // writes the suite's writers had acknowledged when it was healed
+	name string
+	held time.Duration
+	// during is when, from the inject, every tablet took a write while
+	// the fault held (0: not before its heal: a tserver cut from its
+	// clients keeps its tablets); writable when they all did after the
+	// heal.
+	during, writable time.Duration
+	acked            int // writes the suite's writers had acknowledged at the heal
 }
 
 // faultKit builds the faults of a cluster on hosts. pick chooses the
@@ -68,30 +82,27 @@ type faultKit struct {
 // system or its clients, for three leases: its tablets move, its lease
 // fences it; healed, it registers again.
 func (k faultKit) cutFromMasters() fault {
-	var victim int
-	return fault{
-		name: "tserver cut from the masters",
-		inject: func(ctx context.Context) error {
-			victim = k.pick(ctx)
-			return k.c.CutTServerFromMasters(ctx, victim)
-		},
-		hold: 3 * k.lease,
-		heal: func(ctx context.Context) error { return k.c.HealTServer(ctx, victim) },
-	}
+	return k.cutTServer("tserver cut from the masters", 3*k.lease, k.c.CutTServerFromMasters)
 }
 
 // cutFromClients: a tserver cut from its clients only (the test and the
 // frontend) for two leases: it keeps its lease and its tablets, which
 // take no write until the heal.
 func (k faultKit) cutFromClients() fault {
+	return k.cutTServer("tserver cut from its clients", 2*k.lease, k.c.CutTServerFromClients)
+}
+
+// cutTServer is a fault that cuts the tserver pick chooses with cut, and
+// heals it after hold.
+func (k faultKit) cutTServer(name string, hold time.Duration, cut func(context.Context, int) error) fault {
 	var victim int
 	return fault{
-		name: "tserver cut from its clients",
+		name: name,
 		inject: func(ctx context.Context) error {
 			victim = k.pick(ctx)
-			return k.c.CutTServerFromClients(ctx, victim)
+			return cut(ctx, victim)
 		},
-		hold: 2 * k.lease,
+		hold: hold,
 		heal: func(ctx context.Context) error { return k.c.HealTServer(ctx, victim) },
 	}
 }
@@ -172,55 +183,66 @@ func busiest(c *cluster.Cluster, cl *client.Client, table string, sd int64) func
 
 // applyFaults applies faults one after the other while the suite's
 // writers run (hosts.long: each held five times longer, the list three
-// times). After each it waits until every tablet of table takes a probe
-// write (rows probe(i) of the tablet's key range, each written once),
-// and logs what it cost. acks counts the writers' acknowledged writes.
+// times). While each holds, and again after its heal, it probes until
+// every tablet of table takes a write (a row of the tablet's key range,
+// each written once), and logs what the fault cost. acks counts the
+// writers' acknowledged writes.
 func applyFaults(t *testing.T, ctx context.Context, cl *client.Client, tbl *client.Table, table string, faults []fault, acks func() int) []faultFigure {
 	t.Helper()
 	rounds, stretch := 1, time.Duration(1)
 	if *hostsLong {
 		rounds, stretch = 3, 5
 	}
-	var figs []faultFigure
 	probes := 0
+	probe := func(timeout time.Duration) error {
+		tablets, err := cl.Tablets(ctx, table)
+		if err != nil {
+			return err
+		}
+		for _, tb := range tablets {
+			probes++
+			row := fmt.Sprintf("%s-probe-%06d", tb.StartRow, probes)
+			pctx, cancel := context.WithTimeout(ctx, timeout)
+			err := tbl.Put(pctx, row, "cf", "q", []byte(row))
+			cancel()
+			if err != nil {
+				return fmt.Errorf("probe of tablet %s: %w", tb.ID, err)
+			}
+		}
+		return nil
+	}
+	var figs []faultFigure
 	for r := 0; r < rounds; r++ {
 		for _, f := range faults {
 			began := time.Now()
 			if err := f.inject(ctx); err != nil {
 				t.Fatalf("%s: %v", f.name, err)
 			}
+			fig := faultFigure{name: f.name}
+			for end := began.Add(f.hold * stretch); fig.during == 0 && time.Until(end) > 0; {
+				if probe(min(5*time.Second, time.Until(end))) == nil {
+					fig.during = time.Since(began)
+				}
+			}
 			select {
 			case <-ctx.Done():
 				t.Fatalf("%s: %v", f.name, ctx.Err())
-			case <-time.After(f.hold * stretch):
+			case <-time.After(time.Until(began.Add(f.hold * stretch))):
 			}
 			if f.heal != nil {
 				if err := f.heal(ctx); err != nil {
 					t.Fatalf("%s: heal: %v", f.name, err)
 				}
 			}
-			held := time.Since(began)
-			fig := faultFigure{name: f.name, held: held, acked: acks()}
-			wait.ForCtx(t, ctx, "every tablet writable after: "+f.name, func() error {
-				tablets, err := cl.Tablets(ctx, table)
-				if err != nil {
-					return err
-				}
-				for _, tb := range tablets {
-					probes++
-					row := fmt.Sprintf("%s-probe-%06d", tb.StartRow, probes)
-					pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-					err := tbl.Put(pctx, row, "cf", "q", []byte(row))
-					cancel()
-					if err != nil {
-						return fmt.Errorf("probe of tablet %s: %w", tb.ID, err)
-					}
-				}
-				return nil
-			})
+			fig.held, fig.acked = time.Since(began), acks()
+			wait.ForCtx(t, ctx, "every tablet writable after: "+f.name, func() error { return probe(5 * time.Second) })
 			fig.writable = time.Since(began)
-			t.Logf("fault %q: held %v, every tablet writable again %v after its start; %d writes acknowledged by then",
-				f.name, held.Round(time.Millisecond), fig.writable.Round(time.Millisecond), fig.acked)
+			during := "not while it held"
+			if fig.during > 0 {
+				during = fmt.Sprintf("%v after its start, while it held", fig.during.Round(time.Millisecond))
+			}
+			t.Logf("fault %q: held %v; every tablet writable again %s, and %v after the heal; %d writes acknowledged by then",
+				f.name, fig.held.Round(time.Millisecond), during, (fig.writable - fig.held).Round(time.Millisecond), fig.acked)
 			figs = append(figs, fig)
 		}
 	}

@@ -59,7 +59,7 @@ func (w *workload) lostAcked(t *testing.T, ctx context.Context) (acked, lost int
 // link down); another host recovers its tablets from its log on the
 // volume, and every acknowledged write reads back.
 func TestHostsFailoverGluster(t *testing.T) {
-	skipShort(t, "failover of a tserver host over GlusterFS")
+	hostsTest(t, "failover of a tserver host over GlusterFS")
 	sd := seed(t)
 	c, cl := startHostsCluster(t, "--mem-limit=1073741824")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -101,7 +101,7 @@ func TestHostsFailoverGluster(t *testing.T) {
 // back. Healed, it registers again and refuses writes at the epoch it
 // lost.
 func TestHostsPartitionedTServerIsFenced(t *testing.T) {
-	skipShort(t, "a tserver host cut from the master over GlusterFS")
+	hostsTest(t, "a tserver host cut from the master over GlusterFS")
 	sd := seed(t)
 	c, cl := startHostsCluster(t, "--mem-limit=1073741824")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -306,7 +306,7 @@ func TestMergeEmptiedTableToTwo(t *testing.T) {
 // tserver (the likeliest to be merging) cut from the masters, then the
 // master leader cut from the other masters.
 func TestHostsMergeGluster(t *testing.T) {
-	skipShort(t, "automatic merges on hosts over GlusterFS with partitions")
+	hostsTest(t, "automatic merges on hosts over GlusterFS with partitions")
 	mergeEmptied(t, cluster.Options{Masters: 3, Hosts: hostsOptions()}, func(c *cluster.Cluster, cl *client.Client, sd int64) []fault {
 		k := faultKit{c: c, lease: spLease, pick: busiest(c, cl, "shrink", sd)}
 		return []fault{k.cutFromMasters(), k.cutLeader()}

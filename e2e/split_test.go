@@ -163,7 +163,7 @@ func TestSplitGrowsToEightTablets(t *testing.T) {
 // from the masters, then cut from its clients, then a brick of the volume
 // stopped and restarted. Every acknowledged row reads back.
 func TestHostsSplitGluster(t *testing.T) {
-	skipShort(t, "automatic splits on hosts over GlusterFS with partitions")
+	hostsTest(t, "automatic splits on hosts over GlusterFS with partitions")
 	splitGrows(t, cluster.Options{Hosts: hostsOptions()}, func(c *cluster.Cluster, cl *client.Client, sd int64) []fault {
 		k := faultKit{c: c, lease: spLease, pick: busiest(c, cl, "grow", sd)}
 		return k.all(t)
