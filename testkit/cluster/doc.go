@@ -40,11 +40,14 @@
 // bridge, fixed ports 7000 (gRPC), 7001 (raft) and 7002 (HTTP) on it, and,
 // for a tserver, its own mount namespace. With HostsOptions.Gluster the
 // tservers' --fs-root and data directories are on a GlusterFS volume
-// (brick <Dir>/brick/) that each tserver host mounts with a client of its
+// (brick <Dir>/brick/; with HostsOptions.Replicas N, N replicas, the
+// others <Dir>/brick1/ …) that each tserver host mounts with a client of its
 // own at <Dir>/shared/ (its log <Dir>/tsN.glusterfs.log); the machine
 // itself never mounts it, and RootDir names the root in the brick. The
 // frontend and the caller stay on the machine and reach the hosts through
 // the bridge. Close tears the hosts, the bridge and the volume down after
 // the processes; a host can be cut from the masters (CutTServerFromMasters)
-// or crash whole (KillTServerHost).
+// or from its clients only (CutTServerFromClients), a master from the
+// other masters (CutMasterFromMasters), a tserver host can crash whole
+// (KillTServerHost), and a brick stop (Volume().StopBrick).
 package cluster

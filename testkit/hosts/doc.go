@@ -16,11 +16,16 @@
 //	          private] sleep infinity) whose namespaces the host's
 //	          processes enter with nsenter; a veth pair joins it to the
 //	          bridge as eth0 with 10.a.b.N/24, and lo is up
-//	Volume    a one-brick GlusterFS volume, its brick a directory of the
-//	          caller's (created with force: bricks on the root file system)
+//	Volume    a GlusterFS volume of one brick, or of several replicas
+//	          (NewReplicatedVolume), each brick a directory of the caller's
+//	          (created with force: bricks on the root file system); a brick
+//	          can be killed and started again (StopBrick, StartBrick)
 //	Mount     a glusterfs client (--no-daemon) in a host's namespaces,
 //	          mounting a volume at a path inside the host's mount namespace
 //	          only: the machine's own mount table never shows it
+//	Cut       iptables DROP rules in a host's namespace: every packet
+//	          with some addresses (Cut), or the TCP packets between an
+//	          address and one port of the host (CutPort); Heal drops them
 //
 // Invariants:
 //
