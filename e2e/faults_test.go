@@ -10,7 +10,6 @@ import (
 
 	"bighive/client"
 	"bighive/testkit/cluster"
-	"bighive/testkit/wait"
 )
 
 // hostsLong lengthens the suites on hosts: every fault held longer and
@@ -62,12 +61,14 @@ type fault struct {
 type faultFigure struct {
 	name string
 	held time.Duration
-	// during is when, from the inject, every tablet took a write while
-	// the fault held (0: not before its heal: a tserver cut from its
-	// clients keeps its tablets); writable when they all did after the
-	// heal.
-	during, writable time.Duration
-	acked            int // writes the suite's writers had acknowledged at the heal
+	// outage is the longest time, from the inject until every tablet
+	// took a write after the heal, between two probe rounds in which
+	// every tablet took one (the rounds 100 ms apart): how long some
+	// tablet took no write (a tserver cut from the masters: from its
+	// lease's end to its tablets' new owners; cut from its clients: until
+	// the heal). afterHeal is from the heal to the first such round.
+	outage, afterHeal time.Duration
+	acked             int // writes the suite's writers had acknowledged at the heal
 }
 
 // faultKit builds the faults of a cluster on hosts. pick chooses the
@@ -183,10 +184,10 @@ func busiest(c *cluster.Cluster, cl *client.Client, table string, sd int64) func
 
 // applyFaults applies faults one after the other while the suite's
 // writers run (hosts.long: each held five times longer, the list three
-// times). While each holds, and again after its heal, it probes until
-// every tablet of table takes a write (a row of the tablet's key range,
-// each written once), and logs what the fault cost. acks counts the
-// writers' acknowledged writes.
+// times). From each inject until every tablet takes a write after the
+// heal it probes every tablet of table over and over (a row of the
+// tablet's key range, each written once), and logs what the fault cost.
+// acks counts the writers' acknowledged writes.
 func applyFaults(t *testing.T, ctx context.Context, cl *client.Client, tbl *client.Table, table string, faults []fault, acks func() int) []faultFigure {
 	t.Helper()
 	rounds, stretch := 1, time.Duration(1)
@@ -214,35 +215,45 @@ func applyFaults(t *testing.T, ctx context.Context, cl *client.Client, tbl *clie
 	var figs []faultFigure
 	for r := 0; r < rounds; r++ {
 		for _, f := range faults {
+			fig := faultFigure{name: f.name}
 			began := time.Now()
+			lastOK := began
+			var lastErr error
+			// round probes once; when every tablet took its write it
+			// keeps the time since the previous such round (a write to a
+			// tablet that moves waits in the client's retries) and
+			// reports true.
+			round := func(timeout time.Duration) bool {
+				if lastErr = probe(timeout); lastErr != nil {
+					return false
+				}
+				fig.outage = max(fig.outage, time.Since(lastOK))
+				lastOK = time.Now()
+				return true
+			}
 			if err := f.inject(ctx); err != nil {
 				t.Fatalf("%s: %v", f.name, err)
 			}
-			fig := faultFigure{name: f.name}
-			for end := began.Add(f.hold * stretch); fig.during == 0 && time.Until(end) > 0; {
-				if probe(min(5*time.Second, time.Until(end))) == nil {
-					fig.during = time.Since(began)
+			for end := began.Add(f.hold * stretch); time.Until(end) > 0; {
+				if round(min(5*time.Second, time.Until(end))) {
+					time.Sleep(min(100*time.Millisecond, time.Until(end)))
 				}
-			}
-			select {
-			case <-ctx.Done():
-				t.Fatalf("%s: %v", f.name, ctx.Err())
-			case <-time.After(time.Until(began.Add(f.hold * stretch))):
 			}
 			if f.heal != nil {
 				if err := f.heal(ctx); err != nil {
 					t.Fatalf("%s: heal: %v", f.name, err)
 				}
 			}
-			fig.held, fig.acked = time.Since(began), acks()
-			wait.ForCtx(t, ctx, "every tablet writable after: "+f.name, func() error { return probe(5 * time.Second) })
-			fig.writable = time.Since(began)
-			during := "not while it held"
-			if fig.during > 0 {
-				during = fmt.Sprintf("%v after its start, while it held", fig.during.Round(time.Millisecond))
+			healed := time.Now()
+			fig.held, fig.acked = healed.Sub(began), acks()
+			for !round(5 * time.Second) {
+				if ctx.Err() != nil {
+					t.Fatalf("%s: not every tablet takes a write %v after the heal: %v", f.name, time.Since(healed).Round(time.Millisecond), lastErr)
+				}
 			}
-			t.Logf("fault %q: held %v; every tablet writable again %s, and %v after the heal; %d writes acknowledged by then",
-				f.name, fig.held.Round(time.Millisecond), during, (fig.writable - fig.held).Round(time.Millisecond), fig.acked)
+			fig.afterHeal = time.Since(healed)
+			t.Logf("fault %q: held %v; the longest some tablet took no write %v; every tablet took one %v after the heal; %d writes acknowledged by then",
+				f.name, fig.held.Round(time.Millisecond), fig.outage.Round(time.Millisecond), fig.afterHeal.Round(time.Millisecond), fig.acked)
 			figs = append(figs, fig)
 		}
 	}
