@@ -276,7 +276,9 @@ type glusterRig struct {
 	path  string // the mount point in every host
 }
 
-func newGlusterRig(t *testing.T, n int, volumeOptions, clientArgs []string) *glusterRig {
+// skipWithoutGluster skips the test under -short and where GlusterFS
+// hosts cannot run, saying what is missing.
+func skipWithoutGluster(t *testing.T) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("GlusterFS hosts do not run under -short")
@@ -284,6 +286,11 @@ func newGlusterRig(t *testing.T, n int, volumeOptions, clientArgs []string) *glu
 	if err := Available(true); err != nil {
 		t.Skipf("GlusterFS hosts cannot run here: %v", err)
 	}
+}
+
+func newGlusterRig(t *testing.T, n int, volumeOptions, clientArgs []string) *glusterRig {
+	t.Helper()
+	skipWithoutGluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()

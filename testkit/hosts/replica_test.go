@@ -20,12 +20,7 @@ import (
 // on the other two, and on the third once it is started again and
 // healed.
 func TestGlusterReplicasAndMount(t *testing.T) {
-	if testing.Short() {
-		t.Skip("GlusterFS hosts do not run under -short")
-	}
-	if err := Available(true); err != nil {
-		t.Skipf("GlusterFS hosts cannot run here: %v", err)
-	}
+	skipWithoutGluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
