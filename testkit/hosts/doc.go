@@ -40,7 +40,8 @@
 //     arranges (t.Cleanup).
 //   - A mount is never visible outside its host: the holder makes its mount
 //     namespace private before the client mounts in it.
-//   - glusterd is started only if it is not running, and then stopped when
+//   - glusterd is started only if it is not running, and then stopped,
+//     with the self-heal daemons of its replicated volumes, when
 //     the last Volume of any process on the machine is closed (a flock on
 //     /run/bighive-glusterd.lock counts them); one that ran before is left
 //     running.

@@ -120,7 +120,33 @@ func releaseGlusterd() error {
 	}
 	syscall.Kill(pid, syscall.SIGKILL)
 	os.Remove(glusterdPidFile)
+	stopSelfHealDaemons()
 	return nil
+}
+
+// glusterShdPidFiles are where glusterd records its self-heal daemons,
+// one per replicated volume graph.
+const glusterShdPidFiles = "/var/run/gluster/shd/*/*-shd.pid"
+
+// stopSelfHealDaemons kills the self-heal daemons of the glusterd this
+// package started and has just stopped. glusterd runs one daemon for
+// every replicated volume, named after the first; stopping a volume
+// while others of the daemon remain, then the last one, can leave the
+// daemon running with no volume.
+func stopSelfHealDaemons() {
+	files, _ := filepath.Glob(glusterShdPidFiles)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
+			if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil && strings.TrimSpace(string(comm)) == "glusterfs" {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		os.Remove(f)
+	}
 }
 
 // CoherentVolumeOptions and CoherentClientArgs configure a volume and its
