@@ -14,10 +14,11 @@ import (
 )
 
 // TestBenchOnHostsGluster is a short smoke run of `bighive bench --hosts 2
-// --gluster`: the local cluster's master and two tservers on hosts, their
-// shared root on a GlusterFS volume, Put, Get and scan measured, and the
-// servers' CPU time found by pid. It needs root and GlusterFS and skips
-// without them and under -short; it asserts no figure.
+// --gluster`, and of `bighive bench --hosts 2` (the tservers' root a local
+// directory, README's comparison): the local cluster's master and two
+// tservers on hosts, Put, Get and scan measured, and the servers' CPU
+// time found by pid. It needs root and GlusterFS and skips without them
+// and under -short; it asserts no figure.
 func TestBenchOnHostsGluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a bench on a cluster on hosts: runs without -short")
@@ -25,11 +26,23 @@ func TestBenchOnHostsGluster(t *testing.T) {
 	if err := cluster.HostsAvailable(cluster.HostsOptions{Gluster: true}); err != nil {
 		t.Skipf("a cluster on hosts cannot run here: %v", err)
 	}
+	for _, tc := range []struct {
+		name  string
+		flags []string
+	}{
+		{"gluster", []string{"--gluster"}},
+		{"local root", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) { benchOnHosts(t, tc.flags) })
+	}
+}
+
+func benchOnHosts(t *testing.T, flags []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	args := []string{"bench", "--hosts", "2", "--gluster", "--dir", t.TempDir(), "--json", "-q", "--floor-probe", "-1s",
+	args := append([]string{"bench", "--hosts", "2", "--dir", t.TempDir(), "--json", "-q", "--floor-probe", "-1s",
 		"--keys", "300", "--tablets", "2", "--concurrency", "4", "--value-size", "50", "--duration", "1s", "--ops", "100",
-		"--phases", "put,get-warm,scan", "--scanners", "1"}
+		"--phases", "put,get-warm,scan", "--scanners", "1"}, flags...)
 	var stdout, stderr bytes.Buffer
 	if code := cli.Run(ctx, args, &stdout, &stderr, bench.Command); code != 0 {
 		t.Fatalf("bench exited %d: %s", code, stderr.String())
@@ -62,7 +75,7 @@ func TestBenchOnHostsGluster(t *testing.T) {
 	if strings.Join(roles, ",") != "tserver1,tserver2,master,frontend" || len(rep.Unmeasured) != 0 {
 		t.Errorf("measured %v, not measured %q; want both tservers, the master and the frontend", roles, rep.Unmeasured)
 	}
-	t.Logf("phases %v on 1 master + 2 tservers on hosts over GlusterFS", phases)
+	t.Logf("phases %v on 1 master + 2 tservers on hosts (bench %s)", phases, strings.Join(flags, " "))
 }
 
 // TestHostsFlagErrors: the flags of a bench on hosts refuse what they
