@@ -19,8 +19,9 @@
 // masters or from its clients, the master leader cut from the other
 // masters, a brick of the three-replica volume stopped — one after the
 // other while writers run, printing each fault's cost (until every tablet
-// takes a write again) and the rows acknowledged and lost. Together they
-// take about five minutes; -hosts.long holds each fault five times longer
-// and applies the list three times. They need root and GlusterFS and
-// skip without them and under -short.
+// takes a write again) and the rows acknowledged and lost. They run two
+// at a time after the package's other tests (hostsTest), about three
+// minutes together on a loaded 2-core machine; -hosts.long holds each
+// fault five times longer and applies the list three times. They need
+// root and GlusterFS and skip without them and under -short.
 package e2e
