@@ -122,7 +122,14 @@ func (c *Masters) startProc(i int, cfg master.Config) error {
 		conn, err := net.DialTimeout("tcp", c.Peers[i].GRPCAddr, time.Second)
 		if err == nil {
 			_ = conn.Close()
-			return nil
+			// The listener may be another process's that took the port
+			// (this one then exits at its own listen, at once): the
+			// master counts as started once it outlived that moment.
+			select {
+			case <-p.done: // reported just below
+			case <-time.After(startSettle):
+				return nil
+			}
 		}
 		select {
 		case <-p.done:
@@ -139,6 +146,10 @@ func (c *Masters) startProc(i int, cfg master.Config) error {
 		}
 	}
 }
+
+// startSettle is how long a master process must outlive a successful dial
+// of its port to count as started.
+const startSettle = 500 * time.Millisecond
 
 // errPortTaken: a master could not listen on a port picked for it, which
 // another process took between the pick and the master's start.
