@@ -16,6 +16,7 @@ import (
 	pb "bighive/proto/bighivepb"
 	spb "bighive/proto/storagepb"
 	"bighive/storage/tablet/backupfile"
+	"bighive/storage/vfs"
 )
 
 // Export and import of backups (docs/backup-format.md). The bytes move
@@ -216,13 +217,9 @@ func writeFileAtomic(path string, write func(io.Writer) error) error {
 	return err
 }
 
+// syncDir makes dir's entries durable (vfs's fsync of a directory).
 func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return apierr.Wrap(codes.Unavailable, err, "open %s", dir)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
+	if err := vfs.Default.SyncDir(dir); err != nil {
 		return apierr.Wrap(codes.Unavailable, err, "sync %s", dir)
 	}
 	return nil
