@@ -133,6 +133,10 @@ func (c *Cluster) applyLocked(t *table, rm *pb.RowMutation) error {
 	}
 	row := string(rm.RowKey)
 	cells := t.rows[row]
+	// A table of millisecond granularity gives every server-timestamped
+	// cell of one mutation the same millisecond, as the tablet does; a
+	// µs table gives each its own.
+	msTS := int64(-1)
 	for _, m := range rm.Mutations {
 		switch op := m.Mutation.(type) {
 		case *pb.Mutation_SetCell_:
@@ -142,8 +146,11 @@ func (c *Cluster) applyLocked(t *table, rm *pb.RowMutation) error {
 				ts = max(time.Now().UnixMicro(), c.lastTS+1)
 				if t.schema.Granularity == pb.TimestampGranularity_TIMESTAMP_GRANULARITY_MILLIS {
 					// Whole milliseconds, not decreasing, as the tablet.
-					now := time.Now().UnixMicro()
-					ts = max(now-now%1000, (c.lastTS+999)/1000*1000)
+					if msTS == -1 {
+						now := time.Now().UnixMicro()
+						msTS = max(now-now%1000, (c.lastTS+999)/1000*1000)
+					}
+					ts = msTS
 				}
 				c.lastTS = ts
 			}
