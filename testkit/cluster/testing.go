@@ -14,7 +14,8 @@ import (
 // New starts a cluster for a test: Dir defaults to a fresh t.TempDir, the
 // start-up gets two minutes (builds included), and t.Cleanup closes the
 // cluster and, if the test failed, prints the tail of every log. It calls
-// t.Fatal if the cluster does not start. With Options.Hosts it skips the
+// t.Fatal if the cluster does not start. With BIGHIVE_KEEP_LOGS set to a
+// directory, the process logs are copied there when the test ends. With Options.Hosts it skips the
 // test under -short, and when hosts cannot run here (not root, a command
 // or GlusterFS missing), saying what is needed.
 func New(t testing.TB, opts Options) *Cluster {
@@ -44,8 +45,33 @@ func New(t testing.TB, opts Options) *Cluster {
 		if t.Failed() {
 			c.DumpLogs(t)
 		}
+		if keep := os.Getenv("BIGHIVE_KEEP_LOGS"); keep != "" {
+			keepLogs(t, opts.Dir, keep)
+		}
 	})
 	return c
+}
+
+// keepLogs copies every process log of dir into a directory of keep
+// named for the test, for reading after a passing run (the test's own
+// directory is removed with it). Set BIGHIVE_KEEP_LOGS to use it.
+func keepLogs(t testing.TB, dir, keep string) {
+	dst := filepath.Join(keep, strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()))
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		t.Logf("keeping logs: %v", err)
+		return
+	}
+	logs, _ := filepath.Glob(filepath.Join(dir, "*.log*"))
+	for _, path := range logs {
+		b, err := os.ReadFile(path)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dst, filepath.Base(path)), b, 0o644)
+		}
+		if err != nil {
+			t.Logf("keeping logs: %v", err)
+		}
+	}
+	t.Logf("process logs kept in %s", dst)
 }
 
 // DumpLogs prints the last 60 lines of every process log with t.Logf.
