@@ -176,7 +176,7 @@ func (s *Server) open(a *pb.TabletAssignment) (*rp.Replica, error) {
 
 // replayed is what a load's replay did, for its log line.
 type replayed struct {
-	began          time.Time
+	began, ended   time.Time // the replay's
 	files, records int
 }
 
@@ -225,7 +225,9 @@ func (s *Server) replay(ctx context.Context, r *rp.Replica, m *pb.TabletMeta) (r
 		return rec, fmt.Errorf("tserver: replay tablet %s: %w", r.ID(), err)
 	}
 	// A split child: the writes made while its parent split (split.go).
-	return rec, s.replayChildLogs(r, m.ChildLogs)
+	err = s.replayChildLogs(r, m.ChildLogs)
+	rec.ended = time.Now()
+	return rec, err
 }
 
 // reportAndServe records this tserver's log position in a replayed
@@ -249,7 +251,7 @@ func (s *Server) reportAndServe(ctx context.Context, r *rp.Replica, m *pb.Tablet
 	}
 	since(s.metrics.recoveries, rec.began)
 	s.log.Info("tablet serving", "tablet", r.ID(), "epoch", r.Epoch(), "tsfiles", len(m.Tsfiles),
-		"log_files", rec.files, "records", rec.records, "took", time.Since(rec.began))
+		"log_files", rec.files, "records", rec.records, "took", time.Since(rec.began), "replay", rec.ended.Sub(rec.began))
 	s.member.Nudge()
 	return nil
 }
