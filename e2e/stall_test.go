@@ -326,15 +326,17 @@ func checkStallCalls(t *testing.T, calls []stCall, stalled map[int]bool, warm, s
 	t.Logf("every caller of every stalled tablet succeeded again within %v of the stop (target: lease + 3 s = %v; met: %v)", worst.Round(time.Millisecond), target, worst >= 0 && worst <= target)
 
 	// Target 3: the other tablets' calls, before, during and after the
-	// stall. It does not hold yet, so its figures (calls over stSlow) are
-	// logged, not checked: after SIGCONT the rebalancing moves tablets of
-	// the others to the resumed tserver, and each move stalls its tablet's
-	// calls 0.2-0.8 s; during the stall bursts of calls take 0.2-0.6 s
-	// (on a loaded 2-core machine; rarer before it). What is checked is that no call there
-	// waits for the stalled tserver: none takes stNoWait or longer. With
-	// the master leader paused too that does not hold either (logged): an
-	// election that outlasts the live tservers' leases, as a split vote on
-	// a loaded machine can, stops every tablet until a leader renews them.
+	// stall, at most stSlow each. That is a latency on a shared 2-core
+	// machine, so its figures are logged, not checked (README's failure
+	// table gives them): after SIGCONT the rebalancing moves tablets of
+	// the others to the resumed tserver, and a move's old owner hands the
+	// tablet off flushed, with an empty log list, so its next owner opens
+	// it in milliseconds. What is checked, during the stall and after it,
+	// is that no call there waits for the stalled tserver or for a move:
+	// none takes stNoWait or longer. With the master leader paused too
+	// that is logged only: an election that outlasts the live tservers'
+	// leases, as a split vote on a loaded machine can, stops every tablet
+	// until a leader renews them.
 	for _, ph := range []struct {
 		name     string
 		from, to time.Time
@@ -342,7 +344,7 @@ func checkStallCalls(t *testing.T, calls []stCall, stalled map[int]bool, warm, s
 	}{
 		{"before the stall", warm, stopped, false},
 		{"during the stall", stopped, resumed, true},
-		{"after SIGCONT", resumed, time.Now(), false},
+		{"after SIGCONT", resumed, time.Now(), true},
 	} {
 		var ds []time.Duration
 		var slow []stCall

@@ -520,9 +520,13 @@ func (w *writer) checkpointOne(tserver string, r *pb.CheckpointReport) error {
 	}
 	nt := proto.Clone(t).(*pb.TabletMeta)
 	// An empty list leaves the positions unchanged: a compaction reports
-	// new files but no new position (a checkpoint always names one).
-	if len(r.LogPositions) > 0 {
+	// new files but no new position (a checkpoint always names one, or
+	// says the tablet needs no log at all).
+	if r.LogClean || len(r.LogPositions) > 0 {
 		nt.LogPositions = r.LogPositions
+		if r.LogClean {
+			nt.LogPositions = nil
+		}
 		// The checkpoint flushed what the recovery files held.
 		if err := w.dropRecoveryFiles(nt); err != nil {
 			return err

@@ -90,6 +90,26 @@ func TestLogSplitDoneAndRecoveryGC(t *testing.T) {
 	}
 }
 
+// TestLogCleanCheckpoint: a handoff's report (log_clean) empties the
+// tablet's log positions, whatever positions it carries, and retires its
+// recovery files as any checkpoint does: its next owner replays no log.
+func TestLogCleanCheckpoint(t *testing.T) {
+	f, t1, _ := unassignedPair(t)
+	f.mustApply(logSplitCmd("a_1", &spb.MetaLogSplitDone_Item{TabletId: t1, ExpectedEpoch: 1, FromFileTimestamp: 100, RecoveryFiles: []string{"recovery/x/t1.log"}}))
+	f.mustApply(assignCmd(&spb.MetaAssign_Item{TabletId: t1, ExpectedEpoch: 1, TserverUuid: "b"}))
+	f.mustApply(loadCmd(t1, 2, "b", "b_1", 200))
+	if tm := f.tablet(t1); len(tm.LogPositions) == 0 || len(tm.RecoveryFiles) != 1 {
+		t.Fatalf("before: positions %v, recovery files %v", tm.LogPositions, tm.RecoveryFiles)
+	}
+	f.mustApply(&spb.MetaCommand{Cmd: &spb.MetaCommand_Checkpoint{Checkpoint: &spb.MetaCheckpoint{TserverUuid: "b", Reports: []*pb.CheckpointReport{
+		{TabletId: t1, Epoch: 2, LogClean: true, LogPositions: []*pb.LogPosition{{Prefix: "b_1", FileTimestamp: 300}}}}}}})
+	var garbage []string
+	_ = f.View(func(r *Reader) error { garbage = r.RecoveryGarbage(10); return nil })
+	if tm := f.tablet(t1); len(tm.LogPositions) != 0 || len(tm.RecoveryFiles) != 0 || !slices.Equal(garbage, []string{"recovery/x/t1.log"}) {
+		t.Fatalf("after a clean handoff: positions %v, recovery files %v, garbage %v", tm.LogPositions, tm.RecoveryFiles, garbage)
+	}
+}
+
 // TestSplitLogsRetiredByCheckpoint: a split child names its child log
 // until its first checkpoint, which moves the log to the garbage list.
 func TestSplitLogsRetiredByCheckpoint(t *testing.T) {

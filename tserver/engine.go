@@ -180,7 +180,10 @@ func (m masterMeta) Commit(ctx context.Context, updates []checkpoint.Update) err
 		for _, ref := range u.Replaced {
 			rep.Replaced = append(rep.Replaced, &pb.TSFileRef{BlockStoreUuid: m.s.storeName(ref.Store), FooterBlock: uint64(ref.ID)})
 		}
-		if u.LogPositions != nil { // nil: a compaction, the list stays
+		switch {
+		case u.LogClean: // a handoff's flush: no log to replay
+			rep.LogClean = true
+		case u.LogPositions != nil: // nil: a compaction, the list stays
 			rep.LogPositions = positionsToPB(u.LogPositions)
 		}
 		req.Reports = append(req.Reports, rep)

@@ -2293,7 +2293,13 @@ type CheckpointReport struct {
 	FenceFiles bool `protobuf:"varint,6,opt,name=fence_files,json=fenceFiles,proto3" json:"fence_files,omitempty"`
 	// The recorded files tsfiles may leave out: a compaction's run (only
 	// block_store_uuid and footer_block are read).
-	Replaced      []*TSFileRef `protobuf:"bytes,7,rep,name=replaced,proto3" json:"replaced,omitempty"`
+	Replaced []*TSFileRef `protobuf:"bytes,7,rep,name=replaced,proto3" json:"replaced,omitempty"`
+	// log_clean says that tsfiles hold every write the tablet took and
+	// that it takes no more (a handoff's flush, made with its writes
+	// fenced): its list of log positions becomes empty, so its next owner
+	// replays no log, and its recovery files are dropped. log_positions is
+	// then ignored.
+	LogClean      bool `protobuf:"varint,8,opt,name=log_clean,json=logClean,proto3" json:"log_clean,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2375,6 +2381,13 @@ func (x *CheckpointReport) GetReplaced() []*TSFileRef {
 		return x.Replaced
 	}
 	return nil
+}
+
+func (x *CheckpointReport) GetLogClean() bool {
+	if x != nil {
+		return x.LogClean
+	}
+	return false
 }
 
 // Many tablets' reports in one raft command.
@@ -5397,7 +5410,7 @@ const file_bighivepb_master_proto_rawDesc = "" +
 	"\x06status\x18\x01 \x01(\v2\x15.bighive.v1.RowStatusR\x06status\x12.\n" +
 	"\x06tablet\x18\x02 \x01(\v2\x16.bighive.v1.TabletMetaR\x06tablet\"S\n" +
 	"\x19ReportTabletLoadsResponse\x126\n" +
-	"\aresults\x18\x01 \x03(\v2\x1c.bighive.v1.TabletLoadResultR\aresults\"\xc8\x02\n" +
+	"\aresults\x18\x01 \x03(\v2\x1c.bighive.v1.TabletLoadResultR\aresults\"\xe5\x02\n" +
 	"\x10CheckpointReport\x12\x1b\n" +
 	"\ttablet_id\x18\x01 \x01(\tR\btabletId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12<\n" +
@@ -5406,7 +5419,8 @@ const file_bighivepb_master_proto_rawDesc = "" +
 	"\x0edata_dir_group\x18\x05 \x01(\v2\x18.bighive.v1.DataDirGroupR\fdataDirGroup\x12\x1f\n" +
 	"\vfence_files\x18\x06 \x01(\bR\n" +
 	"fenceFiles\x121\n" +
-	"\breplaced\x18\a \x03(\v2\x15.bighive.v1.TSFileRefR\breplaced\"t\n" +
+	"\breplaced\x18\a \x03(\v2\x15.bighive.v1.TSFileRefR\breplaced\x12\x1b\n" +
+	"\tlog_clean\x18\b \x01(\bR\blogClean\"t\n" +
 	"\x17ReportCheckpointRequest\x12!\n" +
 	"\ftserver_uuid\x18\x01 \x01(\tR\vtserverUuid\x126\n" +
 	"\areports\x18\x02 \x03(\v2\x1c.bighive.v1.CheckpointReportR\areports\"M\n" +

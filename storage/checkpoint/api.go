@@ -76,6 +76,18 @@ type Tablet interface {
 	Files() []tsfile.Info
 }
 
+// Fenced is implemented by tablets whose writes can be fenced for good
+// (*replica.Replica does, for a handoff). A checkpoint that finds a
+// tablet fenced when it swaps its buffers, with no standby left over,
+// flushes every write the tablet will ever have had here: its update
+// says so (Update.LogClean), and the next owner replays no log for it.
+type Fenced interface {
+	// WritesFenced reports whether every later write is refused and
+	// every write admitted before the fence has finished (it is in the
+	// active buffer).
+	WritesFenced() bool
+}
+
 // Load is implemented by tablets whose load can end while a background
 // commit computed for it is in flight (*replica.Replica does). The
 // coordinator holds the load from before a commit of it until after the
@@ -134,6 +146,11 @@ type Update struct {
 	// LogPositions, when non-nil, replaces the tablet's list of log
 	// positions. nil leaves the list unchanged (a compaction).
 	LogPositions []wal.Position
+	// LogClean says that TSFiles hold every write the tablet took and
+	// that it takes no more (its writes were fenced before the buffers
+	// were swapped, see Fenced): the list of log positions becomes empty,
+	// and LogPositions is ignored.
+	LogClean bool
 	// TSFiles is the tablet's full TSFile list, newest first (the order of
 	// tablet.Options.Files); it replaces the recorded one.
 	TSFiles []tsfile.Info

@@ -569,6 +569,10 @@ type part struct {
 	t       Tablet
 	swapped bool
 	pending bool // a standby left by an earlier failed flush
+	// clean: no standby was left over and the tablet's writes were
+	// fenced (Fenced) when step 3 ran, so this flush covers every write
+	// it took.
+	clean bool
 }
 
 // participants lists the tablets that take part. It is decided before
@@ -600,6 +604,8 @@ func (c *Coordinator) swapAndRoll(parts []part, res *Result) (wal.Position, erro
 	for i := range parts {
 		if !parts[i].pending {
 			parts[i].swapped = parts[i].t.SwapBuffers()
+			f, ok := parts[i].t.(Fenced)
+			parts[i].clean = ok && f.WritesFenced()
 		}
 	}
 	// Step 4.
@@ -709,6 +715,10 @@ func (c *Coordinator) commitFlushed(ctx context.Context, parts []part, pos wal.P
 		}
 		u := c.updateLocked(p.t, ts)
 		switch {
+		case p.clean:
+			// Everything it took is in TSFiles now, and it takes no more.
+			u.LogClean = true
+			covers[p.t.ID()] = true
 		case p.swapped || !p.pending:
 			// Everything written before the roll is in TSFiles now.
 			u.LogPositions = []wal.Position{pos}

@@ -17,15 +17,7 @@ import (
 // tablets' buffers, files and positions as they were.
 func TestCheckpointTabletsFlushesOnlyThose(t *testing.T) {
 	ctx := context.Background()
-	cfg := nodeConfig{fs: errorfs.NewCrashableMem(), root: "/", metaPath: filepath.Join(t.TempDir(), "meta.db"), tablets: 3,
-		opts: checkpoint.Options{MaxTSFiles: -1}}
-	n, err := openNode(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.close()
-	want := model{}
-	writeN(t, n, &gen{rnd: rand.New(rand.NewPCG(1, 2)), rows: 40, vsize: 64}, want, 300, cfg.tablets)
+	n, want := writtenNode(t, 3, 1)
 	type before struct {
 		mem       int64
 		files     int
@@ -68,7 +60,60 @@ func TestCheckpointTabletsFlushesOnlyThose(t *testing.T) {
 		}
 	}
 	// The picked tablet's next load replays nothing and reads every write.
+	if rep := reloadTablet(t, n, 1); rep.Records != 0 {
+		t.Errorf("the picked tablet's next load replayed %d records, want 0", rep.Records)
+	}
+	verify(t, n, want)
+}
+
+// TestCheckpointFencedTabletNeedsNoLog: a checkpoint of a tablet whose
+// writes are fenced (a handoff's last flush) empties its list of log
+// positions: its next load reads no log file and reads every write.
+func TestCheckpointFencedTabletNeedsNoLog(t *testing.T) {
+	ctx := context.Background()
+	n, want := writtenNode(t, 2, 3)
+	picked, other := n.tabs[0], n.tabs[1]
+	picked.FenceWrites()
+	keep := func(t checkpoint.Tablet) bool { return t.ID() == picked.ID() }
+	if res, err := n.coord.CheckpointTablets(ctx, keep); err != nil || res.Committed != 1 {
+		t.Fatalf("checkpoint of the fenced tablet: %+v, %v", res, err)
+	}
 	m, err := n.meta.Get(picked.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.LogPositions) != 0 {
+		t.Fatalf("the fenced tablet's positions after its checkpoint: %v, want none", m.LogPositions)
+	}
+	if om, err := n.meta.Get(other.ID()); err != nil || len(om.LogPositions) == 0 {
+		t.Fatalf("the other tablet's positions: %v, %v; want them kept", om.LogPositions, err)
+	}
+	if rep := reloadTablet(t, n, 0); len(rep.Files) != 0 || rep.Records != 0 {
+		t.Errorf("the fenced tablet's next load read %d log files, %d records; want none", len(rep.Files), rep.Records)
+	}
+	verify(t, n, want)
+}
+
+// writtenNode opens a node of the given tablets and writes 300 rows
+// into them (seed picks them); it closes with the test.
+func writtenNode(t *testing.T, tablets int, seed uint64) (*node, model) {
+	cfg := nodeConfig{fs: errorfs.NewCrashableMem(), root: "/", metaPath: filepath.Join(t.TempDir(), "meta.db"), tablets: tablets,
+		opts: checkpoint.Options{MaxTSFiles: -1}}
+	n, err := openNode(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.close() })
+	want := model{}
+	writeN(t, n, &gen{rnd: rand.New(rand.NewPCG(seed, seed+1)), rows: 40, vsize: 64}, want, 300, cfg.tablets)
+	return n, want
+}
+
+// reloadTablet ends the load of the node's i-th tablet and loads it again from
+// its metadata, as its next owner would: it returns what its replay read.
+func reloadTablet(t *testing.T, n *node, i int) checkpoint.RecoveryReport {
+	old := n.tabs[i]
+	m, err := n.meta.Get(old.ID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,19 +121,16 @@ func TestCheckpointTabletsFlushesOnlyThose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	picked.Close()
-	rep, err := checkpoint.RecoverTablet(ctx, e, m.LogPositions, n.cfg.fs, n.cfg.root)
+	old.Close()
+	rep, err := checkpoint.RecoverTablet(context.Background(), e, m.LogPositions, n.cfg.fs, n.cfg.root)
 	if err != nil {
 		t.Fatal(err)
-	}
-	if rep.Records != 0 {
-		t.Errorf("the picked tablet's next load replayed %d records, want 0", rep.Records)
 	}
 	if !e.Serve() {
 		t.Fatal("the new load did not serve")
 	}
-	n.tabs[1], n.byID[picked.ID()] = e, e
-	verify(t, n, want)
+	n.tabs[i], n.byID[old.ID()] = e, e
+	return rep
 }
 
 func positionsString(ps []wal.Position) string {

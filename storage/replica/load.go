@@ -61,7 +61,12 @@ func (r *Replica) FenceWrites() {
 	r.fenced.Store(true)
 	r.ops.Lock()
 	r.ops.Unlock()
+	r.fenceDone.Store(true)
 }
+
+// WritesFenced reports whether FenceWrites returned: every later write is
+// refused and every earlier one has finished (checkpoint.Fenced).
+func (r *Replica) WritesFenced() bool { return r.fenceDone.Load() }
 
 // admissible is a write's state check (step 3); the caller holds ops
 // shared.

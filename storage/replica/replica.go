@@ -99,6 +99,8 @@ type Replica struct {
 	// fenced refuses writes while the replica still serves reads and
 	// checkpoints (FenceWrites); read, like state, under ops held shared.
 	fenced atomic.Bool
+	// fenceDone: FenceWrites returned, so no write is in flight either.
+	fenceDone atomic.Bool
 	// ops is held shared by each write from before its WAL append to after
 	// its apply, and exclusively by Stop, so a tablet leaves only between
 	// writes.

@@ -308,7 +308,10 @@ func (d *DB) Commit(ctx context.Context, updates []checkpoint.Update) error {
 				refused[u.TabletID] = fmt.Errorf("tablet %s: file %v: %w", u.TabletID, ref, checkpoint.ErrFilesChanged)
 				continue
 			}
-			if u.LogPositions != nil {
+			switch {
+			case u.LogClean:
+				m.LogPositions = nil
+			case u.LogPositions != nil:
 				m.LogPositions = slices.Clone(u.LogPositions)
 			}
 			m.TSFiles = u.TSFiles
