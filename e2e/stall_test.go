@@ -151,9 +151,10 @@ func TestStalledTServerCallers(t *testing.T) {
 // TestStalledTServerAndLeaderCallers is TestStalledTServerCallers with
 // three masters and the master leader SIGSTOPped with the tserver and
 // continued with it: a new leader must find the tserver dead and move
-// its tablets. It checks that no call ends in DeadlineExceeded and that
-// no write is lost or applied twice; the latencies, which miss issue 31's
-// targets here (checkStallCalls), are logged.
+// its tablets. It checks that no call ends in DeadlineExceeded, that no
+// write is lost or applied twice, and that the stalled tablets serve again
+// within lease + 3 s (and slack); the other tablets' latencies are logged
+// (checkStallCalls).
 func TestStalledTServerAndLeaderCallers(t *testing.T) {
 	skipShort(t, "callers of both clients across a tserver and the master leader SIGSTOPped together")
 	testStalledTServer(t, 3, true)
@@ -269,10 +270,11 @@ func tabletIDs(t *testing.T, ctx context.Context, cl *client.Client) []string {
 
 // checkStallCalls checks and logs issue 31's targets over the calls: no
 // DeadlineExceeded; each caller of a stalled tablet succeeds again within
-// lease + 3 s of the stop, checked with 1.5 s of slack for a loaded machine (with the master leader paused too,
-// leaderPaused, that does not hold yet: logged, not checked); the other
-// tablets' calls before the stall (from warm: the callers' first calls
-// open connections), during it and after it.
+// lease + 3 s of the stop, checked with 1.5 s of slack for a loaded
+// machine, also with the master leader paused (leaderPaused: the new
+// leader waits a lease and the confirm window from its election, 1-2.3 s
+// after the stop); the other tablets' calls before the stall (from warm:
+// the callers' first calls open connections), during it and after it.
 func checkStallCalls(t *testing.T, calls []stCall, stalled map[int]bool, warm, stopped, frozen, resumed time.Time, leaderPaused bool) {
 	t.Helper()
 	// The target is lease + 3 s (measured 7.3-7.9 s on a loaded 2-core
@@ -316,7 +318,7 @@ func checkStallCalls(t *testing.T, calls []stCall, stalled map[int]bool, warm, s
 				}
 			}
 			figs = append(figs, fmt.Sprintf("%s %v", stKinds[k], first.Round(time.Millisecond)))
-			if !leaderPaused && (first < 0 || first > bound) {
+			if first < 0 || first > bound {
 				t.Errorf("tablet %d: %s: first success after the stop at %v, want within lease + 3 s and 1.5 s of slack (%v)", i, stKinds[k], first.Round(time.Millisecond), bound)
 			}
 			worst = max(worst, first)

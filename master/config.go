@@ -65,6 +65,13 @@ type Config struct {
 	// DeadMargin: a tserver is dead once Lease + DeadMargin passed since its
 	// last heartbeat (default 2 heartbeats).
 	DeadMargin time.Duration
+	// ConfirmWindow: the leader grants leases only while a quorum
+	// confirmed its leadership within this window (it asks every quarter
+	// of it), so a new leader may declare a tserver it never heard from
+	// dead once Lease + ConfirmWindow passed since its own start, not
+	// Lease + DeadMargin (confirm.go). Default a quarter heartbeat, at
+	// least 100 ms; at most DeadMargin.
+	ConfirmWindow time.Duration
 	// StartupGrace: a new leader session (a master failover, or a cold
 	// start) neither assigns unassigned tablets nor declares tservers dead
 	// until this long has passed or every tserver the metadata knows has
@@ -180,6 +187,10 @@ func (c *Config) setDefaults() {
 	if c.DeadMargin <= 0 {
 		c.DeadMargin = 2 * c.Heartbeat
 	}
+	if c.ConfirmWindow <= 0 {
+		c.ConfirmWindow = max(c.Heartbeat/4, 100*time.Millisecond)
+	}
+	c.ConfirmWindow = min(c.ConfirmWindow, c.DeadMargin)
 	if c.StartupGrace == 0 {
 		c.StartupGrace = c.Lease
 	}

@@ -16,18 +16,24 @@ import (
 // the new leader has already given away: that tserver would then
 // acknowledge writes the new owners never see.
 //
-// So the leader asks a quorum (raft's VerifyLeader) every confirmInterval
+// So the leader asks a quorum (raft's VerifyLeader) every confirmWindow/4
 // and notes when the last ask that succeeded was issued. A success issued
 // at t proves no other leader was elected before t (a quorum still
 // answered this term after t, and a voter for a newer term no longer
 // does). A lease granted at g with g - t <= confirmWindow therefore ends by
-// (the new leader's election + confirmWindow + Lease), and a new leader
-// declares a tserver dead no earlier than its own start + Lease +
-// DeadMargin: confirmWindow = DeadMargin keeps the two apart.
+// (the new leader's election + confirmWindow + Lease). A new leader counts
+// a tserver it never heard from as last heard at its own start, which
+// follows its election, and declares it dead once Lease + confirmWindow
+// passed since (leaderState.deadAfter); a tserver it heard from, once
+// Lease + DeadMargin passed since its last heartbeat. The window is short
+// (a quarter heartbeat by default) because it is what a failover of the
+// leader adds to a dead tserver's recovery: with the 2 s DeadMargin it
+// once was, a tserver and the leader stopped together kept the tserver's
+// tablets unserved for the election, 7 s, and the recovery.
 
 // confirmWindow is how long after the issue of its last confirmed ask the
 // leader may grant leases.
-func (m *Master) confirmWindow() time.Duration { return m.cfg.DeadMargin }
+func (m *Master) confirmWindow() time.Duration { return m.cfg.ConfirmWindow }
 
 // confirmLeadership asks a quorum every confirmWindow/4 whether this
 // master is still the leader until ctx ends, and records in ls when each

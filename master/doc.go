@@ -89,12 +89,14 @@
 //     that read the metadata before the Unassign committed could give the
 //     old owner a lease over tablets whose logs are being split.
 //   - A lease is granted (a heartbeat or registration answered) only while
-//     a quorum confirmed this master's leadership within DeadMargin: the
-//     leader asks (raft's VerifyLeader) every DeadMargin/4, and a leader
-//     that resumes from a pause after another was elected refuses leases,
-//     Unavailable, until its loop notices and steps down (confirm.go). So
-//     every lease an old leader granted ends before a new leader may
-//     declare that tserver dead.
+//     a quorum confirmed this master's leadership within ConfirmWindow
+//     (at most DeadMargin): the leader asks (raft's VerifyLeader) every
+//     ConfirmWindow/4, and a leader that resumes from a pause after another
+//     was elected refuses leases, Unavailable, until its loop notices and
+//     steps down (confirm.go). A new leader declares a tserver it never
+//     heard from dead once Lease + ConfirmWindow passed since its own
+//     start. So every lease an old leader granted ends before a new leader
+//     may declare that tserver dead.
 //   - Leases are time.Now() readings compared on the monotonic clock.
 //   - Start-up grace (grace.go): a new leader session neither declares
 //     tservers dead nor assigns until Config.StartupGrace passed or every

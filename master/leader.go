@@ -151,8 +151,8 @@ func (ls *leaderState) untilNextExpiry(now time.Time) time.Duration {
 		if l.dead {
 			continue
 		}
-		// expired wants more than Lease + DeadMargin: a microsecond past it.
-		if d := l.last.Add(ls.m.cfg.Lease+ls.m.cfg.DeadMargin).Sub(now) + time.Microsecond; d > 0 {
+		// expired wants more than deadAfter: a microsecond past it.
+		if d := l.last.Add(ls.deadAfter(l)).Sub(now) + time.Microsecond; d > 0 {
 			wait = min(wait, d)
 		}
 	}
@@ -169,7 +169,19 @@ func (ls *leaderState) poke() {
 
 // expired reports whether l's lease plus the margin has run out.
 func (ls *leaderState) expired(l *lease, now time.Time) bool {
-	return now.Sub(l.last) > ls.m.cfg.Lease+ls.m.cfg.DeadMargin
+	return now.Sub(l.last) > ls.deadAfter(l)
+}
+
+// deadAfter is how long after l.last the tserver is dead: Lease +
+// DeadMargin after a heartbeat this leader received, Lease +
+// ConfirmWindow after this leader's start for a tserver it never heard
+// from, whose last lease an earlier leader granted within ConfirmWindow
+// of a confirmation that came before this leader's election (confirm.go).
+func (ls *leaderState) deadAfter(l *lease) time.Duration {
+	if l.heard {
+		return ls.m.cfg.Lease + ls.m.cfg.DeadMargin
+	}
+	return ls.m.cfg.Lease + ls.m.cfg.ConfirmWindow
 }
 
 // liveLocked lists the tservers new tablets may go to, in uuid order.
