@@ -80,7 +80,7 @@ func Start(cfg Config, lis net.Listener) (*Master, error) {
 	if !found {
 		return nil, fmt.Errorf("master: id %q is not in the peer list", cfg.ID)
 	}
-	rc := raft.DefaultConfig()
+	rc := DefaultRaftConfig()
 	if cfg.Raft != nil {
 		c := *cfg.Raft
 		rc = &c

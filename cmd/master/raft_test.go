@@ -6,10 +6,12 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"bighive/master"
 )
 
 func TestRaftFlags(t *testing.T) {
-	def := raft.DefaultConfig()
+	def := master.DefaultRaftConfig()
 	for _, tc := range []struct {
 		name  string
 		args  []string
