@@ -267,7 +267,15 @@ type iter struct {
 }
 
 // settle moves forward from n to the first visible node and returns it.
+// Without a sequence bound (a flush's walk) it reads only the nodes, not
+// their entries.
 func (it *iter) settle(n *node) *node {
+	if it.maxSeq == math.MaxUint64 {
+		for n != nil && n.seq > it.snap {
+			n = n.next[0].Load()
+		}
+		return n
+	}
 	for n != nil && (n.seq > it.snap || n.e.Seq > it.maxSeq) {
 		n = n.next[0].Load()
 	}
@@ -283,10 +291,12 @@ func (it *iter) Close() error      { it.cur = nil; return nil }
 
 // Next skips the other entries of the current key (overwritten writes:
 // they have a lower Seq, or the same Seq and an older batch).
+// A node of another row prefix is another key: that is decided on the
+// nodes, without loading the entries.
 func (it *iter) Next() {
 	c := it.cur
 	n := it.settle(c.next[0].Load())
-	for n != nil && CompareKey(n.e, c.e) == 0 {
+	for n != nil && n.key == c.key && CompareKey(n.e, c.e) == 0 {
 		n = it.settle(n.next[0].Load())
 	}
 	it.cur = n
