@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // File is an open file. ReadAt and WriteAt are safe for concurrent use on
@@ -143,7 +144,7 @@ func (osFS) Open(name string) (File, error)          { return wrap(os.Open(name)
 func (osFS) Remove(name string) error                { return os.Remove(name) }
 func (osFS) RemoveAll(name string) error             { return os.RemoveAll(name) }
 func (osFS) Rename(o, n string) error                { return os.Rename(o, n) }
-func (osFS) MkdirAll(d string, p fs.FileMode) error  { return os.MkdirAll(d, p) }
+func (osFS) MkdirAll(d string, p fs.FileMode) error  { return mkdirAll(d, p) }
 func (osFS) ReadDir(d string) ([]fs.DirEntry, error) { return os.ReadDir(d) }
 func (osFS) Stat(name string) (fs.FileInfo, error)   { return os.Stat(name) }
 
@@ -164,4 +165,41 @@ func wrap(f *os.File, err error) (File, error) {
 		return nil, err
 	}
 	return &osFile{File: f}, nil
+}
+
+// mkdirRetries bounds mkdirAll's retries of a contradicted EEXIST, and
+// mkdirRetryWait is the wait before the first (it grows by as much each
+// time: 20 ms to 200 ms, 1.1 s in all).
+const (
+	mkdirRetries   = 10
+	mkdirRetryWait = 20 * time.Millisecond
+)
+
+// mkdirAll is os.MkdirAll on a file system that other hosts share. When
+// two hosts make the same directory at once (tservers starting together
+// over one GlusterFS volume make the shared root), one host's mkdir can
+// fail with EEXIST while its own lookup of the name still fails for a
+// moment; os.MkdirAll then returns that EEXIST although the directory is
+// there. So such an EEXIST is retried, a few times with a growing wait,
+// until the name is seen; an EEXIST of a name that is there and is not a
+// directory is returned at once.
+func mkdirAll(d string, p fs.FileMode) error {
+	err := os.MkdirAll(d, p)
+	for i := 1; i <= mkdirRetries && contradicted(err); i++ {
+		time.Sleep(time.Duration(i) * mkdirRetryWait)
+		err = os.MkdirAll(d, p)
+	}
+	return err
+}
+
+// contradicted reports whether err is an EEXIST whose name this host
+// cannot see: neither a directory (os.MkdirAll would have taken it) nor
+// anything else.
+func contradicted(err error) bool {
+	var pe *fs.PathError
+	if !errors.Is(err, fs.ErrExist) || !errors.As(err, &pe) {
+		return false
+	}
+	_, serr := os.Lstat(pe.Path)
+	return serr != nil
 }
