@@ -64,17 +64,37 @@ func (ls *leaderState) noteConfirmed(t time.Time) {
 	ls.confirmMu.Unlock()
 }
 
-// mayGrant refuses a lease, Unavailable, when the last confirmation of
-// this master's leadership was issued more than confirmWindow before now.
+// mayGrant refuses a lease, Unavailable, unless a quorum confirmed this
+// master's leadership within confirmWindow. When the background asks
+// are late (on a loaded machine the loop may not run for longer than
+// the window), it asks a quorum itself, one such ask at a time, and
+// grants if that confirms: the tserver's lease counts from when it sent
+// the request, before that ask was issued, so it ends before a new leader
+// may declare it dead as it would after a background ask.
 func (ls *leaderState) mayGrant(now time.Time) error {
-	ls.confirmMu.Lock()
-	confirmed := ls.confirmed
-	ls.confirmMu.Unlock()
-	if age := now.Sub(confirmed); age > ls.m.confirmWindow() {
-		return apierr.Unavailable("master %s: leadership last confirmed by a quorum %s ago (over %s): no lease is granted until it is again; retry, or find the current leader",
-			ls.m.cfg.ID, age.Round(time.Millisecond), ls.m.confirmWindow())
+	if ls.confirmedAge(now) <= ls.m.confirmWindow() {
+		return nil
 	}
-	return nil
+	ls.verifyMu.Lock()
+	defer ls.verifyMu.Unlock()
+	now = time.Now()
+	if ls.confirmedAge(now) <= ls.m.confirmWindow() {
+		return nil // another caller's ask confirmed meanwhile
+	}
+	if err := ls.m.verifyLeader(); err == nil {
+		ls.noteConfirmed(now)
+		return nil
+	}
+	age := ls.confirmedAge(now)
+	return apierr.Unavailable("master %s: leadership last confirmed by a quorum %s ago (over %s): no lease is granted until it is again; retry, or find the current leader",
+		ls.m.cfg.ID, age.Round(time.Millisecond), ls.m.confirmWindow())
+}
+
+// confirmedAge is how long before now the last confirmed ask was issued.
+func (ls *leaderState) confirmedAge(now time.Time) time.Duration {
+	ls.confirmMu.Lock()
+	defer ls.confirmMu.Unlock()
+	return now.Sub(ls.confirmed)
 }
 
 // verifyLeader asks a quorum whether this master is still the leader

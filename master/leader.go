@@ -52,6 +52,9 @@ type leaderState struct {
 	// (confirm.go).
 	confirmMu sync.Mutex
 	confirmed time.Time
+	// verifyMu lets one grant at a time ask a quorum itself, when the
+	// background asks are late (mayGrant).
+	verifyMu sync.Mutex
 
 	mu     sync.Mutex
 	leases map[string]*lease
