@@ -118,7 +118,7 @@ func TestScaleTServer(t *testing.T) {
 		"--mem-limit=4294967296", "--split-threshold=-1", "--compaction-max-files=-1",
 	}})
 	if dir := os.Getenv("BIGHIVE_SCALE_LOGS"); dir != "" {
-		t.Cleanup(func() { keepLogs(t, c.Dir(), dir) })
+		t.Cleanup(func() { cluster.CopyLogs(t, c.Dir(), dir) })
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
@@ -256,24 +256,4 @@ func logFiles(t *testing.T, c *cluster.Cluster, addr string) []string {
 		t.Fatal(err)
 	}
 	return files
-}
-
-// keepLogs copies the processes' logs of the cluster in from to the
-// directory to (BIGHIVE_SCALE_LOGS), which the test's cleanup would
-// otherwise remove with the cluster.
-func keepLogs(t *testing.T, from, to string) {
-	logs, _ := filepath.Glob(filepath.Join(from, "*.log"))
-	if err := os.MkdirAll(to, 0o755); err != nil {
-		t.Logf("keep logs: %v", err)
-		return
-	}
-	for _, l := range logs {
-		data, err := os.ReadFile(l)
-		if err == nil {
-			err = os.WriteFile(filepath.Join(to, filepath.Base(l)), data, 0o644)
-		}
-		if err != nil {
-			t.Logf("keep logs: %v", err)
-		}
-	}
 }

@@ -508,7 +508,7 @@ func TestSoakNoLostWrites(t *testing.T) {
 	c, cl := startFailoverClusterWith(t, cluster.Options{Masters: 3, Flags: soakTServerFlags, MasterFlags: soakMasterFlags})
 	t.Cleanup(func() {
 		if t.Failed() && *soakLogs != "" {
-			keepLogs(t, c.Dir(), *soakLogs)
+			cluster.CopyLogs(t, c.Dir(), *soakLogs)
 			t.Logf("logs kept in %s", *soakLogs)
 		}
 	})

@@ -15,9 +15,9 @@ import (
 // start-up gets two minutes (builds included), and t.Cleanup closes the
 // cluster and, if the test failed, prints the tail of every log. It calls
 // t.Fatal if the cluster does not start. With BIGHIVE_KEEP_LOGS set to a
-// directory, the process logs are copied there when the test ends. With Options.Hosts it skips the
-// test under -short, and when hosts cannot run here (not root, a command
-// or GlusterFS missing), saying what is needed.
+// directory, the process logs are copied there when the test ends. With
+// Options.Hosts it skips the test under -short, and when hosts cannot run
+// here (not root, a command or GlusterFS missing), saying what is needed.
 func New(t testing.TB, opts Options) *Cluster {
 	t.Helper()
 	if opts.Hosts != nil {
@@ -57,21 +57,28 @@ func New(t testing.TB, opts Options) *Cluster {
 // directory is removed with it). Set BIGHIVE_KEEP_LOGS to use it.
 func keepLogs(t testing.TB, dir, keep string) {
 	dst := filepath.Join(keep, strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()))
-	if err := os.MkdirAll(dst, 0o755); err != nil {
+	CopyLogs(t, dir, dst)
+	t.Logf("process logs kept in %s", dst)
+}
+
+// CopyLogs copies every process log of the cluster directory from into
+// the directory to (made if need be), saying with t.Logf what it could
+// not copy.
+func CopyLogs(t testing.TB, from, to string) {
+	if err := os.MkdirAll(to, 0o755); err != nil {
 		t.Logf("keeping logs: %v", err)
 		return
 	}
-	logs, _ := filepath.Glob(filepath.Join(dir, "*.log*"))
+	logs, _ := filepath.Glob(filepath.Join(from, "*.log*"))
 	for _, path := range logs {
 		b, err := os.ReadFile(path)
 		if err == nil {
-			err = os.WriteFile(filepath.Join(dst, filepath.Base(path)), b, 0o644)
+			err = os.WriteFile(filepath.Join(to, filepath.Base(path)), b, 0o644)
 		}
 		if err != nil {
 			t.Logf("keeping logs: %v", err)
 		}
 	}
-	t.Logf("process logs kept in %s", dst)
 }
 
 // DumpLogs prints the last 60 lines of every process log with t.Logf.
