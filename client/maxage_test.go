@@ -16,6 +16,7 @@ import (
 	"bighive/client"
 	"bighive/internal/limits"
 	"bighive/master"
+	"bighive/testkit/ports"
 )
 
 // TestCreateTableMaxAgeLimit runs against a real in-process master: a
@@ -27,12 +28,7 @@ func TestCreateTableMaxAgeLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raftLis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	raftAddr := raftLis.Addr().String()
-	raftLis.Close()
+	raftAddr := ports.AddrT(t)
 	m, err := master.Start(master.Config{ID: "m1", Dir: filepath.Join(t.TempDir(), "m1"), RaftAddr: raftAddr,
 		Logger: slog.New(slog.DiscardHandler)}, lis)
 	if err != nil {

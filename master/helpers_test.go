@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "bighive/proto/bighivepb"
+	"bighive/testkit/ports"
 	"bighive/testkit/wait"
 )
 
@@ -47,16 +48,7 @@ func testConfig(id, dir string) Config {
 		ResendInterval: 150 * time.Millisecond, TickInterval: 25 * time.Millisecond}
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := l.Addr().String()
-	_ = l.Close()
-	return a
-}
+var freeAddr = ports.AddrT
 
 // cluster is n masters in this process on loopback TCP.
 type cluster struct {

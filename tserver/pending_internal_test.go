@@ -14,6 +14,7 @@ import (
 
 	"bighive/master"
 	pb "bighive/proto/bighivepb"
+	"bighive/testkit/ports"
 	"bighive/testkit/wait"
 )
 
@@ -21,12 +22,7 @@ import (
 // test starts; the package's external tests use it too.
 func FreeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	return ports.AddrT(t)
 }
 
 // SoleMasterRaft is the raft configuration of a test's only master. As

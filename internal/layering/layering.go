@@ -8,7 +8,7 @@
 //
 // Layers, lowest first:
 //
-//	0  internal/*, proto/*, storage/mutation, storage/vfs, testkit/wait, testkit/race, testkit/fastloop: the plumbing
+//	0  internal/*, proto/*, storage/mutation, storage/vfs, testkit/wait, testkit/race, testkit/fastloop, testkit/ports: the plumbing
 //	   servers and client share, the API definitions, the row mutations the engine logs and applies,
 //	   its file seam, and the tests' poll-until helper and race-detector flag (leaves any package's
 //	   tests import)
@@ -49,6 +49,7 @@ var Layers = map[string]int{
 	"testkit/wait":     0,
 	"testkit/race":     0,
 	"testkit/fastloop": 0,
+	"testkit/ports":    0,
 
 	"storage/blockstore": 1,
 	"storage/wal":        1,

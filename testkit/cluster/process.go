@@ -10,6 +10,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"bighive/testkit/ports"
 )
 
 // proc is one server process, restartable with the same arguments.
@@ -195,15 +197,15 @@ func (p *proc) stop(grace time.Duration) error {
 	return nil
 }
 
-// freePort returns a loopback address whose port was free a moment ago.
-// Another process may take it before ours binds it; Start retries then.
+// freePort returns a loopback address reserved for this test process
+// (package ports: below the ephemeral range, locked against the other
+// test processes of the machine).
 func freePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	a, err := ports.Addr()
 	if err != nil {
 		return "", fmt.Errorf("cluster: %w", err)
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return a, nil
 }
 
 // FreePort is freePort for a test starting a process of its own beside

@@ -22,6 +22,7 @@ import (
 	"bighive/master"
 	"bighive/meta"
 	pb "bighive/proto/bighivepb"
+	"bighive/testkit/ports"
 	"bighive/testkit/wait"
 )
 
@@ -134,16 +135,7 @@ func logger(id string) *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("master", id)
 }
 
-func freeAddr(tb testing.TB) string {
-	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	a := l.Addr().String()
-	_ = l.Close()
-	return a
-}
+var freeAddr = ports.AddrT
 
 // Start (re)starts master i on its directory and ports.
 func (c *Masters) Start(i int) {

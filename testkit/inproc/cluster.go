@@ -39,6 +39,7 @@ import (
 	"bighive/internal/tlsconf"
 	"bighive/master"
 	pb "bighive/proto/bighivepb"
+	"bighive/testkit/ports"
 	"bighive/tserver"
 )
 
@@ -252,15 +253,7 @@ func StartMaster(t testing.TB, cfg master.Config) *master.Master {
 	return m
 }
 
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+var freeAddr = ports.AddrT
 
 // start starts tserver i with its options (again after a Close: same
 // address, so same log prefix and identity, same root).

@@ -20,6 +20,7 @@ import (
 	"bighive/client"
 	"bighive/frontend"
 	"bighive/master"
+	"bighive/testkit/ports"
 	"bighive/testkit/wait"
 	"bighive/tools/bench"
 	"bighive/tserver"
@@ -27,15 +28,7 @@ import (
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-func freeAddr(tb testing.TB) string {
-	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+var freeAddr = ports.AddrT
 
 // inProcess starts one master and one tserver in this process (real
 // gRPC on loopback, real storage) and a client. Each side runs under a

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"bighive/master"
+	"bighive/testkit/ports"
 	"bighive/testkit/wait"
 	"bighive/tserver"
 )
@@ -31,14 +32,7 @@ func startCluster(t *testing.T) string {
 func startClusterWith(t *testing.T, opt func(*tserver.Options)) string {
 	t.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	free := func() string {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		return l.Addr().String()
-	}
+	free := func() string { return ports.AddrT(t) }
 	dir := t.TempDir()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

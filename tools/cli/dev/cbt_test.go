@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"bighive/testkit/ports"
 	"bighive/testkit/wait"
 	"bighive/tools/cli"
 	"bighive/tools/cli/dev"
@@ -40,31 +41,11 @@ func (s *syncBuffer) String() string {
 // `bighive dev --port p` takes.
 func freeBase(t *testing.T) int {
 	t.Helper()
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		if p+103 > 65535 {
-			continue
-		}
-		ok := true
-		for _, q := range []int{p, p + 1, p + 101, p + 102, p + 103} {
-			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", q))
-			if err != nil {
-				ok = false
-				break
-			}
-			l.Close()
-		}
-		if ok {
-			return p
-		}
+	p, err := ports.Range(104)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no free range of ports for bighive dev")
-	return 0
+	return p
 }
 
 // TestCbtAggregatesOnDev runs Google's cbt against `bighive dev` (the
