@@ -59,6 +59,7 @@
 // they still occupy memory until the buffer is dropped) of
 // len(row)+len(family)+len(qualifier)+len(value) plus EntryOverhead plus 8
 // bytes per skiplist tower slot (a node of height h has the fewest of 1,
-// 2, 4, 8 or 20 slots that hold h, in its own allocation). It ignores only
-// the allocator's rounding.
+// 2, 4, 8 or 20 slots that hold h, right after it in memory). It ignores
+// the allocator's rounding and the unused rest of the buffer's newest node
+// slabs (nodes are handed out from arrays of 256 of each tower size).
 package memstore

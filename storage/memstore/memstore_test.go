@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"bighive/storage/mutation"
 )
@@ -342,5 +343,30 @@ func TestOperandsAreKeptApart(t *testing.T) {
 	it.SeekGE(&Entry{Row: []byte("r"), Family: "agg", Qualifier: []byte("q"), Timestamp: 10, Kind: mutation.MergeCell, Seq: 3})
 	if !it.Valid() || it.Entry().Seq != 3 {
 		t.Fatalf("seek to operand seq 3 landed on %v", it.Entry())
+	}
+}
+
+// TestTowerFollowsNode: node.tower finds slot l at the node's end, so
+// every node type must put its tower right after its node.
+func TestTowerFollowsNode(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		offset uintptr
+	}{
+		{"node1", unsafe.Offsetof(node1{}.t)},
+		{"node2", unsafe.Offsetof(node2{}.t)},
+		{"node4", unsafe.Offsetof(node4{}.t)},
+		{"node8", unsafe.Offsetof(node8{}.t)},
+		{"nodeMax", unsafe.Offsetof(nodeMax{}.t)},
+	} {
+		if tc.offset != nodeSize {
+			t.Errorf("%s: tower at offset %d, node size %d", tc.name, tc.offset, nodeSize)
+		}
+	}
+	var x node4
+	for l := range x.t {
+		if x.n.tower(l) != &x.t[l] {
+			t.Errorf("node4: tower(%d) is not t[%d]", l, l)
+		}
 	}
 }
