@@ -6,6 +6,7 @@ import (
 	"io"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -77,8 +78,11 @@ func (s *Server) BatchCommands(stream pb.TServer_BatchCommandsServer) error {
 			out <- rs
 		}
 	}
+	// writing counts the write commands running: the sender waits for
+	// their results to share a message only while there are some.
+	var writing atomic.Int64
 	senderDone := make(chan error, 1)
-	go func() { senderDone <- s.sendResults(stream, out, slots) }()
+	go func() { senderDone <- s.sendResults(stream, out, slots, &writing) }()
 
 	// Recv runs on its own goroutine so that the loop can also watch for
 	// the tserver closing.
@@ -125,7 +129,7 @@ loop:
 				continue
 			default:
 			}
-			s.runCommands(ctx, req.Commands, &wg, s.workers.run, emit)
+			s.runCommands(ctx, req.Commands, &wg, s.workers.run, emit, &writing)
 		case err := <-recvDone:
 			if !errors.Is(err, io.EOF) {
 				recvErr = err
@@ -146,7 +150,8 @@ loop:
 
 // sendResults sends the results of out in batches until out is closed,
 // freeing a slot per result. After a failed Send it only drains out.
-func (s *Server) sendResults(stream pb.TServer_BatchCommandsServer, out <-chan results, slots <-chan struct{}) error {
+// writing is the number of write commands running.
+func (s *Server) sendResults(stream pb.TServer_BatchCommandsServer, out <-chan results, slots <-chan struct{}, writing *atomic.Int64) error {
 	var sendErr error
 	for rs := range out {
 		resp := &pb.BatchCommandsResponse{}
@@ -173,9 +178,13 @@ func (s *Server) sendResults(stream pb.TServer_BatchCommandsServer, out <-chan r
 			return true
 		}
 		take(rs)
-		if drain() && size < batchResponseBytes && len(slots) > 0 {
-			// Commands are still running: let them finish (a warm read
-			// takes microseconds) and share this message.
+		if drain() && size < batchResponseBytes && writing.Load() > 0 {
+			// Writes are still running: a group commit wakes the writes of
+			// every tablet at once, so let them finish and share this
+			// message (each message costs a write system call here and a
+			// read in the client). Reads are not waited for: yielding to
+			// them delayed the answers ready now more than it saved
+			// (docs/performance.md, seventh round).
 			runtime.Gosched()
 			drain()
 		}
@@ -199,8 +208,10 @@ const readPart = 16
 
 // runCommands starts the commands of one message: one goroutine per
 // tablet's group of writes, one per readPart of its reads. run starts each
-// (s.workers.run; Command runs them in its caller's goroutine).
-func (s *Server) runCommands(ctx context.Context, cmds []*pb.BatchCommandsRequest_Command, wg *sync.WaitGroup, run func(func()), emit func(results)) {
+// (s.workers.run; Command runs them in its caller's goroutine). writing,
+// if not nil, counts the write commands from their start until their
+// results are about to be emitted.
+func (s *Server) runCommands(ctx context.Context, cmds []*pb.BatchCommandsRequest_Command, wg *sync.WaitGroup, run func(func()), emit func(results), writing *atomic.Int64) {
 	// Each command is counted in the request metrics under its own
 	// method name, timed from the arrival of its message.
 	began := time.Now()
@@ -262,10 +273,18 @@ func (s *Server) runCommands(ctx context.Context, cmds []*pb.BatchCommandsReques
 	for _, k := range order {
 		g := groups[k]
 		wg.Add(1)
+		if writing != nil {
+			writing.Add(int64(len(g)))
+		}
 		run(func() {
 			defer wg.Done()
 			var rs results
 			s.mutateGroup(ctx, k.tablet, k.epoch, g, counted(s.mutateMetrics, &rs))
+			if writing != nil {
+				// Before the emit: the sender, taking these results, sees
+				// only the writes still running.
+				writing.Add(-int64(len(g)))
+			}
 			emit(rs)
 		})
 	}
@@ -319,7 +338,7 @@ func (s *Server) Command(ctx context.Context, cmd *pb.BatchCommandsRequest_Comma
 		if len(rs) > 0 {
 			res = rs[0]
 		}
-	})
+	}, nil)
 	wg.Wait()
 	return res
 }
