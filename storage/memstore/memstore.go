@@ -19,10 +19,10 @@ const towerSlotSize = int64(unsafe.Sizeof(atomic.Pointer[node]{}))
 // A node and its tower are one piece of a slab (slabs.node), and the entry
 // is an allocation of its own: a search step reads only the node (its key
 // and tower, 40 bytes for 3 nodes in 4), so the nodes a search visits are
-// packed densely and
-// the upper levels of the list stay in the CPU's caches (a node holding
-// its entry was 3 times as large, and the search missed the cache at
-// nearly every step: a fifth of the tserver's CPU under random Puts).
+// packed densely and the upper levels of the list stay in the CPU's
+// caches (a node holding its entry was 3 times as large, and the search
+// missed the cache at nearly every step: a fifth of the tserver's CPU
+// under random Puts).
 type node struct {
 	key rowPrefix // of e.Row: decides most comparisons without loading the row
 	seq uint64
@@ -41,8 +41,8 @@ func (n *node) tower(l int) *atomic.Pointer[node] {
 
 const nodeSize = unsafe.Sizeof(node{})
 
-// Nodes with towers of 1, 2, 4, 8 and maxHeight slots: newNode takes the
-// smallest that holds the height (3 of 4 nodes have height 1).
+// Nodes with towers of 1, 2, 4, 8 and maxHeight slots: slabs.node takes
+// the smallest that holds the height (3 of 4 nodes have height 1).
 type (
 	node1 struct {
 		n node

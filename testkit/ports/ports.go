@@ -19,8 +19,7 @@ const span = 12000
 var (
 	mu    sync.Mutex
 	held  = map[int]*os.File{} // reserved by this process, lock file open
-	lo    int                  // lowest port used
-	hi    int                  // one past the highest
+	lo    int                  // lowest port used; the window is lo to lo+span-1
 	setup error
 	once  sync.Once
 )
@@ -41,9 +40,9 @@ func bounds() {
 	}
 	switch {
 	case ephLo-span >= 1024:
-		lo, hi = ephLo-span, ephLo
+		lo = ephLo - span
 	case ephHi+1+span <= 65536:
-		lo, hi = ephHi+1, ephHi+1+span
+		lo = ephHi + 1
 	default:
 		setup = fmt.Errorf("ports: no room for %d ports outside the ephemeral range %d-%d", span, ephLo, ephHi)
 	}
@@ -67,14 +66,15 @@ func Range(n int) (int, error) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	start := lo + rand.IntN(span-n+1)
-	for i := 0; i < span; i++ {
-		p := lo + (start-lo+i)%(span-n+1)
-		if tryRange(p, n) {
+	// Every first port of the window, from a random one on.
+	starts := span - n + 1
+	first := rand.IntN(starts)
+	for i := range starts {
+		if p := lo + (first+i)%starts; tryRange(p, n) {
 			return p, nil
 		}
 	}
-	return 0, fmt.Errorf("ports: no %d consecutive free ports in %d-%d", n, lo, hi-1)
+	return 0, fmt.Errorf("ports: no %d consecutive free ports in %d-%d", n, lo, lo+span-1)
 }
 
 // tryRange reserves ports p..p+n-1, all or none. Callers hold mu.

@@ -24,8 +24,8 @@ func TestAddrsDistinctBelowEphemeral(t *testing.T) {
 			t.Fatal(err)
 		}
 		p, _ := strconv.Atoi(ps)
-		if p < lo || p >= hi {
-			t.Fatalf("port %d outside the window %d-%d", p, lo, hi-1)
+		if p < lo || p >= lo+span {
+			t.Fatalf("port %d outside the window %d-%d", p, lo, lo+span-1)
 		}
 		l, err := net.Listen("tcp", a)
 		if err != nil {
@@ -61,7 +61,7 @@ func TestSkipsLockedAndBound(t *testing.T) {
 	defer mu.Unlock()
 	// A free port of the window that this process does not hold.
 	p := -1
-	for q := lo; q < hi; q++ {
+	for q := lo; q < lo+span; q++ {
 		if _, ok := held[q]; ok {
 			continue
 		}
