@@ -136,7 +136,11 @@ func (k faultKit) stopBrick(t *testing.T, i int) fault {
 		inject: func(ctx context.Context) error { return k.c.Volume().StopBrick(ctx, i) },
 		hold:   3 * k.lease,
 		heal: func(ctx context.Context) error {
-			if err := k.c.Volume().StartBrick(ctx, i); err != nil {
+			// glusterd may refuse the restart for a while after the
+			// kill; StartBrick retries until this bound.
+			sctx, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			if err := k.c.Volume().StartBrick(sctx, i); err != nil {
 				return err
 			}
 			n, err := k.c.Volume().HealPending(ctx)

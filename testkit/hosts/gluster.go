@@ -291,16 +291,20 @@ func (v *Volume) StopBrick(ctx context.Context, i int) error {
 
 // StartBrick starts the volume's stopped bricks again (gluster volume
 // start force) and waits until brick i is online. glusterd may not yet
-// have seen the brick die and then starts nothing, so the start is
-// repeated every two seconds until it is. The self-heal daemon then
-// copies what it missed; HealPending counts what remains.
+// have seen the brick die and then starts nothing, or fail the start's
+// commit while it is still cleaning up after the dead brick ("Commit
+// failed on localhost"), so the start is repeated every two seconds until
+// the brick is online or ctx ends; the last refusal is in the error. The
+// self-heal daemon then copies what it missed; HealPending counts what
+// remains.
 func (v *Volume) StartBrick(ctx context.Context, i int) error {
-	var last time.Time
+	var (
+		last     time.Time
+		startErr error
+	)
 	for {
 		if time.Since(last) >= 2*time.Second {
-			if _, err := gluster(ctx, "volume", "start", v.Name, "force"); err != nil {
-				return err
-			}
+			_, startErr = gluster(ctx, "volume", "start", v.Name, "force")
 			last = time.Now()
 		}
 		if p, err := v.brickPID(ctx, i); err == nil && p != 0 {
@@ -309,6 +313,9 @@ func (v *Volume) StartBrick(ctx context.Context, i int) error {
 		select {
 		case <-ctx.Done():
 			out, _ := gluster(context.Background(), "volume", "status", v.Name)
+			if startErr != nil {
+				return fmt.Errorf("hosts: brick %d of %s not online after its restart: %w (last start: %w)\n%s", i, v.Name, ctx.Err(), startErr, out)
+			}
 			return fmt.Errorf("hosts: brick %d of %s not online after its restart: %w\n%s", i, v.Name, ctx.Err(), out)
 		case <-time.After(100 * time.Millisecond):
 		}
