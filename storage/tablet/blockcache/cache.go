@@ -78,9 +78,6 @@ type Options struct {
 // eviction passes over marked pages once). It is safe for concurrent use.
 type Cache struct {
 	shards []shard
-
-	hits, misses, evictions, inserts atomic.Int64
-	evictedBy                        [3]atomic.Int64 // by class: Low, Medium, High
 }
 
 // Stats are the counters of a cache.
@@ -175,22 +172,23 @@ func (c *Cache) GetIndexed(k Key) ([]byte, []uint32, bool) {
 	s := c.shard(k)
 	s.mu.Lock()
 	e, ok := s.m[k]
-	var index []uint32
-	if ok {
-		// Marked, not moved: moving the entry to the front touched both
-		// its neighbours, two cache misses on every hit (a tenth of a
-		// tserver's CPU under warm Gets). The eviction gives it its
-		// second chance (shard.victim).
-		e.ref = true
-		index = e.index
-	}
-	s.mu.Unlock()
 	if !ok {
-		c.misses.Add(1)
+		s.misses++
+		s.mu.Unlock()
 		return nil, nil, false
 	}
-	c.hits.Add(1)
-	return e.value, index, true
+	s.hits++
+	// Marked, not moved: moving the entry to the front touched both
+	// its neighbours, two cache misses on every hit (a tenth of a
+	// tserver's CPU under warm Gets). The eviction gives it its
+	// second chance (shard.victim). A page hit again is not written
+	// again.
+	if !e.ref {
+		e.ref = true
+	}
+	value, index := e.value, e.index
+	s.mu.Unlock()
+	return value, index, true
 }
 
 // SetIndex attaches index to the value cached under k, if that is still
@@ -210,7 +208,7 @@ func (c *Cache) SetIndex(k Key, value []byte, index []uint32) {
 	e.index, e.charge = index, e.charge+add
 	s.charge += add
 	s.byClass[e.list] += add
-	s.evict(c)
+	s.evict()
 }
 
 // Contains reports whether k is cached, without counting or touching it.
@@ -235,25 +233,24 @@ func (c *Cache) Insert(o *Owner, k Key, value []byte) {
 	if charge > s.capacity {
 		return
 	}
-	c.inserts.Add(1)
+	s.inserts++
 	e := &entry{key: k, value: value, owner: o, charge: charge, list: class(o.Priority())}
 	s.m[k] = e
 	s.lists[e.list].pushFront(e)
 	s.charge += charge
 	s.byClass[e.list] += charge
-	s.evict(c)
+	s.evict()
 }
 
 // evict drops pages by priority and recency until the shard fits.
-func (s *shard) evict(c *Cache) {
+func (s *shard) evict() {
 	for s.charge > s.capacity {
 		victim := s.victim()
 		if victim == nil {
 			break
 		}
 		s.unlink(victim)
-		c.evictions.Add(1)
-		c.evictedBy[victim.list].Add(1)
+		s.evictedBy[victim.list]++
 	}
 }
 
@@ -269,16 +266,18 @@ func (c *Cache) Erase(k Key) {
 
 // Stats returns the counters and the current charge.
 func (c *Cache) Stats() Stats {
-	st := Stats{Hits: c.hits.Load(), Misses: c.misses.Load(), Evictions: c.evictions.Load(), Inserts: c.inserts.Load()}
-	for j := range c.evictedBy {
-		st.EvictionsByPriority[j] = c.evictedBy[j].Load()
-	}
+	var st Stats
 	for i := range c.shards {
 		s := &c.shards[i]
 		s.mu.Lock()
+		st.Hits += s.hits
+		st.Misses += s.misses
+		st.Inserts += s.inserts
 		st.Charge += s.charge
 		for j := range s.byClass {
 			st.ByPriority[j] += s.byClass[j]
+			st.EvictionsByPriority[j] += s.evictedBy[j]
+			st.Evictions += s.evictedBy[j]
 		}
 		st.Entries += int64(len(s.m))
 		st.Capacity += s.capacity
@@ -322,6 +321,10 @@ func (l *list) back() *entry {
 	return l.root.prev
 }
 
+// shard is one independently locked part of the cache. Its counters are
+// kept under its lock, which every counted call takes anyway: counters of
+// the whole cache were atomics that every Get on every core wrote, one
+// cache line passed between the cores on each page lookup.
 type shard struct {
 	mu       sync.Mutex
 	m        map[Key]*entry
@@ -329,6 +332,9 @@ type shard struct {
 	charge   int64
 	byClass  [3]int64
 	capacity int64
+
+	hits, misses, inserts int64
+	evictedBy             [3]int64 // by class: Low, Medium, High
 }
 
 // victim is the page to evict: the oldest of the lowest class, where an
