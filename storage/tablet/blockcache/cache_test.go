@@ -241,25 +241,39 @@ func TestHitGetsSecondChance(t *testing.T) {
 	}
 }
 
-// BenchmarkGetHit: hits spread over a cache of many pages, as warm Gets
-// make them (each hit's entry is cold in the CPU's caches).
-func BenchmarkGetHit(b *testing.B) {
-	const pages = 1 << 16
+// pages is the number of pages hitCache holds.
+const pages = 1 << 16
+
+// hitCache returns a cache holding pages pages of 64 bytes, page i under
+// block i % 97 at offset i.
+func hitCache() *Cache {
 	c := New(Options{Capacity: 2 * pages * (64 + EntryOverhead)}) // room for uneven shards
 	o := c.NewOwner("t", Medium)
 	for i := range pages {
 		c.Insert(o, Key{Block: ref(uint64(i % 97)), Offset: int64(i)}, make([]byte, 64))
 	}
+	return c
+}
+
+// BenchmarkGetHit: hits spread over a cache of many pages, as warm Gets
+// make them (each hit's entry is cold in the CPU's caches).
+func BenchmarkGetHit(b *testing.B) {
+	c := hitCache()
 	x := uint64(1)
 	b.ResetTimer()
 	for range b.N {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
-		i := x % pages
-		if _, ok := c.Get(Key{Block: ref(i % 97), Offset: int64(i)}); !ok {
-			b.Fatal("miss")
-		}
+		getRandom(b, c, &x)
+	}
+}
+
+// getRandom gets the page a xorshift step of *x names, which must hit.
+func getRandom(b *testing.B, c *Cache, x *uint64) {
+	*x ^= *x << 13
+	*x ^= *x >> 7
+	*x ^= *x << 17
+	i := *x % pages
+	if _, ok := c.Get(Key{Block: ref(i % 97), Offset: int64(i)}); !ok {
+		b.Fatal("miss")
 	}
 }
 
@@ -267,24 +281,13 @@ func BenchmarkGetHit(b *testing.B) {
 // the tserver's read workers make them: what one core writes on a hit
 // (the counters, the entry's mark) is what the others must fetch back.
 func BenchmarkGetHitParallel(b *testing.B) {
-	const pages = 1 << 16
-	c := New(Options{Capacity: 2 * pages * (64 + EntryOverhead)})
-	o := c.NewOwner("t", Medium)
-	for i := range pages {
-		c.Insert(o, Key{Block: ref(uint64(i % 97)), Offset: int64(i)}, make([]byte, 64))
-	}
+	c := hitCache()
 	var seed atomic.Uint64
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		x := seed.Add(0x9E3779B97F4A7C15) | 1
 		for pb.Next() {
-			x ^= x << 13
-			x ^= x >> 7
-			x ^= x << 17
-			i := x % pages
-			if _, ok := c.Get(Key{Block: ref(i % 97), Offset: int64(i)}); !ok {
-				b.Fatal("miss")
-			}
+			getRandom(b, c, &x)
 		}
 	})
 }
