@@ -21,5 +21,6 @@
 //     for a single value larger than the shard, which is not cached.
 //   - Values are immutable once inserted: callers must not modify a slice
 //     they inserted or got.
-//   - Hits, misses and evictions are counted exactly (atomic counters).
+//   - Hits, misses and evictions are counted exactly (per shard, under the
+//     shard's lock; Stats sums the shards).
 package blockcache
