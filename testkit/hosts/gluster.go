@@ -313,10 +313,11 @@ func (v *Volume) StartBrick(ctx context.Context, i int) error {
 		select {
 		case <-ctx.Done():
 			out, _ := gluster(context.Background(), "volume", "status", v.Name)
+			err := fmt.Errorf("hosts: brick %d of %s not online after its restart: %w", i, v.Name, ctx.Err())
 			if startErr != nil {
-				return fmt.Errorf("hosts: brick %d of %s not online after its restart: %w (last start: %w)\n%s", i, v.Name, ctx.Err(), startErr, out)
+				err = fmt.Errorf("%w (last start: %w)", err, startErr)
 			}
-			return fmt.Errorf("hosts: brick %d of %s not online after its restart: %w\n%s", i, v.Name, ctx.Err(), out)
+			return fmt.Errorf("%w\n%s", err, out)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
