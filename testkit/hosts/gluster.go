@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -379,8 +380,8 @@ type Mount struct {
 // the host's mount namespace shares with the machine, such as the test's
 // directory) inside the host, with the client's log at logFile and
 // clientArgs added to its command line (CoherentClient, for one), and
-// waits until the mount serves. The host must have its own mount
-// namespace.
+// waits until the mount serves with every brick of v connected
+// (allBricksConnected). The host must have its own mount namespace.
 func (h *Host) Mount(ctx context.Context, v *Volume, path, logFile string, clientArgs ...string) (*Mount, error) {
 	if !h.mountNS {
 		return nil, fmt.Errorf("hosts: %s has no mount namespace of its own", h.Name)
@@ -411,6 +412,9 @@ func (h *Host) Mount(ctx context.Context, v *Volume, path, logFile string, clien
 			_, last = h.Run(sctx, "stat", "-f", "-c", "%T", path)
 			cancel()
 			if last == nil {
+				last = allBricksConnected(logFile, len(v.Bricks))
+			}
+			if last == nil {
 				return m, nil
 			}
 		}
@@ -418,6 +422,32 @@ func (h *Host) Mount(ctx context.Context, v *Volume, path, logFile string, clien
 			return nil, fmt.Errorf("hosts: mount of %s on %s not ready (see %s): %v", v.Name, h.Name, logFile, last)
 		}
 	}
+}
+
+// connectedRE matches the client's log line for a brick it has connected
+// to; the group is the brick's index.
+var connectedRE = regexp.MustCompile(`-client-(\d+): Connected, attached to remote volume`)
+
+// allBricksConnected returns nil once the client logging to logFile has
+// connected to each of a volume's n bricks. A replicated volume's mount
+// serves as soon as a quorum of bricks is connected, but a directory that
+// clients connected to different bricks create at once then gets a
+// different GlusterFS file ID on each brick: a gfid split-brain, every
+// later lookup of it failing with EIO (seen in CI when the tservers made
+// their shared root together). So a mount is ready only with every brick.
+func allBricksConnected(logFile string, n int) error {
+	b, err := os.ReadFile(logFile)
+	if err != nil {
+		return fmt.Errorf("hosts: %w", err)
+	}
+	seen := map[string]bool{}
+	for _, m := range connectedRE.FindAllSubmatch(b, -1) {
+		seen[string(m[1])] = true
+	}
+	if len(seen) < n {
+		return fmt.Errorf("hosts: the client is connected to %d of %d bricks", len(seen), n)
+	}
+	return nil
 }
 
 // mounted reports whether the host's mount table lists a glusterfs mount
