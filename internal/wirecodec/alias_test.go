@@ -63,6 +63,25 @@ func TestAliasField(t *testing.T) {
 					t.Fatal("the chunk was copied, not left in the received buffer")
 				}
 			}
+			// Received in frames (three buffers, as gRPC hands a message
+			// split over HTTP/2 frames): copied together once, the same
+			// message, and the chunk no longer shares the frames'
+			// memory, which gRPC reuses.
+			frames := mem.BufferSlice{mem.SliceBuffer(tc.wire[:len(tc.wire)/3]), mem.SliceBuffer(tc.wire[len(tc.wire)/3 : 2*len(tc.wire)/3]), mem.SliceBuffer(tc.wire[2*len(tc.wire)/3:])}
+			split := &pb.ScanRowsResponse{}
+			if err := c.Unmarshal(frames, split); err != nil {
+				t.Fatalf("Unmarshal of frames: %v", err)
+			}
+			if !proto.Equal(split, want) {
+				t.Fatalf("Unmarshal of frames gave %v, proto.Unmarshal %v", split, want)
+			}
+			if len(split.Chunk) > 0 {
+				start := uintptr(unsafe.Pointer(unsafe.SliceData(tc.wire)))
+				at := uintptr(unsafe.Pointer(unsafe.SliceData(split.Chunk)))
+				if at >= start && at < start+uintptr(len(tc.wire)) {
+					t.Fatal("the chunk of a message in frames aliases a frame")
+				}
+			}
 		})
 	}
 }

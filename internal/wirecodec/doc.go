@@ -17,7 +17,9 @@
 //     whole must not take it from Pool.
 //   - A received buffer that a message aliases (AliasField) is never
 //     freed back to Pool: it lives as long as the message's bytes do, and
-//     the garbage collector takes it.
+//     the garbage collector takes it. A message received in several
+//     buffers (frames) is first copied into one from internal/rawalloc,
+//     not from Pool; the frames go back to Pool.
 //   - The codec is named "proto" and produces the same bytes as gRPC's:
 //     peers (the official Cloud Bigtable clients among them) see no
 //     difference.

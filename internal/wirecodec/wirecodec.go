@@ -9,6 +9,8 @@ import (
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
+
+	"bighive/internal/rawalloc"
 )
 
 // Name is the codec's name, the content subtype of every gRPC message.
@@ -73,11 +75,21 @@ func (Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	if !ok {
 		return fmt.Errorf("wirecodec: unmarshal: %T is not a proto.Message", v)
 	}
-	buf := data.MaterializeToBuffer(Pool)
 	if field, ok := aliasedField(v); ok {
-		// Not freed: the message keeps a part of it (AliasField).
-		return unmarshalAliasing(buf.ReadOnlyData(), m, field)
+		// The message keeps a part of the buffer (AliasField), so the
+		// buffer is never freed: one received whole is taken as it is;
+		// a message in several frames is copied into a buffer of its
+		// own, not one of Pool's, and not cleared first (the copy fills
+		// it).
+		if len(data) == 1 {
+			data[0].Ref()
+			return unmarshalAliasing(data[0].ReadOnlyData(), m, field)
+		}
+		b := rawalloc.Bytes(data.Len())
+		data.CopyTo(b)
+		return unmarshalAliasing(b, m, field)
 	}
+	buf := data.MaterializeToBuffer(Pool)
 	defer buf.Free()
 	return proto.Unmarshal(buf.ReadOnlyData(), m)
 }
