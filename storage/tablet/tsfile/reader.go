@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"bighive/internal/rawalloc"
 	"bighive/storage/blockstore"
 	"bighive/storage/memstore"
 	"bighive/storage/tablet/blockcache"
@@ -412,7 +413,9 @@ func getReadBuf(n int) []byte {
 		}
 	default:
 	}
-	return make([]byte, n)
+	// Not cleared: the read fills it, and page clears what a short read
+	// leaves.
+	return rawalloc.Bytes(n)
 }
 
 func putReadBuf(b []byte) {
