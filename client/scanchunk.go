@@ -2,7 +2,7 @@ package client
 
 import (
 	"context"
-	"strings"
+	"unsafe"
 
 	"bighive/internal/apierr"
 	"bighive/internal/flatrows"
@@ -83,66 +83,39 @@ func decodeChunk(resp *pb.ScanRowsResponse) ([]Row, error) {
 	return decodeFlat(resp.Chunk)
 }
 
-// decodeFlat decodes a flat chunk with a few allocations for all of its
-// rows: one []Row, one []Cell, and one string holding every key,
-// qualifier and family (a first pass sizes them). Values alias chunk.
+// decodeFlat decodes a flat chunk in one pass, with a few allocations
+// for all of its rows: one []Row and one []Cell, sized from the first
+// row's share of the chunk (append grows them if later rows are smaller). Keys,
+// families, qualifiers and values alias chunk: the chunk is the
+// message's own buffer, never written again (wirecodec.AliasField), so
+// the strings taken over it never change. A value is capped at its end,
+// so appending to it cannot reach the bytes after it. Labels (rare) are
+// copied.
 func decodeFlat(chunk []byte) ([]Row, error) {
 	var (
-		rd                 flatrows.Reader
-		nrows, ncells, nch int
+		rd    flatrows.Reader
+		rows  []Row
+		cells []Cell
 	)
 	rd.Reset(chunk)
 	var lastFam []byte
-	for {
-		key, n, ok := rd.NextRow()
-		if !ok {
-			break
-		}
-		nrows++
-		nch += len(key)
-		for i := 0; i < n; i++ {
-			c, ok := rd.NextCell()
-			if !ok {
-				break
-			}
-			ncells++
-			nch += len(c.Qualifier)
-			if string(c.Family) != string(lastFam) {
-				nch += len(c.Family)
-				lastFam = c.Family
-			}
-		}
-	}
-	if err := rd.Err(); err != nil {
-		return nil, err
-	}
-	rows := make([]Row, 0, nrows)
-	cells := make([]Cell, 0, ncells)
-	var sb strings.Builder
-	sb.Grow(nch)
-	// str appends b and returns it as a string: Grow sized the builder,
-	// so the strings returned share one allocation that never moves.
-	str := func(b []byte) string {
-		start := sb.Len()
-		sb.Write(b)
-		return sb.String()[start:]
-	}
-	rd.Reset(chunk)
-	lastFam = nil
 	fam := ""
 	for {
 		key, n, ok := rd.NextRow()
 		if !ok {
 			break
 		}
-		r := Row{Key: str(key)}
+		r := Row{Key: alias(key)}
 		start := len(cells)
 		for i := 0; i < n; i++ {
-			c, _ := rd.NextCell()
-			if lastFam == nil || string(c.Family) != string(lastFam) {
-				fam, lastFam = str(c.Family), c.Family
+			c, ok := rd.NextCell()
+			if !ok {
+				break
 			}
-			cl := Cell{Family: fam, Qualifier: str(c.Qualifier), Timestamp: c.Timestamp, Value: c.Value}
+			if lastFam == nil || string(c.Family) != string(lastFam) {
+				fam, lastFam = alias(c.Family), c.Family
+			}
+			cl := Cell{Family: fam, Qualifier: alias(c.Qualifier), Timestamp: c.Timestamp, Value: c.Value}
 			for j := 0; j < c.Labels; j++ {
 				l, _ := rd.NextLabel()
 				cl.Labels = append(cl.Labels, string(l))
@@ -152,7 +125,26 @@ func decodeFlat(chunk []byte) ([]Row, error) {
 		if len(cells) > start {
 			r.Cells = cells[start:len(cells):len(cells)]
 		}
+		if rows == nil {
+			// The first row: room for as many rows of its size as the
+			// chunk holds. (Its cells keep the array they are in.)
+			est := len(chunk)/max(rd.Offset(), 1) + 1
+			rows = make([]Row, 0, est)
+			cells = make([]Cell, 0, est*len(r.Cells))
+		}
 		rows = append(rows, r)
 	}
+	if err := rd.Err(); err != nil {
+		return nil, err
+	}
 	return rows, nil
+}
+
+// alias returns b as a string sharing its bytes; b must never be written
+// again (decodeFlat's chunk).
+func alias(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
 }

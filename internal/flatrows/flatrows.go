@@ -91,6 +91,9 @@ func NewReader(b []byte) *Reader { return &Reader{b: b} }
 // Reset makes r read b from its start.
 func (r *Reader) Reset(b []byte) { *r = Reader{b: b} }
 
+// Offset is how many bytes of the buffer the Reader has consumed.
+func (r *Reader) Offset() int { return r.pos }
+
 // Err is the error that stopped the iteration, if any.
 func (r *Reader) Err() error { return r.err }
 
