@@ -354,12 +354,23 @@ type scan struct {
 	remaining int64  // rows still wanted; 0 is unlimited
 	reversed  bool
 	stats     *ReadStats // counts what the tservers examined, or nil
-	// spans are the rows not read yet, sorted and disjoint: each row
-	// delivered and each tablet finished trims them (from the front, or
+	// spans are the rows not read yet, sorted and disjoint: each tablet's
+	// stream, when it ends, trims them to after its last row delivered,
+	// and each tablet finished trims them past it (from the front, or
 	// from the back when reversed).
 	spans    []span
 	progress int // rows delivered and tablets finished
 	fn       func(Row) bool
+}
+
+// trim drops from the spans the rows at and before (reversed: at and
+// after) row, the last one delivered.
+func (sc *scan) trim(row string) {
+	if sc.reversed {
+		sc.spans = before(sc.spans, row)
+	} else {
+		sc.spans = after(sc.spans, row+"\x00")
+	}
 }
 
 // locate returns the tablet to read next: the one holding the first row
@@ -423,6 +434,17 @@ func (sc *scan) tablet(ctx context.Context, loc *location) (done bool, err error
 	// fails in the middle of it resumes at that row.
 	var part *Row
 	ended := false // the stream's io.EOF came
+	// last is the last row delivered from this stream, if delivered:
+	// the spans are trimmed to the rows after (reversed: before) it when
+	// the stream is done with, not at every row, which cost a string and
+	// a slice per row.
+	var last string
+	delivered := false
+	defer func() {
+		if delivered {
+			sc.trim(last)
+		}
+	}()
 	for ch := range chunks {
 		if ch.err == io.EOF {
 			ended = true
@@ -450,16 +472,15 @@ func (sc *scan) tablet(ctx context.Context, loc *location) (done bool, err error
 		for _, r := range rows {
 			key := r.Key
 			// Never deliver a row twice, out of order or outside the set,
-			// whatever the server sends: the spans hold only rows after
+			// whatever the server sends: only rows of the spans after
 			// (reversed: before) the last one delivered.
 			if !loc.contains(key) || !inSpans(sc.spans, key) || len(r.Cells) == 0 {
 				continue
 			}
-			if sc.reversed {
-				sc.spans = before(sc.spans, key)
-			} else {
-				sc.spans = after(sc.spans, key+"\x00")
+			if delivered && (!sc.reversed && key <= last || sc.reversed && key >= last) {
+				continue
 			}
+			last, delivered = key, true
 			sc.progress++
 			if !sc.fn(r) {
 				return true, nil
