@@ -244,7 +244,10 @@ func (t *Table) failed(loc *location, err error) error {
 // and rides through tablet moves and splits: on a retryable failure it
 // resumes after the last row it delivered, so fn sees every row at most
 // once, in strictly increasing key order (decreasing with ReverseScan).
-// fn runs on the calling goroutine.
+// fn runs on the calling goroutine. A row is the caller's to keep; its
+// strings and values share the memory of the message it came in (up to
+// about 1 MiB of rows), which stays allocated while any of them is
+// referenced, so a caller keeping a little of a long scan copies it.
 func (t *Table) Scan(ctx context.Context, start, end string, fn func(Row) bool, opts ...ReadOption) error {
 	prefix := errorPrefix("table %q: scan [%q, %q)", t.name, start, end)
 	s, err := readSettingsOf(opts)
