@@ -55,6 +55,10 @@ func (w *Writer) Bytes() []byte { return w.buf }
 // Reset empties the buffer, keeping its memory.
 func (w *Writer) Reset() { w.buf, w.open = w.buf[:0], false }
 
+// SetBuffer makes the Writer empty and append to b[:0] from now on; it no
+// longer refers to its former buffer, which is the caller's again.
+func (w *Writer) SetBuffer(b []byte) { w.buf, w.open = b[:0], false }
+
 // Cell is one decoded cell; its slices alias the Reader's buffer.
 type Cell struct {
 	Family, Qualifier []byte

@@ -41,8 +41,26 @@ var _ interface {
 	Name() string
 } = Codec{}
 
-// Marshal encodes v, which must be a proto.Message, into one buffer.
+// Encoded is a message already in its wire form: sent (a stream's
+// SendMsg) in place of a proto.Message, Marshal hands its buffers to gRPC
+// as they are, without copying them. gRPC frees them once the message is
+// written (a buffer from Pool then goes back to it), so the sender must not
+// touch them after SendMsg; an Encoded is sent once.
+type Encoded struct {
+	Data mem.BufferSlice
+}
+
+// Marshal encodes v, which must be a proto.Message, into one buffer; an
+// *Encoded is taken as it is.
 func (Codec) Marshal(v any) (mem.BufferSlice, error) {
+	if e, ok := v.(*Encoded); ok {
+		data := e.Data
+		e.Data = nil
+		if data == nil {
+			return nil, fmt.Errorf("wirecodec: marshal: an Encoded message sent twice")
+		}
+		return data, nil
+	}
 	m, ok := v.(proto.Message)
 	if !ok {
 		return nil, fmt.Errorf("wirecodec: marshal: %T is not a proto.Message", v)

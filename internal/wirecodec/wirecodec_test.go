@@ -108,3 +108,21 @@ func TestPoolSizes(t *testing.T) {
 		}
 	}
 }
+
+// TestEncoded checks that an Encoded message is sent as its buffers are,
+// with no copy, and only once.
+func TestEncoded(t *testing.T) {
+	body := bytes.Repeat([]byte("x"), 5000)
+	e := &Encoded{Data: mem.BufferSlice{mem.SliceBuffer([]byte("head")), mem.SliceBuffer(body)}}
+	var c Codec
+	got, err := c.Marshal(e)
+	if err != nil {
+		t.Fatalf("Marshal: %v", err)
+	}
+	if len(got) != 2 || string(got[0].ReadOnlyData()) != "head" || &got[1].ReadOnlyData()[0] != &body[0] {
+		t.Fatalf("Marshal gave %d buffers, not the two it was given", len(got))
+	}
+	if _, err := c.Marshal(e); err == nil {
+		t.Fatal("a second Marshal of the same Encoded: no error")
+	}
+}
