@@ -15,8 +15,9 @@ import (
 // ScanLocal is ScanRows for a client in this process (the client library
 // given this tserver with client.WithLocalTServer: the Cloud Bigtable API
 // a tserver serves itself, `bighive dev`), without gRPC. The scan runs in
-// a goroutine and hands each message to recv through a channel, a copy of
-// it (the scan reuses its buffers from message to message); recv returns
+// a goroutine and hands each message to recv through a channel (a flat
+// scan's message as the scan built it, with a chunk buffer of its own;
+// any other a copy); recv returns
 // io.EOF after the last message, or the scan's error as a gRPC status, as
 // the unary stream's Recv would. The end of ctx stops the scan. Through
 // gRPC to itself, the API's scans paid a marshal, two system calls and an
@@ -45,7 +46,8 @@ func (s *Server) ScanLocal(ctx context.Context, req *pb.ScanRowsRequest) (recv f
 }
 
 // localScanStream is the server side of a local scan: Send passes a copy
-// of each message on, until the caller's context ends.
+// of each message on, until the caller's context ends (a flat scan's
+// messages, built for it, go on without a copy: sendOwned).
 type localScanStream struct {
 	ctx  context.Context
 	msgs chan *pb.ScanRowsResponse
@@ -53,8 +55,14 @@ type localScanStream struct {
 }
 
 func (st *localScanStream) Send(m *pb.ScanRowsResponse) error {
+	return st.sendOwned(proto.Clone(m).(*pb.ScanRowsResponse))
+}
+
+// sendOwned passes m on as it is: the caller gives it up, with every
+// buffer it refers to (a flat scan's chunk, which is then not copied).
+func (st *localScanStream) sendOwned(m *pb.ScanRowsResponse) error {
 	select {
-	case st.msgs <- proto.Clone(m).(*pb.ScanRowsResponse):
+	case st.msgs <- m:
 		return nil
 	case <-st.ctx.Done():
 		return st.ctx.Err()

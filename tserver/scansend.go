@@ -1,7 +1,14 @@
 package tserver
 
 import (
+	"fmt"
+
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
 	"bighive/internal/flatrows"
+	"bighive/internal/wirecodec"
 	pb "bighive/proto/bighivepb"
 	"bighive/storage/tablet"
 )
@@ -18,8 +25,11 @@ const (
 )
 
 // scanSender cuts a scan's rows into messages: repeated Row messages, or
-// with flat one chunk of the flat encoding per message (one buffer, reused
-// from message to message: Send has marshalled it when it returns).
+// with flat one chunk of the flat encoding per message. A flat message is
+// sent encoded (wirecodec.Encoded): its other fields and the chunk's tag
+// and length in a small buffer, then the chunk's own buffer, which the
+// Writer filled and gRPC frees back to wirecodec.Pool once written, so
+// the chunk is not copied into a marshalled message.
 type scanSender struct {
 	stream pb.TServer_ScanRowsServer
 	flat   bool
@@ -27,9 +37,10 @@ type scanSender struct {
 
 	rows  []*pb.Row
 	w     flatrows.Writer
-	size  int // bytes of the message so far
-	n     int // rows in the message so far (a cut row counts in each)
-	limit int // the byte bound of this message
+	wbuf  *[]byte // the Pool buffer w appends to, if any
+	size  int     // bytes of the message so far
+	n     int     // rows in the message so far (a cut row counts in each)
+	limit int     // the byte bound of this message
 
 	// stats, when the request asked for them, counts what the scan
 	// examined; sent is what the messages so far reported (each message
@@ -79,6 +90,13 @@ func (o *scanSender) startRow(key []byte) {
 	o.n++
 	o.size += len(key)
 	if o.flat {
+		if o.wbuf == nil {
+			// Room for the message's bound and then some: it ends
+			// one cell past the bound, and entries take more bytes
+			// than size counts.
+			o.wbuf = wirecodec.Pool.Get(o.limit + o.limit/2)
+			o.w.SetBuffer((*o.wbuf)[:0])
+		}
 		o.w.StartRow(key)
 		return
 	}
@@ -107,22 +125,56 @@ func (o *scanSender) flush(continues bool) error {
 		return o.err
 	}
 	resp := &pb.ScanRowsResponse{LastRowContinues: continues, Stats: o.statsDelta()}
-	if o.flat {
-		resp.Chunk = o.w.Bytes()
+	if ls, ok := o.stream.(*localScanStream); ok && o.flat {
+		// In this process: the message takes the chunk's buffer.
+		resp.Chunk = o.takeChunk()
+		o.err = ls.sendOwned(resp)
+	} else if o.flat {
+		o.err = o.stream.SendMsg(o.encode(resp))
 	} else {
 		resp.Rows = o.rows
+		o.err = o.stream.Send(resp)
 	}
-	o.err = o.stream.Send(resp)
 	o.rows, o.size, o.n = nil, 0, 0
-	if cap(o.w.Bytes()) > 4*scanChunkBytes {
-		// A message that carried a large value: its buffer is let go
-		// rather than kept for the rest of the scan.
-		o.w = flatrows.Writer{}
-	} else {
-		o.w.Reset()
-	}
 	o.limit = min(2*o.limit, scanChunkBytes)
 	return o.err
+}
+
+// chunkField is ScanRowsResponse.chunk's field number.
+var chunkField = (&pb.ScanRowsResponse{}).ProtoReflect().Descriptor().Fields().ByName("chunk").Number()
+
+// encode returns resp (without a chunk) and the Writer's chunk as one
+// encoded message, and leaves the Writer empty, with no buffer: the
+// chunk's buffer goes with the message.
+func (o *scanSender) encode(resp *pb.ScanRowsResponse) *wirecodec.Encoded {
+	chunk := o.w.Bytes()
+	head, err := proto.Marshal(resp)
+	if err != nil {
+		// Not reached: a bool and counters always marshal.
+		panic(fmt.Sprintf("tserver: marshal a scan message's fields: %v", err))
+	}
+	head = protowire.AppendTag(head, chunkField, protowire.BytesType)
+	head = protowire.AppendVarint(head, uint64(len(chunk)))
+	var body mem.Buffer
+	if o.wbuf != nil && cap(chunk) == cap(*o.wbuf) {
+		// Still the Pool buffer (no row outgrew it): gRPC gives it back.
+		*o.wbuf = chunk
+		body = mem.NewBuffer(o.wbuf, wirecodec.Pool)
+	} else {
+		body = mem.SliceBuffer(chunk)
+	}
+	o.w.SetBuffer(nil)
+	o.wbuf = nil
+	return &wirecodec.Encoded{Data: mem.BufferSlice{mem.SliceBuffer(head), body}}
+}
+
+// takeChunk returns the Writer's chunk and leaves the Writer with no
+// buffer: the chunk is the caller's (never Pool's again).
+func (o *scanSender) takeChunk() []byte {
+	chunk := o.w.Bytes()
+	o.w.SetBuffer(nil)
+	o.wbuf = nil
+	return chunk
 }
 
 // statsDelta is what the scan examined since the last message reported,
