@@ -150,7 +150,9 @@ func (p *pool) Get(n int) *[]byte {
 		*b = (*b)[:n]
 		return b
 	}
-	b := make([]byte, n, 1<<(c+minShift))
+	// Not cleared: every buffer from the pool is written before it is
+	// read (the package invariants), a new one as much as a reused one.
+	b := rawalloc.Bytes(1 << (c + minShift))[:n]
 	return &b
 }
 
