@@ -307,14 +307,38 @@ func (r *Reader) page(m *dataMeta, idx []indexEntry, i, ahead int) (body []byte,
 		}
 	}
 	last := &idx[i+n-1]
-	b, err := r.block(m.data)
+	buf := getReadBuf(int(last.off + last.length - p.off))
+	bodies, aliased, err := r.readPages(m, idx, i, n, buf, func(total int) []byte { return make([]byte, total) })
+	if !aliased {
+		defer putReadBuf(buf)
+	}
 	if err != nil {
 		return nil, nil, false, err
 	}
-	buf := getReadBuf(int(last.off + last.length - p.off))
+	if r.opts.Cache != nil {
+		for j, body := range bodies {
+			r.opts.Cache.Insert(r.opts.Owner, blockcache.Key{Block: r.ref(m.data), Offset: idx[i+j].off}, body)
+		}
+	}
+	return bodies[0], nil, false, nil
+}
+
+// readPages reads pages i to i+n-1 of a data block into buf (exactly their
+// span) in one I/O, and returns their verified, uncompressed entry bytes:
+// bodies[j] is page i+j's, up to the first page that fails (a failing
+// read-ahead page is reported when it is needed; an error only when page
+// i fails). A raw page's body aliases buf (aliased is then true); the
+// others are decompressed into slab(total), which must return total bytes
+// that nothing else refers to.
+func (r *Reader) readPages(m *dataMeta, idx []indexEntry, i, n int, buf []byte, slab func(total int) []byte) (bodies [][]byte, aliased bool, err error) {
+	p := &idx[i]
+	b, err := r.block(m.data)
+	if err != nil {
+		return nil, false, err
+	}
 	got, err := b.ReadAt(buf, p.off)
 	if err != nil && err != io.EOF {
-		return nil, nil, false, fmt.Errorf("tsfile: read block %s at %d: %w", m.data, p.off, err)
+		return nil, false, fmt.Errorf("tsfile: read block %s at %d: %w", m.data, p.off, err)
 	}
 	// A short read (a truncated block) leaves zeros, never a reused
 	// buffer's older bytes: the checksum then fails.
@@ -324,17 +348,8 @@ func (r *Reader) page(m *dataMeta, idx []indexEntry, i, ahead int) (body []byte,
 	stored := func(q *indexEntry) []byte {
 		return buf[q.off-p.off : q.off-p.off+q.length : q.off-p.off+q.length]
 	}
-	fail := func(err error) error {
-		if ce, ok := err.(*CorruptionError); ok {
-			ce.File = r.ref(r.id)
-		}
-		return err
-	}
-	// bodies[j] is page i+j's body, up to the first page that fails (a
-	// failing read-ahead page is reported when it is needed).
-	bodies := make([][]byte, 0, n)
+	bodies = make([][]byte, 0, n)
 	var firstErr error
-	aliased := false // a body aliases buf, which then cannot be reused
 	if r.footer.version == 2 {
 		for j := 0; j < n; j++ {
 			q := &idx[i+j]
@@ -347,8 +362,8 @@ func (r *Reader) page(m *dataMeta, idx []indexEntry, i, ahead int) (body []byte,
 		}
 	} else {
 		// Verify every page's checksum and header, then decompress them all
-		// into one allocation: a page's body is read and decoded once, and
-		// buf, holding only compressed bytes, goes back to the pool.
+		// into one slab: a page's body is read and decoded once, and buf,
+		// holding only compressed bytes, can be reused.
 		var ps []storedPage
 		total := 0
 		for j := 0; j < n; j++ {
@@ -363,14 +378,17 @@ func (r *Reader) page(m *dataMeta, idx []indexEntry, i, ahead int) (body []byte,
 				total += sp.raw
 			}
 		}
-		slab := make([]byte, total)
+		var dsts []byte
+		if total > 0 {
+			dsts = slab(total)
+		}
 		for j := range ps {
 			q, sp := &idx[i+j], &ps[j]
 			var dst []byte
 			if sp.codec == codecRaw {
 				aliased = true
 			} else {
-				dst, slab = slab[:0:sp.raw], slab[sp.raw:]
+				dst, dsts = dsts[:0:sp.raw], dsts[sp.raw:]
 			}
 			body, err := sp.inflate(dst)
 			if err == nil {
@@ -383,18 +401,13 @@ func (r *Reader) page(m *dataMeta, idx []indexEntry, i, ahead int) (body []byte,
 			bodies = append(bodies, body)
 		}
 	}
-	if !aliased {
-		defer putReadBuf(buf)
-	}
 	if len(bodies) == 0 {
-		return nil, nil, false, fail(firstErr)
-	}
-	if r.opts.Cache != nil {
-		for j, body := range bodies {
-			r.opts.Cache.Insert(r.opts.Owner, blockcache.Key{Block: r.ref(m.data), Offset: idx[i+j].off}, body)
+		if ce, ok := firstErr.(*CorruptionError); ok {
+			ce.File = r.ref(r.id)
 		}
+		return nil, aliased, firstErr
 	}
-	return bodies[0], nil, false, nil
+	return bodies, aliased, nil
 }
 
 // readBufs holds read buffers of compressed pages for reuse: once a
@@ -436,9 +449,35 @@ func (r *Reader) NewIterator(families []string, scan bool) memstore.Iterator {
 	if scan {
 		ahead = r.opts.ReadAhead
 	}
+	return r.newIterator(families, ahead, false)
+}
+
+// ScanFillBytes is how many bytes of each data block's pages (counted
+// uncompressed, as the cache counts them) a lent iterator
+// (NewLentIterator) reads through the block cache before it reads ahead
+// into buffers of its own: a short scan's pages are cached as any read's,
+// a long scan's beyond that are not.
+const ScanFillBytes = 512 << 10
+
+// NewLentIterator is NewIterator for a forward scan whose caller keeps no
+// entry's bytes once the iterator moves (Next, SeekGE, First): the first
+// ScanFillBytes of each data block's pages it reads go through the block
+// cache as any scan's; the rest it reads ahead into buffers of its own,
+// reused from read to read, and does not cache (pages already cached are
+// taken from the cache). A long scan then neither evicts the cache's
+// pages for pages it will not read again nor allocates a buffer per read.
+func (r *Reader) NewLentIterator(families []string) memstore.Iterator {
+	return r.newIterator(families, r.opts.ReadAhead, true)
+}
+
+func (r *Reader) newIterator(families []string, ahead int, lent bool) memstore.Iterator {
 	var its []memstore.Iterator
 	add := func(m *dataMeta) {
-		its = append(its, &famIter{r: r, m: m, ahead: ahead})
+		it := &famIter{r: r, m: m, ahead: ahead, lent: lent}
+		if lent {
+			it.fill = ScanFillBytes
+		}
+		its = append(its, it)
 	}
 	if families == nil {
 		for i := range r.footer.data {
@@ -480,6 +519,17 @@ type famIter struct {
 	// the next LastRowBefore searches its rows, and SeekGE into it starts
 	// at the row's first entry instead of decoding from the page start.
 	rev revPage
+
+	// lent (NewLentIterator): fill is what is left of its ScanFillBytes;
+	// past it, pages not in the cache are read ahead into own (raw pages
+	// stay there) and slab (decompressed ones), both reused read after
+	// read, and batch holds the pages of the last read, from page batchAt.
+	lent    bool
+	fill    int64
+	own     []byte
+	slab    []byte
+	batchAt int
+	batch   [][]byte
 }
 
 // revPage is one decoded page: its distinct rows, where each row's first
@@ -515,12 +565,58 @@ func (it *famIter) loadPage(i int) {
 		it.valid = false
 		return
 	}
-	body, rows, _, err := it.r.page(it.m, it.idx, i, it.ahead)
+	var (
+		body []byte
+		rows []uint32
+		err  error
+	)
+	if it.lent && it.fill <= 0 {
+		body, rows, err = it.lentPage(i)
+	} else {
+		body, rows, _, err = it.r.page(it.m, it.idx, i, it.ahead)
+		it.fill -= int64(len(body)) // as the cache counts it
+	}
 	if err != nil {
 		it.fail(err)
 		return
 	}
 	it.startPage(i, body, rows)
+}
+
+// lentPage returns page i of a lent iterator past its fill: from its last
+// read, from the cache, or read ahead anew into its own buffers (which
+// overwrites the last read: the caller keeps nothing of it).
+func (it *famIter) lentPage(i int) ([]byte, []uint32, error) {
+	if j := i - it.batchAt; it.batch != nil && j >= 0 && j < len(it.batch) {
+		return it.batch[j], nil, nil
+	}
+	r := it.r
+	if c := r.opts.Cache; c != nil {
+		if v, rows, ok := c.GetIndexed(blockcache.Key{Block: r.ref(it.m.data), Offset: it.idx[i].off}); ok {
+			return v, rows, nil
+		}
+	}
+	n, total := 1, it.idx[i].length
+	for ; total < int64(it.ahead) && i+n < len(it.idx); n++ {
+		total += it.idx[i+n].length
+	}
+	last := &it.idx[i+n-1]
+	span := int(last.off + last.length - it.idx[i].off)
+	if cap(it.own) < span {
+		it.own = rawalloc.Bytes(span)
+	}
+	it.batch = nil
+	bodies, _, err := r.readPages(it.m, it.idx, i, n, it.own[:span], func(total int) []byte {
+		if cap(it.slab) < total {
+			it.slab = rawalloc.Bytes(total)
+		}
+		return it.slab[:total]
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	it.batchAt, it.batch = i, bodies
+	return bodies[0], nil, nil
 }
 
 // startPage positions at the first entry of page i, whose body and row
