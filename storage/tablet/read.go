@@ -46,6 +46,13 @@ type ReadOptions struct {
 	// cells, before Filter runs on them (rows and cells it drops count
 	// too). Not safe for concurrent reads.
 	Stats *ReadStats
+	// Lent says a scan's caller keeps nothing of a Row once its fn
+	// returns (the tserver copies each row into a message): the scan then
+	// reuses the memory of the rows it returned, and reads TSFiles with
+	// lent iterators (tsfile.NewLentIterator), which read a long scan's
+	// pages into buffers of their own without filling the block cache.
+	// Ignored by Get and GetRows.
+	Lent bool
 }
 
 // ReadStats counts the rows and cells a read examined (ReadOptions.Stats).
@@ -114,7 +121,11 @@ func (s *snapshot) iterator(opts *ReadOptions, pointRow []byte, scan bool) (mems
 				continue
 			}
 		}
-		its = append(its, f.r.NewIterator(fams, scan))
+		if scan && opts.Lent {
+			its = append(its, f.r.NewLentIterator(fams))
+		} else {
+			its = append(its, f.r.NewIterator(fams, scan))
+		}
 	}
 	if len(its) == 1 {
 		return its[0], nil
@@ -233,6 +244,11 @@ type rowReader struct {
 	slab     []Cell
 	keys     []byte
 	rowStart int
+	// lent (a Lent scan, set by ScanRanges) reuses slab, keys and arena
+	// from row to row, arena holding the qualifiers and values of the
+	// current row's cells.
+	lent  bool
+	arena []byte
 }
 
 // slabCells and slabKeyBytes bound a rowReader's cell and key slabs: one
@@ -247,6 +263,11 @@ const (
 // slab; when it is full they move to a new slab, and the rows already
 // returned keep the old one (nothing in a slab is written twice).
 func (r *rowReader) addCell(c Cell) {
+	if r.lent {
+		q, v := len(r.arena), len(r.arena)+len(c.Qualifier)
+		r.arena = append(append(r.arena, c.Qualifier...), c.Value...)
+		c.Qualifier, c.Value = r.arena[q:v:v], r.arena[v:len(r.arena):len(r.arena)]
+	}
 	if len(r.slab) == cap(r.slab) {
 		n := len(r.slab) - r.rowStart
 		// Small for a one-row read, doubling for a scan up to slabCells.
@@ -284,6 +305,12 @@ func (r *rowReader) init(s *Schema, o *ReadOptions, now int64) {
 // readRow consumes every entry of the iterator's current row. r.row holds
 // the visible cells (Key aliases the first entry).
 func (r *rowReader) readRow(it memstore.Iterator) {
+	if r.lent {
+		// The last row is the caller's no longer: its memory is reused,
+		// and this row's cells are copied out of the iterator's entries
+		// (a lent iterator reuses their memory when it reads on).
+		r.slab, r.keys, r.arena = r.slab[:0], r.keys[:0], r.arena[:0]
+	}
 	r.rowStart = len(r.slab)
 	r.readCells(it)
 	if n := len(r.slab); n > r.rowStart {

@@ -41,6 +41,7 @@ func (t *Tablet) ScanRanges(ctx context.Context, ranges []KeyRange, reversed boo
 	defer it.Close()
 	sc := rangeScan{ctx: ctx, it: it, limit: limit, fn: fn}
 	sc.r.init(&s.schema, &opts, t.opts.Now().UnixMicro())
+	sc.r.lent = opts.Lent
 	defer func() { t.rowsExamined.Add(sc.r.examined) }()
 	if reversed {
 		f, ok := it.(memstore.RowFinder)
