@@ -248,6 +248,10 @@ func (s *Server) ScanRows(req *pb.ScanRowsRequest, stream pb.TServer_ScanRowsSer
 		return err
 	}
 	out := newScanSender(stream, req.Flat)
+	// A flat scan copies each row into its message before the next row
+	// is read (scanSender.row): the engine may reuse a row's memory, and
+	// read a long scan's pages without filling the block cache.
+	opts.Lent = req.Flat
 	if req.Stats {
 		out.stats = &tablet.ReadStats{}
 		opts.Stats = out.stats
