@@ -144,7 +144,11 @@
 //     index, and caches verified pages' entries, uncompressed, in a
 //     blockcache.Cache under (data block, offset). A scan that misses
 //     reads the next uncached pages in the same I/O (read-ahead:
-//     ReaderOptions.ReadAhead, default 128 KiB of pages). The second seek into a cached
+//     ReaderOptions.ReadAhead, default 128 KiB of pages). A lent iterator
+//     (NewLentIterator) does so through the cache for its first
+//     ScanFillBytes of a block's pages, then into buffers of its own that
+//     it overwrites at its next read; its caller keeps no entry's bytes
+//     past the iterator's next move. The second seek into a cached
 //     page makes its row index (where each row starts) and attaches it to
 //     the cached page; later seeks binary-search it (rowindex.go). Only a
 //     page that decodes whole, in row order, gets one.
