@@ -130,7 +130,10 @@ func (o *scanSender) flush(continues bool) error {
 		resp.Chunk = o.takeChunk()
 		o.err = ls.sendOwned(resp)
 	} else if o.flat {
-		o.err = o.stream.SendMsg(o.encode(resp))
+		var msg *wirecodec.Encoded
+		if msg, o.err = o.encode(resp); o.err == nil {
+			o.err = o.stream.SendMsg(msg)
+		}
 	} else {
 		resp.Rows = o.rows
 		o.err = o.stream.Send(resp)
@@ -146,30 +149,29 @@ var chunkField = (&pb.ScanRowsResponse{}).ProtoReflect().Descriptor().Fields().B
 // encode returns resp (without a chunk) and the Writer's chunk as one
 // encoded message, and leaves the Writer empty, with no buffer: the
 // chunk's buffer goes with the message.
-func (o *scanSender) encode(resp *pb.ScanRowsResponse) *wirecodec.Encoded {
-	chunk := o.w.Bytes()
+func (o *scanSender) encode(resp *pb.ScanRowsResponse) (*wirecodec.Encoded, error) {
+	wbuf := o.wbuf
+	chunk := o.takeChunk()
 	head, err := proto.Marshal(resp)
 	if err != nil {
-		// Not reached: a bool and counters always marshal.
-		panic(fmt.Sprintf("tserver: marshal a scan message's fields: %v", err))
+		return nil, fmt.Errorf("tserver: marshal a scan message's fields: %w", err)
 	}
 	head = protowire.AppendTag(head, chunkField, protowire.BytesType)
 	head = protowire.AppendVarint(head, uint64(len(chunk)))
 	var body mem.Buffer
-	if o.wbuf != nil && cap(chunk) == cap(*o.wbuf) {
+	if wbuf != nil && cap(chunk) == cap(*wbuf) {
 		// Still the Pool buffer (no row outgrew it): gRPC gives it back.
-		*o.wbuf = chunk
-		body = mem.NewBuffer(o.wbuf, wirecodec.Pool)
+		*wbuf = chunk
+		body = mem.NewBuffer(wbuf, wirecodec.Pool)
 	} else {
 		body = mem.SliceBuffer(chunk)
 	}
-	o.w.SetBuffer(nil)
-	o.wbuf = nil
-	return &wirecodec.Encoded{Data: mem.BufferSlice{mem.SliceBuffer(head), body}}
+	return &wirecodec.Encoded{Data: mem.BufferSlice{mem.SliceBuffer(head), body}}, nil
 }
 
 // takeChunk returns the Writer's chunk and leaves the Writer with no
-// buffer: the chunk is the caller's (never Pool's again).
+// buffer: the chunk is the caller's (never Pool's again, unless the
+// caller gives it back).
 func (o *scanSender) takeChunk() []byte {
 	chunk := o.w.Bytes()
 	o.w.SetBuffer(nil)

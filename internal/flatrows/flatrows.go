@@ -52,9 +52,6 @@ func (w *Writer) Len() int { return len(w.buf) }
 // Bytes returns the buffer (valid until the next call that writes).
 func (w *Writer) Bytes() []byte { return w.buf }
 
-// Reset empties the buffer, keeping its memory.
-func (w *Writer) Reset() { w.buf, w.open = w.buf[:0], false }
-
 // SetBuffer makes the Writer empty and append to b[:0] from now on; it no
 // longer refers to its former buffer, which is the caller's again.
 func (w *Writer) SetBuffer(b []byte) { w.buf, w.open = b[:0], false }
