@@ -8,6 +8,9 @@
 //     commands. Field numbers there are part of on-disk formats and must not
 //     change.
 //
+// bighivepb also has *_vtproto.pb.go: marshal, unmarshal and size methods
+// generated per message, which internal/wirecodec uses on the wire.
+//
 // Regenerate with `go generate ./proto/...` (needs protoc from Debian's
 // protobuf-compiler; the Go plugins are pinned in go.mod).
 package proto
