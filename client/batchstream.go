@@ -13,9 +13,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	"bighive/internal/apierr"
+	"bighive/internal/wirecodec"
 	pb "bighive/proto/bighivepb"
 )
 
@@ -145,7 +145,7 @@ func (bs *batchStreams) call(ctx context.Context, addr string, cmd *pb.BatchComm
 	// attempt's deadline and tells it when to check that its tablet did
 	// not move (expire), with no timer of its own.
 	wait, a := splitAttempt(ctx)
-	sc := &streamCall{ctx: wait, a: a, cmd: cmd, size: proto.Size(cmd), done: make(chan streamResult, 2)}
+	sc := &streamCall{ctx: wait, a: a, cmd: cmd, size: wirecodec.Size(cmd), done: make(chan streamResult, 2)}
 	every := bs.c.opts.moveCheck
 	if a != nil && a.loc != nil && every > 0 {
 		sc.check = a.start.Add(every)

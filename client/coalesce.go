@@ -8,9 +8,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	"bighive/internal/apierr"
+	"bighive/internal/wirecodec"
 	pb "bighive/proto/bighivepb"
 )
 
@@ -95,7 +95,7 @@ func (co *coalescer) write(ctx context.Context, loc *location, rm *pb.RowMutatio
 		co.finish(q)
 		return out
 	}
-	w := &queuedWrite{ctx: ctx, rm: rm, size: proto.Size(rm), done: make(chan writeOutcome, 1)}
+	w := &queuedWrite{ctx: ctx, rm: rm, size: wirecodec.Size(rm), done: make(chan writeOutcome, 1)}
 	q.pending = append(q.pending, w)
 	co.mu.Unlock()
 	select {

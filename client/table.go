@@ -8,10 +8,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	"bighive/internal/apierr"
 	"bighive/internal/limits"
+	"bighive/internal/wirecodec"
 	pb "bighive/proto/bighivepb"
 )
 
@@ -295,7 +295,7 @@ func chunks(rms []*pb.RowMutation, idx []int) [][]int {
 	var out [][]int
 	start, size := 0, 0
 	for j, i := range idx {
-		n := proto.Size(rms[i])
+		n := wirecodec.Size(rms[i])
 		if j > start && size+n > maxBatchBytes {
 			out = append(out, idx[start:j])
 			start, size = j, 0

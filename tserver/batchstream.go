@@ -11,10 +11,9 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	"google.golang.org/protobuf/proto"
-
 	"bighive/internal/apierr"
 	"bighive/internal/obs"
+	"bighive/internal/wirecodec"
 	pb "bighive/proto/bighivepb"
 	"bighive/storage/mutation"
 )
@@ -159,7 +158,7 @@ func (s *Server) sendResults(stream pb.TServer_BatchCommandsServer, out <-chan r
 		take := func(rs results) {
 			for _, r := range rs {
 				resp.Results = append(resp.Results, r)
-				size += proto.Size(r)
+				size += wirecodec.Size(r)
 				<-slots
 			}
 		}

@@ -77,7 +77,7 @@ func unmarshalAliasing(b []byte, m proto.Message, field protowire.Number) error 
 		}
 		rest = append(rest, b[prev:]...)
 	}
-	if err := proto.Unmarshal(rest, m); err != nil {
+	if err := unmarshal(rest, m); err != nil {
 		return err
 	}
 	if len(value) > 0 {

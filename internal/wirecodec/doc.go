@@ -1,5 +1,9 @@
 // Package wirecodec is the protobuf codec of every Bighive gRPC connection
-// and server: gRPC's own proto codec, with buffers that are not zeroed.
+// and server: gRPC's own proto codec, with buffers that are not zeroed, and
+// Bighive's own messages (bighivepb) marshalled, unmarshalled and sized by
+// the methods generated beside them (*_vtproto.pb.go) instead of by
+// protobuf's reflection-driven code, which was a tenth of the tserver's
+// CPU under Puts and more of the client's.
 //
 // gRPC's default codec marshals each message into a buffer from its
 // default pool, and its receive path copies a message split over frames
@@ -22,5 +26,11 @@
 //     not from Pool; the frames go back to Pool.
 //   - The codec is named "proto" and produces the same bytes as gRPC's:
 //     peers (the official Cloud Bigtable clients among them) see no
-//     difference.
+//     difference. Messages without generated methods (the Cloud Bigtable
+//     API's, the health service's) take protobuf's own code.
+//   - The generated code agrees with protobuf's on every bighivepb message
+//     (TestGeneratedMatchesProto), with one difference: it does not check
+//     that string fields are UTF-8. Every string of bighivepb names
+//     something the receiver looks up among names it validated (a tablet,
+//     a table, a family), so a malformed one is refused as unknown.
 package wirecodec

@@ -61,6 +61,9 @@ func (Codec) Marshal(v any) (mem.BufferSlice, error) {
 		}
 		return data, nil
 	}
+	if m, ok := v.(vtMessage); ok {
+		return marshalVT(m)
+	}
 	m, ok := v.(proto.Message)
 	if !ok {
 		return nil, fmt.Errorf("wirecodec: marshal: %T is not a proto.Message", v)
@@ -87,6 +90,58 @@ func (Codec) Marshal(v any) (mem.BufferSlice, error) {
 	return mem.BufferSlice{mem.NewBuffer(buf, Pool)}, nil
 }
 
+// vtMessage is a message with generated marshal, unmarshal and size
+// methods (bighivepb's *_vtproto.pb.go): straight-line code per field,
+// where protobuf's own walks the message's reflection tables.
+type vtMessage interface {
+	proto.Message
+	Reset()
+	SizeVT() int
+	MarshalToSizedBufferVT([]byte) (int, error)
+	UnmarshalVT([]byte) error
+}
+
+// marshalVT is Marshal of a message with generated methods.
+func marshalVT(m vtMessage) (mem.BufferSlice, error) {
+	size := m.SizeVT()
+	if mem.IsBelowBufferPoolingThreshold(size) {
+		b := make([]byte, size)
+		if _, err := m.MarshalToSizedBufferVT(b); err != nil {
+			return nil, err
+		}
+		return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+	}
+	buf := Pool.Get(size)
+	// The generated code writes the message backwards from the end of
+	// exactly size bytes, every one of them (Pool's invariant).
+	if n, err := m.MarshalToSizedBufferVT(*buf); err != nil || n != size {
+		Pool.Put(buf)
+		if err == nil {
+			err = fmt.Errorf("wirecodec: marshal %T: wrote %d bytes of its size %d", m, n, size)
+		}
+		return nil, err
+	}
+	return mem.BufferSlice{mem.NewBuffer(buf, Pool)}, nil
+}
+
+// Size is proto.Size(m), through the generated method when m has one.
+func Size(m proto.Message) int {
+	if v, ok := m.(vtMessage); ok {
+		return v.SizeVT()
+	}
+	return proto.Size(m)
+}
+
+// unmarshal is proto.Unmarshal(b, m), through the generated method when m
+// has one: m is reset first, as proto.Unmarshal resets it.
+func unmarshal(b []byte, m proto.Message) error {
+	if v, ok := m.(vtMessage); ok {
+		v.Reset()
+		return v.UnmarshalVT(b)
+	}
+	return proto.Unmarshal(b, m)
+}
+
 // Unmarshal decodes data into v, which must be a proto.Message.
 func (Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	m, ok := v.(proto.Message)
@@ -109,7 +164,7 @@ func (Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	}
 	buf := data.MaterializeToBuffer(Pool)
 	defer buf.Free()
-	return proto.Unmarshal(buf.ReadOnlyData(), m)
+	return unmarshal(buf.ReadOnlyData(), m)
 }
 
 // Name is "proto".
