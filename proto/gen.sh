@@ -23,5 +23,5 @@ protoc -I . \
 mapfile -t wire < <(printf '%s\n' "${protos[@]}" | grep '^bighivepb/')
 protoc -I . \
 	--plugin=protoc-gen-go-vtproto="$bin/protoc-gen-go-vtproto" \
-	--go-vtproto_out=. --go-vtproto_opt=paths=source_relative,features=marshal+unmarshal+size \
+	--go-vtproto_out=. --go-vtproto_opt=paths=source_relative,features=marshal+unmarshal+unmarshal_unsafe+size \
 	"${wire[@]}"
