@@ -13,7 +13,7 @@ import (
 // A scan's flat chunk is left in the buffer its message was received in:
 // the rows decodeFlat makes alias it (their values), so copying it out of
 // the message first was one more copy of every scanned byte.
-func init() { wirecodec.AliasField(&pb.ScanRowsResponse{}, "chunk") }
+func init() { wirecodec.Alias(&pb.ScanRowsResponse{}) }
 
 // scanChunk is one ScanRows message, decoded: its rows (a row with no
 // cells is kept: the merging of a cut row needs its key), whether the last

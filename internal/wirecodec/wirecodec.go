@@ -148,19 +148,21 @@ func (Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	if !ok {
 		return fmt.Errorf("wirecodec: unmarshal: %T is not a proto.Message", v)
 	}
-	if field, ok := aliasedField(v); ok {
-		// The message keeps a part of the buffer (AliasField), so the
-		// buffer is never freed: one received whole is taken as it is;
-		// a message in several frames is copied into a buffer of its
-		// own, not one of Pool's, and not cleared first (the copy fills
-		// it).
+	if am, ok := aliasing(v); ok {
+		// The message keeps parts of the buffer (Alias), so the buffer
+		// is never freed: one received whole is taken as it is; a
+		// message in several frames is copied into a buffer of its own,
+		// not one of Pool's, and not cleared first (the copy fills it).
+		var b []byte
 		if len(data) == 1 {
 			data[0].Ref()
-			return unmarshalAliasing(data[0].ReadOnlyData(), m, field)
+			b = data[0].ReadOnlyData()
+		} else {
+			b = rawalloc.Bytes(data.Len())
+			data.CopyTo(b)
 		}
-		b := rawalloc.Bytes(data.Len())
-		data.CopyTo(b)
-		return unmarshalAliasing(b, m, field)
+		am.Reset()
+		return am.UnmarshalVTUnsafe(b)
 	}
 	buf := data.MaterializeToBuffer(Pool)
 	defer buf.Free()
