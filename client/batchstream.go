@@ -90,6 +90,12 @@ type streamCall struct {
 	done chan streamResult
 }
 
+// The stream's results leave their bytes in the buffer their message was
+// received in (wirecodec.Alias): a Get's values are returned as they are,
+// not copied out of the message first. A value kept by the caller keeps
+// that message's buffer alive (the results of the calls answered with it).
+func init() { wirecodec.Alias(&pb.BatchCommandsResponse{}) }
+
 type streamResult struct {
 	res     *pb.BatchCommandsResponse_Result
 	err     error

@@ -189,6 +189,8 @@ func sentFilter(f *pb.ReadFilter) *pb.ReadFilter {
 }
 
 // Get reads one row. A missing row is a Row with no cells and a nil error.
+// The row's values share the memory of the message they arrived in, which
+// may carry other calls' results: a value kept long keeps that message.
 func (t *Table) Get(ctx context.Context, row string, opts ...ReadOption) (Row, error) {
 	prefix := func() string { return errorPrefix("table %q: get row %q", t.name, row) }
 	s, err := readSettingsOf(opts)
