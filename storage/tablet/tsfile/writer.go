@@ -143,6 +143,7 @@ func Write(ctx context.Context, mgr blockstore.Manager, it memstore.Iterator, op
 	}
 
 	fams := map[string]*familyWriter{}
+	var last *familyWriter // the previous entry's: most entries are in the family of the one before
 	var f footer
 	f.version = plainFormatVersion
 	var hashes []uint64
@@ -179,7 +180,10 @@ func Write(ctx context.Context, mgr blockstore.Manager, it memstore.Iterator, op
 		if e.Kind == mutation.DeleteRow {
 			fam = ""
 		}
-		fw := fams[fam]
+		fw := last
+		if fw == nil || fw.meta.family != fam {
+			fw = fams[fam]
+		}
 		if fw == nil {
 			b, err := create()
 			if err != nil {
@@ -191,6 +195,7 @@ func Write(ctx context.Context, mgr blockstore.Manager, it memstore.Iterator, op
 			}
 			fams[fam] = fw
 		}
+		last = fw
 		if fw.count == 0 {
 			fw.first = e.Clone()
 			fw.first.Value = nil
