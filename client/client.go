@@ -310,15 +310,18 @@ func (k callKind) idempotent() bool { return k != writeOnce }
 // until then, not only for the attempt timeout, since no retry may follow
 // it.
 func (c *Client) do(ctx context.Context, prefix func() string, k callKind, op func(ctx context.Context, p *peer.Peer) error) error {
+	now := time.Now() // the first attempt's start too: one clock read per call that succeeds at once
 	deadline, ok := ctx.Deadline()
 	if !ok {
-		deadline = time.Now().Add(c.opts.retryTimeout)
+		deadline = now.Add(c.opts.retryTimeout)
 	}
 	bo := newBackoff(c.opts.minBackoff, c.opts.maxBackoff)
 	var last error
 	unknown := false // an attempt may have applied the write
 	for attempt := 1; ; attempt++ {
-		now := time.Now()
+		if attempt > 1 {
+			now = time.Now()
+		}
 		ad := now.Add(c.opts.attemptTimeout)
 		if deadline.Before(ad) {
 			ad = deadline
