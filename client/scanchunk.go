@@ -87,7 +87,7 @@ func decodeChunk(resp *pb.ScanRowsResponse) ([]Row, error) {
 // for all of its rows: one []Row and one []Cell, sized from the first
 // row's share of the chunk (append grows them if later rows are smaller). Keys,
 // families, qualifiers and values alias chunk: the chunk is the
-// message's own buffer, never written again (wirecodec.AliasField), so
+// message's own buffer, never written again (wirecodec.Alias), so
 // the strings taken over it never change. A value is capped at its end,
 // so appending to it cannot reach the bytes after it. Labels (rare) are
 // copied.

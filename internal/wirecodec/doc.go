@@ -15,11 +15,13 @@
 //
 // Invariants:
 //   - Every buffer from Pool is written in full before it is read:
-//     Marshal appends into it from length 0 and gRPC's frame reader and
+//     Marshal appends into it from length 0 (or, through the generated
+//     methods, fills exactly the message's size from its end; a short
+//     fill is an error, and the buffer goes back) and gRPC's frame reader and
 //     MaterializeToBuffer copy into its whole length. That is what makes
 //     skipping the clearing safe; a caller that does not write a buffer
 //     whole must not take it from Pool.
-//   - A received buffer that a message aliases (AliasField) is never
+//   - A received buffer that a message aliases (Alias) is never
 //     freed back to Pool: it lives as long as the message's bytes do, and
 //     the garbage collector takes it. A message received in several
 //     buffers (frames) is first copied into one from internal/rawalloc,
