@@ -180,26 +180,39 @@ const (
 // over one GlusterFS volume make the shared root), one host's mkdir can
 // fail with EEXIST while its own lookup of the name still fails for a
 // moment; os.MkdirAll then returns that EEXIST although the directory is
-// there. So such an EEXIST is retried, a few times with a growing wait,
-// until the name is seen; an EEXIST of a name that is there and is not a
-// directory is returned at once.
+// there. So such an EEXIST is retried: at once if the name is a directory
+// by now (os.MkdirAll's own lookup was the moment before), else a few
+// times with a growing wait until the name is seen. An EEXIST of a name
+// that is there and is not a directory is returned at once.
 func mkdirAll(d string, p fs.FileMode) error {
 	err := os.MkdirAll(d, p)
-	for i := 1; i <= mkdirRetries && contradicted(err); i++ {
-		time.Sleep(time.Duration(i) * mkdirRetryWait)
+	for i := 1; i <= mkdirRetries; i++ {
+		retry, wait := contradicted(err)
+		if !retry {
+			break
+		}
+		if wait {
+			time.Sleep(time.Duration(i) * mkdirRetryWait)
+		}
 		err = os.MkdirAll(d, p)
 	}
 	return err
 }
 
-// contradicted reports whether err is an EEXIST whose name this host
-// cannot see: neither a directory (os.MkdirAll would have taken it) nor
-// anything else.
-func contradicted(err error) bool {
+// contradicted reports whether err is an EEXIST that does not stand: its
+// name is a directory after all (retry at once), or this host cannot see
+// the name at all yet (retry after a wait).
+func contradicted(err error) (retry, wait bool) {
 	var pe *fs.PathError
 	if !errors.Is(err, fs.ErrExist) || !errors.As(err, &pe) {
-		return false
+		return false, false
 	}
-	_, serr := os.Lstat(pe.Path)
-	return serr != nil
+	fi, serr := os.Lstat(pe.Path)
+	switch {
+	case serr != nil:
+		return true, true
+	case fi.IsDir():
+		return true, false
+	}
+	return false, false
 }
