@@ -43,6 +43,13 @@ func wireMessages(t *testing.T) []proto.Message {
 	return out
 }
 
+// seededRand returns a generator seeded from the clock, the seed logged.
+func seededRand(t *testing.T) *rand.Rand {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	return rand.New(rand.NewPCG(seed, 0))
+}
+
 // fill sets every field of m to random values (nested messages to depth
 // levels), sometimes leaving a field unset or a list empty.
 func fill(r *rand.Rand, m protoreflect.Message, depth int) {
@@ -125,9 +132,7 @@ func scalar(r *rand.Rand, fd protoreflect.FieldDescriptor) protoreflect.Value {
 // and proto.Marshal's bytes decode with the codec to it, over a reused
 // message too (Unmarshal resets it, as proto.Unmarshal does).
 func TestGeneratedMatchesProto(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	r := rand.New(rand.NewPCG(seed, 0))
+	r := seededRand(t)
 	var c Codec
 	for _, empty := range wireMessages(t) {
 		name := empty.ProtoReflect().Descriptor().FullName()
@@ -162,9 +167,7 @@ func TestGeneratedMatchesProto(t *testing.T) {
 // and copies of it with a byte changed: the generated code must return an
 // error or a message, never panic or read past the input.
 func TestGeneratedRefusesGarbage(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	r := rand.New(rand.NewPCG(seed, 1))
+	r := seededRand(t)
 	var c Codec
 	for _, empty := range wireMessages(t) {
 		m := empty.ProtoReflect().New().Interface()

@@ -106,22 +106,27 @@ func marshalVT(m vtMessage) (mem.BufferSlice, error) {
 	size := m.SizeVT()
 	if mem.IsBelowBufferPoolingThreshold(size) {
 		b := make([]byte, size)
-		if _, err := m.MarshalToSizedBufferVT(b); err != nil {
+		if err := marshalInto(m, b); err != nil {
 			return nil, err
 		}
 		return mem.BufferSlice{mem.SliceBuffer(b)}, nil
 	}
 	buf := Pool.Get(size)
-	// The generated code writes the message backwards from the end of
-	// exactly size bytes, every one of them (Pool's invariant).
-	if n, err := m.MarshalToSizedBufferVT(*buf); err != nil || n != size {
+	if err := marshalInto(m, *buf); err != nil {
 		Pool.Put(buf)
-		if err == nil {
-			err = fmt.Errorf("wirecodec: marshal %T: wrote %d bytes of its size %d", m, n, size)
-		}
 		return nil, err
 	}
 	return mem.BufferSlice{mem.NewBuffer(buf, Pool)}, nil
+}
+
+// marshalInto writes m into b, its exact size: the generated code writes
+// backwards from b's end, and must fill every byte (Pool's invariant).
+func marshalInto(m vtMessage, b []byte) error {
+	n, err := m.MarshalToSizedBufferVT(b)
+	if err == nil && n != len(b) {
+		err = fmt.Errorf("wirecodec: marshal %T: wrote %d bytes of its size %d", m, n, len(b))
+	}
+	return err
 }
 
 // Size is proto.Size(m), through the generated method when m has one.

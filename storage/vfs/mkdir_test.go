@@ -41,7 +41,8 @@ func TestMkdirAllContradictedExist(t *testing.T) {
 	if err := mkdirAll(filepath.Join(dir, "a", "b"), 0o755); err != nil {
 		t.Errorf("making a directory that is there: %v", err)
 	}
-	if err := mkdirAll(filepath.Join(file, "sub"), 0o755); err == nil || func() bool { retry, _ := contradicted(err); return retry }() {
+	err := mkdirAll(filepath.Join(file, "sub"), 0o755)
+	if retry, _ := contradicted(err); err == nil || retry {
 		t.Errorf("a directory under a file: %v, want an error that is not retried", err)
 	}
 }
