@@ -164,7 +164,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		dBufBytes, dCkpt, dCkptFailed, dCkptTablets, dCkptWindow, dCompact, dGarbageMaj, dThrottleMax, dDeleted,
 		dFilesMax, dBacklogComp, dSlowWrites, dSlowSecs, dSlowMax,
 		dCacheHits, dCacheMiss, dCacheIns, dCacheEvict, dCacheBytes, dCacheCap, dCacheEnt,
-		dBSCont, dBSLive, dBSDead, dBSPunch, dBSFiles, dBSReopen, dTablets, dLease, dLeaseLeft, dWALRecycled, dWALZeroed} {
+		dBSCont, dBSLive, dBSDead, dBSPunch, dBSFiles, dBSReopen, dTablets, dLease, dLeaseLeft, dWALRecycled, dWALZeroed, dWALWaits, dWALWaitsExpired} {
 		ch <- d
 	}
 }
@@ -200,6 +200,9 @@ func walRecycleStats(s wal.Stats) (recycled, zeroed uint64, ok bool) {
 var (
 	dWALRecycled = desc("bighive_wal_recycled_files_total", "Log files recycled instead of created.")
 	dWALZeroed   = desc("bighive_wal_zeroed_files_total", "Log files zeroed ahead of use.")
+	dWALWaits    = desc("bighive_wal_cohort_waits_total",
+		"Times the log's flusher waited for the appenders of its last group commit to come back before writing the next.")
+	dWALWaitsExpired = desc("bighive_wal_cohort_waits_expired_total", "Of those waits, the ones that ended before half of them were back.")
 )
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
@@ -216,6 +219,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(ch, dWALRecycled, float64(recycled))
 		counter(ch, dWALZeroed, float64(zeroed))
 	}
+	counter(ch, dWALWaits, float64(ws.CohortWaits))
+	counter(ch, dWALWaitsExpired, float64(ws.CohortExpired))
 
 	gauge(ch, dBufBytes, float64(s.eng.coord.MemoryUsage()))
 	cs := s.eng.coord.Stats()

@@ -52,7 +52,11 @@
 // one pwritev of [header of a new file] + records at the end of the file,
 // one fdatasync, and, for the first batch of a file, one fsync of the
 // directory; then every appender of the batch is released. The next batch
-// forms while that runs; there are no timers. Files are prepared in the
+// forms while that runs. A lone appender waits for no timer; but when a
+// batch released at least 4 appenders and the next holds fewer than half
+// as many, the flusher waits up to about one write and sync (50 µs to 2
+// ms) for them to come back, so that a straggler is not synced alone while
+// they do. Files are prepared in the
 // background and renamed to their final name when the flusher starts
 // them, so a flush never allocates blocks (except in a file the preparer
 // had no time for, or a recycled one smaller than FileSize: those grow).

@@ -12,10 +12,18 @@ import (
 
 // flushLoop is the one flusher goroutine. It takes batches in order, so a
 // record is durable only after every record of lower sequence number.
+// Before it takes a small batch right after releasing a large one, it
+// waits a little for the released appenders (awaitCohort).
 func (l *Log) flushLoop() {
 	defer close(l.flDone)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	var lastSync time.Duration
 	for {
 		l.mu.Lock()
+		if want := l.cohortWantLocked(); want > 0 {
+			l.awaitCohort(want, timer, min(max(lastSync, cohortWaitMin), cohortWaitMax))
+		}
 		b := l.takeLocked()
 		closed := l.closed
 		l.mu.Unlock()
@@ -30,13 +38,15 @@ func (l *Log) flushLoop() {
 		if b.newFileTS != 0 {
 			prepared = l.prep.take()
 		}
+		start := time.Now()
 		l.writeBatch(b, prepared)
+		lastSync = time.Since(start)
 		if b.records > 1 {
 			// Let the appenders just released run before the next take,
 			// so that they join the next batch instead of forming a
 			// third cohort behind it: batches at 16-64 appenders grow
 			// from about n/2 to about 3n/4 records (docs/internals.md, "Write-ahead log"). A
-			// yield, not a timer: a lone appender never pays it.
+			// yield: a lone appender never pays it.
 			runtime.Gosched()
 		}
 		l.mu.Lock()
@@ -44,8 +54,67 @@ func (l *Log) flushLoop() {
 			l.free = append(l.free, b.buf[:0])
 		}
 		b.buf = nil
+		l.cohort = b.appenders
 		l.mu.Unlock()
 	}
+}
+
+// minCohort is the smallest number of released appenders the flusher
+// waits for (see awaitCohort).
+const minCohort = 4
+
+// The flusher waits for a cohort about as long as its last write and
+// sync took, within these bounds. Variables, so that a test can make the
+// wait last until the cohort is back.
+var (
+	cohortWaitMin = 50 * time.Microsecond
+	cohortWaitMax = 2 * time.Millisecond
+)
+
+// cohortWantLocked returns the number of appenders the flusher should
+// wait for in the open batch before it takes it, or 0 to take it now:
+// half the appenders its last batch released, when that was at least
+// minCohort, and nothing else asks for a write (a full batch, a roll,
+// Close).
+func (l *Log) cohortWantLocked() int {
+	if l.closed || l.cohort < minCohort || len(l.queue) > 0 || l.cur.newFileTS != 0 || l.cur.records == 0 {
+		return 0
+	}
+	if want := l.cohort / 2; l.cur.appenders < want {
+		return want
+	}
+	return 0
+}
+
+// awaitCohort waits, with l.mu held and released meanwhile, until the open
+// batch has want appenders or bound passed; any kick ends it (an appender
+// reaching want, a full batch, a roll, Close). Without it, an appender
+// that arrives just after a large batch was released is written alone:
+// its fdatasync holds the flusher while the released appenders come back,
+// and at 64 callers a third of the batches held one record. The bound
+// keeps the cost for a load that stopped to one wait: if the cohort is not
+// back by then it is forgotten, and the next wait follows a large batch
+// again. Go's timers may fire up to 1 ms late when the process is idle.
+func (l *Log) awaitCohort(want int, timer *time.Timer, bound time.Duration) {
+	l.want = want
+	select { // a kick from before the wait must not end it
+	case <-l.kick:
+	default:
+	}
+	l.mu.Unlock()
+	timer.Reset(bound)
+	select {
+	case <-l.kick:
+	case <-timer.C:
+	}
+	timer.Stop()
+	l.mu.Lock()
+	l.want = 0
+	expired := l.cur.appenders < want
+	if expired {
+		l.cohort = 0
+	}
+	l.stats.wait(expired)
 }
 
 // takeLocked returns the next batch to write, or nil when there is none.

@@ -106,6 +106,11 @@ type Log struct {
 	free       [][]byte
 	activeTS   int64 // file the flusher writes; set by activate
 	headerSize int64
+	// cohort is the number of appenders the flusher released with its
+	// last batch (0 after a wait for them ran out); want, while the
+	// flusher waits for them to come back, the appenders of the open
+	// batch that end the wait (0: not waiting). See flushLoop.
+	cohort, want int
 
 	// Owned by the flusher goroutine (and by Open and Close before/after it runs).
 	seg   *segment
@@ -120,6 +125,7 @@ type batch struct {
 	firstSeq  uint64 // seq of the first record, or of the next record when empty
 	newFileTS int64  // when non-zero, start the file of this timestamp before writing
 	logNum    int64  // the log number the records carry (set with the first record)
+	appenders int    // AppendBatch calls with a record in the batch
 	done      chan struct{}
 	err       error // set before done is closed
 }
@@ -384,6 +390,7 @@ func (l *Log) AppendBatch(ctx context.Context, tabletID string, ms []*mutation.R
 		}
 	}()
 	batches := make([]*batch, len(ms)) // the batch each queued record is in
+	var joined *batch
 	l.mu.Lock()
 	for i := range ms {
 		if errs[i] != nil {
@@ -401,11 +408,20 @@ func (l *Log) AppendBatch(ctx context.Context, tabletID string, ms []*mutation.R
 			break
 		}
 		batches[i], seqs[i] = b, seq
+		if b != joined {
+			b.appenders++
+			joined = b
+		}
 	}
+	// While the flusher waits for the appenders it released last, only
+	// the one that brings the open batch to the wanted size wakes it.
+	kick := l.want == 0 || len(l.queue) > 0 || l.cur.appenders >= l.want
 	l.mu.Unlock()
 	// One kick after every record is queued, so the flusher takes them
 	// together instead of the first one alone.
-	l.kickFlusher()
+	if kick {
+		l.kickFlusher()
+	}
 	// Queued records are waited for whatever ctx says (see Append).
 	var last *batch
 	for i, b := range batches {

@@ -38,6 +38,11 @@ type Stats struct {
 	BatchRecords Histogram
 	// SyncMicros counts fdatasync calls by their latency in µs.
 	SyncMicros Histogram
+	// CohortWaits counts the flusher's waits for the appenders of its
+	// last batch to come back before it writes the next (see
+	// awaitCohort); CohortExpired those that ended before half of them
+	// were back.
+	CohortWaits, CohortExpired uint64
 }
 
 type statsCounters struct {
@@ -51,6 +56,15 @@ func (c *statsCounters) sync(d time.Duration) {
 	c.s.SyncTime += d
 	c.s.SyncMax = max(c.s.SyncMax, d)
 	c.s.SyncMicros.add(uint64(d.Microseconds()))
+	c.mu.Unlock()
+}
+
+func (c *statsCounters) wait(expired bool) {
+	c.mu.Lock()
+	c.s.CohortWaits++
+	if expired {
+		c.s.CohortExpired++
+	}
 	c.mu.Unlock()
 }
 
