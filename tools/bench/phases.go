@@ -76,7 +76,11 @@ func (r *runner) driveInit(ctx context.Context, phase string, conc int, d time.D
 		wg.Add(1)
 		go func(w *worker) {
 			defer wg.Done()
-			for ctx.Err() == nil && time.Now().Before(stop) {
+			// Every worker makes at least one call, so that a phase (a
+			// floor probe above all, a fifth of a phase) measures
+			// something even when the machine is too loaded to start
+			// the workers before the duration ran out.
+			for first := true; ctx.Err() == nil && (first || time.Now().Before(stop)); first = false {
 				i := next.Add(1) - 1
 				if maxOps > 0 && i >= maxOps {
 					return
