@@ -22,7 +22,7 @@ func setCohortWait(t *testing.T, d time.Duration) {
 
 // releaseCohort makes the log release one batch of n appenders: it holds
 // a first record's fdatasync until n more appenders are queued behind it.
-// It returns once all n are durable, records from..from+n-1.
+// It returns once all n+1 records, from..from+n, are durable.
 func releaseCohort(t *testing.T, l *Log, gate *syncGate, from, n int) {
 	t.Helper()
 	gate.arm()

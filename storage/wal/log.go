@@ -109,7 +109,7 @@ type Log struct {
 	// cohort is the number of appenders the flusher released with its
 	// last batch (0 after a wait for them ran out); want, while the
 	// flusher waits for them to come back, the appenders of the open
-	// batch that end the wait (0: not waiting). See flushLoop.
+	// batch that end the wait (0: not waiting). See awaitCohort.
 	cohort, want int
 
 	// Owned by the flusher goroutine (and by Open and Close before/after it runs).

@@ -40,9 +40,9 @@ type worker struct {
 type opFunc func(ctx context.Context, w *worker, i int64) (rows, bytes int64, err error)
 
 // drive runs op on conc goroutines until d has passed or maxOps calls
-// were started (maxOps <= 0: no limit), then waits for the calls in
-// flight. It stops at the first error. While it runs, a rate line goes
-// to Options.Progress every ProgressEvery. The CPU time of the client and
+// were started (maxOps <= 0: no limit), each goroutine at least once,
+// then waits for the calls in flight. It stops at the first error. While
+// it runs, a rate line goes to Options.Progress every ProgressEvery. The CPU time of the client and
 // of Report.Procs is read just before the first call starts and just
 // after the last one ends, so the result's CPU figures cover exactly its
 // Elapsed.
