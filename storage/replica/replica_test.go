@@ -116,10 +116,12 @@ func (g *rig) logged(t *testing.T, row string) bool {
 // holdOnce is an injector that, once armed, holds the first file operation
 // of its kind on a path containing its part until release is closed;
 // entered receives when it holds one. A sync is held only on a file that
-// took an append (a write past offset 0) since the hold was armed: the
-// log prepares its next files in the background (the rig's are one zero
-// chunk, written from offset 0, then synced), and such a sync is not the
-// write's.
+// took an append (a write past offset 0): the log prepares its next files
+// in the background, zero-filling them in pieces, each written and then
+// sent to the disk with SyncRange, and closing with a sync, and those
+// writes are not appends nor that sync the write's. So a file is filling
+// from its first SyncRange until its next sync, and its writes then do
+// not count.
 type holdOnce struct {
 	kind    errorfs.OpKind
 	part    string
@@ -128,33 +130,42 @@ type holdOnce struct {
 	release chan struct{}
 
 	mu       sync.Mutex
+	filling  map[string]bool
 	appended map[string]bool
 }
 
 func newHoldOnce(kind errorfs.OpKind, part string) *holdOnce {
-	return &holdOnce{kind: kind, part: part, entered: make(chan struct{}, 1), release: make(chan struct{}), appended: map[string]bool{}}
+	return &holdOnce{kind: kind, part: part, entered: make(chan struct{}, 1), release: make(chan struct{}),
+		filling: map[string]bool{}, appended: map[string]bool{}}
+}
+
+// track follows the file's preparation and appends, armed or not, and
+// says whether op is the closing sync of a preparation.
+func (h *holdOnce) track(op errorfs.Op) (preparation bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch op.Kind {
+	case errorfs.OpSyncRange:
+		h.filling[op.Path] = true
+	case errorfs.OpWrite:
+		if op.Off > 0 && !h.filling[op.Path] {
+			h.appended[op.Path] = true
+		}
+	case errorfs.OpSync:
+		preparation = h.filling[op.Path] || !h.appended[op.Path]
+		delete(h.filling, op.Path)
+	}
+	return preparation
 }
 
 // MaybeError implements errorfs.Injector.
 func (h *holdOnce) MaybeError(op errorfs.Op) error {
-	if !strings.Contains(op.Path, h.part) || !h.armed.Load() {
+	if !strings.Contains(op.Path, h.part) {
 		return nil
 	}
-	if op.Kind == errorfs.OpWrite && op.Off > 0 {
-		h.mu.Lock()
-		h.appended[op.Path] = true
-		h.mu.Unlock()
-	}
-	if op.Kind != h.kind {
+	preparation := h.track(op)
+	if !h.armed.Load() || op.Kind != h.kind || (op.Kind == errorfs.OpSync && preparation) {
 		return nil
-	}
-	if op.Kind == errorfs.OpSync {
-		h.mu.Lock()
-		ok := h.appended[op.Path]
-		h.mu.Unlock()
-		if !ok {
-			return nil
-		}
 	}
 	if h.armed.CompareAndSwap(true, false) {
 		h.entered <- struct{}{}
