@@ -322,7 +322,10 @@ func (c *Cluster) exitedEarly() error {
 		if ch := p.exited(); ch != nil {
 			select {
 			case <-ch:
-				return fmt.Errorf("%w: %s (see %s)", errEarlyExit, p.name, p.logPath)
+				// The log's last lines in the error itself: a test's
+				// output may be cut before the dump of every log.
+				last, _ := tail(p.logPath, 4)
+				return fmt.Errorf("%w: %s (see %s; it ends:\n%s)", errEarlyExit, p.name, p.logPath, strings.Join(last, "\n"))
 			default:
 			}
 		}

@@ -35,8 +35,9 @@ func New(t testing.TB, opts Options) *Cluster {
 	defer cancel()
 	c, err := Start(ctx, opts)
 	if err != nil {
+		t.Error(err) // first: the logs' dump below may be cut short
 		DumpDirLogs(t, opts.Dir, 40)
-		t.Fatal(err)
+		t.FailNow()
 	}
 	t.Cleanup(func() {
 		if err := c.Close(); err != nil {
@@ -91,7 +92,15 @@ func (c *Cluster) DumpLogs(t testing.TB) {
 func DumpDirLogs(t testing.TB, dir string, n int) {
 	t.Helper()
 	logs, _ := filepath.Glob(filepath.Join(dir, "*.log*"))
-	sort.Strings(logs)
+	// The processes' own logs first, the GlusterFS clients' after them:
+	// those are long, and a test's output may be cut.
+	gluster := func(p string) bool { return strings.Contains(filepath.Base(p), ".glusterfs.") }
+	sort.Slice(logs, func(i, j int) bool {
+		if gi, gj := gluster(logs[i]), gluster(logs[j]); gi != gj {
+			return gj
+		}
+		return logs[i] < logs[j]
+	})
 	for _, path := range logs {
 		lines, err := tail(path, n)
 		if err != nil {
