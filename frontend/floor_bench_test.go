@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 	"bighive/client"
 	"bighive/testkit/inproc"
+	"bighive/tools/bench"
 )
 
 // BenchmarkCPUPerCall measures the CPU time of one call, everything in
@@ -151,15 +153,54 @@ func officialClient(b *testing.B, addr string) *bigtable.Client {
 	return c
 }
 
-// nullBigtable answers ReadRows with one one-cell row per requested key,
-// MutateRow with success, and PingAndWarm (the official client primes its
+// nullBigtable answers ReadRows with one one-cell row per requested key
+// (a request for a row range: nullScanRows rows, see nullScan), MutateRow
+// with success, and PingAndWarm (the official client primes its
 // connections with it), doing no other work.
 type nullBigtable struct {
 	btpb.UnimplementedBigtableServer
 	value []byte
 }
 
+// nullScanRows is the rows nullBigtable streams for a row range.
+const nullScanRows = 20_000
+
+// nullScan streams nullScanRows rows as a scan through Bighive's API
+// does: 16-digit keys, one cell cf:v of n.value each, cut into responses
+// of about maxResponseBytes, built once.
+func (n nullBigtable) nullScan(s btpb.Bigtable_ReadRowsServer) error {
+	nullScanOnce.Do(func() {
+		resp, size := &btpb.ReadRowsResponse{}, 0
+		for i := 0; i < nullScanRows; i++ {
+			resp.Chunks = append(resp.Chunks, &btpb.ReadRowsResponse_CellChunk{
+				RowKey: []byte(bench.Key(i)), FamilyName: wrapperspb.String("cf"), Qualifier: wrapperspb.Bytes([]byte("v")),
+				Value: n.value, RowStatus: &btpb.ReadRowsResponse_CellChunk_CommitRow{CommitRow: true},
+			})
+			if size += len(bench.Key(i)) + 1 + len(n.value); size >= maxResponseBytes {
+				nullScanResps, resp, size = append(nullScanResps, resp), &btpb.ReadRowsResponse{}, 0
+			}
+		}
+		if len(resp.Chunks) > 0 {
+			nullScanResps = append(nullScanResps, resp)
+		}
+	})
+	for _, m := range nullScanResps {
+		if err := s.Send(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var (
+	nullScanOnce  sync.Once
+	nullScanResps []*btpb.ReadRowsResponse
+)
+
 func (n nullBigtable) ReadRows(req *btpb.ReadRowsRequest, s btpb.Bigtable_ReadRowsServer) error {
+	if len(req.GetRows().GetRowRanges()) > 0 {
+		return n.nullScan(s)
+	}
 	for _, k := range req.GetRows().GetRowKeys() {
 		if err := s.Send(&btpb.ReadRowsResponse{Chunks: []*btpb.ReadRowsResponse_CellChunk{{
 			RowKey: k, FamilyName: wrapperspb.String("cf"), Qualifier: wrapperspb.Bytes([]byte("q")), Value: n.value,

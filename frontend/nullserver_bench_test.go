@@ -49,7 +49,11 @@ func TestMain(m *testing.M) {
 //
 //	go test ./frontend -run '^$' -bench NullServerCPU -benchtime 50000x -count 3
 //
-// reports server-cpu-µs/op.
+// reports server-cpu-µs/op. Its scan case is one official-client scanner
+// reading nullScanRows rows of 1000-byte values, as the bench's scan
+// phase does, and reports the client's own CPU per row
+// (client-cpu-µs/row): what the official client alone costs per scanned
+// row, whatever the server.
 func BenchmarkNullServerCPU(b *testing.B) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), nullServerEnv+"=1")
@@ -95,6 +99,30 @@ func BenchmarkNullServerCPU(b *testing.B) {
 			b.ReportMetric(float64((serverCPU(b, cmd.Process.Pid)-cpu0).Microseconds())/float64(b.N), "server-cpu-µs/op")
 		})
 	}
+	b.Run("scan", func(b *testing.B) {
+		server0, client0 := serverCPU(b, cmd.Process.Pid), serverCPU(b, os.Getpid())
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			n := 0
+			err := tbl.ReadRows(ctx, bigtable.InfiniteRange(""), func(r bigtable.Row) bool {
+				if len(r["cf"]) != 1 || len(r["cf"][0].Value) != len(value) {
+					b.Errorf("row %q: %v, want one cell of %d bytes", r.Key(), r, len(value))
+					return false
+				}
+				n++
+				return true
+			})
+			if err != nil || n != nullScanRows {
+				b.Fatalf("scan: %d rows, %v; want %d", n, err, nullScanRows)
+			}
+		}
+		b.StopTimer()
+		rows := float64(b.N) * nullScanRows
+		b.ReportMetric(float64((serverCPU(b, os.Getpid())-client0).Microseconds())/rows, "client-cpu-µs/row")
+		b.ReportMetric(float64((serverCPU(b, cmd.Process.Pid)-server0).Microseconds())/rows, "server-cpu-µs/row")
+		b.ReportMetric(rows*float64(len(bench.Key(0))+1+len(value))/b.Elapsed().Seconds()/1e6, "MB/s")
+		b.ReportMetric(0, "ns/op")
+	})
 }
 
 // serverCPU is the CPU time process pid has used (bench.ProcessCPU, the
