@@ -10,7 +10,9 @@ import (
 	btpb "cloud.google.com/go/bigtable/apiv2/bigtablepb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -169,18 +171,38 @@ func cutAt(v []byte, n int, first bool) int {
 
 // chunkWriter turns rows into ReadRowsResponses: whole rows, cut after
 // about maxResponseBytes of cell data, and a row over whole bytes
-// streamed across responses of about maxResponseBytes.
+// streamed across responses of about maxResponseBytes. Whole rows are
+// encoded straight into the wire form of a response (enc, see
+// appendRowChunks), sent with wirecodec.Encoded; a row over the bound is
+// built as CellChunk messages (resp) and cut by large.
 type chunkWriter struct {
 	stream btpb.Bigtable_ReadRowsServer
-	whole  int // the server's whole-row bound
+	whole  int     // the server's whole-row bound
+	enc    *[]byte // the response being encoded, from wirecodec.Pool; nil: none
 	resp   *btpb.ReadRowsResponse
-	size   int
+	size   int // the cell data of the response being built (enc or resp)
 	err    error
 
 	rows, cells int64
 }
 
+// encCap is the capacity an encoded response starts with: it is sent
+// once its cell data reaches maxResponseBytes, so it is at most that and
+// one row, each chunk with a few bytes of overhead.
+const encCap = maxResponseBytes + 64<<10
+
 func (w *chunkWriter) flush() error {
+	if w.enc != nil {
+		buf := w.enc
+		w.enc, w.size = nil, 0
+		var data mem.Buffer
+		if cap(*buf) == encCap {
+			data = mem.NewBuffer(buf, wirecodec.Pool) // gRPC gives it back
+		} else {
+			data = mem.SliceBuffer(*buf) // a row outgrew the Pool buffer
+		}
+		return w.stream.SendMsg(&wirecodec.Encoded{Data: mem.BufferSlice{data}})
+	}
 	if w.resp == nil {
 		return nil
 	}
@@ -192,28 +214,58 @@ func (w *chunkWriter) flush() error {
 // commitRow ends a row's last chunk; shared by every response.
 var commitRow = &btpb.ReadRowsResponse_CellChunk_CommitRow{CommitRow: true}
 
+// rowBytes is what a row counts toward a response's cell data.
+func rowBytes(r client.Row) int {
+	n := len(r.Key)
+	for _, c := range r.Cells {
+		n += len(c.Family) + len(c.Qualifier) + len(c.Value) + 16
+	}
+	return n
+}
+
 // row writes one row: its first chunk names the row key, a chunk names
 // the family when it changes and the qualifier of every cell, and the
-// row's last chunk carries commit_row. A response passing the whole-row
-// bound goes on to large.
+// row's last chunk carries commit_row. A row that would take the
+// response past the whole-row bound goes out after the rows before it,
+// alone, or through large when it is over the bound itself.
 func (w *chunkWriter) row(r client.Row) {
 	if len(r.Cells) == 0 {
 		return
 	}
-	if w.resp == nil {
-		w.resp = &btpb.ReadRowsResponse{}
-	}
 	w.rows++
-	before, sizeBefore := len(w.resp.Chunks), w.size
-	// The row's chunks and their qualifier wrappers in two allocations,
-	// not four or five per cell; a family's name wrapper is made once per
-	// run of its cells, and the commit flag is one shared value (marshalling
-	// only reads them).
+	w.cells += int64(len(r.Cells))
+	n := rowBytes(r)
+	if w.size+n > w.whole {
+		if w.err = w.flush(); w.err != nil {
+			return
+		}
+		if n > w.whole {
+			w.large(chunksOf(r))
+			return
+		}
+	}
+	if w.enc == nil {
+		w.enc = wirecodec.Pool.Get(encCap)
+		*w.enc = (*w.enc)[:0]
+	}
+	*w.enc = appendRowChunks(*w.enc, r)
+	w.size += n
+	if w.size >= maxResponseBytes {
+		w.err = w.flush()
+	}
+}
+
+// chunksOf is r as CellChunk messages, the form large cuts. The row's
+// chunks and their qualifier wrappers are two allocations, not four or
+// five per cell; a family's name wrapper is made once per run of its
+// cells, and the commit flag is one shared value (marshalling only reads
+// them).
+func chunksOf(r client.Row) []*btpb.ReadRowsResponse_CellChunk {
 	chunks := make([]btpb.ReadRowsResponse_CellChunk, len(r.Cells))
 	quals := make([]wrapperspb.BytesValue, len(r.Cells))
+	out := make([]*btpb.ReadRowsResponse_CellChunk, len(r.Cells))
 	var fam *wrapperspb.StringValue
 	for i, c := range r.Cells {
-		w.cells++
 		quals[i].Value = []byte(c.Qualifier)
 		ch := &chunks[i]
 		ch.Qualifier, ch.TimestampMicros, ch.Labels, ch.Value = &quals[i], c.Timestamp, c.Labels, c.Value
@@ -227,42 +279,118 @@ func (w *chunkWriter) row(r client.Row) {
 		if i == len(r.Cells)-1 {
 			ch.RowStatus = commitRow
 		}
-		w.resp.Chunks = append(w.resp.Chunks, ch)
-		w.size += len(c.Family) + len(c.Qualifier) + len(c.Value) + 16
+		out[i] = ch
 	}
-	w.size += len(r.Key)
-	if w.size > w.whole {
-		w.large(before, sizeBefore)
-		return
-	}
-	if w.size >= maxResponseBytes {
-		w.err = w.flush()
-	}
+	return out
 }
 
-// large handles a response that passed the whole-row bound with the row whose
-// chunks start at before (sizeBefore: the cell data of the chunks before
-// it). The rows before it go out first, in a response of their own; then
-// a row within the bound goes whole in one response, and a larger
-// one in responses of about maxResponseBytes, a value cut where a
-// response fills: each chunk of a cut value but its last sets value_size
-// to the value's length, the cell's key and labels go on its first chunk
-// only, and commit_row on the row's last; cutAt says where a value is
-// cut.
-func (w *chunkWriter) large(before, sizeBefore int) {
-	row := w.resp.Chunks[before:]
-	rowBytes := w.size - sizeBefore
-	if before > 0 {
-		w.resp.Chunks = w.resp.Chunks[:before:before]
-		if w.err = w.flush(); w.err != nil {
-			return
+// CellChunk's and ReadRowsResponse's field numbers (the Bigtable API's
+// bigtable.proto); a wrapper's value is its field 1.
+const (
+	respChunks          protowire.Number = 1
+	chunkRowKey         protowire.Number = 1
+	chunkFamilyName     protowire.Number = 2
+	chunkQualifier      protowire.Number = 3
+	chunkTimestamp      protowire.Number = 4
+	chunkLabels         protowire.Number = 5
+	chunkValue          protowire.Number = 6
+	chunkCommitRow      protowire.Number = 9
+	wrapperValue        protowire.Number = 1
+	tagBytes                             = protowire.BytesType
+	tagVarint                            = protowire.VarintType
+	chunkCommitRowBytes                  = 2 // its tag and true
+)
+
+// appendRowChunks appends r's chunks to b as ReadRowsResponse.chunks
+// fields, the bytes proto.Marshal writes for chunksOf(r) (in field
+// order; TestAppendRowChunksMatchesProto): the row key on the first
+// chunk, the family wrapper where the family changes, the qualifier
+// wrapper on every chunk (an empty qualifier is an empty wrapper, which
+// still says a cell starts), the timestamp when not 0, the labels, the
+// value when not empty, and commit_row on the last.
+func appendRowChunks(b []byte, r client.Row) []byte {
+	fam := ""
+	for i, c := range r.Cells {
+		famChanged := i == 0 || c.Family != fam
+		fam = c.Family
+		n := 0
+		if i == 0 && len(r.Key) > 0 {
+			n += protowire.SizeTag(chunkRowKey) + protowire.SizeBytes(len(r.Key))
+		}
+		if famChanged {
+			n += protowire.SizeTag(chunkFamilyName) + protowire.SizeBytes(wrapperSize(len(c.Family)))
+		}
+		n += protowire.SizeTag(chunkQualifier) + protowire.SizeBytes(wrapperSize(len(c.Qualifier)))
+		if c.Timestamp != 0 {
+			n += protowire.SizeTag(chunkTimestamp) + protowire.SizeVarint(uint64(c.Timestamp))
+		}
+		for _, l := range c.Labels {
+			n += protowire.SizeTag(chunkLabels) + protowire.SizeBytes(len(l))
+		}
+		if len(c.Value) > 0 {
+			n += protowire.SizeTag(chunkValue) + protowire.SizeBytes(len(c.Value))
+		}
+		last := i == len(r.Cells)-1
+		if last {
+			n += chunkCommitRowBytes
+		}
+		b = protowire.AppendTag(b, respChunks, tagBytes)
+		b = protowire.AppendVarint(b, uint64(n))
+		if i == 0 && len(r.Key) > 0 {
+			b = protowire.AppendTag(b, chunkRowKey, tagBytes)
+			b = protowire.AppendString(b, r.Key)
+		}
+		if famChanged {
+			b = appendWrapper(protowire.AppendTag(b, chunkFamilyName, tagBytes), c.Family)
+		}
+		b = appendWrapper(protowire.AppendTag(b, chunkQualifier, tagBytes), c.Qualifier)
+		if c.Timestamp != 0 {
+			b = protowire.AppendTag(b, chunkTimestamp, tagVarint)
+			b = protowire.AppendVarint(b, uint64(c.Timestamp))
+		}
+		for _, l := range c.Labels {
+			b = protowire.AppendTag(b, chunkLabels, tagBytes)
+			b = protowire.AppendString(b, l)
+		}
+		if len(c.Value) > 0 {
+			b = protowire.AppendTag(b, chunkValue, tagBytes)
+			b = protowire.AppendBytes(b, c.Value)
+		}
+		if last {
+			b = protowire.AppendTag(b, chunkCommitRow, tagVarint)
+			b = protowire.AppendVarint(b, 1)
 		}
 	}
-	if rowBytes <= w.whole {
-		w.resp, w.size = &btpb.ReadRowsResponse{Chunks: row}, rowBytes
-		w.err = w.flush()
-		return
+	return b
+}
+
+// wrapperSize is the encoded size of a StringValue or BytesValue holding
+// n bytes: its value field, absent when empty.
+func wrapperSize(n int) int {
+	if n == 0 {
+		return 0
 	}
+	return protowire.SizeTag(wrapperValue) + protowire.SizeBytes(n)
+}
+
+// appendWrapper appends a StringValue or BytesValue holding v, with its
+// length, as a message field's payload.
+func appendWrapper(b []byte, v string) []byte {
+	b = protowire.AppendVarint(b, uint64(wrapperSize(len(v))))
+	if len(v) > 0 {
+		b = protowire.AppendTag(b, wrapperValue, tagBytes)
+		b = protowire.AppendString(b, v)
+	}
+	return b
+}
+
+// large streams a row over the whole-row bound (row: its chunks), the
+// rows before it already sent, in
+// responses of about maxResponseBytes, a value cut where a response
+// fills: each chunk of a cut value but its last sets value_size to the
+// value's length, the cell's key and labels go on its first chunk only,
+// and commit_row on the row's last; cutAt says where a value is cut.
+func (w *chunkWriter) large(row []*btpb.ReadRowsResponse_CellChunk) {
 	w.resp, w.size = &btpb.ReadRowsResponse{}, 0
 	for _, ch := range row {
 		if w.size >= maxResponseBytes {
@@ -290,9 +418,9 @@ func (w *chunkWriter) large(before, sizeBefore int) {
 		w.resp.Chunks = append(w.resp.Chunks, ch)
 		w.size += len(v)
 	}
-	if w.size >= maxResponseBytes {
-		w.err = w.flush()
-	}
+	// The row's end goes out now: the rows after it are encoded (enc),
+	// and must follow it.
+	w.err = w.flush()
 }
 
 // rowSet is the request's row set: its keys and ranges as one list of

@@ -17,9 +17,11 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"bighive/client"
 	"bighive/internal/limits"
+	"bighive/internal/wirecodec"
 	"bighive/testkit/inproc"
 	"bighive/testkit/race"
 )
@@ -404,6 +406,21 @@ type sentResponses struct {
 func (s *sentResponses) Send(r *btpb.ReadRowsResponse) error {
 	s.resps = append(s.resps, r)
 	return nil
+}
+
+// SendMsg takes the chunkWriter's encoded responses: decoded, they are
+// kept as Send keeps the others.
+func (s *sentResponses) SendMsg(m any) error {
+	e, ok := m.(*wirecodec.Encoded)
+	if !ok {
+		return fmt.Errorf("SendMsg of %T", m)
+	}
+	r := &btpb.ReadRowsResponse{}
+	if err := proto.Unmarshal(e.Data.Materialize(), r); err != nil {
+		return err
+	}
+	e.Data.Free()
+	return s.Send(r)
 }
 
 // TestCutValueFirstChunkNotEightBytes: wherever a response fills, a cut
