@@ -14,7 +14,8 @@ import (
 
 // TestAppendRowChunksMatchesProto: the chunks appendRowChunks encodes
 // are, byte for byte, what proto.Marshal writes for the same rows built
-// as CellChunk messages (chunksOf), over random rows: families that
+// as CellChunk messages (chunksOf), and within encBound, over random
+// rows: families that
 // change or repeat (an empty one included), empty and long qualifiers,
 // timestamps 0, small, large and negative, labels, empty and large
 // values.
@@ -45,7 +46,11 @@ func TestAppendRowChunksMatchesProto(t *testing.T) {
 		var got []byte
 		for _, r := range rows {
 			want.Chunks = append(want.Chunks, chunksOf(r)...)
+			before := len(got)
 			got = appendRowChunks(got, r)
+			if n := len(got) - before; n > encBound(r) {
+				t.Fatalf("case %d: row %q encodes to %d bytes, over its bound %d", i, r.Key, n, encBound(r))
+			}
 		}
 		wantBytes, err := proto.MarshalOptions{Deterministic: true}.Marshal(want)
 		if err != nil {

@@ -178,7 +178,7 @@ func cutAt(v []byte, n int, first bool) int {
 type chunkWriter struct {
 	stream btpb.Bigtable_ReadRowsServer
 	whole  int     // the server's whole-row bound
-	enc    *[]byte // the response being encoded, from wirecodec.Pool; nil: none
+	enc    *[]byte // the response being encoded (see reserve); nil: none
 	resp   *btpb.ReadRowsResponse
 	size   int // the cell data of the response being built (enc or resp)
 	err    error
@@ -186,22 +186,12 @@ type chunkWriter struct {
 	rows, cells int64
 }
 
-// encCap is the capacity an encoded response starts with: it is sent
-// once its cell data reaches maxResponseBytes, so it is at most that and
-// one row, each chunk with a few bytes of overhead.
-const encCap = maxResponseBytes + 64<<10
-
 func (w *chunkWriter) flush() error {
 	if w.enc != nil {
 		buf := w.enc
 		w.enc, w.size = nil, 0
-		var data mem.Buffer
-		if cap(*buf) == encCap {
-			data = mem.NewBuffer(buf, wirecodec.Pool) // gRPC gives it back
-		} else {
-			data = mem.SliceBuffer(*buf) // a row outgrew the Pool buffer
-		}
-		return w.stream.SendMsg(&wirecodec.Encoded{Data: mem.BufferSlice{data}})
+		// gRPC gives the buffer back to Pool once written.
+		return w.stream.SendMsg(&wirecodec.Encoded{Data: mem.BufferSlice{mem.NewBuffer(buf, wirecodec.Pool)}})
 	}
 	if w.resp == nil {
 		return nil
@@ -244,15 +234,49 @@ func (w *chunkWriter) row(r client.Row) {
 			return
 		}
 	}
-	if w.enc == nil {
-		w.enc = wirecodec.Pool.Get(encCap)
-		*w.enc = (*w.enc)[:0]
-	}
+	w.reserve(encBound(r))
 	*w.enc = appendRowChunks(*w.enc, r)
 	w.size += n
 	if w.size >= maxResponseBytes {
 		w.err = w.flush()
 	}
+}
+
+// reserve makes room in enc for need more bytes, from wirecodec.Pool: a
+// response's first row gets a buffer of its own size (a ReadRow's whole
+// response), and a second row one with room for a full response
+// (maxResponseBytes and a row), so a scan's response is copied once, at
+// its second row, and never grows again.
+func (w *chunkWriter) reserve(need int) {
+	if w.enc != nil && len(*w.enc)+need <= cap(*w.enc) {
+		return
+	}
+	size := need
+	if w.enc != nil {
+		size = max(maxResponseBytes, len(*w.enc)) + need
+	}
+	buf := wirecodec.Pool.Get(size)
+	*buf = (*buf)[:0]
+	if w.enc != nil {
+		*buf = append(*buf, *w.enc...)
+		wirecodec.Pool.Put(w.enc)
+	}
+	w.enc = buf
+}
+
+// encBound bounds the bytes appendRowChunks writes for r: the key with
+// its tag and length, and per cell its family, qualifier, value and
+// labels with at most 64 bytes of tags, lengths, timestamp and
+// commit_row, and 16 per label.
+func encBound(r client.Row) int {
+	n := len(r.Key) + 16
+	for _, c := range r.Cells {
+		n += len(c.Family) + len(c.Qualifier) + len(c.Value) + 64
+		for _, l := range c.Labels {
+			n += len(l) + 16
+		}
+	}
+	return n
 }
 
 // chunksOf is r as CellChunk messages, the form large cuts. The row's
