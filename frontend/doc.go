@@ -56,7 +56,9 @@
 // CellChunks (value_size on each chunk of a value but its last), as the
 // API allows; a value is cut at the start of a UTF-8 sequence and never
 // after its first 8 bytes, where the official Node.js client would
-// corrupt it (cutAt). Aggregate families (a value type of an Int64 input
+// corrupt it (cutAt). Whole rows are encoded straight into a response's
+// wire form, the bytes protobuf would write for the same CellChunks
+// (appendRowChunks); a larger row is built as CellChunk messages. Aggregate families (a value type of an Int64 input
 // with sum, min or max) are created, described and written (AddToCell,
 // MergeToCell) through the client's FamilySpec.Aggregate and
 // Mutation.AddToCell; a value type changed after creation and the
