@@ -264,14 +264,13 @@ func (w *chunkWriter) reserve(need int) {
 	w.enc = buf
 }
 
-// encBound bounds the bytes appendRowChunks writes for r: the key with
-// its tag and length, and per cell its family, qualifier, value and
-// labels with at most 64 bytes of tags, lengths, timestamp and
-// commit_row, and 16 per label.
+// encBound bounds the bytes appendRowChunks writes for r: its rowBytes,
+// and 16 more bytes for the key's tag and length, 48 more per cell (64
+// in all for its tags, lengths, timestamp and commit_row) and each
+// label with 16.
 func encBound(r client.Row) int {
-	n := len(r.Key) + 16
+	n := rowBytes(r) + 16 + 48*len(r.Cells)
 	for _, c := range r.Cells {
-		n += len(c.Family) + len(c.Qualifier) + len(c.Value) + 64
 		for _, l := range c.Labels {
 			n += len(l) + 16
 		}
@@ -311,18 +310,17 @@ func chunksOf(r client.Row) []*btpb.ReadRowsResponse_CellChunk {
 // CellChunk's and ReadRowsResponse's field numbers (the Bigtable API's
 // bigtable.proto); a wrapper's value is its field 1.
 const (
-	respChunks          protowire.Number = 1
-	chunkRowKey         protowire.Number = 1
-	chunkFamilyName     protowire.Number = 2
-	chunkQualifier      protowire.Number = 3
-	chunkTimestamp      protowire.Number = 4
-	chunkLabels         protowire.Number = 5
-	chunkValue          protowire.Number = 6
-	chunkCommitRow      protowire.Number = 9
-	wrapperValue        protowire.Number = 1
-	tagBytes                             = protowire.BytesType
-	tagVarint                            = protowire.VarintType
-	chunkCommitRowBytes                  = 2 // its tag and true
+	respChunks      protowire.Number = 1
+	chunkRowKey     protowire.Number = 1
+	chunkFamilyName protowire.Number = 2
+	chunkQualifier  protowire.Number = 3
+	chunkTimestamp  protowire.Number = 4
+	chunkLabels     protowire.Number = 5
+	chunkValue      protowire.Number = 6
+	chunkCommitRow  protowire.Number = 9
+	wrapperValue    protowire.Number = 1
+	tagBytes                         = protowire.BytesType
+	tagVarint                        = protowire.VarintType
 )
 
 // appendRowChunks appends r's chunks to b as ReadRowsResponse.chunks
@@ -356,7 +354,7 @@ func appendRowChunks(b []byte, r client.Row) []byte {
 		}
 		last := i == len(r.Cells)-1
 		if last {
-			n += chunkCommitRowBytes
+			n += protowire.SizeTag(chunkCommitRow) + protowire.SizeVarint(1)
 		}
 		b = protowire.AppendTag(b, respChunks, tagBytes)
 		b = protowire.AppendVarint(b, uint64(n))
@@ -409,11 +407,11 @@ func appendWrapper(b []byte, v string) []byte {
 }
 
 // large streams a row over the whole-row bound (row: its chunks), the
-// rows before it already sent, in
-// responses of about maxResponseBytes, a value cut where a response
-// fills: each chunk of a cut value but its last sets value_size to the
-// value's length, the cell's key and labels go on its first chunk only,
-// and commit_row on the row's last; cutAt says where a value is cut.
+// rows before it already sent, in responses of about maxResponseBytes,
+// a value cut where a response fills: each chunk of a cut value but its
+// last sets value_size to the value's length, the cell's key and labels
+// go on its first chunk only, and commit_row on the row's last; cutAt
+// says where a value is cut.
 func (w *chunkWriter) large(row []*btpb.ReadRowsResponse_CellChunk) {
 	w.resp, w.size = &btpb.ReadRowsResponse{}, 0
 	for _, ch := range row {
