@@ -15,6 +15,13 @@
 //     context is alive, and errors that are no gRPC status at all (a dial
 //     that failed): the next master in the list.
 //
+// A failed attempt also makes later calls start at the next master, so
+// that a hung leader costs each caller at most one attempt. An attempt
+// that its caller's deadline ended counts only if the master had a fair
+// time to answer (250 ms, or the whole attempt timeout when shorter): a
+// caller left with microseconds is no evidence against anyone, and no
+// attempt at all is made for a caller whose context already ended.
+//
 // A master that timed out or failed its transport in the current round is
 // not followed again by a NotLeader hint in that round: followers keep
 // naming a hung leader until they elect another, and following them would
@@ -175,6 +182,12 @@ func (c *Conn) Invoke(ctx context.Context, fn func(ctx context.Context, cc grpc.
 	tried := 0                  // attempts this round
 	for attempt := 1; ; attempt++ {
 		addr, n := c.addr(idx)
+		if err := ctx.Err(); err != nil {
+			// No attempt on a master the caller left no time for: its
+			// failure would be no evidence against that master.
+			return retryError(ctx, attempt-1, last)
+		}
+		start := time.Now()
 		err := c.attemptOn(ctx, addr, fn)
 		if err == nil {
 			c.mu.Lock()
@@ -198,8 +211,8 @@ func (c *Conn) Invoke(ctx context.Context, fn func(ctx context.Context, cc grpc.
 			// Move on even when this call is over: a caller whose deadline
 			// is no longer than one attempt (a client's lookup inside its
 			// own attempt) would otherwise start every call at the hung
-			// master. A caller that cancelled is no evidence against it.
-			if !errors.Is(ctx.Err(), context.Canceled) {
+			// master. But only when the master had its chance (blames).
+			if c.blames(ctx, redirect, time.Since(start)) {
 				c.moveFrom(idx, next)
 			}
 			idx = next
@@ -232,6 +245,33 @@ func (c *Conn) Invoke(ctx context.Context, fn func(ctx context.Context, cc grpc.
 			}
 		}
 	}
+}
+
+// fairAttempt is how long a master must have had to answer before an
+// attempt that its caller's deadline ended counts against it: a healthy
+// master answers in milliseconds, even on a loaded machine.
+const fairAttempt = 250 * time.Millisecond
+
+// blames reports whether a failed attempt (one another master may answer)
+// that took took is evidence against its master, so that later calls
+// start at the next one. A redirect, a transport failure or the attempt's
+// own timeout is; a caller that cancelled is not; an attempt that the
+// caller's deadline ended is only if the master had fairAttempt (or the
+// whole attempt timeout, when shorter) to answer. Without that last rule,
+// callers that waited for one shared lookup until their deadlines, then
+// tried with the microseconds left, each moved the leader pointer on: a
+// move check's waiters (client.locCache) walked it round the ring and
+// back to a hung master, so every check hit it, for as long as it hung.
+func (c *Conn) blames(ctx context.Context, redirect bool, took time.Duration) bool {
+	switch {
+	case redirect:
+		return true
+	case errors.Is(ctx.Err(), context.Canceled):
+		return false
+	case ctx.Err() != nil || pastDeadline(ctx):
+		return took >= min(fairAttempt, c.AttemptTimeout())
+	}
+	return true
 }
 
 // attemptOn runs one attempt against addr under the attempt timeout.
@@ -300,10 +340,13 @@ type Error struct {
 	code     codes.Code
 	ctxErr   error
 	Attempts int   // attempts made
-	Last     error // the last attempt's failure
+	Last     error // the last attempt's failure; nil if none was made
 }
 
 func (e *Error) Error() string {
+	if e.Last == nil {
+		return fmt.Sprintf("masterconn: %v after %d attempts", e.ctxErr, e.Attempts)
+	}
 	return fmt.Sprintf("masterconn: %v after %d attempts; last error: %s", e.ctxErr, e.Attempts, status.Convert(e.Last).Message())
 }
 

@@ -212,6 +212,53 @@ func TestRotatesWhenTheCallEndsWithTheAttempt(t *testing.T) {
 	}
 }
 
+// TestShortCallerDoesNotRotate: callers whose deadline left a master no
+// fair time to answer (fairAttempt) are no evidence against it, so they
+// do not move the next call's start. Waiters of one shared lookup end
+// together and retry with the microseconds left; each moved the pointer
+// one master on, and in a ring of three two such waiters brought every
+// lookup back to a hung leader for as long as it hung.
+func TestShortCallerDoesNotRotate(t *testing.T) {
+	var leaderAddr string
+	leaderAddr = serve(t, &master{leader: true, leaderAddr: &leaderAddr})
+	hung := frozen(t)
+	c, err := New([]string{leaderAddr, hung, serve(t, &master{leaderAddr: &leaderAddr})}, Options{AttemptTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Prefer(hung)
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration
+	}{
+		{"deadline already passed", -time.Second},
+		{"a millisecond left", time.Millisecond},
+		{"a tenth of the fair time", fairAttempt / 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), tc.timeout)
+			defer cancel()
+			err := listTables(ctx, c)
+			if apierr.CodeOf(err) != codes.DeadlineExceeded {
+				t.Fatalf("call: %v, want DeadlineExceeded", err)
+			}
+			if got := c.Leader(); got != hung {
+				t.Fatalf("after a call with %v, the next call starts at %s, want still %s (the hung master had no fair chance)", tc.timeout, got, hung)
+			}
+		})
+	}
+	// A caller that gave the hung master its fair time does move on.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*fairAttempt)
+	defer cancel()
+	if err := listTables(ctx, c); apierr.CodeOf(err) != codes.DeadlineExceeded {
+		t.Fatalf("call with the fair time: %v, want DeadlineExceeded", err)
+	}
+	if got := c.Leader(); got == hung {
+		t.Fatalf("after the hung master had %v, the next call still starts at it", 2*fairAttempt)
+	}
+}
+
 // TestRotatesOnTransportError: a master whose address refuses connections,
 // one that speaks no HTTP/2, and one that cannot even be dialled are each
 // skipped for the next master.
