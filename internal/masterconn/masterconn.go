@@ -18,7 +18,7 @@
 // A failed attempt also makes later calls start at the next master, so
 // that a hung leader costs each caller at most one attempt. An attempt
 // that its caller's deadline ended counts only if the master had a fair
-// time to answer (250 ms, or the whole attempt timeout when shorter): a
+// time to answer (50 ms, or the whole attempt timeout when shorter): a
 // caller left with microseconds is no evidence against anyone, and no
 // attempt at all is made for a caller whose context already ended.
 //
@@ -249,8 +249,11 @@ func (c *Conn) Invoke(ctx context.Context, fn func(ctx context.Context, cc grpc.
 
 // fairAttempt is how long a master must have had to answer before an
 // attempt that its caller's deadline ended counts against it: a healthy
-// master answers in milliseconds, even on a loaded machine.
-const fairAttempt = 250 * time.Millisecond
+// master answers in milliseconds, even on a loaded machine, and a caller
+// with a short budget (a client's move check of 200 ms) must still move
+// off a hung one. The callers it leaves out are those that waited for a
+// shared lookup and had microseconds left.
+const fairAttempt = 50 * time.Millisecond
 
 // blames reports whether a failed attempt (one another master may answer)
 // that took took is evidence against its master, so that later calls
