@@ -147,12 +147,6 @@ func (lc *locCache) cachedOrFetch(ctx context.Context, row string, fresh func(*l
 				return nil, ctx.Err()
 			}
 		}
-		if err := ctx.Err(); err != nil {
-			// Woken by the fetch it waited for as its own deadline passed
-			// (waiters of one move check end together): no fetch of its own.
-			lc.unlock()
-			return nil, err
-		}
 		done := make(chan struct{})
 		lc.fetching = done
 		lc.unlock()
